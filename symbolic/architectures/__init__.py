@@ -1,0 +1,1 @@
+"""Architecture inventories: what a layer saves, holds and multiplies."""

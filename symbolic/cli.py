@@ -1,0 +1,50 @@
+"""``python -m symbolic COMMAND ...``: one module per command in ``symbolic.commands``.
+
+Each command module defines ``HELP``, ``add_arguments(parser)`` and
+``run(args) -> int``. Bad input raises :class:`symbolic.models.ConfigError`
+(or ``ValueError`` from the engine's validators) and becomes one line on
+stderr with exit status 2 — never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: The commands, in the order ``--help`` lists them.
+COMMANDS = ["bill"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the problem."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's signature
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="symbolic", description="Transformer training memory and FLOPs, derived and checked.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"symbolic.commands.{name}")
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        command.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from .models import ConfigError
+
+    try:
+        return args._run(args)
+    except (ConfigError, ValueError) as error:
+        print(f"symbolic {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. piped into `head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

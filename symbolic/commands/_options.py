@@ -1,0 +1,88 @@
+"""Options shared by the commands, and the parsers of user-typed quantities.
+
+No user text reaches ``eval`` or ``sympify``: counts and memory sizes are read
+with ``decimal.Decimal`` and a fixed table of units.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+from decimal import Decimal, InvalidOperation
+
+from ..layout import Layout
+from ..ledgers.states import RECIPES
+from ..models import ConfigError, ModelConfig, preset
+from ..strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
+
+MEMORY_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+                "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+COUNT_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+def parse_memory(text: str, field: str = "--gpu-memory") -> int:
+    """'80GB', '80 GiB', '1.5TB' -> bytes. A bare number is refused: GB or GiB?"""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*", text or "")
+    if not match or match.group(2) not in MEMORY_UNITS:
+        raise ConfigError(f"{field} {text!r}: give a number with a unit, e.g. 80GB (10^9 B) or 80GiB (2^30 B); "
+                          f"units: {', '.join(MEMORY_UNITS)}")
+    value = Decimal(match.group(1)) * MEMORY_UNITS[match.group(2)]
+    if value != value.to_integral_value() or value <= 0:
+        raise ConfigError(f"{field} {text!r} is not a positive whole number of bytes")
+    return int(value)
+
+
+def parse_count(text: str, field: str = "--params") -> int:
+    """'7B', '1.5B', '175e9', '7000000000' -> an exact positive integer."""
+    match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([KMBT]?)\s*", text or "")
+    try:
+        if not match:
+            raise InvalidOperation
+        value = Decimal(match.group(1)) * COUNT_SUFFIXES[match.group(2)]
+    except InvalidOperation:
+        raise ConfigError(f"{field} {text!r}: give a count such as 7B, 1.5B, 175e9 or 7000000000") from None
+    if value != value.to_integral_value() or value <= 0:
+        raise ConfigError(f"{field} {text!r} is not a positive whole number")
+    return int(value)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def add_model_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="a built-in model (gpt-22b, gpt-175b, gpt-530b, gpt-1t, gpt-7b)")
+
+
+def load_model(args) -> ModelConfig:
+    return preset(args.model)
+
+
+def add_layout_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("layout")
+    group.add_argument("--seq", type=_positive, default=0, help="sequence length s (default: the model's)")
+    group.add_argument("--micro-batch", type=_positive, default=1, help="micro-batch size b (default 1)")
+    group.add_argument("--tp", type=_positive, default=1, help="tensor-parallel size t")
+    group.add_argument("--pp", type=_positive, default=1, help="pipeline-parallel size p")
+    group.add_argument("--dp", type=_positive, default=1, help="data-parallel size d")
+    group.add_argument("--sp", action="store_true", help="sequence parallelism over the TP group")
+    group.add_argument("--recompute", choices=RECOMPUTE, default="none", help="activation recompute")
+    group.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage over d")
+    group.add_argument("--optimizer", choices=sorted(RECIPES), default="bf16-adam",
+                       help="model-state recipe (bytes per parameter)")
+    group.add_argument("--interleave", type=_positive, default=1,
+                       help="model chunks per stage, interleaved schedule (v; 1 = plain 1F1B)")
+    group.add_argument("--dtype", choices=FLOAT_ACTIVATION_DTYPES, default="bf16", help="activation dtype")
+    group.add_argument("--global-batch", type=_positive, default=0,
+                       help="sequences per iteration (default micro-batch × dp)")
+
+
+def layout_from_args(args) -> Layout:
+    return Layout(micro_batch=args.micro_batch, seq=args.seq, tp=args.tp, pp=args.pp, dp=args.dp,
+                  sp=args.sp, recompute=args.recompute, zero=args.zero, optimizer=args.optimizer,
+                  interleave=args.interleave, dtype=args.dtype, global_batch=args.global_batch)

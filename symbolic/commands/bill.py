@@ -1,0 +1,27 @@
+"""``symbolic bill MODEL [layout options]``: the four ledgers, itemised."""
+from __future__ import annotations
+
+from . import _options
+
+HELP = "print the four ledgers (params, model states, activations, FLOPs) of a model under a layout"
+
+
+def add_arguments(parser) -> None:
+    _options.add_model_argument(parser)
+    _options.add_layout_options(parser)
+    parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B, 175e9)")
+    parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU to compare against (80GB, 80GiB)")
+    parser.add_argument("--json", action="store_true", help="exact integers under stable keys")
+
+
+def run(args) -> int:
+    from ..bill import make_bill
+    from ..render.terminal import render_json, render_text
+
+    model = _options.load_model(args)
+    layout = _options.layout_from_args(args)
+    params_hand = _options.parse_count(args.params) if args.params else None
+    gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory else None
+    bill = make_bill(model, layout, params_hand=params_hand, gpu_memory=gpu_memory)
+    print(render_json(bill) if args.json else render_text(bill))
+    return 0

@@ -1,0 +1,71 @@
+"""FLOPs: the matmuls of the inventory, forward and backward, summed.
+
+Conventions (Korthikanti et al. 2022 §6.3; Chowdhery et al. 2022 App. B):
+*model FLOPs* count the work the model needs — one forward and one backward,
+backward = 2 × forward; *hardware FLOPs* also count what recompute repeats.
+Only matmuls are counted (softmax, norms, element-wise ops are lower order),
+as in Narayanan et al. 2021 §5.1.
+"""
+from __future__ import annotations
+
+from sympy import Add, Expr
+
+from ..architectures import gpt
+from ..dims import L, b, s
+from ..tensors import Group, Inventory
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+def _forward(inventory: Inventory, keep) -> Expr:
+    return Add(*((L if mm.scope == "layer" else 1) * mm.forward_flops for mm in inventory if keep(mm)))
+
+
+def forward(inventory: Inventory | None = None) -> Expr:
+    """Forward FLOPs of one micro-batch through all L layers and the logits."""
+    inventory = gpt.matmuls() if inventory is None else inventory
+    return _forward(inventory, lambda mm: True)
+
+
+def model_training(inventory: Inventory | None = None) -> Expr:
+    """Model FLOPs of one training micro-batch: forward + backward = 3 × forward."""
+    inventory = gpt.matmuls() if inventory is None else inventory
+    return Add(*((L if mm.scope == "layer" else 1) * (mm.forward_flops + mm.backward_flops) for mm in inventory))
+
+
+def recompute_extra(recompute: str, inventory: Inventory | None = None) -> Expr:
+    """FLOPs recompute adds: full recompute repeats every layer's forward
+    (Narayanan Eq 3's 4×); selective repeats the attention core, Q·Kᵀ and
+    scores·V (Korthikanti §5). The logits are never recomputed."""
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {recompute!r}")
+    inventory = gpt.matmuls() if inventory is None else inventory
+    if recompute == "none":
+        return Add()
+    if recompute == "full":
+        return _forward(inventory, lambda mm: mm.scope == "layer")
+    return _forward(inventory, lambda mm: mm.scope == "layer" and mm.group is Group.ATTENTION_CORE)
+
+
+def hardware_training(recompute: str = "none", inventory: Inventory | None = None) -> Expr:
+    """Hardware FLOPs of one training micro-batch: model FLOPs + recompute."""
+    return model_training(inventory) + recompute_extra(recompute, inventory)
+
+
+def per_token(expr: Expr) -> Expr:
+    """FLOPs per token of a per-micro-batch count: divide by b·s tokens."""
+    return expr / (b * s)
+
+
+def kaplan_forward_per_token(inventory: Inventory | None = None) -> Expr:
+    """Forward FLOPs per token as Kaplan et al. 2020 count them (Eq 2.2, Table 1).
+
+    Weight matmuls of the layers (2 FLOPs per weight: 2N) plus the attention
+    products under a causal mask, where a token attends on average to about
+    half the context: half of the full s×s count. Embeddings and logits are
+    left out, as Kaplan's N leaves them out. Condition: d_attn = d_model = h.
+    """
+    inventory = gpt.matmuls() if inventory is None else inventory
+    weights = _forward(inventory, lambda mm: mm.scope == "layer" and mm.weight)
+    attention = _forward(inventory, lambda mm: mm.scope == "layer" and not mm.weight) / 2
+    return per_token(weights + attention)

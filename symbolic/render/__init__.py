@@ -1,0 +1,1 @@
+"""Renderers: every output reads the engine's expressions; none holds a formula."""

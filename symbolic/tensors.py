@@ -1,0 +1,195 @@
+"""The terms every ledger is made of: saved tensors, parameters and matmuls.
+
+A term is data: a path-like name (``attention/softmax_output``), a shape made
+of dimension symbols, and what the accounting needs to know about it. Bytes
+and FLOPs are *derived* from the shape, never typed in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Iterable, Iterator
+
+from sympy import Expr, Integer, Mul, sympify
+
+#: Bytes per element of each storage dtype. Dropout masks are stored as one
+#: byte per element (``torch.bool``/``uint8``), as Korthikanti §4.1 counts them.
+DTYPE_BYTES: dict[str, int] = {
+    "fp32": 4,
+    "bf16": 2,
+    "fp16": 2,
+    "fp8": 1,
+    "mask": 1,
+}
+
+
+class Axis(Enum):
+    """The parallel axis that splits a tensor.
+
+    ``TENSOR``: split across heads or the hidden/FFN width by tensor parallelism
+    (Megatron's column/row-parallel linears). ``SEQUENCE``: replicated under
+    tensor parallelism, split along the sequence by sequence parallelism
+    (Korthikanti §4.2.2). ``NONE``: never split. ``CONTEXT`` and ``EXPERT`` are
+    the axes of context and expert parallelism.
+    """
+
+    NONE = "none"
+    TENSOR = "tensor-parallel"
+    SEQUENCE = "sequence-parallel"
+    CONTEXT = "context-parallel"
+    EXPERT = "expert-parallel"
+
+
+class Group(Enum):
+    """The recompute group a saved tensor belongs to.
+
+    ``LAYER_INPUT``: the layer's input, the one tensor full recompute keeps
+    (Korthikanti §5, Table 2). ``ATTENTION_CORE``: the softmax/dropout tensors
+    of the Q·Kᵀ score matrix, which selective recompute drops and recomputes
+    (Korthikanti §5). ``BODY``: everything else, kept unless full recompute.
+    """
+
+    LAYER_INPUT = "layer input"
+    ATTENTION_CORE = "attention core"
+    BODY = "body"
+
+
+def _product(shape: Iterable[Expr]) -> Expr:
+    return Mul(*shape)
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    """A tensor autograd keeps from forward for backward.
+
+    ``shape`` is the logical (unsharded) shape; ``split_dim`` is the index of the
+    entry the parallel axis ``split`` divides, and ``sharded_by`` how many ways
+    it is divided now (1 until a strategy shards it).
+    """
+
+    name: str
+    shape: tuple[Expr, ...]
+    dtype: str
+    split: Axis
+    split_dim: int | None
+    group: Group
+    source: str
+    note: str = ""
+    sharded_by: Expr = Integer(1)
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPE_BYTES:
+            raise ValueError(f"{self.name}: unknown dtype {self.dtype!r}")
+        if (self.split is Axis.NONE) != (self.split_dim is None):
+            raise ValueError(f"{self.name}: split axis and split_dim must come together")
+
+    @property
+    def bytes_per_element(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def local_shape(self) -> tuple[Expr, ...]:
+        """The shape one GPU holds: the split entry divided by ``sharded_by``."""
+        if self.split_dim is None:
+            return self.shape
+        shape = list(self.shape)
+        shape[self.split_dim] = shape[self.split_dim] / self.sharded_by
+        return tuple(shape)
+
+    @property
+    def elements(self) -> Expr:
+        return _product(self.local_shape)
+
+    @property
+    def bytes(self) -> Expr:
+        return self.elements * self.bytes_per_element
+
+    def shard(self, ways: Expr) -> "SavedTensor":
+        return replace(self, sharded_by=self.sharded_by * sympify(ways))
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A trainable parameter tensor. ``scope`` says where it sits in the model:
+    ``layer`` (repeated L times), ``embedding`` or ``output``."""
+
+    name: str
+    shape: tuple[Expr, ...]
+    scope: str
+    source: str
+    note: str = ""
+
+    @property
+    def count(self) -> Expr:
+        return _product(self.shape)
+
+
+@dataclass(frozen=True)
+class Matmul:
+    """A matrix multiply ``(M x K) @ (K x N)``, repeated ``batch`` times.
+
+    Forward FLOPs are ``2·batch·M·K·N`` (one multiply and one add per
+    multiply-accumulate). Backward computes two matmuls of the same size — the
+    gradient with respect to each operand — so it costs twice the forward
+    (Narayanan et al. 2021, §5.1). ``weight`` tells a parameter matmul from an
+    activation-activation one (Q·Kᵀ, scores·V); ``scope`` is as for parameters.
+    """
+
+    name: str
+    batch: Expr
+    M: Expr
+    K: Expr
+    N: Expr
+    weight: bool
+    scope: str
+    source: str
+    note: str = ""
+    group: Group = Group.BODY
+
+    @property
+    def forward_flops(self) -> Expr:
+        return 2 * self.batch * self.M * self.K * self.N
+
+    @property
+    def backward_flops(self) -> Expr:
+        return 2 * self.forward_flops
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """An ordered, immutable collection of terms, addressable by name."""
+
+    terms: tuple
+    applied: tuple[str, ...] = ()
+
+    def __iter__(self) -> Iterator:
+        return iter(self.terms)
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    def __getitem__(self, name: str):
+        for term in self.terms:
+            if term.name == name:
+                return term
+        raise KeyError(name)
+
+    def names(self) -> list[str]:
+        return [term.name for term in self.terms]
+
+    def select(self, prefix_or_names) -> "Inventory":
+        """Terms whose name equals one of ``prefix_or_names`` or starts with ``prefix/``."""
+        wanted = [prefix_or_names] if isinstance(prefix_or_names, str) else list(prefix_or_names)
+
+        def keep(name: str) -> bool:
+            return any(name == w or name.startswith(w.rstrip("/") + "/") for w in wanted)
+
+        return Inventory(tuple(t for t in self.terms if keep(t.name)), self.applied)
+
+    def map(self, fn, label: str) -> "Inventory":
+        kept = []
+        for term in self.terms:
+            new = fn(term)
+            if new is not None:
+                kept.append(new)
+        return Inventory(tuple(kept), self.applied + (label,))
