@@ -1,0 +1,230 @@
+"""Named quantities: the engine's results, addressable by name and options.
+
+One registry serves ``symbolic derive``, the claims in ``derivations/`` and
+the renderers, so they all ask the engine the same question the same way.
+Each quantity takes keyword options and returns an exact sympy expression in
+the papers' letters.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from typing import Callable
+
+from sympy import Expr, Integer, Symbol, expand, series
+
+from .architectures import ARCHITECTURES
+from .dims import V, s
+from .ledgers import activations, flops, params, states
+from .numeric import UNITS
+from .strategies import Strategy
+from .tensors import Inventory
+
+
+@dataclass(frozen=True)
+class Quantity:
+    name: str
+    unit: str
+    fn: Callable[..., Expr]
+    doc: str
+
+
+REGISTRY: dict[str, Quantity] = {}
+
+
+def quantity(name: str, unit: str):
+    def register(fn):
+        REGISTRY[name] = Quantity(name, unit, fn, (fn.__doc__ or "").strip())
+        return fn
+    return register
+
+
+def evaluate(name: str, **options) -> Expr:
+    """The expression of quantity ``name`` under ``options``."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown quantity {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    try:
+        return REGISTRY[name].fn(**options)
+    except TypeError as error:
+        raise ValueError(f"quantity {name!r}: {error}") from None
+
+
+def _arch(arch: str):
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {arch!r}; known: {', '.join(ARCHITECTURES)}")
+    return ARCHITECTURES[arch]
+
+
+def _select(inventory: Inventory, select) -> Inventory:
+    """Keep the terms whose names match any of the glob patterns ``select``."""
+    if select is None:
+        return inventory
+    patterns = [select] if isinstance(select, str) else list(select)
+    kept = tuple(term for term in inventory if any(fnmatch(term.name, pat) for pat in patterns))
+    if not kept:
+        raise ValueError(f"select {patterns} matches no term; terms: {', '.join(inventory.names())}")
+    return Inventory(kept, inventory.applied)
+
+
+def _strategy(options: dict) -> Strategy:
+    return Strategy(**options)
+
+
+# --- activations -----------------------------------------------------------
+
+@quantity("activations.per_layer", "B")
+def _activations_per_layer(arch="gpt", select=None, **strategy) -> Expr:
+    """Bytes one GPU saves for one layer and one micro-batch (optionally only
+    the terms matching ``select``)."""
+    inventory = activations.layer_inventory(_strategy(strategy), _arch(arch).saved_tensors())
+    return activations.total_bytes(_select(inventory, select))
+
+
+@quantity("activations.stage", "B")
+def _activations_stage(arch="gpt", select=None, **strategy) -> Expr:
+    """Bytes of the transformer layers' activations on the stage accounted
+    (all L layers without a pipeline; the first stage with one)."""
+    strat = _strategy(strategy)
+    in_flight, layers = strat.layers_held()
+    return in_flight * layers * _activations_per_layer(arch, select, **strategy)
+
+
+@quantity("activations.interleave_factor", "1")
+def _interleave_factor(arch="gpt", **strategy) -> Expr:
+    """First-stage activations of the interleaved schedule over those of 1F1B."""
+    base = dict(strategy, pipeline=True, interleaved=False)
+    return _activations_stage(arch, None, **dict(base, interleaved=True)) / _activations_stage(arch, None, **base)
+
+
+@quantity("activations.selective_saving", "1")
+def _selective_saving(arch="gpt", **strategy) -> Expr:
+    """Fraction of activation memory selective recompute saves."""
+    none = _activations_per_layer(arch, None, **dict(strategy, recompute="none"))
+    sel = _activations_per_layer(arch, None, **dict(strategy, recompute="selective"))
+    return 1 - sel / none
+
+
+# --- parameters ------------------------------------------------------------
+
+@quantity("params", "params")
+def _params(arch="gpt", tied=True, positions="learned", scopes=params.SCOPES, select=None) -> Expr:
+    """Parameter count (layer terms × L) over ``scopes``; ``eq2`` scopes are
+    ``["layer", "embedding"]``."""
+    inventory = _select(_arch(arch).parameters(tied=tied, positions=positions), select)
+    return params.count(inventory, tuple(scopes))
+
+
+@quantity("params.kaplan", "params")
+def _params_kaplan(arch="gpt") -> Expr:
+    """Kaplan's N: the layers' weight matrices, no embeddings, biases or norms."""
+    return params.non_embedding_weights(_arch(arch).parameters())
+
+
+# --- model states ----------------------------------------------------------
+
+def _recipe(recipe: str):
+    if recipe not in states.RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; known: {', '.join(states.RECIPES)}")
+    return states.RECIPES[recipe]
+
+
+@quantity("states.bytes_per_param", "B")
+def _bytes_per_param(recipe="bf16-adam", kind=None) -> Expr:
+    """Bytes per parameter of a recipe (or of one ``kind`` of its blocks)."""
+    r = _recipe(recipe)
+    return Integer(r.bytes_per_param if kind is None else r.bytes_of(kind))
+
+
+@quantity("states.per_gpu", "B")
+def _states_per_gpu(recipe="bf16-adam", zero=0) -> Expr:
+    """Model-state bytes per GPU, in Psi, t, p, d."""
+    return states.per_gpu(_recipe(recipe), zero)
+
+
+# --- FLOPs -----------------------------------------------------------------
+
+@quantity("flops.forward", "FLOPs")
+def _flops_forward(arch="gpt", select=None) -> Expr:
+    """Forward FLOPs of one micro-batch (L layers and the logits)."""
+    return flops.forward(_select(_arch(arch).matmuls(), select))
+
+
+@quantity("flops.layer_forward", "FLOPs")
+def _flops_layer_forward(arch="gpt") -> Expr:
+    """Forward FLOPs of one layer and one micro-batch."""
+    from .dims import L
+    return flops.forward(_select(_arch(arch).matmuls(), "layer/*")) / L
+
+
+@quantity("flops.model_training", "FLOPs")
+def _flops_model(arch="gpt") -> Expr:
+    """Model FLOPs of one training micro-batch: forward + backward."""
+    return flops.model_training(_arch(arch).matmuls())
+
+
+@quantity("flops.hardware_training", "FLOPs")
+def _flops_hardware(arch="gpt", recompute="none") -> Expr:
+    """Hardware FLOPs of one training micro-batch, recompute included."""
+    return flops.hardware_training(recompute, _arch(arch).matmuls())
+
+
+@quantity("flops.recompute_ratio", "1")
+def _flops_ratio(arch="gpt", recompute="selective") -> Expr:
+    """Hardware over model FLOPs under ``recompute``."""
+    return _flops_hardware(arch, recompute) / _flops_model(arch)
+
+
+@quantity("flops.recompute_ratio_leading", "1")
+def _flops_ratio_leading(arch="gpt", recompute="selective") -> Expr:
+    """The ratio above to first order in s/h and V/(hL) (the papers' "≈",
+    valid when 3h ≫ s and 12hL ≫ V)."""
+    return leading_order(_flops_ratio(arch, recompute), (s, V))
+
+
+@quantity("flops.kaplan_forward_per_token", "FLOPs")
+def _kaplan_forward(arch="gpt", context=True) -> Expr:
+    """Kaplan et al. 2020 Eq 2.2 forward FLOPs per token; ``context=False``
+    drops the attention products (the short-context limit)."""
+    inventory = _arch(arch).matmuls()
+    if not context:
+        inventory = Inventory(tuple(mm for mm in inventory if mm.weight), inventory.applied)
+    return flops.kaplan_forward_per_token(inventory)
+
+
+@quantity("flops.kaplan_training_per_token", "FLOPs")
+def _kaplan_training(arch="gpt", context=True) -> Expr:
+    """Kaplan's training FLOPs per token: forward + backward = 3 × forward."""
+    mm = _arch(arch).matmuls()
+    backward_over_forward = mm.terms[0].backward_flops / mm.terms[0].forward_flops
+    return (1 + backward_over_forward) * _kaplan_forward(arch, context)
+
+
+@quantity("flops.per_param_per_token", "FLOPs")
+def _per_param_per_token(arch="gpt") -> Expr:
+    """Kaplan's short-context training FLOPs per token per parameter (the 6 of 6N)."""
+    return expand(_kaplan_training(arch, context=False) / _params_kaplan(arch))
+
+
+@quantity("flops.hardware_per_param_per_token", "FLOPs")
+def _hardware_per_param_per_token(arch="gpt", recompute="full") -> Expr:
+    """Hardware FLOPs per token per Kaplan parameter, short context, no logits
+    (the 8 of "8N/token" under full recompute)."""
+    from .ledgers.flops import per_token
+    return leading_order(per_token(_flops_hardware(arch, recompute)) / _params_kaplan(arch), (s, V), order=0)
+
+
+# --- units -----------------------------------------------------------------
+
+@quantity("unit", "B")
+def _unit(name="GB") -> Expr:
+    """The size of a unit in its base unit (GB = 10^9 B, GiB = 2^30 B)."""
+    if name not in UNITS:
+        raise ValueError(f"unknown unit {name!r}")
+    return Integer(UNITS[name]) if isinstance(UNITS[name], int) else UNITS[name]
+
+
+def leading_order(expr: Expr, small, order: int = 1) -> Expr:
+    """``expr`` to ``order`` in the symbols ``small``, scaled together by ε → 0."""
+    eps = Symbol("epsilon", positive=True)
+    scaled = expr.xreplace({x: eps * x for x in small})
+    return expand(series(scaled, eps, 0, order + 1).removeO().subs(eps, 1))
