@@ -67,6 +67,14 @@ def _select(inventory: Inventory, select) -> Inventory:
 
 
 def _strategy(options: dict) -> Strategy:
+    """A :class:`Strategy` from keyword options; ``in_flight`` may be a formula
+    in the dimension letters (e.g. ``"m"``), read by the guarded parser."""
+    from .dims import SYMBOLS
+    from .expressions import parse_formula
+
+    options = dict(options)
+    if isinstance(options.get("in_flight"), (str, int)):
+        options["in_flight"] = parse_formula(str(options["in_flight"]), SYMBOLS)
     return Strategy(**options)
 
 

@@ -1,0 +1,63 @@
+"""A guarded reader for formulas typed as text (claims, user options).
+
+The text is parsed with :mod:`ast` and rebuilt into sympy node by node: only
+numbers, the names given, ``+ - * / **`` (and ``^`` as power) and parentheses
+are accepted. Nothing is ever passed to ``eval`` or ``sympify``, so a formula
+cannot call anything.
+"""
+from __future__ import annotations
+
+import ast
+from decimal import Decimal, InvalidOperation
+from typing import Mapping
+
+from sympy import Expr, Integer, Rational
+
+_BINARY = {
+    ast.Add: lambda x, y: x + y,
+    ast.Sub: lambda x, y: x - y,
+    ast.Mult: lambda x, y: x * y,
+    ast.Div: lambda x, y: x / y,
+    ast.Pow: lambda x, y: x**y,
+}
+
+
+class FormulaError(ValueError):
+    """A formula that is not a plain arithmetic expression in known names."""
+
+
+def _number(text: str) -> Rational:
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise FormulaError(f"not a number: {text!r}") from None
+    sign, digits, exponent = value.as_tuple()
+    mantissa = int("".join(map(str, digits))) * (-1 if sign else 1)
+    return Integer(mantissa) * Rational(10) ** exponent
+
+
+def parse_formula(text: str, names: Mapping[str, Expr]) -> Expr:
+    """``text`` as a sympy expression over ``names`` (exact numbers)."""
+    source = text.replace("^", "**")
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError as error:
+        raise FormulaError(f"cannot read formula {text!r}: {error.msg}") from None
+
+    def build(node) -> Expr:
+        if isinstance(node, ast.Expression):
+            return build(node.body)
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            return _BINARY[type(node.op)](build(node.left), build(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            operand = build(node.operand)
+            return -operand if isinstance(node.op, ast.USub) else operand
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return _number(ast.get_source_segment(source, node))
+        if isinstance(node, ast.Name):
+            if node.id not in names:
+                raise FormulaError(f"unknown name {node.id!r} in {text!r}; known: {', '.join(sorted(names))}")
+            return names[node.id]
+        raise FormulaError(f"{text!r}: only numbers, names and + - * / ** are allowed")
+
+    return build(tree)
