@@ -17,7 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from sympy import Expr, Integer, Rational, expand, sstr
+from sympy import Expr, Integer, Rational, expand, fraction, sstr, together
 
 from .dims import SYMBOLS
 from .expressions import parse_formula
@@ -161,7 +161,14 @@ def _form_names(claim: Claim) -> dict:
 def _matches_form(engine: Expr, form: str, claim: Claim) -> bool:
     target = parse_formula(form, _form_names(claim)) * _unit_factor(claim.unit)
     target = substitute(target, _values(claim.spec.get("at")))
-    return expand(engine - target) == 0
+    return equal(engine, target)
+
+
+def equal(left: Expr, right: Expr) -> bool:
+    """Exact symbolic equality: the numerator of ``left - right`` over a common
+    denominator expands to zero (deterministic, no ``simplify``)."""
+    numerator, _ = fraction(together(left - right))
+    return expand(numerator) == 0
 
 
 def _matches_number(engine: Rational, stated: str, claim: Claim) -> bool:

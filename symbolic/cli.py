@@ -12,7 +12,7 @@ import importlib
 import sys
 
 #: The commands, in the order ``--help`` lists them.
-COMMANDS = ["bill"]
+COMMANDS = ["bill", "derive", "check"]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -224,11 +224,11 @@ def _hardware_per_param_per_token(arch="gpt", recompute="full") -> Expr:
 # --- units -----------------------------------------------------------------
 
 @quantity("unit", "B")
-def _unit(name="GB") -> Expr:
+def _unit(unit="GB") -> Expr:
     """The size of a unit in its base unit (GB = 10^9 B, GiB = 2^30 B)."""
-    if name not in UNITS:
-        raise ValueError(f"unknown unit {name!r}")
-    return Integer(UNITS[name]) if isinstance(UNITS[name], int) else UNITS[name]
+    if unit not in UNITS:
+        raise ValueError(f"unknown unit {unit!r}")
+    return Integer(UNITS[unit]) if isinstance(UNITS[unit], int) else UNITS[unit]
 
 
 def leading_order(expr: Expr, small, order: int = 1) -> Expr:

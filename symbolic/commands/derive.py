@@ -1,0 +1,89 @@
+"""``symbolic derive QUANTITY [options]``: the simplified expression, in the papers' letters."""
+from __future__ import annotations
+
+from ..strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
+
+HELP = "print the derived expression of a quantity (activations, params, states, flops, ...)"
+
+#: Short names a user types, and the registry entries they stand for.
+ALIASES = {
+    "activations": "activations.per_layer",
+    "activations-total": "activations.stage",
+    "interleave-factor": "activations.interleave_factor",
+    "params": "params",
+    "states": "states.per_gpu",
+    "bytes-per-param": "states.bytes_per_param",
+    "flops-forward": "flops.forward",
+    "flops": "flops.model_training",
+    "flops-hardware": "flops.hardware_training",
+    "flops-per-token": "flops.kaplan_training_per_token",
+}
+
+
+def add_arguments(parser) -> None:
+    from ..architectures import ARCHITECTURES
+    from ..ledgers.states import RECIPES
+
+    parser.add_argument("quantity", help=f"one of {', '.join(ALIASES)} (or a registry name, e.g. activations.stage)")
+    parser.add_argument("--arch", default="gpt", choices=sorted(ARCHITECTURES), help="the layer inventory")
+    parser.add_argument("--tp", action="store_true", help="tensor parallelism (divides by t)")
+    parser.add_argument("--sp", action="store_true", help="sequence parallelism (needs --tp)")
+    parser.add_argument("--recompute", choices=RECOMPUTE, default="none")
+    parser.add_argument("--dtype", choices=FLOAT_ACTIVATION_DTYPES, default="bf16", help="activation dtype")
+    parser.add_argument("--pipeline", action="store_true", help="first pipeline stage (1F1B: p in flight)")
+    parser.add_argument("--interleave", action="store_true", help="interleaved schedule with v chunks (needs --pipeline)")
+    parser.add_argument("--optimizer", default="bf16-adam", choices=sorted(RECIPES), help="model-state recipe")
+    parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0)
+    parser.add_argument("--untied", action="store_true", help="untied output layer")
+    parser.add_argument("--rope", action="store_true", help="rotary positions: no position table")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--latex", action="store_true", help="print LaTeX")
+    out.add_argument("--json", action="store_true", help="print JSON; `expr` parses back with sympy")
+
+
+def _options(name: str, args) -> dict:
+    family = name.split(".")[0]
+    if family == "activations":
+        options = dict(tensor_parallel=args.tp, sequence_parallel=args.sp, recompute=args.recompute, dtype=args.dtype,
+                       pipeline=args.pipeline, interleaved=args.interleave)
+        if name == "activations.interleave_factor":
+            options.pop("pipeline")
+            options.pop("interleaved")
+        return dict(options, arch=args.arch)
+    if family == "params":
+        return dict(arch=args.arch, **({} if name == "params.kaplan" else
+                                       dict(tied=not args.untied, positions="rope" if args.rope else "learned")))
+    if family == "states":
+        return dict(recipe=args.optimizer, **({"zero": args.zero} if name == "states.per_gpu" else {}))
+    if name in ("flops.hardware_training", "flops.recompute_ratio", "flops.recompute_ratio_leading"):
+        return dict(arch=args.arch, recompute=args.recompute)
+    if family == "flops":
+        return dict(arch=args.arch)
+    return {}
+
+
+def run(args) -> int:
+    import json
+
+    from sympy import sstr
+
+    from ..forms import paper_form, to_latex
+    from ..quantities import REGISTRY, evaluate
+
+    name = ALIASES.get(args.quantity, args.quantity)
+    if name not in REGISTRY:
+        raise ValueError(f"unknown quantity {args.quantity!r}; use one of {', '.join(ALIASES)} "
+                         f"or a registry name ({', '.join(sorted(REGISTRY))})")
+    options = _options(name, args)
+    expr = evaluate(name, **options)
+    shown = paper_form(expr)
+    entry = REGISTRY[name]
+    if args.json:
+        print(json.dumps({"quantity": name, "options": options, "unit": entry.unit, "expr": sstr(expr),
+                          "paper_form": sstr(shown), "latex": to_latex(shown), "doc": entry.doc},
+                         ensure_ascii=False, indent=2))
+    elif args.latex:
+        print(to_latex(shown))
+    else:
+        print(f"{name} [{entry.unit}] = {sstr(shown)}")
+    return 0

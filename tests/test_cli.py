@@ -1,0 +1,76 @@
+"""The command line: bill, derive, check, and one clear line for bad input."""
+import json
+import subprocess
+import sys
+
+import pytest
+from sympy import parse_expr
+
+from symbolic.cli import main
+from symbolic.dims import SYMBOLS
+from symbolic.quantities import evaluate
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bill_json_7b_example(capsys):
+    code, out, _ = run(capsys, "bill", "gpt-7b", "--micro-batch", "4", "--tp", "8", "--sp", "--params", "7B",
+                       "--gpu-memory", "80GB", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["activation_bytes"] == 52_076_478_464
+    assert data["model_states_bytes"] == 14_000_000_000
+    assert data["total_bytes"] == 66_076_478_464
+    assert data["headroom_bytes"] == 80_000_000_000 - 66_076_478_464
+    assert data["params"] == 6_670_655_488 and data["params_hand"] == 7_000_000_000
+    for key in ("params_eq2", "flops_per_iteration", "model_flops_per_iteration", "lines"):
+        assert key in data
+
+
+def test_bill_175b_interleaved_matches_seed_table(capsys):
+    code, out, _ = run(capsys, "bill", "gpt-175b", "--tp", "8", "--pp", "8", "--sp", "--interleave", "3",
+                       "--params", "175B", "--json")
+    data = json.loads(out)
+    assert (data["model_states_bytes"], data["activation_bytes"]) == (43_750_000_000, 44_468_011_008)
+
+
+def test_bill_text_names_formula_source_and_unit(capsys):
+    code, out, _ = run(capsys, "bill", "gpt-22b", "--tp", "8", "--sp", "--recompute", "selective")
+    assert code == 0
+    assert "attention/qkv_input" in out and "Korthikanti et al. 2022 §4.1" in out and " GB" in out
+    assert "attention/softmax_output" not in out  # selective recompute drops it
+
+
+def test_derive_json_parses_back(capsys):
+    code, out, _ = run(capsys, "derive", "activations", "--tp", "--sp", "--json")
+    data = json.loads(out)
+    expr = parse_expr(data["expr"], local_dict=SYMBOLS)
+    assert expr == evaluate("activations.per_layer", tensor_parallel=True, sequence_parallel=True)
+
+
+def test_check_passes(capsys):
+    code, out, _ = run(capsys, "check")
+    assert code == 0 and "0 failed" in out
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["bill", "gpt-9b"], "unknown model"),
+    (["bill", "gpt-175b", "--tp", "7"], "heads (96) must be divisible by tp (7)"),
+    (["bill", "gpt-175b", "--pp", "5"], "layers (96) must be divisible"),
+    (["bill", "gpt-175b", "--tp", "0"], "--tp"),
+    (["bill", "gpt-175b", "--tp", "2.5"], "--tp"),
+    (["bill", "gpt-175b", "--gpu-memory", "80"], "--gpu-memory"),
+    (["bill", "gpt-175b", "--params", "lots"], "--params"),
+    (["bill", "gpt-175b", "--optimizer", "adafactor"], "--optimizer"),
+    (["bill", "gpt-175b", "--interleave", "3"], "interleave needs a pipeline"),
+    (["derive", "memory"], "unknown quantity"),
+])
+def test_bad_input_is_one_line_and_nonzero(argv, field):
+    done = subprocess.run([sys.executable, "-m", "symbolic", *argv], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert field in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
