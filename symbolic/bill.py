@@ -96,11 +96,11 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
     micro_batches = layout.iteration_micro_batches() * layout.dp
     mm_inv = gpt.matmuls(ffn=ffn)
     for mm in mm_inv:
-        one = flops.hardware_training(layout.recompute, type(mm_inv)((mm,)))
-        expr = one * micro_batches
+        alone = type(mm_inv)((mm,))
+        expr = flops.hardware_training(layout.recompute, alone) * micro_batches
+        recomputed = flops.recompute_extra(layout.recompute, alone) != 0
         lines.append(Line("flops", mm.name, expr, exact(expr, values), mm.source,
-                          "forward + backward (2×)" + {"none": "", "selective": " + selective recompute",
-                                                        "full": " + full recompute"}[layout.recompute]))
+                          "forward + backward (2×)" + (f" + {layout.recompute} recompute (1×)" if recomputed else "")))
 
     def total(ledger):
         return sum((line.value for line in lines if line.ledger == ledger), Integer(0))
