@@ -8,7 +8,6 @@ the papers' letters.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fnmatch import fnmatch
 from typing import Callable
 
 from sympy import Expr, Integer, Symbol, expand, series
@@ -56,14 +55,13 @@ def _arch(arch: str):
 
 
 def _select(inventory: Inventory, select) -> Inventory:
-    """Keep the terms whose names match any of the glob patterns ``select``."""
+    """Keep the terms matching ``select`` (names, prefixes or globs); all if None."""
     if select is None:
         return inventory
-    patterns = [select] if isinstance(select, str) else list(select)
-    kept = tuple(term for term in inventory if any(fnmatch(term.name, pat) for pat in patterns))
-    if not kept:
-        raise ValueError(f"select {patterns} matches no term; terms: {', '.join(inventory.names())}")
-    return Inventory(kept, inventory.applied)
+    kept = inventory.select(select)
+    if not len(kept):
+        raise ValueError(f"select {select} matches no term; terms: {', '.join(inventory.names())}")
+    return kept
 
 
 def _strategy(options: dict) -> Strategy:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import Enum
+from fnmatch import fnmatchcase
 from typing import Iterable, Iterator
 
 from sympy import Expr, Integer, Mul, sympify
@@ -177,12 +178,14 @@ class Inventory:
     def names(self) -> list[str]:
         return [term.name for term in self.terms]
 
-    def select(self, prefix_or_names) -> "Inventory":
-        """Terms whose name equals one of ``prefix_or_names`` or starts with ``prefix/``."""
-        wanted = [prefix_or_names] if isinstance(prefix_or_names, str) else list(prefix_or_names)
+    def select(self, patterns) -> "Inventory":
+        """Terms matching any of ``patterns``: a name, a prefix (``attention``
+        keeps ``attention/...``) or a glob (``*/layernorm_input``)."""
+        wanted = [patterns] if isinstance(patterns, str) else list(patterns)
 
         def keep(name: str) -> bool:
-            return any(name == w or name.startswith(w.rstrip("/") + "/") for w in wanted)
+            return any(fnmatchcase(name, w) if any(c in w for c in "*?[") else
+                       name == w or name.startswith(w.rstrip("/") + "/") for w in wanted)
 
         return Inventory(tuple(t for t in self.terms if keep(t.name)), self.applied)
 
