@@ -44,6 +44,12 @@ class Bill:
 
 LEDGERS = ("params", "model_states", "activations", "flops")
 
+#: The inventories (``ModelConfig.arch``) :func:`make_bill` itemises. The HF
+#: reader (``symbolic.hf``) gives a model another arch only when it is listed
+#: here; otherwise it maps the model onto the GPT layer and states what that
+#: approximates. Add an arch once ``make_bill`` dispatches on it.
+BILLED_ARCHITECTURES = ("gpt",)
+
 
 def _gpt_dims(model: ModelConfig) -> Expr:
     """The FFN width as an expression: 4h for GPT, the symbol f when given."""

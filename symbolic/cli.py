@@ -12,7 +12,7 @@ import importlib
 import sys
 
 #: The commands, in the order ``--help`` lists them.
-COMMANDS = ["bill", "derive", "check"]
+COMMANDS = ["bill", "derive", "check", "sheet"]
 
 
 class _Parser(argparse.ArgumentParser):

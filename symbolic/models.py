@@ -1,12 +1,15 @@
 """Model configurations: frozen dataclasses and the built-in presets.
 
-The Korthikanti et al. 2022 Table 3 models (V = 51200, s = 2048) and the 7B
+The presets are data files in ``symbolic/data/`` (HF ``config.json`` form):
+the Korthikanti et al. 2022 Table 3 models (V = 51200, s = 2048), the 7B
 example of seed 001 (L = 32, h = 4096, a = 32, s = 4096; V not stated by the
-seed, 51200 assumed here as for the Table 3 models).
+seed, 51200 assumed here as for the Table 3 models), Llama 2 7B and Mixtral
+8x7B.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cache
 
 
 class ConfigError(ValueError):
@@ -15,12 +18,18 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A dense GPT model.
+    """A transformer model configuration.
 
     layers (L), hidden (h), heads (a), vocab (V), seq (s, also the learned
     position table's length). ffn: the MLP width; 0 means the GPT default 4h.
     tied: the output layer reuses the word embedding. positions: ``learned``
-    or ``rope``.
+    or ``rope``. arch: the inventory in ``symbolic.architectures.ARCHITECTURES``
+    that models it. kv_heads: key/value heads (0 means = heads, i.e. MHA).
+    mlp: ``gelu`` (h -> f -> h) or ``swiglu`` (gate and up, then down).
+    norm: ``layernorm`` or ``rmsnorm``. experts, experts_per_token,
+    shared_experts, expert_ffn: mixture-of-experts fields (0 means dense).
+    approximations: what the chosen inventory does not model of the source
+    config, each a sentence a user must see next to the numbers.
     """
 
     name: str
@@ -34,6 +43,15 @@ class ModelConfig:
     positions: str = "learned"
     source: str = ""
     params_label: str = field(default="", compare=False)
+    arch: str = "gpt"
+    kv_heads: int = 0
+    mlp: str = "gelu"
+    norm: str = "layernorm"
+    experts: int = 0
+    experts_per_token: int = 0
+    shared_experts: int = 0
+    expert_ffn: int = 0
+    approximations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "vocab", "seq"):
@@ -64,23 +82,28 @@ def positive_int(name: str, value) -> int:
     return value
 
 
-_TABLE3 = "Korthikanti et al. 2022 Table 3"
+@cache
+def presets() -> dict[str, ModelConfig]:
+    """The built-in models by name: HF-style ``config.json`` files shipped in
+    ``symbolic/data/`` and read by :mod:`symbolic.hf` on first use."""
+    from .hf import builtin_models  # here: the reader imports this module
 
-PRESETS: dict[str, ModelConfig] = {c.name: c for c in (
-    ModelConfig("gpt-22b", 48, 6144, 64, 51200, 2048, source=_TABLE3, params_label="22B"),
-    ModelConfig("gpt-175b", 96, 12288, 96, 51200, 2048, source=_TABLE3 + " (GPT-3)", params_label="175B"),
-    ModelConfig("gpt-530b", 105, 20480, 128, 51200, 2048, source=_TABLE3 + " (MT-NLG)", params_label="530B"),
-    ModelConfig("gpt-1t", 128, 25600, 160, 51200, 2048, source=_TABLE3, params_label="1T"),
-    ModelConfig("gpt-7b", 32, 4096, 32, 51200, 4096,
-                source="seed 001 §1 7B example (V not stated: 51200 assumed)", params_label="7B"),
-)}
+    return builtin_models()
+
+
+def __getattr__(name: str):
+    """``PRESETS`` (PEP 562): the built-in models, loaded on first use."""
+    if name == "PRESETS":
+        return presets()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def preset(name: str) -> ModelConfig:
     try:
-        return PRESETS[name]
+        return presets()[name]
     except KeyError:
-        raise ConfigError(f"unknown model {name!r}; built-in models: {', '.join(PRESETS)}") from None
+        raise ConfigError(f"unknown model {name!r}; built-in models: {', '.join(presets())}, "
+                          "or a path to an HF config.json") from None
 
 
 def field_names() -> list[str]:

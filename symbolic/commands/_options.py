@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 from decimal import Decimal, InvalidOperation
 
 from ..layout import Layout
@@ -56,11 +57,28 @@ def _positive(text: str) -> int:
 
 
 def add_model_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="a built-in model (gpt-22b, gpt-175b, gpt-530b, gpt-1t, gpt-7b)")
+    parser.add_argument("model", help="a built-in model (gpt-22b, gpt-175b, gpt-530b, gpt-1t, gpt-7b, "
+                        "llama-2-7b, mixtral-8x7b) or a path to a HuggingFace config.json (or its folder)")
 
 
 def load_model(args) -> ModelConfig:
-    return preset(args.model)
+    """The model named by ``args.model``: a built-in name, or a path to an HF
+    ``config.json`` file or to the folder holding one."""
+    return model_from_text(args.model)
+
+
+def model_from_text(text: str) -> ModelConfig:
+    from ..models import presets
+
+    if text in presets():
+        return preset(text)
+    path = Path(text)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.suffix == ".json" or path.is_file():
+        from ..hf import load_hf_config
+        return load_hf_config(path)
+    return preset(text)  # the error naming the built-in models
 
 
 def add_layout_options(parser: argparse.ArgumentParser) -> None:

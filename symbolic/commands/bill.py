@@ -16,12 +16,15 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ..bill import make_bill
-    from ..render.terminal import render_json, render_text
+    from ..render.terminal import print_text, render_json
 
     model = _options.load_model(args)
     layout = _options.layout_from_args(args)
     params_hand = _options.parse_count(args.params) if args.params else None
     gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory else None
     bill = make_bill(model, layout, params_hand=params_hand, gpu_memory=gpu_memory)
-    print(render_json(bill) if args.json else render_text(bill))
+    if args.json:
+        print(render_json(bill))
+    else:
+        print_text(bill)
     return 0

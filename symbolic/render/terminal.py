@@ -1,17 +1,36 @@
-"""The bill as plain text and as JSON.
+"""The bill in the terminal (``rich`` tables) and as JSON.
 
-Each line shows its exact value with a unit, the symbolic formula it came
-from (papers' letters), its source and its condition.
+One table per ledger: each line shows its exact value with a unit, the
+symbolic formula it came from (papers' letters, sympy syntax), its source and
+its condition. A column whose entry is the same on every line of a ledger is
+printed once, under the table, instead of on every line. Then a memory bar of
+model states and activations against ``--gpu-memory``. A model read from an
+HF ``config.json`` with features the inventory does not model carries
+``approximations``; they are printed in a panel above the tables and recalled
+below them, so no approximated number goes unflagged.
+
+Every number comes from :func:`symbolic.bill.make_bill`; nothing here holds a
+formula.
 """
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
+import os
+import sys
 
+from rich import box
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
 from sympy import Rational, sstr
 
-from ..bill import Bill
-from ..numeric import fmt
+from ..bill import Bill, Line
+from ..numeric import fmt, round_half_up
 
+#: ledger -> (title, kind of value, scope of the numbers)
 TITLES = {
     "params": ("PARAMETERS", "params", "whole model"),
     "model_states": ("MODEL STATES", "bytes", "per GPU"),
@@ -19,53 +38,221 @@ TITLES = {
     "flops": ("FLOPS", "flops", "per iteration, all GPUs, hardware (with recompute)"),
 }
 
+#: the unit of each kind of value in the JSON lines
+UNITS = {"params": "params", "bytes": "B", "flops": "FLOPs"}
+
+NOT_COUNTED = ("embedding/logits/loss activations, kernel workspaces, communication buffers, "
+               "allocator fragmentation")
+
+#: width of the memory bar in characters, and its glyphs (distinct without colour)
+BAR_WIDTH = 60
+BAR_GLYPHS = {"states": "█", "activations": "▒", "free": "·", "limit": "┃"}
+BAR_STYLES = {"states": "bold blue", "activations": "magenta", "free": "green", "over": "bold red",
+              "limit": "bold red"}
+
+#: the width of the text when stdout is not a terminal and COLUMNS is unset
+PIPE_WIDTH = 160
+
 
 def _value(value, kind: str) -> str:
     if kind == "bytes":
         return f"{fmt(value, 'GB')} ({fmt(value, 'GiB')})"
     if kind == "flops":
         return fmt(value, "TFLOPs")
-    return f"{int(value):,} params"
+    if kind == "params":
+        return f"{int(value):,} params"
+    return f"{value}"
 
 
-def render_text(bill: Bill) -> str:
-    model, layout, totals = bill.model, bill.layout, bill.totals
-    v = bill.values
-    out = [f"{model.name}: {model.source}",
-           "  " + " ".join(f"{k}={v[k]}" for k in ("L", "h", "a", "V", "s", "f")) + "  |  "
-           + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v")),
-           f"  activations: {layout.strategy().describe()}",
-           ""]
-    for ledger, (title, kind, scope) in TITLES.items():
-        lines = bill.ledger(ledger)
-        out.append(f"{title} ({scope})")
-        width = max(len(line.name) for line in lines)
-        for line in lines:
-            out.append(f"  {line.name:<{width}}  {_value(line.value, kind):>30}  = {sstr(line.expr)}"
-                       f"   [{line.source}{'; ' + line.condition if line.condition else ''}]")
-        total = sum(line.value for line in lines)
-        out.append(f"  {'total':<{width}}  {_value(total, kind):>30}")
-        if ledger == "params":
-            out.append(f"  Megatron Eq 2 (layers + tied embedding): {totals['params_eq2']:,} params "
-                       f"({fmt(totals['params_eq2'], 'billion')})")
-            if totals["params_hand"] is not None:
-                out.append(f"  hand-filled N (used for model states): {totals['params_hand']:,} params")
-        if ledger == "flops":
-            out.append(f"  model FLOPs (no recompute): {fmt(totals['model_flops_per_iteration'], 'TFLOPs')}; "
-                       f"{totals['tokens_per_iteration']:,} tokens per iteration; "
-                       f"per GPU ({totals['gpus']} GPUs): {fmt(totals['flops_per_gpu_per_iteration'], 'TFLOPs')}")
-        out.append("")
-    out.append(f"MEMORY PER GPU: model states {fmt(totals['model_states_bytes'], 'GB')} + activations "
-               f"{fmt(totals['activation_bytes'], 'GB')} = {fmt(totals['total_bytes'], 'GB')} "
-               f"({fmt(totals['total_bytes'], 'GiB')})")
-    if totals.get("gpu_memory_bytes") is not None:
+def _kind(ledger: str) -> str:
+    return TITLES[ledger][1] if ledger in TITLES else "bytes" if ledger.endswith("bytes") else "count"
+
+
+def ledgers(bill: Bill) -> list[str]:
+    """The ledgers of the bill, the four known ones first, in their order."""
+    present = list(dict.fromkeys(line.ledger for line in bill.lines))
+    return [name for name in TITLES if name in present] + [name for name in present if name not in TITLES]
+
+
+def _shared(lines: list[Line], attribute: str) -> str | None:
+    """The entry of ``attribute`` when every line has the same (non-empty) one."""
+    entries = {getattr(line, attribute) for line in lines}
+    return entries.pop() if len(entries) == 1 and len(lines) > 1 else None
+
+
+def ledger_table(bill: Bill, ledger: str) -> Table:
+    """One ledger as a table: item, value, formula, source, condition."""
+    title, kind, scope = TITLES.get(ledger, (ledger.upper(), _kind(ledger), ""))
+    lines = bill.ledger(ledger)
+    shared = {attribute: _shared(lines, attribute) for attribute in ("source", "condition")}
+    table = Table(title=Text(f"{title}" + (f" ({scope})" if scope else ""), style="bold"), title_justify="left",
+                  box=box.SIMPLE_HEAD, show_edge=False, expand=False, pad_edge=False)
+    table.add_column("item", no_wrap=True)
+    table.add_column("value", justify="right", no_wrap=True)
+    table.add_column("formula", overflow="fold", style="cyan")
+    for attribute, entry in shared.items():
+        if entry is None:
+            table.add_column(attribute, overflow="fold", style="dim")
+    for index, line in enumerate(lines):
+        row = [line.name, _value(line.value, kind), sstr(line.expr)]
+        row += [getattr(line, attribute) for attribute, entry in shared.items() if entry is None]
+        table.add_row(*row, end_section=index == len(lines) - 1)
+    total = sum((line.value for line in lines), Rational(0))
+    table.add_row(Text("total", style="bold"), Text(_value(total, kind), style="bold"))
+    return table
+
+
+def shared_entries(bill: Bill, ledger: str) -> list[str]:
+    """The source and condition common to every line of ``ledger``, said once."""
+    lines = bill.ledger(ledger)
+    return [f"{attribute} (all lines): {entry}" for attribute in ("source", "condition")
+            if (entry := _shared(lines, attribute))]
+
+
+def _ledger_notes(bill: Bill, ledger: str) -> list[str]:
+    totals = bill.totals
+    if ledger == "params":
+        notes = [f"Megatron Eq 2 (layers + tied embedding): {totals['params_eq2']:,} params "
+                 f"({fmt(totals['params_eq2'], 'billion')})"]
+        if totals.get("params_hand") is not None:
+            notes.append(f"hand-filled N (used for model states): {totals['params_hand']:,} params")
+        return notes
+    if ledger == "flops":
+        return [f"model FLOPs (no recompute): {fmt(totals['model_flops_per_iteration'], 'TFLOPs')}; "
+                f"{totals['tokens_per_iteration']:,} tokens per iteration; per GPU ({totals['gpus']} GPUs): "
+                f"{fmt(totals['flops_per_gpu_per_iteration'], 'TFLOPs')}"]
+    return []
+
+
+def bar_cells(states, activations, capacity=None, width: int = BAR_WIDTH) -> list[str]:
+    """The memory bar, cell by cell: ``states``, ``activations``, ``free`` or
+    ``over`` (memory past ``capacity``), scaled so the longer of the total and
+    the capacity fills ``width``. Boundaries are rounded half up from the exact
+    byte counts, so the cells of each part add up to its rounded share."""
+    total = Rational(states) + Rational(activations)
+    scale = max(total, Rational(capacity or 0))
+    if scale == 0:
+        return ["free"] * width
+
+    def cell(x) -> int:
+        return int(round_half_up(Rational(x) * width / scale, 0))
+
+    states_end, total_end = cell(states), cell(total)
+    limit = cell(capacity) if capacity else width
+    cells = []
+    for i in range(width):
+        kind = "states" if i < states_end else "activations" if i < total_end else "free"
+        if capacity and kind != "free" and i >= limit:
+            kind = "over"
+        elif not capacity and kind == "free":
+            kind = "none"
+        cells.append(kind)
+    return cells
+
+
+def memory_bar(bill: Bill, width: int = BAR_WIDTH) -> Text:
+    """The bar as styled text; past the GPU's capacity a limit mark and red cells."""
+    totals = bill.totals
+    capacity = totals.get("gpu_memory_bytes")
+    cells = bar_cells(totals["model_states_bytes"], totals["activation_bytes"], capacity, width)
+    text = Text("[")
+    for i, kind in enumerate(cells):
+        if kind == "over" and (i == 0 or cells[i - 1] != "over"):
+            text.append(BAR_GLYPHS["limit"], style=BAR_STYLES["limit"])
+        if kind == "none":
+            continue
+        glyph = BAR_GLYPHS["free" if kind == "free" else kind] if kind != "over" else "▓"
+        text.append(glyph, style=BAR_STYLES[kind])
+    text.append("]")
+    return text
+
+
+def memory_summary(bill: Bill) -> Group:
+    """Model states + activations per GPU, the bar, and the verdict against the GPU."""
+    totals = bill.totals
+    states, acts, total = totals["model_states_bytes"], totals["activation_bytes"], totals["total_bytes"]
+    parts = [Text(f"MEMORY PER GPU: model states {fmt(states, 'GB')} + activations {fmt(acts, 'GB')} = "
+                  f"{fmt(total, 'GB')} ({fmt(total, 'GiB')})", style="bold")]
+    legend = Text()
+    legend.append(BAR_GLYPHS["states"], style=BAR_STYLES["states"]).append(f" model states {fmt(states, 'GB')}  ")
+    legend.append(BAR_GLYPHS["activations"], style=BAR_STYLES["activations"]).append(
+        f" activations {fmt(acts, 'GB')}")
+    capacity = totals.get("gpu_memory_bytes")
+    if capacity is not None:
         head = totals["headroom_bytes"]
-        verdict = "fits" if head >= 0 else "does NOT fit"
-        out.append(f"  against {fmt(totals['gpu_memory_bytes'], 'GB')}: {verdict}, headroom {fmt(head, 'GB')}")
-    out.append("  not counted: embedding/logits/loss activations, kernel workspaces, communication buffers, "
-               "allocator fragmentation")
-    out.extend(f"note: {note}" for note in bill.notes)
-    return "\n".join(out)
+        used = fmt(Rational(total) / capacity, "%", 1)
+        if head >= 0:
+            legend.append("  ").append(BAR_GLYPHS["free"], style=BAR_STYLES["free"]).append(
+                f" free {fmt(head, 'GB')}")
+            verdict = Text(f"against {fmt(capacity, 'GB')} ({fmt(capacity, 'GiB')}): fits, {used} used, "
+                           f"headroom {fmt(head, 'GB')}", style="green")
+        else:
+            legend.append("  ").append("▓", style=BAR_STYLES["over"]).append(
+                f" over by {fmt(-head, 'GB')}")
+            verdict = Text(f"against {fmt(capacity, 'GB')} ({fmt(capacity, 'GiB')}): does NOT fit, {used} used, "
+                           f"short by {fmt(-head, 'GB')}", style="bold red")
+        parts += [Text.assemble(memory_bar(bill), " ", verdict), legend]
+    else:
+        parts += [Text.assemble(memory_bar(bill), " (no --gpu-memory given: bar scaled to the total)"), legend]
+    parts.append(Text(f"not counted: {NOT_COUNTED}", style="dim"))
+    return Group(*parts)
+
+
+def approximations_panel(bill: Bill) -> Panel | None:
+    """What the inventory does not model of the source config, one bullet each."""
+    notes = bill.model.approximations
+    if not notes:
+        return None
+    body = Text()
+    for i, note in enumerate(notes):
+        body.append(("\n" if i else "") + "• " + note)
+    return Panel(body, title=f"APPROXIMATIONS ({len(notes)}): {bill.model.name} is not modelled exactly",
+                 title_align="left", border_style="bold yellow", box=box.HEAVY)
+
+
+def renderables(bill: Bill) -> list:
+    """Everything the text bill prints, in order."""
+    model, layout, v = bill.model, bill.layout, bill.values
+    header = Text.assemble((f"{model.name}", "bold"), f": {model.source}\n",
+                           "  " + " ".join(f"{k}={v[k]}" for k in ("L", "h", "a", "V", "s", "f") if k in v)
+                           + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v) + "\n",
+                           f"  layer inventory: {model.arch}; activations: {layout.strategy().describe()}")
+    out: list = [header]
+    panel = approximations_panel(bill)
+    if panel is not None:
+        out.append(panel)
+    for ledger in ledgers(bill):
+        out.append(ledger_table(bill, ledger))
+        out.extend(Text("  " + note, style="dim") for note in shared_entries(bill, ledger))
+        out.extend(Text("  " + note) for note in _ledger_notes(bill, ledger))
+        out.append(Text())
+    out.append(memory_summary(bill))
+    out.extend(Text(f"note: {note}") for note in bill.notes)
+    if panel is not None:
+        out.append(Text(f"⚠ {len(model.approximations)} approximations (listed at the top) apply to these numbers: "
+                        f"{model.name} is counted with the {model.arch!r} inventory", style="bold yellow"))
+    return out
+
+
+def render_text(bill: Bill, width: int = PIPE_WIDTH, color: bool = False) -> str:
+    """The bill as text of ``width`` columns (ANSI colours only if ``color``)."""
+    console = Console(file=io.StringIO(), width=width, force_terminal=color, color_system="standard" if color
+                      else None, highlight=False, emoji=False)
+    for item in renderables(bill):
+        console.print(item)
+    return "\n".join(line.rstrip() for line in console.file.getvalue().rstrip("\n").split("\n"))
+
+
+def print_text(bill: Bill, file=None) -> None:
+    """Print the bill: colours at the terminal's width on a terminal; plain
+    text ``PIPE_WIDTH`` (or ``$COLUMNS``) wide into a pipe or a file."""
+    file = file or sys.stdout
+    console = Console(file=file, highlight=False, emoji=False)
+    if console.is_terminal:
+        for item in renderables(bill):
+            console.print(item)
+    else:
+        print(render_text(bill, width=console.width if "COLUMNS" in os.environ else PIPE_WIDTH), file=file)
 
 
 def _jsonable(value):
@@ -76,6 +263,12 @@ def _jsonable(value):
 
 
 def render_json(bill: Bill) -> str:
+    """The bill as JSON: exact integers (or "p/q" strings) under stable keys.
+
+    Keys are only ever added, never renamed (see the README's table).
+    """
+    model_config = {f.name: getattr(bill.model, f.name) for f in dataclasses.fields(bill.model)}
+    model_config["approximations"] = list(bill.model.approximations)
     data = {
         "model": bill.model.name,
         "values": bill.values,
@@ -83,8 +276,11 @@ def render_json(bill: Bill) -> str:
         "strategy": bill.layout.strategy().describe(),
         **{key: _jsonable(value) for key, value in bill.totals.items()},
         "lines": [{"ledger": line.ledger, "name": line.name, "formula": sstr(line.expr),
-                   "value": _jsonable(line.value), "source": line.source, "condition": line.condition}
+                   "value": _jsonable(line.value), "unit": UNITS.get(_kind(line.ledger), ""),
+                   "source": line.source, "condition": line.condition}
                   for line in bill.lines],
         "notes": bill.notes,
+        "approximations": list(bill.model.approximations),
+        "model_config": model_config,
     }
     return json.dumps(data, indent=2, ensure_ascii=False)

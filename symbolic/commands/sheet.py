@@ -1,0 +1,34 @@
+"""``symbolic sheet -o formulas.tex [--pdf]``: the LaTeX formula sheet."""
+from __future__ import annotations
+
+HELP = "write the LaTeX formula sheet: each ledger's derivation, the paper forms it equals, and the errata"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("-o", "--output", metavar="FILE", default="formulas.tex",
+                        help="the .tex file to write (default formulas.tex)")
+    parser.add_argument("--pdf", action="store_true",
+                        help="also compile it with pdflatex into FILE.pdf (Debian texlive-latex-base, "
+                             "texlive-latex-recommended)")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from ..models import ConfigError
+    from ..render.latex import LatexError, compile_pdf, sheet
+
+    path = Path(args.output)
+    if path.suffix != ".tex":
+        raise ConfigError(f"--output {args.output!r}: give a file name ending in .tex")
+    if not path.parent.is_dir():
+        raise ConfigError(f"--output {args.output!r}: folder {str(path.parent)!r} does not exist")
+    path.write_text(sheet(), encoding="ascii")
+    print(f"wrote {path}")
+    if args.pdf:
+        try:
+            pdf = compile_pdf(path)
+        except LatexError as error:
+            raise ConfigError(str(error)) from None
+        print(f"wrote {pdf}")
+    return 0

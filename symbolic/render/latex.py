@@ -1,0 +1,472 @@
+"""The formula sheet: every ledger's derivation as LaTeX, and the errata.
+
+For each ledger the sheet shows the inventory the engine sums (saved tensors
+with shapes, bytes and split axes; parameters; recipe byte blocks; matmuls),
+the simplified results it derives from them, and then every claim of the
+sources (``derivations/*.toml``) on that ledger: the paper's form next to the
+engine's, with the conditions, the source and the check's verdict. The
+errata close the sheet.
+
+Nothing here holds a formula: the results come from
+:mod:`symbolic.quantities` and the inventories, the paper forms from the
+claims, and both go through ``sympy.latex`` with the papers' letters
+(:data:`symbolic.dims.LATEX_NAMES`). The text is plain ASCII LaTeX, so it
+compiles with pdflatex from Debian's texlive-latex-base and
+texlive-latex-recommended; the sources' Chinese quotations are left out (the
+claim ids and sections point to them).
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from sympy import Add, Expr, Integer, Mul, expand, factor_terms, latex
+
+from ..architectures import gpt
+from ..claims import Claim, Result, check, engine_expression
+from ..dims import DIMENSIONS, LATEX_NAMES, SYMBOLS
+from ..expressions import parse_formula
+from ..ledgers import activations, flops, params, states
+from ..numeric import UNITS
+from ..quantities import evaluate
+from ..strategies import Strategy
+from ..tensors import DTYPE_BYTES, Axis, Inventory
+
+#: The ledgers in the order the sheet tells them, each with its title and the
+#: prefixes of the quantities (``symbolic.quantities``) its claims ask for.
+LEDGERS = (
+    ("activations", "Activations", ("activations.",)),
+    ("params", "Parameters", ("params",)),
+    ("model_states", "Model states", ("states.",)),
+    ("flops", "FLOPs", ("flops.",)),
+    ("units", "Units and other quantities", ("unit",)),  # also every claim no ledger above takes
+)
+
+#: The activation strategies the sheet evaluates per layer, as Strategy options.
+STRATEGIES = (
+    ("no parallelism", {}),
+    ("tensor parallel (TP)", {"tensor_parallel": True}),
+    ("TP + sequence parallel (SP)", {"tensor_parallel": True, "sequence_parallel": True}),
+    ("TP + selective recompute", {"tensor_parallel": True, "recompute": "selective"}),
+    ("TP + SP + selective recompute", {"tensor_parallel": True, "sequence_parallel": True,
+                                       "recompute": "selective"}),
+    ("TP + SP + full recompute", {"tensor_parallel": True, "sequence_parallel": True, "recompute": "full"}),
+)
+
+# --- text ------------------------------------------------------------------
+
+_SPECIALS = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#",
+             "^": r"\textasciicircum{}", "_": r"\_", "%": r"\%", "~": r"\textasciitilde{}"}
+
+#: Non-ASCII characters the sources use, as pdflatex-safe LaTeX.
+_UNICODE = {
+    "×": r"$\times$", "·": r"$\cdot$", "≈": r"$\approx$", "≤": r"$\le$", "≥": r"$\ge$", "≠": r"$\ne$",
+    "≪": r"$\ll$", "≫": r"$\gg$", "→": r"$\to$", "←": r"$\leftarrow$", "−": "-", "–": "--", "—": "---",
+    "‘": "`", "’": "'", "“": "``", "”": "''", "…": r"\dots{}", "²": r"$^2$", "³": r"$^3$",
+    "ᵀ": r"$^{\mathsf{T}}$", "Ψ": r"$\Psi$", "ε": r"$\varepsilon$", "Σ": r"$\Sigma$", "µ": r"$\mu$",
+    "μ": r"$\mu$", "±": r"$\pm$", "√": r"$\surd$", "∞": r"$\infty$", "°": r"$^\circ$", "⌈": r"$\lceil$",
+    "⌉": r"$\rceil$", "⌊": r"$\lfloor$", "⌋": r"$\rfloor$", "§": r"\S{}", "÷": r"$\div$", "∝": r"$\propto$",
+    "\u00a0": "~",
+}
+
+#: A run of characters pdflatex cannot set without CJK fonts (the sources' Chinese).
+_CJK = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f]+")
+
+
+def tex(text: str) -> str:
+    """``text`` as LaTeX: specials escaped, known symbols mapped, Chinese runs
+    replaced by ``[zh]`` (the source's words are in the claim it cites), any
+    other non-ASCII character by ``?``."""
+    text = _CJK.sub(" [zh] ", str(text))
+    out = []
+    for char in text:
+        if char in _SPECIALS:
+            out.append(_SPECIALS[char])
+        elif char in _UNICODE:
+            out.append(_UNICODE[char])
+        elif ord(char) < 128:
+            out.append(char)
+        else:
+            out.append("?")
+    return re.sub(r" {2,}", " ", "".join(out)).strip()
+
+
+def math(expr: Expr) -> str:
+    """``expr`` in the papers' letters (Psi as \\Psi), as inline math."""
+    return "$" + latex(expr, symbol_names=LATEX_NAMES) + "$"
+
+
+def dmath(expr: Expr) -> str:
+    """``expr`` as display-style math inside a table cell (fractions full size)."""
+    return r"$\displaystyle " + latex(expr, symbol_names=LATEX_NAMES) + "$"
+
+
+def display(expr: Expr) -> str:
+    return r"\[ " + latex(expr, symbol_names=LATEX_NAMES) + r" \]"
+
+
+def simplified(expr: Expr) -> Expr:
+    """The engine's result as the papers write it: expanded, then the monomial
+    of its leading term (highest power of h, then highest degree) pulled out,
+    e.g. ``sbh(34 + 5as/h)``, ``Lh^2(12 + 13/h + ...)``. Deterministic and
+    cheap (no ``simplify``); the value is unchanged."""
+    expanded = expand(expr)
+    terms = Add.make_args(expanded)
+    if len(terms) < 2:
+        return factor_terms(expanded)
+
+    def rank(term: Expr):
+        powers = term.as_powers_dict()
+        degree = sum(exponent for base, exponent in powers.items() if base.is_Symbol)
+        return (powers.get(SYMBOLS["h"], 0), degree, str(term))
+
+    _, monomial = max(terms, key=rank).as_coeff_Mul()
+    if monomial == 1:
+        return expanded
+    return Mul(monomial, expand(expanded / monomial), evaluate=False)
+
+
+# --- claims, grouped by ledger and by the engine question they ask ---------
+
+def ledger_of(claim: Claim) -> str:
+    """The ledger a claim belongs to, by the (first) quantity it asks for."""
+    spec = claim.spec
+    quantity = spec.get("quantity") or next(
+        (b.get("quantity") for b in spec.get("let", {}).values() if b.get("quantity")), "")
+    for name, _, prefixes in LEDGERS:
+        if any(quantity.startswith(prefix) for prefix in prefixes):
+            return name
+    return "units"
+
+
+def _question(claim: Claim) -> tuple:
+    """Claims asking the engine the same question share one engine result."""
+    spec = claim.spec
+    return (repr(spec.get("quantity")), repr(sorted((spec.get("options") or {}).items())),
+            repr(sorted((spec.get("at") or {}).items())), spec.get("expr"), repr(spec.get("let")), claim.unit)
+
+
+@dataclass
+class FormGroup:
+    """Form claims that ask the same question, and the engine's answer."""
+
+    engine: Expr
+    results: list[Result]
+
+
+def form_groups(results: list[Result]) -> list[FormGroup]:
+    groups: dict[tuple, FormGroup] = {}
+    for result in results:
+        claim = result.claim
+        key = _question(claim)
+        if key not in groups:
+            try:
+                engine = engine_expression(claim) / _unit(claim.unit)
+            except (ValueError, TypeError, KeyError):
+                engine = None
+            groups[key] = FormGroup(engine, [])
+        groups[key].results.append(result)
+    return list(groups.values())
+
+
+def _asked(claim: Claim) -> str:
+    """The engine question of a claim: quantity(options) at values, in words."""
+    spec = claim.spec
+
+    def one(binding: dict) -> str:
+        options = ", ".join(f"{k}={v}" for k, v in (binding.get("options") or {}).items())
+        at = ", ".join(f"{k}={v}" for k, v in (binding.get("at") or {}).items())
+        return f"{binding.get('quantity', binding.get('number', ''))}({options})" + (f" at {at}" if at else "")
+
+    if "expr" in spec:
+        text = spec["expr"] + " with " + "; ".join(f"{name} = {one(b)}" for name, b in spec.get("let", {}).items())
+    else:
+        text = one(spec)
+    unit = "" if claim.unit in ("1", "") else f"in {claim.unit}"
+    return r"\texttt{" + tex(text) + "}" + (" " + tex(unit) if unit else "")
+
+
+def _unit(unit: str) -> Expr:
+    factor = UNITS[unit]
+    return Integer(factor) if isinstance(factor, int) else factor
+
+
+def paper_form(text: str) -> str:
+    """A claim's form as LaTeX, read with the guarded formula parser; shown
+    verbatim when it uses names other than the dimensions."""
+    try:
+        return latex(parse_formula(text, SYMBOLS), symbol_names=LATEX_NAMES)
+    except ValueError:
+        return r"\text{" + tex(text) + "}"
+
+
+def _cite(claim: Claim) -> str:
+    return tex(f"{claim.document} {claim.section}".strip())
+
+
+STATUS_MARK = {"reproduced": r"\textbf{reproduced}", "erratum": r"\textbf{erratum}",
+               "failed": r"\textbf{FAILED}"}
+
+
+def claims_block(results: list[Result]) -> list[str]:
+    """The ledger's form claims (engine = paper form) and its worked numbers."""
+    out = []
+    forms = [r for r in results if r.claim.kind == "form"]
+    numbers = [r for r in results if r.claim.kind == "number"]
+    if forms:
+        out.append(r"\subsection*{The paper forms it equals}")
+        for group in form_groups(forms):
+            if group.engine is not None:
+                out.append(r"\noindent Engine, " + _asked(group.results[0].claim) + ":"
+                           + display(simplified(group.engine)))
+            for result in group.results:
+                claim = result.claim
+                unit = "" if claim.unit in ("1", "") else f" [{tex(claim.unit)}]"
+                lines = [rf"\noindent\texttt{{{tex(claim.id)}}} ({_cite(claim)}), "
+                         f"{STATUS_MARK[result.status]}{unit}:",
+                         r"\[ " + paper_form(claim.stated) + r" \]"]
+                if claim.erratum is not None:
+                    lines.append(r"\noindent Corrected: " + "$" + paper_form(claim.erratum.corrected) + "$. "
+                                 + tex(claim.erratum.reason) + r"\par")
+                if claim.conditions:
+                    lines.append(r"\noindent\emph{Conditions:} " + tex(claim.conditions) + r"\par")
+                out += lines
+            out.append(r"\medskip\hrule\medskip")
+    if numbers:
+        out += [r"\subsection*{Worked numbers}",
+                r"\begin{longtable}{@{}p{0.36\textwidth}lrrll@{}}", r"\toprule",
+                r"claim & where & stated & engine & unit & status \\", r"\midrule", r"\endhead"]
+        for result in numbers:
+            claim = result.claim
+            out.append(rf"\texttt{{{tex(claim.id)}}} & {_cite(claim)} & {tex(claim.stated)} & "
+                       rf"{tex(result.engine)} & {tex(claim.unit)} & {tex(result.status)} \\")
+        out += [r"\bottomrule", r"\end{longtable}"]
+    return out
+
+
+# --- the ledgers' derivations ----------------------------------------------
+
+def _shape(shape) -> str:
+    return "$" + r" \times ".join(latex(x, symbol_names=LATEX_NAMES) for x in shape) + "$"
+
+
+def _name(name: str) -> str:
+    return r"\texttt{" + tex(name) + "}"
+
+
+def activations_derivation() -> list[str]:
+    inventory = gpt.saved_tensors()
+    out = [r"\subsection*{What one GPT layer saves for backward}",
+           tex(f"{gpt.KORTHIKANTI}: every tensor autograd keeps, with its logical shape and bytes "
+               "(2 B per float element, 1 B per dropout-mask element). Tensor parallelism divides the "
+               "tensors on the tensor-parallel axis by t; sequence parallelism divides the "
+               "sequence-parallel ones by t too; selective recompute drops the attention core; full "
+               "recompute keeps the layer input only."),
+           r"\begin{longtable}{@{}llllll@{}}", r"\toprule",
+           r"tensor & shape & dtype & bytes & split axis & recompute group \\", r"\midrule", r"\endhead"]
+    for term in inventory:
+        out.append(rf"{_name(term.name)} & {_shape(term.shape)} & {tex(term.dtype)} ({term.bytes_per_element} B) & "
+                   rf"{math(term.bytes)} & {tex(term.split.value)} & {tex(term.group.value)} \\")
+    out += [r"\midrule", rf"sum & & & {math(activations.total_bytes(inventory))} & & \\", r"\bottomrule",
+            r"\end{longtable}"]
+    out.append(r"\noindent By split axis (the origin of the coefficients):")
+    out.append(r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule axis & bytes per layer \\ \midrule")
+    for axis in Axis:
+        kept = Inventory(tuple(term for term in inventory if term.split is axis))
+        if len(kept):
+            out.append(rf"{tex(axis.value)} & {dmath(simplified(activations.total_bytes(kept)))} \\")
+    out.append(r"\bottomrule\end{tabular}\end{center}")
+    out += [r"\subsection*{Per layer and per GPU, by strategy}",
+            r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule strategy & bytes per layer \\ \midrule"]
+    for label, options in STRATEGIES:
+        out.append(rf"{tex(label)} & {dmath(simplified(evaluate('activations.per_layer', **options)))} \\")
+    out.append(r"\midrule")
+    for label, options in (("TP + SP, first pipeline stage (1F1B)",
+                            {"tensor_parallel": True, "sequence_parallel": True, "pipeline": True}),
+                           ("TP + SP + selective, first stage (1F1B)",
+                            {"tensor_parallel": True, "sequence_parallel": True, "recompute": "selective",
+                             "pipeline": True})):
+        out.append(rf"{tex(label)}, whole stage & {dmath(simplified(evaluate('activations.stage', **options)))} \\")
+    factor = evaluate("activations.interleave_factor", tensor_parallel=True, sequence_parallel=True)
+    out.append(rf"interleaved / 1F1B first stage & {dmath(simplified(factor))} \\")
+    out.append(r"\bottomrule\end{tabular}\end{center}")
+    out.append(tex("In-flight micro-batches on the first stage: " + Strategy(pipeline=True).describe()
+                   + " holds p micro-batches of L/p layers."))
+    return out
+
+
+def params_derivation() -> list[str]:
+    inventory = gpt.parameters()
+    out = [r"\subsection*{The parameters of a GPT model}",
+           tex(f"{gpt.MEGATRON_PARAMS}; layer terms repeat L times. Tied embedding, learned positions."),
+           r"\begin{longtable}{@{}lllp{0.3\textwidth}@{}}", r"\toprule",
+           r"parameter & shape & count & note \\", r"\midrule", r"\endhead"]
+    for term in inventory:
+        count = term.count * (SYMBOLS["L"] if term.scope == "layer" else 1)
+        out.append(rf"{_name(term.name)} & {_shape(term.shape)} & {math(count)} & {tex(term.note)} \\")
+    out += [r"\bottomrule", r"\end{longtable}",
+            r"\noindent All parameters:" + display(simplified(params.count(inventory))),
+            r"\noindent Megatron Eq 2 scopes (layers and the tied embedding):"
+            + display(simplified(params.count(inventory, params.eq2_scopes()))),
+            r"\noindent Kaplan's $N$ (layer weight matrices only):"
+            + display(params.non_embedding_weights(inventory))]
+    return out
+
+
+def states_derivation() -> list[str]:
+    out = [r"\subsection*{Bytes per parameter, by recipe}",
+           r"\begin{longtable}{@{}llp{0.45\textwidth}@{}}", r"\toprule",
+           r"recipe & blocks (B/param) & condition; source \\", r"\midrule", r"\endhead"]
+    for recipe in states.RECIPES.values():
+        out.append(rf"{tex(recipe.name)} & {tex(recipe.tally)} & {tex(recipe.condition)}; {tex(recipe.source)} \\")
+    out += [r"\bottomrule", r"\end{longtable}",
+            tex("Per GPU, bf16 mixed-precision Adam, even split over t·p, ZeRO stage z over d "
+                "(stage 1 splits the optimizer states, 2 also the gradients, 3 also the parameters):"),
+            r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule ZeRO stage & bytes per GPU \\ \midrule"]
+    for stage in states.ZERO_STAGES:
+        out.append(rf"{stage} & {dmath(simplified(states.per_gpu(states.RECIPES['bf16-adam'], stage)))} \\")
+    out.append(r"\bottomrule\end{tabular}\end{center}")
+    return out
+
+
+def flops_derivation() -> list[str]:
+    inventory = gpt.matmuls()
+    out = [r"\subsection*{The matmuls of one GPT layer and the logits}",
+           tex(f"{gpt.NARAYANAN}: forward 2·batch·M·K·N per matmul; backward twice the forward."),
+           r"\begin{longtable}{@{}lllll@{}}", r"\toprule",
+           r"matmul & batch & $M \times K \times N$ & forward FLOPs & kind \\", r"\midrule", r"\endhead"]
+    for mm in inventory:
+        kind = "weight" if mm.weight else "activation" + (", attention core" if mm.group.value == "attention core"
+                                                          else "")
+        out.append(rf"{_name(mm.name)} & {math(mm.batch)} & {_shape((mm.M, mm.K, mm.N))} & "
+                   rf"{math(mm.forward_flops)} & {tex(kind + ', ' + mm.scope)} \\")
+    out += [r"\bottomrule", r"\end{longtable}",
+            r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule per micro-batch & FLOPs \\ \midrule",
+            rf"forward & {dmath(simplified(flops.forward(inventory)))} \\",
+            rf"training, model FLOPs & {dmath(simplified(flops.model_training(inventory)))} \\"]
+    for recompute in ("selective", "full"):
+        out.append(rf"training, hardware, {recompute} recompute & "
+                   rf"{dmath(simplified(flops.hardware_training(recompute, inventory)))} \\")
+    out.append(r"\bottomrule\end{tabular}\end{center}")
+    return out
+
+
+def units_derivation() -> list[str]:
+    return [tex("GB = 10^9 B, GiB = 2^30 B, MiB = 2^20 B; FLOPs counted as 2 per multiply-accumulate. "
+                "Claims on quantities outside the four ledgers are listed here too.")]
+
+
+DERIVATIONS = {"activations": activations_derivation, "params": params_derivation,
+               "model_states": states_derivation, "flops": flops_derivation, "units": units_derivation}
+
+
+# --- the document ----------------------------------------------------------
+
+PREAMBLE = r"""\documentclass[10pt]{article}
+\usepackage[T1]{fontenc}
+\usepackage{lmodern}
+\usepackage[a4paper,margin=18mm]{geometry}
+\usepackage{amsmath,amssymb}
+\usepackage{booktabs,longtable,array,etoolbox}
+\usepackage[hidelinks]{hyperref}
+\setlength{\parindent}{0pt}
+\setlength{\parskip}{4pt}
+\setlength{\tabcolsep}{4pt}
+\renewcommand{\arraystretch}{1.25}
+\AtBeginEnvironment{longtable}{\small}
+\allowdisplaybreaks
+\title{Transformer training memory and compute: the formula sheet}
+\author{generated by \texttt{python -m symbolic sheet} from the engine's inventories and \texttt{derivations/}}
+\date{}
+"""
+
+
+def conventions() -> list[str]:
+    out = [r"\section*{Notation}", r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule letter & meaning \\ \midrule"]
+    for dim in DIMENSIONS.values():
+        out.append(rf"${dim.latex}$ & {tex(dim.meaning)} \\")
+    out += [r"\bottomrule\end{tabular}\end{center}",
+            tex("Bytes per element: " + ", ".join(f"{k} {v} B" for k, v in DTYPE_BYTES.items())
+                + ". Every result below is an exact sympy expression; every paper form is checked by "
+                "expand(engine - form) == 0, every number exactly, rounded half up to the printed decimals.")]
+    return out
+
+
+def sheet(results: list[Result] | None = None) -> str:
+    """The whole formula sheet as LaTeX source (deterministic)."""
+    if results is None:
+        from ..claims import load_all
+        results = [check(claim) for claim in load_all()]
+    counts = Counter(result.status for result in results)
+    out = [PREAMBLE, r"\begin{document}", r"\maketitle",
+           tex(f"{len(results)} claims of the sources checked against the engine: "
+               + ", ".join(f"{counts[s]} {s}" for s in ("reproduced", "erratum", "failed") if counts[s]) + "."),
+           *conventions()]
+    by_ledger = {name: [r for r in results if ledger_of(r.claim) == name] for name, _, _ in LEDGERS}
+    for name, title, _ in LEDGERS:
+        if name == "units" and not by_ledger[name]:
+            continue
+        out += [r"\clearpage", rf"\section{{{title}}}\label{{sec:{name}}}", *DERIVATIONS[name](),
+                *claims_block(by_ledger[name])]
+    out += [r"\clearpage", r"\section{Errata}\label{sec:errata}", *errata(results),
+            r"\label{sheet:end}", r"\end{document}", ""]
+    return "\n".join(out)
+
+
+def errata(results: list[Result]) -> list[str]:
+    """Claims the engine does not reproduce, with the reason and the correction."""
+    found = [r for r in results if r.status in ("erratum", "failed")]
+    if not found:
+        return ["No errata: every claim is reproduced."]
+    out = [tex(f"{len(found)} claims of the sources are not reproduced by the engine; each records why and "
+               "the value the engine gives instead.")]
+    for result in found:
+        claim = result.claim
+        out += [rf"\subsection*{{\texttt{{{tex(claim.id)}}} ({_cite(claim)}) --- {tex(result.status)}}}",
+                r"\noindent Stated: " + _stated(claim, claim.stated) + r"\par",
+                r"\noindent Engine (the recorded correction): " + (_stated(claim, claim.erratum.corrected) if claim.erratum
+                                         else tex(result.engine)) + r"\par",
+                r"\noindent " + tex(result.message or (claim.erratum.reason if claim.erratum else "")) + r"\par"]
+        if claim.conditions:
+            out.append(r"\noindent\emph{Conditions:} " + tex(claim.conditions) + r"\par")
+    return out
+
+
+def _stated(claim: Claim, text: str) -> str:
+    if claim.kind == "form":
+        return r"\[ " + paper_form(text) + r" \]"
+    return tex(text) + ("" if claim.unit in ("1", "") else " " + tex(claim.unit))
+
+
+# --- compiling ---------------------------------------------------------------
+
+class LatexError(RuntimeError):
+    """pdflatex is missing or failed; the message names the fix or the log line."""
+
+
+def compile_pdf(tex_path: Path, runs: int = 2) -> Path:
+    """Compile ``tex_path`` with pdflatex (twice: longtable widths settle on
+    the second run) into a PDF beside it; the auxiliary files stay in a
+    temporary folder except the ``.aux`` (page labels, for the tests)."""
+    pdflatex = shutil.which("pdflatex")
+    if pdflatex is None:
+        raise LatexError("pdflatex not found: install Debian's texlive-latex-base and "
+                         "texlive-latex-recommended (scripts/test does)")
+    tex_path = Path(tex_path).resolve()
+    with tempfile.TemporaryDirectory() as work:
+        for _ in range(runs):
+            done = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error",
+                                   f"-output-directory={work}", str(tex_path)],
+                                  capture_output=True, text=True, cwd=work, timeout=300)
+            if done.returncode != 0:
+                errors = [line for line in done.stdout.splitlines() if line.startswith("!")]
+                raise LatexError(f"pdflatex failed on {tex_path.name}: {errors[0] if errors else 'see its log'}")
+        pdf = tex_path.with_suffix(".pdf")
+        shutil.copy(Path(work) / (tex_path.stem + ".pdf"), pdf)
+        shutil.copy(Path(work) / (tex_path.stem + ".aux"), tex_path.with_suffix(".aux"))
+    return pdf

@@ -1,0 +1,144 @@
+"""The bill's terminal tables, memory bar, approximations and JSON (symbolic.render.terminal)."""
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from symbolic import bill as bill_module
+from symbolic.bill import make_bill
+from symbolic.cli import main
+from symbolic.hf import load_hf_config
+from symbolic.layout import Layout
+from symbolic.models import preset
+from symbolic.render.terminal import PIPE_WIDTH, bar_cells, print_text, render_json, render_text
+
+LLAMA = Path(__file__).parent / "fixtures" / "hf" / "Llama-2-7b-hf" / "config.json"
+
+#: Seed 001 §5's 7B example: L=32, h=4096, s=4096, b=4, TP=8 (+SP), N = 7B, 80 GB.
+SEED_7B = dict(micro_batch=4, tp=8, sp=True)
+
+
+def _bill(micro_batch=4, gpu=80 * 10**9, **layout):
+    return make_bill(preset("gpt-7b"), Layout(**dict(SEED_7B, micro_batch=micro_batch, **layout)),
+                     params_hand=7 * 10**9, gpu_memory=gpu)
+
+
+@pytest.fixture(scope="module")
+def seed_7b_text():
+    return render_text(_bill())
+
+
+def test_seed_7b_numbers_and_verdict(seed_7b_text):
+    text = seed_7b_text
+    assert "MEMORY PER GPU: model states 14.00 GB + activations 52.08 GB = 66.08 GB (61.54 GiB)" in text
+    assert "fits, 82.6% used, headroom 13.92 GB" in text
+    assert "Megatron Eq 2 (layers + tied embedding): 6,670,647,296 params" in text
+
+
+def test_one_table_per_ledger_with_formula_source_condition(seed_7b_text):
+    lines = seed_7b_text.splitlines()
+    for title in ("PARAMETERS (whole model)", "MODEL STATES (per GPU)", "ACTIVATIONS (per GPU, stage accounted)",
+                  "FLOPS (per iteration, all GPUs, hardware (with recompute))"):
+        assert title in lines
+    row = next(line for line in lines if line.startswith("attention/softmax_output"))
+    assert row.split() == ["attention/softmax_output", "17.18", "GB", "(16.00", "GiB)", "2*L*a*b*s**2/t",
+                           "bf16,", "split:", "tensor-parallel", "/t"]
+    row = next(line for line in lines if line.startswith("layer/attention/qkv_weight"))
+    assert "3*L*h**2" in row and "Narayanan et al. 2021 §5.1 (Eq 2)" in row and "Q, K, V: three h×h" in row
+    assert "bf16 parameters            1.75 GB (1.63 GiB)   2*Psi/(p*t)" in lines
+    # A source or condition shared by every line of a ledger is said once, under its table.
+    assert "  source (all lines): ZeRO §3.1; seed 001 §3" in lines
+    assert "  source (all lines): Korthikanti et al. 2022 §4.1" in lines
+    assert "  condition (all lines): forward + backward (2×)" in lines
+    assert any(line.startswith("total") and "52.08 GB (48.50 GiB)" in line for line in lines)
+
+
+def test_no_trailing_spaces_and_width(seed_7b_text):
+    lines = seed_7b_text.splitlines()
+    assert all(line == line.rstrip() for line in lines)
+    assert max(map(len, lines)) <= PIPE_WIDTH
+    narrow = render_text(_bill(), width=100)
+    assert max(map(len, narrow.splitlines())) <= 100
+
+
+def test_bar_cells_fit():
+    # 14.00 GB states and 52.08 GB activations in 80 GB over 60 cells:
+    # states 14/80·60 = 10.5 -> 11 (half up), total 66.08/80·60 = 49.56 -> 50.
+    cells = bar_cells(14 * 10**9, 52_076_478_464, 80 * 10**9, 60)
+    assert Counter(cells) == {"states": 11, "activations": 39, "free": 10}
+    assert cells[10:12] == ["states", "activations"]
+
+
+def test_bar_cells_over_capacity():
+    # b = 8: 118.15 GB fills the bar; the 80 GB limit falls at 80/118.15·60 = 40.6 -> 41.
+    cells = bar_cells(14 * 10**9, 2 * 52_076_478_464, 80 * 10**9, 60)
+    assert Counter(cells) == {"states": 7, "activations": 34, "over": 19}
+    assert cells.index("over") == 41
+
+
+def test_bar_without_gpu_memory_is_scaled_to_the_total():
+    cells = bar_cells(1, 3, None, 8)
+    assert cells == ["states"] * 2 + ["activations"] * 6
+
+
+def test_over_capacity_text():
+    text = render_text(_bill(micro_batch=8))
+    assert "does NOT fit, 147.7% used, short by 38.15 GB" in text
+    bar = next(line for line in text.splitlines() if line.startswith("["))
+    assert bar.count("┃") == 1 and bar.count("▓") == 19 and bar.count("█") == 7
+
+
+def test_approximations_panel_is_prominent(monkeypatch):
+    monkeypatch.setattr(bill_module, "BILLED_ARCHITECTURES", ("gpt",))
+    model = load_hf_config(LLAMA)
+    text = render_text(make_bill(model, Layout(tp=8)), width=200)
+    lines = text.splitlines()
+    top = next(i for i, line in enumerate(lines) if "APPROXIMATIONS" in line)
+    assert top < next(i for i, line in enumerate(lines) if line.startswith("PARAMETERS"))
+    assert f"APPROXIMATIONS ({len(model.approximations)}): Llama-2-7b-hf is not modelled exactly" in lines[top]
+    body = " ".join(line.strip("┃ ") for line in lines[top + 1:top + 1 + 2 * len(model.approximations)])
+    for note in model.approximations:
+        assert note.split(":")[0] in body
+    assert lines[-1].startswith(f"⚠ {len(model.approximations)} approximations (listed at the top) apply")
+    assert "APPROXIMATIONS" not in render_text(_bill())
+
+
+def test_json_keys_are_kept_and_added():
+    data = json.loads(render_json(_bill()))
+    assert {"model", "values", "layout", "strategy", "params", "params_eq2", "params_hand", "params_for_states",
+            "model_states_bytes", "activation_bytes", "total_bytes", "gpu_memory_bytes",
+            "flops_per_iteration", "model_flops_per_iteration", "flops_per_gpu_per_iteration",
+            "tokens_per_iteration", "gpus", "headroom_bytes", "lines", "notes",
+            "approximations", "model_config"} <= set(data)
+    assert (data["model_states_bytes"], data["activation_bytes"], data["total_bytes"], data["headroom_bytes"]) == \
+        (14_000_000_000, 52_076_478_464, 66_076_478_464, 13_923_521_536)
+    assert data["approximations"] == [] and data["model_config"]["arch"] == "gpt"
+    line = next(x for x in data["lines"] if x["name"] == "attention/softmax_output")
+    assert line == {"ledger": "activations", "name": "attention/softmax_output", "formula": "2*L*a*b*s**2/t",
+                    "value": 17_179_869_184, "unit": "B", "source": "Korthikanti et al. 2022 §4.1",
+                    "condition": "bf16, split: tensor-parallel /t"}
+    assert {x["unit"] for x in data["lines"]} == {"params", "B", "FLOPs"}
+
+
+def test_print_text_into_a_pipe_is_the_plain_text(monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = io.StringIO()
+    print_text(_bill(), file=out)
+    assert out.getvalue() == render_text(_bill()) + "\n"
+
+
+def test_colour_only_when_asked():
+    assert "\x1b[" in render_text(_bill(), color=True)
+    assert "\x1b[" not in render_text(_bill())
+
+
+def test_the_readme_command(capsys):
+    assert main(["bill", "gpt-7b", "--micro-batch", "4", "--tp", "8", "--sp", "--params", "7B",
+                 "--gpu-memory", "80GB"]) == 0
+    out = capsys.readouterr().out
+    assert "= 66.08 GB (61.54 GiB)" in out and "headroom 13.92 GB" in out
+    assert "+329,344,512 params (+4.94% of the config count)" in out

@@ -1,0 +1,119 @@
+"""The LaTeX formula sheet (symbolic.render.latex, ``symbolic sheet``)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+from sympy import expand, latex
+
+from symbolic.claims import check, load_all
+from symbolic.cli import main
+from symbolic.dims import LATEX_NAMES
+from symbolic.quantities import evaluate
+from symbolic.render.latex import LEDGERS, ledger_of, simplified, tex
+
+
+@pytest.fixture(scope="module")
+def results():
+    return [check(claim) for claim in load_all()]
+
+
+@pytest.fixture(scope="module")
+def source(results):
+    from symbolic.render.latex import sheet
+    return sheet(results)
+
+
+def test_tex_escapes_and_stays_ascii():
+    assert tex("a_b & 50% {x} #1 $") == r"a\_b \& 50\% \{x\} \#1 \$"
+    assert tex("Q·Kᵀ ≈ 1 + s/(6h), 3h ≫ s") == r"Q$\cdot$K$^{\mathsf{T}}$ $\approx$ 1 + s/(6h), 3h $\gg$ s"
+    assert tex("只开 ZeRO-1 时只有 KΨ 被 d 除") == r"[zh] ZeRO-1 [zh] K$\Psi$ [zh] d [zh]"
+    assert tex("Ω") == "?"
+
+
+def test_simplified_pulls_out_the_papers_monomial():
+    tp = evaluate("activations.per_layer", tensor_parallel=True)
+    shown = simplified(tp)
+    assert expand(shown - tp) == 0
+    assert latex(shown, symbol_names=LATEX_NAMES) == r"b h s \left(\frac{5 a s}{h t} + 10 + \frac{24}{t}\right)"
+    params = evaluate("params", scopes=["layer", "embedding"])
+    assert latex(simplified(params), symbol_names=LATEX_NAMES) == \
+        r"L h^{2} \left(12 + \frac{13}{h} + \frac{V}{L h} + \frac{s}{L h}\right)"
+
+
+def test_every_claim_has_a_ledger(results):
+    ledgers = {ledger_of(r.claim) for r in results}
+    assert ledgers <= {name for name, _, _ in LEDGERS}
+    assert {"activations", "params", "model_states", "flops"} <= ledgers
+
+
+def test_sheet_source(source, results):
+    assert source.isascii()
+    assert source.count(r"\section{") == 1 + sum(
+        1 for name, _, _ in LEDGERS if name != "units" or any(ledger_of(r.claim) == "units" for r in results))
+    # The saved-tensor table: one row per tensor, with its shape, bytes and split axis.
+    assert r"\texttt{attention/softmax\_output} & $b \times a \times s \times s$ & bf16 (2 B) & $2 a b s^{2}$ & " \
+           r"tensor-parallel & attention core \\" in source
+    # The strategies' simplified results, and the paper forms next to them.
+    assert r"$\displaystyle \frac{b h s}{t} \left(\frac{5 a s}{h} + 34\right)$" in source
+    assert r"\texttt{korthikanti/eq2}" in source
+    # Model states in \Psi, with the papers' letters.
+    assert r"\frac{16 \Psi}{p t}" in source
+    # Every claim appears; every erratum is in the errata section with its reason.
+    for result in results:
+        assert tex(result.claim.id) in source
+    errata = source[source.index(r"\section{Errata}"):]
+    found = [r for r in results if r.status != "reproduced"]
+    assert errata.count(r"\subsection*{") == len(found)
+    for result in found:
+        assert tex(result.claim.erratum.reason) in errata
+
+
+def _tools() -> bool:
+    return all(shutil.which(tool) for tool in ("pdflatex", "pdfinfo", "pdftotext"))
+
+
+needs_latex = pytest.mark.skipif(not _tools() and os.environ.get("CI") != "true",
+                                 reason="pdflatex/poppler-utils not installed (scripts/test installs them)")
+
+
+@needs_latex
+def test_sheet_compiles_with_the_expected_pages(tmp_path, capsys, results):
+    target = tmp_path / "formulas.tex"
+    assert main(["sheet", "-o", str(target), "--pdf"]) == 0
+    assert capsys.readouterr().out.split() == ["wrote", str(target), "wrote", str(target.with_suffix(".pdf"))]
+    pdf = target.with_suffix(".pdf")
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True).stdout
+    pages = int(re.search(r"^Pages:\s+(\d+)$", info, re.M).group(1))
+    # The pages LaTeX laid out: each section starts a page; the last label sits on the last page.
+    labels = dict(re.findall(r"\\newlabel\{(sec:\w+|sheet:end)\}\{\{[^}]*\}\{(\d+)\}", target.with_suffix(".aux")
+                                                                                          .read_text()))
+    assert pages == int(labels.pop("sheet:end"))
+    assert int(labels["sec:activations"]) == 2 and pages >= len(labels) + 1
+    titles = {name: title for name, title, _ in LEDGERS} | {"errata": "Errata"}
+    for label, page in labels.items():
+        text = subprocess.run(["pdftotext", "-f", page, "-l", page, str(pdf), "-"], capture_output=True,
+                              text=True, check=True).stdout
+        number, title = text.split("\n\n")[:2]  # "1\n\nActivations\n\n...": the section's number, title
+        assert title == titles[label.removeprefix("sec:")] and number.isdigit(), (label, page)
+    errata_page = subprocess.run(["pdftotext", "-f", labels["sec:errata"], "-l", str(pages), str(pdf), "-"],
+                                 capture_output=True, text=True, check=True).stdout
+    for result in results:
+        if result.status == "erratum":
+            assert result.claim.id in errata_page
+
+
+def test_sheet_rejects_a_bad_output_name(tmp_path, capsys):
+    assert main(["sheet", "-o", str(tmp_path / "formulas.pdf")]) == 2
+    assert "give a file name ending in .tex" in capsys.readouterr().err
+    assert main(["sheet", "-o", str(tmp_path / "missing" / "f.tex")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_sheet_is_deterministic(source, results):
+    from symbolic.render.latex import sheet
+    assert sheet(results) == source
