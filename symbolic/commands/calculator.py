@@ -1,0 +1,52 @@
+"""``symbolic calculator -o calculator.html``: the HTML calculator page.
+
+One self-contained file (no network at run time) whose formulas are generated
+from the engine's expressions. Without options its defaults are seed 001 §05's
+Figure 5-1: the 7B example, b = 4, t = 8, sequence parallelism, N = 7B, 80 GB.
+The hand-filled N defaults to the model's size label (7B, 175B), as the seed
+fills it in.
+"""
+from __future__ import annotations
+
+from . import _options
+
+HELP = "write the HTML calculator (seed 001 §05), its formulas generated from the engine"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("-o", "--output", default="calculator.html", help="the page to write (default calculator.html)")
+    parser.add_argument("--model", default="gpt-7b", help="the model the page opens with (default gpt-7b)")
+    _options.add_layout_options(parser)
+    parser.add_argument("--no-sp", dest="sp", action="store_false", help="open without sequence parallelism")
+    parser.add_argument("--params", metavar="N",
+                        help="hand-filled parameter count the page opens with (default: the model's size label, "
+                             "e.g. 7B; 'config' for none)")
+    parser.add_argument("--gpu-memory", metavar="SIZE", default="80GB", help="GPU memory (default 80GB)")
+    parser.set_defaults(micro_batch=4, tp=8, sp=True)
+    parser.epilog = ("Defaults are seed 001's Figure 5-1: --model gpt-7b --micro-batch 4 --tp 8 --sp "
+                     "--params 7B --gpu-memory 80GB.")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from ..models import ConfigError
+    from ..render.html import render
+
+    model = _options.load_model(args)
+    layout = _options.layout_from_args(args)
+    if args.params is None:  # the model's size label, where it reads as a count
+        try:
+            params_hand = _options.parse_count(model.params_label) if model.params_label else None
+        except ConfigError:
+            params_hand = None
+    else:
+        params_hand = None if args.params in ("", "config") else _options.parse_count(args.params)
+    gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory else None
+    page = render(model, layout, params_hand=params_hand, gpu_memory=gpu_memory)
+    try:
+        Path(args.output).write_text(page, encoding="utf-8")
+    except OSError as error:
+        raise ValueError(f"--output {args.output!r}: cannot write ({error.strerror})") from None
+    print(f"wrote {args.output} ({len(page.encode()):,} bytes)")
+    return 0

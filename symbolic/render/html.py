@@ -1,0 +1,206 @@
+"""The HTML calculator: seed 001 §05's six steps as one self-contained page.
+
+Every formula the page evaluates is generated here from the engine's sympy
+expressions with sympy's JavaScript printer — the same sums ``make_bill``
+evaluates — never written by hand. Each expression is printed as a numerator
+and a denominator with integer coefficients, so the page evaluates both as
+exact integers while they stay below 2^53 (JavaScript numbers are doubles) and
+rounds their ratio half-up with integer arithmetic, as
+:func:`symbolic.numeric.round_half_up` does. Above 2^53 (FLOPs of large steps)
+it falls back to doubles and marks the number ``data-exact="false"``.
+
+The page needs no network: its CSS, data and script are inline.
+"""
+from __future__ import annotations
+
+import html
+import json
+from decimal import Decimal
+from dataclasses import dataclass
+from pathlib import Path
+
+from sympy import Expr, Rational, Symbol, factor_terms, fraction, sstr, together
+from sympy.printing.jscode import JavascriptCodePrinter
+
+from .. import models
+from ..architectures import gpt
+from ..dims import L, V, Psi, a, b, d, f, h, p, s, t, v
+from ..layout import Layout
+from ..ledgers import activations, flops, params, states
+from ..models import ConfigError, ModelConfig
+from ..quantities import evaluate
+from ..strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy
+
+#: Gradient-accumulation steps: micro-batches per data-parallel rank per
+#: iteration (seed 001 §05 step 5: tokens/step = b·s·d·grad_accum). A page
+#: input, not a dimension of the inventories, so it lives here.
+G = Symbol("G", positive=True, integer=True)
+
+#: The arguments of every generated function, in this order.
+ARGUMENTS = (s, b, h, a, L, V, t, p, d, f, v, Psi, G)
+
+PIPELINES = {"none": dict(pipeline=False), "1f1b": dict(pipeline=True),
+             "interleaved": dict(pipeline=True, interleaved=True)}
+
+
+@dataclass(frozen=True)
+class Formula:
+    """One engine expression, ready for the page."""
+
+    key: str
+    expr: Expr
+    source: str
+    condition: str = ""
+
+    def parts(self) -> tuple[Expr, Expr]:
+        """Numerator and denominator with integer coefficients (the page
+        evaluates both exactly while they stay below 2^53)."""
+        num, den = fraction(factor_terms(together(self.expr)))
+        for part in (num, den):
+            for coefficient in part.atoms(Rational):
+                if not coefficient.is_Integer:
+                    raise ValueError(f"{self.key}: non-integer coefficient {coefficient} in {part}")
+            if part.free_symbols - set(ARGUMENTS):
+                raise ValueError(f"{self.key}: {part.free_symbols - set(ARGUMENTS)} not among the page inputs")
+        return num, den
+
+
+def activation_key(sp: bool, recompute: str, pipeline: str, dtype: str) -> str:
+    return f"activations/{'sp' if sp else 'nosp'}/{recompute}/{pipeline}/{dtype}"
+
+
+def formulas() -> list[Formula]:
+    """Every expression the page evaluates, keyed as the page selects them.
+
+    Parameters, model states, activations and FLOPs come from the ledgers over
+    the GPT inventories with the FFN width ``f`` (the page sets f = 4h unless
+    given), exactly as :func:`symbolic.bill.make_bill` builds them.
+    """
+    out: list[Formula] = []
+    for tied in (True, False):
+        for positions in ("learned", "rope"):
+            inventory = gpt.parameters(ffn=f, tied=tied, positions=positions)
+            out.append(Formula(f"params/{'tied' if tied else 'untied'}/{positions}", params.count(inventory),
+                               gpt.MEGATRON_PARAMS, "every parameter tensor of the inventory, layers × L"))
+            if tied:
+                out.append(Formula(f"params_eq2/{positions}", params.count(inventory, params.eq2_scopes()),
+                                   gpt.MEGATRON_PARAMS, "Megatron Eq 2: layers + embedding, no final LayerNorm"))
+    for name, recipe in states.RECIPES.items():
+        for zero in states.ZERO_STAGES:
+            out.append(Formula(f"states/{name}/{zero}", states.per_gpu(recipe, zero), recipe.source,
+                               f"{recipe.condition}; {recipe.tally} B/param; ZeRO-{zero}; "
+                               "even split over t·p (first order)"))
+    saved = gpt.saved_tensors(ffn=f)
+    for sp in (False, True):
+        for recompute in RECOMPUTE:
+            for pipeline, pipe_options in PIPELINES.items():
+                for dtype in FLOAT_ACTIVATION_DTYPES:
+                    strategy = Strategy(tensor_parallel=True, sequence_parallel=sp, recompute=recompute,
+                                        dtype=dtype, **pipe_options)
+                    out.append(Formula(activation_key(sp, recompute, pipeline, dtype),
+                                       activations.stage(strategy, saved), gpt.KORTHIKANTI,
+                                       strategy.describe() + "; transformer layers only"))
+    matmuls = gpt.matmuls(ffn=f)
+    micro_batches = d * G
+    for recompute in RECOMPUTE:
+        out.append(Formula(f"flops/hardware/{recompute}", flops.hardware_training(recompute, matmuls) * micro_batches,
+                           gpt.NARAYANAN, "hardware FLOPs per iteration: forward + backward (2×)"
+                           + ("" if recompute == "none" else f" + {recompute} recompute") + ", d·G micro-batches"))
+    out.append(Formula("flops/model", flops.model_training(matmuls) * micro_batches, gpt.NARAYANAN,
+                       "model FLOPs per iteration: forward + backward, no recompute"))
+    tokens = b * s * micro_batches
+    out.append(Formula("tokens", tokens, "seed 001 §05 step 5", "tokens/step = b·s·d·G"))
+    kaplan_n = params.non_embedding_weights(gpt.parameters(ffn=f))
+    out.append(Formula("flops/kaplan", evaluate("flops.per_param_per_token") * kaplan_n * tokens,
+                       "Kaplan et al. 2020 §2.1", "6N·tokens: N without embeddings, short context, no recompute"))
+    return out
+
+
+def javascript(items: list[Formula] | None = None) -> str:
+    """The generated ``FORMULAS`` table: key -> {num, den, text, text4h, source,
+    condition}; ``text4h`` is the expression with the GPT FFN width f = 4h."""
+    printer = JavascriptCodePrinter()
+    args = ", ".join(symbol.name for symbol in ARGUMENTS)
+    entries = []
+    for item in items if items is not None else formulas():
+        num, den = item.parts()
+        entries.append(
+            f"  {json.dumps(item.key)}: {{\n"
+            f"    num: function ({args}) {{ return {printer.doprint(num)}; }},\n"
+            f"    den: function ({args}) {{ return {printer.doprint(den)}; }},\n"
+            f"    text: {json.dumps(sstr(item.expr))},\n"
+            f"    text4h: {json.dumps(sstr(item.expr.subs(f, gpt.GPT_FFN)))},\n"
+            f"    source: {json.dumps(item.source)},\n"
+            f"    condition: {json.dumps(item.condition)}\n  }}")
+    return ("// GENERATED by symbolic.render.html from the engine's sympy expressions; do not edit.\n"
+            f"const ARGUMENTS = {json.dumps([x.name for x in ARGUMENTS])};\n"
+            "const FORMULAS = {\n" + ",\n".join(entries) + "\n};\n")
+
+
+def _preset_data(model: ModelConfig) -> dict:
+    return {"name": model.name, "L": model.layers, "h": model.hidden, "a": model.heads, "V": model.vocab,
+            "s": model.seq, "f": model.ffn, "tied": model.tied, "positions": model.positions,
+            "source": model.source, "label": model.params_label,
+            "approximations": list(getattr(model, "approximations", ()))}
+
+
+def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_memory: int | None) -> dict:
+    """The page's defaults and choices (no formulas: those are in ``FORMULAS``)."""
+    catalogue = models.presets() if hasattr(models, "presets") else models.PRESETS
+    # The built-in models the GPT inventories model exactly, and the page's own model
+    # (whose approximations, if any, the page shows next to it).
+    presets = {name: _preset_data(m) for name, m in catalogue.items() if not getattr(m, "approximations", ())}
+    presets[model.name] = _preset_data(model)
+    return {
+        "presets": presets,
+        "recipes": {name: {"tally": r.tally, "bytes": r.bytes_per_param, "condition": r.condition, "source": r.source}
+                    for name, r in states.RECIPES.items()},
+        "defaults": {**_preset_data(model), "model": model.name, "b": layout.micro_batch,
+                     "s": layout.seq or model.seq, "t": layout.tp, "p": layout.pp, "d": layout.dp,
+                     "sp": layout.sp, "v": layout.interleave, "G": layout.iteration_micro_batches(),
+                     "recompute": layout.recompute, "zero": layout.zero, "optimizer": layout.optimizer,
+                     "dtype": layout.dtype, "N": _count_text(params_hand),
+                     "gpu": _memory_text(gpu_memory)},
+    }
+
+
+def _count_text(count: int | None) -> str:
+    """7000000000 -> '7B', 46700000000 -> '46.7B', as a user types them; else digits."""
+    if count is None:
+        return ""
+    for suffix, size in (("T", 10**12), ("B", 10**9), ("M", 10**6)):
+        scaled = Decimal(count) / size
+        if scaled >= 1 and scaled == scaled.quantize(Decimal("0.001")):
+            return f"{scaled.normalize():f}{suffix}"
+    return str(count)
+
+
+def _memory_text(gpu_memory: int | None) -> str:
+    if gpu_memory is None:
+        return ""
+    for unit, size in (("GiB", 2**30), ("GB", 10**9)):
+        if gpu_memory % size == 0:
+            return f"{gpu_memory // size}{unit}"
+    return f"{gpu_memory}B"
+
+
+def render(model: ModelConfig, layout: Layout = Layout(), params_hand: int | None = None,
+           gpu_memory: int | None = None) -> str:
+    """The calculator page, defaults from ``model`` and ``layout``.
+
+    The page evaluates the GPT inventories, as :func:`symbolic.bill.make_bill`
+    does today; a model on another inventory is refused rather than shown with
+    numbers the bill would not give. A model mapped onto the GPT layer with
+    approximations opens with them listed next to its name.
+    """
+    if getattr(model, "arch", "gpt") != "gpt":
+        raise ConfigError(f"model {model.name!r} uses the {model.arch!r} inventory; the calculator page "
+                          "generates the GPT layer's formulas only: use `symbolic bill` for it")
+    layout.validate(model)
+    template = (Path(__file__).with_name("calculator.html")).read_text(encoding="utf-8")
+    # "</" inside a <script> would end it early; JSON allows the escaped form.
+    data = json.dumps(page_data(model, layout, params_hand, gpu_memory), ensure_ascii=False).replace("</", "<\\/")
+    return (template
+            .replace("/*@FORMULAS@*/", javascript())
+            .replace("/*@DATA@*/", f"const DATA = {data};")
+            .replace("@TITLE@", html.escape(f"symbolic calculator: {model.name}")))

@@ -1,0 +1,249 @@
+"""The HTML calculator: generated from the engine, checked in a real browser.
+
+Headless Chromium (Debian's, /usr/bin/chromium) driven by playwright sets the
+page's inputs and reads its numbers; each must equal the engine's exact value
+(``make_bill`` and ``quantities``) rounded the same way (``numeric.fmt``).
+Configurations include seed 001 §05's 7B and 175B examples and §06's
+interleaved 175B/530B table.
+
+Screenshot for the README: ``python tests/test_calculator.py docs/calculator.png``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from sympy import Rational, expand
+
+from symbolic.architectures import gpt
+from symbolic.bill import make_bill
+from symbolic.dims import f
+from symbolic.ledgers import params
+from symbolic.cli import main
+from symbolic.commands._options import parse_count, parse_memory
+from symbolic.layout import Layout
+from symbolic.models import ModelConfig, preset
+from symbolic.numeric import exact, fmt
+from symbolic.quantities import evaluate
+from symbolic.render import html
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+# --- without a browser: the generated formulas are the engine's -------------
+
+def test_every_formula_is_its_engine_expression_as_num_over_den():
+    items = html.formulas()
+    assert len(items) == 100  # 4 + 2 params, 16 states, 72 activations, 6 FLOPs/tokens
+    for item in items:
+        num, den = item.parts()
+        assert expand(num / den - item.expr) == 0, item.key
+
+
+def test_the_page_inlines_the_generated_script_and_needs_no_network():
+    page = html.render(preset("gpt-7b"), Layout(micro_batch=4, tp=8, sp=True), 7 * 10**9, 80 * 10**9)
+    assert html.javascript() in page
+    assert "/*@" not in page and "@TITLE@" not in page
+    for remote in ("http://", "https://", "<link", "src="):
+        assert remote not in page
+
+
+def test_cli_writes_the_page_and_refuses_bad_input(tmp_path, capsys):
+    out = tmp_path / "calculator.html"
+    assert main(["calculator", "-o", str(out)]) == 0
+    assert "const FORMULAS" in out.read_text() and '"N": "7B"' in out.read_text()
+    assert main(["calculator", "-o", str(tmp_path / "x.html"), "--tp", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "heads (32) must be divisible by tp (3)" in err[0]
+
+
+# --- in the browser ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    model: ModelConfig
+    layout: Layout
+    params: str = ""          # hand-filled N as typed
+    gpu: str = "80GB"
+    preset: str = "custom"    # the page's preset menu entry, or custom fields
+    seed: dict = field(default_factory=dict)  # numbers the seed prints, field -> text
+
+
+SEED_7B = Case(preset("gpt-7b"), Layout(micro_batch=4, tp=8, sp=True), "7B", preset="gpt-7b",
+               seed={"out-states": "14.00 GB", "out-activations": "52.08 GB", "out-total": "66.08 GB",
+                     "out-headroom": "13.92 GB"})
+SEED_175B = Case(preset("gpt-175b"), Layout(micro_batch=1, tp=8, pp=8, sp=True), "175B", preset="gpt-175b",
+                 seed={"out-states": "43.75 GB", "out-activations": "34.43 GB", "out-total": "78.18 GB",
+                       "out-headroom": "1.82 GB"})
+CASES = {
+    "seed-7b": SEED_7B,
+    "seed-7b-b8": Case(preset("gpt-7b"), Layout(micro_batch=8, tp=8, sp=True), "7B", preset="gpt-7b",
+                       seed={"out-activations": "104.15 GB", "out-verdict": "does NOT fit"}),
+    "seed-175b": SEED_175B,
+    "seed-175b-selective": Case(preset("gpt-175b"), Layout(micro_batch=1, tp=8, pp=8, sp=True, recompute="selective"),
+                                "175B", preset="gpt-175b",
+                                seed={"out-activations": "10.27 GB", "out-total": "54.02 GB",
+                                      "out-headroom": "25.98 GB"}),
+    "seed-175b-interleaved": Case(preset("gpt-175b"), Layout(tp=8, pp=8, sp=True, interleave=3), "",
+                                  preset="gpt-175b", seed={"out-activations": "44.47 GB"}),
+    "seed-530b-interleaved-selective": Case(preset("gpt-530b"), Layout(tp=8, pp=35, sp=True, interleave=3,
+                                                                       recompute="selective"),
+                                            "", preset="gpt-530b", seed={"out-activations": "24.78 GB"}),
+    # rationals (16Ψ/(t·p·d) with d ∤ Ψ), untied, RoPE, own FFN, fp32, full recompute, accumulation, GiB
+    "custom-zero3-full-fp32": Case(ModelConfig("custom", 24, 2048, 16, 32000, 1024, ffn=5504, tied=False,
+                                               positions="rope"),
+                                   Layout(micro_batch=2, tp=2, dp=3, zero=3, optimizer="fp32-adam", recompute="full",
+                                          dtype="fp32", global_batch=2 * 3 * 4), "", "40GiB"),
+    "custom-zero1-sgd-1f1b": Case(ModelConfig("custom", 12, 768, 12, 50257, 1024),
+                                  Layout(micro_batch=3, tp=4, pp=2, dp=6, zero=1, optimizer="bf16-sgd-momentum",
+                                         recompute="selective", dtype="fp8"), "1.5B", "24GB"),
+}
+
+
+def expected(case: Case) -> dict[str, str]:
+    """What the page must show: the engine's exact values, formatted by ``numeric``."""
+    hand = parse_count(case.params) if case.params else None
+    gpu = parse_memory(case.gpu)
+    bill = make_bill(case.model, case.layout, params_hand=hand, gpu_memory=gpu)
+    totals = bill.totals
+    tokens = totals["tokens_per_iteration"]
+    # Kaplan's 6N·tokens, N = the layers' weight matrices at the model's own FFN width f
+    kaplan_n = params.non_embedding_weights(gpt.parameters(ffn=f))
+    kaplan = exact(evaluate("flops.per_param_per_token") * kaplan_n, bill.values) * tokens
+    out = {
+        "out-params-config": f"{totals['params']:,} params",
+        "out-params-eq2": f"{totals['params_eq2']:,}",
+        "out-psi": f"{totals['params_for_states']:,}",
+        "out-states": fmt(totals["model_states_bytes"], "GB"),
+        "out-states-gib": fmt(totals["model_states_bytes"], "GiB"),
+        "out-activations": fmt(totals["activation_bytes"], "GB"),
+        "out-activations-gib": fmt(totals["activation_bytes"], "GiB"),
+        "out-flops": fmt(totals["flops_per_iteration"], "TFLOPs"),
+        "out-flops-model": fmt(totals["model_flops_per_iteration"], "TFLOPs"),
+        "out-flops-kaplan": fmt(kaplan, "TFLOPs"),
+        "out-tokens": f"{tokens:,}",
+        "out-total": fmt(totals["total_bytes"], "GB"),
+        "out-total-gib": fmt(totals["total_bytes"], "GiB"),
+        "out-gpu": fmt(gpu, "GB"),
+        "out-headroom": fmt(totals["headroom_bytes"], "GB"),
+        "out-verdict": "fits" if totals["headroom_bytes"] >= 0 else "does NOT fit",
+    }
+    if hand is not None:
+        out["out-params-hand"] = f"{hand:,}"
+        out["out-params-diff"] = fmt(Rational(hand - totals["params"], totals["params"]), "%")
+    return out
+
+
+def fill(page, case: Case) -> None:
+    model, layout = case.model, case.layout
+    page.select_option("#model", case.preset)
+    if case.preset == "custom":
+        for key, value in dict(L=model.layers, h=model.hidden, a=model.heads, V=model.vocab, s=model.seq,
+                               f=model.ffn, positions=model.positions).items():
+            (page.select_option if key == "positions" else page.fill)(f"#{key}", str(value))
+        page.set_checked("#tied", model.tied)
+    fields = dict(s=layout.seq or model.seq, b=layout.micro_batch, t=layout.tp, p=layout.pp, d=layout.dp,
+                  v=layout.interleave, G=layout.iteration_micro_batches(), N=case.params, gpu=case.gpu)
+    for key, value in fields.items():
+        page.fill(f"#{key}", str(value))
+    page.set_checked("#sp", layout.sp)
+    for key in ("optimizer", "zero", "recompute", "dtype"):
+        page.select_option(f"#{key}", str(getattr(layout, key)))
+
+
+def _launch_browser():
+    """Chromium under playwright, or a skip naming what is missing (never under CI)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing = "the python package playwright (pip install -e '.[browser]')"
+    else:
+        if Path(CHROMIUM).exists():
+            return sync_playwright
+        missing = f"{CHROMIUM} (apt-get install chromium)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"browser test needs {missing}; scripts/test installs it")
+    pytest.skip(f"browser test needs {missing}")
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    sync_playwright = _launch_browser()
+    path = tmp_path_factory.mktemp("calculator") / "calculator.html"
+    path.write_text(html.render(preset("gpt-7b"), Layout(micro_batch=4, tp=8, sp=True), 7 * 10**9, 80 * 10**9))
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        tab = browser.new_page()
+        errors: list[str] = []
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.goto(path.as_uri())
+        tab.errors = errors
+        yield tab
+        browser.close()
+
+
+def read(page, ids) -> dict[str, str]:
+    return {key: page.inner_text(f"#{key}") for key in ids}
+
+
+def test_the_page_opens_on_the_seed_7b_example(page):
+    """No input touched: the defaults are seed 001 §05's Figure 5-1."""
+    shown = read(page, expected(SEED_7B))
+    assert shown == expected(SEED_7B)
+    assert {k: shown[k] for k in SEED_7B.seed} == SEED_7B.seed
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_page_numbers_equal_the_engine(page, name):
+    case = CASES[name]
+    fill(page, case)
+    want = expected(case)
+    shown = read(page, want)
+    assert shown == want
+    assert {k: shown[k] for k in case.seed} == case.seed  # the seed's printed numbers, too
+    for key in ("out-states", "out-activations", "out-total", "out-headroom"):
+        assert page.get_attribute(f"#{key}", "data-exact") == "true", key
+    assert page.get_attribute("body", "data-state") == "ok"
+    assert page.errors == []
+
+
+def test_the_page_names_the_field_of_bad_input(page):
+    fill(page, SEED_7B)
+    page.fill("#t", "3")
+    assert page.inner_text("#error") == ("heads (32) must be divisible by tp (3): "
+                                         "choose a tp that divides the head count")
+    assert page.inner_text("#out-total") == "–"
+    page.fill("#t", "8")
+    page.fill("#N", "7 apples")
+    assert page.inner_text("#error").startswith('N "7 apples": give a count such as 7B')
+    page.fill("#N", "7B")
+    assert page.is_hidden("#error") and page.inner_text("#out-total") == "66.08 GB"
+
+
+def screenshot(path: str) -> None:
+    """The README's picture of the calculator at its defaults."""
+    from playwright.sync_api import sync_playwright
+
+    page_file = Path(path).with_suffix(".html")
+    page_file.write_text(html.render(preset("gpt-7b"), Layout(micro_batch=4, tp=8, sp=True), 7 * 10**9,
+                                     80 * 10**9))
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            tab = browser.new_page(viewport={"width": 1280, "height": 900})
+            tab.goto(page_file.resolve().as_uri())
+            tab.screenshot(path=path, full_page=True)
+            browser.close()
+    finally:
+        page_file.unlink()
+
+
+if __name__ == "__main__":
+    screenshot(sys.argv[1] if len(sys.argv) > 1 else "docs/calculator.png")

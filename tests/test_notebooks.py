@@ -1,0 +1,69 @@
+"""The notebooks in notebooks/ are committed executed, so nbval has outputs to compare.
+
+``scripts/test`` runs ``pytest --nbval --nbval-current-env`` over notebooks/, which
+re-executes every notebook and compares each cell's output with the stored one.
+A notebook committed without outputs would turn that into "runs without error";
+these checks fail instead. After editing a notebook, store its outputs with
+``jupyter execute --inplace notebooks/NAME.ipynb``.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+IGNORE_OUTPUT = "# NBVAL_IGNORE_OUTPUT"
+
+
+def _code_cells(path: Path) -> list[dict]:
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    return [cell for cell in notebook["cells"] if cell["cell_type"] == "code" and "".join(cell["source"]).strip()]
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def _text(output: dict) -> str:
+    if output["output_type"] == "stream":
+        return "".join(output["text"])
+    data = output.get("data", {})
+    return "".join("".join(data.get(kind, "")) for kind in ("text/plain", "text/latex", "text/html"))
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 3, [p.name for p in NOTEBOOKS]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_stored_executed_in_order(path):
+    cells = _code_cells(path)
+    assert cells, f"{path.name} has no code cells"
+    counts = [cell.get("execution_count") for cell in cells]
+    assert None not in counts, (f"{path.name}: cells never executed; run "
+                                f"`jupyter execute --inplace notebooks/{path.name}`")
+    assert counts == list(range(1, len(cells) + 1)), f"{path.name}: not executed top to bottom in one run: {counts}"
+    compared = [cell for cell in cells if not _source(cell).lstrip().startswith(IGNORE_OUTPUT)]
+    assert any(cell["outputs"] for cell in compared), f"{path.name}: no stored output for nbval to compare"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_outputs_nbval_can_compare(path):
+    """No errors stored; widgets and run-varying text only in NBVAL_IGNORE_OUTPUT cells;
+    no init_printing (its output depends on the terminal width)."""
+    for cell in _code_cells(path):
+        source = _source(cell)
+        assert "init_printing" not in source, f"{path.name}: do not call sympy.init_printing() in a tested notebook"
+        assert all(output["output_type"] != "error" for output in cell["outputs"]), f"{path.name}: stored error"
+        if source.lstrip().startswith(IGNORE_OUTPUT):
+            continue
+        for output in cell["outputs"]:
+            assert WIDGET_VIEW not in output.get("data", {}), f"{path.name}: widget output needs {IGNORE_OUTPUT}"
+            text = _text(output)
+            assert not re.search(r"\b0x[0-9a-f]{6,}\b", text), f"{path.name}: a memory address in a compared cell"
+            assert not re.search(r"\b\d+(\.\d+)? ?(ms|µs|us)\b|Wall time", text), \
+                f"{path.name}: a timing in a compared cell"
