@@ -12,7 +12,7 @@ import importlib
 import sys
 
 #: The commands, in the order ``--help`` lists them.
-COMMANDS = ["bill", "derive", "check", "sheet", "calculator"]
+COMMANDS = ["bill", "derive", "check", "sheet", "calculator", "timeline", "snapshot"]
 
 
 class _Parser(argparse.ArgumentParser):

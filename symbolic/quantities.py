@@ -234,3 +234,7 @@ def leading_order(expr: Expr, small, order: int = 1) -> Expr:
     eps = Symbol("epsilon", positive=True)
     scaled = expr.xreplace({x: eps * x for x in small})
     return expand(series(scaled, eps, 0, order + 1).removeO().subs(eps, 1))
+
+
+# The memory-over-a-step quantities (seed 004) register themselves here.
+from . import memory_quantities  # noqa: E402,F401

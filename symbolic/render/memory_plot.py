@@ -1,0 +1,103 @@
+"""Pictures of memory over a step (optional extra ``plot``: matplotlib).
+
+The timeline drawn the way seed 004 §04.2 describes MemTrace: the four
+lifetime classes stacked per instant, the allocated line (their sum) and the
+reserved line (the caching-allocator model run over the same step), the
+peak instant marked; beside it a bar of the peak's breakdown. The snapshot
+picture draws allocated and reserved over a recorded trace.
+"""
+from __future__ import annotations
+
+CLASS_COLOURS = {"constant": "#4c72b0", "activations": "#dd8452", "transients": "#c44e52",
+                 "communication": "#8172b3"}
+GiB = 2**30
+
+
+def use_file_backend() -> None:
+    """For the CLI: draw to files only (no display needed)."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ValueError("drawing needs matplotlib: pip install 'symbolic-ledgers[plot]'") from None
+    matplotlib.use("Agg")
+
+
+def _pyplot():
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ValueError("drawing needs matplotlib: pip install 'symbolic-ledgers[plot]'") from None
+    return plt
+
+
+def timeline_figure(result, reserved=None, title: str = "", capacity: int | None = None):
+    """A matplotlib figure of a :class:`~symbolic.ledgers.timeline.TimelineValues`.
+
+    ``reserved``: bytes reserved at each instant (allocator model), or None.
+    """
+    plt = _pyplot()
+    from ..ledgers.timeline import CLASSES
+
+    fig, (ax, bar) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3.2, 1]})
+    x = list(range(len(result.rows)))
+    stacks = [[row[cls] / GiB for _, row in result.rows] for cls in CLASSES]
+    ax.stackplot(x, *stacks, labels=CLASSES, colors=[CLASS_COLOURS[c] for c in CLASSES], alpha=0.75, step=None)
+    totals = [t / GiB for t in result.totals()]
+    ax.plot(x, totals, color="black", lw=1.2, label="allocated (sum of classes)")
+    if reserved is not None:
+        ax.plot(x, [r / GiB for r in reserved], color="black", lw=1.2, ls="--", label="reserved (allocator model)")
+    if capacity:
+        ax.axhline(capacity / GiB, color="grey", lw=1, ls=":", label="capacity")
+    k = result.t_star_index
+    ax.plot([k], [totals[k]], "v", color="red", ms=9, label=f"peak t* = {result.t_star}")
+    ax.annotate(f"{result.peak / GiB:.2f} GiB", (k, totals[k]), textcoords="offset points", xytext=(6, 6),
+                fontsize=9, color="red")
+    ticks = _ticks(result)
+    ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks], rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("GiB")
+    ax.set_xlim(0, max(len(x) - 1, 1))
+    fig.suptitle(title or "memory over one training step", fontsize=10)
+    ax.legend(fontsize=7, loc="lower left", framealpha=0.85)
+
+    names = [f"{name.split('/', 1)[-1]}" for _, name, _ in result.breakdown]
+    sizes = [size / GiB for _, _, size in result.breakdown]
+    colours = [CLASS_COLOURS[cls] for cls, _, _ in result.breakdown]
+    bar.barh(range(len(names)), sizes, color=colours)
+    bar.set_yticks(range(len(names)), names, fontsize=7)
+    bar.invert_yaxis()
+    bar.set_xlabel("GiB at t*")
+    bar.set_title(f"peak breakdown, {result.peak / GiB:.2f} GiB", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _ticks(result):
+    """A few labels: the first instant of each phase kind and t*."""
+    out, seen = [], set()
+    for index, (label, _) in enumerate(result.rows):
+        kind = label.split(" layer")[0] if " layer" in label else label
+        if kind not in seen or index == result.t_star_index:
+            seen.add(kind)
+            out.append((index, label))
+    return out
+
+
+def snapshot_figure(analysis, title: str = ""):
+    """Allocated and reserved over a recorded trace, the peak marked."""
+    plt = _pyplot()
+    fig, (ax, bar) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3.2, 1]})
+    x = list(range(len(analysis.allocated)))
+    ax.fill_between(x, [a / GiB for a in analysis.allocated], step="post", alpha=0.5, label="allocated")
+    ax.step(x, [r / GiB for r in analysis.reserved], where="post", color="black", lw=1.2, label="reserved")
+    k = analysis.peak_index
+    ax.plot([k], [analysis.allocated[k] / GiB], "v", color="red", ms=9, label="peak allocated")
+    ax.set_xlabel("trace event")
+    ax.set_ylabel("GiB")
+    ax.set_title(title or "recorded snapshot")
+    ax.legend(fontsize=8, loc="upper left")
+    classes = list(analysis.breakdown)
+    bar.barh(classes, [analysis.breakdown[c] / GiB for c in classes], color=[CLASS_COLOURS[c] for c in classes])
+    bar.invert_yaxis()
+    bar.set_xlabel("GiB at the peak")
+    fig.tight_layout()
+    return fig
