@@ -12,7 +12,7 @@ import importlib
 import sys
 
 #: The commands, in the order ``--help`` lists them.
-COMMANDS = ["bill", "derive", "check", "sheet", "calculator", "timeline", "snapshot"]
+COMMANDS = ["bill", "derive", "check", "calculator", "plan", "solve", "sheet", "timeline", "snapshot"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -22,10 +22,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``only`` that one (a run needs no other:
+    each command module, and what it imports, is then loaded only when it runs)."""
     parser = _Parser(prog="symbolic", description="Transformer training memory and FLOPs, derived and checked.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else [only]:
         module = importlib.import_module(f"symbolic.commands.{name}")
         command = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
@@ -34,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # A known command first: build its parser alone (cold start); otherwise all, for --help and errors.
+    args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     from .models import ConfigError
 
     try:

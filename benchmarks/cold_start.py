@@ -1,0 +1,62 @@
+"""Cold wall time of ``python -m symbolic bill MODEL``, next to its floor: ``import sympy``.
+
+Each run is a fresh interpreter (``subprocess``), so every import is paid; the
+median and the best of N runs are printed. Prints figures; asserts nothing.
+
+    .venv/bin/python benchmarks/cold_start.py [--runs 15] [--model gpt-175b]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+LLM_ANALYSIS_PYTHON = Path(os.environ.get("LLM_ANALYSIS_VENV", Path.home() / ".cache/symbolic-bench/llm-analysis")) / "bin/python"
+
+
+def wall(argv: list[str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--model", default="gpt-175b")
+    parser.add_argument("--llm-analysis-python", default=str(LLM_ANALYSIS_PYTHON),
+                        help="also time llm-analysis's CLI with this interpreter (see setup_llm_analysis.sh)")
+    args = parser.parse_args()
+    py = sys.executable
+    cases = [
+        ("python -c pass", [py, "-c", "pass"]),
+        ("python -c 'import numpy'", [py, "-c", "import numpy"]),
+        ("python -c 'import sympy'", [py, "-c", "import sympy"]),
+        ("python -m symbolic --help", [py, "-m", "symbolic", "--help"]),
+        (f"python -m symbolic bill {args.model}", [py, "-m", "symbolic", "bill", args.model]),
+        (f"python -m symbolic bill {args.model} --json", [py, "-m", "symbolic", "bill", args.model, "--json"]),
+        ("python -m symbolic plan gpt-175b --gpus 1024 --gpu-memory 80GB --global-batch 1536",
+         [py, "-m", "symbolic", "plan", "gpt-175b", "--gpus", "1024", "--gpu-memory", "80GB", "--global-batch", "1536"]),
+    ]
+    if Path(args.llm_analysis_python).exists():
+        cases.append(("llm-analysis CLI: python -m llm_analysis.analysis train (gpt-175b-sized, 64 GPUs)",
+                      [args.llm_analysis_python, "-m", "llm_analysis.analysis", "train", "--model_name",
+                       "megatron-lm-175b", "--gpu_name", "a100-sxm-80gb", "--total_num_gpus", "64", "--tp_size", "8",
+                       "--pp_size", "8", "--batch_size_per_gpu", "1", "--global_batch_size", "64", "--seq_len", "2048",
+                       "--log_level", "ERROR"]))
+    else:
+        print(f"(llm-analysis not timed: no interpreter at {args.llm_analysis_python}; see setup_llm_analysis.sh)")
+    wall([py, "-m", "symbolic", "bill", args.model], 2)  # warm the page cache and __pycache__
+    print(f"{'command':<88} {'median':>8} {'best':>8}   ({args.runs} fresh processes each)")
+    for name, argv in cases:
+        times = wall(argv, args.runs)
+        print(f"{name:<88} {statistics.median(times):>7.3f}s {min(times):>7.3f}s")
+
+
+if __name__ == "__main__":
+    main()

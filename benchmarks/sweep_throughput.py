@@ -1,0 +1,100 @@
+"""Configurations per second of the vectorised sweep of the complete bill, one thread.
+
+Each configuration is one model × layout: params (config count), model states,
+activations, hardware FLOPs per iteration and the total per GPU — the bill's
+totals — evaluated by ``symbolic.plan.sweep`` from the same expressions the bill
+sums. Prints figures; asserts nothing about time.
+
+    .venv/bin/python benchmarks/sweep_throughput.py [--configs 4000000] [--chunk 65536]
+"""
+import os
+
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
+    os.environ[var] = "1"  # one thread (numpy's element-wise ufuncs are single-threaded anyway)
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+def configurations(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """n random (model, layout) pairs: GPT shapes from 1B to 1T, every parallel size a power of two."""
+    heads = rng.choice([16, 32, 64, 96, 128, 160], n)
+    return {
+        "h": heads * 128, "a": heads, "L": rng.choice([24, 32, 48, 64, 96, 128], n),
+        "V": rng.choice([32000, 50257, 51200, 128256], n), "s": rng.choice([1024, 2048, 4096, 8192], n),
+        "b": rng.choice([1, 2, 4, 8], n), "t": rng.choice([1, 2, 4, 8], n), "p": rng.choice([1, 2, 4, 8], n),
+        "d": rng.choice([1, 8, 64, 512], n), "v": 1, "f": 0,
+    }
+
+
+def check(data, groups, per_group, micro_batches) -> None:
+    """A few of the swept configurations against ``make_bill``'s exact totals (printed, not asserted)."""
+    from symbolic.bill import make_bill
+    from symbolic.layout import Layout
+    from symbolic.models import ModelConfig
+    from symbolic.plan import sweep
+
+    worst = 0.0
+    for g, group in enumerate(groups):
+        i = g * per_group + 12345 % per_group
+        one = {k: (x[i:i + 1] if isinstance(x, np.ndarray) else x) for k, x in data.items()}
+        out = sweep(group, one, micro_batches[i:i + 1])
+        model = ModelConfig("swept", int(one["L"][0]), int(one["h"][0]), int(one["a"][0]), int(one["V"][0]),
+                            int(one["s"][0]))
+        layout = Layout(micro_batch=int(one["b"][0]), tp=int(one["t"][0]), pp=int(one["p"][0]),
+                        dp=int(one["d"][0]), sp=group.sp, recompute=group.recompute, zero=group.zero,
+                        global_batch=int(one["b"][0] * micro_batches[i]))
+        totals = make_bill(model, layout).totals
+        for key in ("params", "model_states_bytes", "activation_bytes", "total_bytes", "flops_per_iteration"):
+            worst = max(worst, abs(out[key][0] / float(totals[key]) - 1))
+        if g == 0:
+            print(f"check: L={model.layers} h={model.hidden} s={model.seq} b={layout.micro_batch} t={layout.tp} "
+                  f"p={layout.pp} d={layout.dp}: sweep total {out['total_bytes'][0]:.6e} B, "
+                  f"bill {int(totals['total_bytes']):,} B; FLOPs {out['flops_per_iteration'][0]:.6e} vs "
+                  f"{totals['flops_per_iteration']:,}")
+    print(f"check: {len(groups)} configurations against make_bill, largest relative difference {worst:.1e}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", type=int, default=4_000_000)
+    parser.add_argument("--chunk", type=int, default=1 << 16, help="configurations per numpy call (cache-sized)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    start = time.perf_counter()
+    from symbolic.plan import Group, sweep
+    imported = time.perf_counter()
+    groups = [Group(sp=sp, recompute=rc, zero=z, schedule="1f1b")
+              for sp in (False, True) for rc in ("none", "selective", "full") for z in (0, 1)]
+    data = configurations(args.configs, np.random.default_rng(0))
+    micro_batches = data["d"] * 8
+    for group in groups:  # build and lambdify the expressions once
+        sweep(group, {k: (x[:2] if isinstance(x, np.ndarray) else x) for k, x in data.items()}, micro_batches[:2])
+    built = time.perf_counter()
+    print(f"import {imported - start:.3f} s; build + lambdify {len(groups)} groups {built - imported:.3f} s")
+
+    per_group = args.configs // len(groups)
+    best = float("inf")
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        checksum = 0.0
+        for g, group in enumerate(groups):
+            lo = g * per_group
+            for c0 in range(lo, lo + per_group, args.chunk):
+                c1 = min(c0 + args.chunk, lo + per_group)
+                chunk = {k: (x[c0:c1] if isinstance(x, np.ndarray) else x) for k, x in data.items()}
+                out = sweep(group, chunk, micro_batches[c0:c1])
+                checksum += float(out["total_bytes"][0])
+        best = min(best, time.perf_counter() - t0)
+    evaluated = per_group * len(groups)
+    check(data, groups, per_group, micro_batches)
+    print(f"{evaluated:,} configurations × 5 totals (params, model states, activations, FLOPs, total) "
+          f"in {best:.3f} s (best of {args.repeat}, chunks of {args.chunk:,}): "
+          f"{evaluated / best:.3g} configurations/s on one thread")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""``symbolic solve MODEL --max micro-batch|seq --gpu-memory 80GB [layout options]``:
+the largest micro-batch or sequence length that fits, solved exactly and checked by the bill."""
+from __future__ import annotations
+
+from . import _options
+
+HELP = "solve the memory inequality for the largest micro-batch or sequence length that fits"
+
+_TARGETS = {"micro-batch": "micro_batch", "seq": "seq"}
+
+
+def add_arguments(parser) -> None:
+    _options.add_model_argument(parser)
+    parser.add_argument("--max", required=True, choices=sorted(_TARGETS),
+                        help="what to maximise (its own layout option, if given, is ignored)")
+    _options.add_layout_options(parser)
+    parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B, 175e9)")
+    parser.add_argument("--gpu-memory", metavar="SIZE", required=True, help="memory per GPU (80GB, 80GiB)")
+    parser.add_argument("--margin", metavar="SIZE", default="0",
+                        help="memory reserved for what the ledgers leave out: a size (4GB) or a share (10%%); default 0")
+    parser.add_argument("--json", action="store_true", help="the answer and the inequality it solved, as JSON")
+
+
+def run(args) -> int:
+    from .plan import parse_margin
+    from ..solve import solve_limit
+
+    model = _options.load_model(args)
+    layout = _options.layout_from_args(args)
+    gpu_memory = _options.parse_memory(args.gpu_memory)
+    margin = parse_margin(args.margin, gpu_memory)
+    params_hand = _options.parse_count(args.params) if args.params else None
+    limit = solve_limit(model, layout, _TARGETS[args.max], gpu_memory, margin, params_hand)
+    print(render_json(limit) if args.json else render_text(limit))
+    return 0 if limit.answer is not None else 1
+
+
+def _layout_words(layout) -> str:
+    return (f"t={layout.tp} p={layout.pp} d={layout.dp} v={layout.interleave}"
+            + (" SP" if layout.sp else "")
+            + f", {'no' if layout.recompute == 'none' else layout.recompute} recompute, ZeRO-{layout.zero}, "
+            f"{layout.optimizer}, {layout.dtype} activations"
+            + (f", global batch {layout.global_batch}" if layout.global_batch else ""))
+
+
+def render_text(limit) -> str:
+    from sympy import sstr
+
+    from ..numeric import fmt
+
+    sym = limit.symbol.name
+    lay = limit.layout
+    fixed = f"s = {lay.seq or limit.model.seq}" if limit.target == "micro_batch" else f"b = {lay.micro_batch}"
+    out = [f"{limit.model.name}: {_layout_words(lay)}, {fixed}"
+           + (f", Psi = {limit.params_hand:,} (hand-filled)" if limit.params_hand else ", Psi = config count"),
+           f"memory per GPU = model states + activations = {sstr(limit.symbolic)}",
+           f"solved: {limit.inequality()}   (bytes; {fmt(limit.usable, 'GB')} = {fmt(limit.gpu_memory, 'GB')}"
+           + (f" − margin {fmt(limit.margin, 'GB')})" if limit.margin else ", no margin)")]
+    if limit.root is not None:
+        out.append(f"  {sym} ≤ {sstr(limit.root)} ≈ {float(limit.root):.4f}; largest integer {limit.bound}")
+    if limit.answer is None:
+        out.append(f"NOTHING FITS: the smallest valid {sym} = {getattr(lay, limit.target)} needs "
+                   f"{fmt(limit.total_at_answer, 'GB')}, over by {fmt(limit.total_at_answer - limit.usable, 'GB')}")
+        return "\n".join(out)
+    step = "" if limit.answer == limit.bound else f" (the largest valid value: {_why(limit)})"
+    out.append(f"largest {limit.target.replace('_', '-')}: {sym} = {limit.answer}{step}")
+    out.append(f"check (bill): {sym} = {limit.answer}: {fmt(limit.total_at_answer, 'GB')}, "
+               + ("fits" if limit.answer_fits() else "DOES NOT FIT")
+               + f", headroom {fmt(limit.usable - limit.total_at_answer, 'GB')}")
+    if limit.next_value is None:
+        out.append(f"  no larger valid {sym} exists for this layout")
+    else:
+        out.append(f"  {sym} = {limit.next_value}: {fmt(limit.total_at_next, 'GB')}, "
+                   + ("FITS (check failed)" if limit.next_fits() else "does not fit")
+                   + f", over by {fmt(limit.total_at_next - limit.usable, 'GB')}")
+    return "\n".join(out)
+
+
+def _why(limit) -> str:
+    lay = limit.layout
+    if limit.target == "seq" and lay.sp:
+        return f"s must be a multiple of t = {lay.tp} under sequence parallelism"
+    if limit.target == "micro_batch" and lay.global_batch:
+        return f"b·d must divide the global batch {lay.global_batch}"
+    return "the layout's divisibility rules"
+
+
+def render_json(limit) -> str:
+    import json
+
+    from sympy import sstr
+
+    lay = limit.layout
+
+    def num(value):
+        from sympy import Rational
+
+        if value is None:
+            return None
+        value = Rational(value)
+        return int(value) if value.is_Integer else f"{value.p}/{value.q}"
+
+    data = {
+        "model": limit.model.name, "target": limit.target, limit.target: limit.answer,
+        "inequality": limit.inequality(),
+        "memory_per_gpu": sstr(limit.symbolic),
+        "root": None if limit.root is None else sstr(limit.root),
+        "root_value": None if limit.root is None else float(limit.root),
+        "largest_integer": limit.bound,
+        "gpu_memory_bytes": limit.gpu_memory, "margin_bytes": limit.margin, "usable_bytes": limit.usable,
+        "params_hand": limit.params_hand,
+        "layout": {"micro_batch": lay.micro_batch, "seq": lay.seq or limit.model.seq, "tp": lay.tp, "pp": lay.pp,
+                   "dp": lay.dp, "sp": lay.sp, "recompute": lay.recompute, "zero": lay.zero,
+                   "optimizer": lay.optimizer, "interleave": lay.interleave, "dtype": lay.dtype,
+                   "global_batch": lay.global_batch},
+        "check": {"value": getattr(lay, limit.target) or None, "total_bytes": num(limit.total_at_answer),
+                  "fits": limit.answer_fits(), "next_value": limit.next_value,
+                  "next_total_bytes": num(limit.total_at_next), "next_fits": limit.next_fits()},
+    }
+    return json.dumps(data, indent=2)

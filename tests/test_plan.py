@@ -1,0 +1,244 @@
+"""The planner: every valid layout, evaluated at once, agreeing with the bill."""
+import itertools
+import json
+import random
+
+import numpy as np
+import pytest
+from sympy import Rational
+
+from symbolic.bill import make_bill
+from symbolic.cli import main
+from symbolic.commands._options import parse_memory
+from symbolic.layout import Layout
+from symbolic.models import ConfigError, preset
+from symbolic.plan import A100, Group, divisors, plan, sweep
+
+GB = 10**9
+TOTALS = ("params", "model_states_bytes", "activation_bytes", "total_bytes", "flops_per_iteration",
+          "model_flops_per_iteration", "flops_per_gpu_per_iteration")
+
+
+@pytest.fixture(scope="module")
+def plan_175b():
+    """Korthikanti Table 3's GPT-3 175B on 64 GPUs at s = 2048, one sequence per GPU per iteration."""
+    return plan(preset("gpt-175b"), 64, 80 * GB, global_batch=64)
+
+
+def _key(layout):
+    return (layout.tp, layout.pp, layout.dp, layout.micro_batch, layout.interleave, layout.sp, layout.recompute,
+            layout.zero)
+
+
+def test_table3_layout_fits_with_sp_and_selective_recompute(plan_175b):
+    fitting = {_key(item.layout) for item in plan_175b.ranked(0)}
+    # t = 8, p = 8, b = 1 with SP + selective recompute, 1F1B and interleaved (v = 3, as seed 001's table).
+    assert (8, 8, 1, 1, 1, True, "selective", 0) in fitting
+    assert (8, 8, 1, 1, 3, True, "selective", 0) in fitting
+    # Korthikanti §6.1: without SP and selective recompute together the interleaved layout does not fit 80 GB.
+    assert (8, 8, 1, 1, 3, True, "none", 0) not in fitting
+    assert (8, 8, 1, 1, 3, False, "selective", 0) not in fitting
+    all_keys = {_key(plan_175b.layout_at(i)) for i in range(plan_175b.evaluated)}
+    assert (8, 8, 1, 1, 3, True, "none", 0) in all_keys  # evaluated, just not fitting
+
+
+@pytest.mark.parametrize("name, gpus, pp", [("gpt-22b", 8, 1), ("gpt-175b", 64, 8), ("gpt-530b", 280, 35),
+                                            ("gpt-1t", 512, 64)])
+def test_every_table3_model_fits_its_paper_layout_only_with_sp_and_selective(name, gpus, pp):
+    """Korthikanti Table 3: t = 8, the paper's p, b = 1 on its GPU count; §6.1: for the two largest,
+    neither SP alone nor selective recompute alone fits 80 GB."""
+    model = preset(name)
+    result = plan(model, gpus, 80 * GB, global_batch=gpus, fixed={"tp": 8, "pp": pp, "micro_batch": 1,
+                                                                  "interleave": 1})
+    fitting = {(x.layout.sp, x.layout.recompute): x for x in result.ranked(0)}
+    paper = fitting[(True, "selective")]
+    assert paper.totals["total_bytes"] == make_bill(model, paper.layout).totals["total_bytes"] <= 80 * GB
+    if name in ("gpt-530b", "gpt-1t"):
+        assert (True, "none") not in fitting and (False, "selective") not in fitting
+
+
+def test_listed_layouts_agree_exactly_with_the_bill(plan_175b):
+    listed = plan_175b.ranked(0)
+    sample = random.Random(6).sample(listed, 25) + listed[:3]
+    for item in sample:
+        bill = make_bill(plan_175b.model, item.layout, gpu_memory=80 * GB)
+        for key in TOTALS:
+            assert item.totals[key] == bill.totals[key], (item.layout, key)
+        assert item.headroom_bytes == bill.totals["headroom_bytes"]
+        assert item.fits and bill.totals["headroom_bytes"] >= 0
+
+
+def test_vectorised_floats_match_the_bill_for_every_layout_sampled(plan_175b):
+    model = plan_175b.model
+    indices = random.Random(7).sample(range(plan_175b.evaluated), 40)
+    for i in indices:
+        bill = make_bill(model, plan_175b.layout_at(i))
+        for key in TOTALS[:6]:
+            assert plan_175b.table[key][i] == pytest.approx(float(bill.totals[key]), rel=1e-12)
+        assert bool(plan_175b.table["fits"][i]) == (bill.totals["total_bytes"] <= 80 * GB)
+
+
+def test_every_layout_is_valid_and_all_valid_layouts_are_swept():
+    model = preset("gpt-22b")  # 48 layers, 64 heads
+    result = plan(model, 16, 80 * GB, global_batch=32)
+    swept = set()
+    for i in range(result.evaluated):
+        layout = result.layout_at(i).validate(model)
+        assert layout.tp * layout.pp * layout.dp == 16
+        swept.add(_key(layout))
+    expected = set()
+    for tp, pp in itertools.product(divisors(16), repeat=2):
+        if 16 % (tp * pp) or tp > 8:
+            continue
+        dp = 16 // (tp * pp)
+        # b·d divides 32; v > 1 needs p ≥ 2, so v ≤ L/p = 24
+        for mb, v, sp, rc, zero in itertools.product(range(1, 33), range(1, 25), (False, True),
+                                                    ("none", "selective", "full"), range(4)):
+            layout = Layout(micro_batch=mb, tp=tp, pp=pp, dp=dp, sp=sp, recompute=rc, zero=zero, interleave=v,
+                            global_batch=32)
+            try:
+                layout.validate(model)
+            except ConfigError:
+                continue
+            m = 32 // (mb * dp)
+            if (sp and tp == 1) or (zero and dp == 1) or (zero >= 2 and pp > 1) or (v > 1 and m % pp):
+                continue  # the plan's stated framework rules
+            expected.add(_key(layout))
+    assert swept == expected
+
+
+def test_ranking_and_time_model(plan_175b):
+    per_sequence = plan_175b.table["seconds_per_sequence"][plan_175b.order]
+    assert np.all(np.diff(per_sequence) >= 0)
+    item = next(x for x in plan_175b.ranked(0) if _key(x.layout) == (8, 8, 1, 1, 1, True, "selective", 0))
+    bubble = Rational(8 - 1, 64)  # 1F1B: (p - 1)/m, m = 64 micro-batches per pipeline
+    expected = item.totals["flops_per_gpu_per_iteration"] / Rational(156 * 10**12) * (1 + bubble)
+    assert item.bubble == pytest.approx(float(bubble))
+    assert item.step_seconds == pytest.approx(float(expected), rel=1e-12)
+    interleaved = next(x for x in plan_175b.ranked(0) if _key(x.layout) == (8, 8, 1, 1, 3, True, "selective", 0))
+    assert interleaved.bubble == pytest.approx(7 / (3 * 64))  # (p - 1)/(v m)
+    assert plan_175b.hardware == A100 and A100.peak_flops == 312e12 and A100.utilisation == 0.5
+
+
+def test_binding_names_memory_when_recompute_is_forced(plan_175b):
+    item = next(x for x in plan_175b.ranked(0) if _key(x.layout) == (8, 8, 1, 1, 3, True, "selective", 0))
+    assert item.binding.startswith("memory: no recompute would need")
+
+
+def test_fixed_choices_and_margin():
+    model = preset("gpt-175b")
+    result = plan(model, 64, 80 * GB, global_batch=64, fixed={"tp": 8, "pp": 8, "sp": True}, margin=30 * GB)
+    assert result.evaluated > 0
+    assert set(result.table["tp"]) == {8} and set(result.table["pp"]) == {8} and set(result.table["sp"]) == {1}
+    for item in result.ranked(0):
+        assert item.totals["total_bytes"] <= 50 * GB
+    unfit = np.flatnonzero(~result.table["fits"])
+    assert np.all(result.table["total_bytes"][unfit] > 50 * GB)
+
+
+def test_nothing_fits_reports_the_closest_layout():
+    model = preset("gpt-175b")
+    result = plan(model, 8, 80 * GB)
+    assert result.evaluated > 0 and len(result.order) == 0 and result.ranked() == []
+    closest = result.closest()
+    bill = make_bill(model, closest.layout, gpu_memory=80 * GB)
+    assert closest.totals["total_bytes"] == bill.totals["total_bytes"] > 80 * GB
+    assert closest.headroom_bytes == bill.totals["headroom_bytes"] < 0
+    assert float(closest.totals["total_bytes"]) == pytest.approx(result.table["total_bytes"].min(), rel=1e-12)
+    assert closest.binding.startswith("memory: over by")
+
+
+def test_no_valid_layout_is_a_config_error():
+    with pytest.raises(ConfigError, match="no valid layout of gpt-175b on 7 GPUs"):
+        plan(preset("gpt-175b"), 7, 80 * GB, global_batch=64)
+    with pytest.raises(ConfigError, match="margin"):
+        plan(preset("gpt-175b"), 64, 80 * GB, margin=80 * GB)
+
+
+def test_sweep_evaluates_arrays_of_models():
+    """The benchmark's entry point: model dimensions as arrays, one group."""
+    values = {"s": np.array([2048, 4096]), "b": np.array([1, 4]), "h": np.array([12288, 4096]),
+              "a": np.array([96, 32]), "L": np.array([96, 32]), "V": 51200, "t": np.array([8, 8]),
+              "p": np.array([8, 1]), "d": 1, "f": 0, "v": 1}
+    group = Group(sp=True, recompute="none", zero=0, schedule="1f1b")
+    out = sweep(group, values, micro_batches=np.array([1, 1]))
+    bill = make_bill(preset("gpt-175b"), Layout(tp=8, pp=8, sp=True))
+    assert out["total_bytes"][0] == pytest.approx(float(bill.totals["total_bytes"]), rel=1e-12)
+    assert out["params"][1] == float(make_bill(preset("gpt-7b"), Layout(tp=8, sp=True)).totals["params"])
+
+
+@pytest.mark.parametrize("text, value", [("80GB", 80 * GB), ("80 GiB", 80 * 2**30), ("80 GB", 80 * GB),
+                                         ("1.5TB", 1_500 * GB)])
+def test_memory_with_units_is_accepted(text, value):
+    assert parse_memory(text) == value
+
+
+@pytest.mark.parametrize("text", ["80", "8e10", "80 gigs", "", "-80GB"])
+def test_memory_without_a_unit_is_refused(text):
+    with pytest.raises(ConfigError, match="give a number with a unit"):
+        parse_memory(text)
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_plan_json_lists_layouts_with_ledger_totals(capsys):
+    code, out, _ = run(capsys, "plan", "gpt-175b", "--gpus", "64", "--gpu-memory", "80GB", "--global-batch", "64",
+                       "--tp", "8", "--pp", "8", "--sp", "--recompute", "selective", "--top", "3", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["fitting"] >= 1 and len(data["layouts"]) <= 3
+    first = data["layouts"][0]
+    for key in ("tp", "pp", "dp", "micro_batch", "zero", "recompute", "sp", "interleave", "params",
+                "model_states_bytes", "activation_bytes", "total_bytes", "headroom_bytes", "flops_per_iteration",
+                "step_seconds", "binding"):
+        assert key in first
+    layout = Layout(micro_batch=first["micro_batch"], seq=first["seq"], tp=first["tp"], pp=first["pp"],
+                    dp=first["dp"], sp=first["sp"], recompute=first["recompute"], zero=first["zero"],
+                    interleave=first["interleave"], global_batch=64)
+    bill = make_bill(preset("gpt-175b"), layout)
+    assert first["total_bytes"] == bill.totals["total_bytes"]
+    assert first["flops_per_iteration"] == bill.totals["flops_per_iteration"]
+    assert data["hardware"] == {"peak_flops": 312e12, "utilisation": 0.5}
+
+
+def test_cli_plan_text_states_its_assumptions(capsys):
+    code, out, _ = run(capsys, "plan", "gpt-175b", "--gpus", "64", "--gpu-memory", "80 GiB", "--global-batch", "64",
+                       "--top", "5", "--margin", "10%")
+    assert code == 0
+    assert "312 TFLOP/s peak × 0.5 utilisation" in out and "margin 8.59 GB" in out
+    assert "(p−1)/(v·m)" in out and "binding" in out
+
+
+def test_cli_plan_nothing_fits_exits_1(capsys):
+    code, out, _ = run(capsys, "plan", "gpt-175b", "--gpus", "8", "--gpu-memory", "80GB")
+    assert code == 1 and "NO LAYOUT FITS" in out and "misses by" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--gpus", "64", "--gpu-memory", "80"], "give a number with a unit"),
+    (["--gpus", "64", "--gpu-memory", "8e10"], "give a number with a unit"),
+    (["--gpus", "7", "--gpu-memory", "80GB", "--global-batch", "64"], "no valid layout"),
+    (["--gpus", "64", "--gpu-memory", "80GB", "--margin", "150%"], "--margin"),
+    (["--gpus", "64", "--gpu-memory", "80GB", "--optimizer", "adamw"], "unknown optimizer"),
+    (["--gpus", "64", "--gpu-memory", "80GB", "--top", "-1"], "--top"),
+])
+def test_cli_plan_bad_input_is_one_line(capsys, argv, message):
+    code, out, err = run(capsys, "plan", "gpt-175b", *argv)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["--gpus", "0", "--gpu-memory", "80GB"], "--gpus"),
+    (["--gpus", "64", "--gpu-memory", "80GB", "--mfu", "1.5"], "--mfu"),
+    (["--gpus", "64", "--gpu-memory", "80GB", "--peak-tflops", "-1"], "--peak-tflops"),
+    (["--gpus", "64", "--gpu-memory", "80GB", "--zero", "4"], "--zero"),
+    (["--gpus", "64"], "--gpu-memory"),
+])
+def test_cli_plan_out_of_range_options_are_usage_errors(capsys, argv, option):
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", "gpt-175b", *argv])
+    _, err = capsys.readouterr()
+    assert exit_.value.code == 2 and option in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,136 @@
+"""Symbolic limits: the largest micro-batch or sequence length, solved exactly and checked by the bill."""
+import json
+
+import pytest
+from sympy import expand, sqrt
+
+from symbolic.bill import make_bill
+from symbolic.cli import main
+from symbolic.dims import b, s
+from symbolic.layout import Layout
+from symbolic.models import ConfigError, preset
+from symbolic.solve import solve_limit
+
+GB = 10**9
+SEVEN_B = 7 * 10**9  # seed 001 §1 hand-fills N = 7B
+
+
+def total(model, layout, params_hand=None):
+    return make_bill(model, layout, params_hand=params_hand).totals["total_bytes"]
+
+
+def test_seed_7b_largest_micro_batch():
+    """Seed 001 §1: 7B, TP = 8 (+SP, Eq 5), s = 4096: b = 4 fits 80 GB (66.08 GB), b = 8 does not (104.15 GB
+    of activations alone). Solved exactly: b ≤ (80 − 14) GB / 13.02 GB per sequence, so b = 5."""
+    model, layout = preset("gpt-7b"), Layout(tp=8, sp=True, seq=4096)
+    limit = solve_limit(model, layout, "micro_batch", 80 * GB, params_hand=SEVEN_B)
+    assert limit.answer == limit.bound == 5
+    assert limit.inequality() == "13019119616*b + 14000000000 <= 80000000000"
+    assert limit.root == (80 * GB - 14 * GB) / expand(limit.polynomial - 14 * GB).coeff(b)
+    fits = lambda mb: total(model, Layout(micro_batch=mb, tp=8, sp=True, seq=4096), SEVEN_B) <= 80 * GB
+    assert fits(4) and not fits(8)                  # the seed's two statements
+    assert fits(limit.answer) and not fits(limit.answer + 1)
+    assert limit.answer_fits() and limit.next_value == 6 and limit.next_fits() is False
+
+
+def test_seed_7b_largest_sequence_without_sp():
+    """The s² attention term makes it quadratic; without SP every s is valid, so answer + 1 must not fit."""
+    model = preset("gpt-7b")
+    limit = solve_limit(model, Layout(micro_batch=4, tp=8), "seq", 80 * GB, params_hand=SEVEN_B)
+    assert limit.inequality() == "2560*s**2 + 6815744*s + 14000000000 <= 80000000000"
+    assert limit.root == (-6656 + sqrt(688833586)) / 5
+    assert limit.answer == limit.bound == 3917
+    at = lambda seq: total(model, Layout(micro_batch=4, tp=8, seq=seq), SEVEN_B)
+    assert at(limit.answer) <= 80 * GB < at(limit.answer + 1)
+    assert expand(limit.polynomial.subs(s, limit.root)) == 80 * GB  # the root is exact
+
+
+def test_seed_7b_largest_sequence_with_sp_steps_by_t():
+    model = preset("gpt-7b")
+    limit = solve_limit(model, Layout(micro_batch=4, tp=8, sp=True), "seq", 80 * GB, params_hand=SEVEN_B)
+    assert limit.bound == 4660 and limit.answer == 4656 and limit.answer % 8 == 0
+    at = lambda seq: total(model, Layout(micro_batch=4, tp=8, sp=True, seq=seq), SEVEN_B)
+    assert at(limit.answer) <= 80 * GB < at(limit.answer + 8)
+    for seq in range(limit.answer + 1, limit.answer + 8):  # not valid layouts under SP
+        with pytest.raises(ConfigError, match="divisible by tp"):
+            Layout(micro_batch=4, tp=8, sp=True, seq=seq).validate(model)
+    assert limit.next_value == 4664 and limit.next_fits() is False
+
+
+def test_config_count_makes_the_states_depend_on_seq():
+    """Without --params the states use the config count, whose learned position table grows with s."""
+    model = preset("gpt-22b")
+    layout = Layout(micro_batch=1, tp=8, sp=True, recompute="selective", pp=1)
+    limit = solve_limit(model, layout, "seq", 80 * GB)
+    hand = solve_limit(model, layout, "seq", 80 * GB, params_hand=22 * 10**9)
+    # Selective recompute drops the s² term; the position table adds h params per token, 16 B each, split t ways.
+    assert limit.polynomial.coeff(s, 2) == 0
+    assert limit.polynomial.coeff(s, 1) - hand.polynomial.coeff(s, 1) == 16 * 6144 // 8
+    at = lambda seq: total(model, Layout(micro_batch=1, tp=8, sp=True, recompute="selective", seq=seq))
+    assert at(limit.answer) <= 80 * GB < at(limit.next_value)
+    assert limit.next_value == limit.answer + 8
+
+
+def test_global_batch_restricts_the_micro_batch():
+    model = preset("gpt-7b")
+    layout = Layout(tp=8, sp=True, dp=2, global_batch=64)
+    limit = solve_limit(model, layout, "micro_batch", 80 * 2**30, params_hand=SEVEN_B)
+    assert limit.bound == 5 and limit.answer == 4 and limit.next_value == 8
+    assert limit.answer_fits() and limit.next_fits() is False
+
+
+def test_margin_is_subtracted():
+    model = preset("gpt-7b")
+    limit = solve_limit(model, Layout(tp=8, sp=True), "micro_batch", 80 * GB, margin=8 * GB, params_hand=SEVEN_B)
+    assert limit.usable == 72 * GB and limit.answer == 4  # (72 - 14) / 13.02 = 4.45
+
+
+def test_nothing_fits():
+    limit = solve_limit(preset("gpt-175b"), Layout(), "micro_batch", 80 * GB)
+    assert limit.answer is None and limit.bound is None and not limit.answer_fits()
+
+
+def test_bad_layout_names_the_field():
+    with pytest.raises(ConfigError, match="divisible by tp"):
+        solve_limit(preset("gpt-175b"), Layout(tp=7), "seq", 80 * GB)
+    with pytest.raises(ConfigError, match="--max"):
+        solve_limit(preset("gpt-7b"), Layout(), "layers", 80 * GB)
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_json_carries_the_answer_and_inequality(capsys):
+    code, out, _ = run(capsys, "solve", "gpt-7b", "--max", "micro-batch", "--tp", "8", "--sp", "--seq", "4096",
+                       "--params", "7B", "--gpu-memory", "80GB", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["micro_batch"] == 5 and data["target"] == "micro_batch"
+    assert data["inequality"] == "13019119616*b + 14000000000 <= 80000000000"
+    assert data["check"] == {"value": 5, "total_bytes": 79_095_598_080, "fits": True, "next_value": 6,
+                             "next_total_bytes": 92_114_717_696, "next_fits": False}
+    code, out, _ = run(capsys, "solve", "gpt-7b", "--max", "seq", "--tp", "8", "--sp", "--micro-batch", "4",
+                       "--params", "7B", "--gpu-memory", "80GB", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["seq"] == 4656 and "s**2" in data["inequality"]
+
+
+def test_cli_text_and_exit_codes(capsys):
+    code, out, _ = run(capsys, "solve", "gpt-7b", "--max", "micro-batch", "--tp", "8", "--sp", "--params", "7B",
+                       "--gpu-memory", "80 GiB")
+    assert code == 0 and "largest micro-batch: b = 5" in out and "check (bill)" in out and "does not fit" in out
+    code, out, _ = run(capsys, "solve", "gpt-175b", "--max", "seq", "--gpu-memory", "80GB")
+    assert code == 1 and "NOTHING FITS" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--max", "seq", "--gpu-memory", "80"], "give a number with a unit"),
+    (["--max", "seq", "--gpu-memory", "8e10"], "give a number with a unit"),
+    (["--max", "seq", "--gpu-memory", "80GB", "--tp", "7"], "divisible by tp"),
+    (["--max", "seq", "--gpu-memory", "80GB", "--margin", "90GB"], "--margin"),
+])
+def test_cli_bad_input_is_one_line(capsys, argv, message):
+    code, out, err = run(capsys, "solve", "gpt-7b", *argv)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
