@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from sympy import Add, Expr, Integer, Rational
 
-from .architectures import gpt
-from .dims import L, f
+from .architectures import gpt, llama, moe
+from .dims import E_s, L, f
 from .layout import Layout
 from .ledgers import activations, flops, params, states
 from .models import ModelConfig
@@ -48,12 +48,32 @@ LEDGERS = ("params", "model_states", "activations", "flops")
 #: reader (``symbolic.hf``) gives a model another arch only when it is listed
 #: here; otherwise it maps the model onto the GPT layer and states what that
 #: approximates. Add an arch once ``make_bill`` dispatches on it.
+#: ``make_bill`` itself dispatches on gpt, llama and moe (:func:`inventories`); llama and moe join
+#: this list once the other consumers of a ModelConfig (the timeline) dispatch the same way.
 BILLED_ARCHITECTURES = ("gpt",)
 
 
 def _gpt_dims(model: ModelConfig) -> Expr:
     """The FFN width as an expression: 4h for GPT, the symbol f when given."""
     return f if model.ffn else gpt.GPT_FFN
+
+
+def inventories(model: ModelConfig):
+    """(parameters, saved tensors, matmuls) of ``model.arch``, in the letters
+    :meth:`ModelConfig.values` gives values for. GPT: f = 4h unless ffn is
+    given. LLaMA: SwiGLU of width f, g key/value heads, fused attention, HF
+    RMSNorm. MoE: as LLaMA with E experts of width f_e, top-k, E_s shared."""
+    if model.arch == "gpt":
+        ffn = _gpt_dims(model)
+        return (gpt.parameters(ffn=ffn, tied=model.tied, positions=model.positions),
+                gpt.saved_tensors(ffn=ffn), gpt.matmuls(ffn=ffn))
+    if model.arch == "llama":
+        return llama.parameters(tied=model.tied, positions=model.positions), llama.saved_tensors(), llama.matmuls()
+    if model.arch == "moe":
+        shared = E_s if model.shared_experts else 0
+        return (moe.parameters(shared_experts=shared, tied=model.tied, positions=model.positions),
+                moe.saved_tensors(shared_experts=shared), moe.matmuls(shared_experts=shared))
+    raise ValueError(f"the bill itemises {', '.join(BILLED_ARCHITECTURES)}, not arch {model.arch!r}")
 
 
 def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | None = None,
@@ -66,12 +86,11 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
     """
     layout.validate(model)
     values = layout.values(model)
-    ffn = _gpt_dims(model)
+    param_inv, saved_inv, mm_inv = inventories(model)
     lines: list[Line] = []
     notes: list[str] = []
 
     # Parameters: the inventory, each layer term repeated L times.
-    param_inv = gpt.parameters(ffn=ffn, tied=model.tied, positions=model.positions)
     for term in param_inv:
         expr = term.count * (L if term.scope == "layer" else 1)
         lines.append(Line("params", term.name, expr, exact(expr, values), term.source, term.note))
@@ -92,7 +111,7 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
     in_flight, layers_held = strategy.layers_held()
     scale = in_flight * layers_held
     act_condition = strategy.describe() + "; transformer layers only"
-    for term in activations.layer_inventory(strategy, gpt.saved_tensors(ffn=ffn)):
+    for term in activations.layer_inventory(strategy, saved_inv):
         expr = scale * term.bytes
         lines.append(Line("activations", term.name, expr, exact(expr, values), term.source,
                           f"{term.dtype}, split: {term.split.value}"
@@ -100,13 +119,18 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
 
     # FLOPs of one iteration, whole model: per micro-batch × micro-batches.
     micro_batches = layout.iteration_micro_batches() * layout.dp
-    mm_inv = gpt.matmuls(ffn=ffn)
     for mm in mm_inv:
         alone = type(mm_inv)((mm,))
         expr = flops.hardware_training(layout.recompute, alone) * micro_batches
         recomputed = flops.recompute_extra(layout.recompute, alone) != 0
         lines.append(Line("flops", mm.name, expr, exact(expr, values), mm.source,
                           "forward + backward (2×)" + (f" + {layout.recompute} recompute (1×)" if recomputed else "")))
+
+    if model.arch in ("llama", "moe"):
+        # The fused attention kernel keeps only the log-sum-exp: its backward recomputes Q·Kᵀ.
+        expr = L * llama.fused_backward_recompute(mm_inv) * micro_batches
+        lines.append(Line("flops", "layer/attention/scores (fused kernel's backward recompute)", expr,
+                          exact(expr, values), llama.FLASH, "hardware FLOPs: FlashAttention recomputes Q·Kᵀ"))
 
     def total(ledger):
         return sum((line.value for line in lines if line.ledger == ledger), Integer(0))
@@ -131,6 +155,10 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
         "tokens_per_iteration": micro_batches * values["b"] * values["s"],
         "gpus": gpus,
     }
+    if model.arch == "moe":  # seed 001 §07: N_total for the states, N_active for the FLOPs
+        shared = E_s if model.shared_experts else 0
+        totals["params_active"] = exact_int(params.count(moe.parameters(
+            shared_experts=shared, tied=model.tied, positions=model.positions, active=True)), values)
     if gpu_memory is not None:
         totals["headroom_bytes"] = gpu_memory - totals["total_bytes"]
     if params_hand is not None:

@@ -12,7 +12,7 @@ import importlib
 import sys
 
 #: The commands, in the order ``--help`` lists them.
-COMMANDS = ["bill", "derive", "check", "calculator", "plan", "solve", "sheet", "timeline", "snapshot"]
+COMMANDS = ["bill", "derive", "check", "calculator", "plan", "solve", "sheet", "timeline", "snapshot", "trace"]
 
 
 class _Parser(argparse.ArgumentParser):

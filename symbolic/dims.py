@@ -23,6 +23,13 @@ f     FFN (MLP) inner width; the GPT layer has f = 4h              this code
 m     micro-batches in flight on a pipeline stage                  seed 000 §4
 v     model chunks per pipeline stage (interleaved schedule)       Narayanan §2.2.2
 Psi   parameter count as ZeRO writes it (Ψ)                        ZeRO §3
+g     key/value heads (GQA; Megatron's query groups)               this code
+E     routed experts of an MoE layer                               this code
+k     experts per token (top-k routing)                            this code
+E_s   shared experts of an MoE layer                               this code
+f_e   one expert's FFN inner width                                 this code
+T_e   tokens routed to one expert (balanced: s b k / E)            this code
+e     expert-parallel size                                         this code
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -67,6 +74,14 @@ DIMENSIONS: dict[str, Dimension] = {
         _dim("m", "micro-batches in flight on a pipeline stage (seed 000's m)"),
         _dim("v", "model chunks per stage, interleaved schedule (seed 001's m)"),
         _dim("Psi", "parameter count (ZeRO's Psi)", r"\Psi"),
+        # Modern architectures (symbolic.architectures.llama, .moe):
+        _dim("g", "key/value heads (grouped-query attention; g = a is MHA, g = 1 MQA)"),
+        _dim("E", "routed experts per MoE layer (N_total counts all of them)"),
+        _dim("k", "experts each token is routed to (top-k; N_active counts these)"),
+        _dim("E_s", "shared experts per MoE layer (every token goes through them)", "E_{s}"),
+        _dim("f_e", "FFN inner width of one expert", "f_{e}"),
+        _dim("T_e", "tokens routed to one expert; balanced routing: T_e = s b k / E", "T_{e}"),
+        _dim("e", "expert-parallel size (experts split over e GPUs)"),
     )
 }
 
@@ -75,5 +90,7 @@ SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items
 s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
     SYMBOLS[n] for n in ("s", "b", "h", "a", "L", "V", "t", "p", "d", "f", "m", "v", "Psi")
 )
+
+g, E, k, E_s, f_e, T_e, e = (SYMBOLS[n] for n in ("g", "E", "k", "E_s", "f_e", "T_e", "e"))
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

@@ -66,8 +66,14 @@ class ModelConfig:
 
     def values(self) -> dict[str, int]:
         """The dimension values in the papers' letters."""
-        return {"L": self.layers, "h": self.hidden, "a": self.heads, "V": self.vocab, "s": self.seq,
-                "f": self.ffn or 4 * self.hidden}
+        values = {"L": self.layers, "h": self.hidden, "a": self.heads, "V": self.vocab, "s": self.seq,
+                  "f": self.ffn or 4 * self.hidden}
+        if self.arch != "gpt":  # the LLaMA/MoE inventories' letters (symbolic.dims)
+            values["g"] = self.kv_heads or self.heads
+        if self.experts:
+            values.update(E=self.experts, k=self.experts_per_token, E_s=self.shared_experts,
+                          f_e=self.expert_ffn or self.ffn)
+        return values
 
 
 def positive_int(name: str, value) -> int:

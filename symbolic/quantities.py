@@ -113,10 +113,12 @@ def _selective_saving(arch="gpt", **strategy) -> Expr:
 # --- parameters ------------------------------------------------------------
 
 @quantity("params", "params")
-def _params(arch="gpt", tied=True, positions="learned", scopes=params.SCOPES, select=None) -> Expr:
+def _params(arch="gpt", tied=None, positions=None, scopes=params.SCOPES, select=None) -> Expr:
     """Parameter count (layer terms × L) over ``scopes``; ``eq2`` scopes are
-    ``["layer", "embedding"]``."""
-    inventory = _select(_arch(arch).parameters(tied=tied, positions=positions), select)
+    ``["layer", "embedding"]``. ``tied``/``positions``: the architecture's
+    defaults unless given (GPT: tied, learned; LLaMA: untied, RoPE)."""
+    given = {key: value for key, value in (("tied", tied), ("positions", positions)) if value is not None}
+    inventory = _select(_arch(arch).parameters(**given), select)
     return params.count(inventory, tuple(scopes))
 
 

@@ -62,10 +62,13 @@ def activation_dtype(inventory: Inventory, dtype: str) -> Inventory:
     """Store floating-point activations in ``dtype`` (masks keep 1 byte).
 
     The papers assume 2 bytes (bf16/fp16); fp32 training doubles every float term.
+    Only terms in the default activation dtype (bf16) change: terms declared at
+    a fixed dtype — 1-byte masks, fp32 norm statistics and softmax/log-sum-exp,
+    int64 indices — keep theirs.
     """
     if dtype not in FLOAT_ACTIVATION_DTYPES:
         raise ValueError(f"activation dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}, not {dtype!r}")
-    return inventory.map(lambda x: x if x.dtype == "mask" else replace(x, dtype=dtype), f"activation_dtype({dtype})")
+    return inventory.map(lambda x: replace(x, dtype=dtype) if x.dtype == "bf16" else x, f"activation_dtype({dtype})")
 
 
 def interleave_in_flight(ways: Expr = p, chunks: Expr = v) -> Expr:

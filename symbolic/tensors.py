@@ -21,6 +21,7 @@ DTYPE_BYTES: dict[str, int] = {
     "fp16": 2,
     "fp8": 1,
     "mask": 1,
+    "int64": 8,  # index tensors (top-k expert choices, token maps, loss targets)
 }
 
 

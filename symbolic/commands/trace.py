@@ -1,0 +1,183 @@
+"""``symbolic trace``: fit what a real module saves and counts, and set it against the inventory.
+
+Two sources of a module (optional extra ``torch``):
+
+- ``--hf config.json``: one decoder layer of a HuggingFace config, the
+  architecture picked from ``model_type`` (llama, mixtral, qwen2_moe, gpt2), built at
+  the config's widths (``--set key=value`` overrides one, e.g. to shrink a
+  large model), run at several (s, b) and fitted as a polynomial in s and b;
+  the declared inventory at the same widths is compared term by term.
+- ``--factory package.module:function``: your own ``function(**dims)``
+  returning ``(module, args)`` or ``(module, args, kwargs)``; ``--dims s=2,3,4``
+  gives the values each dimension takes; the fit is a polynomial of degree
+  ``--degree`` in them.
+"""
+from __future__ import annotations
+
+import argparse
+
+from ..models import ConfigError
+
+HELP = "trace a real module (HF config or module:factory): saved tensors and FLOPs, fitted and compared"
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated positive integers, e.g. 3,4,5") from None
+    if not values or values[0] <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated positive integers, e.g. 3,4,5")
+    return values
+
+
+def add_arguments(parser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--hf", metavar="CONFIG",
+                        help="a HuggingFace config.json (model_type llama, mixtral, qwen2_moe, gpt2)")
+    source.add_argument("--factory", metavar="MODULE:FUNCTION",
+                        help="your function(**dims) -> (module, args[, kwargs])")
+    parser.add_argument("--attention", choices=("sdpa", "eager"), default="sdpa",
+                        help="HF attention implementation (sdpa: the fused kernel; eager: explicit)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override an integer field of the HF config (e.g. hidden_size=256)")
+    parser.add_argument("--seq", type=_ints, default=[3, 4, 5, 6, 7, 8], help="sequence lengths to run (--hf)")
+    parser.add_argument("--batch", type=_ints, default=[2, 3, 4], help="micro-batch sizes to run (--hf)")
+    parser.add_argument("--dims", action="append", default=[], metavar="NAME=V1,V2,...",
+                        help="values of one dimension (--factory), e.g. s=2,3,4")
+    parser.add_argument("--degree", type=int, default=3, help="total degree of the fitted monomials (default 3)")
+    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="dtype to run in (--hf)")
+    parser.add_argument("--records", action="store_true", help="list every saved storage with its fitted bytes")
+
+
+def _overrides(pairs: list[str]) -> dict[str, int]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip() or not value.strip().isdigit() or int(value) <= 0:
+            raise ConfigError(f"--set {pair!r}: give KEY=VALUE with a positive integer, e.g. hidden_size=256")
+        out[key.strip()] = int(value)
+    return out
+
+
+def _dims(pairs: list[str]) -> dict:
+    from ..dims import SYMBOLS
+
+    out = {}
+    for pair in pairs:
+        name, sep, values = pair.partition("=")
+        if not sep or name.strip() not in SYMBOLS:
+            raise ConfigError(f"--dims {pair!r}: give NAME=V1,V2 with NAME one of {', '.join(SYMBOLS)}")
+        try:
+            out[SYMBOLS[name.strip()]] = _ints(values)
+        except argparse.ArgumentTypeError as error:
+            raise ConfigError(f"--dims {name}: {error}") from None
+    if not out:
+        raise ConfigError("--factory needs --dims, e.g. --dims s=2,3,4 --dims b=1,2")
+    return out
+
+
+def _load_factory(spec: str):
+    import importlib
+
+    module_name, sep, function = spec.partition(":")
+    if not sep or not module_name or not function.isidentifier():
+        raise ConfigError(f"--factory {spec!r}: give MODULE:FUNCTION, e.g. mymodels:make_layer")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigError(f"--factory: cannot import {module_name!r} ({error}); is it on PYTHONPATH?") from None
+    if not callable(getattr(module, function, None)):
+        raise ConfigError(f"--factory: {module_name} has no function {function!r}")
+    return getattr(module, function)
+
+
+def _print_fit(fitted, records: bool) -> None:
+    from sympy import sstr
+
+    if records:
+        print("saved storages (first run's shape), fitted bytes:")
+        for key, expr in fitted.saved.items():
+            r = fitted.records[key]
+            print(f"  {key:<58} {r.dtype:<9} {str(r.shape):<18} {sstr(expr)} B")
+    for u in fitted.unfitted:
+        print(f"  does not fit the basis: {u.key}: observed {', '.join(map(str, u.observed))}")
+    print(f"saved bytes, fitted:     {sstr(fitted.saved_total) if fitted.saved_total is not None else 'no fit'} B")
+    print(f"forward FLOPs, fitted:   {sstr(fitted.forward_flops) if fitted.forward_flops is not None else 'no fit'}")
+    print(f"backward FLOPs, fitted:  {sstr(fitted.backward_flops) if fitted.backward_flops is not None else 'no fit'}")
+
+
+def _difference(label: str, fitted, declared) -> bool:
+    from sympy import sstr
+
+    from ..trace import compare
+
+    if fitted is None:
+        print(f"{label}: the traced values do not fit the basis (see above)")
+        return False
+    diff = compare(fitted, declared)
+    print(f"{label}, declared: {sstr(declared)}")
+    if not diff:
+        print(f"{label}: fitted == declared, term by term")
+        return True
+    for mono, (got, want) in sorted(diff.items(), key=lambda kv: sstr(kv[0])):
+        print(f"  {sstr(mono)}: traced {got}, declared {want} (difference {got - want})")
+    return False
+
+
+def run(args) -> int:
+    import json
+    from pathlib import Path
+
+    from .. import trace as tr
+
+    try:  # transformers' config warnings (token ids of a shrunk vocabulary...) are not ours to print
+        import transformers
+        transformers.logging.set_verbosity_error()
+    except ImportError:
+        pass
+    if args.degree < 1 or args.degree > 4:
+        raise ConfigError("--degree must be between 1 and 4")
+    if args.factory:
+        factory = _load_factory(args.factory)
+        ranges = _dims(args.dims)
+        basis = tr.monomials(list(ranges), args.degree)
+        points = tr.design_points(basis, ranges)
+        fitted = tr.fit(factory, points, basis, custom_flops=tr.cpu_sdpa_flops())
+        print(f"{args.factory}: {len(points)} runs over {', '.join(str(k) for k in ranges)}")
+        _print_fit(fitted, args.records)
+        return 0 if not fitted.unfitted else 1
+
+    path = Path(args.hf)
+    if not path.is_file():
+        raise ConfigError(f"--hf {args.hf!r}: no such file; give the path of a config.json")
+    try:
+        config = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"--hf {args.hf}: not valid JSON ({error.msg}, line {error.lineno})") from None
+    cfg = tr.hf_config(config, args.attention, **_overrides(args.set))
+    from sympy import Add
+
+    from ..dims import SYMBOLS, b, s
+    from ..ledgers import activations
+
+    values = {SYMBOLS[name]: value for name, value in tr.hf_values(cfg).items()}
+    saved, mms, extra = tr.hf_declared(cfg, dtype=args.dtype)
+    layer = mms.select("layer")
+    declared = {
+        "saved bytes": activations.total_bytes(saved).subs(values),
+        "forward FLOPs": Add(*(mm.forward_flops for mm in layer)).subs(values),
+        "backward FLOPs": (Add(*(mm.backward_flops for mm in layer)) + extra).subs(values),
+    }
+    # every tensor of a layer is linear in the micro-batch; s enters up to --degree (s² for scores)
+    basis = [s**i * b**j for j in (0, 1) for i in range(args.degree + 1)]
+    points = tr.design_points(basis, {s: args.seq, b: args.batch})
+    fitted = tr.fit(tr.hf_layer_factory(cfg, dtype=args.dtype), points, basis, custom_flops=tr.cpu_sdpa_flops())
+    widths = ", ".join(f"{k}={v}" for k, v in tr.hf_values(cfg).items())
+    print(f"{cfg.model_type} decoder layer ({args.attention} attention, {args.dtype}, CPU), {widths}; "
+          f"{len(points)} runs over s in {args.seq}, b in {args.batch}")
+    _print_fit(fitted, args.records)
+    ok = [_difference(label, got, declared[label]) for label, got in
+          (("saved bytes", fitted.saved_total), ("forward FLOPs", fitted.forward_flops),
+           ("backward FLOPs", fitted.backward_flops))]
+    return 0 if all(ok) else 1
