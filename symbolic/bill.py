@@ -6,15 +6,17 @@ its source and its condition, so a printed number can name where it came from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
-from sympy import Add, Expr, Integer, Rational
+from sympy import Expr, Integer, Rational
 
 from .architectures import gpt, llama, moe
 from .dims import E_s, L, f
 from .layout import Layout
 from .ledgers import activations, flops, params, states
-from .models import ModelConfig
+from .models import ConfigError, ModelConfig
 from .numeric import exact, exact_int
+from .tensors import Group
 
 
 @dataclass(frozen=True)
@@ -44,36 +46,75 @@ class Bill:
 
 LEDGERS = ("params", "model_states", "activations", "flops")
 
-#: The inventories (``ModelConfig.arch``) :func:`make_bill` itemises. The HF
-#: reader (``symbolic.hf``) gives a model another arch only when it is listed
-#: here; otherwise it maps the model onto the GPT layer and states what that
-#: approximates. Add an arch once ``make_bill`` dispatches on it.
-#: ``make_bill`` itself dispatches on gpt, llama and moe (:func:`inventories`); llama and moe join
-#: this list once the other consumers of a ModelConfig (the timeline) dispatch the same way.
-BILLED_ARCHITECTURES = ("gpt",)
+#: The inventories (``ModelConfig.arch``) :func:`make_bill` itemises, and with
+#: it every consumer of a ModelConfig (timeline, plan, solve), all through
+#: :func:`inventories`. The HF reader (``symbolic.hf``) gives a model one of
+#: these arches, and otherwise maps it onto the GPT layer and states what that
+#: approximates.
+BILLED_ARCHITECTURES = ("gpt", "llama", "moe")
 
 
-def _gpt_dims(model: ModelConfig) -> Expr:
-    """The FFN width as an expression: 4h for GPT, the symbol f when given."""
-    return f if model.ffn else gpt.GPT_FFN
+def structure(model: ModelConfig) -> tuple:
+    """What of ``model`` the shape of its inventories depends on (not its
+    numbers): the key :func:`architecture_inventories` is cached by."""
+    return model.arch, bool(model.ffn), model.tied, model.positions, bool(model.shared_experts)
 
 
 def inventories(model: ModelConfig):
     """(parameters, saved tensors, matmuls) of ``model.arch``, in the letters
     :meth:`ModelConfig.values` gives values for. GPT: f = 4h unless ffn is
     given. LLaMA: SwiGLU of width f, g key/value heads, fused attention, HF
-    RMSNorm. MoE: as LLaMA with E experts of width f_e, top-k, E_s shared."""
-    if model.arch == "gpt":
-        ffn = _gpt_dims(model)
-        return (gpt.parameters(ffn=ffn, tied=model.tied, positions=model.positions),
+    RMSNorm. MoE: as LLaMA with E experts of width f_e, top-k, E_s shared
+    (Mixtral routing). The one place a ModelConfig's arch is dispatched on."""
+    return architecture_inventories(*structure(model))
+
+
+@lru_cache(maxsize=None)
+def architecture_inventories(arch: str, symbolic_ffn: bool = False, tied: bool = True,
+                             positions: str = "learned", shared_experts: bool = False):
+    """:func:`inventories` by :func:`structure` key (cached: the inventories are immutable)."""
+    if arch == "gpt":
+        ffn = f if symbolic_ffn else gpt.GPT_FFN
+        return (gpt.parameters(ffn=ffn, tied=tied, positions=positions),
                 gpt.saved_tensors(ffn=ffn), gpt.matmuls(ffn=ffn))
-    if model.arch == "llama":
-        return llama.parameters(tied=model.tied, positions=model.positions), llama.saved_tensors(), llama.matmuls()
-    if model.arch == "moe":
-        shared = E_s if model.shared_experts else 0
-        return (moe.parameters(shared_experts=shared, tied=model.tied, positions=model.positions),
+    if arch == "llama":
+        return llama.parameters(tied=tied, positions=positions), llama.saved_tensors(), llama.matmuls()
+    if arch == "moe":
+        shared = E_s if shared_experts else 0
+        return (moe.parameters(shared_experts=shared, tied=tied, positions=positions),
                 moe.saved_tensors(shared_experts=shared), moe.matmuls(shared_experts=shared))
-    raise ValueError(f"the bill itemises {', '.join(BILLED_ARCHITECTURES)}, not arch {model.arch!r}")
+    raise ConfigError(f"the bill itemises {', '.join(BILLED_ARCHITECTURES)}, not arch {arch!r}")
+
+
+def active_parameters(model: ModelConfig):
+    """The parameters a token goes through (seed 001 §07: N_active, which the
+    FLOPs scale with); None for a dense model, whose N_active is N."""
+    if model.arch != "moe":
+        return None
+    shared = E_s if model.shared_experts else 0
+    return moe.parameters(shared_experts=shared, tied=model.tied, positions=model.positions, active=True)
+
+
+def recompute_for_flops(recompute: str, saved_inv) -> str:
+    """The recompute policy as the FLOPs see it. Selective recompute re-runs
+    the attention core because it dropped the core's saved tensors
+    (Korthikanti §5); a layer that saves none (a fused attention kernel keeps
+    only the log-sum-exp) drops nothing under it, so nothing is re-run."""
+    if recompute == "selective" and not any(term.group is Group.ATTENTION_CORE for term in saved_inv):
+        return "none"
+    return recompute
+
+
+def fused_attention(saved_inv) -> bool:
+    """Whether the layer's attention is a fused kernel (it saves the
+    log-sum-exp, not the s×s probabilities)."""
+    return "attention/logsumexp" in saved_inv.names()
+
+
+def fused_backward_recompute(saved_inv, mm_inv) -> Expr:
+    """FLOPs of one micro-batch the fused attention kernel adds in backward
+    (it recomputes Q·Kᵀ, FlashAttention-2 §3.1); 0 without a fused kernel."""
+    return L * llama.fused_backward_recompute(mm_inv) if fused_attention(saved_inv) else Integer(0)
 
 
 def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | None = None,
@@ -119,16 +160,17 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
 
     # FLOPs of one iteration, whole model: per micro-batch × micro-batches.
     micro_batches = layout.iteration_micro_batches() * layout.dp
+    recompute = recompute_for_flops(layout.recompute, saved_inv)
     for mm in mm_inv:
         alone = type(mm_inv)((mm,))
-        expr = flops.hardware_training(layout.recompute, alone) * micro_batches
-        recomputed = flops.recompute_extra(layout.recompute, alone) != 0
+        expr = flops.hardware_training(recompute, alone) * micro_batches
+        recomputed = flops.recompute_extra(recompute, alone) != 0
         lines.append(Line("flops", mm.name, expr, exact(expr, values), mm.source,
-                          "forward + backward (2×)" + (f" + {layout.recompute} recompute (1×)" if recomputed else "")))
+                          "forward + backward (2×)" + (f" + {recompute} recompute (1×)" if recomputed else "")))
 
-    if model.arch in ("llama", "moe"):
+    if fused_attention(saved_inv):
         # The fused attention kernel keeps only the log-sum-exp: its backward recomputes Q·Kᵀ.
-        expr = L * llama.fused_backward_recompute(mm_inv) * micro_batches
+        expr = fused_backward_recompute(saved_inv, mm_inv) * micro_batches
         lines.append(Line("flops", "layer/attention/scores (fused kernel's backward recompute)", expr,
                           exact(expr, values), llama.FLASH, "hardware FLOPs: FlashAttention recomputes Q·Kᵀ"))
 
@@ -155,10 +197,9 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
         "tokens_per_iteration": micro_batches * values["b"] * values["s"],
         "gpus": gpus,
     }
-    if model.arch == "moe":  # seed 001 §07: N_total for the states, N_active for the FLOPs
-        shared = E_s if model.shared_experts else 0
-        totals["params_active"] = exact_int(params.count(moe.parameters(
-            shared_experts=shared, tied=model.tied, positions=model.positions, active=True)), values)
+    active = active_parameters(model)
+    if active is not None:  # seed 001 §07: N_total for the states, N_active for the FLOPs
+        totals["params_active"] = exact_int(params.count(active), values)
     if gpu_memory is not None:
         totals["headroom_bytes"] = gpu_memory - totals["total_bytes"]
     if params_hand is not None:

@@ -7,7 +7,10 @@ inventory when :data:`symbolic.architectures.ARCHITECTURES` has one and the
 bill itemises it (:data:`symbolic.bill.BILLED_ARCHITECTURES`), and otherwise
 by the GPT layer (Korthikanti et al. 2022 §4.1), with one sentence
 per feature that this approximates in ``ModelConfig.approximations`` — a
-bill never shows an approximated number without saying so.
+bill never shows an approximated number without saying so. The LLaMA and MoE
+inventories state what they leave out of a family too (Qwen2's Q/K/V biases,
+Qwen3's QK-norm, Qwen2-MoE's shared-expert gate and routing, dense layers of
+an MoE model, sliding windows, a head_dim other than h/a).
 
 Fields read (GPT-2 files spell the first five ``n_layer``, ``n_embd``,
 ``n_head``, ``n_inner``, ``n_positions``, as HF's ``attribute_map`` does):
@@ -82,22 +85,26 @@ class Family:
     dropout: bool
     moe: bool = False
     default_ffn: bool = False
+    qk_norm: bool = False
+    shared_gate: bool = False
 
 
 _LLAMA = Family("llama", "swiglu", "rmsnorm", "rope", "none", False)
 _QWEN2 = Family("llama", "swiglu", "rmsnorm", "rope", "qkv", False)
+_QWEN3 = Family("llama", "swiglu", "rmsnorm", "rope", "none", False, qk_norm=True)
 _MIXTRAL = Family("moe", "swiglu", "rmsnorm", "rope", "none", False, moe=True)
-_QWEN2_MOE = Family("moe", "swiglu", "rmsnorm", "rope", "qkv", False, moe=True)
+_QWEN3_MOE = Family("moe", "swiglu", "rmsnorm", "rope", "none", False, moe=True, qk_norm=True)
+_QWEN2_MOE = Family("moe", "swiglu", "rmsnorm", "rope", "qkv", False, moe=True, shared_gate=True)
 
 #: The model types this reader knows (HF's ``model_type`` strings).
 FAMILIES: dict[str, Family] = {
     "gpt2": Family("gpt", "gelu", "layernorm", "learned", "all", True, default_ffn=True),
     "llama": _LLAMA,
     "mistral": _LLAMA,
-    "qwen3": _LLAMA,
+    "qwen3": _QWEN3,
     "qwen2": _QWEN2,
     "mixtral": _MIXTRAL,
-    "qwen3_moe": _MIXTRAL,
+    "qwen3_moe": _QWEN3_MOE,
     "qwen2_moe": _QWEN2_MOE,
 }
 
@@ -197,9 +204,48 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
                            kv_heads=0 if kv_heads == heads else kv_heads, mlp=family.mlp, norm=family.norm,
                            experts=experts or 0, experts_per_token=(top_k or 0) if experts else 0,
                            shared_experts=shared if experts else 0, expert_ffn=expert_ffn if experts else 0,
-                           approximations=tuple(notes))
+                           approximations=tuple(_native_notes(family, raw, layers, hidden, heads, kv_heads,
+                                                              experts, shared) + notes))
     gpt_ffn, gpt_notes = _as_gpt(family, model_type, ffn, kv_heads, heads, experts, top_k, shared, expert_ffn)
     return ModelConfig(**common, ffn=gpt_ffn, approximations=tuple(gpt_notes + notes))
+
+
+def _native_notes(family: Family, raw: dict, layers: int, hidden: int, heads: int, kv_heads: int,
+                  experts: int | None, shared: int) -> list[str]:
+    """What the llama/moe inventories (no biases, Mixtral routing, every layer
+    the same) do not model of a family they are used for."""
+    if family.arch not in ("llama", "moe"):
+        return []
+    notes = []
+    kv_width = kv_heads * hidden // heads
+    if family.biases in ("qkv", "attention"):
+        per_layer = hidden + 2 * kv_width + (hidden if family.biases == "attention" else 0)
+        which = "Q, K, V" + (" and output" if family.biases == "attention" else "") + " projections"
+        notes.append(f"the biases of the {which} are not counted (the {family.arch!r} inventory has none): "
+                     f"parameters are understated by {layers} × {per_layer:,} = {layers * per_layer:,}")
+    if family.qk_norm:
+        head = raw.get("head_dim") if isinstance(raw.get("head_dim"), int) else hidden // heads
+        notes.append(f"the per-head RMSNorms on Q and K (QK-norm) are not counted: parameters are understated by "
+                     f"{layers} × 2 × {head} = {layers * 2 * head:,}, and what these norms save for backward is "
+                     "not counted")
+    if experts:
+        if family.shared_gate and shared:
+            notes.append(f"the shared experts' sigmoid gate (h→1 per layer) is not counted: parameters are "
+                         f"understated by {layers} × {hidden:,} = {layers * hidden:,}, and its matmul and saved "
+                         "tensors (the gate and the shared experts' output) are not counted")
+        renormalise = raw.get("norm_topk_prob", not family.shared_gate)
+        if renormalise is False or family.shared_gate:
+            notes.append("the routing is counted as Mixtral's (the top-k weights renormalised, kept in fp32)"
+                         + (": this model does not renormalise them" if renormalise is False else "")
+                         + (" and keeps them in bf16" if family.shared_gate else "")
+                         + "; activations differ by a few values per token")
+        dense = raw.get("mlp_only_layers") or []
+        step = raw.get("decoder_sparse_step", 1)
+        first_dense = raw.get("first_k_dense_replace", 0)
+        if dense or (isinstance(step, int) and step > 1) or (isinstance(first_dense, int) and first_dense > 0):
+            notes.append("some layers of this model have a dense MLP (mlp_only_layers, decoder_sparse_step or "
+                         "first_k_dense_replace): every layer is counted as a mixture-of-experts layer")
+    return notes
 
 
 def _unknown_family(raw: dict) -> Family:

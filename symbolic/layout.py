@@ -72,6 +72,11 @@ class Layout:
         if model.heads % self.tp:
             raise ConfigError(f"heads ({model.heads}) must be divisible by tp ({self.tp}): "
                               "choose a tp that divides the head count")
+        if "g" in values and values["g"] % self.tp:
+            raise ConfigError(f"key/value heads ({values['g']}) must be divisible by tp ({self.tp}): "
+                              "each tensor-parallel rank holds whole K/V heads; choose a tp that divides them")
+        if values.get("f_e", self.tp) % self.tp:
+            raise ConfigError(f"expert ffn width ({values['f_e']}) must be divisible by tp ({self.tp})")
         if values["f"] % self.tp:
             raise ConfigError(f"ffn width ({values['f']}) must be divisible by tp ({self.tp})")
         if self.sp and values["s"] % self.tp:

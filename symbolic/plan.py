@@ -43,16 +43,18 @@ from typing import Mapping
 import numpy as np
 from sympy import Add, Expr, Rational
 
-from .architectures import gpt
-from .dims import L, Psi, V, a, b, d, f, h, p, s, t, v
+from .dims import E, E_s, L, Psi, V, a, b, d, f, f_e, g, h, k, p, s, t, v
 from .layout import Layout
 from .ledgers import activations, flops, params, states
 from .models import ConfigError, ModelConfig, positive_int
 from .numeric import exact, vectorize
 from .strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 
-#: The argument list of every vectorised ledger function (unused ones are ignored).
-ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi)
+#: The argument list of every vectorised ledger function (unused ones are ignored):
+#: the GPT letters, then the LLaMA/MoE ones (key/value heads, experts, top-k, shared, expert width).
+ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e)
+#: The model's letters a plan holds fixed while it sweeps the layout's.
+MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e")
 #: Pipeline schedules as the bill accounts them: no pipeline (pp = 1), the
 #: first stage of 1F1B (pp > 1), the first stage of the interleaved schedule (v > 1).
 SCHEDULES = ("none", "1f1b", "interleaved")
@@ -80,20 +82,23 @@ A100 = Hardware()
 # --- the bill's expressions, once per discrete choice ------------------------
 
 def _check_arch(model: ModelConfig) -> None:
-    if getattr(model, "arch", "gpt") != "gpt":
-        raise ConfigError(f"plan/solve model the GPT inventory, as the bill does; {model.name!r} is "
-                          f"{model.arch!r}: choose a GPT model")
+    """Plan and solve take the inventories the bill itemises (``bill.BILLED_ARCHITECTURES``)."""
+    from .bill import BILLED_ARCHITECTURES
+    if getattr(model, "arch", "gpt") not in BILLED_ARCHITECTURES:
+        raise ConfigError(f"plan/solve model the inventories the bill itemises ({', '.join(BILLED_ARCHITECTURES)}); "
+                          f"{model.name!r} is {model.arch!r}")
 
 
-def _ffn(symbolic_ffn: bool) -> Expr:
-    """The bill's FFN width: the symbol f when the config gives one, else 4h."""
-    return f if symbolic_ffn else gpt.GPT_FFN
+def _inventories(structure: tuple):
+    """The bill's inventories for a :func:`symbolic.bill.structure` key."""
+    from .bill import architecture_inventories  # here: the bill imports this module's neighbours
+    return architecture_inventories(*structure)
 
 
 @lru_cache(maxsize=None)
-def params_expr(symbolic_ffn: bool, tied: bool, positions: str) -> Expr:
+def params_expr(structure: tuple) -> Expr:
     """The configuration's parameter count (the bill's ``params``)."""
-    return params.count(gpt.parameters(ffn=_ffn(symbolic_ffn), tied=tied, positions=positions))
+    return params.count(_inventories(structure)[0])
 
 
 @lru_cache(maxsize=None)
@@ -113,20 +118,31 @@ def _representative(sp: bool, recompute: str, dtype: str, schedule: str) -> Layo
 
 
 @lru_cache(maxsize=None)
-def activations_expr(symbolic_ffn: bool, sp: bool, recompute: str, dtype: str, schedule: str) -> Expr:
+def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str) -> Expr:
     """Activation bytes per GPU on the stage accounted (the bill's ``activations`` lines, summed):
     chunks in flight × layers per chunk × each saved tensor's bytes."""
     strategy = _representative(sp, recompute, dtype, schedule).strategy()
     in_flight, layers_held = strategy.layers_held()
-    inventory = activations.layer_inventory(strategy, gpt.saved_tensors(ffn=_ffn(symbolic_ffn)))
+    inventory = activations.layer_inventory(strategy, _inventories(structure)[1])
     return Add(*(in_flight * layers_held * term.bytes for term in inventory))
 
 
 @lru_cache(maxsize=None)
-def flops_expr(symbolic_ffn: bool, recompute: str) -> Expr:
+def flops_expr(structure: tuple, recompute: str) -> Expr:
     """Hardware FLOPs of one micro-batch through the whole model, recompute included
-    (the bill's ``flops`` lines, before × micro-batches)."""
-    return flops.hardware_training(recompute, gpt.matmuls(ffn=_ffn(symbolic_ffn)))
+    (the bill's ``flops`` lines, before × micro-batches): with a fused attention
+    kernel, its backward's recomputed Q·Kᵀ too."""
+    from .bill import fused_backward_recompute, recompute_for_flops
+    _, saved, matmuls = _inventories(structure)
+    return (flops.hardware_training(recompute_for_flops(recompute, saved), matmuls)
+            + fused_backward_recompute(saved, matmuls))
+
+
+@lru_cache(maxsize=None)
+def model_flops_expr(structure: tuple) -> Expr:
+    """Model FLOPs of one micro-batch (forward + backward, nothing recomputed: the
+    bill's ``model_flops_per_iteration`` before × micro-batches)."""
+    return flops.model_training(_inventories(structure)[2])
 
 
 @lru_cache(maxsize=None)
@@ -135,7 +151,8 @@ def _vectorized(expr: Expr):
 
 
 def _call(expr: Expr, values: Mapping[str, object]):
-    return _vectorized(expr)(*(values[x.name] for x in ARGS))
+    # A GPT model has no g, E, k, E_s, f_e: its expressions do not use them.
+    return _vectorized(expr)(*(values.get(x.name, 1.0) for x in ARGS))
 
 
 @dataclass(frozen=True)
@@ -148,22 +165,23 @@ class Group:
     schedule: str = "none"
     optimizer: str = "bf16-adam"
     dtype: str = "bf16"
-    symbolic_ffn: bool = False
-    tied: bool = True
-    positions: str = "learned"
+    #: the model's :func:`symbolic.bill.structure` (arch, symbolic ffn, tied, positions, shared experts)
+    structure: tuple = ("gpt", False, True, "learned", False)
 
     @classmethod
     def of(cls, model: ModelConfig, layout: Layout) -> "Group":
+        from .bill import structure
         return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
-                   layout.dtype, bool(model.ffn), model.tied, model.positions)
+                   layout.dtype, structure(model))
 
     def expressions(self) -> dict[str, Expr]:
         """The bill's ledgers as expressions in the papers' letters (Psi: the count the states use)."""
-        return {"params": params_expr(self.symbolic_ffn, self.tied, self.positions),
+        return {"params": params_expr(self.structure),
                 "model_states_bytes": states_expr(self.optimizer, self.zero),
-                "activation_bytes": activations_expr(self.symbolic_ffn, self.sp, self.recompute, self.dtype,
+                "activation_bytes": activations_expr(self.structure, self.sp, self.recompute, self.dtype,
                                                      self.schedule),
-                "flops_per_micro_batch": flops_expr(self.symbolic_ffn, self.recompute)}
+                "flops_per_micro_batch": flops_expr(self.structure, self.recompute),
+                "model_flops_per_micro_batch": model_flops_expr(self.structure)}
 
 
 def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand=None) -> dict[str, np.ndarray]:
@@ -182,10 +200,11 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
     values["Psi"] = count if params_hand is None else float(params_hand)
     model_states = _call(exprs["model_states_bytes"], values)
     acts = _call(exprs["activation_bytes"], values)
+    micro_batches = np.asarray(micro_batches, dtype=np.float64)
     return {"params": count, "model_states_bytes": model_states, "activation_bytes": acts,
             "total_bytes": model_states + acts,
-            "flops_per_iteration": _call(exprs["flops_per_micro_batch"], values)
-            * np.asarray(micro_batches, dtype=np.float64)}
+            "flops_per_iteration": _call(exprs["flops_per_micro_batch"], values) * micro_batches,
+            "model_flops_per_iteration": _call(exprs["model_flops_per_micro_batch"], values) * micro_batches}
 
 
 def exact_totals(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> dict[str, object]:
@@ -199,7 +218,7 @@ def exact_totals(model: ModelConfig, layout: Layout, params_hand: int | None = N
     acts = _whole(exact(exprs["activation_bytes"], values))
     micro_batches = layout.iteration_micro_batches() * layout.dp
     flops_iteration = int(exact(exprs["flops_per_micro_batch"], values)) * micro_batches
-    model_flops = int(exact(flops_expr(group.symbolic_ffn, "none"), values)) * micro_batches
+    model_flops = int(exact(exprs["model_flops_per_micro_batch"], values)) * micro_batches
     gpus = layout.tp * layout.pp * layout.dp
     return {"params": count, "model_states_bytes": model_states, "activation_bytes": acts,
             "total_bytes": _whole(Rational(model_states) + acts), "flops_per_iteration": flops_iteration,
@@ -329,7 +348,9 @@ def _binding(plan: Plan, i: int, layout: Layout, headroom) -> str:
     bubble, extra = float(plan.table["bubble"][i]), float(plan.table["recompute_overhead"][i])
     if bubble <= 0 and extra <= 0:
         return "compute"
-    return f"pipeline bubble +{bubble:.1%}" if bubble >= extra else f"recompute +{extra:.1%} FLOPs"
+    # With no recompute policy, the extra hardware FLOPs are the fused attention kernel's Q·Kᵀ recompute.
+    what = "recompute" if layout.recompute != "none" else "fused attention's recompute"
+    return f"pipeline bubble +{bubble:.1%}" if bubble >= extra else f"{what} +{extra:.1%} FLOPs"
 
 
 def pipeline_bubble(pp, interleave, micro_batches):
@@ -379,7 +400,10 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
     fixed = _fixed(fixed)
     values = Layout(seq=seq).values(model)
     s_, heads, layers, ffn = values["s"], model.heads, model.layers, values["f"]
-    rules = [f"t·p·d = {gpus}", f"t divides heads ({heads}) and the FFN width ({ffn}); t ≤ {gpus_per_node} "
+    kv = f", the key/value heads ({values['g']})" if "g" in values else ""
+    ffn_e = f", the expert FFN width ({values['f_e']})" if "f_e" in values else ""
+    rules = [f"t·p·d = {gpus}", f"t divides heads ({heads}){kv}{ffn_e} and the FFN width ({ffn}); "
+             f"t ≤ {gpus_per_node} "
              "GPUs per node (Narayanan et al. 2021 §3.3)", f"p·v divides the layers ({layers})",
              "SP only with t > 1, s divisible by t", "ZeRO only with d > 1; ZeRO-2/3 only with p = 1 "
              "(DeepSpeed's pipeline engine supports ZeRO-1)",
@@ -443,7 +467,10 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     fixed), then by headroom. Raises :class:`ConfigError` when no layout is
     valid at all (as opposed to none fitting).
     """
+    from .bill import structure
+
     _check_arch(model)
+    model_structure = structure(model)
     positive_int("gpu_memory", gpu_memory)
     if margin < 0 or margin >= gpu_memory:
         raise ConfigError(f"margin ({margin:,} B) must be at least 0 and below the GPU memory ({gpu_memory:,} B)")
@@ -467,7 +494,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                           f"({model.heads}) and layers ({model.layers})"
                           + (" and a global batch divisible by the data-parallel size" if global_batch else ""))
     values = Layout(seq=seq).values(model)
-    scalars = {k: values[k] for k in ("s", "h", "a", "L", "V", "f")}
+    scalars = {k: values[k] for k in MODEL_LETTERS if k in values}
     cols = {"t": table["tp"], "p": table["pp"], "d": table["dp"], "b": table["micro_batch"],
             "v": table["interleave"]}
     micro_batches_total = table["micro_batches"] * table["dp"]
@@ -476,18 +503,15 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     schedule = np.where(table["pp"] == 1, 0, np.where(table["interleave"] > 1, 2, 1))
     # One group per discrete choice: the expressions differ in shape, not in values.
     key = ((table["sp"] * 3 + table["recompute"]) * 4 + table["zero"]) * 3 + schedule
-    for k in np.unique(key):
-        idx = np.flatnonzero(key == k)
+    for choice in np.unique(key):
+        idx = np.flatnonzero(key == choice)
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
-                      SCHEDULES[schedule[i0]], optimizer, dtype, bool(model.ffn), model.tied, model.positions)
+                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure)
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         result = sweep(group, vals, micro_batches_total[idx], params_hand)
         for name, arr in result.items():
             out[name][idx] = arr
-        base = replace(group, recompute="none")
-        out["model_flops_per_iteration"][idx] = sweep(base, vals, micro_batches_total[idx],
-                                                      params_hand)["flops_per_iteration"]
     usable = gpu_memory - margin
     # Floats screen; layouts within 1e-9 of the limit are decided exactly.
     fits = out["total_bytes"] <= usable

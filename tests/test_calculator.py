@@ -26,7 +26,7 @@ from symbolic.ledgers import params
 from symbolic.cli import main
 from symbolic.commands._options import parse_count, parse_memory
 from symbolic.layout import Layout
-from symbolic.models import ModelConfig, preset
+from symbolic.models import PRESETS, ModelConfig, preset
 from symbolic.numeric import exact, fmt
 from symbolic.quantities import evaluate
 from symbolic.render import html
@@ -40,7 +40,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 def test_every_formula_is_its_engine_expression_as_num_over_den():
     items = html.formulas()
-    assert len(items) == 100  # 4 + 2 params, 16 states, 72 activations, 6 FLOPs/tokens
+    # GPT: 4 + 2 params, 16 states, 72 activations, 6 FLOPs/tokens; LLaMA: 2 + 1 params, 72
+    # activations, 5 FLOPs; MoE: as LLaMA + 2 N_active
+    assert len(items) == 100 + 80 + 82
     for item in items:
         num, den = item.parts()
         assert expand(num / den - item.expr) == 0, item.key
@@ -61,6 +63,21 @@ def test_cli_writes_the_page_and_refuses_bad_input(tmp_path, capsys):
     assert main(["calculator", "-o", str(tmp_path / "x.html"), "--tp", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "heads (32) must be divisible by tp (3)" in err[0]
+
+
+def test_llama_and_moe_models_have_their_own_formulas(tmp_path):
+    """Every built-in model is on the page with its inventory; the LLaMA/MoE formulas are keyed
+    ``arch:`` and generated from the inventories the bill itemises."""
+    data = html.page_data(preset("gpt-7b"), Layout(), None, None)
+    assert set(data["presets"]) == set(PRESETS)
+    assert (data["presets"]["mixtral-8x7b"]["arch"], data["presets"]["mixtral-8x7b"]["g"]) == ("moe", 8)
+    keys = {item.key for item in html.formulas()}
+    assert {"llama:params/untied/rope", "moe:params_active/untied/rope", "moe:flops/hardware/full",
+            "llama:activations/sp/selective/1f1b/bf16"} <= keys
+    assert not any(key.startswith("llama:params/") and key.endswith("/learned") for key in keys)
+    out = tmp_path / "mixtral.html"
+    assert main(["calculator", "--model", "mixtral-8x7b", "--tp", "8", "--seq", "4096", "-o", str(out)]) == 0
+    assert '"arch": "moe"' in out.read_text()
 
 
 # --- in the browser ---------------------------------------------------------
@@ -100,6 +117,19 @@ CASES = {
                                                positions="rope"),
                                    Layout(micro_batch=2, tp=2, dp=3, zero=3, optimizer="fp32-adam", recompute="full",
                                           dtype="fp32", global_batch=2 * 3 * 4), "", "40GiB"),
+    # LLaMA and MoE: their own inventories (GQA, SwiGLU, RMSNorm, fused attention; N_total vs N_active)
+    "llama-2-7b": Case(preset("llama-2-7b"), Layout(micro_batch=2, tp=8, sp=True), "", preset="llama-2-7b"),
+    "mixtral-pp-selective": Case(preset("mixtral-8x7b"), Layout(seq=4096, tp=8, pp=4, dp=2, sp=True,
+                                                                 recompute="selective", zero=1, global_batch=32),
+                                 "", "141GB", preset="mixtral-8x7b"),
+    "custom-llama-gqa-tied-full": Case(ModelConfig("custom", 8, 1024, 16, 32000, 2048, ffn=2816, tied=True,
+                                                   positions="rope", arch="llama", kv_heads=4),
+                                       Layout(micro_batch=2, tp=4, dp=2, zero=1, recompute="full"), "", "24GB"),
+    "custom-moe-shared-fp8": Case(ModelConfig("custom", 4, 1024, 16, 32000, 1024, ffn=2816, tied=False,
+                                              positions="rope", arch="moe", kv_heads=8, experts=16,
+                                              experts_per_token=4, shared_experts=2, expert_ffn=512),
+                                  Layout(micro_batch=2, tp=2, pp=2, sp=True, dtype="fp8", recompute="selective"),
+                                  "", "16GB"),
     "custom-zero1-sgd-1f1b": Case(ModelConfig("custom", 12, 768, 12, 50257, 1024),
                                   Layout(micro_batch=3, tp=4, pp=2, dp=6, zero=1, optimizer="bf16-sgd-momentum",
                                          recompute="selective", dtype="fp8"), "1.5B", "24GB"),
@@ -114,8 +144,12 @@ def expected(case: Case) -> dict[str, str]:
     totals = bill.totals
     tokens = totals["tokens_per_iteration"]
     # Kaplan's 6N·tokens, N = the layers' weight matrices at the model's own FFN width f
-    kaplan_n = params.non_embedding_weights(gpt.parameters(ffn=f))
-    kaplan = exact(evaluate("flops.per_param_per_token") * kaplan_n, bill.values) * tokens
+    if case.model.arch == "gpt":
+        kaplan_n = params.non_embedding_weights(gpt.parameters(ffn=f))
+        kaplan = exact(evaluate("flops.per_param_per_token") * kaplan_n, bill.values) * tokens
+    else:  # 6 × the weights a token multiplies by (MoE: N_active's), no embeddings
+        kaplan = exact(evaluate("flops.kaplan_training_per_token", arch=case.model.arch, context=False),
+                       bill.values) * tokens
     out = {
         "out-params-config": f"{totals['params']:,} params",
         "out-params-eq2": f"{totals['params_eq2']:,}",
@@ -134,6 +168,7 @@ def expected(case: Case) -> dict[str, str]:
         "out-headroom": fmt(totals["headroom_bytes"], "GB"),
         "out-verdict": "fits" if totals["headroom_bytes"] >= 0 else "does NOT fit",
     }
+    out["out-params-active"] = f"{totals['params_active']:,}" if "params_active" in totals else "–"
     if hand is not None:
         out["out-params-hand"] = f"{hand:,}"
         out["out-params-diff"] = fmt(Rational(hand - totals["params"], totals["params"]), "%")
@@ -144,9 +179,12 @@ def fill(page, case: Case) -> None:
     model, layout = case.model, case.layout
     page.select_option("#model", case.preset)
     if case.preset == "custom":
-        for key, value in dict(L=model.layers, h=model.hidden, a=model.heads, V=model.vocab, s=model.seq,
-                               f=model.ffn, positions=model.positions).items():
-            (page.select_option if key == "positions" else page.fill)(f"#{key}", str(value))
+        values = model.values()
+        fields = dict(L=model.layers, h=model.hidden, a=model.heads, V=model.vocab, s=model.seq, f=model.ffn,
+                      positions=model.positions, arch=model.arch)
+        fields.update({key: values[key] for key in ("g", "E", "k", "E_s", "f_e") if key in values})
+        for key, value in fields.items():
+            (page.select_option if key in ("positions", "arch") else page.fill)(f"#{key}", str(value))
         page.set_checked("#tied", model.tied)
     fields = dict(s=layout.seq or model.seq, b=layout.micro_batch, t=layout.tp, p=layout.pp, d=layout.dp,
                   v=layout.interleave, G=layout.iteration_micro_batches(), N=case.params, gpu=case.gpu)
@@ -247,3 +285,19 @@ def screenshot(path: str) -> None:
 
 if __name__ == "__main__":
     screenshot(sys.argv[1] if len(sys.argv) > 1 else "docs/calculator.png")
+
+
+def test_the_page_checks_the_llama_and_moe_fields(page):
+    gqa = CASES["custom-llama-gqa-tied-full"]
+    fill(page, gqa)
+    page.fill("#t", "8")
+    assert page.inner_text("#error").startswith("key/value heads (4) must be divisible by tp (8)")
+    page.fill("#t", "4")
+    page.select_option("#positions", "learned")
+    assert page.inner_text("#error") == "positions: the LLaMA and MoE layers use rotary positions (RoPE)"
+    fill(page, CASES["custom-moe-shared-fp8"])
+    page.fill("#k", "17")
+    assert page.inner_text("#error") == "experts per token (17) exceeds the number of experts (16)"
+    assert page.is_visible("#E") and page.is_visible("#out-params-active")
+    fill(page, SEED_7B)
+    assert page.is_hidden("#g") and page.is_hidden("#E") and page.inner_text("#out-total") == "66.08 GB"

@@ -52,6 +52,29 @@ def test_derive_json_parses_back(capsys):
     assert expr == evaluate("activations.per_layer", tensor_parallel=True, sequence_parallel=True)
 
 
+def _derived(capsys, *argv):
+    code, out, _ = run(capsys, "derive", *argv, "--json")
+    assert code == 0
+    return parse_expr(json.loads(out)["expr"], local_dict=SYMBOLS)
+
+
+LLAMA2_7B = {"L": 32, "h": 4096, "a": 32, "g": 32, "V": 32000, "f": 11008}
+MIXTRAL = {"L": 32, "h": 4096, "a": 32, "g": 8, "V": 32000, "E": 8, "k": 2, "E_s": 0, "f_e": 14336}
+
+
+def test_derive_params_keeps_each_archs_defaults(capsys):
+    """--arch llama/moe: untied, RoPE unless --tied/--learned is given; GPT: tied, learned."""
+    at = lambda expr, values: expr.subs({SYMBOLS[k]: v for k, v in values.items()})
+    llama = _derived(capsys, "params", "--arch", "llama")
+    assert at(llama, LLAMA2_7B) == 6_738_415_616
+    assert at(llama - _derived(capsys, "params", "--arch", "llama", "--tied"), LLAMA2_7B) == 32000 * 4096
+    assert at(_derived(capsys, "params", "--arch", "moe"), MIXTRAL) == 46_702_792_704
+    assert _derived(capsys, "params") == evaluate("params", tied=True, positions="learned")
+    assert _derived(capsys, "params", "--untied", "--rope") == evaluate("params", tied=False, positions="rope")
+    code, _, err = run(capsys, "derive", "params", "--arch", "llama", "--learned")
+    assert code == 2 and err.count("\n") == 1 and "rotary positions" in err
+
+
 def test_check_passes(capsys):
     code, out, _ = run(capsys, "check")
     assert code == 0 and "0 failed" in out

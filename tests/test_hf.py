@@ -246,3 +246,73 @@ def test_bill_builtin_mixtral_by_name(capsys):
 def test_attention_bias_flag_narrows_the_bias_note(gpt_only):
     notes = hf.from_hf_dict(_llama(attention_bias=True), "x").approximations
     assert "biases are counted on the MLP linears, which have none in this model" in notes
+
+
+# --- billed natively -------------------------------------------------------------
+
+def test_llama2_7b_billed_natively_to_the_published_count(capsys):
+    for model in (preset("llama-2-7b"), hf.load_hf_config(LLAMA)):
+        assert (model.arch, model.approximations) == ("llama", ())
+        assert make_bill(model).totals["params"] == LLAMA2_7B_PARAMS
+    assert main(["bill", str(LLAMA), "--tp", "8", "--sp", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["params"], data["approximations"]) == (LLAMA2_7B_PARAMS, [])
+    assert "layer/mlp/gate_weight" in [line["name"] for line in data["lines"]]  # SwiGLU's third matrix
+
+
+def test_mixtral_states_hold_n_total_and_flops_scale_with_n_active():
+    model = preset("mixtral-8x7b")
+    layout = Layout(seq=4096, micro_batch=2, tp=8, pp=4, dp=2, sp=True, global_batch=16)
+    bill = make_bill(model, layout)
+    totals = bill.totals
+    assert totals["params"] == MIXTRAL_PARAMS
+    assert totals["params_active"] == 12_879_925_248  # 2 of 8 experts: Mixtral's "13B active"
+    assert totals["model_states_bytes"] == 16 * MIXTRAL_PARAMS // (8 * 4)  # bf16-adam over t·p, N_total
+    # Model FLOPs = 6 × tokens × the active weights every token multiplies by (N_active less the
+    # embedding lookup and the norm weights), + the attention scores and context (4·2bs²h per layer).
+    h, V, L, s, b = 4096, 32000, 32, 4096, 2
+    tokens = totals["tokens_per_iteration"]
+    attention = 3 * 2 * 2 * b * s * s * h * L * (tokens // (b * s))
+    assert totals["model_flops_per_iteration"] - attention == 6 * tokens * (totals["params_active"] - V * h
+                                                                          - (2 * L + 1) * h)
+
+
+@pytest.mark.parametrize("path", [LLAMA, MIXTRAL, MISTRAL, GPT2])
+def test_fixture_configs_are_billed_natively(path):
+    model = hf.load_hf_config(path)
+    assert model.arch == {"llama": "llama", "mistral": "llama", "mixtral": "moe", "gpt2": "gpt"}[
+        json.loads(path.read_text())["model_type"]]
+    text = "\n".join(model.approximations)
+    for stand_in in ("grouped-query", "SwiGLU", "RMSNorm", "GPT layer", "dropout", "biases"):
+        assert stand_in not in text
+    make_bill(model, Layout(tp=4, sp=True))
+
+
+def test_native_families_still_state_what_they_do_not_model():
+    raw = {"model_type": "qwen2_moe", "num_hidden_layers": 24, "hidden_size": 2048, "num_attention_heads": 16,
+           "num_key_value_heads": 16, "vocab_size": 151936, "max_position_embeddings": 8192,
+           "intermediate_size": 5632, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+           "num_experts": 60, "num_experts_per_tok": 4, "tie_word_embeddings": False}  # Qwen1.5-MoE-A2.7B
+    model = hf.from_hf_dict(raw, "qwen-moe")
+    assert model.arch == "moe"
+    bias, gate, routing = model.approximations
+    assert bias.startswith("the biases of the Q, K, V projections are not counted") and "24 × 6,144" in bias
+    assert gate.startswith("the shared experts' sigmoid gate") and "24 × 2,048 = 49,152" in gate
+    assert "does not renormalise" in routing and "bf16" in routing
+    # The stated parameter shortfalls are exactly the missing terms of the published count.
+    assert make_bill(model).totals["params"] + 147_456 + 49_152 == 14_315_784_192
+    qwen3 = hf.from_hf_dict(_llama(model_type="qwen3", head_dim=128), "q3")
+    assert any("QK-norm" in note and "32 × 2 × 128 = 8,192" in note for note in qwen3.approximations)
+    biased = hf.from_hf_dict(_llama(attention_bias=True), "x")
+    assert biased.arch == "llama" and "Q, K, V and output projections" in biased.approximations[0]
+
+
+def test_selective_recompute_drops_nothing_from_a_fused_attention_layer():
+    """The LLaMA layer's fused kernel saves no attention core: selective recompute keeps the same
+    activations and re-runs nothing (the kernel's own Q·Kᵀ recompute stays); GPT's re-runs the core."""
+    llama = {r: make_bill(preset("llama-2-7b"), Layout(tp=8, recompute=r)).totals for r in ("none", "selective")}
+    assert llama["selective"]["flops_per_iteration"] == llama["none"]["flops_per_iteration"] > \
+        llama["none"]["model_flops_per_iteration"]
+    assert llama["selective"]["activation_bytes"] == llama["none"]["activation_bytes"]
+    gpt = {r: make_bill(preset("gpt-7b"), Layout(tp=8, recompute=r)).totals for r in ("none", "selective")}
+    assert gpt["selective"]["flops_per_iteration"] > gpt["none"]["flops_per_iteration"]

@@ -242,3 +242,35 @@ def test_cli_plan_out_of_range_options_are_usage_errors(capsys, argv, option):
         main(["plan", "gpt-175b", *argv])
     _, err = capsys.readouterr()
     assert exit_.value.code == 2 and option in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name, gpus", [("llama-2-7b", 8), ("mixtral-8x7b", 32)])
+def test_native_models_plan_with_their_own_inventories(name, gpus):
+    """LLaMA (GQA, SwiGLU, RMSNorm, fused attention) and MoE (N_total for the states, N_active for the
+    FLOPs): every layout listed, and a sample of all evaluated, agree exactly with make_bill."""
+    model = preset(name)
+    result = plan(model, gpus, 80 * GB, seq=4096, global_batch=32)
+    listed = result.ranked(0)
+    assert listed and result.evaluated > len(listed)
+    rng = random.Random(8)
+    for item in rng.sample(listed, min(15, len(listed))) + listed[:3]:
+        bill = make_bill(model, item.layout, gpu_memory=80 * GB)
+        for key in TOTALS:
+            assert item.totals[key] == bill.totals[key], (item.layout, key)
+        assert item.headroom_bytes == bill.totals["headroom_bytes"] >= 0
+    for i in rng.sample(range(result.evaluated), 20):
+        bill = make_bill(model, result.layout_at(i))
+        for key in ("params", "total_bytes", "flops_per_iteration", "model_flops_per_iteration"):
+            assert result.table[key][i] == pytest.approx(float(bill.totals[key]), rel=1e-12)
+    assert all(item.layout.tp <= model.values()["g"] for item in listed)  # whole K/V heads per rank
+
+
+def test_cli_plan_llama(capsys):
+    assert main(["plan", "llama-2-7b", "--gpus", "8", "--gpu-memory", "80GB", "--seq", "4096", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    first = data["layouts"][0] if "layouts" in data else data["ranked"][0]
+    bill = make_bill(preset("llama-2-7b"), Layout(micro_batch=first["micro_batch"], seq=4096, tp=first["tp"],
+                                                   pp=first["pp"], dp=first["dp"], sp=first["sp"],
+                                                   recompute=first["recompute"], zero=first["zero"],
+                                                   interleave=first["interleave"]))
+    assert first["total_bytes"] == bill.totals["total_bytes"] and first["params"] == 6_738_415_616

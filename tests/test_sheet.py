@@ -13,7 +13,7 @@ from symbolic.claims import check, load_all
 from symbolic.cli import main
 from symbolic.dims import LATEX_NAMES
 from symbolic.quantities import evaluate
-from symbolic.render.latex import LEDGERS, ledger_of, simplified, tex
+from symbolic.render.latex import LEDGERS, NATIVE, ledger_of, simplified, tex
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_every_claim_has_a_ledger(results):
 
 def test_sheet_source(source, results):
     assert source.isascii()
-    assert source.count(r"\section{") == 1 + sum(
+    assert source.count(r"\section{") == 1 + len(NATIVE) + sum(
         1 for name, _, _ in LEDGERS if name != "units" or any(ledger_of(r.claim) == "units" for r in results))
     # The saved-tensor table: one row per tensor, with its shape, bytes and split axis.
     assert r"\texttt{attention/softmax\_output} & $b \times a \times s \times s$ & bf16 (2 B) & $2 a b s^{2}$ & " \
@@ -94,7 +94,8 @@ def test_sheet_compiles_with_the_expected_pages(tmp_path, capsys, results):
                                                                                           .read_text()))
     assert pages == int(labels.pop("sheet:end"))
     assert int(labels["sec:activations"]) == 2 and pages >= len(labels) + 1
-    titles = {name: title for name, title, _ in LEDGERS} | {"errata": "Errata"}
+    titles = {name: title for name, title, _ in LEDGERS} | {"errata": "Errata"} | {
+        arch: title for arch, title, _ in NATIVE}
     for label, page in labels.items():
         text = subprocess.run(["pdftotext", "-f", page, "-l", page, str(pdf), "-"], capture_output=True,
                               text=True, check=True).stdout
@@ -117,3 +118,19 @@ def test_sheet_rejects_a_bad_output_name(tmp_path, capsys):
 def test_sheet_is_deterministic(source, results):
     from symbolic.render.latex import sheet
     assert sheet(results) == source
+
+
+def test_sheet_has_the_llama_and_moe_inventories(source):
+    """Generated from the inventories: SwiGLU's gate, GQA's g-head K, the fused kernel's log-sum-exp,
+    the LLaMA per-layer bytes and parameter count, and the MoE's N_total and N_active."""
+    llama = source[source.index(r"\section{LLaMA layer}"):source.index(r"\section{Mixture-of-experts layer}")]
+    moe = source[source.index(r"\section{Mixture-of-experts layer}"):source.index(r"\section{Errata}")]
+    assert r"\texttt{layer/mlp/gate\_weight} & $h \times f$ & $L f h$ & SwiGLU gate \\" in llama
+    assert r"\texttt{attention/key} & $s \times b \times g \times \frac{h}{a}$" in llama
+    assert r"\texttt{attention/logsumexp} & $b \times a \times s$ & fp32 (4 B) & $4 a b s$" in llama
+    per_layer = evaluate("activations.per_layer", arch="llama", tensor_parallel=True, sequence_parallel=True)
+    assert latex(simplified(per_layer), symbol_names=LATEX_NAMES) in llama
+    assert latex(simplified(evaluate("params", arch="llama")), symbol_names=LATEX_NAMES) in llama
+    assert "softmax" not in llama  # no s x s tensor is kept by the fused kernel
+    assert r"$N_\mathrm{total}$" in moe and r"$N_\mathrm{active}$" in moe
+    assert r"\texttt{moe/expert/gate\_up\_output}" in moe

@@ -134,3 +134,21 @@ def test_cli_text_and_exit_codes(capsys):
 def test_cli_bad_input_is_one_line(capsys, argv, message):
     code, out, err = run(capsys, "solve", "gpt-7b", *argv)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_llama_sequence_limit_is_linear_with_the_fused_kernel():
+    """Llama 2 7B keeps no s×s tensor (fused attention: the log-sum-exp per row), so the memory is
+    linear in s; RoPE leaves the parameter count free of s. Checked by make_bill on both sides."""
+    model, layout = preset("llama-2-7b"), Layout(micro_batch=1, tp=8, sp=True)
+    limit = solve_limit(model, layout, "seq", 80 * GB)
+    assert expand(limit.polynomial).as_poly(s).degree() == 1
+    assert limit.answer % 8 == 0 and limit.answer_fits() and limit.next_value == limit.answer + 8
+    assert total(model, Layout(micro_batch=1, tp=8, sp=True, seq=limit.answer)) <= 80 * GB
+    assert total(model, Layout(micro_batch=1, tp=8, sp=True, seq=limit.next_value)) > 80 * GB
+
+
+def test_mixtral_micro_batch_limit():
+    model, layout = preset("mixtral-8x7b"), Layout(tp=8, pp=4, sp=True, seq=4096)
+    limit = solve_limit(model, layout, "micro_batch", 80 * GB)
+    assert limit.answer and limit.answer_fits() and limit.next_fits() is False
+    assert total(model, Layout(micro_batch=limit.answer, tp=8, pp=4, sp=True, seq=4096)) <= 80 * GB

@@ -137,9 +137,67 @@ def test_cli_timeline_json(capsys):
     assert data["peak_bytes"] == max(sum(row[c] for c in T.CLASSES) for row in data["instants"])
 
 
-def test_cli_timeline_states_the_approximations_of_a_non_gpt_model(capsys):
-    assert main(["timeline", "llama-2-7b", "--seq", "1024"]) == 0
-    assert "note: the SwiGLU MLP" in capsys.readouterr().out
+def test_llama_timeline_peak_by_hand():
+    """Llama 2 7B, s = 4096, b = 4, t = 8 with SP, no recompute: the peak is the loss, every
+    term from the LLaMA inventory (SwiGLU, RMSNorm's fp32 copies, fused attention's log-sum-exp)."""
+    from symbolic.models import preset
+
+    s, b, h, f, a, V, L, t = 4096, 4, 4096, 11008, 32, 32000, 32, 8
+    psi = 6_738_415_616
+    # Per layer, everything split by t: the two RMSNorms 2·(4 + 2)sbh + 2·4sb (fp32 copy, normalised,
+    # rstd); QKV input, Q, K, V (g = a), output-projection input, gate/up input 6·2sbh; the fused
+    # kernel's fp32 log-sum-exp 4asb; gate, SiLU, up and down input 4·2sbf.
+    layer = (24 * s * b * h + 8 * s * b * f + 8 * s * b + 4 * a * s * b) // t
+    constant = 16 * psi // t                    # bf16-adam, Psi = N of the LLaMA inventory
+    logits = 10 * s * b * V // t                # bf16 logits + fp32 copy + fp32 gradient, vocabulary split by t
+    staging = 16 * 4 * 2**20                    # one TP communicator
+    timeline = T.build(preset("llama-2-7b"), Layout(seq=s, micro_batch=b, tp=t, sp=True))
+    result = timeline.evaluate()
+    assert result.t_star == "loss"
+    assert result.peak_by_class() == {"constant": constant, "activations": L * layer, "transients": logits,
+                                      "communication": staging}
+    assert result.peak == 26_422_026_240
+    assert exact_int(timeline.peak_expression(), timeline.values()) == result.peak
+    # The MLP backward's work tensors: dY, dX (s, b, h) and d(gate, SiLU, up, down input) (s, b, f).
+    mlp = dict(result.rows)["bwd layer 32 (mlp)"]["transients"]
+    assert mlp == (2 * 2 * s * b * h + 4 * 2 * s * b * f) // t
+
+
+@pytest.mark.parametrize("name", ["llama-2-7b", "mixtral-8x7b"])
+def test_native_timeline_agrees_with_the_bill(name):
+    """Constant = the bill's model states (MoE: N_total), and the activations at the loss = the bill's."""
+    from symbolic.bill import make_bill
+    from symbolic.models import preset
+
+    lay = Layout(seq=4096, micro_batch=1, tp=8, sp=True)
+    rows = dict(T.build(preset(name), lay).evaluate().rows)
+    bill = make_bill(preset(name), lay)
+    assert rows["loss"]["constant"] == bill.totals["model_states_bytes"]
+    assert rows["loss"]["activations"] == bill.totals["activation_bytes"]
+
+
+def test_layer_work_tensors_give_the_gpt_work_tensors():
+    from symbolic.architectures import gpt
+    from symbolic.dims import f
+
+    def key(inv):
+        return [(x.name, x.shape, x.dtype, x.split, x.split_dim) for x in inv]
+    for ffn in (gpt.GPT_FFN, f):
+        assert key(T.layer_work_tensors(gpt.saved_tensors(ffn))) == key(T.work_tensors(ffn))
+
+
+def test_flash_option_leaves_a_fused_layer_alone():
+    from symbolic.architectures import llama
+
+    base = llama.saved_tensors()
+    assert T.flash_attention(base).names() == base.names()
+
+
+def test_cli_timeline_llama(capsys):
+    assert main(["timeline", "llama-2-7b", "--seq", "4096", "--micro-batch", "4", "--tp", "8", "--sp",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["t_star"], data["peak_bytes"]) == ("loss", 26_422_026_240)
 
 
 def test_cli_timeline_bad_input_is_one_line(capsys):

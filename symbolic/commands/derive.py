@@ -34,8 +34,17 @@ def add_arguments(parser) -> None:
     parser.add_argument("--interleave", action="store_true", help="interleaved schedule with v chunks (needs --pipeline)")
     parser.add_argument("--optimizer", default="bf16-adam", choices=sorted(RECIPES), help="model-state recipe")
     parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0)
-    parser.add_argument("--untied", action="store_true", help="untied output layer")
-    parser.add_argument("--rope", action="store_true", help="rotary positions: no position table")
+    # Tying and positions are passed only when given, so each arch keeps its defaults
+    # (GPT: tied, learned positions; LLaMA/MoE: untied, RoPE).
+    tying = parser.add_mutually_exclusive_group()
+    tying.add_argument("--untied", dest="tied", action="store_false", default=None, help="untied output layer")
+    tying.add_argument("--tied", dest="tied", action="store_true", default=None,
+                       help="output layer tied to the word embedding")
+    positions = parser.add_mutually_exclusive_group()
+    positions.add_argument("--rope", dest="positions", action="store_const", const="rope", default=None,
+                           help="rotary positions: no position table")
+    positions.add_argument("--learned", dest="positions", action="store_const", const="learned", default=None,
+                           help="a learned position table of s·h")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--latex", action="store_true", help="print LaTeX")
     out.add_argument("--json", action="store_true", help="print JSON; `expr` parses back with sympy")
@@ -51,8 +60,9 @@ def _options(name: str, args) -> dict:
             options.pop("interleaved")
         return dict(options, arch=args.arch)
     if family == "params":
-        return dict(arch=args.arch, **({} if name == "params.kaplan" else
-                                       dict(tied=not args.untied, positions="rope" if args.rope else "learned")))
+        given = {} if name == "params.kaplan" else {
+            key: value for key, value in (("tied", args.tied), ("positions", args.positions)) if value is not None}
+        return dict(arch=args.arch, **given)
     if family == "states":
         return dict(recipe=args.optimizer, **({"zero": args.zero} if name == "states.per_gpu" else {}))
     if name in ("flops.hardware_training", "flops.recompute_ratio", "flops.recompute_ratio_leading"):

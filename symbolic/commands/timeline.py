@@ -69,9 +69,6 @@ def run(args) -> int:
     from ..optimizations import apply
 
     model = _options.load_model(args)
-    if model.arch != "gpt":
-        raise ConfigError(f"timeline models the GPT layer (Korthikanti §4.1); {model.name} is {model.arch!r}: "
-                          "choose a gpt-* model")
     layout = _options.layout_from_args(args)
     if args.nccl_channels <= 0:
         raise ConfigError("--nccl-channels must be a positive integer")

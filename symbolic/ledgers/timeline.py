@@ -39,8 +39,11 @@ and the peak expression is their ``Max``. :meth:`Timeline.evaluate` walks
 every instant at one configuration and returns the peak value and the
 phase ``t*`` where it occurs — recompute moves it (seed 004 §03.1).
 
-Conditions: the GPT layer of Korthikanti §4.1 (no FlashAttention unless the
-``flash_attention`` option), transformer layers only for activations (the
+Conditions: the model's layer inventory (``symbolic.bill.inventories``: the
+GPT layer of Korthikanti §4.1, without FlashAttention unless the
+``flash_attention`` option; the LLaMA and MoE layers with their fused
+attention kernel), work tensors from that layer's saved tensors
+(:func:`layer_work_tensors`), transformer layers only for activations (the
 embedding output and final norm are left out, as in the bill), 2 B floats
 for activations and work tensors unless the strategy's dtype says otherwise.
 Sizes of the work tensors follow from shapes; how many of them a real kernel
@@ -53,8 +56,7 @@ from typing import Iterator
 
 from sympy import Add, Expr, Integer, Max, Symbol, expand, sympify
 
-from ..architectures import gpt
-from ..dims import L, V, a, b, d, f, h, p, s, t, v
+from ..dims import L, V, a, b, d, h, p, s, t, v
 from ..layout import Layout
 from ..models import ModelConfig
 from ..numeric import exact_int
@@ -220,13 +222,57 @@ def work_tensors(ffn: Expr) -> Inventory:
     ))
 
 
+def layer_work_tensors(saved: Inventory) -> Inventory:
+    """The kernel work tensors of one layer and of the loss, from the layer's
+    saved tensors (any architecture), unsharded.
+
+    The rule that gives :func:`work_tensors` for the GPT layer: the raw Q·Kᵀ
+    scores in forward and dP, dS in backward only when the layer saves an
+    s×s tensor (no fused kernel: a fused kernel keeps them in SRAM tiles);
+    in the MLP backward, dY and dX and the gradient of every float
+    intermediate of the MLP/MoE block that TP or EP splits and that is not
+    h wide (GPT: the GeLU input and output; LLaMA: gate, SiLU, up and the
+    down projection's input; MoE: each expert's and shared expert's
+    intermediates, all experts at once — an upper bound, autograd frees
+    each expert's once its backward is done), in reverse order of forward;
+    in the attention backward dY, dX and dQ, dK, dV of the saved Q, K, V's
+    shapes (GQA: K and V at g heads). The loss: as :func:`work_tensors`.
+    """
+    explicit = any(term.shape[-2:] == (s, s) for term in saved)
+    hidden = (s, b, h)
+    terms = []
+    if explicit:
+        terms.append(_tensor("forward/attention/scores", (b, a, s, s), "bf16", Axis.TENSOR, 1,
+                             "Q·Kᵀ before the softmax"))
+    terms.append(_tensor("backward/mlp/grad_output", hidden, "bf16", Axis.SEQUENCE, 0, "dY entering the MLP block"))
+    for x in reversed(saved.terms):
+        if (not x.name.startswith("attention/") and x.dtype not in ("mask", "int64")
+                and x.split in (Axis.TENSOR, Axis.EXPERT) and x.shape[-1] != h):
+            name = x.name.split("/", 1)[1].replace("/", "_")
+            terms.append(_tensor(f"backward/mlp/grad_{name}", x.shape, x.dtype, x.split, x.split_dim,
+                                 f"d({x.name})"))
+    terms.append(_tensor("backward/mlp/grad_input", hidden, "bf16", Axis.SEQUENCE, 0, "dX leaving the MLP block"))
+    terms.append(_tensor("backward/attention/grad_output", hidden, "bf16", Axis.SEQUENCE, 0,
+                         "dY entering attention"))
+    if explicit:
+        terms += [_tensor("backward/attention/grad_probs", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dP"),
+                  _tensor("backward/attention/grad_scores", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dS")]
+    for part, label in (("query", "dQ"), ("key", "dK"), ("value", "dV")):
+        x = saved[f"attention/{part}"]
+        terms.append(_tensor(f"backward/attention/grad_{part}", x.shape, "bf16", x.split, x.split_dim, label))
+    terms.append(_tensor("backward/attention/grad_input", hidden, "bf16", Axis.SEQUENCE, 0, "dX leaving the layer"))
+    terms += [x for x in work_tensors(h) if x.name.startswith("loss/")]
+    return Inventory(tuple(terms))
+
+
 def flash_attention(inventory: Inventory) -> Inventory:
     """FlashAttention (seed 004 §05.2, §07): Q·Kᵀ, P, dS, dP stay in SRAM
     tiles; of the (b, a, s, s) tensors nothing is saved or materialised, and
     the log-sum-exp (b, a, s), fp32, is saved instead. Condition: the fused
     attention kernel; the dropout mask is regenerated from the RNG state."""
     kept = [term for term in inventory if term.shape[-2:] != (s, s)]
-    if any(term.name.startswith("attention/") for term in inventory):
+    already = "attention/logsumexp" in inventory.names()  # a fused-attention layer (LLaMA, MoE) as it is
+    if not already and any(term.name.startswith("attention/") for term in inventory):
         kept.append(SavedTensor("attention/logsumexp", (b, a, s), "fp32", Axis.TENSOR, 1, Group.BODY,
                                 "Dao et al. 2022 (FlashAttention) §3.1", "row statistics kept for backward"))
     return Inventory(tuple(kept), inventory.applied + ("flash_attention",))
@@ -362,10 +408,6 @@ class TimelineValues:
         return dict(self.rows[self.t_star_index][1])
 
 
-def _ffn(model: ModelConfig) -> Expr:
-    return f if model.ffn else gpt.GPT_FFN
-
-
 def in_flight(layout: Layout) -> tuple[Expr, Expr, list[str]]:
     """(micro-batch chunks held at the fullest, layers per chunk, notes).
 
@@ -390,14 +432,16 @@ def in_flight(layout: Layout) -> tuple[Expr, Expr, list[str]]:
 
 def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions = MemoryOptions()) -> Timeline:
     """The timeline of one training step of ``model`` under ``layout``."""
+    from ..bill import inventories  # here: the bill imports the ledgers
+
     layout.validate(model)
-    ffn = _ffn(model)
+    param_inv, base, _ = inventories(model)
     strategy = layout.strategy()
     k, n, notes = in_flight(layout)
     pipeline = layout.pp > 1
 
     # Saved tensors per layer under the strategy, and the whole layer without recompute.
-    base = gpt.saved_tensors(ffn=ffn)
+    work = layer_work_tensors(base)
     if options.flash_attention:
         base = flash_attention(base)
     saved = strategy.apply(base)
@@ -418,7 +462,6 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
 
     # Work tensors, sharded as the strategy shards (TP always; SP when on). They are in the
     # compute dtype: fp32 training makes the 2-byte ones fp32; FP8 *storage* leaves them alone.
-    work = work_tensors(ffn)
     if strategy.dtype == "fp32":
         work = work.map(lambda x: replace(x, dtype="fp32") if x.dtype == "bf16" else x, "dtype")
     work = tensor_parallel(work)
@@ -438,7 +481,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
 
     # Constant: model-state blocks per GPU, Psi = the configuration's parameter count.
     recipe = options.recipe_override or states.RECIPES[layout.optimizer]
-    psi = params_ledger.count(gpt.parameters(ffn=ffn, tied=model.tied, positions=model.positions))
+    psi = params_ledger.count(param_inv)
     constant = []
     for block in recipe.blocks:
         if options.optimizer_offload and block.kind == "optimizer":
@@ -524,4 +567,4 @@ def sum_of_class_maxima(result: TimelineValues) -> int:
 
 
 __all__ = ["CLASSES", "CommSettings", "MemoryOptions", "Item", "PhaseFamily", "Timeline", "TimelineValues",
-           "build", "peak", "work_tensors", "flash_attention", "in_flight", "sum_of_class_maxima", "i"]
+           "build", "peak", "work_tensors", "layer_work_tensors", "flash_attention", "in_flight", "sum_of_class_maxima", "i"]

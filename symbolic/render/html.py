@@ -24,7 +24,7 @@ from sympy.printing.jscode import JavascriptCodePrinter
 
 from .. import models
 from ..architectures import gpt
-from ..dims import L, V, Psi, a, b, d, f, h, p, s, t, v
+from ..dims import E, E_s, L, V, Psi, a, b, d, f, f_e, g, h, k, p, s, t, v
 from ..layout import Layout
 from ..ledgers import activations, flops, params, states
 from ..models import ConfigError, ModelConfig
@@ -36,8 +36,12 @@ from ..strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy
 #: input, not a dimension of the inventories, so it lives here.
 G = Symbol("G", positive=True, integer=True)
 
-#: The arguments of every generated function, in this order.
-ARGUMENTS = (s, b, h, a, L, V, t, p, d, f, v, Psi, G)
+#: The arguments of every generated function, in this order: the GPT letters, then the
+#: LLaMA/MoE ones (key/value heads, experts, top-k, shared experts, expert width).
+ARGUMENTS = (s, b, h, a, L, V, t, p, d, f, v, Psi, G, g, E, k, E_s, f_e)
+
+#: The inventories the page has formulas for; keys of the non-GPT ones start with ``arch:``.
+PAGE_ARCHITECTURES = ("gpt", "llama", "moe")
 
 PIPELINES = {"none": dict(pipeline=False), "1f1b": dict(pipeline=True),
              "interleaved": dict(pipeline=True, interleaved=True)}
@@ -113,6 +117,59 @@ def formulas() -> list[Formula]:
     kaplan_n = params.non_embedding_weights(gpt.parameters(ffn=f))
     out.append(Formula("flops/kaplan", evaluate("flops.per_param_per_token") * kaplan_n * tokens,
                        "Kaplan et al. 2020 §2.1", "6N·tokens: N without embeddings, short context, no recompute"))
+    for arch in PAGE_ARCHITECTURES[1:]:
+        out += native_formulas(arch)
+    return out
+
+
+def native_formulas(arch: str) -> list[Formula]:
+    """The LLaMA or MoE formulas, keyed ``arch:`` + the GPT key, from the inventories
+    :func:`symbolic.bill.make_bill` itemises (RoPE; the MoE's shared experts as the
+    symbol E_s, 0 for none), with the fused attention kernel's backward recompute in
+    the hardware FLOPs and, for MoE, N_active (``moe:params_active/...``)."""
+    from ..architectures import ARCHITECTURES
+    from ..bill import architecture_inventories, fused_backward_recompute, recompute_for_flops
+
+    out: list[Formula] = []
+    for tied in (True, False):
+        param_inv, saved, matmuls = architecture_inventories(arch, True, tied, "rope", True)
+        source = param_inv.terms[0].source
+        out.append(Formula(f"{arch}:params/{'tied' if tied else 'untied'}/rope", params.count(param_inv), source,
+                           "every parameter tensor of the inventory, layers × L"
+                           + ("; N_total: every expert" if arch == "moe" else "")))
+        if tied:
+            out.append(Formula(f"{arch}:params_eq2/rope", params.count(param_inv, params.eq2_scopes()), source,
+                               "Megatron Eq 2 scopes: layers + word embedding"))
+        if arch == "moe":
+            active = ARCHITECTURES["moe"].parameters(tied=tied, active=True)
+            out.append(Formula(f"moe:params_active/{'tied' if tied else 'untied'}/rope", params.count(active),
+                               source, "N_active: the k experts a token goes through"))
+    layer_source = saved.terms[0].source
+    for sp in (False, True):
+        for recompute in RECOMPUTE:
+            for pipeline, pipe_options in PIPELINES.items():
+                for dtype in FLOAT_ACTIVATION_DTYPES:
+                    strategy = Strategy(tensor_parallel=True, sequence_parallel=sp, recompute=recompute,
+                                        dtype=dtype, **pipe_options)
+                    out.append(Formula(f"{arch}:" + activation_key(sp, recompute, pipeline, dtype),
+                                       activations.stage(strategy, saved), layer_source,
+                                       strategy.describe() + "; transformer layers only"))
+    micro_batches = d * G
+    fused = fused_backward_recompute(saved, matmuls)
+    mm_source = matmuls.terms[0].source
+    for recompute in RECOMPUTE:
+        out.append(Formula(f"{arch}:flops/hardware/{recompute}",
+                           (flops.hardware_training(recompute_for_flops(recompute, saved), matmuls) + fused)
+                           * micro_batches, mm_source,
+                           "hardware FLOPs per iteration: forward + backward (2×)"
+                           + ("" if recompute_for_flops(recompute, saved) == "none" else f" + {recompute} recompute")
+                           + " + the fused attention kernel's Q·Kᵀ recompute, d·G micro-batches"))
+    out.append(Formula(f"{arch}:flops/model", flops.model_training(matmuls) * micro_batches, mm_source,
+                       "model FLOPs per iteration: forward + backward, no recompute"))
+    out.append(Formula(f"{arch}:flops/kaplan",
+                       evaluate("flops.kaplan_training_per_token", arch=arch, context=False) * b * s * micro_batches,
+                       "Kaplan et al. 2020 §2.1", "6N·tokens: N the weights a token multiplies by"
+                       + (" (N_active)" if arch == "moe" else "") + ", no embeddings, short context"))
     return out
 
 
@@ -138,18 +195,22 @@ def javascript(items: list[Formula] | None = None) -> str:
 
 
 def _preset_data(model: ModelConfig) -> dict:
+    values = model.values()
     return {"name": model.name, "L": model.layers, "h": model.hidden, "a": model.heads, "V": model.vocab,
             "s": model.seq, "f": model.ffn, "tied": model.tied, "positions": model.positions,
             "source": model.source, "label": model.params_label,
+            "arch": model.arch, "g": values.get("g", model.heads), "E": model.experts,
+            "k": model.experts_per_token, "E_s": model.shared_experts, "f_e": values.get("f_e", 0),
             "approximations": list(getattr(model, "approximations", ()))}
 
 
 def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_memory: int | None) -> dict:
     """The page's defaults and choices (no formulas: those are in ``FORMULAS``)."""
     catalogue = models.presets() if hasattr(models, "presets") else models.PRESETS
-    # The built-in models the GPT inventories model exactly, and the page's own model
+    # The built-in models the page's inventories model exactly, and the page's own model
     # (whose approximations, if any, the page shows next to it).
-    presets = {name: _preset_data(m) for name, m in catalogue.items() if not getattr(m, "approximations", ())}
+    presets = {name: _preset_data(m) for name, m in catalogue.items()
+               if m.arch in PAGE_ARCHITECTURES and not m.approximations}
     presets[model.name] = _preset_data(model)
     return {
         "presets": presets,
@@ -188,14 +249,14 @@ def render(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
            gpu_memory: int | None = None) -> str:
     """The calculator page, defaults from ``model`` and ``layout``.
 
-    The page evaluates the GPT inventories, as :func:`symbolic.bill.make_bill`
-    does today; a model on another inventory is refused rather than shown with
-    numbers the bill would not give. A model mapped onto the GPT layer with
-    approximations opens with them listed next to its name.
+    The page evaluates the GPT, LLaMA and MoE inventories, as
+    :func:`symbolic.bill.make_bill` does. A model with approximations (mapped
+    onto the GPT layer, or a feature its inventory leaves out) opens with them
+    listed next to its name.
     """
-    if getattr(model, "arch", "gpt") != "gpt":
-        raise ConfigError(f"model {model.name!r} uses the {model.arch!r} inventory; the calculator page "
-                          "generates the GPT layer's formulas only: use `symbolic bill` for it")
+    if model.arch not in PAGE_ARCHITECTURES:
+        raise ConfigError(f"model {model.name!r} uses the {model.arch!r} inventory; the calculator page has "
+                          f"formulas for {', '.join(PAGE_ARCHITECTURES)}: use `symbolic bill` for it")
     layout.validate(model)
     template = (Path(__file__).with_name("calculator.html")).read_text(encoding="utf-8")
     # "</" inside a <script> would end it early; JSON allows the escaped form.

@@ -259,6 +259,30 @@ def _name(name: str) -> str:
     return r"\texttt{" + tex(name) + "}"
 
 
+def saved_table(inventory: Inventory, sum_row: bool = True) -> list[str]:
+    """One row per saved tensor (shape, dtype, bytes, split axis, recompute group), the sum (a last
+    row, or with ``sum_row=False`` a display below: a long sum would widen the bytes column), and the
+    sum by split axis."""
+    out = [r"\begin{longtable}{@{}llllll@{}}", r"\toprule",
+           r"tensor & shape & dtype & bytes & split axis & recompute group \\", r"\midrule", r"\endhead"]
+    for term in inventory:
+        out.append(rf"{_name(term.name)} & {_shape(term.shape)} & {tex(term.dtype)} ({term.bytes_per_element} B) & "
+                   rf"{math(term.bytes)} & {tex(term.split.value)} & {tex(term.group.value)} \\")
+    total = activations.total_bytes(inventory)
+    if sum_row:
+        out += [r"\midrule", rf"sum & & & {math(total)} & & \\", r"\bottomrule", r"\end{longtable}"]
+    else:
+        out += [r"\bottomrule", r"\end{longtable}", r"\noindent Sum, bytes per layer:" + display(simplified(total))]
+    out.append(r"\noindent By split axis (the origin of the coefficients):")
+    out.append(r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule axis & bytes per layer \\ \midrule")
+    for axis in Axis:
+        kept = Inventory(tuple(term for term in inventory if term.split is axis))
+        if len(kept):
+            out.append(rf"{tex(axis.value)} & {dmath(simplified(activations.total_bytes(kept)))} \\")
+    out.append(r"\bottomrule\end{tabular}\end{center}")
+    return out
+
+
 def activations_derivation() -> list[str]:
     inventory = gpt.saved_tensors()
     out = [r"\subsection*{What one GPT layer saves for backward}",
@@ -267,20 +291,7 @@ def activations_derivation() -> list[str]:
                "tensors on the tensor-parallel axis by t; sequence parallelism divides the "
                "sequence-parallel ones by t too; selective recompute drops the attention core; full "
                "recompute keeps the layer input only."),
-           r"\begin{longtable}{@{}llllll@{}}", r"\toprule",
-           r"tensor & shape & dtype & bytes & split axis & recompute group \\", r"\midrule", r"\endhead"]
-    for term in inventory:
-        out.append(rf"{_name(term.name)} & {_shape(term.shape)} & {tex(term.dtype)} ({term.bytes_per_element} B) & "
-                   rf"{math(term.bytes)} & {tex(term.split.value)} & {tex(term.group.value)} \\")
-    out += [r"\midrule", rf"sum & & & {math(activations.total_bytes(inventory))} & & \\", r"\bottomrule",
-            r"\end{longtable}"]
-    out.append(r"\noindent By split axis (the origin of the coefficients):")
-    out.append(r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule axis & bytes per layer \\ \midrule")
-    for axis in Axis:
-        kept = Inventory(tuple(term for term in inventory if term.split is axis))
-        if len(kept):
-            out.append(rf"{tex(axis.value)} & {dmath(simplified(activations.total_bytes(kept)))} \\")
-    out.append(r"\bottomrule\end{tabular}\end{center}")
+           *saved_table(inventory)]
     out += [r"\subsection*{Per layer and per GPU, by strategy}",
             r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule strategy & bytes per layer \\ \midrule"]
     for label, options in STRATEGIES:
@@ -300,21 +311,26 @@ def activations_derivation() -> list[str]:
     return out
 
 
-def params_derivation() -> list[str]:
-    inventory = gpt.parameters()
-    out = [r"\subsection*{The parameters of a GPT model}",
-           tex(f"{gpt.MEGATRON_PARAMS}; layer terms repeat L times. Tied embedding, learned positions."),
-           r"\begin{longtable}{@{}lllp{0.3\textwidth}@{}}", r"\toprule",
+def params_table(inventory: Inventory) -> list[str]:
+    """One row per parameter tensor, layer terms × L."""
+    out = [r"\begin{longtable}{@{}lllp{0.3\textwidth}@{}}", r"\toprule",
            r"parameter & shape & count & note \\", r"\midrule", r"\endhead"]
     for term in inventory:
         count = term.count * (SYMBOLS["L"] if term.scope == "layer" else 1)
         out.append(rf"{_name(term.name)} & {_shape(term.shape)} & {math(count)} & {tex(term.note)} \\")
-    out += [r"\bottomrule", r"\end{longtable}",
-            r"\noindent All parameters:" + display(simplified(params.count(inventory))),
-            r"\noindent Megatron Eq 2 scopes (layers and the tied embedding):"
-            + display(simplified(params.count(inventory, params.eq2_scopes()))),
-            r"\noindent Kaplan's $N$ (layer weight matrices only):"
-            + display(params.non_embedding_weights(inventory))]
+    return out + [r"\bottomrule", r"\end{longtable}"]
+
+
+def params_derivation() -> list[str]:
+    inventory = gpt.parameters()
+    out = [r"\subsection*{The parameters of a GPT model}",
+           tex(f"{gpt.MEGATRON_PARAMS}; layer terms repeat L times. Tied embedding, learned positions."),
+           *params_table(inventory),
+           r"\noindent All parameters:" + display(simplified(params.count(inventory))),
+           r"\noindent Megatron Eq 2 scopes (layers and the tied embedding):"
+           + display(simplified(params.count(inventory, params.eq2_scopes()))),
+           r"\noindent Kaplan's $N$ (layer weight matrices only):"
+           + display(params.non_embedding_weights(inventory))]
     return out
 
 
@@ -334,11 +350,9 @@ def states_derivation() -> list[str]:
     return out
 
 
-def flops_derivation() -> list[str]:
-    inventory = gpt.matmuls()
-    out = [r"\subsection*{The matmuls of one GPT layer and the logits}",
-           tex(f"{gpt.NARAYANAN}: forward 2·batch·M·K·N per matmul; backward twice the forward."),
-           r"\begin{longtable}{@{}lllll@{}}", r"\toprule",
+def matmul_table(inventory: Inventory) -> list[str]:
+    """One row per matmul (batch, M×K×N, forward FLOPs, kind), then forward and training per micro-batch."""
+    out = [r"\begin{longtable}{@{}lllll@{}}", r"\toprule",
            r"matmul & batch & $M \times K \times N$ & forward FLOPs & kind \\", r"\midrule", r"\endhead"]
     for mm in inventory:
         kind = "weight" if mm.weight else "activation" + (", attention core" if mm.group.value == "attention core"
@@ -349,10 +363,68 @@ def flops_derivation() -> list[str]:
             r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule per micro-batch & FLOPs \\ \midrule",
             rf"forward & {dmath(simplified(flops.forward(inventory)))} \\",
             rf"training, model FLOPs & {dmath(simplified(flops.model_training(inventory)))} \\"]
+    return out
+
+
+def flops_derivation() -> list[str]:
+    inventory = gpt.matmuls()
+    out = [r"\subsection*{The matmuls of one GPT layer and the logits}",
+           tex(f"{gpt.NARAYANAN}: forward 2·batch·M·K·N per matmul; backward twice the forward."),
+           *matmul_table(inventory)]
     for recompute in ("selective", "full"):
         out.append(rf"training, hardware, {recompute} recompute & "
                    rf"{dmath(simplified(flops.hardware_training(recompute, inventory)))} \\")
     out.append(r"\bottomrule\end{tabular}\end{center}")
+    return out
+
+
+#: The other inventories (``symbolic.architectures``) the bill itemises, each a section of its own:
+#: arch, section title, and what the layer is, as the inventory's module states it.
+NATIVE = (
+    ("llama", "LLaMA layer",
+     "Touvron et al. 2023 §2.2, Ainslie et al. 2023 (GQA), Shazeer 2020 (SwiGLU), as HF transformers 5.24.0 "
+     "LlamaDecoderLayer runs it with a fused attention kernel (FlashAttention-2 §3.1: Q, K, V, the output and an "
+     "fp32 log-sum-exp per row are kept, no s×s tensor): RMSNorm keeping its fp32 input copy and rstd, a "
+     "heads of width h/a for queries and g for keys and values, RoPE, a SwiGLU MLP of width f, no biases, "
+     "no dropout, untied output layer."),
+    ("moe", "Mixture-of-experts layer",
+     "Fedus et al. 2021 §2.1, Jiang et al. 2024 §2.1 (Mixtral), as HF transformers 5.24.0 "
+     "MixtralSparseMoeBlock runs it: the LLaMA attention, then a router (h to E), top-k routing with the k "
+     "weights renormalised, E experts of width f_e, each receiving T_e = s·b·k/E tokens (balanced routing), "
+     "and E_s shared experts every token goes through (DeepSeekMoE §3.2)."),
+)
+
+
+def native_derivation(arch: str, intro: str) -> list[str]:
+    """A LLaMA or MoE section: saved tensors, per-layer bytes by strategy, parameters (MoE: N_total and
+    N_active), matmuls and FLOPs, all summed from the arch's inventories with its symbolic defaults."""
+    from ..architectures import ARCHITECTURES
+    from ..bill import fused_backward_recompute
+
+    module = ARCHITECTURES[arch]
+    saved, parameters, matmuls = module.saved_tensors(), module.parameters(), module.matmuls()
+    word = {"llama": "LLaMA", "moe": "mixture-of-experts"}[arch]
+    out = [rf"\subsection*{{What one {word} layer saves for backward}}", tex(intro), *saved_table(saved, sum_row=False),
+           r"\subsection*{Per layer, by strategy}",
+           r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule strategy & bytes per layer \\ \midrule"]
+    for label, options in STRATEGIES:
+        out.append(rf"{tex(label)} & {dmath(simplified(evaluate('activations.per_layer', arch=arch, **options)))} \\")
+    out += [r"\bottomrule\end{tabular}\end{center}",
+            rf"\subsection*{{The parameters of a {word} model}}", *params_table(parameters),
+            r"\noindent All parameters" + (r" ($N_\mathrm{total}$, every expert: the model states hold them)"
+                                           if arch == "moe" else "") + ":"
+            + display(simplified(params.count(parameters)))]
+    if arch == "moe":
+        out.append(r"\noindent Active parameters ($N_\mathrm{active}$, the k experts a token goes through: "
+                   r"the FLOPs scale with them):" + display(simplified(params.count(module.parameters(active=True)))))
+    extra = fused_backward_recompute(saved, matmuls)
+    out += [rf"\subsection*{{The matmuls of one {word} layer and the logits}}",
+            tex("Forward 2·batch·M·K·N per matmul; backward twice the forward; the fused attention kernel "
+                "recomputes Q·Kᵀ in its backward (hardware FLOPs)."),
+            *matmul_table(matmuls),
+            rf"training, hardware (fused kernel's recompute) & "
+            rf"{dmath(simplified(flops.hardware_training('none', matmuls) + extra))} \\",
+            r"\bottomrule\end{tabular}\end{center}"]
     return out
 
 
@@ -413,6 +485,8 @@ def sheet(results: list[Result] | None = None) -> str:
             continue
         out += [r"\clearpage", rf"\section{{{title}}}\label{{sec:{name}}}", *DERIVATIONS[name](),
                 *claims_block(by_ledger[name])]
+    for arch, title, intro in NATIVE:
+        out += [r"\clearpage", rf"\section{{{title}}}\label{{sec:{arch}}}", *native_derivation(arch, intro)]
     out += [r"\clearpage", r"\section{Errata}\label{sec:errata}", *errata(results),
             r"\label{sheet:end}", r"\end{document}", ""]
     return "\n".join(out)

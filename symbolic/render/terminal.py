@@ -112,10 +112,15 @@ def shared_entries(bill: Bill, ledger: str) -> list[str]:
 def _ledger_notes(bill: Bill, ledger: str) -> list[str]:
     totals = bill.totals
     if ledger == "params":
-        notes = [f"Megatron Eq 2 (layers + tied embedding): {totals['params_eq2']:,} params "
+        scopes = "layers + tied embedding" if bill.model.tied else "layers + word embedding, no output layer"
+        notes = [f"Megatron Eq 2 ({scopes}): {totals['params_eq2']:,} params "
                  f"({fmt(totals['params_eq2'], 'billion')})"]
         if totals.get("params_hand") is not None:
             notes.append(f"hand-filled N (used for model states): {totals['params_hand']:,} params")
+        if totals.get("params_active") is not None:
+            notes.append(f"N_active (k experts a token goes through; the FLOPs scale with it): "
+                         f"{totals['params_active']:,} params ({fmt(totals['params_active'], 'billion')}); "
+                         "the model states hold N_total, every expert")
         return notes
     if ledger == "flops":
         return [f"model FLOPs (no recompute): {fmt(totals['model_flops_per_iteration'], 'TFLOPs')}; "
@@ -214,7 +219,7 @@ def renderables(bill: Bill) -> list:
     """Everything the text bill prints, in order."""
     model, layout, v = bill.model, bill.layout, bill.values
     header = Text.assemble((f"{model.name}", "bold"), f": {model.source}\n",
-                           "  " + " ".join(f"{k}={v[k]}" for k in ("L", "h", "a", "V", "s", "f") if k in v)
+                           "  " + " ".join(f"{k}={v[k]}" for k in ("L", "h", "a", "V", "s", "f", "g", "E", "k", "E_s", "f_e") if k in v)
                            + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v) + "\n",
                            f"  layer inventory: {model.arch}; activations: {layout.strategy().describe()}")
     out: list = [header]
