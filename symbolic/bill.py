@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from sympy import Expr, Integer, Rational
 
-from .architectures import gpt, llama, moe
+from .architectures import gpt, llama, moe, output
 from .dims import E_s, L, f
 from .layout import Layout
 from .ledgers import activations, flops, params, states
@@ -44,7 +44,10 @@ class Bill:
         return [line for line in self.lines if line.ledger == name]
 
 
-LEDGERS = ("params", "model_states", "activations", "flops")
+LEDGERS = ("params", "model_states", "activations", "flops", "output_side")
+
+#: The final norm each architecture's output side has (``architectures.output``).
+OUTPUT_NORM = {"gpt": "layernorm", "llama": "rmsnorm-eager", "moe": "rmsnorm-eager"}
 
 #: The inventories (``ModelConfig.arch``) :func:`make_bill` itemises, and with
 #: it every consumer of a ModelConfig (timeline, plan, solve), all through
@@ -151,10 +154,17 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
     strategy = layout.strategy()
     in_flight, layers_held = strategy.layers_held()
     scale = in_flight * layers_held
-    act_condition = strategy.describe() + "; transformer layers only"
     for term in activations.layer_inventory(strategy, saved_inv):
         expr = scale * term.bytes
         lines.append(Line("activations", term.name, expr, exact(expr, values), term.source,
+                          f"{term.dtype}, split: {term.split.value}"
+                          + (f" /{term.sharded_by}" if term.sharded_by != 1 else "")))
+
+    # The output side — final norm, logits input, fp32 log-softmax, targets — as its own lines: the
+    # last pipeline stage holds it for the one micro-batch between forward and backward. The papers
+    # leave it out, so it stays out of total_bytes (reported beside it).
+    for term in strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[model.arch])):
+        lines.append(Line("output_side", term.name, term.bytes, exact(term.bytes, values), term.source,
                           f"{term.dtype}, split: {term.split.value}"
                           + (f" /{term.sharded_by}" if term.sharded_by != 1 else "")))
 
@@ -190,6 +200,7 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
         "model_states_bytes": _int(states_bytes),
         "activation_bytes": _int(activation_bytes),
         "total_bytes": _int(states_bytes + activation_bytes),
+        "output_side_bytes": _int(total("output_side")),
         "gpu_memory_bytes": gpu_memory,
         "flops_per_iteration": hardware_flops,
         "model_flops_per_iteration": model_flops,

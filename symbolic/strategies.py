@@ -113,14 +113,20 @@ class Strategy:
         if self.dtype not in FLOAT_ACTIVATION_DTYPES:
             raise ValueError(f"activation dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}")
 
-    def apply(self, inventory: Inventory) -> Inventory:
-        """The per-layer inventory one GPU holds under this strategy."""
+    def shard(self, inventory: Inventory) -> Inventory:
+        """The dtype and the TP/SP sharding of this strategy, without recompute
+        (what the output side — final norm, logits, loss — is subject to)."""
         if self.dtype != "bf16":
             inventory = activation_dtype(inventory, self.dtype)
         if self.tensor_parallel:
             inventory = tensor_parallel(inventory)
         if self.sequence_parallel:
             inventory = sequence_parallel(inventory)
+        return inventory
+
+    def apply(self, inventory: Inventory) -> Inventory:
+        """The per-layer inventory one GPU holds under this strategy."""
+        inventory = self.shard(inventory)
         if self.recompute == "selective":
             inventory = selective_recompute(inventory)
         elif self.recompute == "full":

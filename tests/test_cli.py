@@ -31,6 +31,17 @@ def test_bill_json_7b_example(capsys):
         assert key in data
 
 
+def test_bill_lists_the_output_side_outside_the_papers_total(capsys):
+    code, out, _ = run(capsys, "bill", "gpt-7b", "--micro-batch", "4", "--tp", "8", "--sp", "--json")
+    data = json.loads(out)
+    # final LayerNorm input and logits input 2·(2bsh/t), fp32 mean/rstd 2·(4bs/t),
+    # fp32 log-softmax 4Vbs/t (vocab-parallel), int64 targets 8bs, one fp32 scalar
+    assert data["output_side_bytes"] == 33_554_432 + 16_384 + 419_430_400 + 131_072 + 4
+    assert data["total_bytes"] == data["model_states_bytes"] + data["activation_bytes"]
+    assert {line["name"] for line in data["lines"] if line["ledger"] == "output_side"} >= {
+        "output/log_softmax", "output/targets"}
+
+
 def test_bill_175b_interleaved_matches_seed_table(capsys):
     code, out, _ = run(capsys, "bill", "gpt-175b", "--tp", "8", "--pp", "8", "--sp", "--interleave", "3",
                        "--params", "175B", "--json")

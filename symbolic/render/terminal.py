@@ -36,13 +36,15 @@ TITLES = {
     "model_states": ("MODEL STATES", "bytes", "per GPU"),
     "activations": ("ACTIVATIONS", "bytes", "per GPU, stage accounted"),
     "flops": ("FLOPS", "flops", "per iteration, all GPUs, hardware (with recompute)"),
+    "output_side": ("OUTPUT SIDE", "bytes", "per GPU on the last pipeline stage, one micro-batch; "
+                    "not in the total, as in the papers"),
 }
 
 #: the unit of each kind of value in the JSON lines
 UNITS = {"params": "params", "bytes": "B", "flops": "FLOPs"}
 
-NOT_COUNTED = ("embedding/logits/loss activations, kernel workspaces, communication buffers, "
-               "allocator fragmentation")
+NOT_COUNTED = ("the output side (listed above, not in the total), embedding activations, kernel workspaces, "
+               "communication buffers, allocator fragmentation")
 
 #: width of the memory bar in characters, and its glyphs (distinct without colour)
 BAR_WIDTH = 60
