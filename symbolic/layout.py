@@ -55,6 +55,14 @@ class Layout:
         """Micro-batches per data-parallel rank per iteration."""
         return (self.global_batch or self.micro_batch * self.dp) // (self.micro_batch * self.dp)
 
+    def is_valid(self, model: ModelConfig) -> bool:
+        """Whether :meth:`validate` accepts this layout for ``model``."""
+        try:
+            self.validate(model)
+        except ConfigError:
+            return False
+        return True
+
     def validate(self, model: ModelConfig) -> "Layout":
         for name in ("micro_batch", "tp", "pp", "dp", "interleave"):
             positive_int(name, getattr(self, name))

@@ -373,14 +373,6 @@ def _fixed(fixed: Mapping[str, object] | None) -> dict[str, object]:
     return fixed
 
 
-def _valid(model: ModelConfig, layout: Layout) -> bool:
-    """:meth:`Layout.validate` decides; the loops of :func:`enumerate_layouts` only skip early what it refuses."""
-    try:
-        layout.validate(model)
-    except ConfigError:
-        return False
-    return True
-
 
 def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_batch: int = 0,
                       max_micro_batch: int = 16, gpus_per_node: int = 8,
@@ -443,9 +435,9 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                         if fixed.get("zero", zero) != zero:
                             continue
                         for sp in sps:
-                            if fixed.get("sp", sp) != sp or not _valid(model, Layout(
+                            if fixed.get("sp", sp) != sp or not Layout(
                                     micro_batch=mb, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, interleave=vv,
-                                    zero=zero, global_batch=global_batch)):
+                                    zero=zero, global_batch=global_batch).is_valid(model):
                                 continue
                             for rc in range(3):
                                 if fixed.get("recompute", RECOMPUTE_ORDER[rc]) != RECOMPUTE_ORDER[rc]:

@@ -73,13 +73,6 @@ def memory_expr(model: ModelConfig, layout: Layout, params_hand: int | None = No
     return with_psi, with_psi.xreplace({Psi: psi})
 
 
-def _valid(model: ModelConfig, layout: Layout) -> bool:
-    try:
-        layout.validate(model)
-    except ConfigError:
-        return False
-    return True
-
 
 def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int, margin: int = 0,
                 params_hand: int | None = None) -> Limit:
@@ -133,7 +126,7 @@ def _first_valid(model, layout, target, start, stop) -> int | None:
     for value in range(start, stop):
         if target == "micro_batch" and layout.global_batch and value * layout.dp > layout.global_batch:
             return None
-        if _valid(model, replace(layout, **{target: value})):
+        if replace(layout, **{target: value}).is_valid(model):
             return value
     return None
 
@@ -141,6 +134,6 @@ def _first_valid(model, layout, target, start, stop) -> int | None:
 def _last_valid(model, layout, target, bound, smallest) -> int | None:
     """The largest value in [smallest, bound] that makes a valid layout."""
     for value in range(bound, smallest - 1, -1):
-        if _valid(model, replace(layout, **{target: value})):
+        if replace(layout, **{target: value}).is_valid(model):
             return value
     return None
