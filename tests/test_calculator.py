@@ -11,7 +11,6 @@ Screenshot for the README: ``python tests/test_calculator.py docs/calculator.png
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
