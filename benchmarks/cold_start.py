@@ -1,7 +1,11 @@
-"""Cold wall time of ``python -m symbolic bill MODEL``, next to its floor: ``import sympy``.
+"""Cold wall time of ``python -m symbolic bill MODEL``, next to ``import sympy``.
 
 Each run is a fresh interpreter (``subprocess``), so every import is paid; the
 median and the best of N runs are printed. Prints figures; asserts nothing.
+``bill`` is timed twice: with its derivation cache warm (a bill of a kind seen
+before: evaluated from stored formulas, no sympy) and with the cache off
+(``SYMBOLIC_CACHE=off``: derived with sympy every time), both in a cache
+folder of their own.
 
     .venv/bin/python benchmarks/cold_start.py [--runs 15] [--model gpt-175b]
 """
@@ -10,17 +14,18 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 LLM_ANALYSIS_PYTHON = Path(os.environ.get("LLM_ANALYSIS_VENV", Path.home() / ".cache/symbolic-bench/llm-analysis")) / "bin/python"
 
 
-def wall(argv: list[str], runs: int) -> list[float]:
+def wall(argv: list[str], runs: int, env: dict | None = None) -> list[float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         times.append(time.perf_counter() - start)
     return times
 
@@ -33,13 +38,18 @@ def main() -> None:
                         help="also time llm-analysis's CLI with this interpreter (see setup_llm_analysis.sh)")
     args = parser.parse_args()
     py = sys.executable
+    cache = dict(os.environ, SYMBOLIC_CACHE_DIR=tempfile.mkdtemp(prefix="symbolic-bench-"))
+    off = dict(cache, SYMBOLIC_CACHE="off")
     cases = [
         ("python -c pass", [py, "-c", "pass"]),
         ("python -c 'import numpy'", [py, "-c", "import numpy"]),
         ("python -c 'import sympy'", [py, "-c", "import sympy"]),
         ("python -m symbolic --help", [py, "-m", "symbolic", "--help"]),
-        (f"python -m symbolic bill {args.model}", [py, "-m", "symbolic", "bill", args.model]),
-        (f"python -m symbolic bill {args.model} --json", [py, "-m", "symbolic", "bill", args.model, "--json"]),
+        (f"python -m symbolic bill {args.model} (derivation cached)", [py, "-m", "symbolic", "bill", args.model]),
+        (f"python -m symbolic bill {args.model} --json (derivation cached)",
+         [py, "-m", "symbolic", "bill", args.model, "--json"]),
+        (f"python -m symbolic bill {args.model} (SYMBOLIC_CACHE=off: derived with sympy)",
+         [py, "-m", "symbolic", "bill", args.model], off),
         ("python -m symbolic plan gpt-175b --gpus 1024 --gpu-memory 80GB --global-batch 1536",
          [py, "-m", "symbolic", "plan", "gpt-175b", "--gpus", "1024", "--gpu-memory", "80GB", "--global-batch", "1536"]),
     ]
@@ -51,10 +61,11 @@ def main() -> None:
                        "--log_level", "ERROR"]))
     else:
         print(f"(llm-analysis not timed: no interpreter at {args.llm_analysis_python}; see setup_llm_analysis.sh)")
-    wall([py, "-m", "symbolic", "bill", args.model], 2)  # warm the page cache and __pycache__
+    wall([py, "-m", "symbolic", "bill", args.model], 2, cache)  # warm the page cache, __pycache__, the bill cache
+    wall([py, "-m", "symbolic", "bill", args.model, "--json"], 1, cache)
     print(f"{'command':<88} {'median':>8} {'best':>8}   ({args.runs} fresh processes each)")
-    for name, argv in cases:
-        times = wall(argv, args.runs)
+    for name, argv, *env in cases:
+        times = wall(argv, args.runs, env[0] if env else cache)
         print(f"{name:<88} {statistics.median(times):>7.3f}s {min(times):>7.3f}s")
 
 

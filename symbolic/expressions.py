@@ -1,17 +1,17 @@
-"""A guarded reader for formulas typed as text (claims, user options).
+"""A guarded reader for formulas typed as text (claims, cached bills, user options).
 
-The text is parsed with :mod:`ast` and rebuilt into sympy node by node: only
-numbers, the names given, ``+ - * / **`` (and ``^`` as power) and parentheses
-are accepted. Nothing is ever passed to ``eval`` or ``sympify``, so a formula
-cannot call anything.
+The text is parsed with :mod:`ast` and rebuilt node by node: only numbers, the
+names given, ``+ - * / **`` (and ``^`` as power) and parentheses are accepted.
+Nothing is ever passed to ``eval`` or ``sympify``, so a formula cannot call
+anything. :func:`parse_formula` builds a sympy expression; :func:`evaluate_formula`
+computes an exact :class:`~fractions.Fraction` without importing sympy.
 """
 from __future__ import annotations
 
 import ast
 from decimal import Decimal, InvalidOperation
-from typing import Mapping
-
-from sympy import Expr, Integer, Rational
+from fractions import Fraction
+from typing import Callable, Mapping
 
 _BINARY = {
     ast.Add: lambda x, y: x + y,
@@ -26,25 +26,21 @@ class FormulaError(ValueError):
     """A formula that is not a plain arithmetic expression in known names."""
 
 
-def _number(text: str) -> Rational:
+def _decimal(text: str) -> Decimal:
     try:
-        value = Decimal(text)
+        return Decimal(text)
     except InvalidOperation:
         raise FormulaError(f"not a number: {text!r}") from None
-    sign, digits, exponent = value.as_tuple()
-    mantissa = int("".join(map(str, digits))) * (-1 if sign else 1)
-    return Integer(mantissa) * Rational(10) ** exponent
 
 
-def parse_formula(text: str, names: Mapping[str, Expr]) -> Expr:
-    """``text`` as a sympy expression over ``names`` (exact numbers)."""
+def _build(text: str, names: Mapping, number: Callable[[str], object]):
     source = text.replace("^", "**")
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as error:
         raise FormulaError(f"cannot read formula {text!r}: {error.msg}") from None
 
-    def build(node) -> Expr:
+    def build(node):
         if isinstance(node, ast.Expression):
             return build(node.body)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
@@ -53,7 +49,7 @@ def parse_formula(text: str, names: Mapping[str, Expr]) -> Expr:
             operand = build(node.operand)
             return -operand if isinstance(node.op, ast.USub) else operand
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-            return _number(ast.get_source_segment(source, node))
+            return number(ast.get_source_segment(source, node))
         if isinstance(node, ast.Name):
             if node.id not in names:
                 raise FormulaError(f"unknown name {node.id!r} in {text!r}; known: {', '.join(sorted(names))}")
@@ -61,3 +57,22 @@ def parse_formula(text: str, names: Mapping[str, Expr]) -> Expr:
         raise FormulaError(f"{text!r}: only numbers, names and + - * / ** are allowed")
 
     return build(tree)
+
+
+def parse_formula(text: str, names: Mapping):
+    """``text`` as a sympy expression over ``names`` (exact numbers)."""
+    from sympy import Integer, Rational
+
+    def number(digits: str):
+        sign, mantissa_digits, exponent = _decimal(digits).as_tuple()
+        mantissa = int("".join(map(str, mantissa_digits))) * (-1 if sign else 1)
+        return Integer(mantissa) * Rational(10) ** exponent
+
+    return _build(text, names, number)
+
+
+def evaluate_formula(text: str, values: Mapping[str, int | Fraction]) -> Fraction:
+    """``text`` evaluated exactly at ``values`` (dimension letters to numbers)."""
+    result = _build(text, {name: Fraction(value) for name, value in values.items()},
+                    lambda digits: Fraction(_decimal(digits)))
+    return Fraction(result)

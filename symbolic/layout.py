@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ledgers.states import RECIPES, ZERO_STAGES
+from typing import TYPE_CHECKING
+
+from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, ZERO_STAGES
 from .models import ConfigError, ModelConfig, positive_int
-from .strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy
+from .recipes import RECIPES
+
+if TYPE_CHECKING:
+    from .strategies import Strategy
 
 
 @dataclass(frozen=True)
@@ -20,7 +25,7 @@ class Layout:
     tp, pp, dp: tensor-, pipeline-, data-parallel sizes (t, p, d).
     sp: sequence parallelism over the TP group. recompute: none, selective, full.
     zero: ZeRO stage 0-3 over the dp ranks. optimizer: a recipe of
-    ``ledgers.states.RECIPES``. interleave: model chunks per pipeline stage
+    ``recipes.RECIPES``. interleave: model chunks per pipeline stage
     (v); 1 means the plain 1F1B schedule. dtype: float activation dtype.
     global_batch: sequences per iteration; 0 means micro_batch × dp (one
     micro-batch per data-parallel rank, no gradient accumulation).
@@ -39,8 +44,10 @@ class Layout:
     dtype: str = "bf16"
     global_batch: int = 0
 
-    def strategy(self) -> Strategy:
+    def strategy(self) -> "Strategy":
         """The activation strategy: the first pipeline stage whenever pp > 1."""
+        from .strategies import Strategy  # sympy: imported when an expression is wanted
+
         return Strategy(tensor_parallel=True, sequence_parallel=self.sp, recompute=self.recompute,
                         dtype=self.dtype, pipeline=self.pp > 1, interleaved=self.interleave > 1)
 

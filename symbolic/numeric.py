@@ -1,24 +1,23 @@
-"""Units, exact evaluation and vectorised sweeps.
+"""Exact evaluation, units and vectorised sweeps.
 
 Bytes and FLOPs stay integers or Rationals until they are printed. GB means
 10^9 bytes and GiB 2^30 bytes (seed 001 §4); every printed number carries its
-unit.
+unit (the unit table and the rounding live in :mod:`symbolic.units`).
 """
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Mapping
 
-from sympy import Expr, Integer, Rational, Symbol, floor, sympify
+from sympy import Expr, Integer, Rational, Symbol, sympify
 
 from .dims import SYMBOLS
 
-UNITS: dict[str, int] = {
-    "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
-    "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-    "FLOPs": 1, "GFLOPs": 10**9, "TFLOPs": 10**12, "PFLOPs": 10**15, "EFLOPs": 10**18,
-    "params": 1, "billion": 10**9,
-    "%": Rational(1, 100), "1": 1,
+from .units import UNIT_SIZES, as_fraction, fmt, in_unit, round_half_up  # noqa: F401 (re-exported)
+
+#: Unit sizes as sympy numbers, for the engine's exact arithmetic (the table is ``units.UNIT_SIZES``).
+UNITS: dict[str, int | Rational] = {
+    name: size if isinstance(size, int) else Rational(size.numerator, size.denominator)
+    for name, size in UNIT_SIZES.items()
 }
 
 
@@ -52,27 +51,6 @@ def exact_int(expr: Expr, values: Mapping[str | Symbol, int | Rational]) -> int:
     if not result.is_Integer:
         raise EvaluationError(f"{expr} is {result} at {dict(values)}, not a whole number")
     return int(result)
-
-
-def in_unit(value: Rational | int, unit: str) -> Rational:
-    if unit not in UNITS:
-        raise ValueError(f"unknown unit {unit!r}; use one of {', '.join(UNITS)}")
-    return Rational(value) / UNITS[unit]
-
-
-def round_half_up(value: Rational, decimals: int) -> Decimal:
-    """Round an exact value to ``decimals`` places, halves away from zero."""
-    scaled = Rational(value) * 10**decimals
-    sign = -1 if scaled < 0 else 1
-    digits = int(floor(abs(scaled) + Rational(1, 2)))
-    return Decimal(sign * digits).scaleb(-decimals)
-
-
-def fmt(value: Rational | int, unit: str, decimals: int = 2) -> str:
-    """``value`` (in base units) printed in ``unit`` with ``decimals`` places."""
-    number = round_half_up(in_unit(value, unit), decimals)
-    text = f"{number:,.{decimals}f}"
-    return f"{text}%" if unit == "%" else f"{text} {unit}"
 
 
 def vectorize(expr: Expr, symbols: list[Symbol]):

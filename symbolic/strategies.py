@@ -11,11 +11,10 @@ from dataclasses import dataclass, replace
 
 from sympy import Expr, Integer
 
+from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from .dims import L, p, t, v
 from .tensors import DTYPE_BYTES, Axis, Group, Inventory, SavedTensor
 
-RECOMPUTE = ("none", "selective", "full")
-FLOAT_ACTIVATION_DTYPES = ("bf16", "fp16", "fp32", "fp8")
 
 
 def tensor_parallel(inventory: Inventory, ways: Expr = t) -> Inventory:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from symbolic import bill as bill_module
+from symbolic import bill_numbers as bill_module
 from symbolic import hf
 from symbolic.architectures import ARCHITECTURES
 from symbolic.bill import make_bill

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from symbolic import bill as bill_module
+from symbolic import bill_numbers as bill_module
 from symbolic.bill import make_bill
 from symbolic.cli import main
 from symbolic.hf import load_hf_config

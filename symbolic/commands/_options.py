@@ -10,10 +10,10 @@ import re
 from pathlib import Path
 from decimal import Decimal, InvalidOperation
 
+from ..choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from ..layout import Layout
-from ..ledgers.states import RECIPES
 from ..models import ConfigError, ModelConfig, preset
-from ..strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
+from ..recipes import RECIPES
 
 MEMORY_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
                 "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}

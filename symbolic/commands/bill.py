@@ -1,4 +1,8 @@
-"""``symbolic bill MODEL [layout options]``: the four ledgers, itemised."""
+"""``symbolic bill MODEL [layout options]``: the four ledgers, itemised.
+
+The derivation is cached (``symbolic.cache``): a bill of a kind already seen
+is evaluated from its stored formulas without importing sympy.
+"""
 from __future__ import annotations
 
 from . import _options
@@ -15,14 +19,15 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..bill import make_bill
+    from ..bill_numbers import evaluate
+    from ..cache import derivation
     from ..render.terminal import print_text, render_json
 
     model = _options.load_model(args)
-    layout = _options.layout_from_args(args)
+    layout = _options.layout_from_args(args).validate(model)
     params_hand = _options.parse_count(args.params) if args.params else None
     gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory else None
-    bill = make_bill(model, layout, params_hand=params_hand, gpu_memory=gpu_memory)
+    bill = evaluate(derivation(model, layout, params_hand), model, layout, params_hand, gpu_memory)
     if args.json:
         print(render_json(bill))
     else:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from sympy import Add, Expr
 
 from ..architectures import gpt
+from ..choices import RECOMPUTE
 from ..dims import L, b, s
 from ..tensors import Group, Inventory
 
-RECOMPUTE = ("none", "selective", "full")
 
 
 def _forward(inventory: Inventory, keep) -> Expr:

@@ -19,16 +19,16 @@ import io
 import json
 import os
 import sys
+from fractions import Fraction
 
 from rich import box
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
-from sympy import Rational, sstr
 
-from ..bill import Bill, Line
-from ..numeric import fmt, round_half_up
+from ..bill_numbers import Bill, Line
+from ..units import as_fraction, fmt, round_half_up
 
 #: ledger -> (title, kind of value, scope of the numbers)
 TITLES = {
@@ -96,10 +96,10 @@ def ledger_table(bill: Bill, ledger: str) -> Table:
         if entry is None:
             table.add_column(attribute, overflow="fold", style="dim")
     for index, line in enumerate(lines):
-        row = [line.name, _value(line.value, kind), sstr(line.expr)]
+        row = [line.name, _value(line.value, kind), line.formula]
         row += [getattr(line, attribute) for attribute, entry in shared.items() if entry is None]
         table.add_row(*row, end_section=index == len(lines) - 1)
-    total = sum((line.value for line in lines), Rational(0))
+    total = sum((as_fraction(line.value) for line in lines), Fraction(0))
     table.add_row(Text("total", style="bold"), Text(_value(total, kind), style="bold"))
     return table
 
@@ -136,13 +136,13 @@ def bar_cells(states, activations, capacity=None, width: int = BAR_WIDTH) -> lis
     ``over`` (memory past ``capacity``), scaled so the longer of the total and
     the capacity fills ``width``. Boundaries are rounded half up from the exact
     byte counts, so the cells of each part add up to its rounded share."""
-    total = Rational(states) + Rational(activations)
-    scale = max(total, Rational(capacity or 0))
+    total = as_fraction(states) + as_fraction(activations)
+    scale = max(total, Fraction(capacity or 0))
     if scale == 0:
         return ["free"] * width
 
     def cell(x) -> int:
-        return int(round_half_up(Rational(x) * width / scale, 0))
+        return int(round_half_up(as_fraction(x) * width / scale, 0))
 
     states_end, total_end = cell(states), cell(total)
     limit = cell(capacity) if capacity else width
@@ -187,7 +187,7 @@ def memory_summary(bill: Bill) -> Group:
     capacity = totals.get("gpu_memory_bytes")
     if capacity is not None:
         head = totals["headroom_bytes"]
-        used = fmt(Rational(total) / capacity, "%", 1)
+        used = fmt(as_fraction(total) / capacity, "%", 1)
         if head >= 0:
             legend.append("  ").append(BAR_GLYPHS["free"], style=BAR_STYLES["free"]).append(
                 f" free {fmt(head, 'GB')}")
@@ -219,11 +219,11 @@ def approximations_panel(bill: Bill) -> Panel | None:
 
 def renderables(bill: Bill) -> list:
     """Everything the text bill prints, in order."""
-    model, layout, v = bill.model, bill.layout, bill.values
+    model, v = bill.model, bill.values
     header = Text.assemble((f"{model.name}", "bold"), f": {model.source}\n",
                            "  " + " ".join(f"{k}={v[k]}" for k in ("L", "h", "a", "V", "s", "f", "g", "E", "k", "E_s", "f_e") if k in v)
                            + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v) + "\n",
-                           f"  layer inventory: {model.arch}; activations: {layout.strategy().describe()}")
+                           f"  layer inventory: {model.arch}; activations: {bill.strategy}")
     out: list = [header]
     panel = approximations_panel(bill)
     if panel is not None:
@@ -265,8 +265,8 @@ def print_text(bill: Bill, file=None) -> None:
 def _jsonable(value):
     if value is None or isinstance(value, (bool, int, str)):
         return value
-    value = Rational(value)
-    return int(value) if value.is_Integer else f"{value.p}/{value.q}"
+    value = as_fraction(value)
+    return value.numerator if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
 
 
 def render_json(bill: Bill) -> str:
@@ -280,9 +280,9 @@ def render_json(bill: Bill) -> str:
         "model": bill.model.name,
         "values": bill.values,
         "layout": {k: getattr(bill.layout, k) for k in bill.layout.__dataclass_fields__},
-        "strategy": bill.layout.strategy().describe(),
+        "strategy": bill.strategy,
         **{key: _jsonable(value) for key, value in bill.totals.items()},
-        "lines": [{"ledger": line.ledger, "name": line.name, "formula": sstr(line.expr),
+        "lines": [{"ledger": line.ledger, "name": line.name, "formula": line.formula,
                    "value": _jsonable(line.value), "unit": UNITS.get(_kind(line.ledger), ""),
                    "source": line.source, "condition": line.condition}
                   for line in bill.lines],

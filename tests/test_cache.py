@@ -1,0 +1,74 @@
+"""The bill's derivation cache: the same numbers as make_bill, and no sympy on a hit."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from symbolic import cache
+from symbolic.bill import derive, make_bill
+from symbolic.bill_numbers import DerivedBill, evaluate
+from symbolic.layout import Layout
+from symbolic.models import preset
+from symbolic.render.terminal import render_json
+
+CASES = [
+    ("gpt-7b", Layout(micro_batch=4, tp=8, sp=True), 7 * 10**9),
+    ("gpt-175b", Layout(tp=8, pp=8, sp=True, recompute="selective", interleave=3), None),
+    ("gpt-22b", Layout(tp=4, dp=2, zero=3, recompute="full", dtype="fp32", global_batch=8), None),
+    ("llama-2-7b", Layout(tp=8, sp=True, micro_batch=2), None),
+    ("mixtral-8x7b", Layout(tp=8, sp=True, zero=1, dp=2, optimizer="bf16-sgd-momentum"), None),
+]
+
+
+@pytest.mark.parametrize("name, layout, hand", CASES)
+def test_cached_derivation_gives_the_bill_exactly(tmp_path, monkeypatch, name, layout, hand):
+    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
+    model = preset(name)
+    first = cache.derivation(model, layout, hand)  # a miss: derived and written
+    assert len(list(tmp_path.rglob("*.json"))) == 1
+    second = cache.derivation(model, layout, hand)  # a hit: read back
+    assert second == first == derive(model, layout, hand)
+    expected = render_json(make_bill(model, layout, params_hand=hand, gpu_memory=80 * 10**9))
+    assert render_json(evaluate(second, model, layout, hand, 80 * 10**9)) == expected
+
+
+def test_derived_bill_round_trips_through_json():
+    derived = derive(preset("gpt-175b"), Layout(tp=8, pp=8, sp=True))
+    assert DerivedBill.from_json(derived.to_json()) == derived
+
+
+def test_a_corrupt_entry_is_derived_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
+    model, layout = preset("gpt-22b"), Layout(tp=8)
+    cache.derivation(model, layout)
+    (entry,) = tmp_path.rglob("*.json")
+    entry.write_text("{not json")
+    assert cache.derivation(model, layout) == derive(model, layout)
+    assert json.loads(entry.read_text())["derived"]  # rewritten whole
+
+
+def test_cache_off_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SYMBOLIC_CACHE", "off")
+    cache.derivation(preset("gpt-22b"), Layout(tp=8))
+    assert list(tmp_path.rglob("*")) == []
+
+
+def test_a_cached_bill_runs_without_sympy(tmp_path):
+    env = dict(os.environ, SYMBOLIC_CACHE_DIR=str(tmp_path))
+    argv = ["bill", "gpt-175b", "--tp", "8", "--pp", "8", "--sp", "--gpu-memory", "80GB"]
+    probe = ("import sys, contextlib, io\nfrom symbolic.cli import main\n"
+             f"with contextlib.redirect_stdout(io.StringIO()): code = main({argv!r})\n"
+             "print(code, 'sympy' in sys.modules)")
+    run = lambda: subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)  # noqa: E731
+    assert run().stdout.split() == ["0", "True"]  # first: derived with sympy
+    assert run().stdout.split() == ["0", "False"]  # then: evaluated from the cache alone
+
+
+def test_every_billed_architecture_has_an_inventory():
+    from symbolic.architectures import ARCHITECTURES
+    from symbolic.bill_numbers import BILLED_ARCHITECTURES
+
+    assert set(BILLED_ARCHITECTURES) <= set(ARCHITECTURES)
