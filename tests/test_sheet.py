@@ -134,3 +134,14 @@ def test_sheet_has_the_llama_and_moe_inventories(source):
     assert "softmax" not in llama  # no s x s tensor is kept by the fused kernel
     assert r"$N_\mathrm{total}$" in moe and r"$N_\mathrm{active}$" in moe
     assert r"\texttt{moe/expert/gate\_up\_output}" in moe
+
+
+def test_sheet_sets_the_papers_count_beside_the_kernels(source):
+    from symbolic.architectures import gpt
+    from symbolic.architectures.conventions import paper_form, with_conventions
+    from symbolic.ledgers.activations import total_bytes
+
+    assert "CUDA minus the backend terms (the paper)" in source
+    paper = total_bytes(paper_form(with_conventions(gpt.saved_tensors(), "cuda")))
+    assert expand(paper - evaluate("activations.per_layer")) == 0  # Eq 1, recovered by removing named terms
+    assert latex(simplified(paper), symbol_names=LATEX_NAMES) in source

@@ -308,6 +308,28 @@ def activations_derivation() -> list[str]:
     out.append(r"\bottomrule\end{tabular}\end{center}")
     out.append(tex("In-flight micro-batches on the first stage: " + Strategy(pipeline=True).describe()
                    + " holds p micro-batches of L/p layers."))
+    return out + backend_conventions_block(inventory)
+
+
+def backend_conventions_block(inventory: Inventory) -> list[str]:
+    """The paper's count beside what real kernels save (``architectures.conventions``):
+    the backend terms are named lines, and the paper's form is derived by removing them."""
+    from ..architectures.conventions import BACKEND, CONVENTIONS, paper_form as without_backend, with_conventions
+
+    out = [r"\subsection*{The paper's count and what the kernels save}",
+           tex("Real kernels keep a little more than Korthikanti counts (LayerNorm's per-row mean and rstd), "
+               "and PyTorch's CPU dropout keeps its noise in the activation dtype instead of a 1-byte mask. "
+               "Each is a named term of the inventory (source: " + BACKEND + "); the paper's form is the "
+               "same inventory with those terms removed by name. The tests trace the CPU convention's "
+               "inventory against PyTorch to the byte; the CUDA one is what the CUDA kernels save "
+               "(not traced here: no GPU in the test setup)."),
+           r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule inventory & bytes per layer (no parallelism) \\ \midrule"]
+    for name, conv in CONVENTIONS.items():
+        kernels = with_conventions(inventory, conv)
+        out.append(rf"{tex(name.upper())} kernels & {dmath(simplified(activations.total_bytes(kernels)))} \\")
+    paper = without_backend(with_conventions(inventory, CONVENTIONS["cuda"]))
+    out.append(rf"CUDA minus the backend terms (the paper) & {dmath(simplified(activations.total_bytes(paper)))} \\")
+    out.append(r"\bottomrule\end{tabular}\end{center}")
     return out
 
 
