@@ -108,3 +108,20 @@ def test_bad_input_is_one_line_and_nonzero(argv, field):
     assert done.returncode == 2
     assert field in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_derive_with_a_model_picks_its_inventory_and_substitutes_its_dimensions(capsys):
+    code, out, _ = run(capsys, "derive", "params", "--model", "tests/fixtures/hf/Llama-2-7b-hf/config.json", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["options"]["arch"] == "llama"
+    assert data["at_model"] == "6738415616"  # Llama-2-7B's published count
+    code, out, _ = run(capsys, "derive", "activations", "--tp", "--sp", "--model", "gpt-7b", "--json")
+    at = parse_expr(json.loads(out)["at_model"], local_dict=SYMBOLS)
+    assert at.subs({SYMBOLS["b"]: 4, SYMBOLS["t"]: 8}) * 32 == 52_076_478_464  # seed 001's 7B: 52.08 GB
+
+
+def test_derive_refuses_an_arch_that_contradicts_the_model():
+    done = subprocess.run([sys.executable, "-m", "symbolic", "derive", "activations", "--model", "gpt-175b",
+                           "--arch", "llama"], capture_output=True, text=True)
+    assert done.returncode == 2 and "contradicts --model gpt-175b" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

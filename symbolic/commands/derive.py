@@ -1,7 +1,8 @@
 """``symbolic derive QUANTITY [options]``: the simplified expression, in the papers' letters."""
 from __future__ import annotations
 
-from ..strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
+from ..choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
+from . import _options
 
 HELP = "print the derived expression of a quantity (activations, params, states, flops, ...)"
 
@@ -25,7 +26,11 @@ def add_arguments(parser) -> None:
     from ..ledgers.states import RECIPES
 
     parser.add_argument("quantity", help=f"one of {', '.join(ALIASES)} (or a registry name, e.g. activations.stage)")
-    parser.add_argument("--arch", default="gpt", choices=sorted(ARCHITECTURES), help="the layer inventory")
+    parser.add_argument("--arch", choices=sorted(ARCHITECTURES),
+                        help="the layer inventory (default: the --model's, else gpt)")
+    parser.add_argument("--model", metavar="MODEL",
+                        help="a built-in model or an HF config.json (or its folder): picks the inventory and "
+                             "also prints the expression at the model's dimensions (L, h, a, V, s, ...)")
     parser.add_argument("--tp", action="store_true", help="tensor parallelism (divides by t)")
     parser.add_argument("--sp", action="store_true", help="sequence parallelism (needs --tp)")
     parser.add_argument("--recompute", choices=RECOMPUTE, default="none")
@@ -50,7 +55,7 @@ def add_arguments(parser) -> None:
     out.add_argument("--json", action="store_true", help="print JSON; `expr` parses back with sympy")
 
 
-def _options(name: str, args) -> dict:
+def _quantity_options(name: str, args) -> dict:
     family = name.split(".")[0]
     if family == "activations":
         options = dict(tensor_parallel=args.tp, sequence_parallel=args.sp, recompute=args.recompute, dtype=args.dtype,
@@ -78,22 +83,38 @@ def run(args) -> int:
     from sympy import sstr
 
     from ..forms import paper_form, to_latex
+    from ..numeric import substitute
     from ..quantities import REGISTRY, evaluate
 
     name = ALIASES.get(args.quantity, args.quantity)
     if name not in REGISTRY:
         raise ValueError(f"unknown quantity {args.quantity!r}; use one of {', '.join(ALIASES)} "
                          f"or a registry name ({', '.join(sorted(REGISTRY))})")
-    options = _options(name, args)
+    model = _options.model_from_text(args.model) if args.model else None
+    if model is not None and args.arch is not None and args.arch != model.arch:
+        raise ValueError(f"--arch {args.arch} contradicts --model {model.name}, whose inventory is "
+                         f"{model.arch}: drop --arch")
+    args.arch = args.arch or (model.arch if model is not None else "gpt")
+    options = _quantity_options(name, args)
     expr = evaluate(name, **options)
     shown = paper_form(expr)
     entry = REGISTRY[name]
+    # At the model's dimensions, the layout's letters (b, t, p, d, ...) stay symbols.
+    at_model = paper_form(substitute(expr, model.values())) if model is not None else None
     if args.json:
-        print(json.dumps({"quantity": name, "options": options, "unit": entry.unit, "expr": sstr(expr),
-                          "paper_form": sstr(shown), "latex": to_latex(shown), "doc": entry.doc},
-                         ensure_ascii=False, indent=2))
+        data = {"quantity": name, "options": options, "unit": entry.unit, "expr": sstr(expr),
+                "paper_form": sstr(shown), "latex": to_latex(shown), "doc": entry.doc}
+        if model is not None:
+            data.update(model=model.name, model_values=model.values(), at_model=sstr(at_model),
+                        approximations=list(model.approximations))
+        print(json.dumps(data, ensure_ascii=False, indent=2))
     elif args.latex:
-        print(to_latex(shown))
+        print(to_latex(shown) if model is None else to_latex(at_model))
     else:
         print(f"{name} [{entry.unit}] = {sstr(shown)}")
+        if model is not None:
+            values = ", ".join(f"{k}={v}" for k, v in model.values().items())
+            print(f"  at {model.name} ({values}): {sstr(at_model)}")
+            for note in model.approximations:
+                print(f"  approximation: {note}")
     return 0
