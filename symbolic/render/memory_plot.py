@@ -72,11 +72,14 @@ def timeline_figure(result, reserved=None, title: str = "", capacity: int | None
 
 
 def _ticks(result):
-    """A few labels: the first instant of each phase kind and t*."""
+    """A few labels: each phase kind once, at its first instant far enough from
+    the previous label to stay legible (a twelfth of the axis), and t*."""
     out, seen = [], set()
+    gap = max(1, len(result.rows) // 12)
     for index, (label, _) in enumerate(result.rows):
         kind = label.split(" layer")[0] if " layer" in label else label
-        if kind not in seen or index == result.t_star_index:
+        clear = not out or index - out[-1][0] >= gap
+        if index == result.t_star_index or (kind not in seen and clear):
             seen.add(kind)
             out.append((index, label))
     return out
