@@ -12,7 +12,7 @@ from sympy import Expr, Integer, sstr
 from .architectures import gpt, llama, moe, output
 from .bill_numbers import (LEDGERS, Bill, DerivedBill, DerivedLine, Line,  # noqa: F401 (the bill's types)
                            BILLED_ARCHITECTURES, derivation_key, evaluate, structure)
-from .dims import E_s, L, f
+from .dims import E_s, L, c, f
 from .layout import Layout
 from .ledgers import activations, flops, params, states
 from .models import ConfigError, ModelConfig
@@ -93,11 +93,16 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     for term in param_inv:
         add("params", term.name, term.count * (L if term.scope == "layer" else 1), term.source, term.note)
 
-    # Model states: bytes/param blocks of the recipe, sharded t·p and by ZeRO over d.
+    # Model states: bytes/param blocks of the recipe, sharded t·p and by ZeRO over d (d·c under
+    # context parallelism: its ranks replicate the weights, the distributed optimizer shards over them).
     recipe = states.RECIPES[layout.optimizer]
-    condition = (f"{recipe.condition}; ZeRO-{layout.zero}; even split over t·p (first order)"
+    cp = layout.cp > 1
+    condition = (f"{recipe.condition}; ZeRO-{layout.zero}"
+                 + ((" over d·c" if layout.zero else "") + "; weights replicated on the c context-parallel ranks"
+                    if cp else "")
+                 + "; even split over t·p (first order)"
                  + ("; Psi = hand-filled N" if params_hand is not None else "; Psi = config count"))
-    for name, expr in states.blocks(recipe, layout.zero).items():
+    for name, expr in states.blocks(recipe, layout.zero, context_parallel=c if cp else 1).items():
         add("model_states", name, expr, recipe.source, condition)
 
     # Activations: the saved tensors of the layer under the strategy, times the layers held.
@@ -137,7 +142,8 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
 
 def _split(term) -> str:
     return (f"{term.dtype}, split: {term.split.value}"
-            + (f" /{term.sharded_by}" if term.sharded_by != 1 else ""))
+            + (f" /{term.sharded_by}" if term.sharded_by != 1 else "")
+            + (", context-parallel: s/c per rank" if c in term.bytes.free_symbols else ""))
 
 
 def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | None = None,

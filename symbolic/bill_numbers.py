@@ -106,6 +106,7 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
     return {"structure": list(structure(model)), "sp": layout.sp, "recompute": layout.recompute,
             "dtype": layout.dtype, "pipeline": layout.pp > 1, "interleaved": layout.interleave > 1,
             "optimizer": layout.optimizer, "zero": layout.zero, "hand_filled": params_hand is not None,
+            "context_parallel": layout.cp > 1,
             "micro_batches": layout.iteration_micro_batches() * layout.dp}
 
 
@@ -131,7 +132,7 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     states_bytes, activation_bytes = total("model_states"), total("activations")
     hardware_flops = whole(total("flops"))
     micro_batches = layout.iteration_micro_batches() * layout.dp
-    gpus = layout.tp * layout.pp * layout.dp
+    gpus = layout.gpus  # t·p·d·c: the whole model's FLOPs are the same with CP, spread over c times the GPUs
     totals = {
         "params": params_config,
         "params_eq2": whole(evaluate_formula(derived.formulas["params_eq2"], values)),

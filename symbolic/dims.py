@@ -30,6 +30,7 @@ E_s   shared experts of an MoE layer                               this code
 f_e   one expert's FFN inner width                                 this code
 T_e   tokens routed to one expert (balanced: s b k / E)            this code
 e     expert-parallel size                                         this code
+c     context-parallel size (sequence split over c ranks)          Liu et al. 2023; Megatron-LM CP
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -82,6 +83,9 @@ DIMENSIONS: dict[str, Dimension] = {
         _dim("f_e", "FFN inner width of one expert", "f_{e}"),
         _dim("T_e", "tokens routed to one expert; balanced routing: T_e = s b k / E", "T_{e}"),
         _dim("e", "expert-parallel size (experts split over e GPUs)"),
+        # Context parallelism (ring attention, Liu et al. 2023, arXiv 2310.01889; Megatron-LM's
+        # --context-parallel-size; seed 004 §06.2): each of c ranks holds s/c of every sequence.
+        _dim("c", "context-parallel size (each rank holds s/c of the sequence)"),
     )
 }
 
@@ -92,5 +96,7 @@ s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
 )
 
 g, E, k, E_s, f_e, T_e, e = (SYMBOLS[n] for n in ("g", "E", "k", "E_s", "f_e", "T_e", "e"))
+
+c = SYMBOLS["c"]
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

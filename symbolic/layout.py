@@ -29,6 +29,10 @@ class Layout:
     (v); 1 means the plain 1F1B schedule. dtype: float activation dtype.
     global_batch: sequences per iteration; 0 means micro_batch × dp (one
     micro-batch per data-parallel rank, no gradient accumulation).
+    cp: context-parallel size c (1 means disabled): every sequence split over
+    c ranks (ring attention, Liu et al. 2023; Megatron-LM's
+    ``--context-parallel-size``). The GPUs are t·p·d·c; dp counts the
+    data-parallel replicas only (each one c ranks wide).
     """
 
     micro_batch: int = 1
@@ -43,20 +47,27 @@ class Layout:
     interleave: int = 1
     dtype: str = "bf16"
     global_batch: int = 0
+    cp: int = 1
 
     def strategy(self) -> "Strategy":
         """The activation strategy: the first pipeline stage whenever pp > 1."""
         from .strategies import Strategy  # sympy: imported when an expression is wanted
 
         return Strategy(tensor_parallel=True, sequence_parallel=self.sp, recompute=self.recompute,
-                        dtype=self.dtype, pipeline=self.pp > 1, interleaved=self.interleave > 1)
+                        dtype=self.dtype, pipeline=self.pp > 1, interleaved=self.interleave > 1,
+                        context_parallel=self.cp > 1)
 
     def values(self, model: ModelConfig) -> dict[str, int]:
         """Dimension values, papers' letters, for the model under this layout."""
         values = model.values()
         values.update(s=self.seq or model.seq, b=self.micro_batch, t=self.tp, p=self.pp, d=self.dp,
-                      v=self.interleave)
+                      v=self.interleave, c=self.cp)
         return values
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the layout occupies: t·p·d·c."""
+        return self.tp * self.pp * self.dp * self.cp
 
     def iteration_micro_batches(self) -> int:
         """Micro-batches per data-parallel rank per iteration."""
@@ -71,7 +82,7 @@ class Layout:
         return True
 
     def validate(self, model: ModelConfig) -> "Layout":
-        for name in ("micro_batch", "tp", "pp", "dp", "interleave"):
+        for name in ("micro_batch", "tp", "pp", "dp", "interleave", "cp"):
             positive_int(name, getattr(self, name))
         if self.seq:
             positive_int("seq", self.seq)
@@ -94,8 +105,14 @@ class Layout:
             raise ConfigError(f"expert ffn width ({values['f_e']}) must be divisible by tp ({self.tp})")
         if values["f"] % self.tp:
             raise ConfigError(f"ffn width ({values['f']}) must be divisible by tp ({self.tp})")
-        if self.sp and values["s"] % self.tp:
-            raise ConfigError(f"seq ({values['s']}) must be divisible by tp ({self.tp}) under sequence parallelism")
+        if values["s"] % self.cp:
+            raise ConfigError(f"seq ({values['s']}) must be divisible by cp ({self.cp}): "
+                              "each context-parallel rank holds s/cp tokens; choose a cp that divides it")
+        if self.sp and values["s"] % (self.tp * self.cp):
+            # Megatron-LM splits the sequence by cp first, then SP splits each rank's s/cp by t.
+            raise ConfigError(f"seq ({values['s']}) must be divisible by tp×cp ({self.tp}×{self.cp}) under "
+                              "sequence parallelism" if self.cp > 1 else
+                              f"seq ({values['s']}) must be divisible by tp ({self.tp}) under sequence parallelism")
         if model.layers % (self.pp * self.interleave):
             raise ConfigError(f"layers ({model.layers}) must be divisible by pp×interleave "
                               f"({self.pp}×{self.interleave}): choose sizes that divide the layer count")

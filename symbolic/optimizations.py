@@ -28,14 +28,14 @@ from typing import Callable
 
 from sympy import Expr, Symbol, cancel
 
-from .dims import L, d, p, s, t
+from .dims import L, d, p, t
 from .layout import Layout
 from .ledgers import activations as act_ledger
 from .ledgers import flops as flops_ledger
 from .ledgers import states
 from .ledgers.timeline import MemoryOptions
-from .strategies import Strategy
-from .tensors import Inventory, SavedTensor
+from .strategies import Strategy, context_parallel  # noqa: F401 (re-exported: seed 004's CP claims)
+from .tensors import Inventory
 
 #: One-direction bandwidth of the link an offload uses (bytes/s), and the
 #: sustained matmul throughput of the GPU (FLOP/s): not dimensions, the
@@ -173,24 +173,6 @@ def activation_offload_hidden(strategy: Strategy = Strategy(tensor_parallel=True
 def _layer_matmuls() -> Inventory:
     from .architectures import gpt
     return Inventory(tuple(mm for mm in gpt.matmuls() if mm.scope == "layer"))
-
-
-def context_parallel(inventory: Inventory, ways: Expr) -> Inventory:
-    """Context parallelism over ``ways`` ranks: each rank keeps s/ways of the
-    sequence (seed 004 §06.2; Liu et al. 2023). Tensors whose first axis is
-    the sequence shrink by ``ways``; a (b, a, s, s) score tensor keeps its
-    local queries against all keys, so it shrinks by ``ways`` once (its
-    query axis). Condition: ring-style attention, keys/values circulated."""
-    def shard(x: SavedTensor) -> SavedTensor:
-        shape = list(x.shape)
-        if shape and shape[0] == s:
-            shape[0] = s / ways
-        elif len(shape) == 4 and shape[2:] == [s, s]:
-            shape[2] = s / ways
-        elif len(shape) == 3 and shape[2] == s:  # log-sum-exp (b, a, s)
-            shape[2] = s / ways
-        return replace(x, shape=tuple(shape))
-    return inventory.map(shard, f"context_parallel({ways})")
 
 
 __all__ = ["OPTIMIZATIONS", "Optimization", "apply", "optimizer_offload_hidden", "activation_offload_hidden",

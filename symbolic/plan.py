@@ -22,16 +22,21 @@ What a plan models, and what it does not:
   1F1B and ``(p−1)/(v·m)`` interleaved, m = micro-batches per pipeline per
   iteration. Communication time, overlap and kernel efficiency differences
   are not modelled: the utilisation stands for all of them.
-* **Valid layouts**: t·p·d = N; :meth:`Layout.validate` (heads and FFN width
-  divisible by t, layers by p·v, s by t under SP, global batch by b·d); and
+* **Valid layouts**: t·p·d·c = N; :meth:`Layout.validate` (heads and FFN width
+  divisible by t, layers by p·v, s by c and by t·c under SP, global batch by b·d); and
   the rules of the frameworks the papers used, stated where applied: t within
   one node (Narayanan et al. 2021 §3.3, takeaway #1), interleaving only when
   the micro-batches per pipeline are a multiple of p (Megatron-LM's
   ``get_forward_backward_func`` asserts it for the interleaved schedule),
   ZeRO-2/3 not combined with pp > 1 (DeepSpeed's ``PipelineEngine`` asserts
   ZeRO stage < 2: "incompatible with pipeline parallelism"), ZeRO only with d > 1 and
-  SP only with t > 1 (otherwise the same layout twice). Context parallelism
-  is not modelled by the engine yet, so it is not swept.
+  SP only with t > 1 (otherwise the same layout twice).
+* **Context parallelism** (c, ``Layout.cp``): swept over the divisors of N
+  that divide s (t·c under SP: Megatron-LM splits the sequence by c, then SP
+  splits each rank's s/c by t), t·p·d·c = N; activations /c, weights
+  replicated on the c ranks, ZeRO over d·c (as the bill). Its ring
+  communication is not modelled, so at equal time per sequence a layout with
+  fewer context-parallel ranks ranks first.
 """
 from __future__ import annotations
 
@@ -43,7 +48,7 @@ from typing import Mapping
 import numpy as np
 from sympy import Add, Expr, Rational
 
-from .dims import E, E_s, L, Psi, V, a, b, d, f, f_e, g, h, k, p, s, t, v
+from .dims import E, E_s, L, Psi, V, a, b, c, d, f, f_e, g, h, k, p, s, t, v
 from .layout import Layout
 from .ledgers import activations, flops, params, states
 from .models import ConfigError, ModelConfig, positive_int
@@ -51,8 +56,9 @@ from .numeric import exact, vectorize
 from .strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 
 #: The argument list of every vectorised ledger function (unused ones are ignored):
-#: the GPT letters, then the LLaMA/MoE ones (key/value heads, experts, top-k, shared, expert width).
-ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e)
+#: the GPT letters, then the LLaMA/MoE ones (key/value heads, experts, top-k, shared, expert width),
+#: then the context-parallel size.
+ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c)
 #: The model's letters a plan holds fixed while it sweeps the layout's.
 MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e")
 #: Pipeline schedules as the bill accounts them: no pipeline (pp = 1), the
@@ -102,26 +108,28 @@ def params_expr(structure: tuple) -> Expr:
 
 
 @lru_cache(maxsize=None)
-def states_expr(optimizer: str, zero: int) -> Expr:
-    """Model-state bytes per GPU in Psi, t, p, d (the bill's ``model_states`` lines, summed)."""
-    return Add(*states.blocks(states.RECIPES[optimizer], zero).values())
+def states_expr(optimizer: str, zero: int, cp: bool = False) -> Expr:
+    """Model-state bytes per GPU in Psi, t, p, d (and c under context parallelism: ZeRO over d·c),
+    the bill's ``model_states`` lines, summed."""
+    return Add(*states.blocks(states.RECIPES[optimizer], zero, context_parallel=c if cp else 1).values())
 
 
 def schedule_of(layout: Layout) -> str:
     return "none" if layout.pp == 1 else ("interleaved" if layout.interleave > 1 else "1f1b")
 
 
-def _representative(sp: bool, recompute: str, dtype: str, schedule: str) -> Layout:
+def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool = False) -> Layout:
     """A layout with this schedule, so that :meth:`Layout.strategy` maps it as the bill does."""
     return Layout(sp=sp, recompute=recompute, dtype=dtype, pp=1 if schedule == "none" else 2,
-                  interleave=2 if schedule == "interleaved" else 1)
+                  interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1)
 
 
 @lru_cache(maxsize=None)
-def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str) -> Expr:
+def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str,
+                     cp: bool = False) -> Expr:
     """Activation bytes per GPU on the stage accounted (the bill's ``activations`` lines, summed):
     chunks in flight × layers per chunk × each saved tensor's bytes."""
-    strategy = _representative(sp, recompute, dtype, schedule).strategy()
+    strategy = _representative(sp, recompute, dtype, schedule, cp).strategy()
     in_flight, layers_held = strategy.layers_held()
     inventory = activations.layer_inventory(strategy, _inventories(structure)[1])
     return Add(*(in_flight * layers_held * term.bytes for term in inventory))
@@ -167,19 +175,20 @@ class Group:
     dtype: str = "bf16"
     #: the model's :func:`symbolic.bill.structure` (arch, symbolic ffn, tied, positions, shared experts)
     structure: tuple = ("gpt", False, True, "learned", False)
+    cp: bool = False  #: context parallelism on (c > 1)
 
     @classmethod
     def of(cls, model: ModelConfig, layout: Layout) -> "Group":
         from .bill import structure
         return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
-                   layout.dtype, structure(model))
+                   layout.dtype, structure(model), layout.cp > 1)
 
     def expressions(self) -> dict[str, Expr]:
         """The bill's ledgers as expressions in the papers' letters (Psi: the count the states use)."""
         return {"params": params_expr(self.structure),
-                "model_states_bytes": states_expr(self.optimizer, self.zero),
+                "model_states_bytes": states_expr(self.optimizer, self.zero, self.cp),
                 "activation_bytes": activations_expr(self.structure, self.sp, self.recompute, self.dtype,
-                                                     self.schedule),
+                                                     self.schedule, self.cp),
                 "flops_per_micro_batch": flops_expr(self.structure, self.recompute),
                 "model_flops_per_micro_batch": model_flops_expr(self.structure)}
 
@@ -187,7 +196,7 @@ class Group:
 def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand=None) -> dict[str, np.ndarray]:
     """The bill's totals for arrays of configurations sharing ``group``, vectorised.
 
-    ``values``: arrays (or scalars) for the letters s b h a L V t p d f v;
+    ``values``: arrays (or scalars) for the letters s b h a L V t p d f v (and c);
     ``micro_batches``: micro-batches per iteration, all data-parallel ranks
     together (the bill's ``iteration_micro_batches × dp``). Floats: for
     screening and ranking; :func:`exact_totals` gives the exact numbers.
@@ -219,7 +228,7 @@ def exact_totals(model: ModelConfig, layout: Layout, params_hand: int | None = N
     micro_batches = layout.iteration_micro_batches() * layout.dp
     flops_iteration = int(exact(exprs["flops_per_micro_batch"], values)) * micro_batches
     model_flops = int(exact(exprs["model_flops_per_micro_batch"], values)) * micro_batches
-    gpus = layout.tp * layout.pp * layout.dp
+    gpus = layout.gpus
     return {"params": count, "model_states_bytes": model_states, "activation_bytes": acts,
             "total_bytes": _whole(Rational(model_states) + acts), "flops_per_iteration": flops_iteration,
             "model_flops_per_iteration": model_flops, "flops_per_gpu_per_iteration": Rational(flops_iteration, gpus)}
@@ -239,7 +248,7 @@ def divisors(n: int) -> list[int]:
 
 
 #: Options a plan can fix (None: sweep it).
-FIXABLE = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute")
+FIXABLE = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "cp")
 
 
 @dataclass
@@ -258,7 +267,7 @@ class Planned:
 
     def as_dict(self) -> dict[str, object]:
         lay = self.layout
-        out = {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "micro_batch": lay.micro_batch,
+        out = {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "micro_batch": lay.micro_batch,
                "zero": lay.zero, "recompute": lay.recompute, "sp": lay.sp, "interleave": lay.interleave,
                "seq": lay.seq, "global_batch": lay.global_batch, "optimizer": lay.optimizer,
                "dtype": lay.dtype, "micro_batches_per_pipeline": self.micro_batches_per_pipeline}
@@ -394,10 +403,10 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
     s_, heads, layers, ffn = values["s"], model.heads, model.layers, values["f"]
     kv = f", the key/value heads ({values['g']})" if "g" in values else ""
     ffn_e = f", the expert FFN width ({values['f_e']})" if "f_e" in values else ""
-    rules = [f"t·p·d = {gpus}", f"t divides heads ({heads}){kv}{ffn_e} and the FFN width ({ffn}); "
+    rules = [f"t·p·d·c = {gpus}", f"c divides s ({s_})", f"t divides heads ({heads}){kv}{ffn_e} and the FFN width ({ffn}); "
              f"t ≤ {gpus_per_node} "
              "GPUs per node (Narayanan et al. 2021 §3.3)", f"p·v divides the layers ({layers})",
-             "SP only with t > 1, s divisible by t", "ZeRO only with d > 1; ZeRO-2/3 only with p = 1 "
+             "SP only with t > 1, s divisible by t·c", "ZeRO only with d > 1; ZeRO-2/3 only with p = 1 "
              "(DeepSpeed's pipeline engine supports ZeRO-1)",
              "interleaving (v > 1) only with p > 1 and micro-batches per pipeline a multiple of p (Megatron-LM)"]
     if global_batch:
@@ -407,11 +416,12 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                      f"b in powers of two up to {max_micro_batch}")
 
     rows = []
-    for tp in divisors(gpus):
+    for cp, tp in ((cp, tp) for cp in divisors(gpus) if s_ % cp == 0 and fixed.get("cp", cp) == cp
+                   for tp in divisors(gpus // cp)):
         if heads % tp or ffn % tp or tp > gpus_per_node or fixed.get("tp", tp) != tp:
             continue
-        for pp in divisors(gpus // tp):
-            dp = gpus // (tp * pp)
+        for pp in divisors(gpus // (cp * tp)):
+            dp = gpus // (cp * tp * pp)
             if layers % pp or fixed.get("pp", pp) != pp or fixed.get("dp", dp) != dp:
                 continue
             if global_batch:
@@ -423,7 +433,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
             micro = [mb for mb in micro if fixed.get("micro_batch", mb) == mb]
             chunks = [1] + ([vv for vv in divisors(layers // pp) if vv > 1] if pp > 1 else [])
             zeros = [0] if dp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
-            sps = [False, True] if tp > 1 and s_ % tp == 0 else [False]
+            sps = [False, True] if tp > 1 and s_ % (tp * cp) == 0 else [False]
             for mb in micro:
                 m = (global_batch // (mb * dp)) if global_batch else 1
                 for vv in chunks:
@@ -437,13 +447,13 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                         for sp in sps:
                             if fixed.get("sp", sp) != sp or not Layout(
                                     micro_batch=mb, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, interleave=vv,
-                                    zero=zero, global_batch=global_batch).is_valid(model):
+                                    zero=zero, global_batch=global_batch, cp=cp).is_valid(model):
                                 continue
                             for rc in range(3):
                                 if fixed.get("recompute", RECOMPUTE_ORDER[rc]) != RECOMPUTE_ORDER[rc]:
                                     continue
-                                rows.append((tp, pp, dp, mb, vv, zero, sp, rc, m))
-    names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches")
+                                rows.append((tp, pp, dp, mb, vv, zero, sp, rc, m, cp))
+    names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp")
     array = np.array(rows, dtype=np.int64).reshape(-1, len(names))
     return {name: array[:, k] for k, name in enumerate(names)}, rules
 
@@ -483,23 +493,24 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                           + (f" with global batch {global_batch}" if global_batch else "")
                           + (f" and {dict(_fixed(fixed))}" if _fixed(fixed) else "")
                           + ": choose a GPU count whose factors divide the heads "
-                          f"({model.heads}) and layers ({model.layers})"
+                          f"({model.heads}) and layers ({model.layers}), and a cp that divides s ({seq})"
                           + (" and a global batch divisible by the data-parallel size" if global_batch else ""))
     values = Layout(seq=seq).values(model)
     scalars = {k: values[k] for k in MODEL_LETTERS if k in values}
     cols = {"t": table["tp"], "p": table["pp"], "d": table["dp"], "b": table["micro_batch"],
-            "v": table["interleave"]}
+            "v": table["interleave"], "c": table["cp"]}
     micro_batches_total = table["micro_batches"] * table["dp"]
     out = {k: np.empty(n) for k in ("params", "model_states_bytes", "activation_bytes", "total_bytes",
                                      "flops_per_iteration", "model_flops_per_iteration")}
     schedule = np.where(table["pp"] == 1, 0, np.where(table["interleave"] > 1, 2, 1))
     # One group per discrete choice: the expressions differ in shape, not in values.
-    key = ((table["sp"] * 3 + table["recompute"]) * 4 + table["zero"]) * 3 + schedule
+    context = (table["cp"] > 1).astype(np.int64)
+    key = (((context * 2 + table["sp"]) * 3 + table["recompute"]) * 4 + table["zero"]) * 3 + schedule
     for choice in np.unique(key):
         idx = np.flatnonzero(key == choice)
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
-                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure)
+                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]))
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         result = sweep(group, vals, micro_batches_total[idx], params_hand)
         for name, arr in result.items():
@@ -511,7 +522,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     for i in near:
         layout = _layout_from(table, int(i), seq, global_batch, optimizer, dtype)
         fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
-    gpus_total = table["tp"] * table["pp"] * table["dp"]
+    gpus_total = table["tp"] * table["pp"] * table["dp"] * table["cp"]
     bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
     step = step_seconds(out["flops_per_iteration"] / gpus_total, bubble, hardware)
     sequences = table["micro_batch"] * micro_batches_total
@@ -520,11 +531,21 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                  recompute_overhead=out["flops_per_iteration"] / out["model_flops_per_iteration"] - 1,
                  headroom=usable - out["total_bytes"])
     fit_idx = np.flatnonzero(fits)
-    # Fastest per sequence, then most headroom, then fewest model-parallel ways.
+    # Fastest per sequence, then fewest context-parallel ranks (their ring communication is not
+    # modelled), then most headroom, then fewest model-parallel ways. Times equal but for float
+    # rounding (a CP layout and its cp = 1 twin) compare equal: 12 significant digits.
     order = fit_idx[np.lexsort((table["tp"][fit_idx] * table["pp"][fit_idx], -table["headroom"][fit_idx],
-                                table["seconds_per_sequence"][fit_idx]))]
+                                table["cp"][fit_idx], _significant(table["seconds_per_sequence"][fit_idx])))]
     return Plan(model, gpus, gpu_memory, margin, hardware, seq, global_batch, params_hand, optimizer, dtype,
                 table, order, rules)
+
+
+def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
+    """``x`` (positive) rounded to ``digits`` significant digits: a sort key that ties float noise."""
+    if x.size == 0:
+        return x
+    scale = 10.0 ** (np.floor(np.log10(x)) - (digits - 1))
+    return np.round(x / scale) * scale
 
 
 def _layout_from(table, i, seq, global_batch, optimizer, dtype) -> Layout:
@@ -532,4 +553,4 @@ def _layout_from(table, i, seq, global_batch, optimizer, dtype) -> Layout:
                   pp=int(table["pp"][i]), dp=int(table["dp"][i]), sp=bool(table["sp"][i]),
                   recompute=RECOMPUTE_ORDER[table["recompute"][i]], zero=int(table["zero"][i]),
                   optimizer=optimizer, interleave=int(table["interleave"][i]), dtype=dtype,
-                  global_batch=global_batch)
+                  global_batch=global_batch, cp=int(table["cp"][i]))

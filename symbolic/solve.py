@@ -88,9 +88,9 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
         raise ConfigError(f"margin ({margin:,} B) must be at least 0 and below the GPU memory ({gpu_memory:,} B)")
     usable = gpu_memory - margin
     symbol = TARGETS[target]
-    # The smallest valid value: s must be a multiple of t under SP; validate raises
+    # The smallest valid value: s must be a multiple of c (of t·c under SP); validate raises
     # the error naming any other field that is wrong.
-    smallest = layout.tp if target == "seq" and layout.sp else 1
+    smallest = layout.cp * (layout.tp if layout.sp else 1) if target == "seq" else 1
     layout = replace(layout, **{target: smallest}).validate(model)
     with_psi, total = memory_expr(model, layout, params_hand)
     x = Dummy(symbol.name, positive=True)

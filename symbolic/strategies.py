@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer
+from sympy import Expr, Integer, sympify
 
 from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
-from .dims import L, p, t, v
+from .dims import L, T_e, c, p, s, t, v
 from .tensors import DTYPE_BYTES, Axis, Group, Inventory, SavedTensor
 
 
@@ -36,6 +36,34 @@ def sequence_parallel(inventory: Inventory, ways: Expr = t) -> Inventory:
     return inventory.map(lambda x: x.shard(ways) if x.split is Axis.SEQUENCE else x, f"sequence_parallel({ways})")
 
 
+def context_parallel(inventory: Inventory, ways: Expr = c) -> Inventory:
+    """Split every sequence over ``ways`` ranks (context parallelism: ring
+    attention, Liu et al. 2023, arXiv 2310.01889; Megatron-LM's
+    ``--context-parallel-size``; seed 004 §06.2).
+
+    Each rank only ever holds its s/ways tokens: every shape entry that counts
+    this rank's tokens — s, and the tokens routed to one expert T_e (∝ s) —
+    is divided by ``ways``. The one exception is the key axis of a score
+    matrix (b, a, s, s): a rank's queries attend to all s keys, so the score
+    tensor shrinks once, along its query axis. Condition: ring-style
+    attention, keys and values circulated among the ranks (not saved), the
+    loss computed on each rank's own tokens.
+
+    A shape rewrite, not a split axis: a term carries one parallel axis
+    (``split``/``split_dim``, TP or SP), and context parallelism is a second
+    split of the same tensors, so it composes with TP, SP and recompute by
+    rewriting the logical shape (``Axis.CONTEXT`` stays unused).
+    """
+    local = {s: s / ways, T_e: T_e / ways}
+
+    def shard(x: SavedTensor) -> SavedTensor:
+        shape = list(x.shape)
+        keys = len(shape) - 1 if len(shape) >= 2 and shape[-2:] == [s, s] else None
+        shape = [entry if i == keys else sympify(entry).xreplace(local) for i, entry in enumerate(shape)]
+        return replace(x, shape=tuple(shape))
+    return inventory.map(shard, f"context_parallel({ways})")
+
+
 def selective_recompute(inventory: Inventory) -> Inventory:
     """Drop the attention core — softmax output, its dropout mask and output —
     and recompute it in backward (Korthikanti §5): the 5as/h term goes."""
@@ -47,7 +75,9 @@ def full_recompute(inventory: Inventory) -> Inventory:
 
     Korthikanti Table 2 and §4.3: the kept input is *not* divided by t — that
     would need an extra all-gather — so it is stored whole, whatever sharding
-    was applied before.
+    was applied before. Under context parallelism it *is* divided by c: a rank
+    only ever has its own s/c tokens (:func:`context_parallel` rewrote the
+    shape, which is kept).
     """
     def keep_input(x: SavedTensor):
         if x.group is not Group.LAYER_INPUT:
@@ -90,6 +120,8 @@ class Strategy:
     holding the most micro-batches) instead of one replica of all L layers.
     in_flight: micro-batches in flight on that stage; ``None`` means the 1F1B
     schedule's p. interleaved: the interleaved schedule with v chunks per stage.
+    context_parallel: split every sequence over c ranks (:func:`context_parallel`);
+    composes with TP/SP (under SP each rank holds s/(c t)) and recompute.
     """
 
     tensor_parallel: bool = False
@@ -99,6 +131,7 @@ class Strategy:
     pipeline: bool = False
     in_flight: Expr | None = None
     interleaved: bool = False
+    context_parallel: bool = False
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE:
@@ -114,7 +147,10 @@ class Strategy:
 
     def shard(self, inventory: Inventory) -> Inventory:
         """The dtype and the TP/SP sharding of this strategy, without recompute
-        (what the output side — final norm, logits, loss — is subject to)."""
+        (what the output side — final norm, logits, loss — is subject to),
+        and the context-parallel split of the sequence when on."""
+        if self.context_parallel:
+            inventory = context_parallel(inventory)
         if self.dtype != "bf16":
             inventory = activation_dtype(inventory, self.dtype)
         if self.tensor_parallel:
@@ -150,6 +186,8 @@ class Strategy:
         parts = []
         if self.tensor_parallel:
             parts.append("TP" + ("+SP" if self.sequence_parallel else ""))
+        if self.context_parallel:
+            parts.append("context parallel (s/c per rank)")
         parts.append({"none": "no recompute", "selective": "selective recompute",
                       "full": "full recompute"}[self.recompute])
         parts.append(f"{self.dtype} activations ({DTYPE_BYTES[self.dtype]} B/elem), 1 B masks")

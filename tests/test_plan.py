@@ -84,18 +84,18 @@ def test_every_layout_is_valid_and_all_valid_layouts_are_swept():
     swept = set()
     for i in range(result.evaluated):
         layout = result.layout_at(i).validate(model)
-        assert layout.tp * layout.pp * layout.dp == 16
-        swept.add(_key(layout))
+        assert layout.tp * layout.pp * layout.dp * layout.cp == 16
+        swept.add(_key(layout) + (layout.cp,))
     expected = set()
-    for tp, pp in itertools.product(divisors(16), repeat=2):
-        if 16 % (tp * pp) or tp > 8:
+    for tp, pp, cp in itertools.product(divisors(16), repeat=3):
+        if 16 % (tp * pp * cp) or tp > 8:
             continue
-        dp = 16 // (tp * pp)
-        # b·d divides 32; v > 1 needs p ≥ 2, so v ≤ L/p = 24
+        dp = 16 // (tp * pp * cp)
+        # b·d divides 32; v > 1 needs p ≥ 2, so v ≤ L/p = 24; c divides s (t·c under SP): validate says
         for mb, v, sp, rc, zero in itertools.product(range(1, 33), range(1, 25), (False, True),
                                                     ("none", "selective", "full"), range(4)):
             layout = Layout(micro_batch=mb, tp=tp, pp=pp, dp=dp, sp=sp, recompute=rc, zero=zero, interleave=v,
-                            global_batch=32)
+                            global_batch=32, cp=cp)
             try:
                 layout.validate(model)
             except ConfigError:
@@ -103,8 +103,9 @@ def test_every_layout_is_valid_and_all_valid_layouts_are_swept():
             m = 32 // (mb * dp)
             if (sp and tp == 1) or (zero and dp == 1) or (zero >= 2 and pp > 1) or (v > 1 and m % pp):
                 continue  # the plan's stated framework rules
-            expected.add(_key(layout))
+            expected.add(_key(layout) + (cp,))
     assert swept == expected
+    assert {key[-1] for key in swept} == {1, 2, 4, 8, 16}  # context parallelism is swept
 
 
 def test_ranking_and_time_model(plan_175b):

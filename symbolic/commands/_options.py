@@ -88,6 +88,8 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tp", type=_positive, default=1, help="tensor-parallel size t")
     group.add_argument("--pp", type=_positive, default=1, help="pipeline-parallel size p")
     group.add_argument("--dp", type=_positive, default=1, help="data-parallel size d")
+    group.add_argument("--cp", type=_positive, default=1,
+                       help="context-parallel size c: each sequence split over c ranks (GPUs = t·p·d·c)")
     group.add_argument("--sp", action="store_true", help="sequence parallelism over the TP group")
     group.add_argument("--recompute", choices=RECOMPUTE, default="none", help="activation recompute")
     group.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage over d")
@@ -103,4 +105,5 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
 def layout_from_args(args) -> Layout:
     return Layout(micro_batch=args.micro_batch, seq=args.seq, tp=args.tp, pp=args.pp, dp=args.dp,
                   sp=args.sp, recompute=args.recompute, zero=args.zero, optimizer=args.optimizer,
-                  interleave=args.interleave, dtype=args.dtype, global_batch=args.global_batch)
+                  interleave=args.interleave, dtype=args.dtype, global_batch=args.global_batch,
+                  cp=getattr(args, "cp", 1))

@@ -35,6 +35,9 @@ def run(args) -> int:
 
     model = _options.load_model(args)
     layout = _options.layout_from_args(args)
+    if layout.cp > 1:
+        raise ConfigError(f"--cp {layout.cp}: the calculator page has no context-parallel input; "
+                          "use `symbolic bill` or `symbolic plan` with --cp")
     if args.params is None:  # the model's size label, where it reads as a count
         try:
             params_hand = _options.parse_count(model.params_label) if model.params_label else None

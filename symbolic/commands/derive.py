@@ -33,6 +33,8 @@ def add_arguments(parser) -> None:
                              "also prints the expression at the model's dimensions (L, h, a, V, s, ...)")
     parser.add_argument("--tp", action="store_true", help="tensor parallelism (divides by t)")
     parser.add_argument("--sp", action="store_true", help="sequence parallelism (needs --tp)")
+    parser.add_argument("--cp", action="store_true",
+                        help="context parallelism: each of c ranks holds s/c of the sequence")
     parser.add_argument("--recompute", choices=RECOMPUTE, default="none")
     parser.add_argument("--dtype", choices=FLOAT_ACTIVATION_DTYPES, default="bf16", help="activation dtype")
     parser.add_argument("--pipeline", action="store_true", help="first pipeline stage (1F1B: p in flight)")
@@ -60,6 +62,8 @@ def _quantity_options(name: str, args) -> dict:
     if family == "activations":
         options = dict(tensor_parallel=args.tp, sequence_parallel=args.sp, recompute=args.recompute, dtype=args.dtype,
                        pipeline=args.pipeline, interleaved=args.interleave)
+        if args.cp:  # only when asked: the options printed for the other layouts stay as they were
+            options["context_parallel"] = True
         if name == "activations.interleave_factor":
             options.pop("pipeline")
             options.pop("interleaved")

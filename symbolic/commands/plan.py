@@ -5,7 +5,7 @@ import argparse
 
 from . import _options
 
-HELP = "sweep every valid layout (t, p, d, b, v, ZeRO, SP, recompute) on N GPUs; rank those that fit"
+HELP = "sweep every valid layout (t, p, d, c, b, v, ZeRO, SP, recompute) on N GPUs; rank those that fit"
 
 
 def _fraction(text: str) -> float:
@@ -71,7 +71,7 @@ def parse_margin(text: str, gpu_memory: int) -> int:
 
 def add_arguments(parser) -> None:
     _options.add_model_argument(parser)
-    parser.add_argument("--gpus", type=_options._positive, required=True, help="number of GPUs N = t·p·d")
+    parser.add_argument("--gpus", type=_options._positive, required=True, help="number of GPUs N = t·p·d·c")
     parser.add_argument("--seq", type=_options._positive, default=0, help="sequence length s (default: the model's)")
     parser.add_argument("--global-batch", type=_options._positive, default=0,
                         help="sequences per iteration (default: one micro-batch per data-parallel rank)")
@@ -89,6 +89,8 @@ def add_arguments(parser) -> None:
     sweep.add_argument("--tp", type=_options._positive, help="fix the tensor-parallel size")
     sweep.add_argument("--pp", type=_options._positive, help="fix the pipeline-parallel size")
     sweep.add_argument("--dp", type=_options._positive, help="fix the data-parallel size")
+    sweep.add_argument("--cp", type=_options._positive,
+                       help="fix the context-parallel size c (1: no context parallelism)")
     sweep.add_argument("--micro-batch", type=_options._positive, help="fix the micro-batch size")
     sweep.add_argument("--interleave", type=_options._positive, help="fix the model chunks per stage (v)")
     sweep.add_argument("--zero", type=_zero, help="fix the ZeRO stage")
@@ -137,7 +139,8 @@ def _assumptions(result) -> dict[str, str]:
         "time": (f"step = hardware FLOPs per GPU (recompute included) / ({result.hardware.describe()}) "
                  "× (1 + pipeline bubble (p−1)/(v·m)), m = micro-batches per pipeline per iteration "
                  "(Narayanan et al. 2021 §2.2); communication not modelled"),
-        "rank": "time per sequence (= step time at a fixed global batch), then headroom, then fewest t·p",
+        "rank": ("time per sequence (= step time at a fixed global batch), then fewest context-parallel ranks "
+                 "(their ring communication is not modelled), then headroom, then fewest t·p"),
     }
 
 
@@ -164,14 +167,14 @@ def render_text(result, shown, closest, elapsed: float) -> str:
                        f"(states {fmt(closest.totals['model_states_bytes'], 'GB')} + activations "
                        f"{fmt(closest.totals['activation_bytes'], 'GB')}): misses by {fmt(miss, 'GB')}")
         return "\n".join(out)
-    header = (f"{'#':>3} {'t':>2} {'p':>3} {'d':>4} {'v':>2} {'b':>3} {'m':>4} {'ZeRO':>4} {'SP':>3} "
+    header = (f"{'#':>3} {'t':>2} {'p':>3} {'d':>4} {'c':>3} {'v':>2} {'b':>3} {'m':>4} {'ZeRO':>4} {'SP':>3} "
               f"{'recompute':<9} {'states':>9} {'activ.':>9} {'total':>9} {'headroom':>9} "
               f"{'TFLOPs/GPU':>10} {'step':>8} {'bubble':>6}  binding")
     out.append(header)
-    out.append(f"{'':>45}{'GB':>9} {'GB':>9} {'GB':>9} {'GB':>9} {'per step':>10} {'s':>8}")
+    out.append(f"{'':>49}{'GB':>9} {'GB':>9} {'GB':>9} {'GB':>9} {'per step':>10} {'s':>8}")
     for rank, item in enumerate(shown, 1):
         lay, tot = item.layout, item.totals
-        out.append(f"{rank:>3} {lay.tp:>2} {lay.pp:>3} {lay.dp:>4} {lay.interleave:>2} {lay.micro_batch:>3} "
+        out.append(f"{rank:>3} {lay.tp:>2} {lay.pp:>3} {lay.dp:>4} {lay.cp:>3} {lay.interleave:>2} {lay.micro_batch:>3} "
                    f"{item.micro_batches_per_pipeline:>4} {lay.zero:>4} {'yes' if lay.sp else 'no':>3} "
                    f"{lay.recompute:<9} {_gb(tot['model_states_bytes']):>9} {_gb(tot['activation_bytes']):>9} "
                    f"{_gb(tot['total_bytes']):>9} {_gb(item.headroom_bytes):>9} "
@@ -196,7 +199,7 @@ def _num(value, unit: int) -> str:
 
 
 def _describe(layout) -> str:
-    return (f"t={layout.tp} p={layout.pp} d={layout.dp} v={layout.interleave} b={layout.micro_batch} "
+    return (f"t={layout.tp} p={layout.pp} d={layout.dp} c={layout.cp} v={layout.interleave} b={layout.micro_batch} "
             f"ZeRO-{layout.zero}{' SP' if layout.sp else ''} {layout.recompute} recompute")
 
 

@@ -37,7 +37,7 @@ def run(args) -> int:
 
 def _layout_words(layout) -> str:
     return (f"t={layout.tp} p={layout.pp} d={layout.dp} v={layout.interleave}"
-            + (" SP" if layout.sp else "")
+            + (" SP" if layout.sp else "") + (f" c={layout.cp}" if layout.cp > 1 else "")
             + f", {'no' if layout.recompute == 'none' else layout.recompute} recompute, ZeRO-{layout.zero}, "
             f"{layout.optimizer}, {layout.dtype} activations"
             + (f", global batch {layout.global_batch}" if layout.global_batch else ""))
@@ -78,6 +78,9 @@ def render_text(limit) -> str:
 
 def _why(limit) -> str:
     lay = limit.layout
+    if limit.target == "seq" and lay.cp > 1:
+        return (f"s must be a multiple of t·c = {lay.tp}·{lay.cp} under sequence and context parallelism" if lay.sp
+                else f"s must be a multiple of c = {lay.cp} under context parallelism")
     if limit.target == "seq" and lay.sp:
         return f"s must be a multiple of t = {lay.tp} under sequence parallelism"
     if limit.target == "micro_batch" and lay.global_batch:
@@ -112,7 +115,7 @@ def render_json(limit) -> str:
         "layout": {"micro_batch": lay.micro_batch, "seq": lay.seq or limit.model.seq, "tp": lay.tp, "pp": lay.pp,
                    "dp": lay.dp, "sp": lay.sp, "recompute": lay.recompute, "zero": lay.zero,
                    "optimizer": lay.optimizer, "interleave": lay.interleave, "dtype": lay.dtype,
-                   "global_batch": lay.global_batch},
+                   "global_batch": lay.global_batch, "cp": lay.cp},
         "check": {"value": getattr(lay, limit.target) or None, "total_bytes": num(limit.total_at_answer),
                   "fits": limit.answer_fits(), "next_value": limit.next_value,
                   "next_total_bytes": num(limit.total_at_next), "next_fits": limit.next_fits()},

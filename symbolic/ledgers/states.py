@@ -25,23 +25,34 @@ def sharded_over_data(kind: str, zero: int) -> bool:
 
 
 def blocks(recipe: Recipe, zero: int = 0, params: Expr = Psi,
-           tensor_parallel: Expr = t, pipeline_parallel: Expr = p, data_parallel: Expr = d) -> dict[str, Expr]:
+           tensor_parallel: Expr = t, pipeline_parallel: Expr = p, data_parallel: Expr = d,
+           context_parallel: Expr = Integer(1)) -> dict[str, Expr]:
     """Bytes per GPU of each block of ``recipe``.
 
     First-order sharding: every tensor is split evenly t·p ways (TP splits each
     weight, PP splits the layers) and ZeRO splits its kinds d ways. Replicated
     LayerNorm/bias parameters and uneven pipeline stages are neglected.
+
+    Context parallelism (``context_parallel`` = c) replicates the weights on
+    its c ranks, so without ZeRO nothing changes; with it, the sharded kinds
+    are split over the d·c ranks that hold the same weights: Megatron-LM's
+    distributed optimizer and its gradient reduce run on the data-parallel
+    group *with* context parallelism (``parallel_state.get_data_parallel_group(
+    with_context_parallel=True)``), as DeepSpeed-Ulysses shards ZeRO over
+    its sequence-parallel ranks too.
     """
     out = {}
     for block in recipe.blocks:
         ways = tensor_parallel * pipeline_parallel
         if sharded_over_data(block.kind, zero):
-            ways = ways * data_parallel
+            ways = ways * data_parallel * context_parallel
         out[block.name] = Integer(block.bytes) * params / ways
     return out
 
 
 def per_gpu(recipe: Recipe, zero: int = 0, params: Expr = Psi,
-            tensor_parallel: Expr = t, pipeline_parallel: Expr = p, data_parallel: Expr = d) -> Expr:
+            tensor_parallel: Expr = t, pipeline_parallel: Expr = p, data_parallel: Expr = d,
+            context_parallel: Expr = Integer(1)) -> Expr:
     """Model-state bytes per GPU: the sum of :func:`blocks`."""
-    return Add(*blocks(recipe, zero, params, tensor_parallel, pipeline_parallel, data_parallel).values())
+    return Add(*blocks(recipe, zero, params, tensor_parallel, pipeline_parallel, data_parallel,
+                       context_parallel).values())

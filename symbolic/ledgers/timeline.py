@@ -58,7 +58,7 @@ from sympy import Add, Expr, Integer, Max, Symbol, expand, sympify
 
 from ..dims import L, V, a, b, d, h, p, s, t, v
 from ..layout import Layout
-from ..models import ModelConfig
+from ..models import ConfigError, ModelConfig
 from ..numeric import exact_int
 from ..strategies import Strategy, interleave_in_flight, sequence_parallel, tensor_parallel
 from ..tensors import Axis, Group, Inventory, SavedTensor
@@ -435,6 +435,9 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     from ..bill import inventories  # here: the bill imports the ledgers
 
     layout.validate(model)
+    if layout.cp > 1:
+        raise ConfigError(f"cp {layout.cp}: the timeline does not model context parallelism (its ring buffers "
+                          "and work tensors); use cp 1 here — bill, plan and solve model it")
     param_inv, base, _ = inventories(model)
     strategy = layout.strategy()
     k, n, notes = in_flight(layout)

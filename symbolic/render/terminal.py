@@ -222,7 +222,8 @@ def renderables(bill: Bill) -> list:
     model, v = bill.model, bill.values
     header = Text.assemble((f"{model.name}", "bold"), f": {model.source}\n",
                            "  " + " ".join(f"{k}={v[k]}" for k in ("L", "h", "a", "V", "s", "f", "g", "E", "k", "E_s", "f_e") if k in v)
-                           + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v) + "\n",
+                           + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v)
+                           + (f" c={v['c']}" if v.get("c", 1) > 1 else "") + "\n",
                            f"  layer inventory: {model.arch}; activations: {bill.strategy}")
     out: list = [header]
     panel = approximations_panel(bill)
