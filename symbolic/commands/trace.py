@@ -131,11 +131,12 @@ def run(args) -> int:
 
     from .. import trace as tr
 
-    try:  # transformers' config warnings (token ids of a shrunk vocabulary...) are not ours to print
+    from importlib.util import find_spec
+
+    if find_spec("transformers") is not None:  # an --hf trace needs it; symbolic.trace says so if missing
         import transformers
+        # its config warnings (token ids of a shrunk vocabulary...) are not ours to print
         transformers.logging.set_verbosity_error()
-    except ImportError:
-        pass
     if args.degree < 1 or args.degree > 4:
         raise ConfigError("--degree must be between 1 and 4")
     if args.factory:
