@@ -19,29 +19,19 @@ def main() -> None:
 
     t0 = time.perf_counter()
     import torch
-    from sympy import Add
 
     from symbolic import trace as tr
-    from symbolic.architectures import llama
-    from symbolic.dims import a, b, f, g, h, s
-    from symbolic.ledgers import activations
+    from symbolic.dims import b, s
     t1 = time.perf_counter()
     torch.set_num_threads(max(1, torch.get_num_threads()))
 
-    cfg = tr.hf_config({"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4,
-                        "num_key_value_heads": 2, "intermediate_size": 48}, "sdpa")
-    want = activations.total_bytes(llama.saved_tensors())
-    layer_mm = llama.matmuls().select("layer")
-    fwd = Add(*(mm.forward_flops for mm in layer_mm))
-    bwd = Add(*(mm.backward_flops for mm in layer_mm)) + llama.fused_backward_recompute(layer_mm)
-    basis = tr.basis_of(want, fwd, bwd)
-    points = tr.design_points(basis, {s: [3, 4, 5], b: [2, 3], h: [24, 48, 96], a: [2, 4, 6], g: [1, 2],
-                                      f: [16, 40]}, lambda p: p[h] % p[a] == 0 and p[a] % p[g] == 0)
+    problem = tr.llama_layer_fit_problem()
+    points, basis = problem.points, problem.basis
     t2 = time.perf_counter()
-    fitted = tr.fit(tr.hf_layer_factory(cfg), points, basis, custom_flops=tr.cpu_sdpa_flops())
+    fitted = tr.fit(problem.factory, points, basis, custom_flops=tr.cpu_sdpa_flops())
     t3 = time.perf_counter()
-    same = not tr.compare(fitted.saved_total, want) and not tr.compare(fitted.forward_flops, fwd) \
-        and not tr.compare(fitted.backward_flops, bwd) and not fitted.unfitted
+    same = not tr.compare(fitted.saved_total, problem.saved) and not tr.compare(fitted.forward_flops, problem.forward) \
+        and not tr.compare(fitted.backward_flops, problem.backward) and not fitted.unfitted
     t4 = time.perf_counter()
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")

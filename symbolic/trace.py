@@ -567,6 +567,39 @@ def hf_layer_factory(cfg, dtype: str = "bfloat16", seed: int = 0) -> Callable[..
     return factory
 
 
+@dataclass(frozen=True)
+class FitProblem:
+    """A layer to fit (``factory``), where (``points``), in which monomials
+    (``basis``), and what the inventory declares for it: saved bytes, forward
+    and backward FLOPs."""
+
+    factory: Callable[..., tuple]
+    points: list
+    basis: list
+    saved: Expr
+    forward: Expr
+    backward: Expr
+
+
+def llama_layer_fit_problem() -> FitProblem:
+    """HF's ``LlamaDecoderLayer`` (sdpa attention, GQA, bf16) at distinct small
+    (s, b, h, a, g, f): the trace-fit the tests check and the benchmark times."""
+    from .architectures import llama
+    from .dims import a, b, f, g, h, s
+    from .ledgers.activations import total_bytes
+
+    cfg = hf_config({"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4,
+                     "num_key_value_heads": 2, "intermediate_size": 48}, "sdpa")
+    saved = total_bytes(llama.saved_tensors())
+    layer_mm = llama.matmuls().select("layer")
+    forward = Add(*(mm.forward_flops for mm in layer_mm))
+    backward = Add(*(mm.backward_flops for mm in layer_mm)) + llama.fused_backward_recompute(layer_mm)
+    basis = basis_of(saved, forward, backward)
+    points = design_points(basis, {s: [3, 4, 5], b: [2, 3], h: [24, 48, 96], a: [2, 4, 6], g: [1, 2],
+                                   f: [16, 40]}, lambda p: p[h] % p[a] == 0 and p[a] % p[g] == 0)
+    return FitProblem(hf_layer_factory(cfg), points, basis, saved, forward, backward)
+
+
 def hf_declared(cfg, backend: str = "cpu", dtype: str = "bfloat16"):
     """The declared (saved tensors, matmuls) inventories for a transformers
     config, and the FLOPs the attention kernel adds to backward.

@@ -51,3 +51,8 @@ def fmt(value, unit: str, decimals: int = 2) -> str:
     number = round_half_up(in_unit(value, unit), decimals)
     text = f"{number:,.{decimals}f}"
     return f"{text}%" if unit == "%" else f"{text} {unit}"
+
+
+def fmt_bytes(value, decimals: int = 2) -> str:
+    """A byte count in both units, decimal first: ``52.08 GB (48.50 GiB)``."""
+    return f"{fmt(value, 'GB', decimals)} ({fmt(value, 'GiB', decimals)})"

@@ -146,21 +146,13 @@ def test_fit_recovers_the_llama_inventory_term_by_term():
     require("torch")
     require("transformers")
     from symbolic import trace as tr
-    cfg = tr.hf_config({"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4,
-                        "num_key_value_heads": 2, "intermediate_size": 48}, "sdpa")
-    factory = tr.hf_layer_factory(cfg)
-    want = activations.total_bytes(llama.saved_tensors())
-    layer_mm = llama.matmuls().select("layer")
-    fwd = Add(*(mm.forward_flops for mm in layer_mm))
-    bwd = Add(*(mm.backward_flops for mm in layer_mm)) + llama.fused_backward_recompute(layer_mm)
-    basis = tr.basis_of(want, fwd, bwd)
-    points = tr.design_points(basis, {s: [3, 4, 5], b: [2, 3], h: [24, 48, 96], a: [2, 4, 6], g: [1, 2],
-                                      f: [16, 40]}, lambda p: p[h] % p[a] == 0 and p[a] % p[g] == 0)
-    fitted = tr.fit(factory, points, basis, custom_flops=tr.cpu_sdpa_flops())
+    problem = tr.llama_layer_fit_problem()
+    assert problem.saved == activations.total_bytes(llama.saved_tensors())
+    fitted = tr.fit(problem.factory, problem.points, problem.basis, custom_flops=tr.cpu_sdpa_flops())
     assert fitted.unfitted == []
-    assert tr.compare(fitted.saved_total, want) == {}
-    assert tr.compare(fitted.forward_flops, fwd) == {}
-    assert tr.compare(fitted.backward_flops, bwd) == {}
+    assert tr.compare(fitted.saved_total, problem.saved) == {}
+    assert tr.compare(fitted.forward_flops, problem.forward) == {}
+    assert tr.compare(fitted.backward_flops, problem.backward) == {}
     assert fitted.saved["self_attn/scaled_dot_product_attention#3"] == 4 * b * a * s  # the fp32 log-sum-exp
 
 

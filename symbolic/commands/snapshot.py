@@ -46,7 +46,7 @@ def run(args) -> int:
     import json
 
     from ..models import ConfigError
-    from ..numeric import fmt
+    from ..units import fmt, fmt_bytes
     from ..snapshot import analyse, load
 
     if args.transient_allocs < 0:
@@ -71,16 +71,13 @@ def run(args) -> int:
         print(json.dumps(data, indent=1))
         return 0
 
-    def both(x):
-        return f"{fmt(x, 'GB')} ({fmt(x, 'GiB')})"
-
     print(f"{args.file}: device {analysis.device}, {analysis.events} trace events, main stream {analysis.main_stream}")
-    print(f"  peak allocated {both(analysis.peak_allocated)} at event {analysis.peak_index}; "
-          f"reserved then {both(analysis.peak_reserved)}, at most {both(analysis.max_reserved)}")
+    print(f"  peak allocated {fmt_bytes(analysis.peak_allocated)} at event {analysis.peak_index}; "
+          f"reserved then {fmt_bytes(analysis.peak_reserved)}, at most {fmt_bytes(analysis.max_reserved)}")
     for cls, size in analysis.breakdown.items():
-        print(f"    {cls:<14} {both(size):>34}")
-    print(f"  fragmentation at the peak: reserved - allocated = {both(analysis.fragmentation)}; "
-          f"largest free gap {both(analysis.largest_free_gap)}")
+        print(f"    {cls:<14} {fmt_bytes(size):>34}")
+    print(f"  fragmentation at the peak: reserved - allocated = {fmt_bytes(analysis.fragmentation)}; "
+          f"largest free gap {fmt_bytes(analysis.largest_free_gap)}")
     for index, diagnosis in analysis.ooms:
         print(f"  OOM at event {index}: {diagnosis.message}")
     if not analysis.ooms:

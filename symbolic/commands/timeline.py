@@ -65,7 +65,7 @@ def run(args) -> int:
 
     from ..ledgers.timeline import CommSettings, MemoryOptions
     from ..models import ConfigError
-    from ..numeric import fmt
+    from ..units import fmt_bytes
     from ..optimizations import apply
 
     model = _options.load_model(args)
@@ -86,9 +86,6 @@ def run(args) -> int:
         print(json.dumps(data, indent=1))
         return 0
 
-    def both(x):
-        return f"{fmt(x, 'GB')} ({fmt(x, 'GiB')})"
-
     print(f"{model.name}: {tl.strategy.describe()}")
     print(f"  in flight: {data['in_flight']} chunk(s) of {data['layers_per_chunk']} layers"
           + (f"; optimisations: {', '.join(options.applied)}" if options.applied else ""))
@@ -96,15 +93,15 @@ def run(args) -> int:
     print(f"       = {data['peak_expression']}")
     print("  candidates (each phase family at its largest end):")
     for c in data["candidates"]:
-        print(f"    {c['instant']:<28} {both(c['bytes']):>34}")
-    print(f"  PEAK {both(result.peak)} at t* = {result.t_star}")
+        print(f"    {c['instant']:<28} {fmt_bytes(c['bytes']):>34}")
+    print(f"  PEAK {fmt_bytes(result.peak)} at t* = {result.t_star}")
     for cls, size in data["peak_by_class"].items():
-        print(f"    {cls:<14} {both(size):>34}")
-    print(f"  sum of the classes' own maxima: {both(data['sum_of_class_maxima_bytes'])} (not the peak)")
-    print(f"  reserved (caching-allocator model): {both(data['reserved_max_bytes'])} at most, "
-          f"{both(data['reserved_at_t_star_bytes'])} at t*")
+        print(f"    {cls:<14} {fmt_bytes(size):>34}")
+    print(f"  sum of the classes' own maxima: {fmt_bytes(data['sum_of_class_maxima_bytes'])} (not the peak)")
+    print(f"  reserved (caching-allocator model): {fmt_bytes(data['reserved_max_bytes'])} at most, "
+          f"{fmt_bytes(data['reserved_at_t_star_bytes'])} at t*")
     if gpu_memory:
-        print(f"  GPU memory {both(gpu_memory)}: headroom {both(data['headroom_bytes'])}"
+        print(f"  GPU memory {fmt_bytes(gpu_memory)}: headroom {fmt_bytes(data['headroom_bytes'])}"
               + ("" if data["fits"] else "  — DOES NOT FIT"))
     for note in data["notes"]:
         print(f"  note: {note}")

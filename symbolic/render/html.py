@@ -73,6 +73,22 @@ def activation_key(sp: bool, recompute: str, pipeline: str, dtype: str) -> str:
     return f"activations/{'sp' if sp else 'nosp'}/{recompute}/{pipeline}/{dtype}"
 
 
+def activation_formulas(prefix: str, saved, source: str) -> list[Formula]:
+    """The stage's activation bytes for every strategy the page offers (SP ×
+    recompute × pipeline schedule × dtype), keyed ``prefix + activation_key``."""
+    out = []
+    for sp in (False, True):
+        for recompute in RECOMPUTE:
+            for pipeline, pipe_options in PIPELINES.items():
+                for dtype in FLOAT_ACTIVATION_DTYPES:
+                    strategy = Strategy(tensor_parallel=True, sequence_parallel=sp, recompute=recompute,
+                                        dtype=dtype, **pipe_options)
+                    out.append(Formula(prefix + activation_key(sp, recompute, pipeline, dtype),
+                                       activations.stage(strategy, saved), source,
+                                       strategy.describe() + "; transformer layers only"))
+    return out
+
+
 def formulas() -> list[Formula]:
     """Every expression the page evaluates, keyed as the page selects them.
 
@@ -94,16 +110,7 @@ def formulas() -> list[Formula]:
             out.append(Formula(f"states/{name}/{zero}", states.per_gpu(recipe, zero), recipe.source,
                                f"{recipe.condition}; {recipe.tally} B/param; ZeRO-{zero}; "
                                "even split over t·p (first order)"))
-    saved = gpt.saved_tensors(ffn=f)
-    for sp in (False, True):
-        for recompute in RECOMPUTE:
-            for pipeline, pipe_options in PIPELINES.items():
-                for dtype in FLOAT_ACTIVATION_DTYPES:
-                    strategy = Strategy(tensor_parallel=True, sequence_parallel=sp, recompute=recompute,
-                                        dtype=dtype, **pipe_options)
-                    out.append(Formula(activation_key(sp, recompute, pipeline, dtype),
-                                       activations.stage(strategy, saved), gpt.KORTHIKANTI,
-                                       strategy.describe() + "; transformer layers only"))
+    out += activation_formulas("", gpt.saved_tensors(ffn=f), gpt.KORTHIKANTI)
     matmuls = gpt.matmuls(ffn=f)
     micro_batches = d * G
     for recompute in RECOMPUTE:
@@ -144,16 +151,7 @@ def native_formulas(arch: str) -> list[Formula]:
             active = ARCHITECTURES["moe"].parameters(tied=tied, active=True)
             out.append(Formula(f"moe:params_active/{'tied' if tied else 'untied'}/rope", params.count(active),
                                source, "N_active: the k experts a token goes through"))
-    layer_source = saved.terms[0].source
-    for sp in (False, True):
-        for recompute in RECOMPUTE:
-            for pipeline, pipe_options in PIPELINES.items():
-                for dtype in FLOAT_ACTIVATION_DTYPES:
-                    strategy = Strategy(tensor_parallel=True, sequence_parallel=sp, recompute=recompute,
-                                        dtype=dtype, **pipe_options)
-                    out.append(Formula(f"{arch}:" + activation_key(sp, recompute, pipeline, dtype),
-                                       activations.stage(strategy, saved), layer_source,
-                                       strategy.describe() + "; transformer layers only"))
+    out += activation_formulas(f"{arch}:", saved, saved.terms[0].source)
     micro_batches = d * G
     fused = fused_backward_recompute(saved, matmuls)
     mm_source = matmuls.terms[0].source

@@ -28,7 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..bill_numbers import Bill, Line
-from ..units import as_fraction, fmt, round_half_up
+from ..units import as_fraction, fmt, fmt_bytes, round_half_up
 
 #: ledger -> (title, kind of value, scope of the numbers)
 TITLES = {
@@ -58,7 +58,7 @@ PIPE_WIDTH = 160
 
 def _value(value, kind: str) -> str:
     if kind == "bytes":
-        return f"{fmt(value, 'GB')} ({fmt(value, 'GiB')})"
+        return fmt_bytes(value)
     if kind == "flops":
         return fmt(value, "TFLOPs")
     if kind == "params":
@@ -179,7 +179,7 @@ def memory_summary(bill: Bill) -> Group:
     totals = bill.totals
     states, acts, total = totals["model_states_bytes"], totals["activation_bytes"], totals["total_bytes"]
     parts = [Text(f"MEMORY PER GPU: model states {fmt(states, 'GB')} + activations {fmt(acts, 'GB')} = "
-                  f"{fmt(total, 'GB')} ({fmt(total, 'GiB')})", style="bold")]
+                  f"{fmt_bytes(total)}", style="bold")]
     legend = Text()
     legend.append(BAR_GLYPHS["states"], style=BAR_STYLES["states"]).append(f" model states {fmt(states, 'GB')}  ")
     legend.append(BAR_GLYPHS["activations"], style=BAR_STYLES["activations"]).append(
@@ -191,12 +191,12 @@ def memory_summary(bill: Bill) -> Group:
         if head >= 0:
             legend.append("  ").append(BAR_GLYPHS["free"], style=BAR_STYLES["free"]).append(
                 f" free {fmt(head, 'GB')}")
-            verdict = Text(f"against {fmt(capacity, 'GB')} ({fmt(capacity, 'GiB')}): fits, {used} used, "
+            verdict = Text(f"against {fmt_bytes(capacity)}: fits, {used} used, "
                            f"headroom {fmt(head, 'GB')}", style="green")
         else:
             legend.append("  ").append("▓", style=BAR_STYLES["over"]).append(
                 f" over by {fmt(-head, 'GB')}")
-            verdict = Text(f"against {fmt(capacity, 'GB')} ({fmt(capacity, 'GiB')}): does NOT fit, {used} used, "
+            verdict = Text(f"against {fmt_bytes(capacity)}: does NOT fit, {used} used, "
                            f"short by {fmt(-head, 'GB')}", style="bold red")
         parts += [Text.assemble(memory_bar(bill), " ", verdict), legend]
     else:
