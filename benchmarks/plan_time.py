@@ -19,8 +19,8 @@ def main() -> None:
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    from symbolic.models import preset
-    from symbolic.plan import plan
+    from symbolic.models.builtin import preset
+    from symbolic.search.plan import plan
     t1 = time.perf_counter()
     model = preset(args.model)
 

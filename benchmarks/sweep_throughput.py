@@ -2,7 +2,7 @@
 
 Each configuration is one model × layout: params (config count), model states,
 activations, hardware FLOPs per iteration and the total per GPU — the bill's
-totals — evaluated by ``symbolic.plan.sweep`` from the same expressions the bill
+totals — evaluated by ``symbolic.search.plan.sweep`` from the same expressions the bill
 sums. Prints figures; asserts nothing about time.
 
     .venv/bin/python benchmarks/sweep_throughput.py [--configs 4000000] [--chunk 65536]
@@ -31,10 +31,10 @@ def configurations(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 def check(data, groups, per_group, micro_batches) -> None:
     """A few of the swept configurations against ``make_bill``'s exact totals (printed, not asserted)."""
-    from symbolic.bill import make_bill
-    from symbolic.layout import Layout
-    from symbolic.models import ModelConfig
-    from symbolic.plan import sweep
+    from symbolic.bill.derive import make_bill
+    from symbolic.layout.layout import Layout
+    from symbolic.models.config import ModelConfig
+    from symbolic.search.plan import sweep
 
     worst = 0.0
     for g, group in enumerate(groups):
@@ -65,7 +65,7 @@ def main() -> None:
     args = parser.parse_args()
 
     start = time.perf_counter()
-    from symbolic.plan import Group, sweep
+    from symbolic.search.plan import Group, sweep
     imported = time.perf_counter()
     groups = [Group(sp=sp, recompute=rc, zero=z, schedule="1f1b")
               for sp in (False, True) for rc in ("none", "selective", "full") for z in (0, 1)]

@@ -21,7 +21,7 @@ def main() -> None:
     import torch
 
     from symbolic import trace as tr
-    from symbolic.dims import b, s
+    from symbolic.core.dims import b, s
     t1 = time.perf_counter()
     torch.set_num_threads(max(1, torch.get_num_threads()))
 

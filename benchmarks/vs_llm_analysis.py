@@ -6,7 +6,7 @@ makes it; it is no dependency of this project) through
 prints both results for a few configurations, then the throughput of:
 llm-analysis's ``LLMAnalysis.training`` in a Python loop; this engine's exact
 ``make_bill`` in a Python loop; and this engine's vectorised sweep
-(``symbolic.plan.sweep``) over the same configurations.
+(``symbolic.search.plan.sweep``) over the same configurations.
 
 Identical inputs: GPT layers (f = 4h, V = 51200, learned positions), bf16 activations, softmax dropout kept and
 no FlashAttention (Korthikanti's inventory), LayerNorm inputs in 2 bytes, mixed-precision Adam with fp32
@@ -33,8 +33,9 @@ OPTIMIZER = "bf16-adam-fp32-grads"
 
 def configurations(n: int) -> list[dict]:
     """Valid (model, layout) pairs over the built-in GPT models, cycled to n."""
-    from symbolic.layout import Layout
-    from symbolic.models import ConfigError, PRESETS
+    from symbolic.layout.layout import Layout
+    from symbolic.models.config import ConfigError
+    from symbolic.models.builtin import PRESETS
 
     configs = []
     for name in ("gpt-7b", "gpt-22b", "gpt-175b", "gpt-530b", "gpt-1t"):
@@ -57,15 +58,15 @@ def configurations(n: int) -> list[dict]:
 
 
 def layout_of(c):
-    from symbolic.layout import Layout
+    from symbolic.layout.layout import Layout
 
     return Layout(micro_batch=c["b"], tp=c["t"], pp=c["p"], dp=c["d"], sp=c["sp"], recompute=c["recompute"],
                   zero=c["zero"], optimizer=OPTIMIZER, global_batch=c["global_batch"])
 
 
 def ours_exact(configs):
-    from symbolic.bill import make_bill
-    from symbolic.models import PRESETS
+    from symbolic.bill.derive import make_bill
+    from symbolic.models.builtin import PRESETS
 
     start = time.perf_counter()
     totals = [make_bill(PRESETS[c["name"]], layout_of(c)).totals for c in configs]
@@ -77,7 +78,7 @@ def ours_vectorised(configs, tile: int = 1, chunk: int = 1 << 16, grouped: bool 
     cache-sized chunks, and the totals scattered back to the input order. Inputs are float64
     columns (built before timing). ``grouped``: the columns come already grouped (as the plan
     enumerates them), so only the evaluation is timed."""
-    from symbolic.plan import Group, sweep
+    from symbolic.search.plan import Group, sweep
 
     names = ("L", "h", "a", "V", "s", "b", "t", "p", "d")
     cols = {k: np.tile(np.array([c[k] for c in configs], dtype=np.float64), tile) for k in names}
@@ -121,7 +122,7 @@ def main() -> None:
     parser.add_argument("--llm-analysis-python", default=str(DEFAULT_PYTHON))
     args = parser.parse_args()
 
-    from symbolic.plan import pipeline_bubble, step_seconds
+    from symbolic.search.plan import pipeline_bubble, step_seconds
 
     configs = configurations(args.configs)
     print(f"{len(configs):,} configurations (5 GPT models × t, p ≤ 8, d, b, recompute, SP, ZeRO), identical inputs")

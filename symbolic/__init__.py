@@ -9,15 +9,21 @@ The public surface, imported lazily (``import symbolic`` stays cheap)::
 from importlib import import_module
 
 _EXPORTS = {
-    "make_bill": "symbolic.bill", "Bill": "symbolic.bill",
-    "Layout": "symbolic.layout",
-    "ModelConfig": "symbolic.models", "preset": "symbolic.models", "PRESETS": "symbolic.models",
-    "ConfigError": "symbolic.models",
-    "Strategy": "symbolic.strategies",
-    "evaluate": "symbolic.quantities", "REGISTRY": "symbolic.quantities",
-    "check_all": "symbolic.claims", "load_all": "symbolic.claims",
+    "make_bill": "symbolic.bill.derive", "Bill": "symbolic.bill.derive",
+    "Layout": "symbolic.layout.layout",
+    "ModelConfig": "symbolic.models.config", "preset": "symbolic.models.builtin", "PRESETS": "symbolic.models.builtin",
+    "ConfigError": "symbolic.models.config",
+    "Strategy": "symbolic.layout.strategies",
+    "evaluate": "symbolic.claims.quantities", "REGISTRY": "symbolic.claims.quantities",
+    "check_all": "symbolic.claims.claims", "load_all": "symbolic.claims.claims",
 }
-_MODULES = ("dims", "tensors", "strategies", "ledgers", "architectures", "numeric", "claims", "quantities")
+#: Modules reached by a short name: ``symbolic.dims`` is :mod:`symbolic.core.dims`.
+_MODULES = {
+    "dims": "symbolic.core.dims", "tensors": "symbolic.core.tensors", "numeric": "symbolic.core.numeric",
+    "strategies": "symbolic.layout.strategies", "ledgers": "symbolic.ledgers",
+    "architectures": "symbolic.models.architectures",
+    "quantities": "symbolic.claims.quantities",
+}
 
 __all__ = sorted(_EXPORTS) + list(_MODULES)
 
@@ -26,5 +32,5 @@ def __getattr__(name: str):
     if name in _EXPORTS:
         return getattr(import_module(_EXPORTS[name]), name)
     if name in _MODULES:
-        return import_module(f"symbolic.{name}")
+        return import_module(_MODULES[name])
     raise AttributeError(f"module 'symbolic' has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """``python -m symbolic COMMAND ...``: one module per command in ``symbolic.commands``.
 
 Each command module defines ``HELP``, ``add_arguments(parser)`` and
-``run(args) -> int``. Bad input raises :class:`symbolic.models.ConfigError`
+``run(args) -> int``. Bad input raises :class:`symbolic.models.config.ConfigError`
 (or ``ValueError`` from the engine's validators) and becomes one line on
 stderr with exit status 2 — never a traceback.
 """
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # A known command first: build its parser alone (cold start); otherwise all, for --help and errors.
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
-    from .models import ConfigError
+    from .models.config import ConfigError
 
     try:
         return args._run(args)

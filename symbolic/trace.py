@@ -584,9 +584,9 @@ class FitProblem:
 def llama_layer_fit_problem() -> FitProblem:
     """HF's ``LlamaDecoderLayer`` (sdpa attention, GQA, bf16) at distinct small
     (s, b, h, a, g, f): the trace-fit the tests check and the benchmark times."""
-    from .architectures import llama
-    from .dims import a, b, f, g, h, s
+    from .core.dims import a, b, f, g, h, s
     from .ledgers.activations import total_bytes
+    from .models.architectures import llama
 
     cfg = hf_config({"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4,
                      "num_key_value_heads": 2, "intermediate_size": 48}, "sdpa")
@@ -610,7 +610,7 @@ def hf_declared(cfg, backend: str = "cpu", dtype: str = "bfloat16"):
     """
     saved, mms, extra = _hf_declared(cfg, backend)
     if dtype == "float32":
-        from .strategies import activation_dtype
+        from .layout.strategies import activation_dtype
         saved = activation_dtype(saved, "fp32")
         if cfg.model_type != "gpt2":
             saved = saved.map(lambda x: None if x.name == "attention/probabilities" else x, "fp32: one softmax tensor")
@@ -618,8 +618,8 @@ def hf_declared(cfg, backend: str = "cpu", dtype: str = "bfloat16"):
 
 
 def _hf_declared(cfg, backend: str):
-    from .architectures import ARCHITECTURES, conventions as conv
-    from .architectures import gpt, llama, moe
+    from .models.architectures import ARCHITECTURES, gpt, llama, moe
+    from .models.architectures import conventions as conv
 
     arch = HF_MODELS[cfg.model_type]["arch"]
     attention = "explicit" if cfg._attn_implementation == "eager" else "fused"

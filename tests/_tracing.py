@@ -7,7 +7,7 @@ import os
 import pytest
 from sympy import Add
 
-from symbolic.dims import SYMBOLS
+from symbolic.core.dims import SYMBOLS
 from symbolic.ledgers import activations
 
 

@@ -1,13 +1,13 @@
 """Korthikanti et al. 2022: the coefficients and equations fall out of the inventory."""
 from sympy import Rational, expand
 
-from symbolic.architectures import gpt
-from symbolic.claims import equal
-from symbolic.dims import L, a, b, h, p, s, t, v
+from symbolic.models.architectures import gpt
+from symbolic.claims.claims import equal
+from symbolic.core.dims import L, a, b, h, p, s, t, v
 from symbolic.ledgers import activations
-from symbolic.strategies import (Strategy, activation_dtype, full_recompute, selective_recompute,
+from symbolic.layout.strategies import (Strategy, activation_dtype, full_recompute, selective_recompute,
                                  sequence_parallel, tensor_parallel)
-from symbolic.tensors import Axis, Group
+from symbolic.core.tensors import Axis, Group
 
 TP = Strategy(tensor_parallel=True)
 TPSP = Strategy(tensor_parallel=True, sequence_parallel=True)

@@ -3,7 +3,7 @@ pools and segment sizes, the reserved staircase, and OOM case A vs case B
 (seed 004 §01, §04.3; c10/cuda/CUDACachingAllocator.cpp)."""
 import pytest
 
-from symbolic.allocator import (CachingAllocator, OutOfMemory, allocation_size, diagnose, pool_of, replay,
+from symbolic.step.allocator import (CachingAllocator, OutOfMemory, allocation_size, diagnose, pool_of, replay,
                                 round_size)
 
 KiB, MiB = 2**10, 2**20

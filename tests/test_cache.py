@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from symbolic import cache
-from symbolic.bill import derive, make_bill
-from symbolic.bill_numbers import DerivedBill, evaluate
-from symbolic.layout import Layout
-from symbolic.models import preset
+from symbolic.bill import cache
+from symbolic.bill.derive import derive, make_bill
+from symbolic.bill.evaluate import DerivedBill, evaluate
+from symbolic.layout.layout import Layout
+from symbolic.models.builtin import preset
 from symbolic.render.terminal import render_json
 
 CASES = [
@@ -68,7 +68,7 @@ def test_a_cached_bill_runs_without_sympy(tmp_path):
 
 
 def test_every_billed_architecture_has_an_inventory():
-    from symbolic.architectures import ARCHITECTURES
-    from symbolic.bill_numbers import BILLED_ARCHITECTURES
+    from symbolic.models.architectures import ARCHITECTURES
+    from symbolic.models.config import BILLED_ARCHITECTURES
 
     assert set(BILLED_ARCHITECTURES) <= set(ARCHITECTURES)

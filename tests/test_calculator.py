@@ -18,16 +18,17 @@ from pathlib import Path
 import pytest
 from sympy import Rational, expand
 
-from symbolic.architectures import gpt
-from symbolic.bill import make_bill
-from symbolic.dims import f
+from symbolic.models.architectures import gpt
+from symbolic.bill.derive import make_bill
+from symbolic.core.dims import f
 from symbolic.ledgers import params
 from symbolic.cli import main
 from symbolic.commands._options import parse_count, parse_memory
-from symbolic.layout import Layout
-from symbolic.models import PRESETS, ModelConfig, preset
-from symbolic.numeric import exact, fmt
-from symbolic.quantities import evaluate
+from symbolic.layout.layout import Layout
+from symbolic.models.config import ModelConfig
+from symbolic.models.builtin import PRESETS, preset
+from symbolic.core.numeric import exact, fmt
+from symbolic.claims.quantities import evaluate
 from symbolic.render import html
 
 CHROMIUM = "/usr/bin/chromium"

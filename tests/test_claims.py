@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from symbolic.claims import DERIVATIONS, check, check_all, load, load_all
-from symbolic.expressions import FormulaError, parse_formula
-from symbolic.dims import SYMBOLS
+from symbolic.claims.claims import DERIVATIONS, check, check_all, load, load_all
+from symbolic.core.expressions import FormulaError, parse_formula
+from symbolic.core.dims import SYMBOLS
 
 RESULTS = check_all()
 

@@ -7,8 +7,8 @@ import pytest
 from sympy import parse_expr
 
 from symbolic.cli import main
-from symbolic.dims import SYMBOLS
-from symbolic.quantities import evaluate
+from symbolic.core.dims import SYMBOLS
+from symbolic.claims.quantities import evaluate
 
 
 def run(capsys, *argv):

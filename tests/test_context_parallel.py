@@ -5,18 +5,20 @@ import random
 import pytest
 from sympy import Integer, Rational, cancel, expand
 
-from symbolic import optimizations, strategies
-from symbolic.architectures import gpt
-from symbolic.bill import inventories, make_bill
-from symbolic.claims import check, load_all
+from symbolic.step import optimizations
+from symbolic.layout import strategies
+from symbolic.models.architectures import gpt
+from symbolic.bill.derive import inventories, make_bill
+from symbolic.claims.claims import check, load_all
 from symbolic.cli import main
-from symbolic.dims import a, b, c, h, s, t
-from symbolic.layout import Layout
+from symbolic.core.dims import a, b, c, h, s, t
+from symbolic.layout.layout import Layout
 from symbolic.ledgers import activations
-from symbolic.models import ConfigError, preset
-from symbolic.plan import exact_totals, plan
-from symbolic.solve import solve_limit
-from symbolic.strategies import Strategy
+from symbolic.models.config import ConfigError
+from symbolic.models.builtin import preset
+from symbolic.search.plan import exact_totals, plan
+from symbolic.search.solve import solve_limit
+from symbolic.layout.strategies import Strategy
 
 GB = 10**9
 TOTALS = ("params", "model_states_bytes", "activation_bytes", "total_bytes", "flops_per_iteration",
@@ -106,7 +108,7 @@ def test_zero_shards_over_d_times_c_and_cp_1_is_unchanged():
 
 
 def test_derivation_key_names_context_parallelism():
-    from symbolic.bill_numbers import derivation_key
+    from symbolic.bill.evaluate import derivation_key
     model = preset("gpt-7b")
     assert derivation_key(model, Layout(cp=2))["context_parallel"] is True
     assert derivation_key(model, Layout())["context_parallel"] is False
@@ -209,8 +211,8 @@ def test_cli_derive_cp(capsys):
     code, out, _ = run(capsys, "derive", "activations", "--tp", "--sp", "--cp", "--json")
     data = json.loads(out)
     assert code == 0 and data["options"]["context_parallel"] is True
-    from symbolic.expressions import parse_formula
-    from symbolic.dims import SYMBOLS
+    from symbolic.core.expressions import parse_formula
+    from symbolic.core.dims import SYMBOLS
     assert expand(parse_formula(data["expr"], SYMBOLS) - s * b * h / (t * c) * (34 + 5 * a * s / h)) == 0
     code, out, _ = run(capsys, "derive", "activations", "--tp", "--sp", "--json")
     assert "context_parallel" not in json.loads(out)["options"]

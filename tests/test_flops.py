@@ -1,10 +1,10 @@
 """FLOPs from the matmul inventory: Narayanan's 72 and 96, Kaplan's 6N and 2N + 2Lsh."""
 from sympy import expand
 
-from symbolic.claims import equal
-from symbolic.dims import L, V, b, h, s
+from symbolic.claims.claims import equal
+from symbolic.core.dims import L, V, b, h, s
 from symbolic.ledgers import flops
-from symbolic.quantities import evaluate
+from symbolic.claims.quantities import evaluate
 
 N = 12 * L * h**2
 

@@ -1,14 +1,14 @@
 """The derived results in derivations/golden/ are what the engine derives now."""
 import json
 
-from symbolic.golden import GOLDEN, derive_all
+from symbolic.claims.golden import GOLDEN, derive_all
 
 
 def test_golden_results_are_current():
     stored = json.loads(GOLDEN.read_text())
     fresh = derive_all()
     changed = sorted(k for k in fresh if stored.get(k) != fresh[k])
-    assert changed == [], f"derived results changed: {changed}; review, then run `python -m symbolic.golden`"
+    assert changed == [], f"derived results changed: {changed}; review, then run `python -m symbolic.claims.golden`"
     assert sorted(stored) == sorted(fresh)
 
 

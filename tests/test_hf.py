@@ -1,4 +1,4 @@
-"""HF config.json input and the built-in models (symbolic.hf)."""
+"""HF config.json input and the built-in models (symbolic.models.hf)."""
 from __future__ import annotations
 
 import json
@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from symbolic import bill_numbers as bill_module
-from symbolic import hf
-from symbolic.architectures import ARCHITECTURES
-from symbolic.bill import make_bill
+from symbolic.models import config as bill_module  # where BILLED_ARCHITECTURES lives
+from symbolic.models import hf
+from symbolic.models.architectures import ARCHITECTURES
+from symbolic.bill.derive import make_bill
 from symbolic.cli import main
-from symbolic.layout import Layout
-from symbolic.models import PRESETS, ConfigError, preset
+from symbolic.layout.layout import Layout
+from symbolic.models.config import ConfigError
+from symbolic.models.builtin import PRESETS, preset
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 LLAMA = FIXTURES / "Llama-2-7b-hf" / "config.json"

@@ -3,10 +3,10 @@ import pytest
 from sympy import Add, expand
 
 from _tracing import at, declared, require, traced
-from symbolic.architectures import ARCHITECTURES, llama, output
-from symbolic.dims import V, a, b, f, g, h, s, t
+from symbolic.models.architectures import ARCHITECTURES, llama, output
+from symbolic.core.dims import V, a, b, f, g, h, s, t
 from symbolic.ledgers import activations, params
-from symbolic.quantities import evaluate
+from symbolic.claims.quantities import evaluate
 
 
 def coefficients(expr):
@@ -191,9 +191,9 @@ def test_final_norm_logits_and_loss_match_the_output_inventory():
 
 
 def test_the_bill_itemises_a_llama_model_with_the_llama_inventory():
-    from symbolic.bill import make_bill
-    from symbolic.layout import Layout
-    from symbolic.models import ModelConfig
+    from symbolic.bill.derive import make_bill
+    from symbolic.layout.layout import Layout
+    from symbolic.models.config import ModelConfig
     model = ModelConfig("llama-2-7b-test", 32, 4096, 32, 32000, 4096, ffn=11008, tied=False, positions="rope",
                         arch="llama", mlp="swiglu", norm="rmsnorm")
     bill = make_bill(model, Layout(tp=2, sp=True))

@@ -3,10 +3,10 @@ import pytest
 from sympy import Add, expand
 
 from _tracing import at, declared, require, traced
-from symbolic.architectures import ARCHITECTURES, moe
-from symbolic.dims import E, E_s, L, T_e, b, e, f_e, h, k, s
+from symbolic.models.architectures import ARCHITECTURES, moe
+from symbolic.core.dims import E, E_s, L, T_e, b, e, f_e, h, k, s
 from symbolic.ledgers import activations, params
-from symbolic.quantities import evaluate
+from symbolic.claims.quantities import evaluate
 
 MIXTRAL_8X7B = dict(L=32, h=4096, a=32, g=8, f_e=14336, E=8, k=2, V=32000)
 
@@ -95,9 +95,9 @@ def test_sparse_moe_block_alone_matches_the_moe_terms():
 
 
 def test_the_bill_counts_states_with_n_total_and_reports_n_active():
-    from symbolic.bill import make_bill
-    from symbolic.layout import Layout
-    from symbolic.models import ModelConfig
+    from symbolic.bill.derive import make_bill
+    from symbolic.layout.layout import Layout
+    from symbolic.models.config import ModelConfig
     model = ModelConfig("mixtral-test", 32, 4096, 32, 32000, 4096, ffn=14336, tied=False, positions="rope",
                         arch="moe", kv_heads=8, mlp="swiglu", norm="rmsnorm", experts=8, experts_per_token=2,
                         expert_ffn=14336)

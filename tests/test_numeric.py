@@ -3,8 +3,8 @@ from decimal import Decimal
 import pytest
 from sympy import Rational
 
-from symbolic.dims import b, s
-from symbolic.numeric import EvaluationError, exact, exact_int, fmt, round_half_up
+from symbolic.core.dims import b, s
+from symbolic.core.numeric import EvaluationError, exact, exact_int, fmt, round_half_up
 
 
 def test_units_are_decimal_and_binary():

@@ -1,11 +1,11 @@
 """Megatron Eq 2 (Narayanan et al. 2021 §5.1) from the parameter inventory."""
 from sympy import expand
 
-from symbolic.architectures import gpt
-from symbolic.claims import equal
-from symbolic.dims import L, V, h, s
+from symbolic.models.architectures import gpt
+from symbolic.claims.claims import equal
+from symbolic.core.dims import L, V, h, s
 from symbolic.ledgers import params
-from symbolic.numeric import exact_int
+from symbolic.core.numeric import exact_int
 
 TABLE3 = {  # Korthikanti Table 3 models: (L, h) -> Eq 2 count
     (48, 6144): 22_074_261_504,

@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 from sympy import Rational
 
-from symbolic.bill import make_bill
+from symbolic.bill.derive import make_bill
 from symbolic.cli import main
 from symbolic.commands._options import parse_memory
-from symbolic.layout import Layout
-from symbolic.models import ConfigError, preset
-from symbolic.plan import A100, Group, divisors, plan, sweep
+from symbolic.layout.layout import Layout
+from symbolic.models.config import ConfigError
+from symbolic.models.builtin import preset
+from symbolic.search.plan import A100, Group, divisors, plan, sweep
 
 GB = 10**9
 TOTALS = ("params", "model_states_bytes", "activation_bytes", "total_bytes", "flops_per_iteration",

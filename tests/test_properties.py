@@ -2,10 +2,10 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symbolic.dims import L, a, b, h, p, s, t
+from symbolic.core.dims import L, a, b, h, p, s, t
 from symbolic.ledgers import activations
-from symbolic.numeric import vectorize
-from symbolic.strategies import Strategy
+from symbolic.core.numeric import vectorize
+from symbolic.layout.strategies import Strategy
 
 ARGS = [s, b, h, a, t, L, p]
 EXPRS = {name: vectorize(activations.stage(strategy), ARGS) for name, strategy in {

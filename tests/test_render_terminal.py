@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from symbolic import bill_numbers as bill_module
-from symbolic.bill import make_bill
+from symbolic.models import config as bill_module  # where BILLED_ARCHITECTURES lives
+from symbolic.bill.derive import make_bill
 from symbolic.cli import main
-from symbolic.hf import load_hf_config
-from symbolic.layout import Layout
-from symbolic.models import preset
+from symbolic.models.hf import load_hf_config
+from symbolic.layout.layout import Layout
+from symbolic.models.builtin import preset
 from symbolic.render.terminal import PIPE_WIDTH, bar_cells, print_text, render_json, render_text
 
 LLAMA = Path(__file__).parent / "fixtures" / "hf" / "Llama-2-7b-hf" / "config.json"

@@ -9,10 +9,10 @@ import subprocess
 import pytest
 from sympy import expand, latex
 
-from symbolic.claims import check, load_all
+from symbolic.claims.claims import check, load_all
 from symbolic.cli import main
-from symbolic.dims import LATEX_NAMES
-from symbolic.quantities import evaluate
+from symbolic.core.dims import LATEX_NAMES
+from symbolic.claims.quantities import evaluate
 from symbolic.render.latex import LEDGERS, NATIVE, ledger_of, simplified, tex
 
 
@@ -137,8 +137,8 @@ def test_sheet_has_the_llama_and_moe_inventories(source):
 
 
 def test_sheet_sets_the_papers_count_beside_the_kernels(source):
-    from symbolic.architectures import gpt
-    from symbolic.architectures.conventions import paper_form, with_conventions
+    from symbolic.models.architectures import gpt
+    from symbolic.models.architectures.conventions import paper_form, with_conventions
     from symbolic.ledgers.activations import total_bytes
 
     assert "CUDA minus the backend terms (the paper)" in source

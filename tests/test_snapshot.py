@@ -10,7 +10,7 @@ import pickle
 import pytest
 
 from symbolic.cli import main
-from symbolic.snapshot import SnapshotError, analyse, from_allocator_events, load, loads
+from symbolic.step.snapshot import SnapshotError, analyse, from_allocator_events, load, loads
 
 MiB = 2**20
 A, B = 0x7F0000000000, 0x7F0002000000  # segment addresses

@@ -4,12 +4,13 @@ import json
 import pytest
 from sympy import expand, sqrt
 
-from symbolic.bill import make_bill
+from symbolic.bill.derive import make_bill
 from symbolic.cli import main
-from symbolic.dims import b, s
-from symbolic.layout import Layout
-from symbolic.models import ConfigError, preset
-from symbolic.solve import solve_limit
+from symbolic.core.dims import b, s
+from symbolic.layout.layout import Layout
+from symbolic.models.config import ConfigError
+from symbolic.models.builtin import preset
+from symbolic.search.solve import solve_limit
 
 GB = 10**9
 SEVEN_B = 7 * 10**9  # seed 001 §1 hand-fills N = 7B

@@ -2,7 +2,7 @@
 import pytest
 from sympy import expand
 
-from symbolic.dims import Psi, d, p, t
+from symbolic.core.dims import Psi, d, p, t
 from symbolic.ledgers import states
 
 R = states.RECIPES

@@ -8,11 +8,11 @@ import pytest
 from sympy import Max
 
 from symbolic.cli import main
-from symbolic.layout import Layout
-from symbolic.ledgers import timeline as T
-from symbolic.models import ModelConfig
-from symbolic.numeric import exact_int
-from symbolic.optimizations import OPTIMIZATIONS, apply
+from symbolic.layout.layout import Layout
+from symbolic.step import timeline as T
+from symbolic.models.config import ModelConfig
+from symbolic.core.numeric import exact_int
+from symbolic.step.optimizations import OPTIMIZATIONS, apply
 
 # s=512, b=8, h=256, a=4, V=768, f=4h, L=4: sbh = 2^20 B, as/h = 8, V = 3h, f = 4h.
 TOY = ModelConfig("toy", layers=4, hidden=256, heads=4, vocab=768, seq=512)
@@ -140,7 +140,7 @@ def test_cli_timeline_json(capsys):
 def test_llama_timeline_peak_by_hand():
     """Llama 2 7B, s = 4096, b = 4, t = 8 with SP, no recompute: the peak is the loss, every
     term from the LLaMA inventory (SwiGLU, RMSNorm's fp32 copies, fused attention's log-sum-exp)."""
-    from symbolic.models import preset
+    from symbolic.models.builtin import preset
 
     s, b, h, f, a, V, L, t = 4096, 4, 4096, 11008, 32, 32000, 32, 8
     psi = 6_738_415_616
@@ -166,8 +166,8 @@ def test_llama_timeline_peak_by_hand():
 @pytest.mark.parametrize("name", ["llama-2-7b", "mixtral-8x7b"])
 def test_native_timeline_agrees_with_the_bill(name):
     """Constant = the bill's model states (MoE: N_total), and the activations at the loss = the bill's."""
-    from symbolic.bill import make_bill
-    from symbolic.models import preset
+    from symbolic.bill.derive import make_bill
+    from symbolic.models.builtin import preset
 
     lay = Layout(seq=4096, micro_batch=1, tp=8, sp=True)
     rows = dict(T.build(preset(name), lay).evaluate().rows)
@@ -177,8 +177,8 @@ def test_native_timeline_agrees_with_the_bill(name):
 
 
 def test_layer_work_tensors_give_the_gpt_work_tensors():
-    from symbolic.architectures import gpt
-    from symbolic.dims import f
+    from symbolic.models.architectures import gpt
+    from symbolic.core.dims import f
 
     def key(inv):
         return [(x.name, x.shape, x.dtype, x.split, x.split_dim) for x in inv]
@@ -187,7 +187,7 @@ def test_layer_work_tensors_give_the_gpt_work_tensors():
 
 
 def test_flash_option_leaves_a_fused_layer_alone():
-    from symbolic.architectures import llama
+    from symbolic.models.architectures import llama
 
     base = llama.saved_tensors()
     assert T.flash_attention(base).names() == base.names()
@@ -216,7 +216,7 @@ def test_cli_timeline_png(tmp_path, capsys):
 
 
 def test_seed_004_claims():
-    from symbolic.claims import check_all, load_all
+    from symbolic.claims.claims import check_all, load_all
 
     results = check_all([c for c in load_all() if c.document == "seed 004"])
     status = {r.claim.id: r.status for r in results}

@@ -3,14 +3,14 @@
 Every comparison is exact: declared saved bytes == traced bytes, declared
 FLOPs == FlopCounterMode's count, forward and backward, at several dimension
 sets. CPU, bf16, torch 2.13.0, conventions ``cpu`` (see
-``symbolic.architectures.conventions``).
+``symbolic.models.architectures.conventions``).
 """
 import pytest
 from sympy import expand
 
 from _tracing import at, declared, require, traced
-from symbolic.architectures import conventions, gpt
-from symbolic.dims import a, b, h, s
+from symbolic.models.architectures import conventions, gpt
+from symbolic.core.dims import a, b, h, s
 from symbolic.ledgers import activations
 
 torch = require("torch")
@@ -58,7 +58,7 @@ MEGATRON_DIMS = [(6, 2, 32, 4, 128), (5, 3, 48, 6, 96), (7, 2, 24, 2, 72)]
 
 @pytest.mark.parametrize("S,B,H,A,FF", MEGATRON_DIMS)
 def test_megatron_layer_saves_and_counts_what_the_gpt_inventory_declares(S, B, H, A, FF):
-    from symbolic.dims import f
+    from symbolic.core.dims import f
     torch.manual_seed(0)
     layer = MegatronLayer(H, A, FF).to(torch.bfloat16)
     x = torch.randn(S, B, H, dtype=torch.bfloat16, requires_grad=True)

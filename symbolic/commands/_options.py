@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import re
-from pathlib import Path
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
 
-from ..choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
-from ..layout import Layout
-from ..models import ConfigError, ModelConfig, preset
-from ..recipes import RECIPES
+from ..layout.choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
+from ..layout.layout import Layout
+from ..layout.recipes import RECIPES
+from ..models.builtin import preset
+from ..models.config import ConfigError, ModelConfig
 
 MEMORY_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
                 "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
@@ -68,7 +69,7 @@ def load_model(args) -> ModelConfig:
 
 
 def model_from_text(text: str) -> ModelConfig:
-    from ..models import presets
+    from ..models.builtin import presets
 
     if text in presets():
         return preset(text)
@@ -76,7 +77,7 @@ def model_from_text(text: str) -> ModelConfig:
     if path.is_dir():
         path = path / "config.json"
     if path.suffix == ".json" or path.is_file():
-        from ..hf import load_hf_config
+        from ..models.hf import load_hf_config
         return load_hf_config(path)
     return preset(text)  # the error naming the built-in models
 

@@ -1,6 +1,6 @@
 """``symbolic bill MODEL [layout options]``: the four ledgers, itemised.
 
-The derivation is cached (``symbolic.cache``): a bill of a kind already seen
+The derivation is cached (``symbolic.bill.cache``): a bill of a kind already seen
 is evaluated from its stored formulas without importing sympy.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..bill_numbers import evaluate
-    from ..cache import derivation
+    from ..bill.cache import derivation
+    from ..bill.evaluate import evaluate
     from ..render.terminal import print_text, render_json
 
     model = _options.load_model(args)

@@ -30,7 +30,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from ..models import ConfigError
+    from ..models.config import ConfigError
     from ..render.html import render
 
     model = _options.load_model(args)

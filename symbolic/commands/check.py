@@ -13,7 +13,7 @@ def run(args) -> int:
     import json
     from collections import Counter
 
-    from ..claims import check_all, load_all
+    from ..claims.claims import check_all, load_all
 
     claims = load_all()
     if args.document:

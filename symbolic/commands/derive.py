@@ -1,7 +1,7 @@
 """``symbolic derive QUANTITY [options]``: the simplified expression, in the papers' letters."""
 from __future__ import annotations
 
-from ..choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
+from ..layout.choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from . import _options
 
 HELP = "print the derived expression of a quantity (activations, params, states, flops, ...)"
@@ -22,8 +22,8 @@ ALIASES = {
 
 
 def add_arguments(parser) -> None:
-    from ..architectures import ARCHITECTURES
     from ..ledgers.states import RECIPES
+    from ..models.architectures import ARCHITECTURES
 
     parser.add_argument("quantity", help=f"one of {', '.join(ALIASES)} (or a registry name, e.g. activations.stage)")
     parser.add_argument("--arch", choices=sorted(ARCHITECTURES),
@@ -86,9 +86,9 @@ def run(args) -> int:
 
     from sympy import sstr
 
-    from ..forms import paper_form, to_latex
-    from ..numeric import substitute
-    from ..quantities import REGISTRY, evaluate
+    from ..claims.quantities import REGISTRY, evaluate
+    from ..core.forms import paper_form, to_latex
+    from ..core.numeric import substitute
 
     name = ALIASES.get(args.quantity, args.quantity)
     if name not in REGISTRY:

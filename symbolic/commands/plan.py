@@ -50,7 +50,7 @@ def parse_margin(text: str, gpu_memory: int) -> int:
     """'0', '4GB', '10%' (of the GPU memory) -> bytes."""
     from decimal import Decimal, InvalidOperation
 
-    from ..models import ConfigError
+    from ..models.config import ConfigError
 
     text = (text or "").strip()
     if text.endswith("%"):
@@ -102,8 +102,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import time
 
-    from ..models import ConfigError
-    from ..plan import FIXABLE, Hardware, plan
+    from ..models.config import ConfigError
+    from ..search.plan import FIXABLE, Hardware, plan
 
     model = _options.load_model(args)
     gpu_memory = _options.parse_memory(args.gpu_memory)
@@ -129,7 +129,7 @@ def run(args) -> int:
 
 
 def _assumptions(result) -> dict[str, str]:
-    from ..numeric import fmt
+    from ..core.numeric import fmt
 
     return {
         "memory": (f"fits when model states + activations (the stage the bill accounts) ≤ "
@@ -145,7 +145,7 @@ def _assumptions(result) -> dict[str, str]:
 
 
 def render_text(result, shown, closest, elapsed: float) -> str:
-    from ..numeric import fmt
+    from ..core.numeric import fmt
 
     model = result.model
     s = result.seq or model.seq
@@ -192,8 +192,9 @@ def _gb(value) -> str:
 
 
 def _num(value, unit: int) -> str:
-    from ..numeric import round_half_up
     from sympy import Rational
+
+    from ..core.numeric import round_half_up
 
     return f"{round_half_up(Rational(value) / unit, 2):,.2f}"
 

@@ -15,7 +15,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from ..models import ConfigError
+    from ..models.config import ConfigError
     from ..render.latex import LatexError, compile_pdf, sheet
 
     path = Path(args.output)

@@ -45,16 +45,16 @@ def summarise(analysis) -> dict:
 def run(args) -> int:
     import json
 
-    from ..models import ConfigError
-    from ..units import fmt, fmt_bytes
-    from ..snapshot import analyse, load
+    from ..core.units import fmt, fmt_bytes
+    from ..models.config import ConfigError
+    from ..step.snapshot import analyse, load
 
     if args.transient_allocs < 0:
         raise ConfigError("--transient-allocs must be 0 or more")
     analysis = analyse(load(args.file), args.device, args.transient_allocs)
     data = summarise(analysis)
     if args.compare:
-        from ..ledgers.timeline import MemoryOptions
+        from ..step.timeline import MemoryOptions
         from .timeline import report
         model = _options.model_from_text(args.compare)
         engine, _, result, _ = report(model, _options.layout_from_args(args), MemoryOptions())

@@ -22,8 +22,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from ..search.solve import solve_limit
     from .plan import parse_margin
-    from ..solve import solve_limit
 
     model = _options.load_model(args)
     layout = _options.layout_from_args(args)
@@ -46,7 +46,7 @@ def _layout_words(layout) -> str:
 def render_text(limit) -> str:
     from sympy import sstr
 
-    from ..numeric import fmt
+    from ..core.numeric import fmt
 
     sym = limit.symbol.name
     lay = limit.layout

@@ -29,13 +29,13 @@ def report(model, layout, options, gpu_memory=None) -> dict:
     """Everything the command prints, as plain data (exact integers)."""
     from sympy import sstr
 
-    from ..ledgers import timeline as T
+    from ..step import timeline as T
 
     tl = T.build(model, layout, options)
     result = tl.evaluate()
     reserved = tl.reserved()
     values = tl.values()
-    from ..numeric import exact_int
+    from ..core.numeric import exact_int
     out = {
         "model": model.name,
         "layout": {k: getattr(layout, k) for k in ("micro_batch", "seq", "tp", "pp", "dp", "sp", "recompute", "zero",
@@ -63,10 +63,10 @@ def report(model, layout, options, gpu_memory=None) -> dict:
 def run(args) -> int:
     import json
 
-    from ..ledgers.timeline import CommSettings, MemoryOptions
-    from ..models import ConfigError
-    from ..units import fmt_bytes
-    from ..optimizations import apply
+    from ..core.units import fmt_bytes
+    from ..models.config import ConfigError
+    from ..step.optimizations import apply
+    from ..step.timeline import CommSettings, MemoryOptions
 
     model = _options.load_model(args)
     layout = _options.layout_from_args(args)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..models import ConfigError
+from ..models.config import ConfigError
 
 HELP = "trace a real module (HF config or module:factory): saved tensors and FLOPs, fitted and compared"
 
@@ -61,7 +61,7 @@ def _overrides(pairs: list[str]) -> dict[str, int]:
 
 
 def _dims(pairs: list[str]) -> dict:
-    from ..dims import SYMBOLS
+    from ..core.dims import SYMBOLS
 
     out = {}
     for pair in pairs:
@@ -127,11 +127,10 @@ def _difference(label: str, fitted, declared) -> bool:
 
 def run(args) -> int:
     import json
+    from importlib.util import find_spec
     from pathlib import Path
 
     from .. import trace as tr
-
-    from importlib.util import find_spec
 
     if find_spec("transformers") is not None:  # an --hf trace needs it; symbolic.trace says so if missing
         import transformers
@@ -159,7 +158,7 @@ def run(args) -> int:
     cfg = tr.hf_config(config, args.attention, **_overrides(args.set))
     from sympy import Add
 
-    from ..dims import SYMBOLS, b, s
+    from ..core.dims import SYMBOLS, b, s
     from ..ledgers import activations
 
     values = {SYMBOLS[name]: value for name, value in tr.hf_values(cfg).items()}

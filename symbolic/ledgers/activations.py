@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from sympy import Add, Expr
 
-from ..architectures import gpt
-from ..strategies import Strategy
-from ..tensors import Inventory
+from ..core.tensors import Inventory
+from ..layout.strategies import Strategy
+from ..models.architectures import gpt
 
 
 def layer_inventory(strategy: Strategy = Strategy(), inventory: Inventory | None = None) -> Inventory:

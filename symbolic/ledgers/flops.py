@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from sympy import Add, Expr
 
-from ..architectures import gpt
-from ..choices import RECOMPUTE
-from ..dims import L, b, s
-from ..tensors import Group, Inventory
-
+from ..core.dims import L, b, s
+from ..core.tensors import Group, Inventory
+from ..layout.choices import RECOMPUTE
+from ..models.architectures import gpt
 
 
 def _forward(inventory: Inventory, keep) -> Expr:

@@ -1,14 +1,14 @@
 """Parameter count: the sizes of the parameter tensors, summed.
 
 Megatron's Eq 2 (Narayanan et al. 2021 §5.1) is ``L`` times a layer plus the
-embedding; the tests derive it from :func:`symbolic.architectures.gpt.parameters`.
+embedding; the tests derive it from :func:`symbolic.models.architectures.gpt.parameters`.
 """
 from __future__ import annotations
 
 from sympy import Add, Expr
 
-from ..dims import L
-from ..tensors import Inventory
+from ..core.dims import L
+from ..core.tensors import Inventory
 
 SCOPES = ("layer", "embedding", "output")
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from sympy import Add, Expr, Integer
 
-from ..choices import ZERO_STAGES
-from ..dims import Psi, d, p, t
-from ..recipes import KINDS, RECIPES, Block, Recipe  # noqa: F401 (re-exported: the ledger's recipes)
-
+from ..core.dims import Psi, d, p, t
+from ..layout.choices import ZERO_STAGES
+from ..layout.recipes import KINDS, RECIPES, Block, Recipe  # noqa: F401 (re-exported: the ledger's recipes)
 
 
 def sharded_over_data(kind: str, zero: int) -> bool:

@@ -6,7 +6,7 @@ evaluates — never written by hand. Each expression is printed as a numerator
 and a denominator with integer coefficients, so the page evaluates both as
 exact integers while they stay below 2^53 (JavaScript numbers are doubles) and
 rounds their ratio half-up with integer arithmetic, as
-:func:`symbolic.numeric.round_half_up` does. Above 2^53 (FLOPs of large steps)
+:func:`symbolic.core.numeric.round_half_up` does. Above 2^53 (FLOPs of large steps)
 it falls back to doubles and marks the number ``data-exact="false"``.
 
 The page needs no network: its CSS, data and script are inline.
@@ -15,21 +15,21 @@ from __future__ import annotations
 
 import html
 import json
-from decimal import Decimal
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 from sympy import Expr, Rational, Symbol, factor_terms, fraction, sstr, together
 from sympy.printing.jscode import JavascriptCodePrinter
 
-from .. import models
-from ..architectures import gpt
-from ..dims import E, E_s, L, V, Psi, a, b, d, f, f_e, g, h, k, p, s, t, v
-from ..layout import Layout
+from ..claims.quantities import evaluate
+from ..core.dims import E, E_s, L, Psi, V, a, b, d, f, f_e, g, h, k, p, s, t, v
+from ..layout.layout import Layout
+from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy
 from ..ledgers import activations, flops, params, states
-from ..models import ConfigError, ModelConfig
-from ..quantities import evaluate
-from ..strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy
+from ..models.architectures import gpt
+from ..models.builtin import presets as builtin_presets
+from ..models.config import ConfigError, ModelConfig
 
 #: Gradient-accumulation steps: micro-batches per data-parallel rank per
 #: iteration (seed 001 §05 step 5: tokens/step = b·s·d·grad_accum). A page
@@ -94,7 +94,7 @@ def formulas() -> list[Formula]:
 
     Parameters, model states, activations and FLOPs come from the ledgers over
     the GPT inventories with the FFN width ``f`` (the page sets f = 4h unless
-    given), exactly as :func:`symbolic.bill.make_bill` builds them.
+    given), exactly as :func:`symbolic.bill.derive.make_bill` builds them.
     """
     out: list[Formula] = []
     for tied in (True, False):
@@ -131,11 +131,11 @@ def formulas() -> list[Formula]:
 
 def native_formulas(arch: str) -> list[Formula]:
     """The LLaMA or MoE formulas, keyed ``arch:`` + the GPT key, from the inventories
-    :func:`symbolic.bill.make_bill` itemises (RoPE; the MoE's shared experts as the
+    :func:`symbolic.bill.derive.make_bill` itemises (RoPE; the MoE's shared experts as the
     symbol E_s, 0 for none), with the fused attention kernel's backward recompute in
     the hardware FLOPs and, for MoE, N_active (``moe:params_active/...``)."""
-    from ..architectures import ARCHITECTURES
-    from ..bill import architecture_inventories, fused_backward_recompute, recompute_for_flops
+    from ..bill.derive import architecture_inventories, fused_backward_recompute, recompute_for_flops
+    from ..models.architectures import ARCHITECTURES
 
     out: list[Formula] = []
     for tied in (True, False):
@@ -204,7 +204,7 @@ def _preset_data(model: ModelConfig) -> dict:
 
 def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_memory: int | None) -> dict:
     """The page's defaults and choices (no formulas: those are in ``FORMULAS``)."""
-    catalogue = models.presets() if hasattr(models, "presets") else models.PRESETS
+    catalogue = builtin_presets()
     # The built-in models the page's inventories model exactly, and the page's own model
     # (whose approximations, if any, the page shows next to it).
     presets = {name: _preset_data(m) for name, m in catalogue.items()
@@ -248,7 +248,7 @@ def render(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     """The calculator page, defaults from ``model`` and ``layout``.
 
     The page evaluates the GPT, LLaMA and MoE inventories, as
-    :func:`symbolic.bill.make_bill` does. A model with approximations (mapped
+    :func:`symbolic.bill.derive.make_bill` does. A model with approximations (mapped
     onto the GPT layer, or a feature its inventory leaves out) opens with them
     listed next to its name.
     """

@@ -8,9 +8,9 @@ engine's, with the conditions, the source and the check's verdict. The
 errata close the sheet.
 
 Nothing here holds a formula: the results come from
-:mod:`symbolic.quantities` and the inventories, the paper forms from the
+:mod:`symbolic.claims.quantities` and the inventories, the paper forms from the
 claims, and both go through ``sympy.latex`` with the papers' letters
-(:data:`symbolic.dims.LATEX_NAMES`). The text is plain ASCII LaTeX, so it
+(:data:`symbolic.core.dims.LATEX_NAMES`). The text is plain ASCII LaTeX, so it
 compiles with pdflatex from Debian's texlive-latex-base and
 texlive-latex-recommended; the sources' Chinese quotations are left out (the
 claim ids and sections point to them).
@@ -27,18 +27,18 @@ from pathlib import Path
 
 from sympy import Add, Expr, Integer, Mul, expand, factor_terms, latex
 
-from ..architectures import gpt
-from ..claims import Claim, Result, check, engine_expression
-from ..dims import DIMENSIONS, LATEX_NAMES, SYMBOLS
-from ..expressions import parse_formula
+from ..claims.claims import Claim, Result, check, engine_expression
+from ..claims.quantities import evaluate
+from ..core.dims import DIMENSIONS, LATEX_NAMES, SYMBOLS
+from ..core.expressions import parse_formula
+from ..core.numeric import UNITS
+from ..core.tensors import DTYPE_BYTES, Axis, Inventory
+from ..layout.strategies import Strategy
 from ..ledgers import activations, flops, params, states
-from ..numeric import UNITS
-from ..quantities import evaluate
-from ..strategies import Strategy
-from ..tensors import DTYPE_BYTES, Axis, Inventory
+from ..models.architectures import gpt
 
 #: The ledgers in the order the sheet tells them, each with its title and the
-#: prefixes of the quantities (``symbolic.quantities``) its claims ask for.
+#: prefixes of the quantities (``symbolic.claims.quantities``) its claims ask for.
 LEDGERS = (
     ("activations", "Activations", ("activations.",)),
     ("params", "Parameters", ("params",)),
@@ -314,7 +314,8 @@ def activations_derivation() -> list[str]:
 def backend_conventions_block(inventory: Inventory) -> list[str]:
     """The paper's count beside what real kernels save (``architectures.conventions``):
     the backend terms are named lines, and the paper's form is derived by removing them."""
-    from ..architectures.conventions import BACKEND, CONVENTIONS, paper_form as without_backend, with_conventions
+    from ..models.architectures.conventions import BACKEND, CONVENTIONS, with_conventions
+    from ..models.architectures.conventions import paper_form as without_backend
 
     out = [r"\subsection*{The paper's count and what the kernels save}",
            tex("Real kernels keep a little more than Korthikanti counts (LayerNorm's per-row mean and rstd), "
@@ -400,7 +401,7 @@ def flops_derivation() -> list[str]:
     return out
 
 
-#: The other inventories (``symbolic.architectures``) the bill itemises, each a section of its own:
+#: The other inventories (``symbolic.models.architectures``) the bill itemises, each a section of its own:
 #: arch, section title, and what the layer is, as the inventory's module states it.
 NATIVE = (
     ("llama", "LLaMA layer",
@@ -420,8 +421,8 @@ NATIVE = (
 def native_derivation(arch: str, intro: str) -> list[str]:
     """A LLaMA or MoE section: saved tensors, per-layer bytes by strategy, parameters (MoE: N_total and
     N_active), matmuls and FLOPs, all summed from the arch's inventories with its symbolic defaults."""
-    from ..architectures import ARCHITECTURES
-    from ..bill import fused_backward_recompute
+    from ..bill.derive import fused_backward_recompute
+    from ..models.architectures import ARCHITECTURES
 
     module = ARCHITECTURES[arch]
     saved, parameters, matmuls = module.saved_tensors(), module.parameters(), module.matmuls()
@@ -494,7 +495,7 @@ def conventions() -> list[str]:
 def sheet(results: list[Result] | None = None) -> str:
     """The whole formula sheet as LaTeX source (deterministic)."""
     if results is None:
-        from ..claims import load_all
+        from ..claims.claims import load_all
         results = [check(claim) for claim in load_all()]
     counts = Counter(result.status for result in results)
     out = [PREAMBLE, r"\begin{document}", r"\maketitle",

@@ -31,12 +31,12 @@ def _pyplot():
 
 
 def timeline_figure(result, reserved=None, title: str = "", capacity: int | None = None):
-    """A matplotlib figure of a :class:`~symbolic.ledgers.timeline.TimelineValues`.
+    """A matplotlib figure of a :class:`~symbolic.step.timeline.TimelineValues`.
 
     ``reserved``: bytes reserved at each instant (allocator model), or None.
     """
     plt = _pyplot()
-    from ..ledgers.timeline import CLASSES
+    from ..step.timeline import CLASSES
 
     fig, (ax, bar) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3.2, 1]})
     x = list(range(len(result.rows)))

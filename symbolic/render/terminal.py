@@ -9,7 +9,7 @@ HF ``config.json`` with features the inventory does not model carries
 ``approximations``; they are printed in a panel above the tables and recalled
 below them, so no approximated number goes unflagged.
 
-Every number comes from :func:`symbolic.bill.make_bill`; nothing here holds a
+Every number comes from :func:`symbolic.bill.derive.make_bill`; nothing here holds a
 formula.
 """
 from __future__ import annotations
@@ -27,8 +27,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..bill_numbers import Bill, Line
-from ..units import as_fraction, fmt, fmt_bytes, round_half_up
+from ..bill.evaluate import Bill, Line
+from ..core.units import as_fraction, fmt, fmt_bytes, round_half_up
 
 #: ledger -> (title, kind of value, scope of the numbers)
 TITLES = {

@@ -1,0 +1,6 @@
+"""One model under one layout: the bill derived in sympy (:mod:`.derive`),
+evaluated exactly with Fractions (:mod:`.evaluate`) and cached on disk
+(:mod:`.cache`).
+
+May import the folders below it: core, models, layout, ledgers.
+"""

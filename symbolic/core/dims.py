@@ -1,0 +1,102 @@
+"""The dimension symbols, declared once.
+
+Every symbol is a positive integer, so sympy can cancel ``h/h`` and compare
+expressions exactly. ``Symbol('h')`` and ``Symbol('h', positive=True)`` are
+different symbols: import the ones below, never make a second ``h``.
+
+The letters are the papers' (Korthikanti et al. 2022, arXiv 2205.05198, §4;
+Narayanan et al. 2021, arXiv 2104.04473, §3):
+
+====  ==========================================================  =========
+name  meaning                                                     letter in
+====  ==========================================================  =========
+s     sequence length (tokens per sample)                          both
+b     micro-batch size (samples per micro-batch)                   both
+h     hidden size                                                  both
+a     attention heads                                              both
+L     transformer layers                                           both
+V     vocabulary size                                              both
+t     tensor-parallel size                                         both
+p     pipeline-parallel size                                       both
+d     data-parallel size                                           ZeRO (N_d)
+f     FFN (MLP) inner width; the GPT layer has f = 4h              this code
+m     micro-batches in flight on a pipeline stage                  seed 000 §4
+v     model chunks per pipeline stage (interleaved schedule)       Narayanan §2.2.2
+Psi   parameter count as ZeRO writes it (Ψ)                        ZeRO §3
+g     key/value heads (GQA; Megatron's query groups)               this code
+E     routed experts of an MoE layer                               this code
+k     experts per token (top-k routing)                            this code
+E_s   shared experts of an MoE layer                               this code
+f_e   one expert's FFN inner width                                 this code
+T_e   tokens routed to one expert (balanced: s b k / E)            this code
+e     expert-parallel size                                         this code
+c     context-parallel size (sequence split over c ranks)          Liu et al. 2023; Megatron-LM CP
+====  ==========================================================  =========
+
+Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
+in flight on a stage, while seed 001 (following Korthikanti §4.2.3) writes
+``m`` for the number of interleaved model chunks. Here ``m`` keeps seed 000's
+meaning and the interleaved chunks are ``v``, Narayanan et al.'s letter, so the
+interleave factor reads ``1 + (p-1)/(p v)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sympy import Symbol
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """A named dimension: its symbol, LaTeX form and meaning."""
+
+    symbol: Symbol
+    latex: str
+    meaning: str
+
+
+def _dim(name: str, meaning: str, latex: str | None = None) -> Dimension:
+    return Dimension(Symbol(name, positive=True, integer=True), latex or name, meaning)
+
+
+DIMENSIONS: dict[str, Dimension] = {
+    d.symbol.name: d
+    for d in (
+        _dim("s", "sequence length"),
+        _dim("b", "micro-batch size"),
+        _dim("h", "hidden size"),
+        _dim("a", "attention heads"),
+        _dim("L", "transformer layers"),
+        _dim("V", "vocabulary size"),
+        _dim("t", "tensor-parallel size"),
+        _dim("p", "pipeline-parallel size"),
+        _dim("d", "data-parallel size"),
+        _dim("f", "FFN inner width (GPT: 4h)"),
+        _dim("m", "micro-batches in flight on a pipeline stage (seed 000's m)"),
+        _dim("v", "model chunks per stage, interleaved schedule (seed 001's m)"),
+        _dim("Psi", "parameter count (ZeRO's Psi)", r"\Psi"),
+        # Modern architectures (symbolic.models.architectures.llama, .moe):
+        _dim("g", "key/value heads (grouped-query attention; g = a is MHA, g = 1 MQA)"),
+        _dim("E", "routed experts per MoE layer (N_total counts all of them)"),
+        _dim("k", "experts each token is routed to (top-k; N_active counts these)"),
+        _dim("E_s", "shared experts per MoE layer (every token goes through them)", "E_{s}"),
+        _dim("f_e", "FFN inner width of one expert", "f_{e}"),
+        _dim("T_e", "tokens routed to one expert; balanced routing: T_e = s b k / E", "T_{e}"),
+        _dim("e", "expert-parallel size (experts split over e GPUs)"),
+        # Context parallelism (ring attention, Liu et al. 2023, arXiv 2310.01889; Megatron-LM's
+        # --context-parallel-size; seed 004 §06.2): each of c ranks holds s/c of every sequence.
+        _dim("c", "context-parallel size (each rank holds s/c of the sequence)"),
+    )
+}
+
+SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items()}
+
+s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
+    SYMBOLS[n] for n in ("s", "b", "h", "a", "L", "V", "t", "p", "d", "f", "m", "v", "Psi")
+)
+
+g, E, k, E_s, f_e, T_e, e = (SYMBOLS[n] for n in ("g", "E", "k", "E_s", "f_e", "T_e", "e"))
+
+c = SYMBOLS["c"]
+
+LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

@@ -1,0 +1,125 @@
+"""The training layout: parallel sizes, batch, precision and strategies.
+
+A frozen dataclass with neutral defaults (1 means disabled) and a validator
+that checks it against a model, naming the field and the fix.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..models.config import ConfigError, ModelConfig, positive_int
+from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, ZERO_STAGES
+from .recipes import RECIPES
+
+if TYPE_CHECKING:
+    from .strategies import Strategy
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a model is trained.
+
+    micro_batch: b, sequences per micro-batch. seq: s; 0 means the model's.
+    tp, pp, dp: tensor-, pipeline-, data-parallel sizes (t, p, d).
+    sp: sequence parallelism over the TP group. recompute: none, selective, full.
+    zero: ZeRO stage 0-3 over the dp ranks. optimizer: a recipe of
+    ``recipes.RECIPES``. interleave: model chunks per pipeline stage
+    (v); 1 means the plain 1F1B schedule. dtype: float activation dtype.
+    global_batch: sequences per iteration; 0 means micro_batch × dp (one
+    micro-batch per data-parallel rank, no gradient accumulation).
+    cp: context-parallel size c (1 means disabled): every sequence split over
+    c ranks (ring attention, Liu et al. 2023; Megatron-LM's
+    ``--context-parallel-size``). The GPUs are t·p·d·c; dp counts the
+    data-parallel replicas only (each one c ranks wide).
+    """
+
+    micro_batch: int = 1
+    seq: int = 0
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    sp: bool = False
+    recompute: str = "none"
+    zero: int = 0
+    optimizer: str = "bf16-adam"
+    interleave: int = 1
+    dtype: str = "bf16"
+    global_batch: int = 0
+    cp: int = 1
+
+    def strategy(self) -> "Strategy":
+        """The activation strategy: the first pipeline stage whenever pp > 1."""
+        from .strategies import Strategy  # sympy: imported when an expression is wanted
+
+        return Strategy(tensor_parallel=True, sequence_parallel=self.sp, recompute=self.recompute,
+                        dtype=self.dtype, pipeline=self.pp > 1, interleaved=self.interleave > 1,
+                        context_parallel=self.cp > 1)
+
+    def values(self, model: ModelConfig) -> dict[str, int]:
+        """Dimension values, papers' letters, for the model under this layout."""
+        values = model.values()
+        values.update(s=self.seq or model.seq, b=self.micro_batch, t=self.tp, p=self.pp, d=self.dp,
+                      v=self.interleave, c=self.cp)
+        return values
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the layout occupies: t·p·d·c."""
+        return self.tp * self.pp * self.dp * self.cp
+
+    def iteration_micro_batches(self) -> int:
+        """Micro-batches per data-parallel rank per iteration."""
+        return (self.global_batch or self.micro_batch * self.dp) // (self.micro_batch * self.dp)
+
+    def is_valid(self, model: ModelConfig) -> bool:
+        """Whether :meth:`validate` accepts this layout for ``model``."""
+        try:
+            self.validate(model)
+        except ConfigError:
+            return False
+        return True
+
+    def validate(self, model: ModelConfig) -> "Layout":
+        for name in ("micro_batch", "tp", "pp", "dp", "interleave", "cp"):
+            positive_int(name, getattr(self, name))
+        if self.seq:
+            positive_int("seq", self.seq)
+        if self.recompute not in RECOMPUTE:
+            raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
+        if self.zero not in ZERO_STAGES:
+            raise ConfigError(f"zero must be one of 0, 1, 2, 3, not {self.zero!r}")
+        if self.optimizer not in RECIPES:
+            raise ConfigError(f"unknown optimizer {self.optimizer!r}; recipes: {', '.join(RECIPES)}")
+        if self.dtype not in FLOAT_ACTIVATION_DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}, not {self.dtype!r}")
+        values = self.values(model)
+        if model.heads % self.tp:
+            raise ConfigError(f"heads ({model.heads}) must be divisible by tp ({self.tp}): "
+                              "choose a tp that divides the head count")
+        if "g" in values and values["g"] % self.tp:
+            raise ConfigError(f"key/value heads ({values['g']}) must be divisible by tp ({self.tp}): "
+                              "each tensor-parallel rank holds whole K/V heads; choose a tp that divides them")
+        if values.get("f_e", self.tp) % self.tp:
+            raise ConfigError(f"expert ffn width ({values['f_e']}) must be divisible by tp ({self.tp})")
+        if values["f"] % self.tp:
+            raise ConfigError(f"ffn width ({values['f']}) must be divisible by tp ({self.tp})")
+        if values["s"] % self.cp:
+            raise ConfigError(f"seq ({values['s']}) must be divisible by cp ({self.cp}): "
+                              "each context-parallel rank holds s/cp tokens; choose a cp that divides it")
+        if self.sp and values["s"] % (self.tp * self.cp):
+            # Megatron-LM splits the sequence by cp first, then SP splits each rank's s/cp by t.
+            raise ConfigError(f"seq ({values['s']}) must be divisible by tp×cp ({self.tp}×{self.cp}) under "
+                              "sequence parallelism" if self.cp > 1 else
+                              f"seq ({values['s']}) must be divisible by tp ({self.tp}) under sequence parallelism")
+        if model.layers % (self.pp * self.interleave):
+            raise ConfigError(f"layers ({model.layers}) must be divisible by pp×interleave "
+                              f"({self.pp}×{self.interleave}): choose sizes that divide the layer count")
+        if self.interleave > 1 and self.pp == 1:
+            raise ConfigError("interleave needs a pipeline: set pp > 1 or interleave 1")
+        if self.global_batch:
+            positive_int("global_batch", self.global_batch)
+            if self.global_batch % (self.micro_batch * self.dp):
+                raise ConfigError(f"global_batch ({self.global_batch}) must be a multiple of "
+                                  f"micro_batch×dp ({self.micro_batch}×{self.dp})")
+        return self

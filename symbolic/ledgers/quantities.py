@@ -1,0 +1,195 @@
+"""The ledgers' named quantities — activations, parameters, model states,
+FLOPs — registered in :data:`symbolic.core.registry.REGISTRY`.
+"""
+from __future__ import annotations
+
+from sympy import Expr, Integer, Symbol, expand, series
+
+from ..core.dims import V, s
+from ..core.numeric import UNITS
+from ..core.registry import quantity, select_terms
+from ..core.tensors import Inventory
+from ..layout.strategies import Strategy
+from ..models.architectures import ARCHITECTURES
+from . import activations, flops, params, states
+
+
+def _arch(arch: str):
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {arch!r}; known: {', '.join(ARCHITECTURES)}")
+    return ARCHITECTURES[arch]
+
+
+def _strategy(options: dict) -> Strategy:
+    """A :class:`Strategy` from keyword options; ``in_flight`` may be a formula
+    in the dimension letters (e.g. ``"m"``), read by the guarded parser."""
+    from ..core.dims import SYMBOLS
+    from ..core.expressions import parse_formula
+
+    options = dict(options)
+    if isinstance(options.get("in_flight"), (str, int)):
+        options["in_flight"] = parse_formula(str(options["in_flight"]), SYMBOLS)
+    return Strategy(**options)
+
+
+# --- activations -----------------------------------------------------------
+
+@quantity("activations.per_layer", "B")
+def _activations_per_layer(arch="gpt", select=None, **strategy) -> Expr:
+    """Bytes one GPU saves for one layer and one micro-batch (optionally only
+    the terms matching ``select``)."""
+    inventory = activations.layer_inventory(_strategy(strategy), _arch(arch).saved_tensors())
+    return activations.total_bytes(select_terms(inventory, select))
+
+
+@quantity("activations.stage", "B")
+def _activations_stage(arch="gpt", select=None, **strategy) -> Expr:
+    """Bytes of the transformer layers' activations on the stage accounted
+    (all L layers without a pipeline; the first stage with one)."""
+    strat = _strategy(strategy)
+    in_flight, layers = strat.layers_held()
+    return in_flight * layers * _activations_per_layer(arch, select, **strategy)
+
+
+@quantity("activations.interleave_factor", "1")
+def _interleave_factor(arch="gpt", **strategy) -> Expr:
+    """First-stage activations of the interleaved schedule over those of 1F1B."""
+    base = dict(strategy, pipeline=True, interleaved=False)
+    return _activations_stage(arch, None, **dict(base, interleaved=True)) / _activations_stage(arch, None, **base)
+
+
+@quantity("activations.selective_saving", "1")
+def _selective_saving(arch="gpt", **strategy) -> Expr:
+    """Fraction of activation memory selective recompute saves."""
+    none = _activations_per_layer(arch, None, **dict(strategy, recompute="none"))
+    sel = _activations_per_layer(arch, None, **dict(strategy, recompute="selective"))
+    return 1 - sel / none
+
+
+# --- parameters ------------------------------------------------------------
+
+@quantity("params", "params")
+def _params(arch="gpt", tied=None, positions=None, scopes=params.SCOPES, select=None) -> Expr:
+    """Parameter count (layer terms × L) over ``scopes``; ``eq2`` scopes are
+    ``["layer", "embedding"]``. ``tied``/``positions``: the architecture's
+    defaults unless given (GPT: tied, learned; LLaMA: untied, RoPE)."""
+    given = {key: value for key, value in (("tied", tied), ("positions", positions)) if value is not None}
+    inventory = select_terms(_arch(arch).parameters(**given), select)
+    return params.count(inventory, tuple(scopes))
+
+
+@quantity("params.kaplan", "params")
+def _params_kaplan(arch="gpt") -> Expr:
+    """Kaplan's N: the layers' weight matrices, no embeddings, biases or norms."""
+    return params.non_embedding_weights(_arch(arch).parameters())
+
+
+# --- model states ----------------------------------------------------------
+
+def _recipe(recipe: str):
+    if recipe not in states.RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; known: {', '.join(states.RECIPES)}")
+    return states.RECIPES[recipe]
+
+
+@quantity("states.bytes_per_param", "B")
+def _bytes_per_param(recipe="bf16-adam", kind=None) -> Expr:
+    """Bytes per parameter of a recipe (or of one ``kind`` of its blocks)."""
+    r = _recipe(recipe)
+    return Integer(r.bytes_per_param if kind is None else r.bytes_of(kind))
+
+
+@quantity("states.per_gpu", "B")
+def _states_per_gpu(recipe="bf16-adam", zero=0) -> Expr:
+    """Model-state bytes per GPU, in Psi, t, p, d."""
+    return states.per_gpu(_recipe(recipe), zero)
+
+
+# --- FLOPs -----------------------------------------------------------------
+
+@quantity("flops.forward", "FLOPs")
+def _flops_forward(arch="gpt", select=None) -> Expr:
+    """Forward FLOPs of one micro-batch (L layers and the logits)."""
+    return flops.forward(select_terms(_arch(arch).matmuls(), select))
+
+
+@quantity("flops.layer_forward", "FLOPs")
+def _flops_layer_forward(arch="gpt") -> Expr:
+    """Forward FLOPs of one layer and one micro-batch."""
+    from ..core.dims import L
+    return flops.forward(select_terms(_arch(arch).matmuls(), "layer/*")) / L
+
+
+@quantity("flops.model_training", "FLOPs")
+def _flops_model(arch="gpt") -> Expr:
+    """Model FLOPs of one training micro-batch: forward + backward."""
+    return flops.model_training(_arch(arch).matmuls())
+
+
+@quantity("flops.hardware_training", "FLOPs")
+def _flops_hardware(arch="gpt", recompute="none") -> Expr:
+    """Hardware FLOPs of one training micro-batch, recompute included."""
+    return flops.hardware_training(recompute, _arch(arch).matmuls())
+
+
+@quantity("flops.recompute_ratio", "1")
+def _flops_ratio(arch="gpt", recompute="selective") -> Expr:
+    """Hardware over model FLOPs under ``recompute``."""
+    return _flops_hardware(arch, recompute) / _flops_model(arch)
+
+
+@quantity("flops.recompute_ratio_leading", "1")
+def _flops_ratio_leading(arch="gpt", recompute="selective") -> Expr:
+    """The ratio above to first order in s/h and V/(hL) (the papers' "≈",
+    valid when 3h ≫ s and 12hL ≫ V)."""
+    return leading_order(_flops_ratio(arch, recompute), (s, V))
+
+
+@quantity("flops.kaplan_forward_per_token", "FLOPs")
+def _kaplan_forward(arch="gpt", context=True) -> Expr:
+    """Kaplan et al. 2020 Eq 2.2 forward FLOPs per token; ``context=False``
+    drops the attention products (the short-context limit)."""
+    inventory = _arch(arch).matmuls()
+    if not context:
+        inventory = Inventory(tuple(mm for mm in inventory if mm.weight), inventory.applied)
+    return flops.kaplan_forward_per_token(inventory)
+
+
+@quantity("flops.kaplan_training_per_token", "FLOPs")
+def _kaplan_training(arch="gpt", context=True) -> Expr:
+    """Kaplan's training FLOPs per token: forward + backward = 3 × forward."""
+    mm = _arch(arch).matmuls()
+    backward_over_forward = mm.terms[0].backward_flops / mm.terms[0].forward_flops
+    return (1 + backward_over_forward) * _kaplan_forward(arch, context)
+
+
+@quantity("flops.per_param_per_token", "FLOPs")
+def _per_param_per_token(arch="gpt") -> Expr:
+    """Kaplan's short-context training FLOPs per token per parameter (the 6 of 6N)."""
+    return expand(_kaplan_training(arch, context=False) / _params_kaplan(arch))
+
+
+@quantity("flops.hardware_per_param_per_token", "FLOPs")
+def _hardware_per_param_per_token(arch="gpt", recompute="full") -> Expr:
+    """Hardware FLOPs per token per Kaplan parameter, short context, no logits
+    (the 8 of "8N/token" under full recompute)."""
+    from ..ledgers.flops import per_token
+    return leading_order(per_token(_flops_hardware(arch, recompute)) / _params_kaplan(arch), (s, V), order=0)
+
+
+# --- units -----------------------------------------------------------------
+
+@quantity("unit", "B")
+def _unit(unit="GB") -> Expr:
+    """The size of a unit in its base unit (GB = 10^9 B, GiB = 2^30 B)."""
+    if unit not in UNITS:
+        raise ValueError(f"unknown unit {unit!r}")
+    return Integer(UNITS[unit]) if isinstance(UNITS[unit], int) else UNITS[unit]
+
+
+def leading_order(expr: Expr, small, order: int = 1) -> Expr:
+    """``expr`` to ``order`` in the symbols ``small``, scaled together by ε → 0."""
+    eps = Symbol("epsilon", positive=True)
+    scaled = expr.xreplace({x: eps * x for x in small})
+    return expand(series(scaled, eps, 0, order + 1).removeO().subs(eps, 1))
+

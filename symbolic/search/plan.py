@@ -1,0 +1,555 @@
+"""Plan a training layout: every valid layout of a model on N GPUs, evaluated at once.
+
+The bill (:mod:`symbolic.bill.derive`) itemises one layout exactly. A plan asks the
+same question of every layout at once: the ledgers' expressions are built by
+the same calls the bill makes (``params.count``, ``states.blocks``,
+``activations.layer_inventory`` × ``Strategy.layers_held``,
+``flops.hardware_training``), turned into numpy functions once
+(:func:`symbolic.core.numeric.vectorize`) and evaluated over arrays of layouts.
+Floats only screen and rank; every layout a plan shows is evaluated again
+exactly, from the same expressions, so its totals equal ``make_bill``'s.
+
+What a plan models, and what it does not:
+
+* **Memory per GPU** = model states + activations of the stage the bill
+  accounts (the first pipeline stage), as in the bill. The memory timeline
+  (transients, communication buffers, fragmentation) is not modelled, so the
+  total is a lower bound; ``margin`` bytes are reserved from the GPU's memory
+  for what it leaves out: a layout *fits* when ``total ≤ gpu_memory − margin``.
+* **Step time** = hardware FLOPs per GPU per iteration (recompute included,
+  ``ledgers.flops.hardware_training``) / (peak × utilisation) × (1 + bubble),
+  with the pipeline bubble of Narayanan et al. 2021 §2.2: ``(p−1)/m`` for
+  1F1B and ``(p−1)/(v·m)`` interleaved, m = micro-batches per pipeline per
+  iteration. Communication time, overlap and kernel efficiency differences
+  are not modelled: the utilisation stands for all of them.
+* **Valid layouts**: t·p·d·c = N; :meth:`Layout.validate` (heads and FFN width
+  divisible by t, layers by p·v, s by c and by t·c under SP, global batch by b·d); and
+  the rules of the frameworks the papers used, stated where applied: t within
+  one node (Narayanan et al. 2021 §3.3, takeaway #1), interleaving only when
+  the micro-batches per pipeline are a multiple of p (Megatron-LM's
+  ``get_forward_backward_func`` asserts it for the interleaved schedule),
+  ZeRO-2/3 not combined with pp > 1 (DeepSpeed's ``PipelineEngine`` asserts
+  ZeRO stage < 2: "incompatible with pipeline parallelism"), ZeRO only with d > 1 and
+  SP only with t > 1 (otherwise the same layout twice).
+* **Context parallelism** (c, ``Layout.cp``): swept over the divisors of N
+  that divide s (t·c under SP: Megatron-LM splits the sequence by c, then SP
+  splits each rank's s/c by t), t·p·d·c = N; activations /c, weights
+  replicated on the c ranks, ZeRO over d·c (as the bill). Its ring
+  communication is not modelled, so at equal time per sequence a layout with
+  fewer context-parallel ranks ranks first.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Mapping
+
+import numpy as np
+from sympy import Add, Expr, Rational
+
+from ..core.dims import E, E_s, L, Psi, V, a, b, c, d, f, f_e, g, h, k, p, s, t, v
+from ..core.numeric import exact, vectorize
+from ..layout.layout import Layout
+from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
+from ..ledgers import activations, flops, params, states
+from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig, positive_int
+
+#: The argument list of every vectorised ledger function (unused ones are ignored):
+#: the GPT letters, then the LLaMA/MoE ones (key/value heads, experts, top-k, shared, expert width),
+#: then the context-parallel size.
+ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c)
+#: The model's letters a plan holds fixed while it sweeps the layout's.
+MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e")
+#: Pipeline schedules as the bill accounts them: no pipeline (pp = 1), the
+#: first stage of 1F1B (pp > 1), the first stage of the interleaved schedule (v > 1).
+SCHEDULES = ("none", "1f1b", "interleaved")
+#: Recompute policies from the lightest (fastest, most memory) to the heaviest.
+RECOMPUTE_ORDER = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The time model's hardware: dense peak FLOP/s per GPU and the fraction of
+    it the hardware FLOPs (recompute included) achieve."""
+
+    name: str = "A100 SXM, bf16 dense"
+    peak_flops: float = 312e12  #: FLOP/s; NVIDIA A100 datasheet, bf16 Tensor Core, dense
+    utilisation: float = 0.5    #: achieved / peak; 0.5 is the stated default, not a measurement
+
+    def describe(self) -> str:
+        return (f"{self.name}, {self.peak_flops / 1e12:g} TFLOP/s peak × {self.utilisation:g} utilisation "
+                f"= {self.peak_flops * self.utilisation / 1e12:g} TFLOP/s per GPU")
+
+
+A100 = Hardware()
+
+
+# --- the bill's expressions, once per discrete choice ------------------------
+
+def _check_arch(model: ModelConfig) -> None:
+    """Plan and solve take the inventories the bill itemises (``models.config.BILLED_ARCHITECTURES``)."""
+    if getattr(model, "arch", "gpt") not in BILLED_ARCHITECTURES:
+        raise ConfigError(f"plan/solve model the inventories the bill itemises ({', '.join(BILLED_ARCHITECTURES)}); "
+                          f"{model.name!r} is {model.arch!r}")
+
+
+def _inventories(structure: tuple):
+    """The bill's inventories for a :func:`symbolic.bill.derive.structure` key."""
+    from ..bill.derive import architecture_inventories  # here: the bill imports this module's neighbours
+    return architecture_inventories(*structure)
+
+
+@lru_cache(maxsize=None)
+def params_expr(structure: tuple) -> Expr:
+    """The configuration's parameter count (the bill's ``params``)."""
+    return params.count(_inventories(structure)[0])
+
+
+@lru_cache(maxsize=None)
+def states_expr(optimizer: str, zero: int, cp: bool = False) -> Expr:
+    """Model-state bytes per GPU in Psi, t, p, d (and c under context parallelism: ZeRO over d·c),
+    the bill's ``model_states`` lines, summed."""
+    return Add(*states.blocks(states.RECIPES[optimizer], zero, context_parallel=c if cp else 1).values())
+
+
+def schedule_of(layout: Layout) -> str:
+    return "none" if layout.pp == 1 else ("interleaved" if layout.interleave > 1 else "1f1b")
+
+
+def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool = False) -> Layout:
+    """A layout with this schedule, so that :meth:`Layout.strategy` maps it as the bill does."""
+    return Layout(sp=sp, recompute=recompute, dtype=dtype, pp=1 if schedule == "none" else 2,
+                  interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1)
+
+
+@lru_cache(maxsize=None)
+def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str,
+                     cp: bool = False) -> Expr:
+    """Activation bytes per GPU on the stage accounted (the bill's ``activations`` lines, summed):
+    chunks in flight × layers per chunk × each saved tensor's bytes."""
+    strategy = _representative(sp, recompute, dtype, schedule, cp).strategy()
+    in_flight, layers_held = strategy.layers_held()
+    inventory = activations.layer_inventory(strategy, _inventories(structure)[1])
+    return Add(*(in_flight * layers_held * term.bytes for term in inventory))
+
+
+@lru_cache(maxsize=None)
+def flops_expr(structure: tuple, recompute: str) -> Expr:
+    """Hardware FLOPs of one micro-batch through the whole model, recompute included
+    (the bill's ``flops`` lines, before × micro-batches): with a fused attention
+    kernel, its backward's recomputed Q·Kᵀ too."""
+    from ..bill.derive import fused_backward_recompute, recompute_for_flops
+    _, saved, matmuls = _inventories(structure)
+    return (flops.hardware_training(recompute_for_flops(recompute, saved), matmuls)
+            + fused_backward_recompute(saved, matmuls))
+
+
+@lru_cache(maxsize=None)
+def model_flops_expr(structure: tuple) -> Expr:
+    """Model FLOPs of one micro-batch (forward + backward, nothing recomputed: the
+    bill's ``model_flops_per_iteration`` before × micro-batches)."""
+    return flops.model_training(_inventories(structure)[2])
+
+
+@lru_cache(maxsize=None)
+def _vectorized(expr: Expr):
+    return vectorize(expr, list(ARGS))
+
+
+def _call(expr: Expr, values: Mapping[str, object]):
+    # A GPT model has no g, E, k, E_s, f_e: its expressions do not use them.
+    return _vectorized(expr)(*(values.get(x.name, 1.0) for x in ARGS))
+
+
+@dataclass(frozen=True)
+class Group:
+    """The discrete choices that change the shape of the ledgers' expressions."""
+
+    sp: bool = False
+    recompute: str = "none"
+    zero: int = 0
+    schedule: str = "none"
+    optimizer: str = "bf16-adam"
+    dtype: str = "bf16"
+    #: the model's :func:`symbolic.bill.derive.structure` (arch, symbolic ffn, tied, positions, shared experts)
+    structure: tuple = ("gpt", False, True, "learned", False)
+    cp: bool = False  #: context parallelism on (c > 1)
+
+    @classmethod
+    def of(cls, model: ModelConfig, layout: Layout) -> "Group":
+        from ..bill.derive import structure
+        return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
+                   layout.dtype, structure(model), layout.cp > 1)
+
+    def expressions(self) -> dict[str, Expr]:
+        """The bill's ledgers as expressions in the papers' letters (Psi: the count the states use)."""
+        return {"params": params_expr(self.structure),
+                "model_states_bytes": states_expr(self.optimizer, self.zero, self.cp),
+                "activation_bytes": activations_expr(self.structure, self.sp, self.recompute, self.dtype,
+                                                     self.schedule, self.cp),
+                "flops_per_micro_batch": flops_expr(self.structure, self.recompute),
+                "model_flops_per_micro_batch": model_flops_expr(self.structure)}
+
+
+def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand=None) -> dict[str, np.ndarray]:
+    """The bill's totals for arrays of configurations sharing ``group``, vectorised.
+
+    ``values``: arrays (or scalars) for the letters s b h a L V t p d f v (and c);
+    ``micro_batches``: micro-batches per iteration, all data-parallel ranks
+    together (the bill's ``iteration_micro_batches × dp``). Floats: for
+    screening and ranking; :func:`exact_totals` gives the exact numbers.
+    """
+    exprs = group.expressions()
+    # Floats throughout: FLOPs per iteration pass 2^63 for large models, and int64 would wrap silently.
+    values = {k: np.asarray(x, dtype=np.float64) for k, x in values.items()}
+    values["Psi"] = 0.0
+    count = _call(exprs["params"], values)
+    values["Psi"] = count if params_hand is None else float(params_hand)
+    model_states = _call(exprs["model_states_bytes"], values)
+    acts = _call(exprs["activation_bytes"], values)
+    micro_batches = np.asarray(micro_batches, dtype=np.float64)
+    return {"params": count, "model_states_bytes": model_states, "activation_bytes": acts,
+            "total_bytes": model_states + acts,
+            "flops_per_iteration": _call(exprs["flops_per_micro_batch"], values) * micro_batches,
+            "model_flops_per_iteration": _call(exprs["model_flops_per_micro_batch"], values) * micro_batches}
+
+
+def exact_totals(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> dict[str, object]:
+    """The bill's totals for one layout, exactly, from the plan's expressions."""
+    group = Group.of(model, layout)
+    exprs = group.expressions()
+    values = layout.values(model)
+    count = int(exact(exprs["params"], values))
+    values["Psi"] = count if params_hand is None else params_hand
+    model_states = _whole(exact(exprs["model_states_bytes"], values))
+    acts = _whole(exact(exprs["activation_bytes"], values))
+    micro_batches = layout.iteration_micro_batches() * layout.dp
+    flops_iteration = int(exact(exprs["flops_per_micro_batch"], values)) * micro_batches
+    model_flops = int(exact(exprs["model_flops_per_micro_batch"], values)) * micro_batches
+    gpus = layout.gpus
+    return {"params": count, "model_states_bytes": model_states, "activation_bytes": acts,
+            "total_bytes": _whole(Rational(model_states) + acts), "flops_per_iteration": flops_iteration,
+            "model_flops_per_iteration": model_flops, "flops_per_gpu_per_iteration": Rational(flops_iteration, gpus)}
+
+
+def _whole(x):
+    """As the bill: an int when whole, else the exact Rational."""
+    x = Rational(x)
+    return int(x) if x.is_Integer else x
+
+
+# --- enumeration -------------------------------------------------------------
+
+def divisors(n: int) -> list[int]:
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return sorted(set(small + [n // k for k in small]))
+
+
+#: Options a plan can fix (None: sweep it).
+FIXABLE = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "cp")
+
+
+@dataclass
+class Planned:
+    """One layout of a plan, with its exact ledger totals and its time estimate."""
+
+    layout: Layout
+    totals: dict[str, object]           #: exact, equal to make_bill's totals of the same names
+    headroom_bytes: object              #: usable memory − total (exact)
+    fits: bool
+    step_seconds: float
+    bubble: float                       #: pipeline bubble, fraction of the ideal step time
+    recompute_overhead: float           #: hardware / model FLOPs − 1
+    binding: str                        #: what limits this layout (see :func:`_binding`)
+    micro_batches_per_pipeline: int
+
+    def as_dict(self) -> dict[str, object]:
+        lay = self.layout
+        out = {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "micro_batch": lay.micro_batch,
+               "zero": lay.zero, "recompute": lay.recompute, "sp": lay.sp, "interleave": lay.interleave,
+               "seq": lay.seq, "global_batch": lay.global_batch, "optimizer": lay.optimizer,
+               "dtype": lay.dtype, "micro_batches_per_pipeline": self.micro_batches_per_pipeline}
+        out.update({k: _jsonable(val) for k, val in self.totals.items()})
+        out.update(headroom_bytes=_jsonable(self.headroom_bytes), fits=self.fits,
+                   step_seconds=self.step_seconds, bubble=self.bubble,
+                   recompute_overhead=self.recompute_overhead, binding=self.binding)
+        return out
+
+
+def _jsonable(value):
+    if value is None or isinstance(value, (bool, int, str, float)):
+        return value
+    value = Rational(value)
+    return int(value) if value.is_Integer else f"{value.p}/{value.q}"
+
+
+@dataclass
+class Plan:
+    """Every valid layout, evaluated; :meth:`ranked` gives the fitting ones, fastest first."""
+
+    model: ModelConfig
+    gpus: int
+    gpu_memory: int
+    margin: int
+    hardware: Hardware
+    seq: int
+    global_batch: int
+    params_hand: int | None
+    optimizer: str
+    dtype: str
+    table: dict[str, np.ndarray]         #: one entry per layout evaluated (columns of equal length)
+    order: np.ndarray                    #: indices of the fitting layouts, best first
+    rules: list[str] = field(default_factory=list)
+
+    @property
+    def usable(self) -> int:
+        return self.gpu_memory - self.margin
+
+    @property
+    def evaluated(self) -> int:
+        return len(self.table["tp"])
+
+    def layout_at(self, i: int) -> Layout:
+        return _layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype)
+
+    def planned(self, i: int) -> Planned:
+        """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
+        layout = self.layout_at(i)
+        totals = exact_totals(self.model, layout, self.params_hand)
+        headroom = _whole(self.usable - Rational(totals["total_bytes"]))
+        return Planned(layout, totals, headroom, bool(Rational(headroom) >= 0), float(self.table["step_seconds"][i]),
+                       float(self.table["bubble"][i]), float(self.table["recompute_overhead"][i]),
+                       _binding(self, i, layout, headroom), int(self.table["micro_batches"][i]))
+
+    def ranked(self, top: int | None = 10) -> list[Planned]:
+        """The fitting layouts, fastest first (``top`` None or 0: all)."""
+        picked = self.order if not top else self.order[:top]
+        return [self.planned(int(i)) for i in picked]
+
+    def closest(self) -> Planned | None:
+        """When nothing fits: the layout that misses by the least."""
+        if self.evaluated == 0:
+            return None
+        return self.planned(int(np.argmin(self.table["total_bytes"])))
+
+
+def _binding(plan: Plan, i: int, layout: Layout, headroom) -> str:
+    """What limits a layout, in words.
+
+    ``memory``: it recomputes, and the same layout with the next lighter policy
+    does not fit (the memory forces the recompute); otherwise the largest term
+    of the time model: the pipeline bubble, the recompute FLOPs, or plain
+    compute at peak × utilisation. A layout that does not fit is bound by memory.
+    """
+    if Rational(headroom) < 0:
+        return f"memory: over by {float(-Rational(headroom)) / 1e9:.2f} GB"
+    if layout.recompute != "none":
+        lighter = RECOMPUTE_ORDER[RECOMPUTE_ORDER.index(layout.recompute) - 1]
+        try:
+            total = exact_totals(plan.model, replace(layout, recompute=lighter), plan.params_hand)["total_bytes"]
+        except ConfigError:
+            total = None
+        if total is not None and Rational(total) > plan.usable:
+            without = "no recompute" if lighter == "none" else f"{lighter} recompute"
+            return f"memory: {without} would need {float(total) / 1e9:.2f} GB"
+    bubble, extra = float(plan.table["bubble"][i]), float(plan.table["recompute_overhead"][i])
+    if bubble <= 0 and extra <= 0:
+        return "compute"
+    # With no recompute policy, the extra hardware FLOPs are the fused attention kernel's Q·Kᵀ recompute.
+    what = "recompute" if layout.recompute != "none" else "fused attention's recompute"
+    return f"pipeline bubble +{bubble:.1%}" if bubble >= extra else f"{what} +{extra:.1%} FLOPs"
+
+
+def pipeline_bubble(pp, interleave, micro_batches):
+    """Idle fraction of the ideal step: (p−1)/m for 1F1B, (p−1)/(v·m) interleaved
+    (Narayanan et al. 2021 §2.2.1–2.2.2), m = micro-batches per pipeline per iteration."""
+    pp = np.asarray(pp, dtype=np.float64)
+    return np.where(pp > 1, (pp - 1) / (np.asarray(interleave) * np.asarray(micro_batches)), 0.0)
+
+
+def step_seconds(flops_per_gpu, bubble, hardware: Hardware = A100):
+    """The time model: hardware FLOPs per GPU / (peak × utilisation) × (1 + bubble)."""
+    return flops_per_gpu / (hardware.peak_flops * hardware.utilisation) * (1 + bubble)
+
+
+def _fixed(fixed: Mapping[str, object] | None) -> dict[str, object]:
+    fixed = {k: val for k, val in (fixed or {}).items() if val is not None}
+    unknown = set(fixed) - set(FIXABLE)
+    if unknown:
+        raise ConfigError(f"cannot fix {sorted(unknown)} in a plan; fixable: {', '.join(FIXABLE)}")
+    return fixed
+
+
+
+def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_batch: int = 0,
+                      max_micro_batch: int = 16, gpus_per_node: int = 8,
+                      fixed: Mapping[str, object] | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Every valid layout of ``model`` on ``gpus`` GPUs, as columns of numpy arrays.
+
+    Micro-batch sizes: with ``global_batch``, every b with b·d dividing it;
+    without, the powers of two up to ``max_micro_batch`` (one micro-batch per
+    data-parallel rank per iteration, as the bill's default).
+    Returns the columns and the rules applied, in words.
+    """
+    positive_int("gpus", gpus)
+    positive_int("gpus_per_node", gpus_per_node)
+    positive_int("max_micro_batch", max_micro_batch)
+    if global_batch:
+        positive_int("global_batch", global_batch)
+    fixed = _fixed(fixed)
+    values = Layout(seq=seq).values(model)
+    s_, heads, layers, ffn = values["s"], model.heads, model.layers, values["f"]
+    kv = f", the key/value heads ({values['g']})" if "g" in values else ""
+    ffn_e = f", the expert FFN width ({values['f_e']})" if "f_e" in values else ""
+    rules = [f"t·p·d·c = {gpus}", f"c divides s ({s_})", f"t divides heads ({heads}){kv}{ffn_e} and the FFN width ({ffn}); "
+             f"t ≤ {gpus_per_node} "
+             "GPUs per node (Narayanan et al. 2021 §3.3)", f"p·v divides the layers ({layers})",
+             "SP only with t > 1, s divisible by t·c", "ZeRO only with d > 1; ZeRO-2/3 only with p = 1 "
+             "(DeepSpeed's pipeline engine supports ZeRO-1)",
+             "interleaving (v > 1) only with p > 1 and micro-batches per pipeline a multiple of p (Megatron-LM)"]
+    if global_batch:
+        rules.append(f"global batch {global_batch}: b·d divides it; micro-batches per pipeline m = B/(b·d)")
+    else:
+        rules.append(f"no global batch: one micro-batch per data-parallel rank (m = 1), "
+                     f"b in powers of two up to {max_micro_batch}")
+
+    rows = []
+    for cp, tp in ((cp, tp) for cp in divisors(gpus) if s_ % cp == 0 and fixed.get("cp", cp) == cp
+                   for tp in divisors(gpus // cp)):
+        if heads % tp or ffn % tp or tp > gpus_per_node or fixed.get("tp", tp) != tp:
+            continue
+        for pp in divisors(gpus // (cp * tp)):
+            dp = gpus // (cp * tp * pp)
+            if layers % pp or fixed.get("pp", pp) != pp or fixed.get("dp", dp) != dp:
+                continue
+            if global_batch:
+                if global_batch % dp:
+                    continue
+                micro = divisors(global_batch // dp)
+            else:
+                micro = [1 << k for k in range(max_micro_batch.bit_length()) if 1 << k <= max_micro_batch]
+            micro = [mb for mb in micro if fixed.get("micro_batch", mb) == mb]
+            chunks = [1] + ([vv for vv in divisors(layers // pp) if vv > 1] if pp > 1 else [])
+            zeros = [0] if dp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
+            sps = [False, True] if tp > 1 and s_ % (tp * cp) == 0 else [False]
+            for mb in micro:
+                m = (global_batch // (mb * dp)) if global_batch else 1
+                for vv in chunks:
+                    if vv > 1 and m % pp:
+                        continue
+                    if fixed.get("interleave", vv) != vv:
+                        continue
+                    for zero in zeros:
+                        if fixed.get("zero", zero) != zero:
+                            continue
+                        for sp in sps:
+                            if fixed.get("sp", sp) != sp or not Layout(
+                                    micro_batch=mb, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, interleave=vv,
+                                    zero=zero, global_batch=global_batch, cp=cp).is_valid(model):
+                                continue
+                            for rc in range(3):
+                                if fixed.get("recompute", RECOMPUTE_ORDER[rc]) != RECOMPUTE_ORDER[rc]:
+                                    continue
+                                rows.append((tp, pp, dp, mb, vv, zero, sp, rc, m, cp))
+    names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp")
+    array = np.array(rows, dtype=np.int64).reshape(-1, len(names))
+    return {name: array[:, k] for k, name in enumerate(names)}, rules
+
+
+def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global_batch: int = 0,
+         margin: int = 0, params_hand: int | None = None, optimizer: str = "bf16-adam", dtype: str = "bf16",
+         hardware: Hardware = A100, max_micro_batch: int = 16, gpus_per_node: int = 8,
+         fixed: Mapping[str, object] | None = None) -> Plan:
+    """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
+
+    Keeps those whose states + activations ≤ ``gpu_memory − margin`` and ranks
+    them by estimated time per sequence (= step time when the global batch is
+    fixed), then by headroom. Raises :class:`ConfigError` when no layout is
+    valid at all (as opposed to none fitting).
+    """
+    from ..bill.derive import structure
+
+    _check_arch(model)
+    model_structure = structure(model)
+    positive_int("gpu_memory", gpu_memory)
+    if margin < 0 or margin >= gpu_memory:
+        raise ConfigError(f"margin ({margin:,} B) must be at least 0 and below the GPU memory ({gpu_memory:,} B)")
+    if optimizer not in states.RECIPES:
+        raise ConfigError(f"unknown optimizer {optimizer!r}; recipes: {', '.join(states.RECIPES)}")
+    if dtype not in FLOAT_ACTIVATION_DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}, not {dtype!r}")
+    if fixed and fixed.get("recompute") is not None and fixed["recompute"] not in RECOMPUTE:
+        raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}")
+    if not (hardware.peak_flops > 0 and 0 < hardware.utilisation <= 1):
+        raise ConfigError("peak FLOP/s must be positive and utilisation in (0, 1]")
+    seq = positive_int("seq", seq) if seq else model.seq
+    table, rules = enumerate_layouts(model, gpus, seq=seq, global_batch=global_batch,
+                                     max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node, fixed=fixed)
+    n = len(table["tp"])
+    if n == 0:
+        raise ConfigError(f"no valid layout of {model.name} on {gpus} GPUs"
+                          + (f" with global batch {global_batch}" if global_batch else "")
+                          + (f" and {dict(_fixed(fixed))}" if _fixed(fixed) else "")
+                          + ": choose a GPU count whose factors divide the heads "
+                          f"({model.heads}) and layers ({model.layers}), and a cp that divides s ({seq})"
+                          + (" and a global batch divisible by the data-parallel size" if global_batch else ""))
+    values = Layout(seq=seq).values(model)
+    scalars = {k: values[k] for k in MODEL_LETTERS if k in values}
+    cols = {"t": table["tp"], "p": table["pp"], "d": table["dp"], "b": table["micro_batch"],
+            "v": table["interleave"], "c": table["cp"]}
+    micro_batches_total = table["micro_batches"] * table["dp"]
+    out = {k: np.empty(n) for k in ("params", "model_states_bytes", "activation_bytes", "total_bytes",
+                                     "flops_per_iteration", "model_flops_per_iteration")}
+    schedule = np.where(table["pp"] == 1, 0, np.where(table["interleave"] > 1, 2, 1))
+    # One group per discrete choice: the expressions differ in shape, not in values.
+    context = (table["cp"] > 1).astype(np.int64)
+    key = (((context * 2 + table["sp"]) * 3 + table["recompute"]) * 4 + table["zero"]) * 3 + schedule
+    for choice in np.unique(key):
+        idx = np.flatnonzero(key == choice)
+        i0 = idx[0]
+        group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
+                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]))
+        vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
+        result = sweep(group, vals, micro_batches_total[idx], params_hand)
+        for name, arr in result.items():
+            out[name][idx] = arr
+    usable = gpu_memory - margin
+    # Floats screen; layouts within 1e-9 of the limit are decided exactly.
+    fits = out["total_bytes"] <= usable
+    near = np.flatnonzero(np.abs(out["total_bytes"] - usable) <= 1e-9 * usable)
+    for i in near:
+        layout = _layout_from(table, int(i), seq, global_batch, optimizer, dtype)
+        fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
+    gpus_total = table["tp"] * table["pp"] * table["dp"] * table["cp"]
+    bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
+    step = step_seconds(out["flops_per_iteration"] / gpus_total, bubble, hardware)
+    sequences = table["micro_batch"] * micro_batches_total
+    table.update(out)
+    table.update(fits=fits, bubble=bubble, step_seconds=step, seconds_per_sequence=step / sequences,
+                 recompute_overhead=out["flops_per_iteration"] / out["model_flops_per_iteration"] - 1,
+                 headroom=usable - out["total_bytes"])
+    fit_idx = np.flatnonzero(fits)
+    # Fastest per sequence, then fewest context-parallel ranks (their ring communication is not
+    # modelled), then most headroom, then fewest model-parallel ways. Times equal but for float
+    # rounding (a CP layout and its cp = 1 twin) compare equal: 12 significant digits.
+    order = fit_idx[np.lexsort((table["tp"][fit_idx] * table["pp"][fit_idx], -table["headroom"][fit_idx],
+                                table["cp"][fit_idx], _significant(table["seconds_per_sequence"][fit_idx])))]
+    return Plan(model, gpus, gpu_memory, margin, hardware, seq, global_batch, params_hand, optimizer, dtype,
+                table, order, rules)
+
+
+def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
+    """``x`` (positive) rounded to ``digits`` significant digits: a sort key that ties float noise."""
+    if x.size == 0:
+        return x
+    scale = 10.0 ** (np.floor(np.log10(x)) - (digits - 1))
+    return np.round(x / scale) * scale
+
+
+def _layout_from(table, i, seq, global_batch, optimizer, dtype) -> Layout:
+    return Layout(micro_batch=int(table["micro_batch"][i]), seq=seq, tp=int(table["tp"][i]),
+                  pp=int(table["pp"][i]), dp=int(table["dp"][i]), sp=bool(table["sp"][i]),
+                  recompute=RECOMPUTE_ORDER[table["recompute"][i]], zero=int(table["zero"][i]),
+                  optimizer=optimizer, interleave=int(table["interleave"][i]), dtype=dtype,
+                  global_batch=global_batch, cp=int(table["cp"][i]))

@@ -1,0 +1,139 @@
+"""Symbolic limits: the largest micro-batch or sequence length that fits, solved exactly.
+
+The memory per GPU of a layout — model states + activations, the bill's
+``total_bytes`` — is a polynomial in b (linear) and in s (quadratic: the
+attention scores are s×s; linear too with learned positions through the
+parameter count). :func:`solve_limit` substitutes every other dimension,
+solves ``total = gpu_memory − margin`` for the positive root with sympy, takes
+the largest integer at or below it that makes a valid layout (s a multiple of
+t under sequence parallelism, b·d dividing a given global batch), and checks
+the answer with :func:`symbolic.bill.derive.make_bill`: the answer fits, and the next
+valid value does not.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sympy import Dummy, Eq, Expr, Integer, Rational, expand, floor, solve, sstr
+
+from ..core.dims import Psi, b, s
+from ..core.numeric import substitute
+from ..layout.layout import Layout
+from ..models.config import ConfigError, ModelConfig, positive_int
+from .plan import Group, _check_arch
+
+#: What can be solved for: the layout field and its dimension symbol.
+TARGETS = {"micro_batch": b, "seq": s}
+#: How far past the answer to look for the next valid value (s steps by t under SP).
+_SEARCH = 1 << 16
+
+
+@dataclass
+class Limit:
+    """The answer and how it was found and checked."""
+
+    model: ModelConfig
+    target: str                 #: "micro_batch" or "seq"
+    answer: int | None          #: largest valid value that fits; None if the smallest valid one does not
+    bound: int | None           #: largest integer satisfying the inequality (validity aside)
+    root: Expr | None           #: the exact positive root of total = usable
+    polynomial: Expr            #: memory per GPU in the target, bytes, other dimensions substituted
+    symbolic: Expr              #: memory per GPU in the papers' letters (Psi: the count the states use)
+    gpu_memory: int
+    margin: int
+    layout: Layout              #: the layout at the answer (or at the smallest valid value)
+    total_at_answer: object     #: make_bill's total_bytes there
+    next_value: int | None      #: the next valid value above the answer (None: there is none)
+    total_at_next: object       #: make_bill's total_bytes there
+    params_hand: int | None = None
+
+    @property
+    def usable(self) -> int:
+        return self.gpu_memory - self.margin
+
+    @property
+    def symbol(self):
+        return TARGETS[self.target]
+
+    def inequality(self) -> str:
+        return f"{sstr(self.polynomial)} <= {self.usable}"
+
+    def answer_fits(self) -> bool:
+        return bool(Rational(self.total_at_answer) <= self.usable)
+
+    def next_fits(self) -> bool | None:
+        return None if self.next_value is None else bool(Rational(self.total_at_next) <= self.usable)
+
+
+def memory_expr(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> tuple[Expr, Expr]:
+    """(memory per GPU with Psi, the same with Psi replaced by the count the bill uses for the states)."""
+    exprs = Group.of(model, layout).expressions()
+    with_psi = exprs["model_states_bytes"] + exprs["activation_bytes"]
+    psi = exprs["params"] if params_hand is None else Integer(params_hand)
+    return with_psi, with_psi.xreplace({Psi: psi})
+
+
+
+def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int, margin: int = 0,
+                params_hand: int | None = None) -> Limit:
+    """The largest ``target`` (``micro_batch`` or ``seq``) for which ``layout`` fits
+    ``gpu_memory − margin`` bytes per GPU; the layout's own value of the target is ignored."""
+    from ..bill.derive import make_bill
+
+    _check_arch(model)
+    if target not in TARGETS:
+        raise ConfigError(f"--max must be one of micro-batch, seq; not {target!r}")
+    positive_int("gpu_memory", gpu_memory)
+    if not 0 <= margin < gpu_memory:
+        raise ConfigError(f"margin ({margin:,} B) must be at least 0 and below the GPU memory ({gpu_memory:,} B)")
+    usable = gpu_memory - margin
+    symbol = TARGETS[target]
+    # The smallest valid value: s must be a multiple of c (of t·c under SP); validate raises
+    # the error naming any other field that is wrong.
+    smallest = layout.cp * (layout.tp if layout.sp else 1) if target == "seq" else 1
+    layout = replace(layout, **{target: smallest}).validate(model)
+    with_psi, total = memory_expr(model, layout, params_hand)
+    x = Dummy(symbol.name, positive=True)
+    values = {k: val for k, val in layout.values(model).items() if k != symbol.name}
+    polynomial = expand(substitute(total, values).xreplace({symbol: x}))
+    roots = [r for r in solve(Eq(polynomial, usable), x) if r.is_real and r.is_positive]
+    root = max(roots, key=lambda r: r.evalf(50)) if roots else None
+    bound = None
+    if root is not None:
+        bound = int(floor(root))
+        # floor of an algebraic number is exact in sympy; confirm on the polynomial anyway.
+        while bound > 0 and polynomial.xreplace({x: bound}) > usable:
+            bound -= 1
+        while polynomial.xreplace({x: bound + 1}) <= usable:
+            bound += 1
+    answer = None
+    if bound:
+        answer = _last_valid(model, layout, target, bound, smallest)
+    at = answer if answer is not None else smallest
+    at_layout = replace(layout, **{target: at})
+    total_at = make_bill(model, at_layout, params_hand=params_hand).totals["total_bytes"]
+    next_value = _first_valid(model, layout, target, at + 1, at + _SEARCH) if answer is not None else None
+    total_next = (make_bill(model, replace(layout, **{target: next_value}), params_hand=params_hand)
+                  .totals["total_bytes"] if next_value is not None else None)
+    polynomial = polynomial.xreplace({x: symbol})
+    return Limit(model, target, answer, bound, None if root is None else root.xreplace({x: symbol}),
+                 polynomial, with_psi, gpu_memory, margin, at_layout, total_at, next_value, total_next,
+                 params_hand)
+
+
+def _first_valid(model, layout, target, start, stop) -> int | None:
+    """The smallest value in [start, stop) that makes a valid layout."""
+    for value in range(start, stop):
+        if target == "micro_batch" and layout.global_batch and value * layout.dp > layout.global_batch:
+            return None
+        if replace(layout, **{target: value}).is_valid(model):
+            return value
+    return None
+
+
+def _last_valid(model, layout, target, bound, smallest) -> int | None:
+    """The largest value in [smallest, bound] that makes a valid layout."""
+    for value in range(bound, smallest - 1, -1):
+        if replace(layout, **{target: value}).is_valid(model):
+            return value
+    return None
