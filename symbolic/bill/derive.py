@@ -9,8 +9,9 @@ from functools import lru_cache
 
 from sympy import Expr, Integer, sstr
 
-from ..core.dims import E_s, L, c, f
+from ..core.dims import E_s, L, c, e, e_t, f, t
 from ..core.tensors import Group
+from ..layout.experts import MEGATRON, routed_expert
 from ..layout.layout import Layout
 from ..ledgers import activations, flops, params, states
 from ..models.architectures import gpt, llama, moe, output
@@ -111,8 +112,19 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
                     if cp else "")
                  + "; even split over t·p (first order)"
                  + ("; Psi = hand-filled N" if params_hand is not None else "; Psi = config count"))
-    for name, expr in states.blocks(recipe, layout.zero, context_parallel=c if cp else 1).items():
-        add("model_states", name, expr, recipe.source, condition)
+    if model.experts:
+        # Routed experts on Megatron-Core's expert grid (e·e_t·p ways, ZeRO over edp = t·d·c/(e·e_t)),
+        # the dense part on the dense grid (t·p ways, ZeRO over d·c).
+        ep_ways, etp_ways = expert_ways(layout)
+        experts = routed_expert_parameters(param_inv)
+        condition += (f"; routed experts split e·e_t·p ways" + (", ZeRO over edp = t·d·c/(e·e_t)" if layout.zero else "")
+                      + f" ({MEGATRON})")
+        for name, expr in states.expert_blocks(recipe, layout.zero, experts, context_parallel=c if cp else 1,
+                                               expert_parallel=ep_ways, expert_tensor_parallel=etp_ways).items():
+            add("model_states", name, expr, recipe.source, condition)
+    else:
+        for name, expr in states.blocks(recipe, layout.zero, context_parallel=c if cp else 1).items():
+            add("model_states", name, expr, recipe.source, condition)
 
     # Activations: the saved tensors of the layer under the strategy, times the layers held.
     strategy = layout.strategy()
@@ -142,17 +154,32 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
 
     formulas = {"params": sstr(params.count(param_inv)),
                 "params_eq2": sstr(params.count(param_inv, params.eq2_scopes())),
-                "model_flops": sstr(flops.model_training(mm_inv) * micro_batches)}
+                "model_flops": sstr(flops.model_training(mm_inv) * micro_batches),
+                "params_per_gpu": sstr(params.per_gpu(param_inv, layout.pp > 1, expert_parallel=expert_ways(layout)[0],
+                                                      expert_tensor_parallel=expert_ways(layout)[1]))}
     active = active_parameters(model)
     if active is not None:
         formulas["params_active"] = sstr(params.count(active))
     return DerivedBill(tuple(lines), formulas, strategy.describe())
 
 
+def expert_ways(layout: Layout) -> tuple:
+    """(e, e_t) as the bill writes them: the symbol when the layout uses the
+    axis, else its value (e = 1; e_t = t, Megatron-Core's default)."""
+    return (e if layout.ep > 1 else Integer(1)), (e_t if layout.etp not in (0, layout.tp) else t)
+
+
+def routed_expert_parameters(param_inv) -> Expr:
+    """The routed experts' parameter count, all L layers (the rest is the dense part)."""
+    return params.count(type(param_inv)(tuple(x for x in param_inv if routed_expert(x.name))))
+
+
 def _split(term) -> str:
     return (f"{term.dtype}, split: {term.split.value}"
             + (f" /{term.sharded_by}" if term.sharded_by != 1 else "")
-            + (", context-parallel: s/c per rank" if c in term.bytes.free_symbols else ""))
+            + (", context-parallel: s/c per rank" if c in term.bytes.free_symbols else "")
+            + (", after dispatch: E/e experts × T_e·e·e_t/t tokens, f_e/e_t wide (expert_dispatch)"
+               if term.split.value == "expert-parallel" else ""))
 
 
 def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | None = None,

@@ -99,7 +99,9 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
     return {"structure": list(structure(model)), "sp": layout.sp, "recompute": layout.recompute,
             "dtype": layout.dtype, "pipeline": layout.pp > 1, "interleaved": layout.interleave > 1,
             "optimizer": layout.optimizer, "zero": layout.zero, "hand_filled": params_hand is not None,
-            "context_parallel": layout.cp > 1,
+            "context_parallel": layout.cp > 1, "expert_parallel": layout.ep > 1,
+            "expert_tensor_parallel": layout.etp not in (0, layout.tp),
+            "expert_capacity": Fraction(layout.moe_capacity) != 1,
             "micro_batches": layout.iteration_micro_batches() * layout.dp}
 
 
@@ -142,6 +144,8 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         "tokens_per_iteration": micro_batches * values["b"] * values["s"],
         "gpus": gpus,
     }
+    if "params_per_gpu" in derived.formulas:  # the parameters one GPU holds, on the stage accounted
+        totals["params_per_gpu"] = whole(evaluate_formula(derived.formulas["params_per_gpu"], values))
     if "params_active" in derived.formulas:  # seed 001 §07: N_total for the states, N_active for the FLOPs
         totals["params_active"] = whole(evaluate_formula(derived.formulas["params_active"], values))
     if gpu_memory is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import re
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from pathlib import Path
 
 from ..layout.choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
@@ -91,6 +92,14 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--dp", type=_positive, default=1, help="data-parallel size d")
     group.add_argument("--cp", type=_positive, default=1,
                        help="context-parallel size c: each sequence split over c ranks (GPUs = t·p·d·c)")
+    group.add_argument("--ep", type=_positive, default=1,
+                       help="expert-parallel size e: routed experts split over e ranks folded into t·d·c "
+                            "(Megatron-Core's expert_model_parallel_size; GPUs stay t·p·d·c)")
+    group.add_argument("--etp", type=_positive, default=0,
+                       help="expert tensor-parallel size e_t: each expert's FFN width split e_t ways "
+                            "(Megatron-Core's expert_tensor_parallel_size; default: tp)")
+    group.add_argument("--moe-capacity-factor", metavar="F", default="1",
+                       help="tokens of the busiest expert over the balanced share s·b·k/E (1.25, 5/4; default 1)")
     group.add_argument("--sp", action="store_true", help="sequence parallelism over the TP group")
     group.add_argument("--recompute", choices=RECOMPUTE, default="none", help="activation recompute")
     group.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage over d")
@@ -107,4 +116,16 @@ def layout_from_args(args) -> Layout:
     return Layout(micro_batch=args.micro_batch, seq=args.seq, tp=args.tp, pp=args.pp, dp=args.dp,
                   sp=args.sp, recompute=args.recompute, zero=args.zero, optimizer=args.optimizer,
                   interleave=args.interleave, dtype=args.dtype, global_batch=args.global_batch,
-                  cp=getattr(args, "cp", 1))
+                  cp=getattr(args, "cp", 1), ep=getattr(args, "ep", 1), etp=getattr(args, "etp", 0),
+                  moe_capacity=parse_ratio(getattr(args, "moe_capacity_factor", "1"), "--moe-capacity-factor"))
+
+
+def parse_ratio(text: str, field: str) -> Fraction:
+    """'1.25', '5/4', '1' -> an exact positive Fraction (never eval)."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(?:/\s*([0-9]+)\s*)?", str(text or ""))
+    if not match or (match.group(2) is not None and int(match.group(2)) == 0):
+        raise ConfigError(f"{field} {text!r}: give a positive number such as 1, 1.25 or 5/4")
+    value = Fraction(Decimal(match.group(1))) / (int(match.group(2)) if match.group(2) else 1)
+    if value <= 0:
+        raise ConfigError(f"{field} {text!r} must be positive")
+    return value

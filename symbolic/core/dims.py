@@ -29,7 +29,9 @@ k     experts per token (top-k routing)                            this code
 E_s   shared experts of an MoE layer                               this code
 f_e   one expert's FFN inner width                                 this code
 T_e   tokens routed to one expert (balanced: s b k / E)            this code
-e     expert-parallel size                                         this code
+e     expert-parallel size (Megatron-Core's EP)                    this code
+e_t   expert tensor-parallel size (Megatron-Core's ETP; default t)  this code
+C_f   expert capacity/imbalance factor (1 = balanced; rational)    this code
 c     context-parallel size (sequence split over c ranks)          Liu et al. 2023; Megatron-LM CP
 ====  ==========================================================  =========
 
@@ -83,11 +85,19 @@ DIMENSIONS: dict[str, Dimension] = {
         _dim("f_e", "FFN inner width of one expert", "f_{e}"),
         _dim("T_e", "tokens routed to one expert; balanced routing: T_e = s b k / E", "T_{e}"),
         _dim("e", "expert-parallel size (experts split over e GPUs)"),
+        # Megatron-Core's expert_tensor_parallel_size (parallel_state.initialize_model_parallel: default tp).
+        _dim("e_t", "expert tensor-parallel size (each routed expert's FFN width split over e_t GPUs)", "e_{t}"),
         # Context parallelism (ring attention, Liu et al. 2023, arXiv 2310.01889; Megatron-LM's
         # --context-parallel-size; seed 004 §06.2): each of c ranks holds s/c of every sequence.
         _dim("c", "context-parallel size (each rank holds s/c of the sequence)"),
     )
 }
+
+#: The load of the busiest expert over the balanced s·b·k/E (Megatron-Core's
+#: ``moe_expert_capacity_factor`` with drop-and-pad; an imbalance factor without
+#: it). Not an integer (1.25 is typical), so declared rational, not integer.
+DIMENSIONS["C_f"] = Dimension(Symbol("C_f", positive=True, rational=True), "C_{f}",
+                              "expert capacity factor: busiest expert's tokens over the balanced share")
 
 SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items()}
 
@@ -98,5 +108,7 @@ s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
 g, E, k, E_s, f_e, T_e, e = (SYMBOLS[n] for n in ("g", "E", "k", "E_s", "f_e", "T_e", "e"))
 
 c = SYMBOLS["c"]
+
+e_t, C_f = SYMBOLS["e_t"], SYMBOLS["C_f"]
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

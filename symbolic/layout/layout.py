@@ -6,6 +6,7 @@ that checks it against a model, naming the field and the fix.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from ..models.config import ConfigError, ModelConfig, positive_int
@@ -32,6 +33,13 @@ class Layout:
     c ranks (ring attention, Liu et al. 2023; Megatron-LM's
     ``--context-parallel-size``). The GPUs are t·p·d·c; dp counts the
     data-parallel replicas only (each one c ranks wide).
+    ep: expert-parallel size e (Megatron-Core's ``expert_model_parallel_size``):
+    the routed experts split over e ranks folded into the t·d·c ranks of a
+    pipeline stage, so the GPUs stay t·p·d·c. etp: expert tensor-parallel size
+    e_t (``expert_tensor_parallel_size``); 0 means = tp, Megatron's default.
+    moe_capacity: tokens of the busiest expert over the balanced share
+    (capacity or imbalance factor, a positive rational; 1 = balanced routing).
+    Rules: :func:`symbolic.layout.experts.validate_expert_parallel`.
     """
 
     micro_batch: int = 1
@@ -47,6 +55,9 @@ class Layout:
     dtype: str = "bf16"
     global_batch: int = 0
     cp: int = 1
+    ep: int = 1
+    etp: int = 0
+    moe_capacity: Fraction = Fraction(1)
 
     def strategy(self) -> "Strategy":
         """The activation strategy: the first pipeline stage whenever pp > 1."""
@@ -54,13 +65,17 @@ class Layout:
 
         return Strategy(tensor_parallel=True, sequence_parallel=self.sp, recompute=self.recompute,
                         dtype=self.dtype, pipeline=self.pp > 1, interleaved=self.interleave > 1,
-                        context_parallel=self.cp > 1)
+                        context_parallel=self.cp > 1, expert_parallel=self.ep > 1,
+                        expert_tensor_parallel=self.etp not in (0, self.tp),
+                        expert_capacity=Fraction(self.moe_capacity) != 1)
 
     def values(self, model: ModelConfig) -> dict[str, int]:
         """Dimension values, papers' letters, for the model under this layout."""
         values = model.values()
         values.update(s=self.seq or model.seq, b=self.micro_batch, t=self.tp, p=self.pp, d=self.dp,
                       v=self.interleave, c=self.cp)
+        if model.experts:
+            values.update(e=self.ep, e_t=self.etp or self.tp, C_f=Fraction(self.moe_capacity))
         return values
 
     @property
@@ -100,8 +115,9 @@ class Layout:
         if "g" in values and values["g"] % self.tp:
             raise ConfigError(f"key/value heads ({values['g']}) must be divisible by tp ({self.tp}): "
                               "each tensor-parallel rank holds whole K/V heads; choose a tp that divides them")
-        if values.get("f_e", self.tp) % self.tp:
-            raise ConfigError(f"expert ffn width ({values['f_e']}) must be divisible by tp ({self.tp})")
+        from .experts import validate_expert_parallel
+
+        validate_expert_parallel(model, self)  # expert width by etp, ep by E, ep·etp by t·d·c
         if values["f"] % self.tp:
             raise ConfigError(f"ffn width ({values['f']}) must be divisible by tp ({self.tp})")
         if values["s"] % self.cp:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from sympy import Expr, Integer, sympify
 
-from ..core.dims import L, T_e, c, p, s, t, v
+from ..core.dims import C_f, L, T_e, c, e, e_t, f_e, p, s, t, v
 from ..core.tensors import DTYPE_BYTES, Axis, Group, Inventory, SavedTensor
 from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 
@@ -61,6 +61,49 @@ def context_parallel(inventory: Inventory, ways: Expr = c) -> Inventory:
         shape = [entry if i == keys else sympify(entry).xreplace(local) for i, entry in enumerate(shape)]
         return replace(x, shape=tuple(shape))
     return inventory.map(shard, f"context_parallel({ways})")
+
+
+def expert_dispatch(inventory: Inventory, expert_ways: Expr = e, expert_tensor_ways: Expr = t,
+                    tensor_ways: Expr = t, capacity: Expr = Integer(1)) -> Inventory:
+    """The routed experts' saved tensors on one GPU after dispatch (Megatron-Core's
+    ``MoEAlltoAllTokenDispatcher``, ``megatron/core/transformer/moe/token_dispatcher.py``
+    at NVIDIA/Megatron-LM d98e8a6: permute, all-to-all over EP, all-gather over
+    the expert TP group, sort by local expert; the reverse to combine).
+
+    Applies to the ``EXPERT``-axis terms, shape (experts, tokens per expert,
+    width); the router-side terms (one row per token of this rank) are on the
+    ``SEQUENCE`` axis and split by SP and CP as any other. Term by term:
+
+    * experts: a rank holds E/e of them (``expert_ways`` = e shards axis 0);
+    * tokens per local expert: a rank routes its own s·b/(c·t) tokens under SP
+      (s·b/c, replicated over t, without SP); under balanced routing each of
+      the e ranks of its EP group sends it 1/e of the assignments to its
+      experts, and the all-gather over the e_t expert-TP ranks multiplies them
+      by e_t — ``T_e · e · e_t / t`` per local expert, T_e = s·b·k/E (÷c under
+      context parallelism, already in T_e's s). Without SP the TP ranks hold the
+      same tokens and there is no gather: valid only with e_t = t, where the
+      same formula gives T_e·e. ``capacity`` (C_f) scales the busiest expert's
+      share (drop-and-pad capacity ``ceil(tokens·k/E·C_f)`` in ``moe_utils.get_capacity``,
+      its ceiling left out: exact when the share is whole);
+    * width: the f_e-wide tensors (fc1's 2f_e output, SwiGLU's f_e-wide ones)
+      are split by e_t (``TEColumnParallelGroupedLinear``); the h-wide ones
+      (the gathered input, fc2's output before its reduce-scatter, the
+      weighted output) and the per-assignment weight and index keep their width.
+
+    So with e_t = t the intermediate is /t, the h-wide tensors are not, and
+    none of it shrinks with e under balanced routing: e divides the experts'
+    parameters, not their activations.
+    """
+    gathered = capacity * expert_ways * expert_tensor_ways / tensor_ways
+    narrow = {f_e: f_e / expert_tensor_ways}
+
+    def dispatch(x: SavedTensor) -> SavedTensor:
+        if x.split is not Axis.EXPERT:
+            return x
+        experts, tokens, *width = x.shape
+        width = [sympify(w).xreplace(narrow) for w in width]
+        return replace(x, shape=(experts, tokens * gathered, *width)).shard(expert_ways)
+    return inventory.map(dispatch, f"expert_dispatch(e={expert_ways}, e_t={expert_tensor_ways})")
 
 
 def selective_recompute(inventory: Inventory) -> Inventory:
@@ -121,6 +164,11 @@ class Strategy:
     schedule's p. interleaved: the interleaved schedule with v chunks per stage.
     context_parallel: split every sequence over c ranks (:func:`context_parallel`);
     composes with TP/SP (under SP each rank holds s/(c t)) and recompute.
+    expert_parallel: the routed experts split over e ranks (symbol e; off: e = 1).
+    expert_tensor_parallel: the experts' width split over e_t ranks (symbol
+    e_t; off: e_t = t, Megatron-Core's default). expert_capacity: the busiest
+    expert's share scaled by C_f (off: balanced). The routed-expert terms are
+    always dispatched (:func:`expert_dispatch`); a dense inventory has none.
     """
 
     tensor_parallel: bool = False
@@ -131,6 +179,9 @@ class Strategy:
     in_flight: Expr | None = None
     interleaved: bool = False
     context_parallel: bool = False
+    expert_parallel: bool = False
+    expert_tensor_parallel: bool = False
+    expert_capacity: bool = False
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE:
@@ -150,6 +201,11 @@ class Strategy:
         and the context-parallel split of the sequence when on."""
         if self.context_parallel:
             inventory = context_parallel(inventory)
+        if any(x.split is Axis.EXPERT for x in inventory):
+            tensor_ways = t if self.tensor_parallel else Integer(1)
+            inventory = expert_dispatch(inventory, e if self.expert_parallel else Integer(1),
+                                        e_t if self.expert_tensor_parallel else tensor_ways, tensor_ways,
+                                        C_f if self.expert_capacity else Integer(1))
         if self.dtype != "bf16":
             inventory = activation_dtype(inventory, self.dtype)
         if self.tensor_parallel:
@@ -187,6 +243,11 @@ class Strategy:
             parts.append("TP" + ("+SP" if self.sequence_parallel else ""))
         if self.context_parallel:
             parts.append("context parallel (s/c per rank)")
+        if self.expert_parallel or self.expert_tensor_parallel:
+            parts.append("experts split " + "×".join(
+                n for n, on in (("e", self.expert_parallel), ("e_t", self.expert_tensor_parallel)) if on) + " ways")
+        if self.expert_capacity:
+            parts.append("busiest expert C_f × the balanced share")
         parts.append({"none": "no recompute", "selective": "selective recompute",
                       "full": "full recompute"}[self.recompute])
         parts.append(f"{self.dtype} activations ({DTYPE_BYTES[self.dtype]} B/elem), 1 B masks")

@@ -55,3 +55,32 @@ def per_gpu(recipe: Recipe, zero: int = 0, params: Expr = Psi,
     """Model-state bytes per GPU: the sum of :func:`blocks`."""
     return Add(*blocks(recipe, zero, params, tensor_parallel, pipeline_parallel, data_parallel,
                        context_parallel).values())
+
+
+def expert_blocks(recipe: Recipe, zero: int, expert_params: Expr, params: Expr = Psi,
+                  tensor_parallel: Expr = t, pipeline_parallel: Expr = p, data_parallel: Expr = d,
+                  context_parallel: Expr = Integer(1), expert_parallel: Expr = Integer(1),
+                  expert_tensor_parallel: Expr = t) -> dict[str, Expr]:
+    """Bytes per GPU of each block of ``recipe`` for a mixture of experts: the
+    dense part and the routed experts apart, each sharded as Megatron-Core does
+    (``parallel_state.initialize_model_parallel``; :mod:`symbolic.layout.experts`).
+
+    The dense part, ``params − expert_params``: as :func:`blocks`, t·p ways,
+    the kinds ZeRO shards also over d·c. The routed experts, ``expert_params``:
+    e·e_t·p ways (e experts' groups, e_t their width, p the layers); the kinds
+    ZeRO shards also over the expert-data-parallel group edp = t·d·c/(e·e_t)
+    (the distributed optimizer's ``get_expert_data_parallel_group``) — so a
+    sharded kind of the experts is t·d·c·p ways whatever e, and only the
+    unsharded ones shrink with e. Condition: first order as :func:`blocks`
+    (layers and widths split evenly; the dense part's replicated norms neglected).
+    """
+    dense = blocks(recipe, zero, params - expert_params, tensor_parallel, pipeline_parallel, data_parallel,
+                   context_parallel)
+    out = {f"{name} (dense part)": expr for name, expr in dense.items()}
+    expert_data = tensor_parallel * data_parallel * context_parallel / (expert_parallel * expert_tensor_parallel)
+    for block in recipe.blocks:
+        ways = expert_parallel * expert_tensor_parallel * pipeline_parallel
+        if sharded_over_data(block.kind, zero):
+            ways = ways * expert_data
+        out[f"{block.name} (routed experts)"] = Integer(block.bytes) * expert_params / ways
+    return out

@@ -279,8 +279,8 @@ def render_json(bill: Bill) -> str:
     model_config["approximations"] = list(bill.model.approximations)
     data = {
         "model": bill.model.name,
-        "values": bill.values,
-        "layout": {k: getattr(bill.layout, k) for k in bill.layout.__dataclass_fields__},
+        "values": {k: _jsonable(value) for k, value in bill.values.items()},  # C_f: "p/q" when not whole
+        "layout": {k: _jsonable(getattr(bill.layout, k)) for k in bill.layout.__dataclass_fields__},
         "strategy": bill.strategy,
         **{key: _jsonable(value) for key, value in bill.totals.items()},
         "lines": [{"ledger": line.ledger, "name": line.name, "formula": line.formula,

@@ -1,0 +1,108 @@
+"""Expert parallelism (EP) and expert tensor parallelism (ETP) of a mixture of experts.
+
+How Megatron-Core lays the routed experts out (NVIDIA/Megatron-LM at d98e8a6,
+``megatron/core/parallel_state.py``, ``initialize_model_parallel``):
+
+* the dense part (attention, norms, router, embeddings, shared experts) lives
+  on the dense grid ``tp-cp-dp-pp``: split t ways by TP, p ways by PP,
+  replicated over d·c;
+* the routed experts live on a second grid over the *same* ranks,
+  ``etp-ep-edp-pp``: ``expert_tensor_parallel_size`` (e_t, default = t) splits
+  each expert's FFN width, ``expert_model_parallel_size`` (e) splits the
+  experts, and the rest is the expert-data-parallel group
+  ``edp = world / (e_t·e·p) = t·d·c / (e·e_t)`` ("world_size ... is not
+  divisible by expert_tensor_model_pipeline_parallel size" otherwise). The
+  context-parallel ranks are folded into the expert grid (``cp=1`` there);
+* the distributed optimizer shards the experts' gradients and optimizer
+  states over edp (``get_expert_data_parallel_group``), the dense part's over
+  the data-parallel group with context parallelism (d·c).
+
+Validity rules (:func:`validate_expert_parallel`): e divides the routed
+experts (``megatron/training/arguments.py``: "Number of experts should be a
+multiple of expert model parallel_size"), e·e_t divides t·d·c, e_t divides
+the expert FFN width. Under TP without SP Megatron-Core refuses to train an
+MoE layer (``moe_layer.py``: "MoE and tensor parallelism are enabled without
+also enabling sequence parallelism"); this engine keeps that layout as the
+dense TP MLP without SP is kept — tokens replicated over the t ranks, each
+expert's width split t ways, no gather — so it requires e_t = t there.
+
+This module holds the rules and which parameters the expert grid splits; the
+transformation of the saved tensors is :func:`symbolic.layout.strategies.expert_dispatch`.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ..models.config import ConfigError, ModelConfig, positive_int
+
+MEGATRON = "Megatron-Core parallel_state.initialize_model_parallel (expert grid etp-ep-edp-pp)"
+
+#: Parameter-name prefixes of the routed experts' stacked weights (``architectures.moe.parameters``).
+ROUTED_EXPERT_PREFIXES = ("layer/moe/experts_",)
+
+
+def routed_expert(name: str) -> bool:
+    """Whether a parameter belongs to the routed experts (split over e·e_t), not the dense part (t)."""
+    return name.startswith(ROUTED_EXPERT_PREFIXES)
+
+
+def replicated_over_tensor_parallel(name: str, shape: tuple) -> bool:
+    """Whether Megatron-Core keeps a dense-part parameter whole on every TP rank.
+
+    Norm weights and biases (``TENorm``/``LayerNorm``: not TP-split), the
+    router (``moe/router.py``: ``weight`` of shape [num_experts, hidden], not
+    split), the row-parallel layers' biases (``RowParallelLinear``: the bias is
+    added after the reduce, kept whole), the learned position embedding
+    (``LanguageModelEmbedding``: a plain ``Embedding``) and Qwen2-MoE's h -> 1
+    shared-expert gate. Everything else of the dense part is column- or
+    row-parallel or vocabulary-parallel: split t ways.
+    """
+    leaf = name.rsplit("/", 1)[-1]
+    return ("norm" in leaf or "router" in leaf or name == "embedding/position"
+            or leaf in ("projection_bias", "fc2_bias", "shared_gate_weight"))
+
+
+def expert_tensor_parallel(layout: "Layout") -> int:
+    """e_t: Megatron-Core's ``expert_tensor_parallel_size``, which defaults to the TP size."""
+    return layout.etp or layout.tp
+
+
+def expert_data_parallel(layout: "Layout") -> int:
+    """edp = t·d·c / (e·e_t): the ranks holding the same expert shard (parallel_state)."""
+    return layout.tp * layout.dp * layout.cp // (layout.ep * expert_tensor_parallel(layout))
+
+
+def validate_expert_parallel(model: ModelConfig, layout: "Layout") -> None:
+    """The expert-parallel rules, one :class:`ConfigError` line each (see the module docstring).
+
+    Kept apart from :meth:`Layout.validate` so every consumer (bill, timeline,
+    plan, solve) calls the same rules.
+    """
+    positive_int("ep", layout.ep)
+    if layout.etp:
+        positive_int("etp", layout.etp)
+    capacity = Fraction(layout.moe_capacity)
+    if capacity <= 0:
+        raise ConfigError(f"moe capacity factor must be positive, got {layout.moe_capacity}")
+    etp = expert_tensor_parallel(layout)
+    routed = model.experts
+    if not routed:
+        if layout.ep > 1 or etp != layout.tp or capacity != 1:
+            raise ConfigError(f"--ep, --etp and --moe-capacity-factor apply to mixture-of-experts models; "
+                              f"{model.name} has no routed experts: drop them")
+        return
+    if routed % layout.ep:
+        raise ConfigError(f"ep ({layout.ep}) must divide the routed experts ({routed}): each expert-parallel "
+                          "rank holds E/ep whole experts (Megatron-LM: experts a multiple of ep)")
+    folded = layout.tp * layout.dp * layout.cp
+    if folded % (layout.ep * etp):
+        raise ConfigError(f"ep×etp ({layout.ep}×{etp}) must divide tp×dp×cp ({layout.tp}×{layout.dp}×{layout.cp}"
+                          f" = {folded}): Megatron-Core folds the expert grid into the tensor, data and context "
+                          "ranks of a pipeline stage; choose ep and etp whose product divides it")
+    width = model.expert_ffn or model.ffn
+    if width and width % etp:
+        raise ConfigError(f"expert ffn width ({width}) must be divisible by etp ({etp})")
+    if layout.tp > 1 and not layout.sp and etp != layout.tp:
+        raise ConfigError(f"etp ({etp}) differs from tp ({layout.tp}) without sequence parallelism: the TP ranks "
+                          "hold the same tokens, so the expert grid would route them twice; add --sp "
+                          "(Megatron-Core requires SP for MoE under TP) or set etp = tp")
