@@ -91,6 +91,12 @@ def add_arguments(parser) -> None:
     sweep.add_argument("--dp", type=_options._positive, help="fix the data-parallel size")
     sweep.add_argument("--cp", type=_options._positive,
                        help="fix the context-parallel size c (1: no context parallelism)")
+    sweep.add_argument("--ep", type=_options._positive,
+                       help="fix the expert-parallel size e (mixture of experts; default: swept over divisors of E)")
+    sweep.add_argument("--etp", type=_options._positive,
+                       help="fix the expert tensor-parallel size e_t (default: swept; e_t = t is Megatron's default)")
+    sweep.add_argument("--moe-capacity-factor", metavar="F", default="1",
+                       help="busiest expert's tokens over the balanced share, for every layout (default 1)")
     sweep.add_argument("--micro-batch", type=_options._positive, help="fix the micro-batch size")
     sweep.add_argument("--interleave", type=_options._positive, help="fix the model chunks per stage (v)")
     sweep.add_argument("--zero", type=_zero, help="fix the ZeRO stage")
@@ -117,7 +123,8 @@ def run(args) -> int:
     result = plan(model, args.gpus, gpu_memory, seq=args.seq, global_batch=args.global_batch, margin=margin,
                   params_hand=params_hand, optimizer=args.optimizer, dtype=args.dtype, hardware=hardware,
                   max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
-                  fixed={name: getattr(args, name) for name in FIXABLE})
+                  fixed={name: getattr(args, name) for name in FIXABLE},
+                  moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"))
     elapsed = time.perf_counter() - start
     shown = result.ranked(args.top)
     closest = None if shown else result.closest()
@@ -140,7 +147,8 @@ def _assumptions(result) -> dict[str, str]:
                  "× (1 + pipeline bubble (p−1)/(v·m)), m = micro-batches per pipeline per iteration "
                  "(Narayanan et al. 2021 §2.2); communication not modelled"),
         "rank": ("time per sequence (= step time at a fixed global batch), then fewest context-parallel ranks "
-                 "(their ring communication is not modelled), then headroom, then fewest t·p"),
+                 "(their ring communication is not modelled), then fewest expert-grid ranks e·e_t (their "
+                 "all-to-all is not modelled), then headroom, then fewest t·p"),
     }
 
 
@@ -167,14 +175,16 @@ def render_text(result, shown, closest, elapsed: float) -> str:
                        f"(states {fmt(closest.totals['model_states_bytes'], 'GB')} + activations "
                        f"{fmt(closest.totals['activation_bytes'], 'GB')}): misses by {fmt(miss, 'GB')}")
         return "\n".join(out)
-    header = (f"{'#':>3} {'t':>2} {'p':>3} {'d':>4} {'c':>3} {'v':>2} {'b':>3} {'m':>4} {'ZeRO':>4} {'SP':>3} "
+    moe = bool(model.experts)  # the expert grid's columns, e and e_t, for a mixture of experts only
+    header = (f"{'#':>3} {'t':>2} {'p':>3} {'d':>4} {'c':>3} " + (f"{'e':>3} {'e_t':>3} " if moe else "") + f"{'v':>2} {'b':>3} {'m':>4} {'ZeRO':>4} {'SP':>3} "
               f"{'recompute':<9} {'states':>9} {'activ.':>9} {'total':>9} {'headroom':>9} "
               f"{'TFLOPs/GPU':>10} {'step':>8} {'bubble':>6}  binding")
     out.append(header)
-    out.append(f"{'':>49}{'GB':>9} {'GB':>9} {'GB':>9} {'GB':>9} {'per step':>10} {'s':>8}")
+    out.append(f"{'':>{57 if moe else 49}}{'GB':>9} {'GB':>9} {'GB':>9} {'GB':>9} {'per step':>10} {'s':>8}")
     for rank, item in enumerate(shown, 1):
         lay, tot = item.layout, item.totals
-        out.append(f"{rank:>3} {lay.tp:>2} {lay.pp:>3} {lay.dp:>4} {lay.cp:>3} {lay.interleave:>2} {lay.micro_batch:>3} "
+        out.append(f"{rank:>3} {lay.tp:>2} {lay.pp:>3} {lay.dp:>4} {lay.cp:>3} "
+                   + (f"{lay.ep:>3} {lay.etp or lay.tp:>3} " if moe else "") + f"{lay.interleave:>2} {lay.micro_batch:>3} "
                    f"{item.micro_batches_per_pipeline:>4} {lay.zero:>4} {'yes' if lay.sp else 'no':>3} "
                    f"{lay.recompute:<9} {_gb(tot['model_states_bytes']):>9} {_gb(tot['activation_bytes']):>9} "
                    f"{_gb(tot['total_bytes']):>9} {_gb(item.headroom_bytes):>9} "
@@ -200,7 +210,8 @@ def _num(value, unit: int) -> str:
 
 
 def _describe(layout) -> str:
-    return (f"t={layout.tp} p={layout.pp} d={layout.dp} c={layout.cp} v={layout.interleave} b={layout.micro_batch} "
+    experts = f"e={layout.ep} e_t={layout.etp or layout.tp} " if layout.ep > 1 or layout.etp else ""
+    return (f"t={layout.tp} p={layout.pp} d={layout.dp} c={layout.cp} {experts}v={layout.interleave} b={layout.micro_batch} "
             f"ZeRO-{layout.zero}{' SP' if layout.sp else ''} {layout.recompute} recompute")
 
 

@@ -41,6 +41,7 @@ What a plan models, and what it does not:
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Mapping
@@ -48,7 +49,7 @@ from typing import Mapping
 import numpy as np
 from sympy import Add, Expr, Rational
 
-from ..core.dims import E, E_s, L, Psi, V, a, b, c, d, f, f_e, g, h, k, p, s, t, v
+from ..core.dims import C_f, E, E_s, L, Psi, V, a, b, c, d, e, e_t, f, f_e, g, h, k, p, s, t, v
 from ..core.numeric import exact, vectorize
 from ..layout.layout import Layout
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
@@ -57,8 +58,9 @@ from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig, posi
 
 #: The argument list of every vectorised ledger function (unused ones are ignored):
 #: the GPT letters, then the LLaMA/MoE ones (key/value heads, experts, top-k, shared, expert width),
-#: then the context-parallel size.
-ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c)
+#: then the context-parallel size, then the expert-parallel, expert tensor-parallel sizes and the
+#: capacity factor (symbolic.layout.experts).
+ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c, e, e_t, C_f)
 #: The model's letters a plan holds fixed while it sweeps the layout's.
 MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e")
 #: Pipeline schedules as the bill accounts them: no pipeline (pp = 1), the
@@ -107,28 +109,41 @@ def params_expr(structure: tuple) -> Expr:
 
 
 @lru_cache(maxsize=None)
-def states_expr(optimizer: str, zero: int, cp: bool = False) -> Expr:
+def states_expr(optimizer: str, zero: int, cp: bool = False, structure: tuple | None = None,
+                ep: bool = False, etp: bool = False) -> Expr:
     """Model-state bytes per GPU in Psi, t, p, d (and c under context parallelism: ZeRO over d·c),
-    the bill's ``model_states`` lines, summed."""
-    return Add(*states.blocks(states.RECIPES[optimizer], zero, context_parallel=c if cp else 1).values())
+    the bill's ``model_states`` lines, summed. A mixture of experts (``structure``'s arch ``moe``):
+    the routed experts on the expert grid (e, e_t: the symbols when ``ep``/``etp``, else 1 and t),
+    as the bill (``states.expert_blocks``)."""
+    recipe, context = states.RECIPES[optimizer], c if cp else 1
+    if structure is None or structure[0] != "moe":
+        return Add(*states.blocks(recipe, zero, context_parallel=context).values())
+    from ..bill.derive import routed_expert_parameters
+    experts = routed_expert_parameters(_inventories(structure)[0])
+    return Add(*states.expert_blocks(recipe, zero, experts, context_parallel=context,
+                                     expert_parallel=e if ep else 1, expert_tensor_parallel=e_t if etp else t).values())
 
 
 def schedule_of(layout: Layout) -> str:
     return "none" if layout.pp == 1 else ("interleaved" if layout.interleave > 1 else "1f1b")
 
 
-def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool = False) -> Layout:
-    """A layout with this schedule, so that :meth:`Layout.strategy` maps it as the bill does."""
+def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool = False,
+                    experts: tuple = (False, False, False)) -> Layout:
+    """A layout with this schedule, so that :meth:`Layout.strategy` maps it as the bill does.
+    ``experts``: (ep > 1, etp ≠ tp, capacity factor ≠ 1)."""
+    ep, etp, capacity = experts
     return Layout(sp=sp, recompute=recompute, dtype=dtype, pp=1 if schedule == "none" else 2,
-                  interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1)
+                  interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1,
+                  ep=2 if ep else 1, etp=2 if etp else 0, moe_capacity=2 if capacity else 1)
 
 
 @lru_cache(maxsize=None)
 def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str,
-                     cp: bool = False) -> Expr:
+                     cp: bool = False, experts: tuple = (False, False, False)) -> Expr:
     """Activation bytes per GPU on the stage accounted (the bill's ``activations`` lines, summed):
     chunks in flight × layers per chunk × each saved tensor's bytes."""
-    strategy = _representative(sp, recompute, dtype, schedule, cp).strategy()
+    strategy = _representative(sp, recompute, dtype, schedule, cp, experts).strategy()
     in_flight, layers_held = strategy.layers_held()
     inventory = activations.layer_inventory(strategy, _inventories(structure)[1])
     return Add(*(in_flight * layers_held * term.bytes for term in inventory))
@@ -175,19 +190,24 @@ class Group:
     #: the model's :func:`symbolic.bill.derive.structure` (arch, symbolic ffn, tied, positions, shared experts)
     structure: tuple = ("gpt", False, True, "learned", False)
     cp: bool = False  #: context parallelism on (c > 1)
+    ep: bool = False  #: expert parallelism on (e > 1)
+    etp: bool = False  #: expert tensor parallelism other than t (e_t ≠ t)
+    capacity: bool = False  #: a capacity factor other than 1 (C_f)
 
     @classmethod
     def of(cls, model: ModelConfig, layout: Layout) -> "Group":
         from ..bill.derive import structure
         return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
-                   layout.dtype, structure(model), layout.cp > 1)
+                   layout.dtype, structure(model), layout.cp > 1, layout.ep > 1, layout.etp not in (0, layout.tp),
+                   layout.moe_capacity != 1)
 
     def expressions(self) -> dict[str, Expr]:
         """The bill's ledgers as expressions in the papers' letters (Psi: the count the states use)."""
         return {"params": params_expr(self.structure),
-                "model_states_bytes": states_expr(self.optimizer, self.zero, self.cp),
+                "model_states_bytes": states_expr(self.optimizer, self.zero, self.cp, self.structure,
+                                                  self.ep, self.etp),
                 "activation_bytes": activations_expr(self.structure, self.sp, self.recompute, self.dtype,
-                                                     self.schedule, self.cp),
+                                                     self.schedule, self.cp, (self.ep, self.etp, self.capacity)),
                 "flops_per_micro_batch": flops_expr(self.structure, self.recompute),
                 "model_flops_per_micro_batch": model_flops_expr(self.structure)}
 
@@ -247,7 +267,7 @@ def divisors(n: int) -> list[int]:
 
 
 #: Options a plan can fix (None: sweep it).
-FIXABLE = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "cp")
+FIXABLE = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "cp", "ep", "etp")
 
 
 @dataclass
@@ -266,7 +286,8 @@ class Planned:
 
     def as_dict(self) -> dict[str, object]:
         lay = self.layout
-        out = {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "micro_batch": lay.micro_batch,
+        out = {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "ep": lay.ep, "etp": lay.etp or lay.tp,
+               "micro_batch": lay.micro_batch,
                "zero": lay.zero, "recompute": lay.recompute, "sp": lay.sp, "interleave": lay.interleave,
                "seq": lay.seq, "global_batch": lay.global_batch, "optimizer": lay.optimizer,
                "dtype": lay.dtype, "micro_batches_per_pipeline": self.micro_batches_per_pipeline}
@@ -301,6 +322,7 @@ class Plan:
     table: dict[str, np.ndarray]         #: one entry per layout evaluated (columns of equal length)
     order: np.ndarray                    #: indices of the fitting layouts, best first
     rules: list[str] = field(default_factory=list)
+    moe_capacity: Fraction = Fraction(1)  #: the layouts' capacity factor (Layout.moe_capacity), fixed
 
     @property
     def usable(self) -> int:
@@ -311,7 +333,8 @@ class Plan:
         return len(self.table["tp"])
 
     def layout_at(self, i: int) -> Layout:
-        return _layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype)
+        return _layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
+                            self.moe_capacity)
 
     def planned(self, i: int) -> Planned:
         """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
@@ -382,9 +405,29 @@ def _fixed(fixed: Mapping[str, object] | None) -> dict[str, object]:
 
 
 
+def _expert_grids(model: ModelConfig, folded: int, tp: int, gpus_per_node: int, fixed) -> list[tuple[int, int]]:
+    """(ep, etp) pairs to try on a pipeline stage of ``folded`` = t·d·c ranks: ep over the divisors of
+    the routed experts, etp over those of the expert width within a node, ep·etp dividing t·d·c
+    (:func:`symbolic.layout.experts.validate_expert_parallel` decides the rest). etp is stored as
+    0 when it equals tp (Megatron-Core's default). A dense model: (1, 0) only."""
+    if not model.experts:
+        return [(1, 0)]
+    width = model.expert_ffn or model.ffn or 4 * model.hidden
+    grids = []
+    for ep in divisors(model.experts):
+        for etp in divisors(width):
+            if etp > gpus_per_node or folded % (ep * etp):
+                continue
+            if fixed.get("ep", ep) != ep or fixed.get("etp", etp) != etp:
+                continue
+            grids.append((ep, 0 if etp == tp else etp))
+    return grids
+
+
 def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_batch: int = 0,
                       max_micro_batch: int = 16, gpus_per_node: int = 8,
-                      fixed: Mapping[str, object] | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
+                      fixed: Mapping[str, object] | None = None,
+                      moe_capacity=1) -> tuple[dict[str, np.ndarray], list[str]]:
     """Every valid layout of ``model`` on ``gpus`` GPUs, as columns of numpy arrays.
 
     Micro-batch sizes: with ``global_batch``, every b with b·d dividing it;
@@ -408,6 +451,9 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
              "SP only with t > 1, s divisible by t·c", "ZeRO only with d > 1; ZeRO-2/3 only with p = 1 "
              "(DeepSpeed's pipeline engine supports ZeRO-1)",
              "interleaving (v > 1) only with p > 1 and micro-batches per pipeline a multiple of p (Megatron-LM)"]
+    if model.experts:
+        rules.append(f"ep divides the routed experts ({model.experts}); ep·etp divides t·d·c (Megatron-Core's "
+                     f"expert grid); etp divides the expert FFN width and is ≤ {gpus_per_node}; etp ≠ t only under SP")
     if global_batch:
         rules.append(f"global batch {global_batch}: b·d divides it; micro-batches per pipeline m = B/(b·d)")
     else:
@@ -433,6 +479,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
             chunks = [1] + ([vv for vv in divisors(layers // pp) if vv > 1] if pp > 1 else [])
             zeros = [0] if dp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
             sps = [False, True] if tp > 1 and s_ % (tp * cp) == 0 else [False]
+            expert_grids = _expert_grids(model, tp * dp * cp, tp, gpus_per_node, fixed)
             for mb in micro:
                 m = (global_batch // (mb * dp)) if global_batch else 1
                 for vv in chunks:
@@ -443,16 +490,18 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                     for zero in zeros:
                         if fixed.get("zero", zero) != zero:
                             continue
-                        for sp in sps:
+                        for sp, ep, etp in ((sp, ep, etp) for sp in sps for ep, etp in expert_grids):
                             if fixed.get("sp", sp) != sp or not Layout(
                                     micro_batch=mb, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, interleave=vv,
-                                    zero=zero, global_batch=global_batch, cp=cp).is_valid(model):
+                                    zero=zero, global_batch=global_batch, cp=cp, ep=ep, etp=etp,
+                                    moe_capacity=moe_capacity).is_valid(model):
                                 continue
                             for rc in range(3):
                                 if fixed.get("recompute", RECOMPUTE_ORDER[rc]) != RECOMPUTE_ORDER[rc]:
                                     continue
-                                rows.append((tp, pp, dp, mb, vv, zero, sp, rc, m, cp))
-    names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp")
+                                rows.append((tp, pp, dp, mb, vv, zero, sp, rc, m, cp, ep, etp or tp))
+    names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp",
+             "ep", "etp")
     array = np.array(rows, dtype=np.int64).reshape(-1, len(names))
     return {name: array[:, k] for k, name in enumerate(names)}, rules
 
@@ -460,7 +509,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
 def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global_batch: int = 0,
          margin: int = 0, params_hand: int | None = None, optimizer: str = "bf16-adam", dtype: str = "bf16",
          hardware: Hardware = A100, max_micro_batch: int = 16, gpus_per_node: int = 8,
-         fixed: Mapping[str, object] | None = None) -> Plan:
+         fixed: Mapping[str, object] | None = None, moe_capacity=1) -> Plan:
     """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
 
     Keeps those whose states + activations ≤ ``gpu_memory − margin`` and ranks
@@ -485,7 +534,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         raise ConfigError("peak FLOP/s must be positive and utilisation in (0, 1]")
     seq = positive_int("seq", seq) if seq else model.seq
     table, rules = enumerate_layouts(model, gpus, seq=seq, global_batch=global_batch,
-                                     max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node, fixed=fixed)
+                                     max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node, fixed=fixed,
+                                     moe_capacity=moe_capacity)
     n = len(table["tp"])
     if n == 0:
         raise ConfigError(f"no valid layout of {model.name} on {gpus} GPUs"
@@ -497,19 +547,24 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     values = Layout(seq=seq).values(model)
     scalars = {k: values[k] for k in MODEL_LETTERS if k in values}
     cols = {"t": table["tp"], "p": table["pp"], "d": table["dp"], "b": table["micro_batch"],
-            "v": table["interleave"], "c": table["cp"]}
+            "v": table["interleave"], "c": table["cp"], "e": table["ep"], "e_t": table["etp"]}
+    scalars["C_f"] = float(Fraction(moe_capacity))
     micro_batches_total = table["micro_batches"] * table["dp"]
     out = {k: np.empty(n) for k in ("params", "model_states_bytes", "activation_bytes", "total_bytes",
                                      "flops_per_iteration", "model_flops_per_iteration")}
     schedule = np.where(table["pp"] == 1, 0, np.where(table["interleave"] > 1, 2, 1))
     # One group per discrete choice: the expressions differ in shape, not in values.
     context = (table["cp"] > 1).astype(np.int64)
-    key = (((context * 2 + table["sp"]) * 3 + table["recompute"]) * 4 + table["zero"]) * 3 + schedule
+    expert = (table["ep"] > 1).astype(np.int64)
+    expert_tensor = (table["etp"] != table["tp"]).astype(np.int64)
+    key = ((((((expert * 2 + expert_tensor) * 2 + context) * 2 + table["sp"]) * 3 + table["recompute"]) * 4
+            + table["zero"]) * 3 + schedule)
     for choice in np.unique(key):
         idx = np.flatnonzero(key == choice)
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
-                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]))
+                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
+                      bool(expert[i0]), bool(expert_tensor[i0]), Fraction(moe_capacity) != 1)
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         result = sweep(group, vals, micro_batches_total[idx], params_hand)
         for name, arr in result.items():
@@ -519,7 +574,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     fits = out["total_bytes"] <= usable
     near = np.flatnonzero(np.abs(out["total_bytes"] - usable) <= 1e-9 * usable)
     for i in near:
-        layout = _layout_from(table, int(i), seq, global_batch, optimizer, dtype)
+        layout = _layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity)
         fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
     gpus_total = table["tp"] * table["pp"] * table["dp"] * table["cp"]
     bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
@@ -531,12 +586,14 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                  headroom=usable - out["total_bytes"])
     fit_idx = np.flatnonzero(fits)
     # Fastest per sequence, then fewest context-parallel ranks (their ring communication is not
-    # modelled), then most headroom, then fewest model-parallel ways. Times equal but for float
-    # rounding (a CP layout and its cp = 1 twin) compare equal: 12 significant digits.
+    # modelled), then fewest expert-grid ranks e·e_t (their all-to-all is not modelled either), then
+    # most headroom, then fewest model-parallel ways. Times equal but for float rounding (a CP
+    # layout and its cp = 1 twin) compare equal: 12 significant digits.
     order = fit_idx[np.lexsort((table["tp"][fit_idx] * table["pp"][fit_idx], -table["headroom"][fit_idx],
-                                table["cp"][fit_idx], _significant(table["seconds_per_sequence"][fit_idx])))]
+                                table["ep"][fit_idx] * table["etp"][fit_idx], table["cp"][fit_idx],
+                                _significant(table["seconds_per_sequence"][fit_idx])))]
     return Plan(model, gpus, gpu_memory, margin, hardware, seq, global_batch, params_hand, optimizer, dtype,
-                table, order, rules)
+                table, order, rules, Fraction(moe_capacity))
 
 
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
@@ -547,9 +604,11 @@ def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
     return np.round(x / scale) * scale
 
 
-def _layout_from(table, i, seq, global_batch, optimizer, dtype) -> Layout:
+def _layout_from(table, i, seq, global_batch, optimizer, dtype, moe_capacity=1) -> Layout:
     return Layout(micro_batch=int(table["micro_batch"][i]), seq=seq, tp=int(table["tp"][i]),
                   pp=int(table["pp"][i]), dp=int(table["dp"][i]), sp=bool(table["sp"][i]),
                   recompute=RECOMPUTE_ORDER[table["recompute"][i]], zero=int(table["zero"][i]),
                   optimizer=optimizer, interleave=int(table["interleave"][i]), dtype=dtype,
-                  global_batch=global_batch, cp=int(table["cp"][i]))
+                  global_batch=global_batch, cp=int(table["cp"][i]), ep=int(table["ep"][i]),
+                  etp=0 if table["etp"][i] == table["tp"][i] else int(table["etp"][i]),
+                  moe_capacity=Fraction(moe_capacity))
