@@ -13,6 +13,7 @@ from ..core.dims import E_s, L, c, e, e_t, f, t
 from ..core.tensors import Group
 from ..layout.experts import MEGATRON, routed_expert
 from ..layout.layout import Layout
+from ..layout.strategies import DISPATCHED
 from ..ledgers import activations, flops, params, states
 from ..models.architectures import gpt, llama, moe, output
 from ..models.config import ConfigError, ModelConfig
@@ -178,8 +179,7 @@ def _split(term) -> str:
     return (f"{term.dtype}, split: {term.split.value}"
             + (f" /{term.sharded_by}" if term.sharded_by != 1 else "")
             + (", context-parallel: s/c per rank" if c in term.bytes.free_symbols else "")
-            + (", after dispatch: E/e experts × T_e·e·e_t/t tokens, f_e/e_t wide (expert_dispatch)"
-               if term.split.value == "expert-parallel" else ""))
+            + (", " + term.note.split(DISPATCHED)[-1] if DISPATCHED in term.note else ""))
 
 
 def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | None = None,

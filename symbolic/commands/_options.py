@@ -22,12 +22,22 @@ MEMORY_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
 COUNT_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 
 
+#: GPU memory by name (seed 004 §09: H100 → H200 → B200), the usable bytes per GPU.
+#: H100 SXM 80 GB and H200 141 GB HBM3/HBM3e (NVIDIA datasheets); B200: 192 GB physical
+#: HBM3e of which 180 GB usable (seed 004 §09; NVIDIA DGX B200 lists 1,440 GB for 8 GPUs).
+GPU_MEMORY = {"h100": 80 * 10**9, "h200": 141 * 10**9, "b200": 180 * 10**9}
+
+
 def parse_memory(text: str, field: str = "--gpu-memory") -> int:
-    """'80GB', '80 GiB', '1.5TB' -> bytes. A bare number is refused: GB or GiB?"""
+    """'80GB', '80 GiB', '1.5TB' -> bytes; a GPU's name (h100, h200, b200) -> its
+    usable memory (:data:`GPU_MEMORY`). A bare number is refused: GB or GiB?"""
+    if field == "--gpu-memory" and str(text or "").strip().lower() in GPU_MEMORY:
+        return GPU_MEMORY[text.strip().lower()]
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*", text or "")
     if not match or match.group(2) not in MEMORY_UNITS:
         raise ConfigError(f"{field} {text!r}: give a number with a unit, e.g. 80GB (10^9 B) or 80GiB (2^30 B); "
-                          f"units: {', '.join(MEMORY_UNITS)}")
+                          f"units: {', '.join(MEMORY_UNITS)}"
+                          + (f"; or a GPU: {', '.join(GPU_MEMORY)}" if field == "--gpu-memory" else ""))
     value = Decimal(match.group(1)) * MEMORY_UNITS[match.group(2)]
     if value != value.to_integral_value() or value <= 0:
         raise ConfigError(f"{field} {text!r} is not a positive whole number of bytes")

@@ -35,6 +35,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--sp", action="store_true", help="sequence parallelism (needs --tp)")
     parser.add_argument("--cp", action="store_true",
                         help="context parallelism: each of c ranks holds s/c of the sequence")
+    parser.add_argument("--ep", action="store_true",
+                        help="expert parallelism (MoE): routed experts split over e ranks")
+    parser.add_argument("--etp", action="store_true",
+                        help="expert tensor parallelism (MoE): each expert's width split over e_t ranks (off: e_t = t)")
     parser.add_argument("--recompute", choices=RECOMPUTE, default="none")
     parser.add_argument("--dtype", choices=FLOAT_ACTIVATION_DTYPES, default="bf16", help="activation dtype")
     parser.add_argument("--pipeline", action="store_true", help="first pipeline stage (1F1B: p in flight)")
@@ -64,6 +68,10 @@ def _quantity_options(name: str, args) -> dict:
                        pipeline=args.pipeline, interleaved=args.interleave)
         if args.cp:  # only when asked: the options printed for the other layouts stay as they were
             options["context_parallel"] = True
+        if args.ep:
+            options["expert_parallel"] = True
+        if args.etp:
+            options["expert_tensor_parallel"] = True
         if name == "activations.interleave_factor":
             options.pop("pipeline")
             options.pop("interleaved")
@@ -72,6 +80,9 @@ def _quantity_options(name: str, args) -> dict:
         given = {} if name == "params.kaplan" else {
             key: value for key, value in (("tied", args.tied), ("positions", args.positions)) if value is not None}
         return dict(arch=args.arch, **given)
+    if name == "states.experts_per_gpu":
+        return dict(arch=args.arch, recipe=args.optimizer, zero=args.zero, expert_parallel=args.ep,
+                    expert_tensor_parallel=args.etp)
     if family == "states":
         return dict(recipe=args.optimizer, **({"zero": args.zero} if name == "states.per_gpu" else {}))
     if name in ("flops.hardware_training", "flops.recompute_ratio", "flops.recompute_ratio_leading"):
@@ -99,6 +110,10 @@ def run(args) -> int:
         raise ValueError(f"--arch {args.arch} contradicts --model {model.name}, whose inventory is "
                          f"{model.arch}: drop --arch")
     args.arch = args.arch or (model.arch if model is not None else "gpt")
+    if name == "states.per_gpu" and args.arch == "moe":  # the routed experts on their own grid
+        name = "states.experts_per_gpu"
+    if (args.ep or args.etp) and args.arch != "moe" and name.split(".")[0] in ("activations", "states"):
+        raise ValueError("--ep/--etp split the routed experts: use them with --arch moe (or an MoE --model)")
     options = _quantity_options(name, args)
     expr = evaluate(name, **options)
     shown = paper_form(expr)

@@ -63,6 +63,10 @@ def context_parallel(inventory: Inventory, ways: Expr = c) -> Inventory:
     return inventory.map(shard, f"context_parallel({ways})")
 
 
+#: The marker before the split a routed-expert term has after :func:`expert_dispatch` (in its note).
+DISPATCHED = "; after dispatch: "
+
+
 def expert_dispatch(inventory: Inventory, expert_ways: Expr = e, expert_tensor_ways: Expr = t,
                     tensor_ways: Expr = t, capacity: Expr = Integer(1)) -> Inventory:
     """The routed experts' saved tensors on one GPU after dispatch (Megatron-Core's
@@ -101,8 +105,12 @@ def expert_dispatch(inventory: Inventory, expert_ways: Expr = e, expert_tensor_w
         if x.split is not Axis.EXPERT:
             return x
         experts, tokens, *width = x.shape
-        width = [sympify(w).xreplace(narrow) for w in width]
-        return replace(x, shape=(experts, tokens * gathered, *width)).shard(expert_ways)
+        narrowed = [sympify(w).xreplace(narrow) for w in width]
+        split = [f"experts /{expert_ways}", f"tokens ×{expert_ways}·{expert_tensor_ways}/{tensor_ways}"
+                 + (f"·{capacity}" if capacity != 1 else "")] + (
+            [f"width /{expert_tensor_ways}"] if narrowed != list(width) else [])
+        return replace(x, shape=(experts, tokens * gathered, *narrowed),
+                       note=x.note + DISPATCHED + ", ".join(split)).shard(expert_ways)
     return inventory.map(dispatch, f"expert_dispatch(e={expert_ways}, e_t={expert_tensor_ways})")
 
 

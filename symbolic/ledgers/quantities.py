@@ -3,7 +3,7 @@ FLOPs — registered in :data:`symbolic.core.registry.REGISTRY`.
 """
 from __future__ import annotations
 
-from sympy import Expr, Integer, Symbol, expand, series
+from sympy import Add, Expr, Integer, Symbol, expand, series
 
 from ..core.dims import V, s
 from ..core.numeric import UNITS
@@ -103,6 +103,22 @@ def _bytes_per_param(recipe="bf16-adam", kind=None) -> Expr:
 def _states_per_gpu(recipe="bf16-adam", zero=0) -> Expr:
     """Model-state bytes per GPU, in Psi, t, p, d."""
     return states.per_gpu(_recipe(recipe), zero)
+
+
+@quantity("states.experts_per_gpu", "B")
+def _states_experts_per_gpu(arch="moe", recipe="bf16-adam", zero=0, expert_parallel=False,
+                            expert_tensor_parallel=False, shared_experts=False) -> Expr:
+    """Model-state bytes per GPU of a mixture of experts: the dense part (Psi minus
+    the routed experts) over t·p, ZeRO over d; the routed experts over e·e_t·p,
+    ZeRO over edp = t·d/(e·e_t) (Megatron-Core's expert grid; states.expert_blocks).
+    ``expert_parallel``/``expert_tensor_parallel`` off: e = 1, e_t = t."""
+    from ..core.dims import e, e_t, t
+    from ..layout.experts import routed_expert
+
+    inventory = _arch(arch).parameters(**({} if shared_experts else {"shared_experts": 0}))
+    experts = params.count(Inventory(tuple(x for x in inventory if routed_expert(x.name))))
+    return Add(*states.expert_blocks(_recipe(recipe), zero, experts, expert_parallel=e if expert_parallel else 1,
+                                     expert_tensor_parallel=e_t if expert_tensor_parallel else t).values())
 
 
 # --- FLOPs -----------------------------------------------------------------

@@ -438,6 +438,10 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     if layout.cp > 1:
         raise ConfigError(f"cp {layout.cp}: the timeline does not model context parallelism (its ring buffers "
                           "and work tensors); use cp 1 here — bill, plan and solve model it")
+    if layout.ep > 1 or layout.etp not in (0, layout.tp) or layout.moe_capacity != 1:
+        raise ConfigError(f"ep {layout.ep}, etp {layout.etp or layout.tp}: the timeline does not model the expert "
+                          "grid (its all-to-all buffers, the experts' states apart); use ep 1 and etp = tp here — "
+                          "bill, plan and solve model it")
     param_inv, base, _ = inventories(model)
     strategy = layout.strategy()
     k, n, notes = in_flight(layout)
