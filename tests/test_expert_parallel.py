@@ -272,3 +272,48 @@ def test_single_rank_inventory_is_unchanged():
     at_one_rank = Layout().strategy().shard(inv)  # t a symbol: its width /t is 1 at t = 1
     values = Layout().values(MIXTRAL)
     assert [exact(x.bytes, values) for x in at_one_rank] == [exact(x.bytes, values) for x in inv]
+
+
+# --- the experts' activation: fused SwiGLU, Megatron-Core's moe_act recompute -----------------
+
+def _expert_lines(layout):
+    bill = make_bill(MIXTRAL, layout)
+    return bill, {line.name: line.value for line in bill.ledger("activations")}
+
+
+def test_fused_swiglu_keeps_only_its_input():
+    base = Layout(tp=8, sp=True, seq=4096)
+    plain, before = _expert_lines(base)
+    fused, after = _expert_lines(Layout(tp=8, sp=True, seq=4096, fused_swiglu=True))
+    assert set(before) - set(after) == {"moe/expert/silu_output"}
+    # SiLU(gate): s·b·k rows of f_e/t, 2 B, L layers
+    assert plain.totals["activation_bytes"] - fused.totals["activation_bytes"] == 32 * 4096 * 2 * 14336 // 8 * 2
+    assert after["moe/expert/gate_up_output"] == before["moe/expert/gate_up_output"]
+
+
+def test_moe_act_recompute_frees_the_activation_and_costs_no_matmul():
+    plain, before = _expert_lines(Layout(tp=8, sp=True, seq=4096, recompute="selective"))
+    moe_act, after = _expert_lines(Layout(tp=8, sp=True, seq=4096, recompute="selective",
+                                          recompute_modules=("moe_act",)))
+    assert set(before) - set(after) == {"moe/expert/silu_output", "moe/expert/down_input"}
+    assert moe_act.totals["flops_per_iteration"] == plain.totals["flops_per_iteration"]
+    layout = Layout(tp=8, sp=True, seq=4096, recompute="selective", recompute_modules=("core_attn", "moe_act"),
+                    fused_swiglu=True, dp=2, ep=2, etp=4)
+    assert exact_totals(MIXTRAL, layout)["total_bytes"] == make_bill(MIXTRAL, layout).totals["total_bytes"]
+
+
+def test_gpt_selective_without_core_attn_recomputes_nothing():
+    gpt = preset("gpt-7b")
+    modules_only, selective = (make_bill(gpt, Layout(tp=8, sp=True, recompute="selective", recompute_modules=m))
+                               for m in (("core_attn",), ()))
+    assert modules_only.totals == selective.totals
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--recompute-modules", "moe_act"], "add --recompute selective"),
+    (["--recompute", "selective", "--recompute-modules", "layernorm"], "'layernorm' is not modelled"),
+])
+def test_recompute_modules_refused_with_one_line(capsys, argv, message):
+    assert main(["bill", "mixtral-8x7b", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]

@@ -69,11 +69,15 @@ def active_parameters(model: ModelConfig):
     return moe.parameters(shared_experts=shared, tied=model.tied, positions=model.positions, active=True)
 
 
-def recompute_for_flops(recompute: str, saved_inv) -> str:
+def recompute_for_flops(recompute: str, saved_inv, modules: tuple = ()) -> str:
     """The recompute policy as the FLOPs see it. Selective recompute re-runs
     the attention core because it dropped the core's saved tensors
     (Korthikanti §5); a layer that saves none (a fused attention kernel keeps
-    only the log-sum-exp) drops nothing under it, so nothing is re-run."""
+    only the log-sum-exp) drops nothing under it, so nothing is re-run.
+    ``modules``: Megatron-Core's recompute_modules (empty: core_attn); without
+    ``core_attn`` no matmul is re-run (``moe_act`` repeats element-wise work)."""
+    if recompute == "selective" and modules and "core_attn" not in modules:
+        return "none"
     if recompute == "selective" and not any(term.group is Group.ATTENTION_CORE for term in saved_inv):
         return "none"
     return recompute
@@ -141,7 +145,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
 
     # FLOPs of one iteration, whole model: per micro-batch × micro-batches.
     micro_batches = layout.iteration_micro_batches() * layout.dp
-    recompute = recompute_for_flops(layout.recompute, saved_inv)
+    recompute = recompute_for_flops(layout.recompute, saved_inv, tuple(layout.recompute_modules))
     for mm in mm_inv:
         alone = type(mm_inv)((mm,))
         recomputed = flops.recompute_extra(recompute, alone) != 0

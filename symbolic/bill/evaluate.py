@@ -102,6 +102,7 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             "context_parallel": layout.cp > 1, "expert_parallel": layout.ep > 1,
             "expert_tensor_parallel": layout.etp not in (0, layout.tp),
             "expert_capacity": Fraction(layout.moe_capacity) != 1,
+            "recompute_modules": list(layout.recompute_modules), "fused_swiglu": layout.fused_swiglu,
             "micro_batches": layout.iteration_micro_batches() * layout.dp}
 
 

@@ -110,6 +110,11 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
                             "(Megatron-Core's expert_tensor_parallel_size; default: tp)")
     group.add_argument("--moe-capacity-factor", metavar="F", default="1",
                        help="tokens of the busiest expert over the balanced share s·b·k/E (1.25, 5/4; default 1)")
+    group.add_argument("--recompute-modules", metavar="LIST", default="",
+                       help="with --recompute selective: Megatron-Core's modules recomputed, comma-separated "
+                            "(core_attn, moe_act; default core_attn)")
+    group.add_argument("--fused-swiglu", action="store_true",
+                       help="the experts' SwiGLU as one fused kernel (keeps only its input)")
     group.add_argument("--sp", action="store_true", help="sequence parallelism over the TP group")
     group.add_argument("--recompute", choices=RECOMPUTE, default="none", help="activation recompute")
     group.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage over d")
@@ -127,7 +132,10 @@ def layout_from_args(args) -> Layout:
                   sp=args.sp, recompute=args.recompute, zero=args.zero, optimizer=args.optimizer,
                   interleave=args.interleave, dtype=args.dtype, global_batch=args.global_batch,
                   cp=getattr(args, "cp", 1), ep=getattr(args, "ep", 1), etp=getattr(args, "etp", 0),
-                  moe_capacity=parse_ratio(getattr(args, "moe_capacity_factor", "1"), "--moe-capacity-factor"))
+                  moe_capacity=parse_ratio(getattr(args, "moe_capacity_factor", "1"), "--moe-capacity-factor"),
+                  recompute_modules=tuple(name.strip() for name in getattr(args, "recompute_modules", "").split(",")
+                                          if name.strip()),
+                  fused_swiglu=getattr(args, "fused_swiglu", False))
 
 
 def parse_ratio(text: str, field: str) -> Fraction:

@@ -41,6 +41,9 @@ def run(args) -> int:
     if layout.ep > 1 or layout.etp not in (0, layout.tp) or layout.moe_capacity != 1:
         raise ConfigError(f"--ep {layout.ep} / --etp {layout.etp or layout.tp}: the calculator page has no expert-"
                           "parallel input; use `symbolic bill` or `symbolic plan` with --ep/--etp")
+    if layout.recompute_modules or layout.fused_swiglu:
+        raise ConfigError("--recompute-modules / --fused-swiglu: the calculator page has no input for them; "
+                          "use `symbolic bill`")
     if args.params is None:  # the model's size label, where it reads as a count
         try:
             params_hand = _options.parse_count(model.params_label) if model.params_label else None

@@ -49,11 +49,17 @@ class Group(Enum):
     (Korthikanti §5, Table 2). ``ATTENTION_CORE``: the softmax/dropout tensors
     of the Q·Kᵀ score matrix, which selective recompute drops and recomputes
     (Korthikanti §5). ``BODY``: everything else, kept unless full recompute.
+    ``EXPERT_ACTIVATION``: what an expert's SwiGLU saves of its own beyond its
+    input (SiLU(gate), kept for ·up), which a fused SwiGLU kernel does not keep;
+    ``EXPERT_ACTIVATION_OUTPUT``: the activation's output, the down projection's
+    input. Megatron-Core's ``moe_act`` recompute drops both (body otherwise).
     """
 
     LAYER_INPUT = "layer input"
     ATTENTION_CORE = "attention core"
     BODY = "body"
+    EXPERT_ACTIVATION = "expert activation"
+    EXPERT_ACTIVATION_OUTPUT = "expert activation output"
 
 
 def _product(shape: Iterable[Expr]) -> Expr:

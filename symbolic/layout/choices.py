@@ -4,3 +4,7 @@ its input with these before any expression is built).
 RECOMPUTE = ("none", "selective", "full")  #: activation recompute policies (Korthikanti §5)
 FLOAT_ACTIVATION_DTYPES = ("bf16", "fp16", "fp32", "fp8")  #: storage dtypes of float activations
 ZERO_STAGES = (0, 1, 2, 3)  #: ZeRO stages over the data-parallel ranks (Rajbhandari et al. §5)
+#: Megatron-Core's ``recompute_modules`` (TransformerConfig, with recompute_granularity "selective";
+#: default ["core_attn"]) that this engine models: the attention core (Korthikanti §5) and the
+#: experts' activation function (output-discarding checkpoint, needs moe_grouped_gemm).
+RECOMPUTE_MODULES = ("core_attn", "moe_act")

@@ -10,7 +10,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from ..models.config import ConfigError, ModelConfig, positive_int
-from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, ZERO_STAGES
+from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, RECOMPUTE_MODULES, ZERO_STAGES
 from .recipes import RECIPES
 
 if TYPE_CHECKING:
@@ -40,6 +40,10 @@ class Layout:
     moe_capacity: tokens of the busiest expert over the balanced share
     (capacity or imbalance factor, a positive rational; 1 = balanced routing).
     Rules: :func:`symbolic.layout.experts.validate_expert_parallel`.
+    recompute_modules: with ``recompute="selective"``, Megatron-Core's
+    ``recompute_modules`` (``choices.RECOMPUTE_MODULES``); empty means its
+    default, ``core_attn``. fused_swiglu: the experts' SwiGLU as one fused
+    kernel (``strategies.fused_expert_activation``).
     """
 
     micro_batch: int = 1
@@ -58,6 +62,8 @@ class Layout:
     ep: int = 1
     etp: int = 0
     moe_capacity: Fraction = Fraction(1)
+    recompute_modules: tuple = ()
+    fused_swiglu: bool = False
 
     def strategy(self) -> "Strategy":
         """The activation strategy: the first pipeline stage whenever pp > 1."""
@@ -67,7 +73,8 @@ class Layout:
                         dtype=self.dtype, pipeline=self.pp > 1, interleaved=self.interleave > 1,
                         context_parallel=self.cp > 1, expert_parallel=self.ep > 1,
                         expert_tensor_parallel=self.etp not in (0, self.tp),
-                        expert_capacity=Fraction(self.moe_capacity) != 1)
+                        expert_capacity=Fraction(self.moe_capacity) != 1,
+                        recompute_modules=tuple(self.recompute_modules), fused_swiglu=self.fused_swiglu)
 
     def values(self, model: ModelConfig) -> dict[str, int]:
         """Dimension values, papers' letters, for the model under this layout."""
@@ -102,6 +109,14 @@ class Layout:
             positive_int("seq", self.seq)
         if self.recompute not in RECOMPUTE:
             raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
+        unknown = [name for name in self.recompute_modules if name not in RECOMPUTE_MODULES]
+        if unknown:
+            raise ConfigError(f"recompute module {unknown[0]!r} is not modelled; choose from "
+                              f"{', '.join(RECOMPUTE_MODULES)} (Megatron-Core's recompute_modules)")
+        if self.recompute_modules and self.recompute != "selective":
+            raise ConfigError("recompute modules are Megatron-Core's selective recompute: add --recompute selective")
+        if ("moe_act" in self.recompute_modules or self.fused_swiglu) and not model.experts:
+            raise ConfigError(f"moe_act and the fused expert SwiGLU act on routed experts; {model.name} has none")
         if self.zero not in ZERO_STAGES:
             raise ConfigError(f"zero must be one of 0, 1, 2, 3, not {self.zero!r}")
         if self.optimizer not in RECIPES:

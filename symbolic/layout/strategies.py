@@ -13,7 +13,7 @@ from sympy import Expr, Integer, sympify
 
 from ..core.dims import C_f, L, T_e, c, e, e_t, f_e, p, s, t, v
 from ..core.tensors import DTYPE_BYTES, Axis, Group, Inventory, SavedTensor
-from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
+from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, RECOMPUTE_MODULES
 
 
 def tensor_parallel(inventory: Inventory, ways: Expr = t) -> Inventory:
@@ -120,6 +120,28 @@ def selective_recompute(inventory: Inventory) -> Inventory:
     return inventory.map(lambda x: None if x.group is Group.ATTENTION_CORE else x, "selective_recompute")
 
 
+def fused_expert_activation(inventory: Inventory) -> Inventory:
+    """The experts' SwiGLU as one fused kernel: it saves only its input, fc1's
+    [tokens, 2f_e] output, and recomputes SiLU(gate) in backward — the eager
+    ``act_fn(gate) * up`` also keeps SiLU(gate) for the multiply. Megatron-Core:
+    ``megatron/core/fusions/fused_bias_swiglu.py`` (``SwiGLUFunction`` saves its
+    input only), used by the grouped experts with ``bias_activation_fusion``;
+    seed 004 §05.3's fused expert kernel (its [C_local, 2n] input stays). The
+    activation's output, the down projection's input, is kept by that GEMM."""
+    return inventory.map(lambda x: None if x.group is Group.EXPERT_ACTIVATION else x, "fused_expert_activation")
+
+
+def expert_activation_recompute(inventory: Inventory) -> Inventory:
+    """Megatron-Core's ``recompute_modules = ["moe_act"]`` (TransformerConfig:
+    "recompute the MoE MLP activation function", an output-discarding
+    checkpoint; needs ``moe_grouped_gemm``): the activation's saved tensors and
+    its output — fc2's input, [tokens, f_e] — are freed after forward and
+    recomputed from fc1's output, which stays. Element-wise work only: no
+    matmul FLOPs are added."""
+    dropped = (Group.EXPERT_ACTIVATION, Group.EXPERT_ACTIVATION_OUTPUT)
+    return inventory.map(lambda x: None if x.group in dropped else x, "expert_activation_recompute")
+
+
 def full_recompute(inventory: Inventory) -> Inventory:
     """Keep only each layer's input, 2sbh, and recompute the layer in backward.
 
@@ -177,6 +199,9 @@ class Strategy:
     e_t; off: e_t = t, Megatron-Core's default). expert_capacity: the busiest
     expert's share scaled by C_f (off: balanced). The routed-expert terms are
     always dispatched (:func:`expert_dispatch`); a dense inventory has none.
+    recompute_modules: under ``selective``, Megatron-Core's modules recomputed
+    (``choices.RECOMPUTE_MODULES``); empty means its default, ``core_attn``.
+    fused_swiglu: the experts' SwiGLU as one fused kernel (:func:`fused_expert_activation`).
     """
 
     tensor_parallel: bool = False
@@ -190,8 +215,15 @@ class Strategy:
     expert_parallel: bool = False
     expert_tensor_parallel: bool = False
     expert_capacity: bool = False
+    recompute_modules: tuple = ()
+    fused_swiglu: bool = False
 
     def __post_init__(self) -> None:
+        unknown = set(self.recompute_modules) - set(RECOMPUTE_MODULES)
+        if unknown:
+            raise ValueError(f"recompute modules must be among {', '.join(RECOMPUTE_MODULES)}, not {sorted(unknown)}")
+        if self.recompute_modules and self.recompute != "selective":
+            raise ValueError("recompute modules are Megatron-Core's selective recompute: use recompute selective")
         if self.recompute not in RECOMPUTE:
             raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
         if self.sequence_parallel and not self.tensor_parallel:
@@ -225,11 +257,21 @@ class Strategy:
     def apply(self, inventory: Inventory) -> Inventory:
         """The per-layer inventory one GPU holds under this strategy."""
         inventory = self.shard(inventory)
+        if self.fused_swiglu:
+            inventory = fused_expert_activation(inventory)
         if self.recompute == "selective":
-            inventory = selective_recompute(inventory)
+            modules = self.modules()
+            if "core_attn" in modules:
+                inventory = selective_recompute(inventory)
+            if "moe_act" in modules:
+                inventory = expert_activation_recompute(inventory)
         elif self.recompute == "full":
             inventory = full_recompute(inventory)
         return inventory
+
+    def modules(self) -> tuple:
+        """The modules selective recompute recomputes (Megatron-Core's default: the attention core)."""
+        return self.recompute_modules or ("core_attn",)
 
     def layers_held(self) -> tuple[Expr, Expr]:
         """(micro-batch chunks in flight, layers per chunk) on the stage accounted.
@@ -257,7 +299,10 @@ class Strategy:
         if self.expert_capacity:
             parts.append("busiest expert C_f × the balanced share")
         parts.append({"none": "no recompute", "selective": "selective recompute",
-                      "full": "full recompute"}[self.recompute])
+                      "full": "full recompute"}[self.recompute]
+                     + (f" ({', '.join(self.recompute_modules)})" if self.recompute_modules else ""))
+        if self.fused_swiglu:
+            parts.append("fused expert SwiGLU")
         parts.append(f"{self.dtype} activations ({DTYPE_BYTES[self.dtype]} B/elem), 1 B masks")
         if self.pipeline:
             parts.append("first pipeline stage" + (", interleaved" if self.interleaved else ", 1F1B"))

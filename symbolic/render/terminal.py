@@ -266,6 +266,8 @@ def print_text(bill: Bill, file=None) -> None:
 def _jsonable(value):
     if value is None or isinstance(value, (bool, int, str)):
         return value
+    if isinstance(value, (tuple, list)):  # a layout's recompute modules
+        return [_jsonable(item) for item in value]
     value = as_fraction(value)
     return value.numerator if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
 

@@ -129,18 +129,19 @@ def schedule_of(layout: Layout) -> str:
 
 
 def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool = False,
-                    experts: tuple = (False, False, False)) -> Layout:
+                    experts: tuple = (False, False, False, (), False)) -> Layout:
     """A layout with this schedule, so that :meth:`Layout.strategy` maps it as the bill does.
-    ``experts``: (ep > 1, etp ≠ tp, capacity factor ≠ 1)."""
-    ep, etp, capacity = experts
+    ``experts``: (ep > 1, etp ≠ tp, capacity factor ≠ 1, recompute modules, fused expert SwiGLU)."""
+    ep, etp, capacity, modules, fused = experts
     return Layout(sp=sp, recompute=recompute, dtype=dtype, pp=1 if schedule == "none" else 2,
                   interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1,
-                  ep=2 if ep else 1, etp=2 if etp else 0, moe_capacity=2 if capacity else 1)
+                  ep=2 if ep else 1, etp=2 if etp else 0, moe_capacity=2 if capacity else 1,
+                  recompute_modules=modules, fused_swiglu=fused)
 
 
 @lru_cache(maxsize=None)
 def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str,
-                     cp: bool = False, experts: tuple = (False, False, False)) -> Expr:
+                     cp: bool = False, experts: tuple = (False, False, False, (), False)) -> Expr:
     """Activation bytes per GPU on the stage accounted (the bill's ``activations`` lines, summed):
     chunks in flight × layers per chunk × each saved tensor's bytes."""
     strategy = _representative(sp, recompute, dtype, schedule, cp, experts).strategy()
@@ -150,13 +151,13 @@ def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, sch
 
 
 @lru_cache(maxsize=None)
-def flops_expr(structure: tuple, recompute: str) -> Expr:
+def flops_expr(structure: tuple, recompute: str, modules: tuple = ()) -> Expr:
     """Hardware FLOPs of one micro-batch through the whole model, recompute included
     (the bill's ``flops`` lines, before × micro-batches): with a fused attention
     kernel, its backward's recomputed Q·Kᵀ too."""
     from ..bill.derive import fused_backward_recompute, recompute_for_flops
     _, saved, matmuls = _inventories(structure)
-    return (flops.hardware_training(recompute_for_flops(recompute, saved), matmuls)
+    return (flops.hardware_training(recompute_for_flops(recompute, saved, modules), matmuls)
             + fused_backward_recompute(saved, matmuls))
 
 
@@ -193,13 +194,15 @@ class Group:
     ep: bool = False  #: expert parallelism on (e > 1)
     etp: bool = False  #: expert tensor parallelism other than t (e_t ≠ t)
     capacity: bool = False  #: a capacity factor other than 1 (C_f)
+    modules: tuple = ()  #: Megatron-Core's recompute_modules under selective recompute (empty: core_attn)
+    fused_swiglu: bool = False  #: the experts' SwiGLU as one fused kernel
 
     @classmethod
     def of(cls, model: ModelConfig, layout: Layout) -> "Group":
         from ..bill.derive import structure
         return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
                    layout.dtype, structure(model), layout.cp > 1, layout.ep > 1, layout.etp not in (0, layout.tp),
-                   layout.moe_capacity != 1)
+                   layout.moe_capacity != 1, tuple(layout.recompute_modules), layout.fused_swiglu)
 
     def expressions(self) -> dict[str, Expr]:
         """The bill's ledgers as expressions in the papers' letters (Psi: the count the states use)."""
@@ -207,8 +210,9 @@ class Group:
                 "model_states_bytes": states_expr(self.optimizer, self.zero, self.cp, self.structure,
                                                   self.ep, self.etp),
                 "activation_bytes": activations_expr(self.structure, self.sp, self.recompute, self.dtype,
-                                                     self.schedule, self.cp, (self.ep, self.etp, self.capacity)),
-                "flops_per_micro_batch": flops_expr(self.structure, self.recompute),
+                                                     self.schedule, self.cp,
+                                                     (self.ep, self.etp, self.capacity, self.modules, self.fused_swiglu)),
+                "flops_per_micro_batch": flops_expr(self.structure, self.recompute, self.modules),
                 "model_flops_per_micro_batch": model_flops_expr(self.structure)}
 
 

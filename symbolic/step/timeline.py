@@ -442,6 +442,9 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
         raise ConfigError(f"ep {layout.ep}, etp {layout.etp or layout.tp}: the timeline does not model the expert "
                           "grid (its all-to-all buffers, the experts' states apart); use ep 1 and etp = tp here — "
                           "bill, plan and solve model it")
+    if layout.recompute_modules or layout.fused_swiglu:
+        raise ConfigError("--recompute-modules and --fused-swiglu: the timeline's recompute windows do not model "
+                          "them; drop them here — bill, plan and solve model them")
     param_inv, base, _ = inventories(model)
     strategy = layout.strategy()
     k, n, notes = in_flight(layout)

@@ -83,9 +83,9 @@ def _router(name, last, dtype, note):
     return SavedTensor(name, (s, b, last), dtype, Axis.SEQUENCE, 0, Group.BODY, HF_MIXTRAL, note)
 
 
-def _expert(name, experts, tokens, last, dtype="bf16", note="", source=HF_MIXTRAL):
+def _expert(name, experts, tokens, last, dtype="bf16", note="", source=HF_MIXTRAL, group=Group.BODY):
     """A per-expert tensor (experts, tokens, last); expert parallelism splits axis 0."""
-    return SavedTensor(name, (experts, tokens, last), dtype, Axis.EXPERT, 0, Group.BODY, source, note)
+    return SavedTensor(name, (experts, tokens, last), dtype, Axis.EXPERT, 0, group, source, note)
 
 
 def moe_block(expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k, shared_experts: Expr = E_s,
@@ -110,8 +110,10 @@ def moe_block(expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k, shared
         _expert("moe/expert/input", experts, tokens, h, note="the expert's tokens, gathered"),
         _expert("moe/expert/gate_up_output", experts, tokens, 2 * expert_ffn,
                 note="fused gate|up projection output: SiLU's input and the up half"),
-        _expert("moe/expert/silu_output", experts, tokens, expert_ffn, note="SiLU(gate), kept for ·up"),
-        _expert("moe/expert/down_input", experts, tokens, expert_ffn, note="SiLU(gate)·up"),
+        _expert("moe/expert/silu_output", experts, tokens, expert_ffn, note="SiLU(gate), kept for ·up",
+                group=Group.EXPERT_ACTIVATION),
+        _expert("moe/expert/down_input", experts, tokens, expert_ffn, note="SiLU(gate)·up",
+                group=Group.EXPERT_ACTIVATION_OUTPUT),
         _expert("moe/expert/routing_weight", experts, tokens, 1, style.weight_dtype,
                 "the token's weight for this expert"),
         _expert("moe/expert/down_output", experts, tokens, h, note="kept for the routing weight's gradient"),
