@@ -222,4 +222,5 @@ def test_seed_004_claims():
     status = {r.claim.id: r.status for r in results}
     assert len(status) >= 20 and "failed" not in status.values()
     assert sorted(k for k, v in status.items() if v == "erratum") == [
-        "004/bandwidth/nvme-10x", "004/full-recompute/formula", "004/nccl/ll128", "004/pp/multiplier-1.25"]
+        "004/bandwidth/nvme-10x", "004/constant-baseline-divisor", "004/full-recompute/formula", "004/nccl/ll128",
+        "004/pp/multiplier-1.25"]

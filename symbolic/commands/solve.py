@@ -38,6 +38,7 @@ def run(args) -> int:
 def _layout_words(layout) -> str:
     return (f"t={layout.tp} p={layout.pp} d={layout.dp} v={layout.interleave}"
             + (" SP" if layout.sp else "") + (f" c={layout.cp}" if layout.cp > 1 else "")
+            + (f" e={layout.ep} e_t={layout.etp or layout.tp}" if layout.ep > 1 or layout.etp else "")
             + f", {'no' if layout.recompute == 'none' else layout.recompute} recompute, ZeRO-{layout.zero}, "
             f"{layout.optimizer}, {layout.dtype} activations"
             + (f", global batch {layout.global_batch}" if layout.global_batch else ""))
