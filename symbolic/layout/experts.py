@@ -78,6 +78,11 @@ def validate_expert_parallel(model: ModelConfig, layout: "Layout") -> None:
     Kept apart from :meth:`Layout.validate` so every consumer (bill, timeline,
     plan, solve) calls the same rules.
     """
+    if not model.experts:  # checked first: plan validates many dense layouts
+        if layout.ep != 1 or layout.etp not in (0, layout.tp) or layout.moe_capacity != 1:
+            raise ConfigError(f"--ep, --etp and --moe-capacity-factor apply to mixture-of-experts models; "
+                              f"{model.name} has no routed experts: drop them")
+        return
     positive_int("ep", layout.ep)
     if layout.etp:
         positive_int("etp", layout.etp)
@@ -86,11 +91,6 @@ def validate_expert_parallel(model: ModelConfig, layout: "Layout") -> None:
         raise ConfigError(f"moe capacity factor must be positive, got {layout.moe_capacity}")
     etp = expert_tensor_parallel(layout)
     routed = model.experts
-    if not routed:
-        if layout.ep > 1 or etp != layout.tp or capacity != 1:
-            raise ConfigError(f"--ep, --etp and --moe-capacity-factor apply to mixture-of-experts models; "
-                              f"{model.name} has no routed experts: drop them")
-        return
     if routed % layout.ep:
         raise ConfigError(f"ep ({layout.ep}) must divide the routed experts ({routed}): each expert-parallel "
                           "rank holds E/ep whole experts (Megatron-LM: experts a multiple of ep)")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..models.config import ConfigError, ModelConfig, positive_int
 from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, RECOMPUTE_MODULES, ZERO_STAGES
+from .experts import validate_expert_parallel
 from .recipes import RECIPES
 
 if TYPE_CHECKING:
@@ -102,13 +103,8 @@ class Layout:
             return False
         return True
 
-    def validate(self, model: ModelConfig) -> "Layout":
-        for name in ("micro_batch", "tp", "pp", "dp", "interleave", "cp"):
-            positive_int(name, getattr(self, name))
-        if self.seq:
-            positive_int("seq", self.seq)
-        if self.recompute not in RECOMPUTE:
-            raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
+    def _validate_modules(self, model: ModelConfig) -> None:
+        """Megatron-Core's recompute modules and the fused expert SwiGLU, against the model."""
         unknown = [name for name in self.recompute_modules if name not in RECOMPUTE_MODULES]
         if unknown:
             raise ConfigError(f"recompute module {unknown[0]!r} is not modelled; choose from "
@@ -117,6 +113,16 @@ class Layout:
             raise ConfigError("recompute modules are Megatron-Core's selective recompute: add --recompute selective")
         if ("moe_act" in self.recompute_modules or self.fused_swiglu) and not model.experts:
             raise ConfigError(f"moe_act and the fused expert SwiGLU act on routed experts; {model.name} has none")
+
+    def validate(self, model: ModelConfig) -> "Layout":
+        for name in ("micro_batch", "tp", "pp", "dp", "interleave", "cp"):
+            positive_int(name, getattr(self, name))
+        if self.seq:
+            positive_int("seq", self.seq)
+        if self.recompute not in RECOMPUTE:
+            raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
+        if self.recompute_modules or self.fused_swiglu:
+            self._validate_modules(model)
         if self.zero not in ZERO_STAGES:
             raise ConfigError(f"zero must be one of 0, 1, 2, 3, not {self.zero!r}")
         if self.optimizer not in RECIPES:
@@ -130,8 +136,6 @@ class Layout:
         if "g" in values and values["g"] % self.tp:
             raise ConfigError(f"key/value heads ({values['g']}) must be divisible by tp ({self.tp}): "
                               "each tensor-parallel rank holds whole K/V heads; choose a tp that divides them")
-        from .experts import validate_expert_parallel
-
         validate_expert_parallel(model, self)  # expert width by etp, ep by E, ep·etp by t·d·c
         if values["f"] % self.tp:
             raise ConfigError(f"ffn width ({values['f']}) must be divisible by tp ({self.tp})")

@@ -589,12 +589,14 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                  recompute_overhead=out["flops_per_iteration"] / out["model_flops_per_iteration"] - 1,
                  headroom=usable - out["total_bytes"])
     fit_idx = np.flatnonzero(fits)
+    # e·e_t for a mixture of experts (etp is stored as t there by default); a dense model has no expert grid.
+    expert_ranks = table["ep"] * table["etp"] if model.experts else np.ones_like(table["ep"])
     # Fastest per sequence, then fewest context-parallel ranks (their ring communication is not
     # modelled), then fewest expert-grid ranks e·e_t (their all-to-all is not modelled either), then
     # most headroom, then fewest model-parallel ways. Times equal but for float rounding (a CP
     # layout and its cp = 1 twin) compare equal: 12 significant digits.
     order = fit_idx[np.lexsort((table["tp"][fit_idx] * table["pp"][fit_idx], -table["headroom"][fit_idx],
-                                table["ep"][fit_idx] * table["etp"][fit_idx], table["cp"][fit_idx],
+                                expert_ranks[fit_idx], table["cp"][fit_idx],
                                 _significant(table["seconds_per_sequence"][fit_idx])))]
     return Plan(model, gpus, gpu_memory, margin, hardware, seq, global_batch, params_hand, optimizer, dtype,
                 table, order, rules, Fraction(moe_capacity))

@@ -26,6 +26,12 @@ Expert parallelism (:func:`expert_parallel`) splits the expert axis: each of
 the ``e`` GPUs holds E/e experts and receives their tokens from all ``e``
 ranks, so under balanced routing the activations per GPU do not shrink while
 the expert parameters do.
+
+The bill, plan and solve split these terms with the layout's
+``symbolic.layout.strategies.expert_dispatch`` (expert parallelism e, expert
+tensor parallelism e_t, TP/SP/CP, capacity factor, Megatron-Core's rank grids);
+the two functions at the end of this module are the single-axis forms kept for
+the inventory's own tests.
 """
 from __future__ import annotations
 
