@@ -317,3 +317,11 @@ def test_recompute_modules_refused_with_one_line(capsys, argv, message):
     assert main(["bill", "mixtral-8x7b", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_hand_filled_count_below_the_experts_is_refused(capsys):
+    assert main(["bill", "mixtral-8x7b", "--params", "40B"]) == 2
+    assert "below the routed experts" in capsys.readouterr().err
+    assert main(["bill", "mixtral-8x7b", "--params", "47B", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["params_routed_experts"] == 32 * 8 * 3 * 4096 * 14336

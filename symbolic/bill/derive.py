@@ -165,6 +165,8 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     active = active_parameters(model)
     if active is not None:
         formulas["params_active"] = sstr(params.count(active))
+    if model.experts:
+        formulas["params_routed_experts"] = sstr(routed_expert_parameters(param_inv))
     return DerivedBill(tuple(lines), formulas, strategy.describe())
 
 

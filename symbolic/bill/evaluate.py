@@ -16,7 +16,7 @@ from fractions import Fraction
 
 from ..core.expressions import evaluate_formula
 from ..layout.layout import Layout
-from ..models.config import BILLED_ARCHITECTURES, ModelConfig  # noqa: F401 (re-exported for the bill)
+from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig  # noqa: F401 (re-exported for the bill)
 
 #: The ledgers of a bill, in the order they print.
 LEDGERS = ("params", "model_states", "activations", "flops", "output_side")
@@ -117,6 +117,12 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     and the layout's dimension values, exactly."""
     values = layout.values(model)
     params_config = whole(evaluate_formula(derived.formulas["params"], values))
+    routed = (whole(evaluate_formula(derived.formulas["params_routed_experts"], values))
+              if "params_routed_experts" in derived.formulas else None)
+    if routed is not None and params_hand is not None and params_hand < routed:
+        raise ConfigError(f"--params {params_hand:,} is below the routed experts' own {routed:,} parameters: the "
+                          "model states split Psi into the dense part (Psi minus the experts) and the experts; "
+                          "give at least the experts' count")
     n_states = params_hand if params_hand is not None else params_config
     at = dict(values, Psi=n_states)  # the model states are per Psi: the hand-filled N or the config count
     lines = [Line(d.ledger, d.name, d.formula, whole(evaluate_formula(d.formula, at)), d.source, d.condition)
@@ -145,6 +151,8 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         "tokens_per_iteration": micro_batches * values["b"] * values["s"],
         "gpus": gpus,
     }
+    if routed is not None:  # the routed experts' share of params, on the expert grid (the rest: the dense part)
+        totals["params_routed_experts"] = routed
     if "params_per_gpu" in derived.formulas:  # the parameters one GPU holds, on the stage accounted
         totals["params_per_gpu"] = whole(evaluate_formula(derived.formulas["params_per_gpu"], values))
     if "params_active" in derived.formulas:  # seed 001 §07: N_total for the states, N_active for the FLOPs
