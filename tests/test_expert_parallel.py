@@ -325,3 +325,40 @@ def test_hand_filled_count_below_the_experts_is_refused(capsys):
     assert main(["bill", "mixtral-8x7b", "--params", "47B", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["params_routed_experts"] == 32 * 8 * 3 * 4096 * 14336
+
+
+# --- the timeline on the expert grid -----------------------------------------------------------
+
+@pytest.mark.parametrize("layout", [
+    Layout(seq=4096, tp=2, sp=True, dp=4, ep=4, etp=1, zero=1),
+    Layout(seq=4096, tp=8, sp=True, dp=2, ep=2, zero=1, recompute="selective", recompute_modules=("moe_act",),
+           fused_swiglu=True),
+    Layout(seq=4096, tp=4, sp=True, dp=2, pp=2, ep=8, etp=1, moe_capacity=Fraction(5, 4)),
+])
+def test_timeline_on_the_expert_grid_agrees_with_the_bill(layout):
+    from symbolic.step import timeline as T
+
+    built = T.build(MIXTRAL, layout)
+    result = built.evaluate()
+    rows = dict(result.rows)
+    bill = make_bill(MIXTRAL, layout)
+    at_loss = rows["loss" if layout.pp == 1 else "bwd layer 16 (mlp)"]
+    assert at_loss["constant"] == bill.totals["model_states_bytes"]
+    if layout.pp == 1:
+        assert at_loss["activations"] == bill.totals["activation_bytes"]
+    groups = [name for name, _ in T.CommSettings().items(layout)]
+    assert "communication/nccl staging (expert-parallel all-to-all)" in groups
+
+
+def test_expert_gradients_in_the_backward_window_are_split_as_their_activations():
+    """seed 004 §05.3/§07: dH, the gradient of the experts' [C_local, 2f_e] fc1 output, beside it in backward."""
+    from symbolic.step import timeline as T
+
+    layout = Layout(seq=4096, tp=8, sp=True)
+    rows = dict(T.build(MIXTRAL, layout).evaluate().rows)
+    mlp = rows["bwd layer 32 (mlp)"]["transients"]
+    s, b, h, k, f_e, t = 4096, 1, 4096, 2, 14336, 8
+    expert_grads = 2 * s * b * k * (2 * f_e + f_e + f_e) // t        # d(gate|up), d(SiLU), d(down input): /t
+    hidden = 2 * 2 * s * b * h // t                                    # dY, dX under SP
+    routing_weight = 4 * s * b * k                                     # d(routing weight), fp32, s·b·k rows
+    assert mlp == hidden + expert_grads + routing_weight

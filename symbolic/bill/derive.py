@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from sympy import Expr, Integer, sstr
 
-from ..core.dims import E_s, L, c, e, e_t, f, t
+from ..core.dims import E_s, L, Psi, c, e, e_t, f, t
 from ..core.tensors import Group
 from ..layout.experts import MEGATRON, routed_expert
 from ..layout.layout import Layout
@@ -118,18 +118,10 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
                  + "; even split over t·p (first order)"
                  + ("; Psi = hand-filled N" if params_hand is not None else "; Psi = config count"))
     if model.experts:
-        # Routed experts on Megatron-Core's expert grid (e·e_t·p ways, ZeRO over edp = t·d·c/(e·e_t)),
-        # the dense part on the dense grid (t·p ways, ZeRO over d·c).
-        ep_ways, etp_ways = expert_ways(layout)
-        experts = routed_expert_parameters(param_inv)
         condition += (f"; routed experts split e·e_t·p ways" + (", ZeRO over edp = t·d·c/(e·e_t)" if layout.zero else "")
                       + f" ({MEGATRON})")
-        for name, expr in states.expert_blocks(recipe, layout.zero, experts, context_parallel=c if cp else 1,
-                                               expert_parallel=ep_ways, expert_tensor_parallel=etp_ways).items():
-            add("model_states", name, expr, recipe.source, condition)
-    else:
-        for name, expr in states.blocks(recipe, layout.zero, context_parallel=c if cp else 1).items():
-            add("model_states", name, expr, recipe.source, condition)
+    for name, expr in model_state_blocks(model, layout, param_inv, recipe).items():
+        add("model_states", name, expr, recipe.source, condition)
 
     # Activations: the saved tensors of the layer under the strategy, times the layers held.
     strategy = layout.strategy()
@@ -168,6 +160,22 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     if model.experts:
         formulas["params_routed_experts"] = sstr(routed_expert_parameters(param_inv))
     return DerivedBill(tuple(lines), formulas, strategy.describe())
+
+
+def model_state_blocks(model: ModelConfig, layout: Layout, param_inv, recipe, zero: int | None = None,
+                       params: Expr = Psi) -> dict:
+    """Model-state bytes per GPU of each block of ``recipe`` (ZeRO stage ``zero``,
+    the layout's by default), for the bill and the timeline alike: a dense model
+    t·p ways, ZeRO over d (d·c); a mixture of experts with its routed experts on
+    Megatron-Core's expert grid (e·e_t·p ways, ZeRO over edp = t·d·c/(e·e_t)) and
+    its dense part on the dense grid (``states.expert_blocks``)."""
+    zero = layout.zero if zero is None else zero
+    context = c if layout.cp > 1 else Integer(1)
+    if not model.experts:
+        return states.blocks(recipe, zero, params, context_parallel=context)
+    ep_ways, etp_ways = expert_ways(layout)
+    return states.expert_blocks(recipe, zero, routed_expert_parameters(param_inv), params, context_parallel=context,
+                                expert_parallel=ep_ways, expert_tensor_parallel=etp_ways)
 
 
 def expert_ways(layout: Layout) -> tuple:

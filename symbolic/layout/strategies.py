@@ -200,7 +200,8 @@ class Strategy:
     expert's share scaled by C_f (off: balanced). The routed-expert terms are
     always dispatched (:func:`expert_dispatch`); a dense inventory has none.
     recompute_modules: under ``selective``, Megatron-Core's modules recomputed
-    (``choices.RECOMPUTE_MODULES``); empty means its default, ``core_attn``.
+    (``choices.RECOMPUTE_MODULES``); empty means its default, ``core_attn``;
+    ignored under the other policies (the layout refuses them there).
     fused_swiglu: the experts' SwiGLU as one fused kernel (:func:`fused_expert_activation`).
     """
 
@@ -222,8 +223,6 @@ class Strategy:
         unknown = set(self.recompute_modules) - set(RECOMPUTE_MODULES)
         if unknown:
             raise ValueError(f"recompute modules must be among {', '.join(RECOMPUTE_MODULES)}, not {sorted(unknown)}")
-        if self.recompute_modules and self.recompute != "selective":
-            raise ValueError("recompute modules are Megatron-Core's selective recompute: use recompute selective")
         if self.recompute not in RECOMPUTE:
             raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
         if self.sequence_parallel and not self.tensor_parallel:
@@ -241,11 +240,7 @@ class Strategy:
         and the context-parallel split of the sequence when on."""
         if self.context_parallel:
             inventory = context_parallel(inventory)
-        if any(x.split is Axis.EXPERT for x in inventory):
-            tensor_ways = t if self.tensor_parallel else Integer(1)
-            inventory = expert_dispatch(inventory, e if self.expert_parallel else Integer(1),
-                                        e_t if self.expert_tensor_parallel else tensor_ways, tensor_ways,
-                                        C_f if self.expert_capacity else Integer(1))
+        inventory = self.dispatch(inventory)
         if self.dtype != "bf16":
             inventory = activation_dtype(inventory, self.dtype)
         if self.tensor_parallel:
@@ -253,6 +248,16 @@ class Strategy:
         if self.sequence_parallel:
             inventory = sequence_parallel(inventory)
         return inventory
+
+    def dispatch(self, inventory: Inventory) -> Inventory:
+        """The routed-expert terms of ``inventory`` after this strategy's dispatch
+        (:func:`expert_dispatch`); an inventory without them is returned as is."""
+        if not any(x.split is Axis.EXPERT for x in inventory):
+            return inventory
+        tensor_ways = t if self.tensor_parallel else Integer(1)
+        return expert_dispatch(inventory, e if self.expert_parallel else Integer(1),
+                               e_t if self.expert_tensor_parallel else tensor_ways, tensor_ways,
+                               C_f if self.expert_capacity else Integer(1))
 
     def apply(self, inventory: Inventory) -> Inventory:
         """The per-layer inventory one GPU holds under this strategy."""

@@ -56,9 +56,10 @@ from typing import Iterator
 
 from sympy import Add, Expr, Integer, Max, Symbol, expand, sympify
 
-from ..core.dims import L, V, a, b, d, h, p, s, t, v
+from ..core.dims import L, V, a, b, h, p, s, v
 from ..core.numeric import exact_int
 from ..core.tensors import Axis, Group, Inventory, SavedTensor
+from ..layout.experts import expert_data_parallel, expert_tensor_parallel
 from ..layout.layout import Layout
 from ..layout.strategies import Strategy, interleave_in_flight, sequence_parallel, tensor_parallel
 from ..ledgers import params as params_ledger
@@ -98,12 +99,27 @@ class CommSettings:
         per_communicator = self.nccl_buffsize * self.channels
         out = []
         for group, size in (("tensor-parallel", layout.tp), ("data-parallel", layout.dp),
-                            ("pipeline send/recv", layout.pp)):
+                            ("pipeline send/recv", layout.pp)) + expert_groups(layout):
             if size > 1:
                 out.append((f"communication/nccl staging ({group})", per_communicator))
         if layout.dp > 1 and self.bucket_bytes:
             out.append(("communication/gradient bucket (data-parallel)", self.bucket_bytes))
         return out
+
+
+def expert_groups(layout: Layout) -> tuple[tuple[str, int], ...]:
+    """The expert grid's communicators beside the dense grid's (Megatron-Core's
+    parallel_state builds them apart): the expert-parallel group (the dispatch
+    and combine all-to-all, seed 004 §05.4's EP staging), the expert
+    tensor-parallel group when e_t ≠ t, and the expert-data-parallel group (the
+    experts' gradient reduce) when it differs from the data-parallel one."""
+    if layout.ep == 1 and layout.etp in (0, layout.tp):
+        return ()
+    etp = expert_tensor_parallel(layout)
+    edp = expert_data_parallel(layout)
+    return ((("expert-parallel all-to-all", layout.ep),)
+            + ((("expert tensor-parallel", etp),) if etp != layout.tp else ())
+            + ((("expert data-parallel", edp),) if edp != layout.dp else ()))
 
 
 @dataclass(frozen=True)
@@ -438,13 +454,8 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     if layout.cp > 1:
         raise ConfigError(f"cp {layout.cp}: the timeline does not model context parallelism (its ring buffers "
                           "and work tensors); use cp 1 here — bill, plan and solve model it")
-    if layout.ep > 1 or layout.etp not in (0, layout.tp) or layout.moe_capacity != 1:
-        raise ConfigError(f"ep {layout.ep}, etp {layout.etp or layout.tp}: the timeline does not model the expert "
-                          "grid (its all-to-all buffers, the experts' states apart); use ep 1 and etp = tp here — "
-                          "bill, plan and solve model it")
-    if layout.recompute_modules or layout.fused_swiglu:
-        raise ConfigError("--recompute-modules and --fused-swiglu: the timeline's recompute windows do not model "
-                          "them; drop them here — bill, plan and solve model them")
+    from ..bill.derive import model_state_blocks
+
     param_inv, base, _ = inventories(model)
     strategy = layout.strategy()
     k, n, notes = in_flight(layout)
@@ -465,8 +476,11 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
         window_mlp = Inventory(tuple(x for x in whole if x.group is not Group.LAYER_INPUT))
         window_attention = Inventory(tuple(x for x in whole.select("attention") if x.group is not Group.LAYER_INPUT))
     elif strategy.recompute == "selective":
-        window_mlp = Inventory(())
-        window_attention = Inventory(tuple(x for x in whole if x.name not in kept))
+        # Megatron-Core's moe_act recomputes the experts' activation in the MLP half's backward;
+        # core_attn the attention core in the attention half's.
+        expert_activation = (Group.EXPERT_ACTIVATION, Group.EXPERT_ACTIVATION_OUTPUT)
+        window_mlp = Inventory(tuple(x for x in whole if x.name not in kept and x.group in expert_activation))
+        window_attention = Inventory(tuple(x for x in whole if x.name not in kept and x.group not in expert_activation))
     else:
         window_mlp = window_attention = Inventory(())
 
@@ -477,6 +491,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     work = tensor_parallel(work)
     if strategy.sequence_parallel:
         work = sequence_parallel(work)
+    work = strategy.dispatch(work)  # the experts' gradients as their activations: after dispatch (f_e/e_t wide)
     if options.flash_attention:
         work = Inventory(tuple(x for x in work if x.shape[-2:] != (s, s)), work.applied)
     forward_work = work.select("forward")
@@ -496,9 +511,10 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     for block in recipe.blocks:
         if options.optimizer_offload and block.kind == "optimizer":
             continue
-        size = states.blocks(states.Recipe(recipe.name, (block,), recipe.source, recipe.condition),
-                             layout.zero, params=psi)[block.name]
-        constant.append(Item("constant", f"constant/{block.name}", ((block.name, size),)))
+        # a dense model: one item per block; a mixture of experts: its dense part and its routed experts
+        one = states.Recipe(recipe.name, (block,), recipe.source, recipe.condition)
+        for name, size in model_state_blocks(model, layout, param_inv, one, params=psi).items():
+            constant.append(Item("constant", f"constant/{name}", ((name, size),)))
     comm = [Item("communication", name, ((name, Integer(size)),)) for name, size in options.comm.items(layout)]
     fixed = tuple(constant + comm)
 
@@ -549,7 +565,10 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     # Optimizer step: activations are gone; one fp32 temporary per (sharded) parameter.
     if not options.optimizer_offload:
         shard = layout.zero >= 1
-        temp = 4 * psi / (t * p * (d if shard else 1))
+        # 4 B per parameter of the optimizer's shard: the dense part's and the experts' (expert grid)
+        step_temp = states.Recipe("temp", (states.Block("fp32 temporary", 4, "optimizer"),), "", "")
+        temp = Add(*model_state_blocks(model, layout, param_inv, step_temp, zero=1 if shard else 0,
+                                       params=psi).values())
         families.append(PhaseFamily("optimizer step", fixed + (Item(
             "transients", "transients/optimizer-step temporaries (one fp32 per parameter shard)",
             (("optimizer/foreach temporary", temp),), Integer(1), "opt"),)))
