@@ -362,3 +362,14 @@ def test_expert_gradients_in_the_backward_window_are_split_as_their_activations(
     hidden = 2 * 2 * s * b * h // t                                    # dY, dX under SP
     routing_weight = 4 * s * b * k                                     # d(routing weight), fp32, s·b·k rows
     assert mlp == hidden + expert_grads + routing_weight
+
+
+@pytest.mark.parametrize("ep, buffers", [(1, 1), (2, 2)])
+def test_dispatch_buffers_in_the_forward_window(ep, buffers):
+    """The permuted tokens [s·b·k, h] (/t under SP), and with EP the all-to-all's output as large."""
+    from symbolic.step import timeline as T
+
+    def forward_transients(layout):
+        return dict(T.build(MIXTRAL, layout).evaluate().rows)["fwd layer 32"]["transients"]
+    layout = Layout(seq=4096, tp=4, sp=True, dp=2, ep=ep)
+    assert forward_transients(layout) == buffers * 2 * 4096 * 2 * 4096 // 4

@@ -57,6 +57,7 @@ from typing import Iterator
 from sympy import Add, Expr, Integer, Max, Symbol, expand, sympify
 
 from ..core.dims import L, V, a, b, h, p, s, v
+from ..core.dims import k as top_k  # experts per token; `k` below is the chunks in flight
 from ..core.numeric import exact_int
 from ..core.tensors import Axis, Group, Inventory, SavedTensor
 from ..layout.experts import expert_data_parallel, expert_tensor_parallel
@@ -253,6 +254,14 @@ def layer_work_tensors(saved: Inventory) -> Inventory:
     each expert's once its backward is done), in reverse order of forward;
     in the attention backward dY, dX and dQ, dK, dV of the saved Q, K, V's
     shapes (GQA: K and V at g heads). The loss: as :func:`work_tensors`.
+
+    A layer with routed experts also has the dispatch's forward buffers
+    (Megatron-Core ``token_dispatcher.MoEAlltoAllTokenDispatcher``): the
+    permuted tokens, each token once per chosen expert — [s·b·k, h], the
+    rank's own tokens (/t under SP) — and, with expert parallelism, the
+    all-to-all's output of the same size under balanced routing, both freed
+    once the expert-TP all-gather has produced the experts' input. (The combine
+    mirrors them on the way back; they are not counted twice.)
     """
     explicit = any(term.shape[-2:] == (s, s) for term in saved)
     hidden = (s, b, h)
@@ -260,6 +269,10 @@ def layer_work_tensors(saved: Inventory) -> Inventory:
     if explicit:
         terms.append(_tensor("forward/attention/scores", (b, a, s, s), "bf16", Axis.TENSOR, 1,
                              "Q·Kᵀ before the softmax"))
+    if any(x.split is Axis.EXPERT for x in saved):
+        terms += [_tensor(f"forward/moe/{name}", (s, b, top_k, h), "bf16", Axis.SEQUENCE, 0, note)
+                  for name, note in (("permuted_tokens", "permute: each token once per chosen expert"),
+                                     ("received_tokens", "the EP all-to-all's output (balanced: as many rows)"))]
     terms.append(_tensor("backward/mlp/grad_output", hidden, "bf16", Axis.SEQUENCE, 0, "dY entering the MLP block"))
     for x in reversed(saved.terms):
         if (not x.name.startswith("attention/") and x.dtype not in ("mask", "int64")
@@ -463,6 +476,8 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
 
     # Saved tensors per layer under the strategy, and the whole layer without recompute.
     work = layer_work_tensors(base)
+    if layout.ep == 1:  # no all-to-all: the permuted tokens go straight to the expert-TP gather
+        work = Inventory(tuple(x for x in work if x.name != "forward/moe/received_tokens"), work.applied)
     if options.flash_attention:
         base = flash_attention(base)
     saved = strategy.apply(base)
