@@ -373,3 +373,8 @@ def test_dispatch_buffers_in_the_forward_window(ep, buffers):
         return dict(T.build(MIXTRAL, layout).evaluate().rows)["fwd layer 32"]["transients"]
     layout = Layout(seq=4096, tp=4, sp=True, dp=2, ep=ep)
     assert forward_transients(layout) == buffers * 2 * 4096 * 2 * 4096 // 4
+
+
+def test_plan_refuses_ep_on_a_dense_model():
+    with pytest.raises(ConfigError, match="has none"):
+        plan(preset("gpt-7b"), 8, 80 * 10**9, fixed={"ep": 2})

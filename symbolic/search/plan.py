@@ -415,6 +415,8 @@ def _expert_grids(model: ModelConfig, folded: int, tp: int, gpus_per_node: int, 
     (:func:`symbolic.layout.experts.validate_expert_parallel` decides the rest). etp is stored as
     0 when it equals tp (Megatron-Core's default). A dense model: (1, 0) only."""
     if not model.experts:
+        if fixed.get("ep", 1) != 1 or fixed.get("etp") is not None:
+            raise ConfigError(f"--ep/--etp split routed experts; {model.name} has none: drop them")
         return [(1, 0)]
     width = model.expert_ffn or model.ffn or 4 * model.hidden
     grids = []
