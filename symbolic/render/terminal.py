@@ -123,6 +123,11 @@ def _ledger_notes(bill: Bill, ledger: str) -> list[str]:
             notes.append(f"N_active (k experts a token goes through; the FLOPs scale with it): "
                          f"{totals['params_active']:,} params ({fmt(totals['params_active'], 'billion')}); "
                          "the model states hold N_total, every expert")
+        if totals.get("params_per_gpu") is not None:
+            routed = totals.get("params_routed_experts")
+            notes.append(f"held by one GPU (stage accounted): {totals['params_per_gpu']:,} params"
+                         + (f"; routed experts {routed:,} of the total, split e·e_t ways on the expert grid"
+                            if routed is not None else ""))
         return notes
     if ledger == "flops":
         return [f"model FLOPs (no recompute): {fmt(totals['model_flops_per_iteration'], 'TFLOPs')}; "
