@@ -378,3 +378,17 @@ def test_dispatch_buffers_in_the_forward_window(ep, buffers):
 def test_plan_refuses_ep_on_a_dense_model():
     with pytest.raises(ConfigError, match="has none"):
         plan(preset("gpt-7b"), 8, 80 * 10**9, fixed={"ep": 2})
+
+
+def test_params_per_gpu_under_tp_keeps_norms_and_router_whole():
+    """Mixtral at t = 2, e = 4, e_t = 1: attention, embedding and output layer /2 (column/row/vocab-parallel);
+    norms and the router whole; each GPU holds two whole experts per layer."""
+    L, h, a, g, f_e, E, V = 32, 4096, 32, 8, 14336, 8, 32000
+    bill = make_bill(MIXTRAL, Layout(tp=2, sp=True, dp=4, ep=4, etp=1, seq=4096))
+    attention = L * (2 * h * h + 2 * h * (g * h // a))
+    whole = L * (2 * h + h * E) + h                      # two RMSNorms and the router per layer, the final norm
+    assert bill.totals["params_per_gpu"] == (attention + 2 * V * h) // 2 + whole + L * (E // 4) * 3 * h * f_e
+    piped = make_bill(MIXTRAL, Layout(tp=2, sp=True, dp=4, pp=2, ep=4, etp=1, seq=4096))
+    # first of two stages: half the layers and the embedding, no output layer nor final norm
+    assert piped.totals["params_per_gpu"] == ((attention // 2 + V * h) // 2 + L // 2 * (2 * h + h * E)
+                                              + L // 2 * (E // 4) * 3 * h * f_e)

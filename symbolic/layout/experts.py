@@ -46,7 +46,7 @@ def routed_expert(name: str) -> bool:
     return name.startswith(ROUTED_EXPERT_PREFIXES)
 
 
-def replicated_over_tensor_parallel(name: str, shape: tuple) -> bool:
+def replicated_over_tensor_parallel(name: str) -> bool:
     """Whether Megatron-Core keeps a dense-part parameter whole on every TP rank.
 
     Norm weights and biases (``TENorm``/``LayerNorm``: not TP-split), the

@@ -59,7 +59,7 @@ def per_gpu(inventory: Inventory, pipeline: bool = False, tensor_parallel: Expr 
             continue
         if routed_expert(term.name):
             ways = expert_parallel * expert_tensor_parallel
-        elif replicated_over_tensor_parallel(term.name, term.shape):
+        elif replicated_over_tensor_parallel(term.name):
             ways = Integer(1)
         else:
             ways = tensor_parallel
