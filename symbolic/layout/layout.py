@@ -39,7 +39,10 @@ class Layout:
     pipeline stage, so the GPUs stay t·p·d·c. etp: expert tensor-parallel size
     e_t (``expert_tensor_parallel_size``); 0 means = tp, Megatron's default.
     moe_capacity: tokens of the busiest expert over the balanced share
-    (capacity or imbalance factor, a positive rational; 1 = balanced routing).
+    (capacity or imbalance factor, a positive rational; 1 = balanced routing):
+    it scales the routed-expert activations of the GPU accounted, not the FLOPs
+    (the whole step's work is the same for any routing; drop-and-pad's padded
+    rows, (C_f − 1) more expert work, are not counted).
     Rules: :func:`symbolic.layout.experts.validate_expert_parallel`.
     recompute_modules: with ``recompute="selective"``, Megatron-Core's
     ``recompute_modules`` (``choices.RECOMPUTE_MODULES``); empty means its
