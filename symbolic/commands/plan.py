@@ -8,26 +8,6 @@ from . import _options
 HELP = "sweep every valid layout (t, p, d, c, b, v, ZeRO, SP, recompute) on N GPUs; rank those that fit"
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
-    return value
-
-
-def _tflops(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < 1e9:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of TFLOP/s")
-    return value
-
-
 def _zero(text: str) -> int:
     if text not in ("0", "1", "2", "3"):
         raise argparse.ArgumentTypeError(f"{text!r}: ZeRO stage is 0, 1, 2 or 3")
@@ -40,10 +20,6 @@ def add_hardware_options(parser) -> None:
     group.add_argument("--margin", metavar="SIZE", default="0",
                        help="memory reserved for what the ledgers leave out (workspaces, communication buffers, "
                             "fragmentation): a size (4GB) or a share of --gpu-memory (10%%); default 0")
-    group.add_argument("--peak-tflops", type=_tflops, default=312.0,
-                       help="dense peak TFLOP/s per GPU (default 312: A100 bf16)")
-    group.add_argument("--mfu", type=_fraction, default=0.5,
-                       help="fraction of peak the hardware FLOPs achieve (default 0.5)")
 
 
 def parse_margin(text: str, gpu_memory: int) -> int:
@@ -81,11 +57,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--top", type=int, default=10, help="layouts to show (0: all that fit; default 10)")
     parser.add_argument("--json", action="store_true", help="the layouts as JSON, exact integers in bytes and FLOPs")
     add_hardware_options(parser)
+    _options.add_time_options(parser, gpus_per_node=False)
     sweep = parser.add_argument_group("sweep limits and fixed choices (default: swept)")
     sweep.add_argument("--max-micro-batch", type=_options._positive, default=16,
                        help="largest micro-batch tried without --global-batch (powers of two; default 16)")
-    sweep.add_argument("--gpus-per-node", type=_options._positive, default=8,
-                       help="tensor parallelism stays within a node: t ≤ this (default 8)")
+    sweep.add_argument("--gpus-per-node", type=_options._positive, default=None,
+                       help="GPUs per NVLink domain: t stays within it, and the time model places each group's "
+                            "collectives on NVLink or the network by it (default: the hardware's, 8)")
     sweep.add_argument("--tp", type=_options._positive, help="fix the tensor-parallel size")
     sweep.add_argument("--pp", type=_options._positive, help="fix the pipeline-parallel size")
     sweep.add_argument("--dp", type=_options._positive, help="fix the data-parallel size")
@@ -103,7 +81,7 @@ def run(args) -> int:
     import time
 
     from ..models.config import ConfigError
-    from ..search.plan import FIXABLE, Hardware, plan
+    from ..search.plan import FIXABLE, plan
 
     model = _options.load_model(args)
     gpu_memory = _options.parse_memory(args.gpu_memory)
@@ -111,13 +89,12 @@ def run(args) -> int:
     params_hand = _options.parse_count(args.params) if args.params else None
     if args.top < 0:
         raise ConfigError(f"--top {args.top}: give 0 (all) or a positive count")
-    hardware = Hardware("A100 bf16 dense" if args.peak_tflops == 312 else "--peak-tflops",
-                        args.peak_tflops * 1e12, args.mfu)
+    hardware, overlap, _ = _options.time_options(args)
     start = time.perf_counter()
     result = plan(model, args.gpus, gpu_memory, seq=args.seq, global_batch=args.global_batch, margin=margin,
                   params_hand=params_hand, optimizer=args.optimizer, dtype=args.dtype, hardware=hardware,
                   max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
-                  fixed={name: getattr(args, name) for name in FIXABLE})
+                  fixed={name: getattr(args, name) for name in FIXABLE}, overlap=overlap)
     elapsed = time.perf_counter() - start
     shown = result.ranked(args.top)
     closest = None if shown else result.closest()
@@ -136,11 +113,13 @@ def _assumptions(result) -> dict[str, str]:
                    f"{fmt(result.gpu_memory, 'GB')} − margin {fmt(result.margin, 'GB')} = {fmt(result.usable, 'GB')}; "
                    "a lower bound: embedding/logits activations, workspaces, communication buffers and "
                    "fragmentation are not counted"),
-        "time": (f"step = hardware FLOPs per GPU (recompute included) / ({result.hardware.describe()}) "
-                 "× (1 + pipeline bubble (p−1)/(v·m)), m = micro-batches per pipeline per iteration "
-                 "(Narayanan et al. 2021 §2.2); communication not modelled"),
-        "rank": ("time per sequence (= step time at a fixed global batch), then fewest context-parallel ranks "
-                 "(their ring communication is not modelled), then headroom, then fewest t·p"),
+        "time": (f"step = GEMMs (FLOPs per GPU / peak × GEMM efficiency of the call's size) + element-wise "
+                 "kernels (HBM) + exposed communication (α + ring factor × bytes / bus bandwidth; NVLink inside "
+                 f"a domain of {result.gpus_per_node} GPUs by Megatron's rank order t, c, d, p, else the network) "
+                 "+ pipeline bubble (p−1)/(v·m) + optimizer step (HBM); m = micro-batches per pipeline per "
+                 f"iteration; {result.overlap.describe()}; {result.hardware.describe()}"),
+        "rank": ("time per sequence (= step time at a fixed global batch), then fewest context-parallel ranks, "
+                 "then headroom, then fewest t·p"),
     }
 
 
@@ -169,21 +148,22 @@ def render_text(result, shown, closest, elapsed: float) -> str:
         return "\n".join(out)
     header = (f"{'#':>3} {'t':>2} {'p':>3} {'d':>4} {'c':>3} {'v':>2} {'b':>3} {'m':>4} {'ZeRO':>4} {'SP':>3} "
               f"{'recompute':<9} {'states':>9} {'activ.':>9} {'total':>9} {'headroom':>9} "
-              f"{'TFLOPs/GPU':>10} {'step':>8} {'bubble':>6}  binding")
+              f"{'TFLOP/s':>8} {'MFU':>5} {'step':>8} {'bubble':>6}  binding")
     out.append(header)
-    out.append(f"{'':>49}{'GB':>9} {'GB':>9} {'GB':>9} {'GB':>9} {'per step':>10} {'s':>8}")
+    out.append(f"{'':>49}{'GB':>9} {'GB':>9} {'GB':>9} {'GB':>9} {'per GPU':>8} {'':>5} {'s':>8}")
     for rank, item in enumerate(shown, 1):
         lay, tot = item.layout, item.totals
         out.append(f"{rank:>3} {lay.tp:>2} {lay.pp:>3} {lay.dp:>4} {lay.cp:>3} {lay.interleave:>2} {lay.micro_batch:>3} "
                    f"{item.micro_batches_per_pipeline:>4} {lay.zero:>4} {'yes' if lay.sp else 'no':>3} "
                    f"{lay.recompute:<9} {_gb(tot['model_states_bytes']):>9} {_gb(tot['activation_bytes']):>9} "
                    f"{_gb(tot['total_bytes']):>9} {_gb(item.headroom_bytes):>9} "
-                   f"{_num(tot['flops_per_gpu_per_iteration'], 10**12):>10} {item.step_seconds:>8.3f} "
+                   f"{item.model_tflops_per_gpu:>8.1f} {item.mfu:>5.1%} {item.step_seconds:>8.3f} "
                    f"{item.bubble:>6.1%}  {item.binding}")
     if len(result.order) > len(shown):
         out.append(f"... {len(result.order) - len(shown):,} more fit (--top 0 shows all)")
-    out.append("m: micro-batches per pipeline per iteration; exact values: `symbolic bill MODEL` with the same "
-               "options, or --json")
+    out.append("m: micro-batches per pipeline per iteration; TFLOP/s and MFU: model FLOPs (no recompute) per GPU "
+               "per second of the modelled step; exact values and the time breakdown: `symbolic bill MODEL` with "
+               "the same options, or --json")
     return "\n".join(out)
 
 
@@ -212,7 +192,8 @@ def render_json(result, shown, closest) -> str:
         "margin_bytes": result.margin, "usable_bytes": result.usable, "seq": result.seq or result.model.seq,
         "global_batch": result.global_batch, "params_hand": result.params_hand, "optimizer": result.optimizer,
         "dtype": result.dtype,
-        "hardware": {"peak_flops": result.hardware.peak_flops, "utilisation": result.hardware.utilisation},
+        "hardware": {"name": result.hardware.name, "peak_flops": result.hardware.peak_bf16_flops,
+                     "gpus_per_node": result.gpus_per_node, "overlap": result.overlap.describe()},
         "assumptions": _assumptions(result), "rules": result.rules,
         "evaluated": result.evaluated, "fitting": len(result.order),
         "layouts": [item.as_dict() for item in shown],

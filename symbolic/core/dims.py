@@ -31,6 +31,8 @@ f_e   one expert's FFN inner width                                 this code
 T_e   tokens routed to one expert (balanced: s b k / E)            this code
 e     expert-parallel size                                         this code
 c     context-parallel size (sequence split over c ranks)          Liu et al. 2023; Megatron-LM CP
+B     global batch (sequences per iteration); B/(b d) micro-batches Narayanan §3
+      per pipeline per iteration
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -86,6 +88,9 @@ DIMENSIONS: dict[str, Dimension] = {
         # Context parallelism (ring attention, Liu et al. 2023, arXiv 2310.01889; Megatron-LM's
         # --context-parallel-size; seed 004 §06.2): each of c ranks holds s/c of every sequence.
         _dim("c", "context-parallel size (each rank holds s/c of the sequence)"),
+        # The communication ledger counts calls per iteration: B/(b d) micro-batches per pipeline
+        # (Narayanan et al. 2021 §3, their B, b and d).
+        _dim("B", "global batch size (sequences per iteration)"),
     )
 }
 
@@ -98,5 +103,7 @@ s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
 g, E, k, E_s, f_e, T_e, e = (SYMBOLS[n] for n in ("g", "E", "k", "E_s", "f_e", "T_e", "e"))
 
 c = SYMBOLS["c"]
+
+B = SYMBOLS["B"]
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}
