@@ -279,13 +279,15 @@ def terms(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, tensor
         passes = [("forward", "forward")] + ([("recompute", "backward")] if recompute == "full" else [])
         passes.append(("backward", "backward"))
         for module, (scope, count) in owned.items():
-            calls = MICRO_BATCHES * (layers if scope == "layer" else 1)
+            # A module is split t ways, not p ways: p splits the layers. Per GPU, averaged over the
+            # stages, a layer module is gathered L/p times per micro-batch and any other module 1/p times.
+            calls = MICRO_BATCHES * (layers if scope == "layer" else 1 / p)
+            share = Psi * count / total
             for phase, window in passes:
-                add(f"zero3/{module}/{phase}_all_gather", "d", group_size, "all-gather",
-                    Psi * count / total * param_bytes / (t * p), calls, phase, window, ZERO,
-                    "parameters gathered before use, every micro-batch (prefetched)")
-            add(f"zero3/{module}/gradient_reduce_scatter", "d", group_size, "reduce-scatter",
-                Psi * count / total * grad_bytes / (t * p), calls, "backward", "backward", ZERO)
+                add(f"zero3/{module}/{phase}_all_gather", "d", group_size, "all-gather", share * param_bytes / t,
+                    calls, phase, window, ZERO, "parameters gathered before use, every micro-batch (prefetched)")
+            add(f"zero3/{module}/gradient_reduce_scatter", "d", group_size, "reduce-scatter", share * grad_bytes / t,
+                calls, "backward", "backward", ZERO)
     else:
         raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, not {zero!r}")
     return tuple(out)
