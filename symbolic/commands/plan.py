@@ -161,10 +161,48 @@ def render_text(result, shown, closest, elapsed: float) -> str:
                    f"{item.bubble:>6.1%}  {item.binding}")
     if len(result.order) > len(shown):
         out.append(f"... {len(result.order) - len(shown):,} more fit (--top 0 shows all)")
+    out.extend(reference_lines(result, shown))
     out.append("m: micro-batches per pipeline per iteration; TFLOP/s and MFU: model FLOPs (no recompute) per GPU "
                "per second of the modelled step; exact values and the time breakdown: `symbolic bill MODEL` with "
                "the same options, or --json")
     return "\n".join(out)
+
+
+def reference(result):
+    """(rank from 1, Planned) of the best fitting layout of the papers' kind — t = the GPUs of one
+    NVLink domain, pipelining across domains (Narayanan et al. 2021 §3.3, takeaway #1) — or None."""
+    for rank, i in enumerate(result.order, 1):
+        if result.table["tp"][i] == result.gpus_per_node and result.table["pp"][i] > 1:
+            return rank, result.planned(int(i))
+    return None
+
+
+def ahead_by(item, ref) -> list[tuple[str, float]]:
+    """The parts of the step by which ``item`` beats ``ref`` (seconds saved, largest first; a plan
+    compares layouts at one global batch)."""
+    deltas = [(name, ref.time_breakdown[name] - item.time_breakdown[name]) for name in item.time_breakdown]
+    return sorted((d for d in deltas if d[1] > 0), key=lambda d: -d[1])
+
+
+def reference_lines(result, shown) -> list[str]:
+    """The papers' layout and, for each layout shown above it, the figure that puts it there."""
+    found = reference(result)
+    if found is None:
+        return [f"no fitting layout with t = {result.gpus_per_node} (one NVLink domain) and p > 1"]
+    rank, ref = found
+    out = [f"papers' kind of layout (t = {result.gpus_per_node} within an NVLink domain, p > 1): best is #{rank}, "
+           f"{_describe(ref.layout)}, step {ref.step_seconds:.3f} s"]
+    if rank <= len(shown):
+        return out
+    out.append("  each layout shown above it, and what puts it there (step seconds it saves against it):")
+    for position, item in enumerate(shown, 1):
+        gains = ", ".join(f"{name} {value:+.3f} s" for name, value in ahead_by(item, ref)[:3])
+        losses = [(name, -value) for name, value in ((n, ref.time_breakdown[n] - item.time_breakdown[n])
+                                                     for n in item.time_breakdown) if value < 0]
+        worst = max(losses, key=lambda x: x[1]) if losses else None
+        out.append(f"  #{position} {_describe(item.layout)}: {item.step_seconds:.3f} s vs {ref.step_seconds:.3f} s — "
+                   f"saves {gains or 'nothing'}" + (f"; pays {worst[0]} +{worst[1]:.3f} s" if worst else ""))
+    return out
 
 
 def _gb(value) -> str:
@@ -199,4 +237,9 @@ def render_json(result, shown, closest) -> str:
         "layouts": [item.as_dict() for item in shown],
         "closest": closest.as_dict() if closest is not None else None,
     }
+    found = reference(result) if shown else None
+    if found is not None:
+        rank, ref = found
+        data["reference"] = {"rank": rank, "layout": ref.as_dict(),
+                             "ahead_by": [dict(ahead_by(item, ref)) for item in shown[:rank - 1]]}
     return json.dumps(data, indent=2)
