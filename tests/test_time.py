@@ -154,3 +154,33 @@ def test_plan_on_a_72_gpu_nvlink_domain_prefers_fewer_pipeline_stages():
     b200 = plan(model, 576, 180 * GB, hardware=hardware.load("b200"), **common).ranked(1)[0]
     nvl72 = plan(model, 576, 180 * GB, hardware=hardware.load("gb200-nvl72"), gpus_per_node=72, **common).ranked(1)[0]
     assert nvl72.layout.pp < b200.layout.pp
+
+
+def test_derive_comm_volume_prints_the_terms_in_letters(capsys):
+    assert main(["derive", "comm-volume", "--sp", "--pipeline", "--zero", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("communication.traffic [B] = ")
+    for name in ("tp/attention/forward_all_gather", "tp/mlp/backward_input_regather", "pp/forward_send",
+                 "dp/gradient_reduce_scatter", "dp/parameter_all_gather"):
+        assert name in out
+    assert "bytes/call 2*b*h*s" in out and "calls/iteration B*L/(b*d*p)" in out
+
+
+def test_published_runs_are_priced_in_the_sources_flop_convention():
+    """Narayanan's rows are compared in their Eq 3 (the full-recompute hardware FLOPs), the
+    Megatron-Core rows in model FLOPs; what a source does not print the model chooses."""
+    from symbolic.bill.derive import make_bill
+    from symbolic.search import throughput
+
+    rows = throughput.rows()
+    assert len(rows) == 28
+    first = throughput.predict(rows[0])            # Narayanan Table 1, GPT-1.7B on 32 A100s
+    assert first.convention == "eq3" and "full recompute" in first.chosen and "overlap none" in first.chosen
+    h100 = throughput.predict(next(r for r in rows if r["hardware"]["gpu_type"] == "H100 80GB"))
+    assert h100.convention == "model" and "overlap all" in h100.chosen
+    # The predicted figure is the convention's FLOPs per GPU over the modelled step.
+    model = throughput._model(rows[0])
+    b = int(first.chosen.split()[0][2:])
+    layout = Layout(micro_batch=b, dp=32, recompute="full", global_batch=512)
+    eq3 = make_bill(model, layout).totals["flops_per_gpu_per_iteration"]
+    assert first.predicted == pytest.approx(float(eq3) / first.step_seconds / 1e12)

@@ -106,14 +106,20 @@ def predict(row: dict, gpu_memory: int = 80 * 10**9) -> Prediction:
     overlap = _overlap(row)
     convention = _convention(row)
     layout_text = f"t={lay['tp']} p={lay['pp']} d={lay['dp']} B={lay['gbs']}"
-    try:
-        result = plan(model, hw_row["gpus"], gpu_memory, global_batch=lay["gbs"], optimizer=optimizer,
-                      hardware=hardware, gpus_per_node=hw_row.get("gpus_per_node") or 8, fixed=fixed,
-                      overlap=OVERLAPS[overlap], max_micro_batch=16)
-    except ConfigError as error:
-        return Prediction(row, row["model"], hardware.name, layout_text, row["measured"]["tflops_per_gpu"],
-                          float("nan"), convention, float("nan"), f"no valid layout: {error}", "")
-    best = result.ranked(1)
+    # Megatron-LM (the Megatron-Core table) offers DDP or its distributed optimizer (ZeRO-1's
+    # sharding), not ZeRO-2/3: where the stage is not printed, the faster of those two.
+    stages = [fixed.get("zero")] if "zero" in fixed else [0, 1]
+    best = []
+    for stage in stages:
+        try:
+            result = plan(model, hw_row["gpus"], gpu_memory, global_batch=lay["gbs"], optimizer=optimizer,
+                          hardware=hardware, gpus_per_node=hw_row.get("gpus_per_node") or 8,
+                          fixed=dict(fixed, zero=stage), overlap=OVERLAPS[overlap], max_micro_batch=16)
+        except ConfigError as error:
+            return Prediction(row, row["model"], hardware.name, layout_text, row["measured"]["tflops_per_gpu"],
+                              float("nan"), convention, float("nan"), f"no valid layout: {error}", "")
+        best += result.ranked(1)
+    best = sorted(best, key=lambda item: item.step_seconds)
     if not best:
         return Prediction(row, row["model"], hardware.name, layout_text, row["measured"]["tflops_per_gpu"],
                           float("nan"), convention, float("nan"), "nothing fits 80 GB", "")
