@@ -39,16 +39,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-from sympy import Add, Expr, Integer
+from typing import TYPE_CHECKING
 
-from ..core.dims import B, L, Psi, b, c, d, p, t
-from ..core.tensors import Group, Inventory
-from ..layout.recipes import RECIPES
-from ..layout.strategies import Strategy
-from . import activations, flops
-from .communication import MICRO_BATCHES, ring_factor, ring_steps, terms
+import numpy as np
+
 from .hardware import Hardware
+
+if TYPE_CHECKING:  # sympy is imported where expressions are built, so a cached bill prices without it
+    from sympy import Expr
+
+    from ..core.tensors import Inventory
 
 #: Passes over each saved tensor's bytes by the non-matmul kernels: forward write + read,
 #: backward read of the saved tensor + write and read of its gradient.
@@ -130,7 +130,7 @@ class TimeDerivation:
     grad_elements: Expr         #: gradient elements one GPU reduces
     comm: list[CommClass]
     collectives: tuple = ()     #: the communication ledger's terms themselves
-    hardware_flops: Expr = Integer(0)  #: per GPU per iteration, averaged over all GPUs (the throughput's numerator)
+    hardware_flops: "Expr" = 0  #: per GPU per iteration, averaged over all GPUs (the throughput's numerator)
 
     def expressions(self) -> list[Expr]:
         out = []
@@ -140,12 +140,13 @@ class TimeDerivation:
                 self.grad_elements]
         for cls in self.comm:
             out += [cls.size, cls.calls, cls.traffic_bytes]
+        from sympy import Integer
         return [Integer(x) if isinstance(x, int) else x for x in out]
 
 
 def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, sp: bool, recompute: str,
                 flops_recompute: str, zero: int, pipeline: bool, interleaved: bool, context_parallel: bool,
-                optimizer: str, dtype: str, tied: bool, fused_backward: Expr = Integer(0),
+                optimizer: str, dtype: str, tied: bool, fused_backward=0,
                 expert_parallel: bool = False) -> TimeDerivation:
     """The time model's expressions for one discrete choice of the layout.
 
@@ -153,6 +154,15 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
     ``recompute_for_flops``); ``fused_backward``: FLOPs per micro-batch a fused
     attention kernel recomputes in backward (the bill's line of that name).
     """
+    from sympy import Integer
+
+    from ..core.dims import B, L, Psi, b, c, d, p, t
+    from ..core.tensors import Group
+    from ..layout.recipes import RECIPES
+    from ..layout.strategies import Strategy
+    from . import activations, flops
+    from .communication import MICRO_BATCHES, terms
+
     gpus = t * p * d * (c if context_parallel else 1)
     cp = c if context_parallel else 1
     micro_batches = B / b                     # micro-batches per iteration, all data-parallel ranks
@@ -227,7 +237,7 @@ def link(group: str, collective: str, n, st, gpus_per_node: int, hw: Hardware):
         bus = np.where(cross, network, nvlink)        # each GPU sends its own message through its own NIC
     else:
         bus = np.where(cross, np.minimum(nvlink, per_node * network), nvlink)
-    steps = ring_steps(collective, n)
+    steps = 2 * (n - 1) if collective == "all-reduce" else (np.ones_like(n) if collective == "send-recv" else n - 1)
     inter = np.where(cross, (2 if collective == "all-reduce" else 1) * (nodes - 1), 0.0)
     if collective == "send-recv":
         inter = np.where(cross, 1.0, 0.0)
@@ -374,5 +384,4 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
                     tokens, peak, gpus)
 
 
-__all__ = ["Overlap", "OVERLAPS", "derive_time", "price", "StepTime", "TimeDerivation", "link", "stride",
-           "ring_factor", "MICRO_BATCHES"]
+__all__ = ["Overlap", "OVERLAPS", "derive_time", "price", "StepTime", "TimeDerivation", "link", "stride"]
