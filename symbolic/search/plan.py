@@ -171,7 +171,7 @@ def time_function(group: "Group"):
     missing = set().union(*(x.free_symbols for x in exprs)) - set(TIME_ARGS)
     if missing:
         raise ValueError(f"time model: {sorted(map(str, missing))} not among the plan's letters")
-    return derivation, lambdify(list(TIME_ARGS), Tuple(*exprs), "numpy", cse=True)
+    return derivation, lambdify(list(TIME_ARGS), Tuple(*exprs), "numpy", cse=False)
 
 
 def time_sweep(group: "Group", values: Mapping[str, object], sequences, hardware: Hardware, overlap: Overlap,
