@@ -128,4 +128,4 @@ def step_time(model: ModelConfig, layout: Layout, hardware: Hardware, *, overlap
     values = letters(model, layout, params_hand, params_count)
     numbers = [float(evaluate_formula(formula, values)) for formula in text.formulas]
     return price(text.shell(), numbers, values, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
-                 gemm_dtype="fp8" if layout.dtype == "fp8" else "bf16", detail=True)
+                 detail=True)  # GEMMs at the BF16 peak: --dtype is the activations' storage

@@ -182,8 +182,8 @@ def time_sweep(group: "Group", values: Mapping[str, object], sequences, hardware
     vals = dict(values, B=np.asarray(sequences, dtype=np.float64))
     numbers = fn(*(vals.get(x.name, 1.0) for x in TIME_ARGS))
     letters = {k: vals[k] for k in ("t", "p", "d", "c", "v", "b", "B", "s")}
-    return price(derivation, list(numbers), letters, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
-                 gemm_dtype="fp8" if group.dtype == "fp8" else "bf16")
+    # GEMMs at the BF16 peak: the layout's dtype is how activations are stored, not the GEMMs' precision.
+    return price(derivation, list(numbers), letters, hardware, overlap=overlap, gpus_per_node=gpus_per_node)
 
 
 @dataclass(frozen=True)
