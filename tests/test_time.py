@@ -148,12 +148,14 @@ def test_plan_step_equals_the_bill_step_for_the_same_layout():
 
 
 def test_plan_on_a_72_gpu_nvlink_domain_prefers_fewer_pipeline_stages():
-    """Seed 004 §09: with NVLink domains of 72 GPUs the pipeline's bubble is no longer worth paying."""
+    """Seed 004 §09: with NVLink domains of 72 GPUs the pipeline's bubble is no longer worth paying —
+    once TP runs inside the domain with its communication overlapped (Megatron's --tp-comm-overlap,
+    the seed's "TP/EP 整块放进同一个高带宽 NVLink 域"). With TP exposed (the default) both pick p = 4."""
     model = preset("gpt-175b")
-    common = dict(global_batch=1152, fixed={"zero": 1, "cp": 1})
+    common = dict(global_batch=1152, fixed={"zero": 1, "cp": 1}, overlap=OVERLAPS["all"])
     b200 = plan(model, 576, 180 * GB, hardware=hardware.load("b200"), **common).ranked(1)[0]
     nvl72 = plan(model, 576, 180 * GB, hardware=hardware.load("gb200-nvl72"), gpus_per_node=72, **common).ranked(1)[0]
-    assert nvl72.layout.pp < b200.layout.pp
+    assert nvl72.layout.pp < b200.layout.pp and nvl72.layout.pp == 1 and nvl72.layout.tp == 8
 
 
 def test_derive_comm_volume_prints_the_terms_in_letters(capsys):

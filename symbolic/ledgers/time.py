@@ -5,7 +5,9 @@ One iteration on one GPU is priced from the ledgers, nothing fitted to runs:
 * **compute** — each FLOPs line (one matmul of the inventory, recompute
   included) on one GPU of the pacing pipeline stage (the last: L/p layers and
   the whole output side) / (dense peak × the GEMM efficiency of the hardware
-  file, a stated step function of the FLOPs of one GEMM call);
+  file, a stated step function of the FLOPs of one GEMM call), plus the HBM
+  time of the GEMMs' operands and results (Calculon's ``no_overlap`` mode:
+  FLOP time + memory time, calculon/system.py);
 * **element-wise** — the non-matmul kernels (norms, softmax, GeLU, dropout,
   residual adds) are bound by HBM: each saved tensor of the layer (its bytes
   under the layout's TP/SP/CP split, no recompute) is moved
@@ -101,6 +103,7 @@ class ComputeLine:
     flops: Expr        #: hardware FLOPs per GPU per iteration
     gemm_flops: Expr   #: FLOPs of one GEMM call on one GPU (sets its efficiency)
     attention_core: bool = False
+    hbm_bytes: Expr = 0  #: operand and result bytes the GEMMs of the line move per GPU per iteration
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,7 @@ class TimeDerivation:
     def expressions(self) -> list[Expr]:
         out = []
         for line in self.compute:
-            out += [line.flops, line.gemm_flops]
+            out += [line.flops, line.gemm_flops, line.hbm_bytes]
         out += [self.model_flops, self.hardware_flops, self.elementwise_bytes, self.optimizer_bytes,
                 self.grad_elements]
         for cls in self.comm:
@@ -157,7 +160,7 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
     from sympy import Integer
 
     from ..core.dims import B, L, Psi, b, c, d, p, t
-    from ..core.tensors import Group
+    from ..core.tensors import DTYPE_BYTES, Group
     from ..layout.recipes import RECIPES
     from ..layout.strategies import Strategy
     from . import activations, flops
@@ -168,9 +171,26 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
     micro_batches = B / b                     # micro-batches per iteration, all data-parallel ranks
     compute = []
     average = Integer(0)
+    row_parallel = _row_parallel(matmuls)
+    act, weight = DTYPE_BYTES[dtype], RECIPES[optimizer].bytes_of("parameters")
+    fused = fused_backward != 0
     for mm in matmuls:
         alone = type(matmuls)((mm,))
         per_mb = flops.hardware_training(flops_recompute, alone)
+        # HBM bytes of one forward call on one GPU: A (M×K), B (K×N), C (M×N), each once; the backward's
+        # two GEMMs (input and weight gradients) touch the same three shapes once each, so every pass over
+        # the matmul (forward, backward's two, a recomputed forward) moves them once: bytes ∝ FLOPs.
+        rows = mm.M / cp                                   # a context-parallel rank holds s/c of the tokens
+        if not mm.weight:                                  # attention core: heads split by t
+            call_bytes = mm.batch * (rows * mm.K + mm.K * mm.N + rows * mm.N) * act / t
+            if fused and mm.group is Group.ATTENTION_CORE:
+                call_bytes = Integer(0)                    # a fused kernel keeps scores and probabilities on chip
+        elif mm.name in row_parallel:                      # K split: input sharded, output whole (then reduced)
+            call_bytes = mm.batch * (rows * mm.K / t * act + mm.K * mm.N / t * weight + rows * mm.N * act)
+        else:                                              # N split: input whole, output sharded
+            call_bytes = mm.batch * (rows * mm.K * act + mm.K * mm.N / t * weight + rows * mm.N / t * act)
+        passes = per_mb / ((L if mm.scope == "layer" else 1) * mm.forward_flops)
+        calls = ((L / p) if mm.scope == "layer" else 1) * MICRO_BATCHES
         # One GEMM call on one GPU: the forward product split t ways (heads, FFN columns or vocabulary)
         # and over the c context-parallel ranks' tokens.
         call = mm.forward_flops / (t * cp)
@@ -178,7 +198,8 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
         # The step is paced by the slowest pipeline stage: the last one holds L/p layers *and* the
         # whole output side (the logits are not split over p), so its FLOPs are /(t·d·c), not /(t·p·d·c).
         share = gpus if mm.scope == "layer" else gpus / p
-        compute.append(ComputeLine(mm.name, per_mb * micro_batches / share, call, mm.group is Group.ATTENTION_CORE))
+        compute.append(ComputeLine(mm.name, per_mb * micro_batches / share, call, mm.group is Group.ATTENTION_CORE,
+                                   passes * calls * call_bytes))
     if fused_backward != 0:
         compute.append(ComputeLine("layer/attention/scores (fused kernel's backward recompute)",
                                    fused_backward * micro_batches / gpus, fused_backward / L / (t * cp), True))
@@ -212,6 +233,17 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
                                      old.traffic_bytes + x.calls * x.bytes, old.names + (x.name,))
     return TimeDerivation(compute, model, elementwise, optimizer_bytes, Psi / (t * p), list(classes.values()),
                           collectives, average)
+
+
+def _row_parallel(matmuls) -> set[str]:
+    """The row-parallel matmuls: Megatron-LM splits each block as column-parallel matmul(s) followed by
+    one row-parallel matmul (Shoeybi et al. 2019 §3), so the last weight matmul of a block with
+    several is row-parallel; a block of one (the logits) is column-parallel (vocabulary split)."""
+    blocks: dict[str, list[str]] = {}
+    for mm in matmuls:
+        if mm.weight:
+            blocks.setdefault("/".join(mm.name.split("/")[:2]), []).append(mm.name)
+    return {names[-1] for names in blocks.values() if len(names) > 1}
 
 
 # --- pricing -------------------------------------------------------------------
@@ -303,19 +335,21 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     attention = 0.0
     paced_flops = 0.0
     compute_lines = []
+    hbm = hw.hbm_bandwidth * hw.hbm_efficiency
     for line in derivation.compute:
-        f, call = next(it), next(it)
+        f, call, moved = next(it), next(it), next(it)
         eff = hw.efficiency(call)
-        seconds = f / (peak * eff)
+        # Calculon's "no_overlap" processing mode (calculon/system.py): a kernel's time is its FLOP time
+        # plus its HBM time, the two not overlapped.
+        seconds = f / (peak * eff) + moved / hbm
         gemm = gemm + seconds
         paced_flops = paced_flops + f
         if line.attention_core:
             attention = attention + seconds
         if detail:
             compute_lines.append({"name": line.name, "flops_on_pacing_stage": f, "gemm_flops_per_call": call,
-                                  "efficiency": eff, "seconds": seconds})
+                                  "efficiency": eff, "hbm_bytes": moved, "seconds": seconds})
     model_flops, hardware_flops, elem_bytes, opt_bytes, grad_elements = (next(it) for _ in range(5))
-    hbm = hw.hbm_bandwidth * hw.hbm_efficiency
     elementwise = elem_bytes / hbm
     compute = gemm + elementwise
     forward_share = np.where(paced_flops > 0, model_flops / 3 / np.maximum(hardware_flops, 1e-300), 0.0)
