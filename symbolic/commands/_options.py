@@ -147,3 +147,25 @@ def parse_ratio(text: str, field: str) -> Fraction:
     if value <= 0:
         raise ConfigError(f"{field} {text!r} must be positive")
     return value
+
+
+def add_time_options(parser: argparse.ArgumentParser, gpus_per_node: bool = True) -> None:
+    """--hardware, --overlap (and --gpus-per-node): the step-time model's inputs."""
+    group = parser.add_argument_group("step-time model")
+    group.add_argument("--hardware", metavar="NAME|FILE", default=None,
+                       help="GPU kind (a100-80gb (default), a100-40gb, h100-sxm, h200, b200, gb200-nvl72) or a JSON "
+                            "file shaped like symbolic/data/hardware/a100-80gb.json")
+    group.add_argument("--overlap", choices=("default", "none", "all"), default="default",
+                       help="communication hidden behind compute: default (DP grad reduce except its last bucket, "
+                            "param all-gather / ZeRO-3 prefetch; TP exposed), none, all (also TP)")
+    if gpus_per_node:
+        group.add_argument("--gpus-per-node", type=_positive, default=None,
+                           help="GPUs per NVLink domain (default: the hardware's, 8; GB200 NVL72: 72)")
+
+
+def time_options(args):
+    """(hardware, overlap, gpus_per_node) from :func:`add_time_options`'s arguments."""
+    from ..ledgers.hardware import load
+    from ..ledgers.time import OVERLAPS
+
+    return load(args.hardware), OVERLAPS[args.overlap], getattr(args, "gpus_per_node", None)

@@ -1,4 +1,4 @@
-"""``symbolic bill MODEL [layout options]``: the four ledgers, itemised.
+"""``symbolic bill MODEL [layout options]``: the four ledgers, itemised, and the step time.
 
 The derivation is cached (``symbolic.bill.cache``): a bill of a kind already seen
 is evaluated from its stored formulas without importing sympy.
@@ -16,6 +16,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B, 175e9)")
     parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU to compare against (80GB, 80GiB)")
     parser.add_argument("--json", action="store_true", help="exact integers under stable keys")
+    _options.add_time_options(parser)
 
 
 def run(args) -> int:
@@ -28,8 +29,26 @@ def run(args) -> int:
     params_hand = _options.parse_count(args.params) if args.params else None
     gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory else None
     bill = evaluate(derivation(model, layout, params_hand), model, layout, params_hand, gpu_memory)
+    step = _step_time(args, model, layout, bill, params_hand)
     if args.json:
-        print(render_json(bill))
+        import json
+
+        from ..render.time import time_json
+        data = json.loads(render_json(bill))
+        data.update(time_json(step))
+        print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
+        from ..render.time import time_lines
         print_text(bill)
+        print()
+        print("\n".join(time_lines(step, bill)))
     return 0
+
+
+def _step_time(args, model, layout, bill, params_hand):
+    """The TIME section's model: the communication ledger and the step time at this layout."""
+    from ..bill.timing import step_time
+
+    hardware, overlap, gpus_per_node = _options.time_options(args)
+    return step_time(model, layout, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
+                     params_hand=params_hand, params_count=bill.totals["params"])

@@ -18,6 +18,7 @@ ALIASES = {
     "flops": "flops.model_training",
     "flops-hardware": "flops.hardware_training",
     "flops-per-token": "flops.kaplan_training_per_token",
+    "comm-volume": "communication.traffic",
 }
 
 
@@ -89,7 +90,29 @@ def _quantity_options(name: str, args) -> dict:
         return dict(arch=args.arch, recompute=args.recompute)
     if family == "flops":
         return dict(arch=args.arch)
+    if family == "communication":
+        options = dict(arch=args.arch, sequence_parallel=args.sp, recompute=args.recompute, zero=args.zero,
+                       pipeline=args.pipeline, interleaved=args.interleave, context_parallel=args.cp,
+                       dtype=args.dtype, recipe=args.optimizer)
+        if args.tied is not None:
+            options["tied"] = args.tied
+        return options
     return {}
+
+
+def _collective_lines(options: dict) -> list[str]:
+    """The communication ledger's terms behind ``communication.*``: one line each."""
+    from sympy import sstr
+
+    from ..ledgers.quantities import _collectives
+
+    lines = []
+    for x in _collectives(**options):
+        lines.append(f"  {x.name:<44} over {x.group:<2} {x.collective:<14} bytes/call {sstr(x.bytes):<22} "
+                     f"calls/iteration {sstr(x.calls):<22} [{x.phase}] {x.source}")
+    lines.append("  traffic per rank = Σ calls × ring factor (all-reduce 2(n−1)/n, gather/scatter/all-to-all (n−1)/n, "
+                 "send 1) × bytes/call; B/(b·d) micro-batches per pipeline, L/p layers per GPU")
+    return lines
 
 
 def run(args) -> int:
@@ -131,6 +154,8 @@ def run(args) -> int:
         print(to_latex(shown) if model is None else to_latex(at_model))
     else:
         print(f"{name} [{entry.unit}] = {sstr(shown)}")
+        if name.startswith("communication."):
+            print("\n".join(_collective_lines(options)))
         if model is not None:
             values = ", ".join(f"{k}={v}" for k, v in model.values().items())
             print(f"  at {model.name} ({values}): {sstr(at_model)}")

@@ -8,26 +8,6 @@ from . import _options
 HELP = "sweep every valid layout (t, p, d, c, b, v, ZeRO, SP, recompute) on N GPUs; rank those that fit"
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
-    return value
-
-
-def _tflops(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < 1e9:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of TFLOP/s")
-    return value
-
-
 def _zero(text: str) -> int:
     if text not in ("0", "1", "2", "3"):
         raise argparse.ArgumentTypeError(f"{text!r}: ZeRO stage is 0, 1, 2 or 3")
@@ -40,10 +20,6 @@ def add_hardware_options(parser) -> None:
     group.add_argument("--margin", metavar="SIZE", default="0",
                        help="memory reserved for what the ledgers leave out (workspaces, communication buffers, "
                             "fragmentation): a size (4GB) or a share of --gpu-memory (10%%); default 0")
-    group.add_argument("--peak-tflops", type=_tflops, default=312.0,
-                       help="dense peak TFLOP/s per GPU (default 312: A100 bf16)")
-    group.add_argument("--mfu", type=_fraction, default=0.5,
-                       help="fraction of peak the hardware FLOPs achieve (default 0.5)")
 
 
 def parse_margin(text: str, gpu_memory: int) -> int:
@@ -81,11 +57,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--top", type=int, default=10, help="layouts to show (0: all that fit; default 10)")
     parser.add_argument("--json", action="store_true", help="the layouts as JSON, exact integers in bytes and FLOPs")
     add_hardware_options(parser)
+    _options.add_time_options(parser, gpus_per_node=False)
     sweep = parser.add_argument_group("sweep limits and fixed choices (default: swept)")
     sweep.add_argument("--max-micro-batch", type=_options._positive, default=16,
                        help="largest micro-batch tried without --global-batch (powers of two; default 16)")
-    sweep.add_argument("--gpus-per-node", type=_options._positive, default=8,
-                       help="tensor parallelism stays within a node: t ≤ this (default 8)")
+    sweep.add_argument("--gpus-per-node", type=_options._positive, default=None,
+                       help="GPUs per NVLink domain: t stays within it, and the time model places each group's "
+                            "collectives on NVLink or the network by it (default: the hardware's, 8)")
     sweep.add_argument("--tp", type=_options._positive, help="fix the tensor-parallel size")
     sweep.add_argument("--pp", type=_options._positive, help="fix the pipeline-parallel size")
     sweep.add_argument("--dp", type=_options._positive, help="fix the data-parallel size")
@@ -109,7 +87,7 @@ def run(args) -> int:
     import time
 
     from ..models.config import ConfigError
-    from ..search.plan import FIXABLE, Hardware, plan
+    from ..search.plan import FIXABLE, plan
 
     model = _options.load_model(args)
     gpu_memory = _options.parse_memory(args.gpu_memory)
@@ -117,13 +95,12 @@ def run(args) -> int:
     params_hand = _options.parse_count(args.params) if args.params else None
     if args.top < 0:
         raise ConfigError(f"--top {args.top}: give 0 (all) or a positive count")
-    hardware = Hardware("A100 bf16 dense" if args.peak_tflops == 312 else "--peak-tflops",
-                        args.peak_tflops * 1e12, args.mfu)
+    hardware, overlap, _ = _options.time_options(args)
     start = time.perf_counter()
     result = plan(model, args.gpus, gpu_memory, seq=args.seq, global_batch=args.global_batch, margin=margin,
                   params_hand=params_hand, optimizer=args.optimizer, dtype=args.dtype, hardware=hardware,
                   max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
-                  fixed={name: getattr(args, name) for name in FIXABLE},
+                  fixed={name: getattr(args, name) for name in FIXABLE}, overlap=overlap,
                   moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"))
     elapsed = time.perf_counter() - start
     shown = result.ranked(args.top)
@@ -143,12 +120,14 @@ def _assumptions(result) -> dict[str, str]:
                    f"{fmt(result.gpu_memory, 'GB')} − margin {fmt(result.margin, 'GB')} = {fmt(result.usable, 'GB')}; "
                    "a lower bound: embedding/logits activations, workspaces, communication buffers and "
                    "fragmentation are not counted"),
-        "time": (f"step = hardware FLOPs per GPU (recompute included) / ({result.hardware.describe()}) "
-                 "× (1 + pipeline bubble (p−1)/(v·m)), m = micro-batches per pipeline per iteration "
-                 "(Narayanan et al. 2021 §2.2); communication not modelled"),
-        "rank": ("time per sequence (= step time at a fixed global batch), then fewest context-parallel ranks "
-                 "(their ring communication is not modelled), then fewest expert-grid ranks e·e_t (their "
-                 "all-to-all is not modelled), then headroom, then fewest t·p"),
+        "time": (f"step = GEMMs (FLOPs per GPU / peak × GEMM efficiency of the call's size) + element-wise "
+                 "kernels (HBM) + exposed communication (α + ring factor × bytes / bus bandwidth; NVLink inside "
+                 f"a domain of {result.gpus_per_node} GPUs by Megatron's rank order t, c, d, p, else the network) "
+                 "+ pipeline bubble (p−1)/(v·m) + optimizer step (HBM); m = micro-batches per pipeline per "
+                 f"iteration; {result.overlap.describe()}; {result.hardware.describe()}"),
+        "rank": ("time per sequence (= step time at a fixed global batch), then fewest context-parallel ranks, "
+                 "then fewest expert-grid ranks e·e_t (the time model does not price the experts' all-to-all), "
+                 "then headroom, then fewest t·p"),
     }
 
 
@@ -178,9 +157,9 @@ def render_text(result, shown, closest, elapsed: float) -> str:
     moe = bool(model.experts)  # the expert grid's columns, e and e_t, for a mixture of experts only
     header = (f"{'#':>3} {'t':>2} {'p':>3} {'d':>4} {'c':>3} " + (f"{'e':>3} {'e_t':>3} " if moe else "") + f"{'v':>2} {'b':>3} {'m':>4} {'ZeRO':>4} {'SP':>3} "
               f"{'recompute':<9} {'states':>9} {'activ.':>9} {'total':>9} {'headroom':>9} "
-              f"{'TFLOPs/GPU':>10} {'step':>8} {'bubble':>6}  binding")
+              f"{'TFLOP/s':>8} {'MFU':>5} {'step':>8} {'bubble':>6}  binding")
     out.append(header)
-    out.append(f"{'':>{57 if moe else 49}}{'GB':>9} {'GB':>9} {'GB':>9} {'GB':>9} {'per step':>10} {'s':>8}")
+    out.append(f"{'':>{57 if moe else 49}}{'GB':>9} {'GB':>9} {'GB':>9} {'GB':>9} {'per GPU':>8} {'':>5} {'s':>8}")
     for rank, item in enumerate(shown, 1):
         lay, tot = item.layout, item.totals
         out.append(f"{rank:>3} {lay.tp:>2} {lay.pp:>3} {lay.dp:>4} {lay.cp:>3} "
@@ -188,13 +167,52 @@ def render_text(result, shown, closest, elapsed: float) -> str:
                    f"{item.micro_batches_per_pipeline:>4} {lay.zero:>4} {'yes' if lay.sp else 'no':>3} "
                    f"{lay.recompute:<9} {_gb(tot['model_states_bytes']):>9} {_gb(tot['activation_bytes']):>9} "
                    f"{_gb(tot['total_bytes']):>9} {_gb(item.headroom_bytes):>9} "
-                   f"{_num(tot['flops_per_gpu_per_iteration'], 10**12):>10} {item.step_seconds:>8.3f} "
+                   f"{item.model_tflops_per_gpu:>8.1f} {item.mfu:>5.1%} {item.step_seconds:>8.3f} "
                    f"{item.bubble:>6.1%}  {item.binding}")
     if len(result.order) > len(shown):
         out.append(f"... {len(result.order) - len(shown):,} more fit (--top 0 shows all)")
-    out.append("m: micro-batches per pipeline per iteration; exact values: `symbolic bill MODEL` with the same "
-               "options, or --json")
+    out.extend(reference_lines(result, shown))
+    out.append("m: micro-batches per pipeline per iteration; TFLOP/s and MFU: model FLOPs (no recompute) per GPU "
+               "per second of the modelled step; exact values and the time breakdown: `symbolic bill MODEL` with "
+               "the same options, or --json")
     return "\n".join(out)
+
+
+def reference(result):
+    """(rank from 1, Planned) of the best fitting layout of the papers' kind — t = the GPUs of one
+    NVLink domain, pipelining across domains (Narayanan et al. 2021 §3.3, takeaway #1) — or None."""
+    for rank, i in enumerate(result.order, 1):
+        if result.table["tp"][i] == result.gpus_per_node and result.table["pp"][i] > 1:
+            return rank, result.planned(int(i))
+    return None
+
+
+def ahead_by(item, ref) -> list[tuple[str, float]]:
+    """The parts of the step by which ``item`` beats ``ref`` (seconds saved, largest first; a plan
+    compares layouts at one global batch)."""
+    deltas = [(name, ref.time_breakdown[name] - item.time_breakdown[name]) for name in item.time_breakdown]
+    return sorted((d for d in deltas if d[1] > 0), key=lambda d: -d[1])
+
+
+def reference_lines(result, shown) -> list[str]:
+    """The papers' layout and, for each layout shown above it, the figure that puts it there."""
+    found = reference(result)
+    if found is None:
+        return [f"no fitting layout with t = {result.gpus_per_node} (one NVLink domain) and p > 1"]
+    rank, ref = found
+    out = [f"papers' kind of layout (t = {result.gpus_per_node} within an NVLink domain, p > 1): best is #{rank}, "
+           f"{_describe(ref.layout)}, step {ref.step_seconds:.3f} s"]
+    if rank <= len(shown):
+        return out
+    out.append("  each layout shown above it, and what puts it there (step seconds it saves against it):")
+    for position, item in enumerate(shown, 1):
+        gains = ", ".join(f"{name} {value:+.3f} s" for name, value in ahead_by(item, ref)[:3])
+        losses = [(name, -value) for name, value in ((n, ref.time_breakdown[n] - item.time_breakdown[n])
+                                                     for n in item.time_breakdown) if value < 0]
+        worst = max(losses, key=lambda x: x[1]) if losses else None
+        out.append(f"  #{position} {_describe(item.layout)}: {item.step_seconds:.3f} s vs {ref.step_seconds:.3f} s — "
+                   f"saves {gains or 'nothing'}" + (f"; pays {worst[0]} +{worst[1]:.3f} s" if worst else ""))
+    return out
 
 
 def _gb(value) -> str:
@@ -223,10 +241,16 @@ def render_json(result, shown, closest) -> str:
         "margin_bytes": result.margin, "usable_bytes": result.usable, "seq": result.seq or result.model.seq,
         "global_batch": result.global_batch, "params_hand": result.params_hand, "optimizer": result.optimizer,
         "dtype": result.dtype,
-        "hardware": {"peak_flops": result.hardware.peak_flops, "utilisation": result.hardware.utilisation},
+        "hardware": {"name": result.hardware.name, "peak_flops": result.hardware.peak_bf16_flops,
+                     "gpus_per_node": result.gpus_per_node, "overlap": result.overlap.describe()},
         "assumptions": _assumptions(result), "rules": result.rules,
         "evaluated": result.evaluated, "fitting": len(result.order),
         "layouts": [item.as_dict() for item in shown],
         "closest": closest.as_dict() if closest is not None else None,
     }
+    found = reference(result) if shown else None
+    if found is not None:
+        rank, ref = found
+        data["reference"] = {"rank": rank, "layout": ref.as_dict(),
+                             "ahead_by": [dict(ahead_by(item, ref)) for item in shown[:rank - 1]]}
     return json.dumps(data, indent=2)

@@ -33,6 +33,8 @@ e     expert-parallel size (Megatron-Core's EP)                    this code
 e_t   expert tensor-parallel size (Megatron-Core's ETP; default t)  this code
 C_f   expert capacity/imbalance factor (1 = balanced; rational)    this code
 c     context-parallel size (sequence split over c ranks)          Liu et al. 2023; Megatron-LM CP
+B     global batch (sequences per iteration); B/(b d) micro-batches Narayanan §3
+      per pipeline per iteration
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -90,6 +92,9 @@ DIMENSIONS: dict[str, Dimension] = {
         # Context parallelism (ring attention, Liu et al. 2023, arXiv 2310.01889; Megatron-LM's
         # --context-parallel-size; seed 004 §06.2): each of c ranks holds s/c of every sequence.
         _dim("c", "context-parallel size (each rank holds s/c of the sequence)"),
+        # The communication ledger counts calls per iteration: B/(b d) micro-batches per pipeline
+        # (Narayanan et al. 2021 §3, their B, b and d).
+        _dim("B", "global batch size (sequences per iteration)"),
     )
 }
 
@@ -110,5 +115,6 @@ g, E, k, E_s, f_e, T_e, e = (SYMBOLS[n] for n in ("g", "E", "k", "E_s", "f_e", "
 c = SYMBOLS["c"]
 
 e_t, C_f = SYMBOLS["e_t"], SYMBOLS["C_f"]
+B = SYMBOLS["B"]
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

@@ -209,3 +209,66 @@ def leading_order(expr: Expr, small, order: int = 1) -> Expr:
     scaled = expr.xreplace({x: eps * x for x in small})
     return expand(series(scaled, eps, 0, order + 1).removeO().subs(eps, 1))
 
+
+
+# --- communication -----------------------------------------------------------
+
+def _collectives(arch="gpt", select=None, exclude=(), zero=0, recompute="none", sequence_parallel=False,
+                 pipeline=False, interleaved=False, context_parallel=False, dtype="bf16", recipe="bf16-adam",
+                 tied=True):
+    """The communication ledger's terms (``symbolic.ledgers.communication.terms``) whose names
+    start with ``select`` (a prefix or a list of them) and contain none of ``exclude``."""
+    from ..layout.recipes import RECIPES
+    from .communication import terms
+
+    module = _arch(arch)
+    given = {"tied": tied} if arch == "gpt" else {}
+    chosen = RECIPES[recipe]
+    collectives = terms(module.parameters(**given), module.saved_tensors(), module.matmuls(),
+                        sequence_parallel=sequence_parallel, recompute=recompute, zero=zero, pipeline=pipeline,
+                        interleaved=interleaved, context_parallel=context_parallel, dtype=dtype,
+                        grad_bytes=chosen.bytes_of("gradients"), param_bytes=chosen.bytes_of("parameters"),
+                        tied=tied)
+    prefixes = (select,) if isinstance(select, str) else tuple(select or ("",))
+    kept = [x for x in collectives if x.name.startswith(prefixes) and not any(part in x.name for part in exclude)]
+    if not kept:
+        raise ValueError(f"select {select} matches no collective; terms: {', '.join(x.name for x in collectives)}")
+    return kept
+
+
+def _per(expr: Expr, per: str, elements: bool, dtype: str) -> Expr:
+    """``iteration`` as derived; ``micro_batch``: one micro-batch per pipeline (B = b·d);
+    ``layer_micro_batch``: also one layer per GPU (L = p). ``elements``: in elements of the
+    activation dtype's width instead of bytes."""
+    from ..core.dims import B, L, b, d, p
+    from ..core.tensors import DTYPE_BYTES
+
+    if per not in ("iteration", "micro_batch", "layer_micro_batch"):
+        raise ValueError(f"per must be iteration, micro_batch or layer_micro_batch, not {per!r}")
+    if per != "iteration":
+        expr = expr.xreplace({B: b * d})
+    if per == "layer_micro_batch":
+        expr = expr.xreplace({L: p})
+    # cancel: ZeRO-3's per-module shares of Ψ (count/total) sum back to Ψ only once put over one denominator.
+    from sympy import cancel
+    return cancel(expr / DTYPE_BYTES[dtype] if elements else expr)
+
+
+@quantity("communication.traffic", "B")
+def _communication_traffic(per="iteration", elements=False, **options) -> Expr:
+    """Bytes one rank sends over a ring for the selected collectives: calls × ring factor
+    (2(n−1)/n all-reduce, (n−1)/n gather/scatter) × bytes of one call (Narayanan §3's count)."""
+    return _per(Add(*(x.traffic for x in _collectives(**options))), per, elements, options.get("dtype", "bf16"))
+
+
+@quantity("communication.volume", "B")
+def _communication_volume(per="iteration", elements=False, **options) -> Expr:
+    """ZeRO §7's data movement of the selected collectives: calls × bytes × (2 for an
+    all-reduce, 1 for an all-gather or reduce-scatter), no (n−1)/n."""
+    return _per(Add(*(x.volume for x in _collectives(**options))), per, elements, options.get("dtype", "bf16"))
+
+
+@quantity("communication.calls", "1")
+def _communication_calls(per="iteration", **options) -> Expr:
+    """Calls per iteration (per micro-batch, per layer) of the selected collectives."""
+    return _per(Add(*(x.calls for x in _collectives(**options))), per, False, "bf16")

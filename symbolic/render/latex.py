@@ -559,7 +559,7 @@ def compile_pdf(tex_path: Path, runs: int = 2) -> Path:
         for _ in range(runs):
             done = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error",
                                    f"-output-directory={work}", str(tex_path)],
-                                  capture_output=True, text=True, cwd=work, timeout=300)
+                                  capture_output=True, text=True, errors="replace", cwd=work, timeout=300)
             if done.returncode != 0:
                 errors = [line for line in done.stdout.splitlines() if line.startswith("!")]
                 raise LatexError(f"pdflatex failed on {tex_path.name}: {errors[0] if errors else 'see its log'}")

@@ -49,11 +49,14 @@ from typing import Mapping
 import numpy as np
 from sympy import Add, Expr, Rational
 
-from ..core.dims import C_f, E, E_s, L, Psi, V, a, b, c, d, e, e_t, f, f_e, g, h, k, p, s, t, v
+from ..core.dims import B, C_f, E, E_s, L, Psi, V, a, b, c, d, e, e_t, f, f_e, g, h, k, p, s, t, v
 from ..core.numeric import exact, vectorize
 from ..layout.layout import Layout
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from ..ledgers import activations, flops, params, states
+from ..ledgers.hardware import Hardware
+from ..ledgers.hardware import load as load_hardware
+from ..ledgers.time import Overlap, price
 from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig, positive_int
 
 #: The argument list of every vectorised ledger function (unused ones are ignored):
@@ -70,21 +73,9 @@ SCHEDULES = ("none", "1f1b", "interleaved")
 RECOMPUTE_ORDER = ("none", "selective", "full")
 
 
-@dataclass(frozen=True)
-class Hardware:
-    """The time model's hardware: dense peak FLOP/s per GPU and the fraction of
-    it the hardware FLOPs (recompute included) achieve."""
-
-    name: str = "A100 SXM, bf16 dense"
-    peak_flops: float = 312e12  #: FLOP/s; NVIDIA A100 datasheet, bf16 Tensor Core, dense
-    utilisation: float = 0.5    #: achieved / peak; 0.5 is the stated default, not a measurement
-
-    def describe(self) -> str:
-        return (f"{self.name}, {self.peak_flops / 1e12:g} TFLOP/s peak × {self.utilisation:g} utilisation "
-                f"= {self.peak_flops * self.utilisation / 1e12:g} TFLOP/s per GPU")
-
-
-A100 = Hardware()
+def default_hardware() -> Hardware:
+    """The papers' GPU: A100-SXM4-80GB (``symbolic/data/hardware/a100-80gb.json``)."""
+    return load_hardware()
 
 
 # --- the bill's expressions, once per discrete choice ------------------------
@@ -176,6 +167,39 @@ def _vectorized(expr: Expr):
 def _call(expr: Expr, values: Mapping[str, object]):
     # A GPT model has no g, E, k, E_s, f_e: its expressions do not use them.
     return _vectorized(expr)(*(values.get(x.name, 1.0) for x in ARGS))
+
+
+#: The time model's arguments: the ledgers' letters and B (sequences per iteration).
+TIME_ARGS = ARGS + (B,)
+
+
+@lru_cache(maxsize=None)
+def time_function(group: "Group"):
+    """(derivation, numpy function of :data:`TIME_ARGS` returning every expression the time
+    model prices) for one discrete choice: the bill's :func:`symbolic.bill.timing.time_derivation`,
+    lambdified once as a tuple."""
+    from sympy import Tuple, lambdify
+
+    from ..bill.timing import time_derivation
+    derivation = time_derivation(group.structure, group.sp, group.recompute, group.zero, group.schedule != "none",
+                                 group.schedule == "interleaved", group.cp, group.optimizer, group.dtype)
+    exprs = derivation.expressions()
+    missing = set().union(*(x.free_symbols for x in exprs)) - set(TIME_ARGS)
+    if missing:
+        raise ValueError(f"time model: {sorted(map(str, missing))} not among the plan's letters")
+    return derivation, lambdify(list(TIME_ARGS), Tuple(*exprs), "numpy", cse=False)
+
+
+def time_sweep(group: "Group", values: Mapping[str, object], sequences, hardware: Hardware, overlap: Overlap,
+               gpus_per_node: int):
+    """The step time of arrays of layouts sharing ``group`` (``values`` as for :func:`sweep`, with
+    Psi set; ``sequences``: B per layout)."""
+    derivation, fn = time_function(group)
+    vals = dict(values, B=np.asarray(sequences, dtype=np.float64))
+    numbers = fn(*(vals.get(x.name, 1.0) for x in TIME_ARGS))
+    letters = {k: vals[k] for k in ("t", "p", "d", "c", "v", "b", "B", "s")}
+    # GEMMs at the BF16 peak: the layout's dtype is how activations are stored, not the GEMMs' precision.
+    return price(derivation, list(numbers), letters, hardware, overlap=overlap, gpus_per_node=gpus_per_node)
 
 
 @dataclass(frozen=True)
@@ -287,6 +311,9 @@ class Planned:
     recompute_overhead: float           #: hardware / model FLOPs − 1
     binding: str                        #: what limits this layout (see :func:`_binding`)
     micro_batches_per_pipeline: int
+    time_breakdown: dict[str, float] = field(default_factory=dict)  #: seconds per part of the step
+    model_tflops_per_gpu: float = float("nan")
+    mfu: float = float("nan")
 
     def as_dict(self) -> dict[str, object]:
         lay = self.layout
@@ -298,7 +325,8 @@ class Planned:
         out.update({k: _jsonable(val) for k, val in self.totals.items()})
         out.update(headroom_bytes=_jsonable(self.headroom_bytes), fits=self.fits,
                    step_seconds=self.step_seconds, bubble=self.bubble,
-                   recompute_overhead=self.recompute_overhead, binding=self.binding)
+                   recompute_overhead=self.recompute_overhead, binding=self.binding,
+                   time_breakdown=self.time_breakdown, model_tflops_per_gpu=self.model_tflops_per_gpu, mfu=self.mfu)
         return out
 
 
@@ -327,6 +355,8 @@ class Plan:
     order: np.ndarray                    #: indices of the fitting layouts, best first
     rules: list[str] = field(default_factory=list)
     moe_capacity: Fraction = Fraction(1)  #: the layouts' capacity factor (Layout.moe_capacity), fixed
+    overlap: Overlap = field(default_factory=Overlap)
+    gpus_per_node: int = 8
 
     @property
     def usable(self) -> int:
@@ -345,9 +375,11 @@ class Plan:
         layout = self.layout_at(i)
         totals = exact_totals(self.model, layout, self.params_hand)
         headroom = _whole(self.usable - Rational(totals["total_bytes"]))
+        breakdown = {name: float(self.table["time_" + name][i]) for name in TIME_COLUMNS[:-2]}
         return Planned(layout, totals, headroom, bool(Rational(headroom) >= 0), float(self.table["step_seconds"][i]),
                        float(self.table["bubble"][i]), float(self.table["recompute_overhead"][i]),
-                       _binding(self, i, layout, headroom), int(self.table["micro_batches"][i]))
+                       _binding(self, i, layout, headroom), int(self.table["micro_batches"][i]), breakdown,
+                       float(self.table["time_model_tflops_per_gpu"][i]), float(self.table["time_mfu"][i]))
 
     def ranked(self, top: int | None = 10) -> list[Planned]:
         """The fitting layouts, fastest first (``top`` None or 0: all)."""
@@ -366,8 +398,10 @@ def _binding(plan: Plan, i: int, layout: Layout, headroom) -> str:
 
     ``memory``: it recomputes, and the same layout with the next lighter policy
     does not fit (the memory forces the recompute); otherwise the largest term
-    of the time model: the pipeline bubble, the recompute FLOPs, or plain
-    compute at peak × utilisation. A layout that does not fit is bound by memory.
+    of the step beyond the GEMMs of the model FLOPs — recompute FLOPs, exposed
+    communication of a group, the pipeline bubble, element-wise kernels, the
+    optimizer step — as a share of the step. A layout that does not fit is
+    bound by memory.
     """
     if Rational(headroom) < 0:
         return f"memory: over by {float(-Rational(headroom)) / 1e9:.2f} GB"
@@ -380,12 +414,29 @@ def _binding(plan: Plan, i: int, layout: Layout, headroom) -> str:
         if total is not None and Rational(total) > plan.usable:
             without = "no recompute" if lighter == "none" else f"{lighter} recompute"
             return f"memory: {without} would need {float(total) / 1e9:.2f} GB"
-    bubble, extra = float(plan.table["bubble"][i]), float(plan.table["recompute_overhead"][i])
-    if bubble <= 0 and extra <= 0:
+    return time_binding({name: float(plan.table["time_" + name][i]) for name in TIME_COLUMNS[:-2]},
+                        float(plan.table["recompute_overhead"][i]), layout)
+
+
+#: The step's parts in words (the time model's breakdown keys).
+TIME_PARTS = {"elementwise": "element-wise kernels (HBM)", "tp_exposed": "TP communication",
+              "cp_exposed": "CP ring exposed", "ep_exposed": "EP all-to-all", "pp_exposed": "pipeline sends",
+              "bubble": "pipeline bubble", "dp_exposed": "DP reduce exposed", "zero3_exposed": "ZeRO-3 gathers exposed",
+              "optimizer": "optimizer step"}
+
+
+def time_binding(breakdown: Mapping[str, float], recompute_overhead: float, layout: Layout) -> str:
+    """The largest part of the step beyond the model's GEMMs, as a share of the step."""
+    step = sum(breakdown.values())
+    if not step > 0:
         return "compute"
-    # With no recompute policy, the extra hardware FLOPs are the fused attention kernel's Q·Kᵀ recompute.
-    what = "recompute" if layout.recompute != "none" else "fused attention's recompute"
-    return f"pipeline bubble +{bubble:.1%}" if bubble >= extra else f"{what} +{extra:.1%} FLOPs"
+    parts = {TIME_PARTS[name]: value for name, value in breakdown.items() if name in TIME_PARTS}
+    if recompute_overhead > 0:
+        # With no recompute policy, the extra hardware FLOPs are the fused attention kernel's Q·Kᵀ recompute.
+        what = "recompute FLOPs" if layout.recompute != "none" else "fused attention's recompute"
+        parts[what] = breakdown["compute"] * recompute_overhead / (1 + recompute_overhead)
+    name, value = max(parts.items(), key=lambda kv: kv[1])
+    return "compute" if value <= 0 else f"{name} {value / step:.0%}"
 
 
 def pipeline_bubble(pp, interleave, micro_batches):
@@ -395,9 +446,16 @@ def pipeline_bubble(pp, interleave, micro_batches):
     return np.where(pp > 1, (pp - 1) / (np.asarray(interleave) * np.asarray(micro_batches)), 0.0)
 
 
-def step_seconds(flops_per_gpu, bubble, hardware: Hardware = A100):
-    """The time model: hardware FLOPs per GPU / (peak × utilisation) × (1 + bubble)."""
-    return flops_per_gpu / (hardware.peak_flops * hardware.utilisation) * (1 + bubble)
+def step_seconds(flops_per_gpu, bubble, peak_flops: float = 312e12, utilisation: float = 0.5):
+    """FLOPs-only estimate (the plan's model before the communication ledger; kept for the
+    llm-analysis comparison, which has the same): hardware FLOPs per GPU / (peak ×
+    utilisation) × (1 + bubble)."""
+    return flops_per_gpu / (peak_flops * utilisation) * (1 + bubble)
+
+
+#: The time model's columns a plan keeps per layout (seconds, and the throughput figures).
+TIME_COLUMNS = ("compute", "elementwise", "tp_exposed", "cp_exposed", "ep_exposed", "pp_exposed", "bubble",
+                "dp_exposed", "zero3_exposed", "optimizer", "model_tflops_per_gpu", "mfu")
 
 
 def _fixed(fixed: Mapping[str, object] | None) -> dict[str, object]:
@@ -514,13 +572,16 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
 
 def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global_batch: int = 0,
          margin: int = 0, params_hand: int | None = None, optimizer: str = "bf16-adam", dtype: str = "bf16",
-         hardware: Hardware = A100, max_micro_batch: int = 16, gpus_per_node: int = 8,
-         fixed: Mapping[str, object] | None = None, moe_capacity=1) -> Plan:
+         hardware: Hardware | None = None, max_micro_batch: int = 16, gpus_per_node: int | None = None,
+         fixed: Mapping[str, object] | None = None, moe_capacity=1, overlap: Overlap = Overlap()) -> Plan:
     """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
 
     Keeps those whose states + activations ≤ ``gpu_memory − margin`` and ranks
-    them by estimated time per sequence (= step time when the global batch is
-    fixed), then by headroom. Raises :class:`ConfigError` when no layout is
+    them by the step-time model of :mod:`symbolic.ledgers.time` (compute, communication
+    placed by Megatron's rank order on ``hardware`` with ``gpus_per_node`` GPUs per
+    NVLink domain, overlap, bubble, optimizer) per sequence (= step time when the
+    global batch is fixed), then by headroom. ``hardware``: default the A100-80GB;
+    ``gpus_per_node``: default its NVLink domain. Raises :class:`ConfigError` when no layout is
     valid at all (as opposed to none fitting).
     """
     from ..bill.derive import structure
@@ -536,8 +597,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         raise ConfigError(f"dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}, not {dtype!r}")
     if fixed and fixed.get("recompute") is not None and fixed["recompute"] not in RECOMPUTE:
         raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}")
-    if not (hardware.peak_flops > 0 and 0 < hardware.utilisation <= 1):
-        raise ConfigError("peak FLOP/s must be positive and utilisation in (0, 1]")
+    hardware = hardware or default_hardware()
+    gpus_per_node = gpus_per_node or hardware.nvlink_domain
     seq = positive_int("seq", seq) if seq else model.seq
     table, rules = enumerate_layouts(model, gpus, seq=seq, global_batch=global_batch,
                                      max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node, fixed=fixed,
@@ -582,26 +643,42 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     for i in near:
         layout = _layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity)
         fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
-    gpus_total = table["tp"] * table["pp"] * table["dp"] * table["cp"]
     bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
-    step = step_seconds(out["flops_per_iteration"] / gpus_total, bubble, hardware)
     sequences = table["micro_batch"] * micro_batches_total
+    # The step-time model, priced for the layouts that fit (the others are never ranked).
+    step = np.full(n, np.inf)
+    times = {name: np.full(n, np.nan) for name in TIME_COLUMNS}
+    for choice in np.unique(key[fits]):
+        idx = np.flatnonzero((key == choice) & fits)
+        i0 = idx[0]
+        group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
+                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]))
+        vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
+        vals["Psi"] = out["params"][idx] if params_hand is None else float(params_hand)
+        priced = time_sweep(group, vals, sequences[idx], hardware, overlap, gpus_per_node)
+        step[idx] = priced.step_seconds
+        for name, arr in priced.breakdown.items():
+            times[name][idx] = arr
+        times["model_tflops_per_gpu"][idx] = priced.model_tflops_per_gpu
+        times["mfu"][idx] = priced.mfu
     table.update(out)
+    table.update({"time_" + name: arr for name, arr in times.items()})
     table.update(fits=fits, bubble=bubble, step_seconds=step, seconds_per_sequence=step / sequences,
                  recompute_overhead=out["flops_per_iteration"] / out["model_flops_per_iteration"] - 1,
                  headroom=usable - out["total_bytes"])
     fit_idx = np.flatnonzero(fits)
     # e·e_t for a mixture of experts (etp is stored as t there by default); a dense model has no expert grid.
     expert_ranks = table["ep"] * table["etp"] if model.experts else np.ones_like(table["ep"])
-    # Fastest per sequence, then fewest context-parallel ranks (their ring communication is not
-    # modelled), then fewest expert-grid ranks e·e_t (their all-to-all is not modelled either), then
-    # most headroom, then fewest model-parallel ways. Times equal but for float rounding (a CP
-    # layout and its cp = 1 twin) compare equal: 12 significant digits.
+    # Fastest per sequence, then fewest context-parallel ranks, then fewest expert-grid ranks e·e_t
+    # (the time model does not price the experts' all-to-all), then most headroom, then fewest
+    # model-parallel ways. Times equal but for float rounding (a CP layout and its cp = 1 twin)
+    # compare equal: 12 significant digits.
     order = fit_idx[np.lexsort((table["tp"][fit_idx] * table["pp"][fit_idx], -table["headroom"][fit_idx],
                                 expert_ranks[fit_idx], table["cp"][fit_idx],
                                 _significant(table["seconds_per_sequence"][fit_idx])))]
     return Plan(model, gpus, gpu_memory, margin, hardware, seq, global_batch, params_hand, optimizer, dtype,
-                table, order, rules, Fraction(moe_capacity))
+                table, order, rules, moe_capacity=Fraction(moe_capacity), overlap=overlap,
+                gpus_per_node=gpus_per_node)
 
 
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:

@@ -1,0 +1,49 @@
+"""Measured against predicted TFLOP/s per GPU on 28 published runs (derivations/throughput/public.json).
+
+Each run is priced by the plan's step-time model (symbolic.ledgers.time) with one hardware file per GPU
+kind and the overlap strategy of the source's framework; what the source does not print (micro-batch,
+interleaving, recompute, SP, ZeRO stage) the model chooses as ``plan`` would. The predicted throughput is
+in the source's own FLOP convention (Narayanan's Eq 3 counts the recompute forward; Megatron-Core logs
+model FLOPs). Prints the table and the mean and maximum absolute error; asserts nothing.
+
+    .venv/bin/python benchmarks/throughput.py [--markdown]
+"""
+import argparse
+import math
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", action="store_true", help="print a markdown table (the README's)")
+    args = parser.parse_args()
+    from symbolic.search.throughput import predict_all
+
+    start = time.perf_counter()
+    predictions = predict_all()
+    elapsed = time.perf_counter() - start
+    if args.markdown:
+        print("| source | model | GPUs | layout | measured | predicted | error | the model's choice | binding |")
+        print("|---|---|---:|---|---:|---:|---:|---|---|")
+    groups: dict[str, list[float]] = {}
+    for p in predictions:
+        source = p.row["source"].split(")")[-1].strip() or p.row["source"]
+        source = "Narayanan 2021 " + source if p.row["source"].startswith("arXiv 2104.04473") else "Megatron-LM H100"
+        error = p.error
+        if not math.isnan(error):
+            groups.setdefault(source.split(" Table")[0] + (" ZeRO-3" if "ZeRO-3" in p.chosen else ""), []).append(abs(error))
+            groups.setdefault("all", []).append(abs(error))
+        if args.markdown:
+            print(f"| {source} | {p.model} | {p.row['hardware']['gpus']} | {p.layout} | {p.measured:.1f} | "
+                  f"{p.predicted:.1f} | {error:+.1%} | {p.chosen} | {p.binding} |")
+        else:
+            print(f"{source:28} {p.model:13} {p.layout:28} measured {p.measured:6.1f} predicted {p.predicted:6.1f} "
+                  f"TFLOP/s ({p.convention}) error {error:+7.1%}  [{p.chosen}]")
+    print()
+    for name, errors in groups.items():
+        print(f"{name}: {len(errors)} runs, mean |error| {sum(errors) / len(errors):.1%}, max {max(errors):.1%}")
+    print(f"({elapsed:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()

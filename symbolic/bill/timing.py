@@ -1,0 +1,131 @@
+"""The step time of one bill: the communication ledger and the time model at one layout.
+
+``symbolic.ledgers.time`` prices arrays of layouts; this module gives it the
+bill's model and layout — the same inventories (:func:`symbolic.bill.derive.inventories`),
+the same recompute-as-the-FLOPs-see-it, the same Ψ (hand-filled or counted).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..layout.layout import Layout
+from ..ledgers.hardware import Hardware
+from ..ledgers.time import CommClass, ComputeLine, Overlap, StepTime, TimeDerivation, derive_time, price
+from ..models.config import ModelConfig
+from .evaluate import structure
+
+
+@lru_cache(maxsize=None)
+def time_derivation(model_structure: tuple, sp: bool, recompute: str, zero: int, pipeline: bool,
+                    interleaved: bool, context_parallel: bool, optimizer: str, dtype: str) -> TimeDerivation:
+    """The time model's expressions for a model structure and the layout's discrete choices."""
+    from .derive import architecture_inventories, fused_backward_recompute, recompute_for_flops
+
+    parameters, saved, matmuls = architecture_inventories(*model_structure)
+    return derive_time(parameters, saved, matmuls, sp=sp, recompute=recompute,
+                       flops_recompute=recompute_for_flops(recompute, saved), zero=zero, pipeline=pipeline,
+                       interleaved=interleaved, context_parallel=context_parallel, optimizer=optimizer,
+                       dtype=dtype, tied=model_structure[2],
+                       fused_backward=fused_backward_recompute(saved, matmuls))
+
+
+def _key(model: ModelConfig, layout: Layout) -> tuple:
+    return (structure(model), layout.sp, layout.recompute, layout.zero, layout.pp > 1, layout.interleave > 1,
+            layout.cp > 1, layout.optimizer, layout.dtype)
+
+
+def derivation_for(model: ModelConfig, layout: Layout) -> TimeDerivation:
+    return time_derivation(*_key(model, layout))
+
+
+@dataclass(frozen=True)
+class StoredTime:
+    """A :class:`TimeDerivation` as text (``sympy.sstr``), as the bill's derivation is cached:
+    evaluated with Fractions, it prices a bill without importing sympy."""
+
+    compute: tuple          #: (name, flops, gemm_flops, attention_core)
+    formulas: tuple         #: the texts of :meth:`TimeDerivation.expressions`, in order
+    comm: tuple             #: (key, group, collective, phase, overlap, names)
+
+    @classmethod
+    def of(cls, derivation: TimeDerivation) -> "StoredTime":
+        from sympy import sstr
+        return cls(tuple((x.name, x.attention_core) for x in derivation.compute),
+                   tuple(sstr(x) for x in derivation.expressions()),
+                   tuple((x.key, x.group, x.collective, x.phase, x.overlap, list(x.names)) for x in derivation.comm))
+
+    def to_json(self) -> str:
+        return json.dumps({"compute": self.compute, "formulas": self.formulas, "comm": self.comm})
+
+    @classmethod
+    def from_json(cls, text: str) -> "StoredTime":
+        data = json.loads(text)
+        return cls(tuple(tuple(x) for x in data["compute"]), tuple(data["formulas"]),
+                   tuple(tuple(x) for x in data["comm"]))
+
+    def shell(self) -> TimeDerivation:
+        """The derivation's structure (names, groups, rules) for :func:`price`, without the expressions."""
+        compute = [ComputeLine(name, None, None, core) for name, core in self.compute]
+        comm = [CommClass(key, group, coll, phase, overlap, None, None, None, tuple(names))
+                for key, group, coll, phase, overlap, names in self.comm]
+        return TimeDerivation(compute, None, None, None, None, comm)
+
+
+def stored(model: ModelConfig, layout: Layout) -> StoredTime:
+    """The time derivation's text: from the bill's cache folder, or derived (sympy) and stored there."""
+    from .cache import folder
+
+    key = json.dumps({"time": list(_key(model, layout))}, sort_keys=True, default=list)
+    where = folder()
+    path = where / ("time-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
+    if path is not None and path.is_file():
+        try:
+            data = json.loads(path.read_text())
+            if data.get("key") == key:
+                return StoredTime.from_json(data["derived"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # unreadable: derive afresh
+    text = StoredTime.of(derivation_for(model, layout))
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_text(json.dumps({"key": key, "derived": text.to_json()}))
+            partial.replace(path)
+        except OSError:
+            pass
+    return text
+
+
+def letters(model: ModelConfig, layout: Layout, params_hand: int | None = None, params_count: int | None = None):
+    """The dimension values of the bill, with B (sequences per iteration) and Ψ."""
+    values = layout.values(model)
+    values["B"] = layout.global_batch or layout.micro_batch * layout.dp
+    if params_hand is not None:
+        values["Psi"] = params_hand
+    elif params_count is not None:
+        values["Psi"] = params_count
+    return values
+
+
+def step_time(model: ModelConfig, layout: Layout, hardware: Hardware, *, overlap: Overlap = Overlap(),
+              gpus_per_node: int | None = None, params_hand: int | None = None,
+              params_count: int | None = None) -> StepTime:
+    """The priced iteration of ``model`` under ``layout`` on ``hardware``, every factor kept.
+    Its expressions come from :func:`stored` and are evaluated exactly (Fractions) before pricing."""
+    from ..core.expressions import evaluate_formula
+
+    if params_count is None and params_hand is None:
+        from ..core.numeric import exact
+        from ..ledgers import params as params_ledger
+        from .derive import inventories
+        params_count = int(exact(params_ledger.count(inventories(model)[0]), layout.values(model)))
+    text = stored(model, layout)
+    values = letters(model, layout, params_hand, params_count)
+    numbers = [float(evaluate_formula(formula, values)) for formula in text.formulas]
+    return price(text.shell(), numbers, values, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
+                 detail=True)  # GEMMs at the BF16 peak: --dtype is the activations' storage

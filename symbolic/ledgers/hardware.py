@@ -1,0 +1,171 @@
+"""Hardware as data: the figures the step-time model needs, one file per GPU kind.
+
+``symbolic/data/hardware/*.json`` hold, per GPU kind, its dense BF16/FP8 peak,
+HBM size and bandwidth, NVLink bandwidth per direction and the size of its
+NVLink domain, inter-node bandwidth per GPU, the achievable fractions of each
+(GEMM efficiency as a stated function of the GEMM's size), and the latencies
+of NCCL's ring model — each figure with its source under ``sources``. A user
+file of the same shape is read by the same validator: a missing or
+out-of-range field is one line naming it and the fix.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from ..models.config import ConfigError
+
+HARDWARE_DIR = Path(__file__).resolve().parent.parent / "data" / "hardware"
+DEFAULT = "a100-80gb"
+
+#: (field, meaning and unit) of every figure a hardware file must give.
+FIGURES = {
+    "peak_bf16_flops": "dense BF16 Tensor Core peak, FLOP/s",
+    "hbm_bytes": "HBM capacity, B",
+    "hbm_bandwidth": "HBM bandwidth, B/s",
+    "nvlink_bandwidth": "NVLink bandwidth per GPU per direction, B/s",
+    "nvlink_domain": "GPUs in one NVLink domain (a node: 8; GB200 NVL72: 72)",
+    "internode_bandwidth": "network bandwidth per GPU per direction, B/s",
+    "hbm_efficiency": "achievable fraction of the HBM bandwidth",
+    "nvlink_efficiency": "achievable ring bus bandwidth / NVLink bandwidth",
+    "internode_efficiency": "achievable ring bus bandwidth / network bandwidth",
+}
+LATENCIES = ("base", "nvlink_step", "network_step")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One GPU kind. Bandwidths in B/s per GPU and per direction; latencies in s."""
+
+    name: str
+    peak_bf16_flops: float
+    peak_fp8_flops: float | None
+    hbm_bytes: float
+    hbm_bandwidth: float
+    nvlink_bandwidth: float
+    nvlink_domain: int
+    internode_bandwidth: float
+    gemm_efficiency: tuple[tuple[float, float], ...]  #: (GEMM FLOPs per call ≥ threshold, fraction of peak), descending
+    hbm_efficiency: float
+    nvlink_efficiency: float
+    internode_efficiency: float
+    latency: dict = field(default_factory=dict)       #: NCCL ring model: base, nvlink_step, network_step (s)
+    sources: dict = field(default_factory=dict)
+    note: str = ""
+    path: str = ""
+
+    def peak(self, dtype: str = "bf16") -> float:
+        """Dense peak FLOP/s of the GEMMs in ``dtype`` (fp8 where the GPU has it)."""
+        if dtype == "fp8":
+            if not self.peak_fp8_flops:
+                raise ConfigError(f"{self.name} has no FP8 peak: choose bf16 GEMMs or another --hardware")
+            return self.peak_fp8_flops
+        return self.peak_bf16_flops
+
+    def efficiency(self, gemm_flops):
+        """Fraction of peak a GEMM of ``gemm_flops`` FLOPs per call achieves: the
+        step function of ``gemm_efficiency`` (works on numpy arrays)."""
+        import numpy as np
+
+        x = np.asarray(gemm_flops, dtype=np.float64)
+        out = np.full(x.shape, self.gemm_efficiency[-1][1])
+        for threshold, value in reversed(self.gemm_efficiency):
+            out = np.where(x >= threshold, value, out)
+        return out
+
+    def describe(self) -> str:
+        return (f"{self.name}: {self.peak_bf16_flops / 1e12:g} TFLOP/s bf16 dense, HBM {self.hbm_bytes / 1e9:g} GB at "
+                f"{self.hbm_bandwidth / 1e9:g} GB/s, NVLink {self.nvlink_bandwidth / 1e9:g} GB/s × "
+                f"{self.nvlink_efficiency:.2f} in domains of {self.nvlink_domain}, network "
+                f"{self.internode_bandwidth / 1e9:g} GB/s × {self.internode_efficiency:.2f} per GPU")
+
+
+def _number(data: dict, name: str, where: str, *, integer: bool = False, fraction: bool = False) -> float:
+    value = data.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: {name} must be a number ({FIGURES.get(name, name)}); got {value!r}")
+    if not value > 0 or value != value or value == float("inf"):
+        raise ConfigError(f"{where}: {name} must be positive ({FIGURES.get(name, name)}); got {value!r}")
+    if fraction and value > 1:
+        raise ConfigError(f"{where}: {name} is a fraction in (0, 1]; got {value!r}")
+    if integer and value != int(value):
+        raise ConfigError(f"{where}: {name} must be a whole number of GPUs; got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def from_dict(data, where: str = "hardware file") -> Hardware:
+    """Validate a hardware description (the shape of ``data/hardware/*.json``)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: a hardware file is a JSON object with {', '.join(FIGURES)}")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{where}: name must be a non-empty string")
+    figures = {key: _number(data, key, where, integer=key == "nvlink_domain", fraction=key.endswith("efficiency"))
+               for key in FIGURES}
+    fp8 = data.get("peak_fp8_flops")
+    if fp8 is not None:
+        fp8 = _number(data, "peak_fp8_flops", where)
+    table = data.get("gemm_efficiency")
+    if not isinstance(table, list) or not table or not all(
+            isinstance(row, list) and len(row) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                            for x in row) for row in table):
+        raise ConfigError(f"{where}: gemm_efficiency must be a list of [GEMM FLOPs threshold, fraction] pairs, "
+                          "largest threshold first, the last one 0")
+    thresholds = [row[0] for row in table]
+    if thresholds != sorted(thresholds, reverse=True) or thresholds[-1] != 0 or any(x < 0 for x in thresholds):
+        raise ConfigError(f"{where}: gemm_efficiency thresholds must descend and end with 0; got {thresholds}")
+    if not all(0 < row[1] <= 1 for row in table):
+        raise ConfigError(f"{where}: gemm_efficiency fractions must be in (0, 1]")
+    latency = data.get("latency")
+    if not isinstance(latency, dict):
+        raise ConfigError(f"{where}: latency must be an object with {', '.join(LATENCIES)} in seconds")
+    for key in LATENCIES:
+        value = latency.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise ConfigError(f"{where}: latency.{key} must be a number of seconds in [0, 1); got {value!r}")
+    sources = data.get("sources", {})
+    if not isinstance(sources, dict):
+        raise ConfigError(f"{where}: sources must be an object: figure name → where it comes from")
+    return Hardware(name.strip(), figures["peak_bf16_flops"], fp8, figures["hbm_bytes"], figures["hbm_bandwidth"],
+                    figures["nvlink_bandwidth"], figures["nvlink_domain"], figures["internode_bandwidth"],
+                    tuple((float(x), float(y)) for x, y in table), figures["hbm_efficiency"],
+                    figures["nvlink_efficiency"], figures["internode_efficiency"],
+                    {key: float(latency[key]) for key in LATENCIES}, dict(sources), str(data.get("note", "")), where)
+
+
+@cache
+def builtin() -> dict[str, Hardware]:
+    """The shipped hardware files by name and by alias (lower case)."""
+    out = {}
+    for path in sorted(HARDWARE_DIR.glob("*.json")):
+        data = json.loads(path.read_text())
+        kind = from_dict(data, f"symbolic/data/hardware/{path.name}")
+        for alias in [path.stem] + list(data.get("aliases", [])):
+            out[alias.lower()] = kind
+    return out
+
+
+def names() -> list[str]:
+    return sorted(path.stem for path in HARDWARE_DIR.glob("*.json"))
+
+
+def load(text: str | None = None) -> Hardware:
+    """A shipped GPU kind by name (``a100-80gb``, ``h100``, ``gb200-nvl72`` ...) or a
+    path to a JSON file of the same shape. None: the papers' A100-80GB."""
+    text = DEFAULT if text is None else text
+    kinds = builtin()
+    if text.lower() in kinds:
+        return kinds[text.lower()]
+    path = Path(text)
+    if path.suffix == ".json" or path.is_file():
+        try:
+            data = json.loads(path.read_text())
+        except OSError as error:
+            raise ConfigError(f"--hardware {text!r}: cannot read it ({error.strerror or error})") from None
+        except ValueError as error:
+            raise ConfigError(f"--hardware {text!r}: not valid JSON ({error})") from None
+        return from_dict(data, f"--hardware {text}")
+    raise ConfigError(f"unknown hardware {text!r}; built-in: {', '.join(names())}, or a path to a JSON file "
+                      "shaped like symbolic/data/hardware/a100-80gb.json")

@@ -1,0 +1,421 @@
+"""Step time: the ledgers priced on a GPU kind, every factor kept.
+
+One iteration on one GPU is priced from the ledgers, nothing fitted to runs:
+
+* **compute** — each FLOPs line (one matmul of the inventory, recompute
+  included) on one GPU of the pacing pipeline stage (the last: L/p layers and
+  the whole output side) / (dense peak × the GEMM efficiency of the hardware
+  file, a stated step function of the FLOPs of one GEMM call), plus the HBM
+  time of the GEMMs' operands and results (Calculon's ``no_overlap`` mode:
+  FLOP time + memory time, calculon/system.py);
+* **element-wise** — the non-matmul kernels (norms, softmax, GeLU, dropout,
+  residual adds) are bound by HBM: each saved tensor of the layer (its bytes
+  under the layout's TP/SP/CP split, no recompute) is moved
+  :data:`ELEMENTWISE_PASSES` times — written and read in forward, read, and its
+  gradient written and read, in backward; a recomputed forward moves it twice
+  more (a named approximation of the traffic, not a per-kernel count);
+* **communication** — every term of :mod:`symbolic.ledgers.communication`
+  costs α + ring factor × bytes / bus bandwidth per call (NCCL's ring model:
+  α = base + intra-node steps × NVLink step + inter-node steps × network step),
+  on the NVLink when its group stays inside one NVLink domain under Megatron's
+  rank order (t innermost, then c, ep, d, p) and ``gpus_per_node``, else on the
+  network, whose bus bandwidth is the members of the group on one node × the
+  per-GPU network bandwidth (one NIC per GPU), at most the NVLink's;
+* **overlap** (:class:`Overlap`) — what may hide behind compute is a strategy:
+  the data-parallel gradient reduce behind the last micro-batch's backward,
+  except its last bucket; the distributed optimizer's parameter all-gather
+  behind the next forward, except its first bucket; ZeRO-3's prefetched
+  gathers behind forward and backward; context parallelism's ring behind the
+  attention core; TP collectives exposed unless ``tp_comm``;
+* **bubble** — (p − 1)/(v·m) × the pipelined part (compute, element-wise, TP,
+  CP and the stage sends) (Narayanan et al. 2021 §2.2);
+* **optimizer** — the step reads every state byte of its shard and writes back
+  the optimizer states and the weights, at HBM speed.
+
+Floats: a time is a measurement-like quantity and its inputs (efficiencies,
+bandwidths) are not exact; the bytes and FLOPs it is built from are the exact
+ledgers'. The same function prices one layout (``bill``) and arrays of layouts
+(``plan``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .hardware import Hardware
+
+if TYPE_CHECKING:  # sympy is imported where expressions are built, so a cached bill prices without it
+    from sympy import Expr
+
+    from ..core.tensors import Inventory
+
+#: Passes over each saved tensor's bytes by the non-matmul kernels: forward write + read,
+#: backward read of the saved tensor + write and read of its gradient.
+ELEMENTWISE_PASSES = 5
+#: Extra passes when the forward is recomputed (write + read again).
+RECOMPUTE_PASSES = 2
+#: Megatron-Core DDP bucket: 40 M elements (``DistributedDataParallelConfig.bucket_size`` default
+#: max(40_000_000, 1_000_000 × dp)).
+BUCKET_ELEMENTS = 40_000_000
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Which communication the time model hides behind compute (a strategy).
+
+    grad_reduce: the data-parallel gradient reduce runs during the last
+    micro-batch's backward, bucket by bucket; only the last bucket stays
+    exposed (Megatron-LM ``--overlap-grad-reduce``; DeepSpeed ``overlap_comm``).
+    param_gather: the distributed optimizer's all-gather of updated weights runs
+    under the next forward (``--overlap-param-gather``), and ZeRO-3 prefetches
+    its gathers (DeepSpeed ``stage3_prefetch_bucket_size``). tp_comm: TP
+    collectives overlapped with the GEMMs (``--tp-comm-overlap``); off, they are
+    exposed. bucket_elements: gradient elements per bucket.
+    """
+
+    grad_reduce: bool = True
+    param_gather: bool = True
+    tp_comm: bool = False
+    bucket_elements: int = BUCKET_ELEMENTS
+
+    def describe(self) -> str:
+        on = [name for name, flag in (("DP grad reduce", self.grad_reduce), ("param gather / ZeRO-3 prefetch",
+                                       self.param_gather), ("TP comm", self.tp_comm)) if flag]
+        return ("overlapped: " + ", ".join(on)) if on else "no overlap"
+
+
+#: Named overlap strategies.
+OVERLAPS = {
+    "default": Overlap(),
+    "none": Overlap(False, False, False),
+    "all": Overlap(True, True, True),
+}
+
+
+# --- the expressions -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class ComputeLine:
+    name: str
+    flops: Expr        #: hardware FLOPs per GPU per iteration
+    gemm_flops: Expr   #: FLOPs of one GEMM call on one GPU (sets its efficiency)
+    attention_core: bool = False
+    hbm_bytes: Expr = 0  #: operand and result bytes the GEMMs of the line move per GPU per iteration
+
+
+@dataclass(frozen=True)
+class CommClass:
+    """Collectives of one group, kind, phase and overlap rule, summed: they cost
+    calls × α + ring factor × Σ calls·bytes / bus bandwidth together."""
+
+    key: str
+    group: str
+    collective: str
+    phase: str
+    overlap: str
+    size: Expr
+    calls: Expr
+    traffic_bytes: Expr      #: Σ calls × bytes of one call (not yet × ring factor)
+    names: tuple[str, ...]
+
+
+@dataclass
+class TimeDerivation:
+    """The expressions the time model prices, in the papers' letters (and B)."""
+
+    compute: list[ComputeLine]
+    model_flops: Expr           #: per GPU per iteration
+    elementwise_bytes: Expr     #: HBM bytes of the non-matmul kernels per GPU per iteration
+    optimizer_bytes: Expr       #: HBM bytes of the optimizer step per GPU
+    grad_elements: Expr         #: gradient elements one GPU reduces
+    comm: list[CommClass]
+    collectives: tuple = ()     #: the communication ledger's terms themselves
+    hardware_flops: "Expr" = 0  #: per GPU per iteration, averaged over all GPUs (the throughput's numerator)
+
+    def expressions(self) -> list[Expr]:
+        out = []
+        for line in self.compute:
+            out += [line.flops, line.gemm_flops, line.hbm_bytes]
+        out += [self.model_flops, self.hardware_flops, self.elementwise_bytes, self.optimizer_bytes,
+                self.grad_elements]
+        for cls in self.comm:
+            out += [cls.size, cls.calls, cls.traffic_bytes]
+        from sympy import Integer
+        return [Integer(x) if isinstance(x, int) else x for x in out]
+
+
+def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, sp: bool, recompute: str,
+                flops_recompute: str, zero: int, pipeline: bool, interleaved: bool, context_parallel: bool,
+                optimizer: str, dtype: str, tied: bool, fused_backward=0,
+                expert_parallel: bool = False) -> TimeDerivation:
+    """The time model's expressions for one discrete choice of the layout.
+
+    ``flops_recompute``: the recompute policy as the FLOPs see it (the bill's
+    ``recompute_for_flops``); ``fused_backward``: FLOPs per micro-batch a fused
+    attention kernel recomputes in backward (the bill's line of that name).
+    """
+    from sympy import Integer
+
+    from ..core.dims import B, L, Psi, b, c, d, p, t
+    from ..core.tensors import DTYPE_BYTES, Group
+    from ..layout.recipes import RECIPES
+    from ..layout.strategies import Strategy
+    from . import activations, flops
+    from .communication import MICRO_BATCHES, terms
+
+    gpus = t * p * d * (c if context_parallel else 1)
+    cp = c if context_parallel else 1
+    micro_batches = B / b                     # micro-batches per iteration, all data-parallel ranks
+    compute = []
+    average = Integer(0)
+    row_parallel = _row_parallel(matmuls)
+    act, weight = DTYPE_BYTES[dtype], RECIPES[optimizer].bytes_of("parameters")
+    fused = fused_backward != 0
+    for mm in matmuls:
+        alone = type(matmuls)((mm,))
+        per_mb = flops.hardware_training(flops_recompute, alone)
+        # HBM bytes of one forward call on one GPU: A (M×K), B (K×N), C (M×N), each once; the backward's
+        # two GEMMs (input and weight gradients) touch the same three shapes once each, so every pass over
+        # the matmul (forward, backward's two, a recomputed forward) moves them once: bytes ∝ FLOPs.
+        rows = mm.M / cp                                   # a context-parallel rank holds s/c of the tokens
+        if not mm.weight:                                  # attention core: heads split by t
+            call_bytes = mm.batch * (rows * mm.K + mm.K * mm.N + rows * mm.N) * act / t
+            if fused and mm.group is Group.ATTENTION_CORE:
+                call_bytes = Integer(0)                    # a fused kernel keeps scores and probabilities on chip
+        elif mm.name in row_parallel:                      # K split: input sharded, output whole (then reduced)
+            call_bytes = mm.batch * (rows * mm.K / t * act + mm.K * mm.N / t * weight + rows * mm.N * act)
+        else:                                              # N split: input whole, output sharded
+            call_bytes = mm.batch * (rows * mm.K * act + mm.K * mm.N / t * weight + rows * mm.N / t * act)
+        passes = per_mb / ((L if mm.scope == "layer" else 1) * mm.forward_flops)
+        calls = ((L / p) if mm.scope == "layer" else 1) * MICRO_BATCHES
+        # One GEMM call on one GPU: the forward product split t ways (heads, FFN columns or vocabulary)
+        # and over the c context-parallel ranks' tokens.
+        call = mm.forward_flops / (t * cp)
+        average += per_mb * micro_batches / gpus
+        # The step is paced by the slowest pipeline stage: the last one holds L/p layers *and* the
+        # whole output side (the logits are not split over p), so its FLOPs are /(t·d·c), not /(t·p·d·c).
+        share = gpus if mm.scope == "layer" else gpus / p
+        compute.append(ComputeLine(mm.name, per_mb * micro_batches / share, call, mm.group is Group.ATTENTION_CORE,
+                                   passes * calls * call_bytes))
+    if fused_backward != 0:
+        compute.append(ComputeLine("layer/attention/scores (fused kernel's backward recompute)",
+                                   fused_backward * micro_batches / gpus, fused_backward / L / (t * cp), True))
+        average += fused_backward * micro_batches / gpus
+    model = flops.model_training(matmuls) * micro_batches / gpus
+
+    strategy = Strategy(tensor_parallel=True, sequence_parallel=sp, recompute="none", dtype=dtype,
+                        context_parallel=context_parallel)
+    layer_bytes = activations.total_bytes(activations.layer_inventory(strategy, saved))
+    passes = ELEMENTWISE_PASSES + (RECOMPUTE_PASSES if recompute == "full" else 0)
+    elementwise = passes * layer_bytes * (L / p) * MICRO_BATCHES
+
+    recipe = RECIPES[optimizer]
+    shard = Psi / (t * p) / ((d * cp) if zero >= 1 else 1)
+    grad, param, states = recipe.bytes_of("gradients"), recipe.bytes_of("parameters"), recipe.bytes_of("optimizer")
+    optimizer_bytes = shard * (2 * states + grad + param)   # read + write optimizer states, read grads, write weights
+
+    collectives = terms(parameters, saved, matmuls, sequence_parallel=sp, recompute=recompute, zero=zero,
+                        pipeline=pipeline, interleaved=interleaved, context_parallel=context_parallel,
+                        expert_parallel=expert_parallel, dtype=dtype, grad_bytes=grad, param_bytes=param, tied=tied)
+    classes: dict[str, CommClass] = {}
+    for x in collectives:
+        prefix = x.name.split("/")[0]
+        key = f"{prefix}:{x.group}:{x.collective}:{x.phase}:{x.overlap}"
+        old = classes.get(key)
+        if old is None:
+            classes[key] = CommClass(key, x.group, x.collective, x.phase, x.overlap, x.size, x.calls,
+                                     x.calls * x.bytes, (x.name,))
+        else:
+            classes[key] = CommClass(key, x.group, x.collective, x.phase, x.overlap, x.size, old.calls + x.calls,
+                                     old.traffic_bytes + x.calls * x.bytes, old.names + (x.name,))
+    return TimeDerivation(compute, model, elementwise, optimizer_bytes, Psi / (t * p), list(classes.values()),
+                          collectives, average)
+
+
+def _row_parallel(matmuls) -> set[str]:
+    """The row-parallel matmuls: Megatron-LM splits each block as column-parallel matmul(s) followed by
+    one row-parallel matmul (Shoeybi et al. 2019 §3), so the last weight matmul of a block with
+    several is row-parallel; a block of one (the logits) is column-parallel (vocabulary split)."""
+    blocks: dict[str, list[str]] = {}
+    for mm in matmuls:
+        if mm.weight:
+            blocks.setdefault("/".join(mm.name.split("/")[:2]), []).append(mm.name)
+    return {names[-1] for names in blocks.values() if len(names) > 1}
+
+
+# --- pricing -------------------------------------------------------------------
+
+def stride(group: str, tp, cp, dp):
+    """Rank distance between neighbours of a group under Megatron-LM's order
+    (t innermost, then c, ep, d, p): t 1; c t; ep and the data-parallel group
+    (d, with CP the d·c ranks) t; p t·c·d."""
+    one = np.ones_like(np.asarray(tp, dtype=np.float64))
+    return {"t": one, "c": tp * one, "ep": tp * cp * one, "d": tp * one, "p": tp * cp * dp * one}[group]
+
+
+def link(group: str, collective: str, n, st, gpus_per_node: int, hw: Hardware):
+    """(latency per call s, bus bandwidth B/s, crosses nodes) of a ring of ``n``
+    ranks ``st`` apart with ``gpus_per_node`` GPUs per NVLink domain."""
+    n = np.asarray(n, dtype=np.float64)
+    per_node = np.where(st >= gpus_per_node, 1.0, np.minimum(n, np.floor(gpus_per_node / st)))
+    nodes = np.ceil(n / np.maximum(per_node, 1.0))
+    cross = nodes > 1
+    nvlink = hw.nvlink_bandwidth * hw.nvlink_efficiency
+    network = hw.internode_bandwidth * hw.internode_efficiency
+    if collective in ("send-recv", "all-to-all"):
+        bus = np.where(cross, network, nvlink)        # each GPU sends its own message through its own NIC
+    else:
+        bus = np.where(cross, np.minimum(nvlink, per_node * network), nvlink)
+    steps = 2 * (n - 1) if collective == "all-reduce" else (np.ones_like(n) if collective == "send-recv" else n - 1)
+    inter = np.where(cross, (2 if collective == "all-reduce" else 1) * (nodes - 1), 0.0)
+    if collective == "send-recv":
+        inter = np.where(cross, 1.0, 0.0)
+    lat = hw.latency["base"] + (steps - inter) * hw.latency["nvlink_step"] + inter * hw.latency["network_step"]
+    return lat, bus, cross
+
+
+def _rf(collective: str, n):
+    n = np.asarray(n, dtype=np.float64)
+    return {"all-reduce": 2 * (n - 1) / n, "send-recv": np.ones_like(n)}.get(collective, (n - 1) / n)
+
+
+@dataclass
+class StepTime:
+    """The priced iteration (arrays: one entry per layout; a bill has one)."""
+
+    step_seconds: np.ndarray
+    breakdown: dict[str, np.ndarray]
+    compute_lines: list[dict] = field(default_factory=list)
+    comm_lines: list[dict] = field(default_factory=list)
+    factors: dict[str, object] = field(default_factory=dict)
+    model_flops: np.ndarray | None = None
+    hardware_flops: np.ndarray | None = None
+    tokens: np.ndarray | None = None     #: tokens per iteration, all GPUs
+    peak: float = 0.0
+    gpus: np.ndarray | None = None
+
+    @property
+    def tokens_per_second(self):
+        return self.tokens / self.step_seconds
+
+    @property
+    def model_tflops_per_gpu(self):
+        return self.model_flops / self.step_seconds / 1e12
+
+    @property
+    def hardware_tflops_per_gpu(self):
+        return self.hardware_flops / self.step_seconds / 1e12
+
+    @property
+    def mfu(self):
+        return self.model_flops / self.step_seconds / self.peak
+
+    @property
+    def hfu(self):
+        return self.hardware_flops / self.step_seconds / self.peak
+
+
+def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware, *, overlap: Overlap = Overlap(),
+          gpus_per_node: int | None = None, gemm_dtype: str = "bf16", detail: bool = False) -> StepTime:
+    """Price an iteration. ``numbers``: the values of ``derivation.expressions()``
+    (arrays or floats, same order); ``letters``: arrays for t p d c v b B and s.
+    ``gpus_per_node``: the NVLink domain (default: the hardware's)."""
+    G = gpus_per_node or hw.nvlink_domain
+    peak = hw.peak(gemm_dtype)
+    it = iter(np.asarray(x, dtype=np.float64) for x in numbers)
+    tp, pp, dp = (np.asarray(letters[k], dtype=np.float64) for k in ("t", "p", "d"))
+    cp = np.asarray(letters.get("c", 1.0), dtype=np.float64)
+    vv = np.asarray(letters.get("v", 1.0), dtype=np.float64)
+    m = np.asarray(letters["B"], dtype=np.float64) / (np.asarray(letters["b"], dtype=np.float64) * dp)
+
+    gemm = 0.0
+    attention = 0.0
+    paced_flops = 0.0
+    compute_lines = []
+    hbm = hw.hbm_bandwidth * hw.hbm_efficiency
+    for line in derivation.compute:
+        f, call, moved = next(it), next(it), next(it)
+        eff = hw.efficiency(call)
+        # Calculon's "no_overlap" processing mode (calculon/system.py): a kernel's time is its FLOP time
+        # plus its HBM time, the two not overlapped.
+        seconds = f / (peak * eff) + moved / hbm
+        gemm = gemm + seconds
+        paced_flops = paced_flops + f
+        if line.attention_core:
+            attention = attention + seconds
+        if detail:
+            compute_lines.append({"name": line.name, "flops_on_pacing_stage": f, "gemm_flops_per_call": call,
+                                  "efficiency": eff, "hbm_bytes": moved, "seconds": seconds})
+    model_flops, hardware_flops, elem_bytes, opt_bytes, grad_elements = (next(it) for _ in range(5))
+    elementwise = elem_bytes / hbm
+    compute = gemm + elementwise
+    forward_share = np.where(paced_flops > 0, model_flops / 3 / np.maximum(hardware_flops, 1e-300), 0.0)
+    window_forward = compute * forward_share            # all micro-batches' forward on this GPU
+    window_backward = compute - window_forward           # backward, recompute included
+
+    zero = np.zeros(np.broadcast(tp, pp, dp, cp).shape)
+    parts = {k: zero.copy() for k in ("tp", "cp", "ep", "pp", "dp", "zero3")}
+    comm_lines = []
+    for cls in derivation.comm:
+        n, calls, traffic = next(it), next(it), next(it)
+        group = cls.group
+        lat, bus, cross = link(group, cls.collective, n, stride(group, tp, cp, dp), G, hw)
+        active = n > 1
+        seconds = np.where(active, calls * lat + _rf(cls.collective, n) * traffic / bus, 0.0)
+        prefix = cls.key.split(":")[0]
+        one_call = np.where(calls > 0, seconds / np.maximum(calls, 1e-300), 0.0)
+        if prefix == "tp":
+            exposed = np.maximum(seconds - gemm, 0.0) if overlap.tp_comm else seconds
+            bucket = "tp"
+        elif prefix == "cp":
+            exposed, bucket = np.maximum(seconds - attention, 0.0), "cp"
+        elif prefix == "ep":
+            exposed, bucket = seconds, "ep"
+        elif prefix == "pp":
+            exposed, bucket = seconds, ("pp" if cls.phase != "optimizer" else "dp")
+        elif prefix == "dp":
+            buckets = np.maximum(1.0, np.ceil(grad_elements / overlap.bucket_elements))
+            per_bucket = np.where(active, lat + _rf(cls.collective, n) * traffic / calls / buckets / bus, 0.0)
+            if cls.phase == "optimizer":            # distributed optimizer's parameter all-gather
+                hidden = overlap.param_gather
+                window = window_forward / m         # the next iteration's first micro-batch forward
+            else:                                   # gradient reduce: the last micro-batch's backward
+                hidden = overlap.grad_reduce
+                window = window_backward / m
+            per_call_seconds = seconds / np.maximum(calls, 1.0)
+            exposed_call = np.maximum(per_call_seconds - window, per_bucket) if hidden else per_call_seconds
+            exposed, bucket = np.where(active, exposed_call * calls, 0.0), "dp"
+        elif prefix == "zero3":
+            window = window_forward if cls.phase == "forward" else window_backward
+            # Prefetched gathers hide behind the phase's compute; the first call of each micro-batch cannot.
+            exposed = np.maximum(seconds - window, one_call * m) if overlap.param_gather else seconds
+            exposed, bucket = np.where(active, exposed, 0.0), "zero3"
+        else:
+            raise ValueError(f"unknown communication class {cls.key}")
+        parts[bucket] = parts[bucket] + exposed
+        if detail:
+            comm_lines.append({"class": cls.key, "names": cls.names, "group": group, "collective": cls.collective,
+                               "phase": cls.phase, "ranks": n, "calls": calls, "bytes": traffic,
+                               "ring_factor": _rf(cls.collective, n), "latency_per_call": lat, "bus_bandwidth": bus,
+                               "link": np.where(cross, "network", "NVLink"), "seconds": seconds, "exposed": exposed})
+    pipelined = compute + parts["tp"] + parts["cp"] + parts["ep"] + parts["pp"]
+    bubble = np.where(pp > 1, (pp - 1) / (vv * m), 0.0) * pipelined
+    optimizer = opt_bytes / hbm
+    step = pipelined + bubble + parts["dp"] + parts["zero3"] + optimizer
+    breakdown = {"compute": gemm, "elementwise": elementwise, "tp_exposed": parts["tp"], "cp_exposed": parts["cp"],
+                 "ep_exposed": parts["ep"], "pp_exposed": parts["pp"], "bubble": bubble,
+                 "dp_exposed": parts["dp"], "zero3_exposed": parts["zero3"], "optimizer": optimizer}
+    breakdown = {k: np.broadcast_to(np.asarray(val, dtype=np.float64), step.shape) for k, val in breakdown.items()}
+    tokens = np.asarray(letters["B"], dtype=np.float64) * np.asarray(letters["s"], dtype=np.float64)
+    gpus = tp * pp * dp * cp
+    factors = {"hardware": hw.name, "peak_flops": peak, "gpus_per_node": G, "overlap": overlap.describe(),
+               "hbm_bandwidth_effective": hbm, "elementwise_passes": ELEMENTWISE_PASSES,
+               "bubble_fraction": np.where(pp > 1, (pp - 1) / (vv * m), 0.0), "micro_batches_per_pipeline": m}
+    return StepTime(step, breakdown, compute_lines, comm_lines, factors, model_flops, hardware_flops,
+                    tokens, peak, gpus)
+
+
+__all__ = ["Overlap", "OVERLAPS", "derive_time", "price", "StepTime", "TimeDerivation", "link", "stride"]

@@ -1,0 +1,98 @@
+"""The TIME section of the bill: the step-time model's every factor, as text and as JSON.
+
+Its own module so the bill's other sections render unchanged; the bill command
+prints it after them and merges :func:`time_json` into the bill's JSON.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: The breakdown's parts, in the order they print, with their meaning.
+PARTS = {
+    "compute": "GEMMs: FLOPs on the pacing stage / (peak × GEMM efficiency of the call's size)",
+    "elementwise": "non-matmul kernels: saved-tensor bytes × passes / (HBM × efficiency)",
+    "tp_exposed": "tensor-parallel collectives not hidden",
+    "cp_exposed": "context-parallel K/V ring beyond the attention core it overlaps",
+    "ep_exposed": "expert-parallel all-to-all",
+    "pp_exposed": "pipeline stage sends",
+    "bubble": "pipeline bubble (p−1)/(v·m) × the pipelined part",
+    "dp_exposed": "data-parallel reduce / parameter gather not hidden",
+    "zero3_exposed": "ZeRO-3 parameter gathers and gradient scatters not hidden",
+    "optimizer": "optimizer step: state bytes read and written / (HBM × efficiency)",
+}
+
+
+def _f(x) -> float:
+    return float(np.asarray(x).reshape(-1)[0])
+
+
+def _seconds(x) -> str:
+    x = _f(x)
+    return f"{x * 1e3:,.2f} ms" if x < 1 else f"{x:,.3f} s"
+
+
+def _bytes(x) -> str:
+    x = _f(x)
+    return f"{x / 1e9:,.3f} GB" if x >= 1e8 else f"{x / 1e6:,.3f} MB"
+
+
+def time_lines(step, bill=None) -> list[str]:
+    """The TIME section as lines of text."""
+    f = step.factors
+    total = _f(step.step_seconds)
+    out = [f"TIME (one iteration) on {f['hardware']}: peak {f['peak_flops'] / 1e12:g} TFLOP/s dense, "
+           f"NVLink domain {f['gpus_per_node']} GPUs, {f['overlap']}; "
+           f"m = {_f(f['micro_batches_per_pipeline']):g} micro-batches per pipeline"]
+    out.append(f"  step {_seconds(total)}   tokens/s {_f(step.tokens_per_second):,.0f}   "
+               f"model {_f(step.model_tflops_per_gpu):.1f} TFLOP/s per GPU (MFU {_f(step.mfu):.1%})   "
+               f"hardware {_f(step.hardware_tflops_per_gpu):.1f} TFLOP/s per GPU (HFU {_f(step.hfu):.1%})")
+    out.append("  breakdown:")
+    for name, meaning in PARTS.items():
+        value = _f(step.breakdown[name])
+        if value > 0 or name in ("compute", "bubble"):
+            out.append(f"    {name:<14} {_seconds(value):>12} {value / total:>6.1%}  {meaning}")
+    out.append("  compute lines (pacing stage, per GPU):")
+    for line in step.compute_lines:
+        out.append(f"    {line['name']:<52} {_f(line['flops_on_pacing_stage']) / 1e12:>12,.2f} TFLOPs  GEMM call "
+                   f"{_f(line['gemm_flops_per_call']) / 1e9:>9,.2f} GFLOP → efficiency {_f(line['efficiency']):.3f}"
+                   f"  {_seconds(line['seconds']):>12}")
+    out.append("  communication (per GPU per iteration; α + ring factor × bytes / bus bandwidth per call):")
+    for line in step.comm_lines:
+        if _f(line["ranks"]) <= 1:
+            continue
+        out.append(f"    {line['class'].split(':')[0]}/{line['phase']:<9} {line['collective']:<14} over "
+                   f"{line['group']}={_f(line['ranks']):g} on {np.asarray(line['link']).reshape(-1)[0]:<7} "
+                   f"calls {_f(line['calls']):>9,.0f}  Σbytes {_bytes(line['bytes']):>12}  ring ×{_f(line['ring_factor']):.3f}"
+                   f"  bus {_f(line['bus_bandwidth']) / 1e9:,.1f} GB/s  α {_f(line['latency_per_call']) * 1e6:,.1f} µs"
+                   f"  → {_seconds(line['seconds'])}, exposed {_seconds(line['exposed'])}")
+    out.append("  sources: symbolic/ledgers/time.py (the model), symbolic/ledgers/communication.py (the terms), "
+               f"the hardware file's `sources` ({f['hardware']})")
+    return out
+
+
+def time_json(step) -> dict:
+    """The bill's time keys (floats: a modelled time, not an exact count)."""
+    f = step.factors
+    return {
+        "step_seconds": _f(step.step_seconds),
+        "tokens_per_second": _f(step.tokens_per_second),
+        "model_tflops_per_gpu": _f(step.model_tflops_per_gpu),
+        "hardware_tflops_per_gpu": _f(step.hardware_tflops_per_gpu),
+        "mfu": _f(step.mfu),
+        "hfu": _f(step.hfu),
+        "time_breakdown": {name: _f(step.breakdown[name]) for name in PARTS},
+        "time_model": {
+            "hardware": f["hardware"], "peak_flops": f["peak_flops"], "gpus_per_node": f["gpus_per_node"],
+            "overlap": f["overlap"], "micro_batches_per_pipeline": _f(f["micro_batches_per_pipeline"]),
+            "compute": [{"name": x["name"], "flops_on_pacing_stage": _f(x["flops_on_pacing_stage"]),
+                         "gemm_flops_per_call": _f(x["gemm_flops_per_call"]), "efficiency": _f(x["efficiency"]),
+                         "seconds": _f(x["seconds"])} for x in step.compute_lines],
+            "communication": [{"terms": list(x["names"]), "group": x["group"], "collective": x["collective"],
+                               "phase": x["phase"], "ranks": _f(x["ranks"]), "calls": _f(x["calls"]),
+                               "bytes": _f(x["bytes"]), "ring_factor": _f(x["ring_factor"]),
+                               "latency_per_call_seconds": _f(x["latency_per_call"]),
+                               "bus_bandwidth": _f(x["bus_bandwidth"]),
+                               "link": str(np.asarray(x["link"]).reshape(-1)[0]), "seconds": _f(x["seconds"]),
+                               "exposed_seconds": _f(x["exposed"])} for x in step.comm_lines],
+        },
+    }
