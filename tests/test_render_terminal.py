@@ -53,7 +53,8 @@ def test_one_table_per_ledger_with_formula_source_condition(seed_7b_text):
     # A source or condition shared by every line of a ledger is said once, under its table.
     assert "  source (all lines): ZeRO §3.1; seed 001 §3" in lines
     assert "  source (all lines): Korthikanti et al. 2022 §4.1" in lines
-    assert "  condition (all lines): forward + backward (2×)" in lines
+    # reworded (issue 13): backward is twice the forward, stated as such
+    assert "  condition (all lines): forward (1×) + backward (2×: input and weight gradients)" in lines
     assert any(line.startswith("total") and "52.08 GB (48.50 GiB)" in line for line in lines)
 
 

@@ -95,8 +95,11 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     param_inv, saved_inv, mm_inv = inventories(model)
     lines: list[DerivedLine] = []
 
-    def add(ledger: str, name: str, expr: Expr, source: str, condition: str = "") -> None:
-        lines.append(DerivedLine(ledger, name, sstr(expr), source, condition))
+    def add(ledger: str, name: str, expr: Expr, source: str, condition: str = "", micro_batches: int = 0) -> None:
+        # A FLOPs line also keeps its formula of one micro-batch and the count it is multiplied by,
+        # so a reader sees 18*L*b*h**2*s × 64 rather than 1152*L*b*h**2*s.
+        per = sstr(expr / micro_batches) if micro_batches else ""
+        lines.append(DerivedLine(ledger, name, sstr(expr), source, condition, per, micro_batches))
 
     # Parameters: the inventory, each layer term repeated L times.
     for term in param_inv:
@@ -133,12 +136,12 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
         alone = type(mm_inv)((mm,))
         recomputed = flops.recompute_extra(recompute, alone) != 0
         add("flops", mm.name, flops.hardware_training(recompute, alone) * micro_batches, mm.source,
-            "forward + backward (2×)" + (f" + {recompute} recompute (1×)" if recomputed else ""))
+            FORWARD_BACKWARD + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
     if fused_attention(saved_inv):
         # The fused attention kernel keeps only the log-sum-exp: its backward recomputes Q·Kᵀ.
         add("flops", "layer/attention/scores (fused kernel's backward recompute)",
             fused_backward_recompute(saved_inv, mm_inv) * micro_batches, llama.FLASH,
-            "hardware FLOPs: FlashAttention recomputes Q·Kᵀ")
+            "hardware FLOPs: FlashAttention recomputes Q·Kᵀ", micro_batches)
 
     formulas = {"params": sstr(params.count(param_inv)),
                 "params_eq2": sstr(params.count(param_inv, params.eq2_scopes())),
@@ -147,6 +150,12 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     if active is not None:
         formulas["params_active"] = sstr(params.count(active))
     return DerivedBill(tuple(lines), formulas, strategy.describe())
+
+
+#: A matmul's training FLOPs in words: the forward pass once, the backward twice as much (the
+#: gradient with respect to the input and the one with respect to the weight, each a matmul of
+#: the forward's size; Narayanan et al. 2021 §5.1).
+FORWARD_BACKWARD = "forward (1×) + backward (2×: input and weight gradients)"
 
 
 def _split(term) -> str:

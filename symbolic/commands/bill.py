@@ -16,6 +16,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B, 175e9)")
     parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU to compare against (80GB, 80GiB)")
     parser.add_argument("--json", action="store_true", help="exact integers under stable keys")
+    parser.add_argument("--brief", action="store_true", help="the summary alone: verdict, total, dominant term")
 
 
 def run(args) -> int:
@@ -31,5 +32,5 @@ def run(args) -> int:
     if args.json:
         print(render_json(bill))
     else:
-        print_text(bill)
+        print_text(bill, brief=args.brief)
     return 0
