@@ -115,10 +115,15 @@ def run(args) -> int:
     elif args.latex:
         print(to_latex(shown) if model is None else to_latex(at_model))
     else:
-        print(f"{name} [{entry.unit}] = {sstr(shown)}")
+        from ..render.summary import wrap
+        from ..render.terminal import output_width
+
+        width = output_width()
+        lines = wrap(f"{name} [{entry.unit}] = {sstr(shown)}", width, "", "    ")
         if model is not None:
             values = ", ".join(f"{k}={v}" for k, v in model.values().items())
-            print(f"  at {model.name} ({values}): {sstr(at_model)}")
+            lines += wrap(f"at {model.name} ({values}): {sstr(at_model)}", width, "  ", "      ")
             for note in model.approximations:
-                print(f"  approximation: {note}")
+                lines += wrap(f"approximation: {note}", width, "  ", "      ")
+        print("\n".join(lines))
     return 0
