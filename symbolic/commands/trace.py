@@ -125,7 +125,7 @@ def _difference(label: str, fitted, declared) -> bool:
     return False
 
 
-def run(args) -> int:
+def _run(args) -> int:
     import json
     from importlib.util import find_spec
     from pathlib import Path
@@ -181,3 +181,21 @@ def run(args) -> int:
           (("saved bytes", fitted.saved_total), ("forward FLOPs", fitted.forward_flops),
            ("backward FLOPs", fitted.backward_flops))]
     return 0 if all(ok) else 1
+
+
+def run(args) -> int:
+    """The command, its plain lines wrapped to the terminal's width (JSON as is)."""
+    import contextlib
+    import sys
+
+    from ..render.summary import WrappingWriter
+    from ..render.terminal import output_width
+
+    if getattr(args, "json", False):
+        return _run(args)
+    writer = WrappingWriter(sys.stdout, output_width())
+    try:
+        with contextlib.redirect_stdout(writer):
+            return _run(args)
+    finally:
+        writer.flush()

@@ -202,3 +202,39 @@ def timeline_summary(data: dict, width: int = 80) -> list[str]:
         big = max(by_class, key=by_class.get)
         out.append(f"dominant: {big} {fmt(by_class[big], 'GB')} ({_share(by_class[big], peak)} of the peak)")
     return [piece for line in out for piece in wrap(line, width, subsequent="    ")]
+
+
+def wrap_lines(text: str, width: int) -> list[str]:
+    """Every line of ``text`` wrapped to ``width``, keeping its indentation
+    (continuations indented four more)."""
+    out = []
+    for line in text.split("\n"):
+        body = line.lstrip(" ")
+        indent = line[: len(line) - len(body)]
+        out += wrap(body, width, indent, indent + "    ") if len(line) > width else [line.rstrip()]
+    return out
+
+
+class WrappingWriter:
+    """A text stream that wraps each line written to it (:func:`wrap_lines`)
+    before passing it on: ``contextlib.redirect_stdout(WrappingWriter(sys.stdout, 80))``
+    fits a command's plain ``print`` calls to the terminal, line by line."""
+
+    def __init__(self, stream, width: int):
+        self.stream, self.width, self.pending = stream, width, ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *complete, self.pending = self.pending.split("\n")
+        for line in complete:
+            self.stream.write("\n".join(wrap_lines(line, self.width)) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.stream.write("\n".join(wrap_lines(self.pending, self.width)))
+            self.pending = ""
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return hasattr(self.stream, "isatty") and self.stream.isatty()
