@@ -170,7 +170,13 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
 
     ``params_hand``: a hand-filled parameter count (seed 001 §5's N) used for
     the model states instead of the configuration's count; both are reported.
-    ``gpu_memory``: bytes per GPU to compare the total against.
+    ``gpu_memory``: bytes per GPU to compare the total against. Both are
+    ints; :func:`symbolic.bill` (``symbolic.api``) reads "80GB" and "7B".
     """
+    for name, value, what in (("gpu_memory", gpu_memory, "bytes, e.g. 80 * 10**9"),
+                              ("params_hand", params_hand, "parameters, e.g. 7 * 10**9")):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ConfigError(f"{name} {value!r}: make_bill takes a positive int of {what}; "
+                              "symbolic.bill(..., gpu_memory='80GB', params='7B') reads text with units")
     layout.validate(model)
     return evaluate(derive(model, layout, params_hand), model, layout, params_hand, gpu_memory)
