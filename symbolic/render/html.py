@@ -1,4 +1,4 @@
-"""The HTML calculator: seed 001 §05's six steps as one self-contained page.
+"""The HTML calculator: seed 001 §5's six steps as one self-contained page.
 
 Every formula the page evaluates is generated here from the engine's sympy
 expressions with sympy's JavaScript printer — the same sums ``make_bill``
@@ -32,7 +32,7 @@ from ..models.builtin import presets as builtin_presets
 from ..models.config import ConfigError, ModelConfig
 
 #: Gradient-accumulation steps: micro-batches per data-parallel rank per
-#: iteration (seed 001 §05 step 5: tokens/step = b·s·d·grad_accum). A page
+#: iteration (seed 001 §5 step 5: tokens/step = b·s·d·grad_accum). A page
 #: input, not a dimension of the inventories, so it lives here.
 G = Symbol("G", positive=True, integer=True)
 
@@ -120,7 +120,7 @@ def formulas() -> list[Formula]:
     out.append(Formula("flops/model", flops.model_training(matmuls) * micro_batches, gpt.NARAYANAN,
                        "model FLOPs per iteration: forward + backward, no recompute"))
     tokens = b * s * micro_batches
-    out.append(Formula("tokens", tokens, "seed 001 §05 step 5", "tokens/step = b·s·d·G"))
+    out.append(Formula("tokens", tokens, "seed 001 §5 step 5", "tokens/step = b·s·d·G"))
     kaplan_n = params.non_embedding_weights(gpt.parameters(ffn=f))
     out.append(Formula("flops/kaplan", evaluate("flops.per_param_per_token") * kaplan_n * tokens,
                        "Kaplan et al. 2020 §2.1", "6N·tokens: N without embeddings, short context, no recompute"))

@@ -141,44 +141,56 @@ def wide_table(bill: Bill, ledger: str) -> Table:
             table.add_column(attribute, no_wrap=True, style="dim")
     for index, line in enumerate(lines):
         row = [line.name, _value(line.value, kind), _formula(line)]
-        row += [getattr(line, attribute) for attribute, entry in shared.items() if entry is None]
+        row += [_entry(line, attribute) for attribute, entry in shared.items() if entry is None]
         table.add_row(*row, end_section=index == len(lines) - 1)
     _total_row(table, lines, kind, 3 + sum(entry is None for entry in shared.values()))
     return table
 
 
-def ledger_notes(bill: Bill, ledger: str) -> dict[str, int]:
-    """The sources and conditions of ``ledger`` not shared by every line,
-    numbered in order of first appearance: ``"source: ..." -> 1``."""
+def _entry(line: Line, attribute: str) -> str:
+    """A line's source (with its bibliography keys, docs/sources.md) or condition."""
+    from ..claims.sources import cite
+
+    entry = getattr(line, attribute)
+    return cite(entry) if attribute == "source" else entry
+
+
+def ledger_notes(bill: Bill, ledger: str, attributes=("source", "condition")) -> dict[str, int]:
+    """The sources and conditions (``attributes``) of ``ledger`` not shared by
+    every line, numbered in order of first appearance: ``"source: ..." -> 1``."""
     lines = bill.ledger(ledger)
     numbers: dict[str, int] = {}
     for line in lines:
-        for attribute in ("source", "condition"):
-            entry = getattr(line, attribute)
+        for attribute in attributes:
+            entry = _entry(line, attribute)
             if entry and _shared(lines, attribute) is None:
                 numbers.setdefault(f"{attribute}: {entry}", len(numbers) + 1)
     return numbers
 
 
-def _references(line: Line, lines: list[Line], numbers: dict[str, int]) -> str:
+def _references(line: Line, numbers: dict[str, int]) -> str:
     refs = [numbers[key] for attribute in ("source", "condition")
-            if (entry := getattr(line, attribute)) and (key := f"{attribute}: {entry}") in numbers]
+            if (entry := _entry(line, attribute)) and (key := f"{attribute}: {entry}") in numbers]
     return ",".join(map(str, refs))
 
 
-def narrow_table(bill: Bill, ledger: str, stacked: bool = False) -> Table:
-    """The ledger for a narrow terminal: item, value, formula and the numbers
-    of its notes (source, condition, printed below the table). ``stacked``
-    puts the formula under the item, for the narrowest terminals."""
+def narrow_table(bill: Bill, ledger: str, stacked: bool = False, keep_source: bool = False) -> Table:
+    """The ledger for a narrower terminal: item, value, formula (``keep_source``:
+    and the source) and the numbers of its notes (the conditions, and the
+    sources unless kept, printed below the table). ``stacked`` puts the formula
+    under the item, for the narrowest terminals."""
     kind = _kind(ledger)
     lines = bill.ledger(ledger)
-    numbers = ledger_notes(bill, ledger)
+    numbers = ledger_notes(bill, ledger, ("condition",) if keep_source else ("source", "condition"))
+    show_source = keep_source and _shared(lines, "source") is None
     table = _new_table(ledger)
     header = _formula_header(lines, narrow=True)
     table.add_column(f"item / {header}" if stacked else "item", no_wrap=True)
     table.add_column("value", justify="right", no_wrap=True)
     if not stacked:
         table.add_column(header, no_wrap=True, style="cyan")
+    if show_source:
+        table.add_column("source", no_wrap=True, style="dim")
     if numbers:
         table.add_column("note", no_wrap=True, style="dim")
     for index, line in enumerate(lines):
@@ -186,32 +198,37 @@ def narrow_table(bill: Bill, ledger: str, stacked: bool = False) -> Table:
         if stacked:
             item.append("\n  " + _formula(line), style="cyan")
         row = [item, _value(line.value, kind)] + ([] if stacked else [_formula(line)])
+        if show_source:
+            row.append(_entry(line, "source"))
         if numbers:
-            row.append(_references(line, lines, numbers))
+            row.append(_references(line, numbers))
         table.add_row(*row, end_section=index == len(lines) - 1)
-    _total_row(table, lines, kind, 2 + (not stacked) + bool(numbers))
+    _total_row(table, lines, kind, 2 + (not stacked) + show_source + bool(numbers))
     return table
 
 
 def ledger_table(bill: Bill, ledger: str, width: int = PIPE_WIDTH) -> tuple[Table, list[str]]:
     """The ledger's table in the widest form that fits ``width`` columns, and
-    the notes to print under it (numbered sources and conditions when the
-    table has no room for them)."""
+    the notes to print under it: every column; else the conditions as
+    numbered notes; else the sources too; else the formula under the item."""
     table = wide_table(bill, ledger)
     if _measure(table) <= width:
         return table, []
-    notes = [f"[{n}] {key}" for key, n in ledger_notes(bill, ledger).items()]
-    table = narrow_table(bill, ledger)
-    if _measure(table) > width:
-        table = narrow_table(bill, ledger, stacked=True)
-    return table, notes
+    for keep_source, stacked in ((True, False), (False, False), (False, True)):
+        table = narrow_table(bill, ledger, stacked=stacked, keep_source=keep_source)
+        if _measure(table) <= width or stacked:
+            attributes = ("condition",) if keep_source else ("source", "condition")
+            return table, [f"[{n}] {key}" for key, n in ledger_notes(bill, ledger, attributes).items()]
+    raise AssertionError("unreachable")
 
 
 def shared_entries(bill: Bill, ledger: str) -> list[str]:
     """The source and condition common to every line of ``ledger``, said once."""
+    from ..claims.sources import cite
+
     lines = bill.ledger(ledger)
-    return [f"{attribute} (all lines): {entry}" for attribute in ("source", "condition")
-            if (entry := _shared(lines, attribute))]
+    return [f"{attribute} (all lines): {cite(entry) if attribute == 'source' else entry}"
+            for attribute in ("source", "condition") if (entry := _shared(lines, attribute))]
 
 
 def _ledger_notes(bill: Bill, ledger: str) -> list[str]:
@@ -374,6 +391,8 @@ def renderables(bill: Bill, width: int = PIPE_WIDTH, brief: bool = False) -> lis
         out.append(Text())
     out.append(memory_summary(bill, width))
     out.extend(wrapped(f"note: {note}", width) for note in bill.notes)
+    out.append(wrapped("sources: the [keys] are listed, with arXiv ids and what each source is, in docs/sources.md",
+                       width, style="dim"))
     if panel is not None:
         out.append(wrapped(f"⚠ {len(model.approximations)} approximations (listed at the top) apply to these "
                            f"numbers: {model.name} is counted with the {model.arch!r} inventory", width,
