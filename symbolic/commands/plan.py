@@ -115,11 +115,15 @@ def run(args) -> int:
         raise ConfigError(f"--top {args.top}: give 0 (all) or a positive count")
     hardware = Hardware("A100 bf16 dense" if args.peak_tflops == 312 else "--peak-tflops",
                         args.peak_tflops * 1e12, args.mfu)
+    from ..render.progress import progress
+
     start = time.perf_counter()
-    result = plan(model, args.gpus, gpu_memory, seq=args.seq, global_batch=args.global_batch, margin=margin,
-                  params_hand=params_hand, optimizer=args.optimizer, dtype=args.dtype, hardware=hardware,
-                  max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
-                  fixed={name: getattr(args, name) for name in FIXABLE})
+    # plan() is one vectorised sweep with no steps to count: on a terminal, a spinner with the clock
+    with progress(None, f"evaluating the layouts of {model.name} on {args.gpus} GPUs"):
+        result = plan(model, args.gpus, gpu_memory, seq=args.seq, global_batch=args.global_batch, margin=margin,
+                      params_hand=params_hand, optimizer=args.optimizer, dtype=args.dtype, hardware=hardware,
+                      max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
+                      fixed={name: getattr(args, name) for name in FIXABLE})
     elapsed = time.perf_counter() - start
     shown = result.ranked(args.top)
     closest = None if shown else result.closest()

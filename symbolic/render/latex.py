@@ -585,7 +585,7 @@ class LatexError(RuntimeError):
     """pdflatex is missing or failed; the message names the fix or the log line."""
 
 
-def compile_pdf(tex_path: Path, runs: int = 2) -> Path:
+def compile_pdf(tex_path: Path, runs: int = 2, progress=None) -> Path:
     """Compile ``tex_path`` with pdflatex (twice: longtable widths settle on
     the second run) into a PDF beside it; the auxiliary files stay in a
     temporary folder except the ``.aux`` (page labels, for the tests)."""
@@ -595,13 +595,17 @@ def compile_pdf(tex_path: Path, runs: int = 2) -> Path:
                          "texlive-latex-recommended (scripts/test does)")
     tex_path = Path(tex_path).resolve()
     with tempfile.TemporaryDirectory() as work:
-        for _ in range(runs):
+        for run in range(runs):
+            if progress is not None:
+                progress(0, f"pdflatex, run {run + 1} of {runs}")
             done = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error",
                                    f"-output-directory={work}", str(tex_path)],
                                   capture_output=True, text=True, errors="replace", cwd=work, timeout=300)
             if done.returncode != 0:
                 errors = [line for line in done.stdout.splitlines() if line.startswith("!")]
                 raise LatexError(f"pdflatex failed on {tex_path.name}: {errors[0] if errors else 'see its log'}")
+            if progress is not None:
+                progress()
         pdf = tex_path.with_suffix(".pdf")
         shutil.copy(Path(work) / (tex_path.stem + ".pdf"), pdf)
         shutil.copy(Path(work) / (tex_path.stem + ".aux"), tex_path.with_suffix(".aux"))
