@@ -114,6 +114,9 @@ class Result:
         verdict = next((line for line in first if line.startswith("VERDICT")), first[0])
         return f"<symbolic.{type(self).__name__}: {verdict}>"
 
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython's text/plain: the summary
+        printer.text(repr(self) if cycle else str(self))
+
     def _repr_html_(self) -> str:
         from .render.notebook import summary_html
 
