@@ -63,7 +63,7 @@ def test_snapshot_and_files_fit(columns, tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.skipif(find_spec("torch") is None, reason="the trace command needs the torch extra")
-@pytest.mark.parametrize("columns", [80])
+@pytest.mark.parametrize("columns", [80, 160])
 def test_trace_fits(columns, tmp_path, monkeypatch, capsys):
     (tmp_path / "tiny_layer.py").write_text(
         "import torch\n"
@@ -132,3 +132,21 @@ def test_flops_lines_show_one_micro_batch_times_n(monkeypatch, capsys):
     qkv = next(line for line in data["lines"] if line["name"] == "layer/attention/qkv")
     assert qkv["formula"] == "1152*L*b*h**2*s"
     assert qkv["formula_per_micro_batch"] == "18*L*b*h**2*s" and qkv["micro_batches"] == 64
+
+
+def test_the_summary_reads_keys_other_ledgers_add():
+    """The summary is built from the --json data: a key another ledger adds (a step time, the
+    papers' total beside a peak, parameters per GPU) is printed when present."""
+    import symbolic
+    from symbolic.render.summary import bill_summary
+
+    data = symbolic.bill("gpt-7b", micro_batch=4, tp=8, sp=True, params="7B", gpu_memory="80GB").to_dict()
+    plain = "\n".join(bill_summary(data, 80))
+    assert "step" not in plain and "papers' total" not in plain
+    data.update(step_seconds=1.25, paper_total_bytes=data["total_bytes"] - 10**9, params_per_gpu=875_000_000,
+                total_bytes=data["total_bytes"] + 10**9)  # a peak above the papers' sum
+    text = "\n".join(bill_summary(data, 80))
+    assert "step 1.250 s" in text and "parameters per GPU: 875,000,000" in text
+    assert "the papers' total (model states + activations): 65.08 GB" in text
+    assert "+ the rest of the step's peak 1.00 GB" in text
+    assert "VERDICT: FITS in 80.00 GB: 67.08 GB per GPU (83.8%), headroom 12.92 GB" in text

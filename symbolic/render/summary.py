@@ -54,14 +54,16 @@ def _share(part, whole) -> str:
     return fmt(Fraction(part) / Fraction(whole), "%", 1) if whole else "–"
 
 
-def layout_words(layout: dict, values: dict | None = None) -> str:
-    """``t=8 p=8 d=1 (64 GPUs), b=1, s=2048, SP, selective recompute, ZeRO-0, bf16-adam``."""
+def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...] = ()) -> str:
+    """``t=8 p=8 d=1 (64 GPUs), b=1, s=2048, SP, selective recompute, ZeRO-0, bf16-adam``;
+    ``skip`` leaves out ``micro_batch`` or ``seq`` (what ``solve`` answers)."""
     values = values or {}
     t, p, d, c = (layout.get(k, 1) or 1 for k in ("tp", "pp", "dp", "cp"))
     seq = values.get("s") or layout.get("seq")
-    words = [f"t={t} p={p} d={d}" + (f" c={c}" if c > 1 else "") + f" ({t * p * d * c} GPUs)",
-             f"b={layout.get('micro_batch', 1)}"]
-    if seq:
+    words = [f"t={t} p={p} d={d}" + (f" c={c}" if c > 1 else "") + f" ({t * p * d * c} GPUs)"]
+    if "micro_batch" not in skip:
+        words.append(f"b={layout.get('micro_batch', 1)}")
+    if seq and "seq" not in skip:
         words.append(f"s={seq}")
     if layout.get("interleave", 1) > 1:
         words.append(f"v={layout['interleave']} interleaved")
@@ -97,11 +99,19 @@ def verdict(total, capacity, what: str = "per GPU") -> str:
         words += f"fits {fits[0]}"
         if short:
             size, name = short[-1]
-            words += f", not {name} (over by {fmt(total - size, 'GB')})"
+            words += f", not {name}: over by {fmt(total - size, 'GB')}"
     else:
         size, name = COMMON_GPUS[-1]
         words += f"fits none of the common GPUs, over {name} by {fmt(total - size, 'GB')}"
     return words
+
+
+#: Lines the bill's summary prints when its data has the key (another ledger's addition):
+#: key -> the line, from the exact value. A new total slots in here as one entry.
+OPTIONAL_LINES = (
+    ("paper_total_bytes", lambda v: f"the papers' total (model states + activations): {fmt(v, 'GB')}"),
+    ("params_per_gpu", lambda v: f"parameters per GPU: {int(v):,}"),
+)
 
 
 def bill_summary(data: dict, width: int = 80) -> list[str]:
@@ -118,8 +128,8 @@ def bill_summary(data: dict, width: int = 80) -> list[str]:
     if other > 0:
         parts += f" + the rest of the step's peak {fmt(other, 'GB')}"
     out.append(f"total per GPU: {fmt_bytes(total)} = {parts}")
-    if data.get("paper_total_bytes") is not None and number(data["paper_total_bytes"]) != total:
-        out.append(f"the papers' total (model states + activations): {fmt(number(data['paper_total_bytes']), 'GB')}")
+    out += [line(number(data[key])) for key, line in OPTIONAL_LINES
+            if data.get(key) is not None and (key != "paper_total_bytes" or number(data[key]) != total)]
     ledger_total = {"model states": states, "activations": acts}
     big_ledger = max(ledger_total, key=ledger_total.get)
     memory_lines = [line for line in lines if line.get("ledger") in MEMORY_LEDGERS]
@@ -171,7 +181,7 @@ def solve_summary(data: dict, width: int = 80) -> list[str]:
     name = target.replace("_", "-")
     letter = "b" if target == "micro_batch" else "s"
     out = [f"{data['model']}: largest {name} that fits in {fmt(data['usable_bytes'], 'GB')} per GPU",
-           "layout: " + layout_words(data.get("layout", {}))]
+           "layout: " + layout_words(data.get("layout", {}), skip=(target,))]
     check = data.get("check", {})
     if data.get(target) is None:
         out.append(f"VERDICT: NOTHING FITS: the smallest valid {letter} = {check.get('value')} needs "
