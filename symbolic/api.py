@@ -76,6 +76,19 @@ def _layout(**options):
     return Layout(**options)
 
 
+def _margin(margin, memory: int) -> int:
+    """``--margin``: a size ("4GB"), a share ("10%"), 0, or bytes as an int."""
+    from .commands.plan import parse_margin
+
+    if isinstance(margin, bool) or not isinstance(margin, (int, str)):
+        raise ConfigError(f"--margin {margin!r}: give a size (4GB), a share of the GPU memory (10%) or bytes")
+    if isinstance(margin, int):
+        if margin < 0:
+            raise ConfigError(f"--margin {margin}: a margin is 0 or more bytes")
+        margin = f"{margin}B" if margin else "0"
+    return parse_margin(margin, memory)
+
+
 def _engine_errors(call):
     """Run ``call()``; a ValueError of the engine's validators becomes a ConfigError, as the CLI treats it."""
     try:
@@ -245,7 +258,6 @@ def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, p
     ``cp``, ``interleave``)."""
     import time
 
-    from .commands.plan import parse_margin
     from .models.config import positive_int
     from .search.plan import FIXABLE, Hardware, plan as run_plan
 
@@ -264,8 +276,7 @@ def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, p
         raise ConfigError(f"--mfu {mfu!r} must be in (0, 1]")
     if not (isinstance(peak_tflops, (int, float)) and 0 < peak_tflops < 1e9):
         raise ConfigError(f"--peak-tflops {peak_tflops!r} must be a positive number of TFLOP/s")
-    margin_bytes = parse_margin(str(margin) if not isinstance(margin, int) else f"{margin}B" if margin else "0",
-                                memory)
+    margin_bytes = _margin(margin, memory)
     hardware = Hardware("A100 bf16 dense" if peak_tflops == 312 else "--peak-tflops", peak_tflops * 1e12, mfu)
     start = time.perf_counter()
     result = _engine_errors(lambda: run_plan(
@@ -311,7 +322,6 @@ def solve(model, *, max: str, gpu_memory, margin="0", params=None, seq: int = 0,
           global_batch: int = 0) -> Solve:
     """``symbolic solve``: the largest ``max`` (``"micro-batch"`` or ``"seq"``)
     for which the layout fits ``gpu_memory``, solved exactly and checked by the bill."""
-    from .commands.plan import parse_margin
     from .search.solve import solve_limit
 
     targets = {"micro-batch": "micro_batch", "micro_batch": "micro_batch", "seq": "seq"}
@@ -324,7 +334,7 @@ def solve(model, *, max: str, gpu_memory, margin="0", params=None, seq: int = 0,
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=global_batch, cp=cp)
-    margin_bytes = parse_margin(str(margin), memory)
+    margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
                                                     _count(params, "--params"))))
 
