@@ -33,6 +33,11 @@ COMMANDS = {
 }
 
 
+# every built-in model, in the layout of its own pipeline where it has one
+COMMANDS.update({f"bill-{name}": ["bill", name, "--tp", "8", "--recompute", "selective", "--gpu-memory", "80GB"]
+                 for name in ("gpt-22b", "gpt-1t", "llama-2-7b", "mixtral-8x7b")})
+
+
 def _run(argv, columns, monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", str(columns))
     code = main(argv)
