@@ -3,9 +3,12 @@
 For each ledger the sheet shows the inventory the engine sums (saved tensors
 with shapes, bytes and split axes; parameters; recipe byte blocks; matmuls),
 the simplified results it derives from them, and then every claim of the
-sources (``derivations/*.toml``) on that ledger: the paper's form next to the
-engine's, with the conditions, the source and the check's verdict. The
-errata close the sheet.
+sources (``derivations/*.toml``) on that ledger, once: under the engine's
+result it states, with its source (and bibliography key), its conditions and
+its own form. The errata close the sheet on pages of their own; the sources
+(:mod:`symbolic.claims.sources`) follow the notation. No test log: a claim's
+status shows as where it is printed (a reproduced form or number in its
+ledger, an erratum on the errata pages).
 
 Nothing here holds a formula: the results come from
 :mod:`symbolic.claims.quantities` and the inventories, the paper forms from the
@@ -21,7 +24,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,23 +176,6 @@ def form_groups(results: list[Result]) -> list[FormGroup]:
     return list(groups.values())
 
 
-def _asked(claim: Claim) -> str:
-    """The engine question of a claim: quantity(options) at values, in words."""
-    spec = claim.spec
-
-    def one(binding: dict) -> str:
-        options = ", ".join(f"{k}={v}" for k, v in (binding.get("options") or {}).items())
-        at = ", ".join(f"{k}={v}" for k, v in (binding.get("at") or {}).items())
-        return f"{binding.get('quantity', binding.get('number', ''))}({options})" + (f" at {at}" if at else "")
-
-    if "expr" in spec:
-        text = spec["expr"] + " with " + "; ".join(f"{name} = {one(b)}" for name, b in spec.get("let", {}).items())
-    else:
-        text = one(spec)
-    unit = "" if claim.unit in ("1", "") else f"in {claim.unit}"
-    return r"\texttt{" + tex(text) + "}" + (" " + tex(unit) if unit else "")
-
-
 def _unit(unit: str) -> Expr:
     factor = UNITS[unit]
     return Integer(factor) if isinstance(factor, int) else factor
@@ -211,10 +196,6 @@ def _cite(claim: Claim) -> str:
 
     where = f"{claim.document} {claim.section}".strip()
     return tex(cite(where) if claim.document != "papers" else cite(claim.section))
-
-
-STATUS_MARK = {"reproduced": r"\textbf{reproduced}", "erratum": r"\textbf{erratum}",
-               "failed": r"\textbf{FAILED}"}
 
 
 def breakable(text: str) -> str:
