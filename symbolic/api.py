@@ -76,6 +76,27 @@ def _layout(**options):
     return Layout(**options)
 
 
+def _checked(function):
+    """Call ``function`` with its arguments checked first: an unknown or missing
+    option is a ConfigError naming it and the options there are (Python would
+    raise TypeError), like every other bad argument."""
+    import functools
+    import inspect
+
+    signature = inspect.signature(function)
+    named = [name for name, p in signature.parameters.items() if p.kind is not p.VAR_KEYWORD]
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise ConfigError(f"{function.__name__}(): {error}; options: {', '.join(named)}") from None
+        return function(*args, **kwargs)
+
+    return call
+
+
 def _margin(margin, memory: int) -> int:
     """``--margin``: a size ("4GB"), a share ("10%"), 0, or bytes as an int."""
     from .commands.plan import parse_margin
@@ -197,6 +218,7 @@ class Bill(Result):
         return bill_latex(self._data)
 
 
+@_checked
 def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1,
          sp: bool = False, recompute: str = "none", zero: int = 0, optimizer: str = "bf16-adam",
          interleave: int = 1, dtype: str = "bf16", global_batch: int = 0, params=None, gpu_memory=None) -> Bill:
@@ -249,6 +271,7 @@ class Plan(Result):
         return render_text(self.engine, self.shown, self.closest, self.elapsed, width)
 
 
+@_checked
 def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, params=None,
          optimizer: str = "bf16-adam", dtype: str = "bf16", top: int = 10, margin="0", peak_tflops: float = 312.0,
          mfu: float = 0.5, max_micro_batch: int = 16, gpus_per_node: int = 8, **fixed) -> Plan:
@@ -316,6 +339,7 @@ class Solve(Result):
         return render_text(self.engine, width)
 
 
+@_checked
 def solve(model, *, max: str, gpu_memory, margin="0", params=None, seq: int = 0, micro_batch: int = 1,
           tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1, sp: bool = False, recompute: str = "none",
           zero: int = 0, optimizer: str = "bf16-adam", interleave: int = 1, dtype: str = "bf16",
@@ -375,6 +399,7 @@ class Timeline(Result):
         return timeline_figure(result, reserved, title, memory)
 
 
+@_checked
 def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_channels: int = 16,
              bucket="25MiB", seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int = 1,
              cp: int = 1, sp: bool = False, recompute: str = "none", zero: int = 0, optimizer: str = "bf16-adam",
@@ -441,6 +466,7 @@ class Derivation(Result):
         return None
 
 
+@_checked
 def derive(quantity: str, *, model=None, **options) -> Derivation:
     """``symbolic derive``: the expression of ``quantity`` (``"activations"``,
     ``"flops-hardware"``, a registry name) under the options of ``derive``

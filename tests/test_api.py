@@ -119,6 +119,9 @@ def test_bad_arguments_raise_config_error_with_the_clis_message(call, argv, caps
     lambda: symbolic.derive("activations", recompute="sometimes"),
     lambda: symbolic.derive("activations", teleport=True),
     lambda: symbolic.solve("gpt-7b", max="heads", gpu_memory="80GB"),
+    lambda: symbolic.bill("gpt-7b", tensor_parallel=8),  # Python alone would raise TypeError
+    lambda: symbolic.bill("gpt-7b", 8),
+    lambda: symbolic.plan("gpt-7b", gpu_memory="80GB"),  # gpus missing
 ])
 def test_wrong_types_and_names_are_config_errors(call):
     with pytest.raises(symbolic.ConfigError) as caught:
