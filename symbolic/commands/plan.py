@@ -178,7 +178,8 @@ FULL = (
 )
 COMPACT = (
     ("#", "", 3, False, lambda rank, item: str(rank)),
-    ("t·p·d·c", "", 11, True, lambda rank, item: "·".join(str(getattr(item.layout, k)) for k in ("tp", "pp", "dp", "cp"))),
+    ("t·p·d·c", "", 11, True,
+     lambda rank, item: "·".join(str(getattr(item.layout, k)) for k in ("tp", "pp", "dp", "cp"))),
     ("v", "", 2, False, lambda rank, item: str(item.layout.interleave)),
     ("b", "", 3, False, lambda rank, item: str(item.layout.micro_batch)),
     ("m", "", 4, False, lambda rank, item: str(item.micro_batches_per_pipeline)),

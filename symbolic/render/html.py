@@ -116,7 +116,8 @@ def formulas() -> list[Formula]:
     micro_batches = d * G
     for recompute in RECOMPUTE:
         out.append(Formula(f"flops/hardware/{recompute}", flops.hardware_training(recompute, matmuls) * micro_batches,
-                           gpt.NARAYANAN, "hardware FLOPs per iteration: forward (1×) + backward (2×: input and weight gradients)"
+                           gpt.NARAYANAN, "hardware FLOPs per iteration: forward (1×) + backward "
+                           "(2×: input and weight gradients)"
                            + ("" if recompute == "none" else f" + {recompute} recompute") + ", d·G micro-batches"))
     out.append(Formula("flops/model", flops.model_training(matmuls) * micro_batches, gpt.NARAYANAN,
                        "model FLOPs per iteration: forward + backward, no recompute"))

@@ -133,7 +133,8 @@ def bill_summary(data: dict, width: int = 80) -> list[str]:
     ledger_total = {"model states": states, "activations": acts}
     big_ledger = max(ledger_total, key=ledger_total.get)
     memory_lines = [line for line in lines if line.get("ledger") in MEMORY_LEDGERS]
-    dominant = f"dominant: {big_ledger} {fmt(ledger_total[big_ledger], 'GB')} ({_share(ledger_total[big_ledger], total)})"
+    biggest = ledger_total[big_ledger]
+    dominant = f"dominant: {big_ledger} {fmt(biggest, 'GB')} ({_share(biggest, total)})"
     if memory_lines:
         top = max(memory_lines, key=lambda line: number(line["value"]))
         dominant += (f"; largest line: {top['name']} ({MEMORY_LEDGERS[top['ledger']]}) "
