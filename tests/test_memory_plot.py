@@ -62,3 +62,21 @@ def test_legend_outside_the_data_and_no_label_overlaps(name, tmp_path):
     outside = [a for a, box in boxes if box.x0 < figure_box.x0 - 1 or box.x1 > figure_box.x1 + 1
                or box.y0 < figure_box.y0 - 1 or box.y1 > figure_box.y1 + 1]
     assert not outside, outside
+
+
+def test_snapshot_figure_keeps_its_legend_off_the_data(tmp_path):
+    import pickle
+
+    from symbolic.render.memory_plot import snapshot_figure
+    from symbolic.step.snapshot import analyse, from_allocator_events, loads
+
+    MiB = 2**20
+    events = [("alloc", ("w", k), 8 * MiB) for k in range(6)] + [("free", ("w", k)) for k in (1, 3)]
+    analysis = analyse(loads(pickle.dumps(from_allocator_events(events, capacity=100 * MiB))), transient_allocs=0)
+    fig = snapshot_figure(analysis, "a crafted trace")
+    fig.savefig(tmp_path / "trace.png", dpi=fig.dpi)
+    renderer = fig.canvas.get_renderer()
+    legend = fig.axes[0].get_legend().get_window_extent(renderer)
+    assert not legend.overlaps(fig.axes[0].get_window_extent(renderer))
+    boxes = _texts(fig)
+    assert not [(a, b) for (a, x), (b, y) in itertools.combinations(boxes, 2) if x.overlaps(y)]

@@ -142,11 +142,14 @@ def snapshot_figure(analysis, title: str = ""):
     ax.plot([k], [analysis.allocated[k] / GiB], "v", color="red", ms=9, label="peak allocated")
     ax.set_xlabel("trace event")
     ax.set_ylabel("GiB")
-    ax.set_title(title or "recorded snapshot")
-    ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(title or "recorded snapshot", fontsize=10)
+    ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.01, 1, 0.2), mode="expand", ncol=3,
+              frameon=False, borderaxespad=0)  # above the plot, outside the data
     classes = list(analysis.breakdown)
     bar.barh(classes, [analysis.breakdown[c] / GiB for c in classes], color=[CLASS_COLOURS[c] for c in classes])
     bar.invert_yaxis()
     bar.set_xlabel("GiB at the peak")
-    fig.tight_layout()
+    fig.tight_layout(pad=1.4)
+    _declutter(fig, ax.xaxis)
+    _declutter(fig, bar.yaxis)
     return fig
