@@ -320,12 +320,13 @@ class Fit:
 
 
 def fit(factory: Callable[..., tuple], points: Sequence[Mapping[Symbol, int]], basis: Sequence[Expr],
-        custom_flops: Mapping | None = None) -> Fit:
+        custom_flops: Mapping | None = None, progress: Callable[[], None] | None = None) -> Fit:
     """Trace ``factory(**{name: value})`` at each point and fit the inventory.
 
     ``factory`` returns ``(module, args)`` or ``(module, args, kwargs)`` built
     at the given dimension values. The number of points must at least match
     the basis; extra points check the fit (zero residual or reported).
+    ``progress``, if given, is called after each traced run (the CLI's progress bar).
     """
     if len(points) < len(basis):
         raise ValueError(f"{len(points)} runs cannot determine {len(basis)} monomials: give more points")
@@ -334,6 +335,8 @@ def fit(factory: Callable[..., tuple], points: Sequence[Mapping[Symbol, int]], b
         built = factory(**{str(k): v for k, v in pt.items()})
         module, args, kwargs = (tuple(built) + ({},))[:3]
         traces.append(trace_module(module, args, kwargs, custom_flops=custom_flops))
+        if progress is not None:
+            progress()
 
     saved, unfitted = {}, []
     keys = list(dict.fromkeys(r.key for t in traces for r in t.saved))

@@ -265,6 +265,73 @@ def test_the_page_names_the_field_of_bad_input(page):
     assert page.is_hidden("#error") and page.inner_text("#out-total") == "66.08 GB"
 
 
+def _bill_json(argv, capsys) -> dict:
+    import json
+
+    assert main(["bill", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _shown_against_bill(page, data) -> None:
+    """The page's numbers and its summary line against ``bill --json`` of the same configuration."""
+    from symbolic.render.summary import verdict
+
+    want = {"out-states": fmt(data["model_states_bytes"], "GB"), "out-activations": fmt(data["activation_bytes"], "GB"),
+            "out-total": fmt(data["total_bytes"], "GB"), "out-headroom": fmt(data["headroom_bytes"], "GB"),
+            "out-params-config": f"{data['params']:,} params", "out-psi": f"{data['params_for_states']:,}",
+            "out-flops": fmt(data["flops_per_iteration"], "TFLOPs")}
+    assert read(page, want) == want
+    assert page.inner_text("#summary-verdict") == verdict(data["total_bytes"], data["gpu_memory_bytes"])
+    assert page.inner_text("#summary-total").startswith(
+        f"total per GPU: {fmt(data['total_bytes'], 'GB')} ({fmt(data['total_bytes'], 'GiB')}) = model states")
+
+
+def test_a_preset_resets_every_field_it_implies(page, capsys):
+    """The issue: picking gpt-175b after gpt-7b kept N = 7B (model states 14.00 GB for 175B), and the
+    micro-batch, TP and SP of the previous preset. Now the preset sets its N and its published layout."""
+    fill(page, SEED_7B)
+    page.select_option("#model", "gpt-175b")
+    fields = {key: page.input_value(f"#{key}") for key in ("N", "b", "t", "p", "d", "v", "G")}
+    assert fields == {"N": "175B", "b": "1", "t": "8", "p": "8", "d": "1", "v": "1", "G": "1"}
+    assert page.is_checked("#sp")  # Korthikanti Table 3: TP + SP
+    _shown_against_bill(page, _bill_json(["gpt-175b", "--tp", "8", "--pp", "8", "--sp", "--params", "175B",
+                                          "--gpu-memory", "80GB"], capsys))
+    assert page.inner_text("#out-states") == "43.75 GB"  # seed 001 §6: 175B × 16 B / 64
+    page.select_option("#model", "llama-2-7b")  # no published layout: one GPU, nothing carried over
+    assert [page.input_value(f"#{key}") for key in ("N", "b", "t", "p")] == ["7B", "1", "1", "1"]
+    assert not page.is_checked("#sp")
+    _shown_against_bill(page, _bill_json(["llama-2-7b", "--params", "7B", "--gpu-memory", "80GB"], capsys))
+    page.select_option("#model", "gpt-7b")  # back: the page's own opening configuration
+    _shown_against_bill(page, _bill_json(["gpt-7b", "--micro-batch", "4", "--tp", "8", "--sp", "--params", "7B",
+                                          "--gpu-memory", "80GB"], capsys))
+    assert page.errors == []
+
+
+def test_the_address_reproduces_the_configuration(page):
+    """The state is in the URL: opening the link in a fresh tab shows the same numbers."""
+    case = CASES["mixtral-pp-selective"]
+    fill(page, case)
+    want = expected(case)
+    url = page.url
+    assert "#" in url and "E=8" in url and "p=4" in url and "recompute=selective" in url and "gpu=141GB" in url
+    fresh = page.context.browser.new_page()
+    fresh.goto(url)
+    assert read(fresh, want) == want
+    assert fresh.inner_text("#summary-verdict") == page.inner_text("#summary-verdict")
+    fresh.close()
+
+
+def test_the_summary_comes_first_and_cites_the_bibliography(page):
+    fill(page, SEED_7B)
+    assert page.inner_text("#summary-verdict") == "FITS in 80.00 GB: 66.08 GB per GPU (82.6%), headroom 13.92 GB"
+    assert page.inner_text("#summary-dominant") == "dominant: activations 52.08 GB (78.8%)"
+    # the summary card is the first thing in the outputs, above step 2
+    order = page.evaluate("[...document.querySelectorAll('#outputs > .card')].map(e => e.id || 'step')")
+    assert order[0] == "summary"
+    assert "[Korthikanti2022]" in page.inner_text("#source-activations")
+    assert "arXiv 2205.05198" in page.inner_text("#footer")
+
+
 def screenshot(path: str) -> None:
     """The README's picture of the calculator at its defaults."""
     from playwright.sync_api import sync_playwright

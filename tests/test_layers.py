@@ -21,7 +21,7 @@ LAYERS = [
     ("claims",),
     ("render", "trace"),
     ("commands",),
-    ("cli",),
+    ("cli", "api"),
     ("__main__", "__init__"),
 ]
 RANK = {room: rank for rank, rooms in enumerate(LAYERS) for room in rooms}

@@ -48,12 +48,17 @@ def test_one_table_per_ledger_with_formula_source_condition(seed_7b_text):
     assert row.split() == ["attention/softmax_output", "17.18", "GB", "(16.00", "GiB)", "2*L*a*b*s**2/t",
                            "bf16,", "split:", "tensor-parallel", "/t"]
     row = next(line for line in lines if line.startswith("layer/attention/qkv_weight"))
-    assert "3*L*h**2" in row and "Narayanan et al. 2021 §5.1 (Eq 2)" in row and "Q, K, V: three h×h" in row
+    assert "3*L*h**2" in row and "Narayanan et al. 2021 §5.1 (Eq 2) [Narayanan2021]" in row
+    # at 160 columns the parameters' conditions go under the table as numbered notes (issue 13)
+    note = row.split()[-1]
+    assert f"  [{note}] condition: Q, K, V: three h×h" in lines
     assert "bf16 parameters            1.75 GB (1.63 GiB)   2*Psi/(p*t)" in lines
     # A source or condition shared by every line of a ledger is said once, under its table.
-    assert "  source (all lines): ZeRO §3.1; seed 001 §3" in lines
-    assert "  source (all lines): Korthikanti et al. 2022 §4.1" in lines
-    assert "  condition (all lines): forward + backward (2×)" in lines
+    # each source cites its bibliography keys (docs/sources.md; issue 13)
+    assert "  source (all lines): ZeRO §3.1; seed 001 §3 [ZeRO2019, seed001]" in lines
+    assert "  source (all lines): Korthikanti et al. 2022 §4.1 [Korthikanti2022]" in lines
+    # reworded (issue 13): backward is twice the forward, stated as such
+    assert "  condition (all lines): forward (1×) + backward (2×: input and weight gradients)" in lines
     assert any(line.startswith("total") and "52.08 GB (48.50 GiB)" in line for line in lines)
 
 

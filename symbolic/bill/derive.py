@@ -101,8 +101,11 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     param_inv, saved_inv, mm_inv = inventories(model)
     lines: list[DerivedLine] = []
 
-    def add(ledger: str, name: str, expr: Expr, source: str, condition: str = "") -> None:
-        lines.append(DerivedLine(ledger, name, sstr(expr), source, condition))
+    def add(ledger: str, name: str, expr: Expr, source: str, condition: str = "", micro_batches: int = 0) -> None:
+        # A FLOPs line also keeps its formula of one micro-batch and the count it is multiplied by,
+        # so a reader sees 18*L*b*h**2*s × 64 rather than 1152*L*b*h**2*s.
+        per = sstr(expr / micro_batches) if micro_batches else ""
+        lines.append(DerivedLine(ledger, name, sstr(expr), source, condition, per, micro_batches))
 
     # Parameters: the inventory, each layer term repeated L times.
     for term in param_inv:
@@ -142,12 +145,12 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
         alone = type(mm_inv)((mm,))
         recomputed = flops.recompute_extra(recompute, alone) != 0
         add("flops", mm.name, flops.hardware_training(recompute, alone) * micro_batches, mm.source,
-            "forward + backward (2×)" + (f" + {recompute} recompute (1×)" if recomputed else ""))
+            FORWARD_BACKWARD + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
     if fused_attention(saved_inv):
         # The fused attention kernel keeps only the log-sum-exp: its backward recomputes Q·Kᵀ.
         add("flops", "layer/attention/scores (fused kernel's backward recompute)",
             fused_backward_recompute(saved_inv, mm_inv) * micro_batches, llama.FLASH,
-            "hardware FLOPs: FlashAttention recomputes Q·Kᵀ")
+            "hardware FLOPs: FlashAttention recomputes Q·Kᵀ", micro_batches)
 
     formulas = {"params": sstr(params.count(param_inv)),
                 "params_eq2": sstr(params.count(param_inv, params.eq2_scopes())),
@@ -189,6 +192,12 @@ def routed_expert_parameters(param_inv) -> Expr:
     return params.count(type(param_inv)(tuple(x for x in param_inv if routed_expert(x.name))))
 
 
+#: A matmul's training FLOPs in words: the forward pass once, the backward twice as much (the
+#: gradient with respect to the input and the one with respect to the weight, each a matmul of
+#: the forward's size; Narayanan et al. 2021 §5.1).
+FORWARD_BACKWARD = "forward (1×) + backward (2×: input and weight gradients)"
+
+
 def _split(term) -> str:
     return (f"{term.dtype}, split: {term.split.value}"
             + (f" /{term.sharded_by}" if term.sharded_by != 1 else "")
@@ -202,7 +211,13 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
 
     ``params_hand``: a hand-filled parameter count (seed 001 §5's N) used for
     the model states instead of the configuration's count; both are reported.
-    ``gpu_memory``: bytes per GPU to compare the total against.
+    ``gpu_memory``: bytes per GPU to compare the total against. Both are
+    ints; :func:`symbolic.bill` (``symbolic.api``) reads "80GB" and "7B".
     """
+    for name, value, what in (("gpu_memory", gpu_memory, "bytes, e.g. 80 * 10**9"),
+                              ("params_hand", params_hand, "parameters, e.g. 7 * 10**9")):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ConfigError(f"{name} {value!r}: make_bill takes a positive int of {what}; "
+                              "symbolic.bill(..., gpu_memory='80GB', params='7B') reads text with units")
     layout.validate(model)
     return evaluate(derive(model, layout, params_hand), model, layout, params_hand, gpu_memory)

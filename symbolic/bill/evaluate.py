@@ -33,6 +33,8 @@ class Line:
     value: Fraction | int
     source: str
     condition: str = ""
+    per_micro_batch: str = ""  #: FLOPs lines: the formula of one micro-batch (``formula`` = it × micro_batches)
+    micro_batches: int = 0     #: FLOPs lines: the micro-batches of one iteration, all data-parallel ranks
 
     @property
     def expr(self):
@@ -64,6 +66,8 @@ class DerivedLine:
     formula: str
     source: str
     condition: str = ""
+    per_micro_batch: str = ""
+    micro_batches: int = 0
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,8 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
                           "give at least the experts' count")
     n_states = params_hand if params_hand is not None else params_config
     at = dict(values, Psi=n_states)  # the model states are per Psi: the hand-filled N or the config count
-    lines = [Line(d.ledger, d.name, d.formula, whole(evaluate_formula(d.formula, at)), d.source, d.condition)
+    lines = [Line(d.ledger, d.name, d.formula, whole(evaluate_formula(d.formula, at)), d.source, d.condition,
+                  d.per_micro_batch, d.micro_batches)
              for d in derived.lines]
 
     def total(ledger: str) -> Fraction:

@@ -17,6 +17,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU to compare against (80GB, 80GiB)")
     parser.add_argument("--json", action="store_true", help="exact integers under stable keys")
     _options.add_time_options(parser)
+    parser.add_argument("--brief", action="store_true", help="the summary alone: verdict, total, dominant term")
 
 
 def run(args) -> int:
@@ -38,10 +39,14 @@ def run(args) -> int:
         data.update(time_json(step))
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
-        from ..render.time import time_lines
-        print_text(bill)
-        print()
-        print("\n".join(time_lines(step, bill)))
+        from ..render.summary import wrap_lines
+        from ..render.terminal import output_width
+        from ..render.time import time_json, time_lines
+
+        print_text(bill, brief=args.brief, extra=time_json(step))
+        if not args.brief:  # the TIME section, each line wrapped to the terminal
+            print()
+            print("\n".join(wrap_lines("\n".join(time_lines(step, bill)), output_width())))
     return 0
 
 

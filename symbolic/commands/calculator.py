@@ -1,7 +1,7 @@
 """``symbolic calculator -o calculator.html``: the HTML calculator page.
 
 One self-contained file (no network at run time) whose formulas are generated
-from the engine's expressions. Without options its defaults are seed 001 §05's
+from the engine's expressions. Without options its defaults are seed 001 §5's
 Figure 5-1: the 7B example, b = 4, t = 8, sequence parallelism, N = 7B, 80 GB.
 The hand-filled N defaults to the model's size label (7B, 175B), as the seed
 fills it in.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from . import _options
 
-HELP = "write the HTML calculator (seed 001 §05), its formulas generated from the engine"
+HELP = "write the HTML calculator (seed 001 §5), its formulas generated from the engine"
 
 
 def add_arguments(parser) -> None:

@@ -26,14 +26,36 @@ def run(args) -> int:
         print(json.dumps({"counts": dict(counts), "claims": [r.to_dict() for r in results]},
                          ensure_ascii=False, indent=2))
     else:
-        width = max(len(r.claim.id) for r in results)
-        for r in results:
-            mark = {"reproduced": "ok", "erratum": "ERRATUM", "failed": "FAILED"}[r.status]
-            print(f"{mark:>8}  {r.claim.id:<{width}}  stated {r.claim.stated} {r.claim.unit}; engine {r.engine}")
-            if r.status != "reproduced":
-                print(f"{'':>8}  {'':<{width}}  {r.message}")
-                if r.claim.erratum is not None:
-                    print(f"{'':>8}  {'':<{width}}  corrected: {r.claim.erratum.corrected} {r.claim.unit}")
-        print(f"{len(results)} claims: {counts['reproduced']} reproduced, {counts['erratum']} errata recorded, "
-              f"{counts['failed']} failed")
+        from ..render.terminal import output_width
+
+        print(render_text(results, counts, output_width()))
     return 1 if counts["failed"] else 0
+
+
+def render_text(results, counts, width: int = 160) -> str:
+    """The answer first (how many claims reproduced, errata, failed), then one
+    entry per claim; below 120 columns the claim's text goes under its id."""
+    from ..render.summary import wrap
+
+    head = (f"{len(results)} claims: {counts['reproduced']} reproduced, {counts['erratum']} errata recorded, "
+            f"{counts['failed']} failed")
+    out = wrap(head, width)
+    idw = max(len(r.claim.id) for r in results)
+    stacked = width < 8 + 2 + idw + 2 + 60
+    pad = " " * 10 if stacked else " " * (10 + idw + 2)
+    for r in results:
+        mark = {"reproduced": "ok", "erratum": "ERRATUM", "failed": "FAILED"}[r.status]
+        text = f"stated {r.claim.stated} {r.claim.unit}; engine {r.engine}"
+        if stacked:
+            out.append(f"{mark:>8}  {r.claim.id}")
+            out += wrap(text, width, pad, pad + "  ")
+        else:
+            first, *rest = wrap(text, width - len(pad), "", "  ")
+            out.append(f"{mark:>8}  {r.claim.id:<{idw}}  {first}")
+            out += [pad + line for line in rest]
+        if r.status != "reproduced":
+            out += wrap(r.message, width, pad, pad + "  ")
+            if r.claim.erratum is not None:
+                out += wrap(f"corrected: {r.claim.erratum.corrected} {r.claim.unit}", width, pad, pad + "  ")
+    out.append(head)
+    return "\n".join(out)

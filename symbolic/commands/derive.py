@@ -115,9 +115,10 @@ def _collective_lines(options: dict) -> list[str]:
     return lines
 
 
-def run(args) -> int:
-    import json
-
+def derivation(args) -> dict:
+    """What ``derive`` prints, as plain data (the ``--json`` object): the
+    quantity, its options, the expression, its paper form and LaTeX; with a
+    model, the expression at the model's dimensions."""
     from sympy import sstr
 
     from ..claims.quantities import REGISTRY, evaluate
@@ -141,24 +142,46 @@ def run(args) -> int:
     expr = evaluate(name, **options)
     shown = paper_form(expr)
     entry = REGISTRY[name]
-    # At the model's dimensions, the layout's letters (b, t, p, d, ...) stay symbols.
-    at_model = paper_form(substitute(expr, model.values())) if model is not None else None
+    data = {"quantity": name, "options": options, "unit": entry.unit, "expr": sstr(expr),
+            "paper_form": sstr(shown), "latex": to_latex(shown), "doc": entry.doc}
+    if model is not None:
+        # At the model's dimensions, the layout's letters (b, t, p, d, ...) stay symbols.
+        at_model = paper_form(substitute(expr, model.values()))
+        data.update(model=model.name, model_values=model.values(), at_model=sstr(at_model),
+                    approximations=list(model.approximations), at_model_latex=to_latex(at_model))
+    return data
+
+
+def render_text(data: dict, width: int = 160) -> str:
+    """``QUANTITY [unit] = expression`` (and at the model), wrapped to ``width``."""
+    from ..render.summary import wrap
+
+    lines = wrap(f"{data['quantity']} [{data['unit']}] = {data['paper_form']}", width, "", "    ")
+    if data.get("model") is not None:
+        values = ", ".join(f"{k}={v}" for k, v in data["model_values"].items())
+        lines += wrap(f"at {data['model']} ({values}): {data['at_model']}", width, "  ", "      ")
+        for note in data["approximations"]:
+            lines += wrap(f"approximation: {note}", width, "  ", "      ")
+    return "\n".join(lines)
+
+
+def json_data(data: dict) -> dict:
+    """The ``--json`` object: everything but the LaTeX at the model (printed by ``--latex``)."""
+    return {key: value for key, value in data.items() if key != "at_model_latex"}
+
+
+def run(args) -> int:
+    import json
+
+    data = derivation(args)
     if args.json:
-        data = {"quantity": name, "options": options, "unit": entry.unit, "expr": sstr(expr),
-                "paper_form": sstr(shown), "latex": to_latex(shown), "doc": entry.doc}
-        if model is not None:
-            data.update(model=model.name, model_values=model.values(), at_model=sstr(at_model),
-                        approximations=list(model.approximations))
-        print(json.dumps(data, ensure_ascii=False, indent=2))
+        print(json.dumps(json_data(data), ensure_ascii=False, indent=2))
     elif args.latex:
-        print(to_latex(shown) if model is None else to_latex(at_model))
+        print(data.get("at_model_latex") or data["latex"])
     else:
-        print(f"{name} [{entry.unit}] = {sstr(shown)}")
-        if name.startswith("communication."):
-            print("\n".join(_collective_lines(options)))
-        if model is not None:
-            values = ", ".join(f"{k}={v}" for k, v in model.values().items())
-            print(f"  at {model.name} ({values}): {sstr(at_model)}")
-            for note in model.approximations:
-                print(f"  approximation: {note}")
+        from ..render.terminal import output_width
+
+        print(render_text(data, output_width()))
+        if data["quantity"].startswith("communication."):
+            print("\n".join(_collective_lines(data["options"])))
     return 0

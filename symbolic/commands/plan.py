@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from . import _options
 
@@ -56,6 +57,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dtype", default="bf16", help="activation dtype (bf16, fp16, fp32, fp8)")
     parser.add_argument("--top", type=int, default=10, help="layouts to show (0: all that fit; default 10)")
     parser.add_argument("--json", action="store_true", help="the layouts as JSON, exact integers in bytes and FLOPs")
+    parser.add_argument("--brief", action="store_true", help="the answer alone: how many fit, the best layout")
     add_hardware_options(parser)
     _options.add_time_options(parser, gpus_per_node=False)
     sweep = parser.add_argument_group("sweep limits and fixed choices (default: swept)")
@@ -96,19 +98,25 @@ def run(args) -> int:
     if args.top < 0:
         raise ConfigError(f"--top {args.top}: give 0 (all) or a positive count")
     hardware, overlap, _ = _options.time_options(args)
+    from ..render.progress import progress
+
     start = time.perf_counter()
-    result = plan(model, args.gpus, gpu_memory, seq=args.seq, global_batch=args.global_batch, margin=margin,
-                  params_hand=params_hand, optimizer=args.optimizer, dtype=args.dtype, hardware=hardware,
-                  max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
-                  fixed={name: getattr(args, name) for name in FIXABLE}, overlap=overlap,
-                  moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"))
+    # plan() is one vectorised sweep with no steps to count: on a terminal, a spinner with the clock
+    with progress(None, f"evaluating the layouts of {model.name} on {args.gpus} GPUs"):
+        result = plan(model, args.gpus, gpu_memory, seq=args.seq, global_batch=args.global_batch, margin=margin,
+                      params_hand=params_hand, optimizer=args.optimizer, dtype=args.dtype, hardware=hardware,
+                      max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
+                      fixed={name: getattr(args, name) for name in FIXABLE}, overlap=overlap,
+                      moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"))
     elapsed = time.perf_counter() - start
     shown = result.ranked(args.top)
     closest = None if shown else result.closest()
     if args.json:
         print(render_json(result, shown, closest))
     else:
-        print(render_text(result, shown, closest, elapsed))
+        from ..render.terminal import output_width
+
+        print(render_text(result, shown, closest, elapsed, output_width(), args.brief))
     return 0 if shown else 1
 
 
@@ -131,50 +139,128 @@ def _assumptions(result) -> dict[str, str]:
     }
 
 
-def render_text(result, shown, closest, elapsed: float) -> str:
+#: The columns of plan's table: (header, unit line, width, left-aligned, cell of a ranked layout).
+#: ``FULL`` prints at 160 columns; ``COMPACT`` fits 80 (layout as t·p·d·c, no per-ledger sizes;
+#: what binds each layout is said under the table).
+#: e and e_t (the expert grid), shown for a mixture of experts only.
+EXPERT_GRID = ("e·e_t", "", 5, False, lambda rank, item: f"{item.layout.ep}·{item.layout.etp or item.layout.tp}")
+
+FULL = (
+    ("#", "", 3, False, lambda rank, item: str(rank)),
+    ("t", "", 2, False, lambda rank, item: str(item.layout.tp)),
+    ("p", "", 3, False, lambda rank, item: str(item.layout.pp)),
+    ("d", "", 4, False, lambda rank, item: str(item.layout.dp)),
+    ("c", "", 3, False, lambda rank, item: str(item.layout.cp)),
+    EXPERT_GRID,
+    ("v", "", 2, False, lambda rank, item: str(item.layout.interleave)),
+    ("b", "", 3, False, lambda rank, item: str(item.layout.micro_batch)),
+    ("m", "", 4, False, lambda rank, item: str(item.micro_batches_per_pipeline)),
+    ("ZeRO", "", 4, False, lambda rank, item: str(item.layout.zero)),
+    ("SP", "", 3, False, lambda rank, item: "yes" if item.layout.sp else "no"),
+    ("recompute", "", 9, True, lambda rank, item: item.layout.recompute),
+    ("states", "GB", 9, False, lambda rank, item: _gb(item.totals["model_states_bytes"])),
+    ("activ.", "GB", 9, False, lambda rank, item: _gb(item.totals["activation_bytes"])),
+    ("total", "GB", 9, False, lambda rank, item: _gb(item.totals["total_bytes"])),
+    ("headroom", "GB", 9, False, lambda rank, item: _gb(item.headroom_bytes)),
+    ("TFLOP/s", "per GPU", 8, False, lambda rank, item: f"{item.model_tflops_per_gpu:.1f}"),
+    ("MFU", "", 5, False, lambda rank, item: f"{item.mfu:.1%}"),
+    ("step", "s", 8, False, lambda rank, item: f"{item.step_seconds:.3f}"),
+    ("bubble", "", 6, False, lambda rank, item: f"{item.bubble:.1%}"),
+    (" binding", "", 0, True, lambda rank, item: " " + item.binding),
+)
+COMPACT = (
+    ("#", "", 3, False, lambda rank, item: str(rank)),
+    ("t·p·d·c", "", 11, True,
+     lambda rank, item: "·".join(str(getattr(item.layout, k)) for k in ("tp", "pp", "dp", "cp"))),
+    EXPERT_GRID,
+    ("v", "", 2, False, lambda rank, item: str(item.layout.interleave)),
+    ("b", "", 3, False, lambda rank, item: str(item.layout.micro_batch)),
+    ("m", "", 4, False, lambda rank, item: str(item.micro_batches_per_pipeline)),
+    ("ZeRO", "", 4, False, lambda rank, item: str(item.layout.zero)),
+    ("SP", "", 3, False, lambda rank, item: "yes" if item.layout.sp else "no"),
+    ("recompute", "", 9, True, lambda rank, item: item.layout.recompute),
+    ("total", "GB", 7, False, lambda rank, item: _gb(item.totals["total_bytes"])),
+    ("free", "GB", 7, False, lambda rank, item: _gb(item.headroom_bytes)),
+    ("step", "s", 7, False, lambda rank, item: f"{item.step_seconds:.3f}"),
+    ("bubble", "", 6, False, lambda rank, item: f"{item.bubble:.1%}"),
+)
+
+
+def full_columns(moe: bool) -> tuple:
+    return tuple(column for column in FULL if moe or column is not EXPERT_GRID)
+
+
+def compact_columns(moe: bool) -> tuple:
+    return tuple(column for column in COMPACT if moe or column is not EXPERT_GRID)
+
+
+def table_lines(shown, columns) -> list[str]:
+    """The ranked layouts as fixed-width lines under ``columns``."""
+    def line(cells) -> str:
+        return " ".join(cell.ljust(width) if left else cell.rjust(width)
+                        for cell, (_, _, width, left, _) in zip(cells, columns)).rstrip()
+
+    out = [line([header for header, *_ in columns]), line([unit for _, unit, *_ in columns])]
+    out += [line([cell(rank, item) for *_, cell in columns]) for rank, item in enumerate(shown, 1)]
+    return [text for text in out if text]
+
+
+def _bindings(shown) -> list[str]:
+    """What limits each listed layout, grouped: ``compute: #1–#5``."""
+    groups: dict[str, list[int]] = {}
+    for rank, item in enumerate(shown, 1):
+        groups.setdefault(item.binding, []).append(rank)
+    return [f"{binding}: " + ", ".join(f"#{rank}" for rank in ranks) for binding, ranks in groups.items()]
+
+
+def render_text(result, shown, closest, elapsed: float, width: int = 160, brief: bool = False) -> str:
+    """The plan as text ``width`` columns wide: the answer first (how many
+    layouts fit, the best one against the GPU), the assumptions, the table
+    (a compact form below 160 columns)."""
     from ..core.numeric import fmt
+    from ..render.summary import plan_summary, wrap
 
     model = result.model
     s = result.seq or model.seq
-    out = [f"{model.name} on {result.gpus} GPUs × {fmt(result.gpu_memory, 'GB')} "
-           f"({fmt(result.gpu_memory, 'GiB')}), s = {s}, "
-           + (f"global batch {result.global_batch}" if result.global_batch else "one micro-batch per DP rank")
-           + (f", Psi = {result.params_hand:,} (hand-filled)" if result.params_hand else "")
-           + f", {result.optimizer}, {result.dtype} activations",
-           f"{result.evaluated:,} valid layouts evaluated in {elapsed * 1e3:.0f} ms; {len(result.order):,} fit"]
+    out = plan_summary(json.loads(render_json(result, shown, closest)), width)
+    if brief:
+        return "\n".join(out)
+    out.append("")
+    out += wrap(f"{model.name} on {result.gpus} GPUs × {fmt(result.gpu_memory, 'GB')} "
+                f"({fmt(result.gpu_memory, 'GiB')}), s = {s}, "
+                + (f"global batch {result.global_batch}" if result.global_batch else "one micro-batch per DP rank")
+                + (f", Psi = {result.params_hand:,} (hand-filled)" if result.params_hand else "")
+                + f", {result.optimizer}, {result.dtype} activations", width)
+    out += wrap(f"{result.evaluated:,} valid layouts evaluated in {elapsed * 1e3:.0f} ms; {len(result.order):,} fit",
+                width)
     for name, text in _assumptions(result).items():
-        out.append(f"  {name}: {text}")
-    out.append("  layouts: " + "; ".join(result.rules))
+        out += wrap(f"{name}: {text}", width, "  ", "      ")
+    out += wrap("layouts: " + "; ".join(result.rules), width, "  ", "      ")
     out.append("")
     if not shown:
-        out.append(f"NO LAYOUT FITS in {fmt(result.usable, 'GB')} per GPU.")
+        out += wrap(f"NO LAYOUT FITS in {fmt(result.usable, 'GB')} per GPU.", width)
         if closest is not None:
             miss = -closest.headroom_bytes
-            out.append(f"closest: {_describe(closest.layout)} needs {fmt(closest.totals['total_bytes'], 'GB')} "
-                       f"(states {fmt(closest.totals['model_states_bytes'], 'GB')} + activations "
-                       f"{fmt(closest.totals['activation_bytes'], 'GB')}): misses by {fmt(miss, 'GB')}")
+            out += wrap(f"closest: {_describe(closest.layout)} needs {fmt(closest.totals['total_bytes'], 'GB')} "
+                        f"(states {fmt(closest.totals['model_states_bytes'], 'GB')} + activations "
+                        f"{fmt(closest.totals['activation_bytes'], 'GB')}): misses by {fmt(miss, 'GB')}", width)
         return "\n".join(out)
     moe = bool(model.experts)  # the expert grid's columns, e and e_t, for a mixture of experts only
-    header = (f"{'#':>3} {'t':>2} {'p':>3} {'d':>4} {'c':>3} " + (f"{'e':>3} {'e_t':>3} " if moe else "") + f"{'v':>2} {'b':>3} {'m':>4} {'ZeRO':>4} {'SP':>3} "
-              f"{'recompute':<9} {'states':>9} {'activ.':>9} {'total':>9} {'headroom':>9} "
-              f"{'TFLOP/s':>8} {'MFU':>5} {'step':>8} {'bubble':>6}  binding")
-    out.append(header)
-    out.append(f"{'':>{57 if moe else 49}}{'GB':>9} {'GB':>9} {'GB':>9} {'GB':>9} {'per GPU':>8} {'':>5} {'s':>8}")
-    for rank, item in enumerate(shown, 1):
-        lay, tot = item.layout, item.totals
-        out.append(f"{rank:>3} {lay.tp:>2} {lay.pp:>3} {lay.dp:>4} {lay.cp:>3} "
-                   + (f"{lay.ep:>3} {lay.etp or lay.tp:>3} " if moe else "") + f"{lay.interleave:>2} {lay.micro_batch:>3} "
-                   f"{item.micro_batches_per_pipeline:>4} {lay.zero:>4} {'yes' if lay.sp else 'no':>3} "
-                   f"{lay.recompute:<9} {_gb(tot['model_states_bytes']):>9} {_gb(tot['activation_bytes']):>9} "
-                   f"{_gb(tot['total_bytes']):>9} {_gb(item.headroom_bytes):>9} "
-                   f"{item.model_tflops_per_gpu:>8.1f} {item.mfu:>5.1%} {item.step_seconds:>8.3f} "
-                   f"{item.bubble:>6.1%}  {item.binding}")
+    # The widest form that fits: every column; the binding constraint under the table; the compact columns.
+    full = table_lines(shown, full_columns(moe))
+    medium = table_lines(shown, full_columns(moe)[:-1])
+    if max(map(len, full)) <= width:
+        out += full
+    else:
+        out += medium if max(map(len, medium)) <= width else table_lines(shown, compact_columns(moe))
+        out += wrap("what limits each layout: " + "; ".join(_bindings(shown)), width, subsequent="  ")
     if len(result.order) > len(shown):
         out.append(f"... {len(result.order) - len(shown):,} more fit (--top 0 shows all)")
-    out.extend(reference_lines(result, shown))
-    out.append("m: micro-batches per pipeline per iteration; TFLOP/s and MFU: model FLOPs (no recompute) per GPU "
-               "per second of the modelled step; exact values and the time breakdown: `symbolic bill MODEL` with "
-               "the same options, or --json")
+    for line in reference_lines(result, shown):
+        out += wrap(line, width, subsequent="  ")
+    out += wrap("m: micro-batches per pipeline per iteration; TFLOP/s and MFU: model FLOPs (no recompute) per GPU "
+                "per second of the modelled step; exact values and the time breakdown: `symbolic bill MODEL` with "
+                "the same options, or --json", width, subsequent="  ")
     return "\n".join(out)
 
 

@@ -23,12 +23,17 @@ def run(args) -> int:
         raise ConfigError(f"--output {args.output!r}: give a file name ending in .tex")
     if not path.parent.is_dir():
         raise ConfigError(f"--output {args.output!r}: folder {str(path.parent)!r} does not exist")
-    path.write_text(sheet(), encoding="ascii")
-    print(f"wrote {path}")
-    if args.pdf:
-        try:
-            pdf = compile_pdf(path)
-        except LatexError as error:
-            raise ConfigError(str(error)) from None
-        print(f"wrote {pdf}")
+    from ..render.progress import progress
+
+    # on a terminal: a bar over the claims check and pdflatex's two runs (stderr; nothing on a pipe)
+    with progress(3 if args.pdf else 1, "checking the claims, writing the sheet") as step:
+        path.write_text(sheet(), encoding="ascii")
+        step()
+        print(f"wrote {path}")
+        if args.pdf:
+            try:
+                pdf = compile_pdf(path, progress=step)
+            except LatexError as error:
+                raise ConfigError(str(error)) from None
+            print(f"wrote {pdf}")
     return 0

@@ -42,7 +42,7 @@ def summarise(analysis) -> dict:
     }
 
 
-def run(args) -> int:
+def _run(args) -> int:
     import json
 
     from ..core.units import fmt, fmt_bytes
@@ -92,3 +92,21 @@ def run(args) -> int:
     for note in analysis.notes:
         print(f"  note: {note}")
     return 0
+
+
+def run(args) -> int:
+    """The command, its plain lines wrapped to the terminal's width (JSON as is)."""
+    import contextlib
+    import sys
+
+    from ..render.summary import WrappingWriter
+    from ..render.terminal import output_width
+
+    if getattr(args, "json", False):
+        return _run(args)
+    writer = WrappingWriter(sys.stdout, output_width())
+    try:
+        with contextlib.redirect_stdout(writer):
+            return _run(args)
+    finally:
+        writer.flush()

@@ -19,6 +19,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--margin", metavar="SIZE", default="0",
                         help="memory reserved for what the ledgers leave out: a size (4GB) or a share (10%%); default 0")
     parser.add_argument("--json", action="store_true", help="the answer and the inequality it solved, as JSON")
+    parser.add_argument("--brief", action="store_true", help="the answer alone: the largest value and its check")
 
 
 def run(args) -> int:
@@ -31,7 +32,12 @@ def run(args) -> int:
     margin = parse_margin(args.margin, gpu_memory)
     params_hand = _options.parse_count(args.params) if args.params else None
     limit = solve_limit(model, layout, _TARGETS[args.max], gpu_memory, margin, params_hand)
-    print(render_json(limit) if args.json else render_text(limit))
+    if args.json:
+        print(render_json(limit))
+    else:
+        from ..render.terminal import output_width
+
+        print(render_text(limit, output_width(), args.brief))
     return 0 if limit.answer is not None else 1
 
 
@@ -44,7 +50,21 @@ def _layout_words(layout) -> str:
             + (f", global batch {layout.global_batch}" if layout.global_batch else ""))
 
 
-def render_text(limit) -> str:
+def render_text(limit, width: int = 160, brief: bool = False) -> str:
+    """The answer first (the largest value, checked by the bill), then the
+    inequality it solved, wrapped to ``width`` columns."""
+    import json
+
+    from ..render.summary import solve_summary, wrap
+
+    head = solve_summary(json.loads(render_json(limit)), width)
+    if brief:
+        return "\n".join(head)
+    body = _details(limit).split("\n")
+    return "\n".join(head + [""] + [piece for line in body for piece in wrap(line, width, subsequent="      ")])
+
+
+def _details(limit) -> str:
     from sympy import sstr
 
     from ..core.numeric import fmt

@@ -23,6 +23,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--bucket", metavar="SIZE", default="25MiB", help="gradient bucket, data parallel (25MiB)")
     parser.add_argument("--png", metavar="FILE", help="draw the timeline and the peak breakdown (needs matplotlib)")
     parser.add_argument("--json", action="store_true", help="exact integers under stable keys")
+    parser.add_argument("--brief", action="store_true", help="the answer alone: the peak against the GPU")
 
 
 def report(model, layout, options, gpu_memory=None) -> dict:
@@ -86,25 +87,42 @@ def run(args) -> int:
         print(json.dumps(data, indent=1))
         return 0
 
-    print(f"{model.name}: {tl.strategy.describe()}")
-    print(f"  in flight: {data['in_flight']} chunk(s) of {data['layers_per_chunk']} layers"
-          + (f"; optimisations: {', '.join(options.applied)}" if options.applied else ""))
-    print("  peak = max over instants of (constant + activations + transients + communication)")
-    print(f"       = {data['peak_expression']}")
-    print("  candidates (each phase family at its largest end):")
-    for c in data["candidates"]:
-        print(f"    {c['instant']:<28} {fmt_bytes(c['bytes']):>34}")
-    print(f"  PEAK {fmt_bytes(result.peak)} at t* = {result.t_star}")
-    for cls, size in data["peak_by_class"].items():
-        print(f"    {cls:<14} {fmt_bytes(size):>34}")
-    print(f"  sum of the classes' own maxima: {fmt_bytes(data['sum_of_class_maxima_bytes'])} (not the peak)")
-    print(f"  reserved (caching-allocator model): {fmt_bytes(data['reserved_max_bytes'])} at most, "
-          f"{fmt_bytes(data['reserved_at_t_star_bytes'])} at t*")
-    if gpu_memory:
-        print(f"  GPU memory {fmt_bytes(gpu_memory)}: headroom {fmt_bytes(data['headroom_bytes'])}"
-              + ("" if data["fits"] else "  — DOES NOT FIT"))
-    for note in data["notes"]:
-        print(f"  note: {note}")
-    if args.png:
-        print(f"  drawn: {args.png}")
+    from ..render.terminal import output_width
+
+    print(render_text(data, tl.strategy.describe(), output_width(), args.brief, args.png))
     return 0
+
+
+def render_text(data: dict, strategy: str, width: int = 160, brief: bool = False, png: str | None = None) -> str:
+    """The timeline's answer first (peak against the GPU, its phase, the
+    dominant class), then the details, wrapped to ``width`` columns."""
+    from ..core.units import fmt_bytes
+    from ..render.summary import timeline_summary, wrap
+
+    out = timeline_summary(data, width)
+    if brief:
+        return "\n".join(out)
+    lines = [f"{data['model']}: {strategy}",
+             f"  in flight: {data['in_flight']} chunk(s) of {data['layers_per_chunk']} layers"
+             + (f"; optimisations: {', '.join(data['optimizations'])}" if data["optimizations"] else ""),
+             "  peak = max over instants of (constant + activations + transients + communication)",
+             f"       = {data['peak_expression']}",
+             "  candidates (each phase family at its largest end):"]
+    label = max((len(c["instant"]) for c in data["candidates"]), default=0)
+    lines += [f"    {c['instant']:<{label}}  {fmt_bytes(c['bytes'])}" for c in data["candidates"]]
+    lines.append(f"  PEAK {fmt_bytes(data['peak_bytes'])} at t* = {data['t_star']}")
+    lines += [f"    {cls:<14} {fmt_bytes(size):>22}" for cls, size in data["peak_by_class"].items()]
+    lines.append(f"  sum of the classes' own maxima: {fmt_bytes(data['sum_of_class_maxima_bytes'])} (not the peak)")
+    lines.append(f"  reserved (caching-allocator model): {fmt_bytes(data['reserved_max_bytes'])} at most, "
+                 f"{fmt_bytes(data['reserved_at_t_star_bytes'])} at t*")
+    if data.get("gpu_memory_bytes"):
+        lines.append(f"  GPU memory {fmt_bytes(data['gpu_memory_bytes'])}: headroom {fmt_bytes(data['headroom_bytes'])}"
+                     + ("" if data["fits"] else "  — DOES NOT FIT"))
+    lines += [f"  note: {note}" for note in data["notes"]]
+    if png:
+        lines.append(f"  drawn: {png}")
+    out.append("")
+    for line in lines:
+        indent = line[: len(line) - len(line.lstrip())]
+        out += wrap(line.strip(), width, indent, indent + "    ")
+    return "\n".join(out)

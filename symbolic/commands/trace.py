@@ -125,12 +125,13 @@ def _difference(label: str, fitted, declared) -> bool:
     return False
 
 
-def run(args) -> int:
+def _run(args) -> int:
     import json
     from importlib.util import find_spec
     from pathlib import Path
 
     from .. import trace as tr
+    from ..render.progress import progress
 
     if find_spec("transformers") is not None:  # an --hf trace needs it; symbolic.trace says so if missing
         import transformers
@@ -143,7 +144,8 @@ def run(args) -> int:
         ranges = _dims(args.dims)
         basis = tr.monomials(list(ranges), args.degree)
         points = tr.design_points(basis, ranges)
-        fitted = tr.fit(factory, points, basis, custom_flops=tr.cpu_sdpa_flops())
+        with progress(len(points), f"tracing {args.factory}") as step:
+            fitted = tr.fit(factory, points, basis, custom_flops=tr.cpu_sdpa_flops(), progress=step)
         print(f"{args.factory}: {len(points)} runs over {', '.join(str(k) for k in ranges)}")
         _print_fit(fitted, args.records)
         return 0 if not fitted.unfitted else 1
@@ -172,7 +174,9 @@ def run(args) -> int:
     # every tensor of a layer is linear in the micro-batch; s enters up to --degree (s² for scores)
     basis = [s**i * b**j for j in (0, 1) for i in range(args.degree + 1)]
     points = tr.design_points(basis, {s: args.seq, b: args.batch})
-    fitted = tr.fit(tr.hf_layer_factory(cfg, dtype=args.dtype), points, basis, custom_flops=tr.cpu_sdpa_flops())
+    with progress(len(points), f"tracing one {cfg.model_type} layer") as step:
+        fitted = tr.fit(tr.hf_layer_factory(cfg, dtype=args.dtype), points, basis, custom_flops=tr.cpu_sdpa_flops(),
+                        progress=step)
     widths = ", ".join(f"{k}={v}" for k, v in tr.hf_values(cfg).items())
     print(f"{cfg.model_type} decoder layer ({args.attention} attention, {args.dtype}, CPU), {widths}; "
           f"{len(points)} runs over s in {args.seq}, b in {args.batch}")
@@ -181,3 +185,21 @@ def run(args) -> int:
           (("saved bytes", fitted.saved_total), ("forward FLOPs", fitted.forward_flops),
            ("backward FLOPs", fitted.backward_flops))]
     return 0 if all(ok) else 1
+
+
+def run(args) -> int:
+    """The command, its plain lines wrapped to the terminal's width (JSON as is)."""
+    import contextlib
+    import sys
+
+    from ..render.summary import WrappingWriter
+    from ..render.terminal import output_width
+
+    if getattr(args, "json", False):
+        return _run(args)
+    writer = WrappingWriter(sys.stdout, output_width())
+    try:
+        with contextlib.redirect_stdout(writer):
+            return _run(args)
+    finally:
+        writer.flush()

@@ -3,9 +3,12 @@
 For each ledger the sheet shows the inventory the engine sums (saved tensors
 with shapes, bytes and split axes; parameters; recipe byte blocks; matmuls),
 the simplified results it derives from them, and then every claim of the
-sources (``derivations/*.toml``) on that ledger: the paper's form next to the
-engine's, with the conditions, the source and the check's verdict. The
-errata close the sheet.
+sources (``derivations/*.toml``) on that ledger, once: under the engine's
+result it states, with its source (and bibliography key), its conditions and
+its own form. The errata close the sheet on pages of their own; the sources
+(:mod:`symbolic.claims.sources`) follow the notation. No test log: a claim's
+status shows as where it is printed (a reproduced form or number in its
+ledger, an erratum on the errata pages).
 
 Nothing here holds a formula: the results come from
 :mod:`symbolic.claims.quantities` and the inventories, the paper forms from the
@@ -21,7 +24,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,23 +176,6 @@ def form_groups(results: list[Result]) -> list[FormGroup]:
     return list(groups.values())
 
 
-def _asked(claim: Claim) -> str:
-    """The engine question of a claim: quantity(options) at values, in words."""
-    spec = claim.spec
-
-    def one(binding: dict) -> str:
-        options = ", ".join(f"{k}={v}" for k, v in (binding.get("options") or {}).items())
-        at = ", ".join(f"{k}={v}" for k, v in (binding.get("at") or {}).items())
-        return f"{binding.get('quantity', binding.get('number', ''))}({options})" + (f" at {at}" if at else "")
-
-    if "expr" in spec:
-        text = spec["expr"] + " with " + "; ".join(f"{name} = {one(b)}" for name, b in spec.get("let", {}).items())
-    else:
-        text = one(spec)
-    unit = "" if claim.unit in ("1", "") else f"in {claim.unit}"
-    return r"\texttt{" + tex(text) + "}" + (" " + tex(unit) if unit else "")
-
-
 def _unit(unit: str) -> Expr:
     factor = UNITS[unit]
     return Integer(factor) if isinstance(factor, int) else factor
@@ -206,45 +191,60 @@ def paper_form(text: str) -> str:
 
 
 def _cite(claim: Claim) -> str:
-    return tex(f"{claim.document} {claim.section}".strip())
+    """Where a claim is from, with its bibliography keys (the sheet's Sources, docs/sources.md)."""
+    from ..claims.sources import cite
+
+    where = f"{claim.document} {claim.section}".strip()
+    return tex(cite(where) if claim.document != "papers" else cite(claim.section))
 
 
-STATUS_MARK = {"reproduced": r"\textbf{reproduced}", "erratum": r"\textbf{erratum}",
-               "failed": r"\textbf{FAILED}"}
+def breakable(text: str) -> str:
+    """``text`` as LaTeX that may break after ``/``, ``-``, ``_``, ``.``, ``,`` and ``=``
+    (claim ids and tensor names are long words in a typewriter font)."""
+    escaped = tex(text)
+    return re.sub(r"(/|-|\\_|\.(?=\S)|,|=)", lambda m: m.group(1) + r"\allowbreak{}", escaped)
+
+
+def _id(claim: Claim) -> str:
+    return r"\texttt{" + breakable(claim.id) + "}"
 
 
 def claims_block(results: list[Result]) -> list[str]:
-    """The ledger's form claims (engine = paper form) and its worked numbers."""
+    """The ledger's claims, each once: the engine's derived expression (one
+    display per question the claims ask), and under it the claims that state
+    it, each with its source and its own form inline; then the worked numbers
+    the engine reproduces. Errata are on their own page (:func:`errata`)."""
     out = []
-    forms = [r for r in results if r.claim.kind == "form"]
-    numbers = [r for r in results if r.claim.kind == "number"]
+    reproduced = [r for r in results if r.status == "reproduced"]
+    forms = [r for r in reproduced if r.claim.kind == "form"]
+    numbers = [r for r in reproduced if r.claim.kind == "number"]
     if forms:
-        out.append(r"\subsection*{The paper forms it equals}")
+        out.append(r"\subsection*{The sources' forms, derived}")
+        out.append(tex("Each display is the engine's result, summed from the inventory above; the claims under it "
+                       "state it in their own form, reproduced exactly (expand(engine - form) = 0)."))
         for group in form_groups(forms):
             if group.engine is not None:
-                out.append(r"\noindent Engine, " + _asked(group.results[0].claim) + ":"
-                           + display(simplified(group.engine)))
+                out.append(display(simplified(group.engine)))
+            out.append(r"\begin{itemize}\setlength{\itemsep}{1pt}")
             for result in group.results:
                 claim = result.claim
                 unit = "" if claim.unit in ("1", "") else f" [{tex(claim.unit)}]"
-                lines = [rf"\noindent\texttt{{{tex(claim.id)}}} ({_cite(claim)}), "
-                         f"{STATUS_MARK[result.status]}{unit}:",
-                         r"\[ " + paper_form(claim.stated) + r" \]"]
-                if claim.erratum is not None:
-                    lines.append(r"\noindent Corrected: " + "$" + paper_form(claim.erratum.corrected) + "$. "
-                                 + tex(claim.erratum.reason) + r"\par")
-                if claim.conditions:
-                    lines.append(r"\noindent\emph{Conditions:} " + tex(claim.conditions) + r"\par")
-                out += lines
-            out.append(r"\medskip\hrule\medskip")
+                conditions = (r", \emph{if} " + tex(claim.conditions)) if claim.conditions else ""
+                form = paper_form(claim.stated)
+                # The claim's own form closes its item; a long one on a line of its own (a
+                # \left( ... \right) group cannot break across lines).
+                stated = (f"stated as ${form}$" if len(form) < 48
+                          else rf"stated as\\[1pt]\hspace*{{1.5em}}$\displaystyle {form}$")
+                out.append(rf"\item {_cite(claim)}, {_id(claim)}{unit}{conditions}; {stated}")
+            out.append(r"\end{itemize}")
     if numbers:
-        out += [r"\subsection*{Worked numbers}",
-                r"\begin{longtable}{@{}p{0.36\textwidth}lrrll@{}}", r"\toprule",
-                r"claim & where & stated & engine & unit & status \\", r"\midrule", r"\endhead"]
+        out += [r"\subsection*{Worked numbers the engine reproduces}",
+                r"\begin{longtable}{@{}>{\raggedright\arraybackslash}p{0.46\textwidth}"
+                r">{\raggedright\arraybackslash}p{0.2\textwidth}rl@{}}", r"\toprule",
+                r"claim & source & value & unit \\", r"\midrule", r"\endhead"]
         for result in numbers:
             claim = result.claim
-            out.append(rf"\texttt{{{tex(claim.id)}}} & {_cite(claim)} & {tex(claim.stated)} & "
-                       rf"{tex(result.engine)} & {tex(claim.unit)} & {tex(result.status)} \\")
+            out.append(rf"{_id(claim)} & {_cite(claim)} & {tex(claim.stated)} & {tex(claim.unit)} \\")
         out += [r"\bottomrule", r"\end{longtable}"]
     return out
 
@@ -492,24 +492,44 @@ def conventions() -> list[str]:
     return out
 
 
+def sources() -> list[str]:
+    """The bibliography (:mod:`symbolic.claims.sources`, docs/sources.md): every key the sheet cites."""
+    from ..claims.sources import BIBLIOGRAPHY
+
+    out = [tex("The citations in this sheet resolve here (docs/sources.md has the full references and, for the "
+               "three source notes, their sections). The seeds are technical notes, in Chinese, that the "
+               "project implements; their claims are data in derivations/."),
+           r"\begin{itemize}\setlength{\itemsep}{0pt}"]
+    for source in BIBLIOGRAPHY:
+        out.append(rf"\item \textbf{{[{tex(source.key)}]}} {tex(source.cite)}, \emph{{{tex(source.title)}}}"
+                   + (f", arXiv {tex(source.arxiv)}" if source.arxiv else "")
+                   + (f" --- {tex(source.about)}" if source.about else ""))
+    out.append(r"\end{itemize}")
+    return out
+
+
 def sheet(results: list[Result] | None = None) -> str:
-    """The whole formula sheet as LaTeX source (deterministic)."""
+    """The whole formula sheet as LaTeX source (deterministic).
+
+    The sections run on without page breaks (a page holds a full page of
+    text); the errata and the sources each start a page of their own."""
     if results is None:
         from ..claims.claims import load_all
         results = [check(claim) for claim in load_all()]
-    counts = Counter(result.status for result in results)
     out = [PREAMBLE, r"\begin{document}", r"\maketitle",
-           tex(f"{len(results)} claims of the sources checked against the engine: "
-               + ", ".join(f"{counts[s]} {s}" for s in ("reproduced", "erratum", "failed") if counts[s]) + "."),
-           *conventions()]
+           tex("Every result below is summed by the engine from the inventories of saved tensors, parameters "
+               "and matmuls it lists, then set beside the forms the sources state. Section 1 onwards: one ledger "
+               "each, its claims once, under the result they state; the errata (claims of the sources the engine "
+               "does not reproduce, with the reason and the correction) close the sheet on pages of their own. The "
+               "sources are listed below the notation, by the keys the sections cite."),
+           *conventions(), r"\section*{Sources}", *sources()]
     by_ledger = {name: [r for r in results if ledger_of(r.claim) == name] for name, _, _ in LEDGERS}
     for name, title, _ in LEDGERS:
         if name == "units" and not by_ledger[name]:
             continue
-        out += [r"\clearpage", rf"\section{{{title}}}\label{{sec:{name}}}", *DERIVATIONS[name](),
-                *claims_block(by_ledger[name])]
+        out += [rf"\section{{{title}}}\label{{sec:{name}}}", *DERIVATIONS[name](), *claims_block(by_ledger[name])]
     for arch, title, intro in NATIVE:
-        out += [r"\clearpage", rf"\section{{{title}}}\label{{sec:{arch}}}", *native_derivation(arch, intro)]
+        out += [rf"\section{{{title}}}\label{{sec:{arch}}}", *native_derivation(arch, intro)]
     out += [r"\clearpage", r"\section{Errata}\label{sec:errata}", *errata(results),
             r"\label{sheet:end}", r"\end{document}", ""]
     return "\n".join(out)
@@ -524,7 +544,7 @@ def errata(results: list[Result]) -> list[str]:
                "the value the engine gives instead.")]
     for result in found:
         claim = result.claim
-        out += [rf"\subsection*{{\texttt{{{tex(claim.id)}}} ({_cite(claim)}) --- {tex(result.status)}}}",
+        out += [rf"\subsection*{{{_id(claim)} ({_cite(claim)})}}",
                 r"\noindent Stated: " + _stated(claim, claim.stated) + r"\par",
                 r"\noindent Engine (the recorded correction): " + (_stated(claim, claim.erratum.corrected) if claim.erratum
                                          else tex(result.engine)) + r"\par",
@@ -546,7 +566,7 @@ class LatexError(RuntimeError):
     """pdflatex is missing or failed; the message names the fix or the log line."""
 
 
-def compile_pdf(tex_path: Path, runs: int = 2) -> Path:
+def compile_pdf(tex_path: Path, runs: int = 2, progress=None) -> Path:
     """Compile ``tex_path`` with pdflatex (twice: longtable widths settle on
     the second run) into a PDF beside it; the auxiliary files stay in a
     temporary folder except the ``.aux`` (page labels, for the tests)."""
@@ -556,14 +576,19 @@ def compile_pdf(tex_path: Path, runs: int = 2) -> Path:
                          "texlive-latex-recommended (scripts/test does)")
     tex_path = Path(tex_path).resolve()
     with tempfile.TemporaryDirectory() as work:
-        for _ in range(runs):
+        for run in range(runs):
+            if progress is not None:
+                progress(0, f"pdflatex, run {run + 1} of {runs}")
             done = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error",
                                    f"-output-directory={work}", str(tex_path)],
                                   capture_output=True, text=True, errors="replace", cwd=work, timeout=300)
             if done.returncode != 0:
                 errors = [line for line in done.stdout.splitlines() if line.startswith("!")]
                 raise LatexError(f"pdflatex failed on {tex_path.name}: {errors[0] if errors else 'see its log'}")
+            if progress is not None:
+                progress()
         pdf = tex_path.with_suffix(".pdf")
         shutil.copy(Path(work) / (tex_path.stem + ".pdf"), pdf)
         shutil.copy(Path(work) / (tex_path.stem + ".aux"), tex_path.with_suffix(".aux"))
+        shutil.copy(Path(work) / (tex_path.stem + ".log"), tex_path.with_suffix(".log"))
     return pdf

@@ -56,19 +56,65 @@ def timeline_figure(result, reserved=None, title: str = "", capacity: int | None
     ax.set_xticks([t for t, _ in ticks], [label for _, label in ticks], rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("GiB")
     ax.set_xlim(0, max(len(x) - 1, 1))
+    ax.set_ylim(0, max(max(totals), max(r / GiB for r in reserved) if reserved else 0,
+                       capacity / GiB if capacity else 0) * 1.08)
     fig.suptitle(title or "memory over one training step", fontsize=10)
-    ax.legend(fontsize=7, loc="lower left", framealpha=0.85)
+    # The legend sits above the plot, outside the data it names.
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.01, 1, 0.2), mode="expand", ncol=4,
+              frameon=False, borderaxespad=0)
 
-    names = [f"{name.split('/', 1)[-1]}" for _, name, _ in result.breakdown]
-    sizes = [size / GiB for _, _, size in result.breakdown]
-    colours = [CLASS_COLOURS[cls] for cls, _, _ in result.breakdown]
+    names, sizes, colours = _breakdown(result)
     bar.barh(range(len(names)), sizes, color=colours)
     bar.set_yticks(range(len(names)), names, fontsize=7)
     bar.invert_yaxis()
     bar.set_xlabel("GiB at t*")
     bar.set_title(f"peak breakdown, {result.peak / GiB:.2f} GiB", fontsize=10)
     fig.tight_layout()
+    bar.set_xlim(0, max(sizes, default=1) * 1.12)  # room for the last tick label inside the figure
+    _declutter(fig, ax.xaxis, keep=_tick_index(ticks, k))
+    _declutter(fig, bar.yaxis)
+    fig.tight_layout(pad=1.4)
     return fig
+
+
+#: The peak's breakdown shows this many largest terms; the rest are summed into one bar per class.
+BREAKDOWN_TERMS = 14
+
+
+def _breakdown(result):
+    """The largest terms at t* and, past :data:`BREAKDOWN_TERMS`, one "other" bar per class."""
+    terms = sorted(result.breakdown, key=lambda term: -term[2])
+    shown, rest = terms[:BREAKDOWN_TERMS], terms[BREAKDOWN_TERMS:]
+    others: dict[str, int] = {}
+    for cls, _, size in rest:
+        others[cls] = others.get(cls, 0) + size
+    rows = [(cls, name.split("/", 1)[-1], size) for cls, name, size in shown]
+    rows += [(cls, f"other {cls}", size) for cls, size in others.items()]
+    return ([name for _, name, _ in rows], [size / GiB for _, _, size in rows],
+            [CLASS_COLOURS[cls] for cls, _, _ in rows])
+
+
+def _tick_index(ticks, index) -> int | None:
+    return next((i for i, (tick, _) in enumerate(ticks) if tick == index), None)
+
+
+def _declutter(fig, axis, keep: int | None = None) -> None:
+    """Hide tick labels that would overlap a label already kept, measured on the
+    renderer (rotated labels included); label ``keep`` (the peak's) always stays."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    labels = [label for label in axis.get_ticklabels() if label.get_text()]
+    order = list(range(len(labels)))
+    if keep is not None and keep < len(labels):
+        order.remove(keep)
+        order.insert(0, keep)
+    kept = []
+    for i in order:
+        box = labels[i].get_window_extent(renderer).padded(1)
+        if any(box.overlaps(other) for other in kept):
+            labels[i].set_visible(False)
+        else:
+            kept.append(box)
 
 
 def _ticks(result):
@@ -96,11 +142,14 @@ def snapshot_figure(analysis, title: str = ""):
     ax.plot([k], [analysis.allocated[k] / GiB], "v", color="red", ms=9, label="peak allocated")
     ax.set_xlabel("trace event")
     ax.set_ylabel("GiB")
-    ax.set_title(title or "recorded snapshot")
-    ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(title or "recorded snapshot", fontsize=10)
+    ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.01, 1, 0.2), mode="expand", ncol=3,
+              frameon=False, borderaxespad=0)  # above the plot, outside the data
     classes = list(analysis.breakdown)
     bar.barh(classes, [analysis.breakdown[c] / GiB for c in classes], color=[CLASS_COLOURS[c] for c in classes])
     bar.invert_yaxis()
     bar.set_xlabel("GiB at the peak")
-    fig.tight_layout()
+    fig.tight_layout(pad=1.4)
+    _declutter(fig, ax.xaxis)
+    _declutter(fig, bar.yaxis)
     return fig

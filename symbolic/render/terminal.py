@@ -82,33 +82,153 @@ def _shared(lines: list[Line], attribute: str) -> str | None:
     return entries.pop() if len(entries) == 1 and len(lines) > 1 else None
 
 
-def ledger_table(bill: Bill, ledger: str) -> Table:
-    """One ledger as a table: item, value, formula, source, condition."""
-    title, kind, scope = TITLES.get(ledger, (ledger.upper(), _kind(ledger), ""))
+def _formula(line: Line) -> str:
+    """The line's formula; a FLOPs line as its formula of one micro-batch × the micro-batches."""
+    if line.micro_batches and line.per_micro_batch:
+        return f"{line.per_micro_batch} × {line.micro_batches}"
+    return line.formula
+
+
+def _formula_header(lines: list[Line], narrow: bool = False) -> str:
+    if not any(line.micro_batches for line in lines):
+        return "formula"
+    return "formula × n" if narrow else "formula (one micro-batch) × n micro-batches"
+
+
+def _multiplier_note(lines: list[Line]) -> list[str]:
+    """What the ``× n`` of the FLOPs formulas is."""
+    counts = {line.micro_batches for line in lines if line.micro_batches}
+    if not counts:
+        return []
+    return [f"formula × n: the FLOPs of one micro-batch times n = {', '.join(map(str, sorted(counts)))}, "
+            "the micro-batches of one iteration over all data-parallel ranks"]
+
+
+def _measure(renderable) -> int:
+    """The natural width of ``renderable`` in columns (no wrapping)."""
+    console = Console(file=io.StringIO(), width=10_000, color_system=None, emoji=False)
+    return console.measure(renderable).maximum
+
+
+def _title(ledger: str) -> Text:
+    title, _, scope = TITLES.get(ledger, (ledger.upper(), _kind(ledger), ""))
+    return Text(f"{title}" + (f" ({scope})" if scope else ""), style="bold")
+
+
+def _new_table(ledger: str) -> Table:
+    # The title is printed above the table (wrapped to the terminal), not as the table's own
+    # title, which rich would wrap to the table's width.
+    return Table(box=box.SIMPLE_HEAD, show_edge=False, expand=False, pad_edge=False)
+
+
+def _total_row(table: Table, lines: list[Line], kind: str, cells: int) -> None:
+    total = sum((as_fraction(line.value) for line in lines), Fraction(0))
+    table.add_row(Text("total", style="bold"), Text(_value(total, kind), style="bold"), *[""] * (cells - 2))
+
+
+def wide_table(bill: Bill, ledger: str) -> Table:
+    """One ledger as a table: item, value, formula, source, condition (a
+    column whose entry is the same on every line is said once, below)."""
+    kind = _kind(ledger)
     lines = bill.ledger(ledger)
     shared = {attribute: _shared(lines, attribute) for attribute in ("source", "condition")}
-    table = Table(title=Text(f"{title}" + (f" ({scope})" if scope else ""), style="bold"), title_justify="left",
-                  box=box.SIMPLE_HEAD, show_edge=False, expand=False, pad_edge=False)
+    table = _new_table(ledger)
     table.add_column("item", no_wrap=True)
     table.add_column("value", justify="right", no_wrap=True)
-    table.add_column("formula", overflow="fold", style="cyan")
+    table.add_column(_formula_header(lines), no_wrap=True, style="cyan")
     for attribute, entry in shared.items():
         if entry is None:
-            table.add_column(attribute, overflow="fold", style="dim")
+            table.add_column(attribute, no_wrap=True, style="dim")
     for index, line in enumerate(lines):
-        row = [line.name, _value(line.value, kind), line.formula]
-        row += [getattr(line, attribute) for attribute, entry in shared.items() if entry is None]
+        row = [line.name, _value(line.value, kind), _formula(line)]
+        row += [_entry(line, attribute) for attribute, entry in shared.items() if entry is None]
         table.add_row(*row, end_section=index == len(lines) - 1)
-    total = sum((as_fraction(line.value) for line in lines), Fraction(0))
-    table.add_row(Text("total", style="bold"), Text(_value(total, kind), style="bold"))
+    _total_row(table, lines, kind, 3 + sum(entry is None for entry in shared.values()))
     return table
+
+
+def _entry(line: Line, attribute: str) -> str:
+    """A line's source (with its bibliography keys, docs/sources.md) or condition."""
+    from ..claims.sources import cite
+
+    entry = getattr(line, attribute)
+    return cite(entry) if attribute == "source" else entry
+
+
+def ledger_notes(bill: Bill, ledger: str, attributes=("source", "condition")) -> dict[str, int]:
+    """The sources and conditions (``attributes``) of ``ledger`` not shared by
+    every line, numbered in order of first appearance: ``"source: ..." -> 1``."""
+    lines = bill.ledger(ledger)
+    numbers: dict[str, int] = {}
+    for line in lines:
+        for attribute in attributes:
+            entry = _entry(line, attribute)
+            if entry and _shared(lines, attribute) is None:
+                numbers.setdefault(f"{attribute}: {entry}", len(numbers) + 1)
+    return numbers
+
+
+def _references(line: Line, numbers: dict[str, int]) -> str:
+    refs = [numbers[key] for attribute in ("source", "condition")
+            if (entry := _entry(line, attribute)) and (key := f"{attribute}: {entry}") in numbers]
+    return ",".join(map(str, refs))
+
+
+def narrow_table(bill: Bill, ledger: str, stacked: bool = False, keep_source: bool = False) -> Table:
+    """The ledger for a narrower terminal: item, value, formula (``keep_source``:
+    and the source) and the numbers of its notes (the conditions, and the
+    sources unless kept, printed below the table). ``stacked`` puts the formula
+    under the item, for the narrowest terminals."""
+    kind = _kind(ledger)
+    lines = bill.ledger(ledger)
+    numbers = ledger_notes(bill, ledger, ("condition",) if keep_source else ("source", "condition"))
+    show_source = keep_source and _shared(lines, "source") is None
+    table = _new_table(ledger)
+    header = _formula_header(lines, narrow=True)
+    table.add_column(f"item / {header}" if stacked else "item", no_wrap=True)
+    table.add_column("value", justify="right", no_wrap=True)
+    if not stacked:
+        table.add_column(header, no_wrap=True, style="cyan")
+    if show_source:
+        table.add_column("source", no_wrap=True, style="dim")
+    if numbers:
+        table.add_column("note", no_wrap=True, style="dim")
+    for index, line in enumerate(lines):
+        item = Text(line.name)
+        if stacked:
+            item.append("\n  " + _formula(line), style="cyan")
+        row = [item, _value(line.value, kind)] + ([] if stacked else [_formula(line)])
+        if show_source:
+            row.append(_entry(line, "source"))
+        if numbers:
+            row.append(_references(line, numbers))
+        table.add_row(*row, end_section=index == len(lines) - 1)
+    _total_row(table, lines, kind, 2 + (not stacked) + show_source + bool(numbers))
+    return table
+
+
+def ledger_table(bill: Bill, ledger: str, width: int = PIPE_WIDTH) -> tuple[Table, list[str]]:
+    """The ledger's table in the widest form that fits ``width`` columns, and
+    the notes to print under it: every column; else the conditions as
+    numbered notes; else the sources too; else the formula under the item."""
+    table = wide_table(bill, ledger)
+    if _measure(table) <= width:
+        return table, []
+    for keep_source, stacked in ((True, False), (False, False), (False, True)):
+        table = narrow_table(bill, ledger, stacked=stacked, keep_source=keep_source)
+        if _measure(table) <= width or stacked:
+            attributes = ("condition",) if keep_source else ("source", "condition")
+            return table, [f"[{n}] {key}" for key, n in ledger_notes(bill, ledger, attributes).items()]
+    raise AssertionError("unreachable")
 
 
 def shared_entries(bill: Bill, ledger: str) -> list[str]:
     """The source and condition common to every line of ``ledger``, said once."""
+    from ..claims.sources import cite
+
     lines = bill.ledger(ledger)
-    return [f"{attribute} (all lines): {entry}" for attribute in ("source", "condition")
-            if (entry := _shared(lines, attribute))]
+    return [f"{attribute} (all lines): {cite(entry) if attribute == 'source' else entry}"
+            for attribute in ("source", "condition") if (entry := _shared(lines, attribute))]
 
 
 def _ledger_notes(bill: Bill, ledger: str) -> list[str]:
@@ -179,12 +299,11 @@ def memory_bar(bill: Bill, width: int = BAR_WIDTH) -> Text:
     return text
 
 
-def memory_summary(bill: Bill) -> Group:
-    """Model states + activations per GPU, the bar, and the verdict against the GPU."""
+def bar_and_legend(bill: Bill, width: int = PIPE_WIDTH) -> list[Text]:
+    """The memory bar (model states, activations, free or over) and its legend."""
     totals = bill.totals
-    states, acts, total = totals["model_states_bytes"], totals["activation_bytes"], totals["total_bytes"]
-    parts = [Text(f"MEMORY PER GPU: model states {fmt(states, 'GB')} + activations {fmt(acts, 'GB')} = "
-                  f"{fmt_bytes(total)}", style="bold")]
+    states, acts = totals["model_states_bytes"], totals["activation_bytes"]
+    bar = memory_bar(bill, max(10, min(BAR_WIDTH, width - 2)))
     legend = Text()
     legend.append(BAR_GLYPHS["states"], style=BAR_STYLES["states"]).append(f" model states {fmt(states, 'GB')}  ")
     legend.append(BAR_GLYPHS["activations"], style=BAR_STYLES["activations"]).append(
@@ -192,21 +311,34 @@ def memory_summary(bill: Bill) -> Group:
     capacity = totals.get("gpu_memory_bytes")
     if capacity is not None:
         head = totals["headroom_bytes"]
-        used = fmt(as_fraction(total) / capacity, "%", 1)
         if head >= 0:
             legend.append("  ").append(BAR_GLYPHS["free"], style=BAR_STYLES["free"]).append(
                 f" free {fmt(head, 'GB')}")
-            verdict = Text(f"against {fmt_bytes(capacity)}: fits, {used} used, "
-                           f"headroom {fmt(head, 'GB')}", style="green")
         else:
-            legend.append("  ").append("▓", style=BAR_STYLES["over"]).append(
-                f" over by {fmt(-head, 'GB')}")
-            verdict = Text(f"against {fmt_bytes(capacity)}: does NOT fit, {used} used, "
-                           f"short by {fmt(-head, 'GB')}", style="bold red")
-        parts += [Text.assemble(memory_bar(bill), " ", verdict), legend]
-    else:
-        parts += [Text.assemble(memory_bar(bill), " (no --gpu-memory given: bar scaled to the total)"), legend]
-    parts.append(Text(f"not counted: {NOT_COUNTED}", style="dim"))
+            legend.append("  ").append("▓", style=BAR_STYLES["over"]).append(f" over by {fmt(-head, 'GB')}")
+    elif width >= 100:
+        legend.append("  (no --gpu-memory: bar scaled to the total)")
+    return [bar, legend]
+
+
+def memory_summary(bill: Bill, width: int = PIPE_WIDTH) -> Group:
+    """Model states + activations per GPU and the verdict against the GPU (the
+    ledgers' sum, after the tables; the bar is in the summary at the top)."""
+    totals = bill.totals
+    states, acts, total = totals["model_states_bytes"], totals["activation_bytes"], totals["total_bytes"]
+    parts = [wrapped(f"MEMORY PER GPU: model states {fmt(states, 'GB')} + activations {fmt(acts, 'GB')} = "
+                     f"{fmt_bytes(total)}", width, style="bold")]
+    capacity = totals.get("gpu_memory_bytes")
+    if capacity is not None:
+        head = totals["headroom_bytes"]
+        used = fmt(as_fraction(total) / capacity, "%", 1)
+        if head >= 0:
+            parts.append(wrapped(f"against {fmt_bytes(capacity)}: fits, {used} used, headroom {fmt(head, 'GB')}",
+                                 width, style="green"))
+        else:
+            parts.append(wrapped(f"against {fmt_bytes(capacity)}: does NOT fit, {used} used, "
+                                 f"short by {fmt(-head, 'GB')}", width, style="bold red"))
+    parts.append(wrapped(f"not counted: {NOT_COUNTED}", width, style="dim"))
     return Group(*parts)
 
 
@@ -222,50 +354,106 @@ def approximations_panel(bill: Bill) -> Panel | None:
                  title_align="left", border_style="bold yellow", box=box.HEAVY)
 
 
-def renderables(bill: Bill) -> list:
-    """Everything the text bill prints, in order."""
+def summary(bill: Bill, width: int = PIPE_WIDTH, extra: dict | None = None) -> list:
+    """The answer first: model, layout, verdict, total against the GPU, the
+    dominant term (:func:`symbolic.render.summary.bill_summary`, from the
+    bill's JSON data and the ``extra`` keys other ledgers add, e.g. the step
+    time), then the memory bar."""
+    from .summary import bill_summary
+
+    lines = bill_summary(dict(bill_data(bill), **(extra or {})), width)
+    out: list = []
+    for line in lines:
+        style = ("bold green" if "VERDICT: FITS" in line else "bold red" if "DOES NOT FIT" in line
+                 else "bold" if line.startswith("VERDICT") or line is lines[0] else "")
+        out.append(Text(line, style=style))
+    return out + bar_and_legend(bill, width)
+
+
+def renderables(bill: Bill, width: int = PIPE_WIDTH, brief: bool = False, extra: dict | None = None) -> list:
+    """Everything the text bill prints, in order: the summary; unless
+    ``brief``, the itemised ledgers after it."""
+    out: list = summary(bill, width, extra)
+    if brief:
+        return out
     model, v = bill.model, bill.values
-    header = Text.assemble((f"{model.name}", "bold"), f": {model.source}\n",
-                           "  " + " ".join(f"{k}={v[k]}" for k in ("L", "h", "a", "V", "s", "f", "g", "E", "k", "E_s", "f_e") if k in v)
-                           + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v)
-                           + (f" c={v['c']}" if v.get("c", 1) > 1 else "") + "\n",
-                           f"  layer inventory: {model.arch}; activations: {bill.strategy}")
-    out: list = [header]
+    dims = ("dimensions: " + " ".join(f"{k}={v[k]}" for k in ("L", "h", "a", "V", "s", "f", "g", "E", "k", "E_s",
+                                                              "f_e") if k in v)
+            + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v)
+            + (f" c={v['c']}" if v.get("c", 1) > 1 else ""))
+    out += [Text(), wrapped(dims, width), wrapped(f"layer inventory: {model.arch}; activations: {bill.strategy}",
+                                                  width)]
     panel = approximations_panel(bill)
     if panel is not None:
         out.append(panel)
+    out.append(Text())
     for ledger in ledgers(bill):
-        out.append(ledger_table(bill, ledger))
-        out.extend(Text("  " + note, style="dim") for note in shared_entries(bill, ledger))
-        out.extend(Text("  " + note) for note in _ledger_notes(bill, ledger))
+        table, notes = ledger_table(bill, ledger, width)
+        out.append(wrapped(_title(ledger).plain, width, style="bold", subsequent="  "))
+        out.append(table)
+        dim = notes + shared_entries(bill, ledger) + _multiplier_note(bill.ledger(ledger))
+        out.extend(wrapped(note, width, "  ", style="dim", subsequent="      ") for note in dim)
+        out.extend(wrapped(note, width, "  ", subsequent="      ") for note in _ledger_notes(bill, ledger))
         out.append(Text())
-    out.append(memory_summary(bill))
-    out.extend(Text(f"note: {note}") for note in bill.notes)
+    out.append(memory_summary(bill, width))
+    out.extend(wrapped(f"note: {note}", width) for note in bill.notes)
+    out.append(wrapped("sources: the [keys] are listed, with arXiv ids and what each source is, in docs/sources.md",
+                       width, style="dim"))
     if panel is not None:
-        out.append(Text(f"⚠ {len(model.approximations)} approximations (listed at the top) apply to these numbers: "
-                        f"{model.name} is counted with the {model.arch!r} inventory", style="bold yellow"))
+        out.append(wrapped(f"⚠ {len(model.approximations)} approximations (listed at the top) apply to these "
+                           f"numbers: {model.name} is counted with the {model.arch!r} inventory", width,
+                           style="bold yellow"))
     return out
 
 
-def render_text(bill: Bill, width: int = PIPE_WIDTH, color: bool = False) -> str:
-    """The bill as text of ``width`` columns (ANSI colours only if ``color``)."""
+def wrapped(text: str, width: int, indent: str = "", style: str = "", subsequent: str | None = None) -> Text:
+    """``text`` as a Text wrapped at word boundaries (a number stays with its
+    unit), each continuation line indented."""
+    from .summary import wrap
+
+    return Text("\n".join(wrap(text, width, indent, subsequent)), style=style)
+
+
+def output_width(file=None) -> int:
+    """The width to print at: ``$COLUMNS`` if set, else the terminal's, else
+    ``PIPE_WIDTH`` (into a pipe or a file)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    file = file or sys.stdout
+    if hasattr(file, "isatty") and file.isatty():
+        import shutil
+
+        return shutil.get_terminal_size().columns
+    return PIPE_WIDTH
+
+
+def render_renderables(items, width: int = PIPE_WIDTH, color: bool = False) -> str:
+    """Rich renderables as text of ``width`` columns, trailing spaces removed."""
     console = Console(file=io.StringIO(), width=width, force_terminal=color, color_system="standard" if color
                       else None, highlight=False, emoji=False)
-    for item in renderables(bill):
+    for item in items:
         console.print(item)
     return "\n".join(line.rstrip() for line in console.file.getvalue().rstrip("\n").split("\n"))
 
 
-def print_text(bill: Bill, file=None) -> None:
+def render_text(bill: Bill, width: int = PIPE_WIDTH, color: bool = False, brief: bool = False,
+                extra: dict | None = None) -> str:
+    """The bill as text of ``width`` columns (ANSI colours only if ``color``)."""
+    return render_renderables(renderables(bill, width, brief, extra), width, color)
+
+
+def print_text(bill: Bill, file=None, brief: bool = False, extra: dict | None = None) -> None:
     """Print the bill: colours at the terminal's width on a terminal; plain
     text ``PIPE_WIDTH`` (or ``$COLUMNS``) wide into a pipe or a file."""
     file = file or sys.stdout
-    console = Console(file=file, highlight=False, emoji=False)
+    width = output_width(file)
+    console = Console(file=file, highlight=False, emoji=False, width=width)
     if console.is_terminal:
-        for item in renderables(bill):
+        for item in renderables(bill, width, brief, extra):
             console.print(item)
     else:
-        print(render_text(bill, width=console.width if "COLUMNS" in os.environ else PIPE_WIDTH), file=file)
+        print(render_text(bill, width=width, brief=brief, extra=extra), file=file)
 
 
 def _jsonable(value):
@@ -282,6 +470,11 @@ def render_json(bill: Bill) -> str:
 
     Keys are only ever added, never renamed (see the README's table).
     """
+    return json.dumps(bill_data(bill), indent=2, ensure_ascii=False)
+
+
+def bill_data(bill: Bill) -> dict:
+    """The bill as plain data: what ``bill --json`` prints (see :func:`render_json`)."""
     model_config = {f.name: getattr(bill.model, f.name) for f in dataclasses.fields(bill.model)}
     model_config["approximations"] = list(bill.model.approximations)
     data = {
@@ -290,12 +483,18 @@ def render_json(bill: Bill) -> str:
         "layout": {k: _jsonable(getattr(bill.layout, k)) for k in bill.layout.__dataclass_fields__},
         "strategy": bill.strategy,
         **{key: _jsonable(value) for key, value in bill.totals.items()},
-        "lines": [{"ledger": line.ledger, "name": line.name, "formula": line.formula,
-                   "value": _jsonable(line.value), "unit": UNITS.get(_kind(line.ledger), ""),
-                   "source": line.source, "condition": line.condition}
-                  for line in bill.lines],
+        "lines": [_line_data(line) for line in bill.lines],
         "notes": bill.notes,
         "approximations": list(bill.model.approximations),
         "model_config": model_config,
     }
-    return json.dumps(data, indent=2, ensure_ascii=False)
+    return data
+
+
+def _line_data(line: Line) -> dict:
+    data = {"ledger": line.ledger, "name": line.name, "formula": line.formula, "value": _jsonable(line.value),
+            "unit": UNITS.get(_kind(line.ledger), ""), "source": line.source, "condition": line.condition}
+    if line.micro_batches:
+        # formula == formula_per_micro_batch × micro_batches
+        data.update(formula_per_micro_batch=line.per_micro_batch, micro_batches=line.micro_batches)
+    return data

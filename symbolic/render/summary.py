@@ -1,0 +1,251 @@
+"""The answer first: the few lines that say whether a configuration fits.
+
+Every command that answers a question (``bill``, ``plan``, ``solve``,
+``timeline``) opens with a summary built here: the model, the layout, the
+verdict (fits or not, by how much), the total per GPU against the GPU memory,
+the dominant term, and the step time where a ledger provides one. The
+summaries read the commands' JSON data (the dict ``--json`` prints), never the
+engine's objects, so a key another ledger adds (``step_seconds``,
+``paper_total_bytes``, ``params_per_gpu``) shows up here without a change to
+the ledger that did not know it: optional keys are printed when present.
+
+Plain strings, wrapped at word boundaries to the width asked for
+(:func:`wrap`): no line is longer than the width unless a single word is.
+"""
+from __future__ import annotations
+
+import re
+import textwrap
+from fractions import Fraction
+
+from ..core.units import fmt, fmt_bytes
+
+#: Nominal memory of common training GPUs (as marketed, decimal GB), used only
+#: when no ``--gpu-memory`` is given, to say which of them the total fits.
+#: NVIDIA A100 40GB/80GB, H100 80GB, H200 141GB, B200 192GB datasheets.
+COMMON_GPUS = ((40 * 10**9, "40 GB (A100 40GB)"), (80 * 10**9, "80 GB (A100/H100 80GB)"),
+               (141 * 10**9, "141 GB (H200)"), (192 * 10**9, "192 GB (B200)"))
+
+#: The memory ledgers whose lines make up the bill's total, by name as printed.
+MEMORY_LEDGERS = {"model_states": "model states", "activations": "activations"}
+
+
+def number(value) -> Fraction:
+    """A JSON value (int or ``"p/q"``) as an exact fraction."""
+    return Fraction(value) if not isinstance(value, str) else Fraction(value)
+
+
+def wrap(text: str, width: int, indent: str = "", subsequent: str | None = None) -> list[str]:
+    """``text`` wrapped at spaces to ``width``; never splits a word (a word
+    longer than the width stays whole, on a line of its own)."""
+    subsequent = indent + "  " if subsequent is None else subsequent
+    # A number and its unit stay on one line: "10.27 GB", never "10.27" / "GB".
+    glued = _UNIT_AFTER_NUMBER.sub(lambda m: m.group(1) + _GLUE + m.group(2), text)
+    lines = textwrap.wrap(glued, width=max(width, 20), initial_indent=indent, subsequent_indent=subsequent,
+                          break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
+    return [line.replace(_GLUE, " ") for line in lines]
+
+
+_GLUE = "\x00"
+_UNIT_AFTER_NUMBER = re.compile(r"([0-9)]) (GB|GiB|MB|MiB|B|TFLOPs|PFLOPs|FLOPs|params|billion|s|ms|GPUs)\b")
+
+
+def _share(part, whole) -> str:
+    return fmt(Fraction(part) / Fraction(whole), "%", 1) if whole else "–"
+
+
+def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...] = ()) -> str:
+    """``t=8 p=8 d=1 (64 GPUs), b=1, s=2048, SP, selective recompute, ZeRO-0, bf16-adam``;
+    ``skip`` leaves out ``micro_batch`` or ``seq`` (what ``solve`` answers)."""
+    values = values or {}
+    t, p, d, c = (layout.get(k, 1) or 1 for k in ("tp", "pp", "dp", "cp"))
+    seq = values.get("s") or layout.get("seq")
+    words = [f"t={t} p={p} d={d}" + (f" c={c}" if c > 1 else "") + f" ({t * p * d * c} GPUs)"]
+    if "micro_batch" not in skip:
+        words.append(f"b={layout.get('micro_batch', 1)}")
+    if seq and "seq" not in skip:
+        words.append(f"s={seq}")
+    if layout.get("interleave", 1) > 1:
+        words.append(f"v={layout['interleave']} interleaved")
+    if layout.get("sp"):
+        words.append("SP")
+    recompute = layout.get("recompute", "none")
+    words.append("no recompute" if recompute == "none" else f"{recompute} recompute")
+    words.append(f"ZeRO-{layout.get('zero', 0)}")
+    for key in ("optimizer", "dtype"):
+        if layout.get(key):
+            words.append(layout[key] + (" activations" if key == "dtype" else ""))
+    if layout.get("global_batch"):
+        words.append(f"global batch {layout['global_batch']}")
+    return ", ".join(words)
+
+
+def verdict(total, capacity, what: str = "per GPU") -> str:
+    """``FITS in 80.00 GB: 53.92 GB per GPU (67.4%), 26.08 GB headroom`` or
+    ``DOES NOT FIT in 80.00 GB: ... over by ...``; without a capacity, which
+    common GPUs it fits."""
+    total = Fraction(total)
+    if capacity:
+        head = Fraction(capacity) - total
+        if head >= 0:
+            return (f"FITS in {fmt(capacity, 'GB')}: {fmt(total, 'GB')} {what} ({_share(total, capacity)}), "
+                    f"headroom {fmt(head, 'GB')}")
+        return (f"DOES NOT FIT in {fmt(capacity, 'GB')}: {fmt(total, 'GB')} {what} ({_share(total, capacity)}), "
+                f"over by {fmt(-head, 'GB')}")
+    fits = [name for size, name in COMMON_GPUS if total <= size]
+    short = [(size, name) for size, name in COMMON_GPUS if total > size]
+    words = f"{fmt(total, 'GB')} {what}; no --gpu-memory given: "
+    if fits:
+        words += f"fits {fits[0]}"
+        if short:
+            size, name = short[-1]
+            words += f", not {name}: over by {fmt(total - size, 'GB')}"
+    else:
+        size, name = COMMON_GPUS[-1]
+        words += f"fits none of the common GPUs, over {name} by {fmt(total - size, 'GB')}"
+    return words
+
+
+#: Lines the bill's summary prints when its data has the key (another ledger's addition):
+#: key -> the line, from the exact value. A new total slots in here as one entry.
+OPTIONAL_LINES = (
+    ("paper_total_bytes", lambda v: f"the papers' total (model states + activations): {fmt(v, 'GB')}"),
+    ("params_per_gpu", lambda v: f"parameters per GPU: {int(v):,}"),
+)
+
+
+def bill_summary(data: dict, width: int = 80) -> list[str]:
+    """The bill's answer in a few lines, from its JSON data (``bill --json``)."""
+    lines = data.get("lines", [])
+    total = number(data["total_bytes"])
+    states, acts = number(data["model_states_bytes"]), number(data["activation_bytes"])
+    config = data.get("model_config", {})
+    out = [f"{data['model']}" + (f" — {config['source']}" if config.get("source") else ""),
+           "layout: " + layout_words(data.get("layout", {}), data.get("values"))]
+    out.append("VERDICT: " + verdict(total, data.get("gpu_memory_bytes")))
+    parts = f"model states {fmt(states, 'GB')} + activations {fmt(acts, 'GB')}"
+    other = total - states - acts
+    if other > 0:
+        parts += f" + the rest of the step's peak {fmt(other, 'GB')}"
+    out.append(f"total per GPU: {fmt_bytes(total)} = {parts}")
+    out += [line(number(data[key])) for key, line in OPTIONAL_LINES
+            if data.get(key) is not None and (key != "paper_total_bytes" or number(data[key]) != total)]
+    ledger_total = {"model states": states, "activations": acts}
+    big_ledger = max(ledger_total, key=ledger_total.get)
+    memory_lines = [line for line in lines if line.get("ledger") in MEMORY_LEDGERS]
+    biggest = ledger_total[big_ledger]
+    dominant = f"dominant: {big_ledger} {fmt(biggest, 'GB')} ({_share(biggest, total)})"
+    if memory_lines:
+        top = max(memory_lines, key=lambda line: number(line["value"]))
+        dominant += (f"; largest line: {top['name']} ({MEMORY_LEDGERS[top['ledger']]}) "
+                     f"{fmt(number(top['value']), 'GB')} ({_share(number(top['value']), total)})")
+    out.append(dominant)
+    compute = []
+    if data.get("flops_per_iteration") is not None:
+        compute.append(f"{fmt(number(data['flops_per_iteration']), 'TFLOPs')} per iteration")
+    if data.get("flops_per_gpu_per_iteration") is not None:
+        compute.append(f"{fmt(number(data['flops_per_gpu_per_iteration']), 'TFLOPs')} per GPU")
+    if data.get("step_seconds") is not None:
+        compute.append(f"step {float(number(data['step_seconds'])):.3f} s")
+    if compute:
+        out.append("compute: " + ", ".join(compute))
+    if data.get("approximations"):
+        out.append(f"⚠ {len(data['approximations'])} approximation(s) apply (listed below)")
+    return [piece for line in out for piece in wrap(line, width)]
+
+
+def plan_summary(data: dict, width: int = 80) -> list[str]:
+    """``plan``'s answer: how many layouts fit and the best one, from its JSON data."""
+    gpu = data["gpu_memory_bytes"]
+    out = [f"{data['model']} on {data['gpus']} GPUs × {fmt(gpu, 'GB')}, s = {data['seq']}"
+           + (f", global batch {data['global_batch']}" if data.get("global_batch") else "")]
+    layouts = data.get("layouts") or []
+    if layouts:
+        best = layouts[0]
+        out.append(f"VERDICT: {data['fitting']:,} of {data['evaluated']:,} valid layouts fit; best by step time:")
+        out.append("  " + layout_words(best))
+        out.append("  " + verdict(number(best["total_bytes"]), data.get("usable_bytes") or gpu)
+                   + (f", step {best['step_seconds']:.3f} s" if best.get("step_seconds") is not None else ""))
+    else:
+        out.append(f"VERDICT: NO LAYOUT FITS: none of {data['evaluated']:,} valid layouts fits in "
+                   f"{fmt(data.get('usable_bytes') or gpu, 'GB')} per GPU")
+        closest = data.get("closest")
+        if closest:
+            out.append("  closest: " + layout_words(closest))
+            out.append("  " + verdict(number(closest["total_bytes"]), data.get("usable_bytes") or gpu))
+    return [piece for line in out for piece in wrap(line, width, subsequent="    ")]
+
+
+def solve_summary(data: dict, width: int = 80) -> list[str]:
+    """``solve``'s answer: the largest micro-batch or sequence length that fits."""
+    target = data["target"]
+    name = target.replace("_", "-")
+    letter = "b" if target == "micro_batch" else "s"
+    out = [f"{data['model']}: largest {name} that fits in {fmt(data['usable_bytes'], 'GB')} per GPU",
+           "layout: " + layout_words(data.get("layout", {}), skip=(target,))]
+    check = data.get("check", {})
+    if data.get(target) is None:
+        out.append(f"VERDICT: NOTHING FITS: the smallest valid {letter} = {check.get('value')} needs "
+                   f"{fmt(number(check['total_bytes']), 'GB')}")
+    else:
+        out.append(f"VERDICT: {letter} = {data[target]} ("
+                   + verdict(number(check["total_bytes"]), data["usable_bytes"]) + ")")
+        if check.get("next_value") is not None:
+            out.append(f"  the next valid {letter} = {check['next_value']}: "
+                       + verdict(number(check["next_total_bytes"]), data["usable_bytes"]))
+    return [piece for line in out for piece in wrap(line, width, subsequent="    ")]
+
+
+def timeline_summary(data: dict, width: int = 80) -> list[str]:
+    """``timeline``'s answer: the peak of the step, where it happens, against the GPU."""
+    out = [f"{data['model']}: memory over one training step",
+           "layout: " + layout_words(data.get("layout", {}))
+           + (f"; optimisations: {', '.join(data['optimizations'])}" if data.get("optimizations") else "")]
+    peak = data["peak_bytes"]
+    out.append("VERDICT: " + verdict(peak, data.get("gpu_memory_bytes"), "peak")
+               + (f"; reserved {fmt(data['reserved_max_bytes'], 'GB')} at most" if data.get("reserved_max_bytes")
+                  else ""))
+    if data.get("gpu_memory_bytes") and data.get("fits") is False and peak <= data["gpu_memory_bytes"]:
+        out.append("  the caching allocator's reserved memory exceeds the GPU: DOES NOT FIT")
+    out.append(f"peak {fmt_bytes(peak)} at t* = {data['t_star']}")
+    by_class = data.get("peak_by_class") or {}
+    if by_class:
+        big = max(by_class, key=by_class.get)
+        out.append(f"dominant: {big} {fmt(by_class[big], 'GB')} ({_share(by_class[big], peak)} of the peak)")
+    return [piece for line in out for piece in wrap(line, width, subsequent="    ")]
+
+
+def wrap_lines(text: str, width: int) -> list[str]:
+    """Every line of ``text`` wrapped to ``width``, keeping its indentation
+    (continuations indented four more)."""
+    out = []
+    for line in text.split("\n"):
+        body = line.lstrip(" ")
+        indent = line[: len(line) - len(body)]
+        out += wrap(body, width, indent, indent + "    ") if len(line) > width else [line.rstrip()]
+    return out
+
+
+class WrappingWriter:
+    """A text stream that wraps each line written to it (:func:`wrap_lines`)
+    before passing it on: ``contextlib.redirect_stdout(WrappingWriter(sys.stdout, 80))``
+    fits a command's plain ``print`` calls to the terminal, line by line."""
+
+    def __init__(self, stream, width: int):
+        self.stream, self.width, self.pending = stream, width, ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *complete, self.pending = self.pending.split("\n")
+        for line in complete:
+            self.stream.write("\n".join(wrap_lines(line, self.width)) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.stream.write("\n".join(wrap_lines(self.pending, self.width)))
+            self.pending = ""
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return hasattr(self.stream, "isatty") and self.stream.isatty()

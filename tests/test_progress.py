@@ -1,0 +1,34 @@
+"""Progress on long work (symbolic.render.progress; issue 13): a rich bar on a
+terminal, nothing on a pipe."""
+import io
+
+from symbolic.cli import main
+from symbolic.render.progress import progress
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_bar_on_a_terminal_and_nothing_on_a_pipe(monkeypatch):
+    monkeypatch.delenv("SYMBOLIC_PROGRESS", raising=False)
+    terminal, pipe = Terminal(), io.StringIO()
+    for stream in (terminal, pipe):
+        with progress(3, "tracing a layer", stream=stream) as step:
+            for _ in range(3):
+                step()
+    assert "tracing a layer" in terminal.getvalue()
+    assert pipe.getvalue() == ""
+    monkeypatch.setenv("SYMBOLIC_PROGRESS", "off")
+    quiet = Terminal()
+    with progress(None, "planning", stream=quiet) as step:
+        step()
+    assert quiet.getvalue() == ""
+
+
+def test_commands_print_no_progress_into_a_pipe(tmp_path, capsys):
+    assert main(["sheet", "-o", str(tmp_path / "s.tex")]) == 0
+    assert main(["plan", "gpt-7b", "--gpus", "8", "--gpu-memory", "80GB", "--top", "1"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
