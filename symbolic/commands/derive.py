@@ -1,7 +1,6 @@
 """``symbolic derive QUANTITY [options]``: the simplified expression, in the papers' letters."""
 from __future__ import annotations
 
-from ..layout.choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from . import _options
 
 HELP = "print the derived expression of a quantity (activations, params, states, flops, ...)"
@@ -22,7 +21,6 @@ ALIASES = {
 
 
 def add_arguments(parser) -> None:
-    from ..ledgers.states import RECIPES
     from ..models.architectures import ARCHITECTURES
 
     parser.add_argument("quantity", help=f"one of {', '.join(ALIASES)} (or a registry name, e.g. activations.stage)")
@@ -31,16 +29,26 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", metavar="MODEL",
                         help="a built-in model or an HF config.json (or its folder): picks the inventory and "
                              "also prints the expression at the model's dimensions (L, h, a, V, s, ...)")
-    parser.add_argument("--tp", action="store_true", help="tensor parallelism (divides by t)")
+    # The layout sizes are the other commands' flags, with the same types: given alone (--tp) the
+    # letter stays a symbol; given a value (--tp 8) it is also substituted.
+    T = _options.INT_TYPES
+    parser.add_argument("--tp", type=T["tp"], nargs="?", const=True, default=False, metavar="T",
+                        help="tensor parallelism (divides by t); with a value, t is also substituted")
     parser.add_argument("--sp", action="store_true", help="sequence parallelism (needs --tp)")
-    parser.add_argument("--cp", action="store_true",
-                        help="context parallelism: each of c ranks holds s/c of the sequence")
-    parser.add_argument("--recompute", choices=RECOMPUTE, default="none")
-    parser.add_argument("--dtype", choices=FLOAT_ACTIVATION_DTYPES, default="bf16", help="activation dtype")
+    parser.add_argument("--cp", type=T["cp"], nargs="?", const=True, default=False, metavar="C",
+                        help="context parallelism: each of c ranks holds s/c of the sequence; a value substitutes c")
+    _options.add_recompute_option(parser)
+    _options.add_dtype_option(parser)
     parser.add_argument("--pipeline", action="store_true", help="first pipeline stage (1F1B: p in flight)")
-    parser.add_argument("--interleave", action="store_true", help="interleaved schedule with v chunks (needs --pipeline)")
-    parser.add_argument("--optimizer", default="bf16-adam", choices=sorted(RECIPES), help="model-state recipe")
-    parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0)
+    parser.add_argument("--pp", type=T["pp"], nargs="?", const=True, default=False, metavar="P",
+                        help="the same as --pipeline; a value substitutes p")
+    parser.add_argument("--interleave", type=T["interleave"], nargs="?", const=True, default=False, metavar="V",
+                        help="interleaved schedule with v chunks (needs --pipeline); a value substitutes v")
+    parser.add_argument("--dp", type=T["dp"], metavar="D", help="substitute the data-parallel size d")
+    parser.add_argument("--seq", type=T["seq"], metavar="S", help="substitute the sequence length s")
+    parser.add_argument("--micro-batch", type=T["micro_batch"], metavar="B", help="substitute the micro-batch size b")
+    _options.add_optimizer_option(parser)
+    _options.add_zero_option(parser)
     # Tying and positions are passed only when given, so each arch keeps its defaults
     # (GPT: tied, learned positions; LLaMA/MoE: untied, RoPE).
     tying = parser.add_mutually_exclusive_group()
@@ -55,6 +63,19 @@ def add_arguments(parser) -> None:
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--latex", action="store_true", help="print LaTeX")
     out.add_argument("--json", action="store_true", help="print JSON; `expr` parses back with sympy")
+
+
+def _substitutions(args) -> dict[str, int]:
+    """The letters given a value (``--tp 8``: t = 8), and the switches they imply."""
+    out = {}
+    for flag, letter in (("tp", "t"), ("cp", "c"), ("pp", "p"), ("interleave", "v"), ("dp", "d"),
+                         ("seq", "s"), ("micro_batch", "b")):
+        value = getattr(args, flag)
+        if value is not None and value is not True and value is not False:
+            out[letter] = value
+    args.pipeline = bool(args.pipeline or args.pp)
+    args.tp, args.cp, args.interleave = bool(args.tp), bool(args.cp), bool(args.interleave)
+    return out
 
 
 def _quantity_options(name: str, args) -> dict:
@@ -99,25 +120,33 @@ def run(args) -> int:
         raise ValueError(f"--arch {args.arch} contradicts --model {model.name}, whose inventory is "
                          f"{model.arch}: drop --arch")
     args.arch = args.arch or (model.arch if model is not None else "gpt")
+    substitutions = _substitutions(args)
     options = _quantity_options(name, args)
     expr = evaluate(name, **options)
     shown = paper_form(expr)
     entry = REGISTRY[name]
     # At the model's dimensions, the layout's letters (b, t, p, d, ...) stay symbols.
-    at_model = paper_form(substitute(expr, model.values())) if model is not None else None
+    at_model = paper_form(substitute(expr, {**model.values(), **substitutions})) if model is not None else None
+    at_values = paper_form(substitute(expr, substitutions)) if substitutions and model is None else None
     if args.json:
         data = {"quantity": name, "options": options, "unit": entry.unit, "expr": sstr(expr),
                 "paper_form": sstr(shown), "latex": to_latex(shown), "doc": entry.doc}
+        if substitutions:
+            data["substituted"] = substitutions
+        if at_values is not None:
+            data["at_values"] = sstr(at_values)
         if model is not None:
             data.update(model=model.name, model_values=model.values(), at_model=sstr(at_model),
                         approximations=list(model.approximations))
         print(json.dumps(data, ensure_ascii=False, indent=2))
     elif args.latex:
-        print(to_latex(shown) if model is None else to_latex(at_model))
+        print(to_latex(at_model if model is not None else at_values if at_values is not None else shown))
     else:
         print(f"{name} [{entry.unit}] = {sstr(shown)}")
+        if at_values is not None:
+            print(f"  at {', '.join(f'{k}={v}' for k, v in substitutions.items())}: {sstr(at_values)}")
         if model is not None:
-            values = ", ".join(f"{k}={v}" for k, v in model.values().items())
+            values = ", ".join(f"{k}={v}" for k, v in {**model.values(), **substitutions}.items())
             print(f"  at {model.name} ({values}): {sstr(at_model)}")
             for note in model.approximations:
                 print(f"  approximation: {note}")

@@ -8,30 +8,9 @@ from . import _options
 HELP = "sweep every valid layout (t, p, d, c, b, v, ZeRO, SP, recompute) on N GPUs; rank those that fit"
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
-    return value
-
-
-def _tflops(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < 1e9:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of TFLOP/s")
-    return value
-
-
-def _zero(text: str) -> int:
-    if text not in ("0", "1", "2", "3"):
-        raise argparse.ArgumentTypeError(f"{text!r}: ZeRO stage is 0, 1, 2 or 3")
-    return int(text)
+#: --mfu: a share of peak; below 10^-6 the step time is meaningless (and 1e-320 would print as infinity).
+_mfu = _options.bounded_float(1e-6, 1.0)
+_tflops = _options.bounded_float(0.0, 1e9, low_open=True)
 
 
 def add_hardware_options(parser) -> None:
@@ -41,60 +20,43 @@ def add_hardware_options(parser) -> None:
                        help="memory reserved for what the ledgers leave out (workspaces, communication buffers, "
                             "fragmentation): a size (4GB) or a share of --gpu-memory (10%%); default 0")
     group.add_argument("--peak-tflops", type=_tflops, default=312.0,
-                       help="dense peak TFLOP/s per GPU (default 312: A100 bf16)")
-    group.add_argument("--mfu", type=_fraction, default=0.5,
-                       help="fraction of peak the hardware FLOPs achieve (default 0.5)")
+                       help="dense peak TFLOP/s per GPU, in (0, 10^9] (default 312: A100 bf16)")
+    group.add_argument("--mfu", type=_mfu, default=0.5,
+                       help="fraction of peak the hardware FLOPs achieve, in [10^-6, 1] (default 0.5)")
 
 
 def parse_margin(text: str, gpu_memory: int) -> int:
-    """'0', '4GB', '10%' (of the GPU memory) -> bytes."""
-    from decimal import Decimal, InvalidOperation
-
-    from ..models.config import ConfigError
-
-    text = (text or "").strip()
-    if text.endswith("%"):
-        try:
-            share = Decimal(text[:-1])
-        except InvalidOperation:
-            share = Decimal(-1)
-        if not 0 <= share < 100:
-            raise ConfigError(f"--margin {text!r}: a share must be between 0% and 100%")
-        return int(share * gpu_memory / 100)
-    if text in ("0", "0B"):
-        return 0
-    margin = _options.parse_memory(text, "--margin")
-    if margin >= gpu_memory:
-        raise ConfigError(f"--margin {text!r} must be below --gpu-memory")
-    return margin
+    """'0', '4GB', '10%' (of the GPU memory) -> bytes (:func:`_options.parse_memory_or_share`)."""
+    return _options.parse_memory_or_share(text, gpu_memory, "--margin")
 
 
 def add_arguments(parser) -> None:
     _options.add_model_argument(parser)
-    parser.add_argument("--gpus", type=_options._positive, required=True, help="number of GPUs N = t·p·d·c")
-    parser.add_argument("--seq", type=_options._positive, default=0, help="sequence length s (default: the model's)")
-    parser.add_argument("--global-batch", type=_options._positive, default=0,
+    T = _options.INT_TYPES
+    parser.add_argument("--gpus", type=T["gpus"], required=True, help="number of GPUs N = t·p·d·c (at most 10^7)")
+    parser.add_argument("--seq", type=T["seq"], default=0, help="sequence length s (default: the model's)")
+    parser.add_argument("--global-batch", type=T["global_batch"], default=0,
                         help="sequences per iteration (default: one micro-batch per data-parallel rank)")
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B)")
-    parser.add_argument("--optimizer", default="bf16-adam", help="model-state recipe (bf16-adam, fp32-adam, ...)")
-    parser.add_argument("--dtype", default="bf16", help="activation dtype (bf16, fp16, fp32, fp8)")
-    parser.add_argument("--top", type=int, default=10, help="layouts to show (0: all that fit; default 10)")
+    _options.add_optimizer_option(parser)
+    _options.add_dtype_option(parser)
+    parser.add_argument("--top", type=_options.bounded_int(0, 10**9), default=10,
+                        help="layouts to show (0: all that fit; default 10)")
     parser.add_argument("--json", action="store_true", help="the layouts as JSON, exact integers in bytes and FLOPs")
     add_hardware_options(parser)
     sweep = parser.add_argument_group("sweep limits and fixed choices (default: swept)")
-    sweep.add_argument("--max-micro-batch", type=_options._positive, default=16,
+    sweep.add_argument("--max-micro-batch", type=T["micro_batch"], default=16,
                        help="largest micro-batch tried without --global-batch (powers of two; default 16)")
-    sweep.add_argument("--gpus-per-node", type=_options._positive, default=8,
+    sweep.add_argument("--gpus-per-node", type=T["tp"], default=8,
                        help="tensor parallelism stays within a node: t ≤ this (default 8)")
-    sweep.add_argument("--tp", type=_options._positive, help="fix the tensor-parallel size")
-    sweep.add_argument("--pp", type=_options._positive, help="fix the pipeline-parallel size")
-    sweep.add_argument("--dp", type=_options._positive, help="fix the data-parallel size")
-    sweep.add_argument("--cp", type=_options._positive,
-                       help="fix the context-parallel size c (1: no context parallelism)")
-    sweep.add_argument("--micro-batch", type=_options._positive, help="fix the micro-batch size")
-    sweep.add_argument("--interleave", type=_options._positive, help="fix the model chunks per stage (v)")
-    sweep.add_argument("--zero", type=_zero, help="fix the ZeRO stage")
-    sweep.add_argument("--recompute", choices=("none", "selective", "full"), help="fix the recompute policy")
+    sweep.add_argument("--tp", type=T["tp"], help="fix the tensor-parallel size")
+    sweep.add_argument("--pp", type=T["pp"], help="fix the pipeline-parallel size")
+    sweep.add_argument("--dp", type=T["dp"], help="fix the data-parallel size")
+    sweep.add_argument("--cp", type=T["cp"], help="fix the context-parallel size c (1: no context parallelism)")
+    sweep.add_argument("--micro-batch", type=T["micro_batch"], help="fix the micro-batch size")
+    sweep.add_argument("--interleave", type=T["interleave"], help="fix the model chunks per stage (v)")
+    _options.add_zero_option(sweep, default=None, help="fix the ZeRO stage")
+    _options.add_recompute_option(sweep, default=None, help="fix the recompute policy")
     sweep.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None,
                        help="fix sequence parallelism on (--sp) or off (--no-sp)")
 
@@ -102,15 +64,12 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import time
 
-    from ..models.config import ConfigError
     from ..search.plan import FIXABLE, Hardware, plan
 
     model = _options.load_model(args)
     gpu_memory = _options.parse_memory(args.gpu_memory)
     margin = parse_margin(args.margin, gpu_memory)
     params_hand = _options.parse_count(args.params) if args.params else None
-    if args.top < 0:
-        raise ConfigError(f"--top {args.top}: give 0 (all) or a positive count")
     hardware = Hardware("A100 bf16 dense" if args.peak_tflops == 312 else "--peak-tflops",
                         args.peak_tflops * 1e12, args.mfu)
     start = time.perf_counter()
@@ -218,4 +177,4 @@ def render_json(result, shown, closest) -> str:
         "layouts": [item.as_dict() for item in shown],
         "closest": closest.as_dict() if closest is not None else None,
     }
-    return json.dumps(data, indent=2)
+    return json.dumps(data, indent=2, allow_nan=False)  # never Infinity/NaN: not JSON

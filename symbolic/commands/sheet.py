@@ -1,6 +1,8 @@
 """``symbolic sheet -o formulas.tex [--pdf]``: the LaTeX formula sheet."""
 from __future__ import annotations
 
+from ._options import write_output
+
 HELP = "write the LaTeX formula sheet: each ledger's derivation, the paper forms it equals, and the errata"
 
 
@@ -15,16 +17,15 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
+    from ..core.inputs import clean
     from ..models.config import ConfigError
     from ..render.latex import LatexError, compile_pdf, sheet
 
     path = Path(args.output)
     if path.suffix != ".tex":
-        raise ConfigError(f"--output {args.output!r}: give a file name ending in .tex")
-    if not path.parent.is_dir():
-        raise ConfigError(f"--output {args.output!r}: folder {str(path.parent)!r} does not exist")
-    path.write_text(sheet(), encoding="ascii")
-    print(f"wrote {path}")
+        raise ConfigError(f"--output {clean(args.output)!r}: give a file name ending in .tex")
+    write_output(args.output, sheet().encode("ascii"), "--output")
+    print(f"wrote {clean(path)}")
     if args.pdf:
         try:
             pdf = compile_pdf(path)
