@@ -36,7 +36,7 @@ block sizes (rounded), as ``torch.cuda.memory_allocated`` does.
 """
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
 kMinBlockSize = 512  # all sizes are rounded to at least 512 bytes
@@ -169,13 +169,17 @@ class CachingAllocator:
 
     def _remove_free(self, stream: int, pool: str, block: Block) -> None:
         entries = self.free_blocks[(stream, pool)]
-        entries.remove((*self._key(block), id(block), block))
+        entry = (*self._key(block), id(block), block)
+        index = bisect_left(entries, entry)  # sorted: found by bisection, not a scan
+        if index == len(entries) or entries[index][3] is not block:
+            raise ValueError(f"block at {entry[1]} is not in the free list")
+        del entries[index]
 
     def _best_fit(self, stream: int, pool: str, rounded: int) -> Block | None:
-        for size, _, _, block in self.free_blocks.get((stream, pool), []):
-            if size >= rounded:
-                return block
-        return None
+        """The smallest free block of at least ``rounded`` bytes, lowest address on ties."""
+        entries = self.free_blocks.get((stream, pool), [])
+        index = bisect_left(entries, (rounded,))
+        return entries[index][3] if index < len(entries) else None
 
     def _cuda_malloc(self, stream: int, pool: str, size: int) -> Segment | None:
         if self.capacity is not None and self.reserved + size > self.capacity:
