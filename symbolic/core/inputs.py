@@ -61,7 +61,7 @@ def check_regular_file(path: str | Path, what: str = "file") -> os.stat_result:
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        raise InputError(f"{clean(path)}: no such {what}") from None
+        raise InputError(f"{clean(path)}: no such file (a {what} was expected)") from None
     except OSError as error:
         raise InputError(f"{clean(path)}: cannot read it ({error.strerror})") from None
     if not stat.S_ISREG(info.st_mode):
