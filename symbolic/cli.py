@@ -32,6 +32,7 @@ COMMANDS = ["bill", "derive", "check", "calculator", "plan", "solve", "sheet", "
 
 EXIT_BAD_INPUT = 2
 EXIT_BUG = 3
+MAX_MESSAGE = 2000  #: characters of an error line: a value quoted from a file is cut, not printed whole
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,7 +62,8 @@ def _message(error: BaseException) -> str:
     """What the user reads: one line, control characters escaped."""
     from .core.inputs import clean
 
-    return clean(" ".join(str(error).split()) or type(error).__name__)
+    text = clean(" ".join(str(error).split()) or type(error).__name__)
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "… (cut)"
 
 
 def _os_message(error: OSError) -> str:
