@@ -247,6 +247,25 @@ def layout_from_args(args) -> Layout:
                   cp=getattr(args, "cp", 1))
 
 
+def check_output(path: str, field: str = "--output") -> Path:
+    """Before any expensive work: ``path`` names a file (not a folder) in an existing,
+    writable folder; else one :class:`ConfigError` naming the field and the fix."""
+    import os
+
+    target = Path(path)
+    if not str(path).strip():
+        raise ConfigError(f"{field}: give a file name")
+    if target.is_dir():
+        raise ConfigError(f"{field} {clean(path)!r} is a folder; give a file name")
+    parent = target.parent
+    if not parent.is_dir():
+        raise ConfigError(f"{field} {clean(path)!r}: folder {clean(parent)!r} does not exist; create it or write "
+                          "elsewhere")
+    if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise ConfigError(f"{field} {clean(path)!r}: not writable (permissions); write elsewhere")
+    return target
+
+
 def write_output(path: str, data: str | bytes, field: str = "--output") -> int:
     """Write a command's output file; any failure (missing or read-only folder, a
     directory, a full disk, /dev/full) is one :class:`ConfigError` naming the
@@ -254,13 +273,7 @@ def write_output(path: str, data: str | bytes, field: str = "--output") -> int:
     import errno
 
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    target = Path(path)
-    if target.is_dir():
-        raise ConfigError(f"{field} {clean(path)!r} is a folder; give a file name")
-    parent = target.parent
-    if not parent.is_dir():
-        raise ConfigError(f"{field} {clean(path)!r}: folder {clean(parent)!r} does not exist; create it or write "
-                          "elsewhere")
+    target = check_output(path, field)
     try:
         with open(target, "wb") as handle:
             handle.write(payload)

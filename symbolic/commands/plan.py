@@ -69,7 +69,7 @@ def run(args) -> int:
     model = _options.load_model(args)
     gpu_memory = _options.parse_memory(args.gpu_memory)
     margin = parse_margin(args.margin, gpu_memory)
-    params_hand = _options.parse_count(args.params) if args.params else None
+    params_hand = _options.parse_count(args.params) if args.params is not None else None
     hardware = Hardware("A100 bf16 dense" if args.peak_tflops == 312 else "--peak-tflops",
                         args.peak_tflops * 1e12, args.mfu)
     start = time.perf_counter()

@@ -1,7 +1,7 @@
 """``symbolic sheet -o formulas.tex [--pdf]``: the LaTeX formula sheet."""
 from __future__ import annotations
 
-from ._options import write_output
+from ._options import check_output, write_output
 
 HELP = "write the LaTeX formula sheet: each ledger's derivation, the paper forms it equals, and the errata"
 
@@ -24,6 +24,7 @@ def run(args) -> int:
     path = Path(args.output)
     if path.suffix != ".tex":
         raise ConfigError(f"--output {clean(args.output)!r}: give a file name ending in .tex")
+    check_output(args.output, "--output")
     write_output(args.output, sheet().encode("ascii"), "--output")
     print(f"wrote {clean(path)}")
     if args.pdf:

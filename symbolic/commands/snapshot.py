@@ -49,6 +49,8 @@ def run(args) -> int:
     from ..core.inputs import clean
     from ..step.snapshot import analyse, load
 
+    if args.png is not None:
+        _options.check_output(args.png, "--png")
     analysis = analyse(load(args.file), args.device, args.transient_allocs)
     data = summarise(analysis)
     if args.compare:
@@ -61,7 +63,7 @@ def run(args) -> int:
                                              "measured_bytes": analysis.breakdown[cls]}
                                        for cls in analysis.breakdown},
                            "engine_peak_bytes": result.peak, "measured_peak_bytes": analysis.peak_allocated}
-    if args.png:
+    if args.png is not None:
         from ..render.memory_plot import snapshot_figure, use_file_backend
         use_file_backend()
         _options.write_figure(snapshot_figure(analysis, clean(args.file)), args.png, "--png")

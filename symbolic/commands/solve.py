@@ -29,7 +29,7 @@ def run(args) -> int:
     layout = _options.layout_from_args(args)
     gpu_memory = _options.parse_memory(args.gpu_memory)
     margin = parse_margin(args.margin, gpu_memory)
-    params_hand = _options.parse_count(args.params) if args.params else None
+    params_hand = _options.parse_count(args.params) if args.params is not None else None
     limit = solve_limit(model, layout, _TARGETS[args.max], gpu_memory, margin, params_hand)
     print(render_json(limit) if args.json else render_text(limit))
     return 0 if limit.answer is not None else 1

@@ -67,14 +67,16 @@ def run(args) -> int:
     from ..step.optimizations import apply
     from ..step.timeline import CommSettings, MemoryOptions
 
+    if args.png is not None:
+        _options.check_output(args.png, "--png")
     model = _options.load_model(args)
     layout = _options.layout_from_args(args)
     comm = CommSettings(_options.parse_memory(args.nccl_buffsize, "--nccl-buffsize"), args.nccl_channels,
                         _options.parse_memory(args.bucket, "--bucket"))
     layout, options = apply(args.optimize, layout, MemoryOptions(comm=comm))
-    gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory else None
+    gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory is not None else None
     data, tl, result, reserved = report(model, layout, options, gpu_memory)
-    if args.png:
+    if args.png is not None:
         from ..render.memory_plot import timeline_figure, use_file_backend
         use_file_backend()
         fig = timeline_figure(result, reserved, f"{model.name}: {tl.strategy.describe()}", gpu_memory)

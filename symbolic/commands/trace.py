@@ -51,8 +51,11 @@ def add_arguments(parser) -> None:
                         help="HF attention implementation (sdpa: the fused kernel; eager: explicit)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override an integer field of the HF config (e.g. hidden_size=256)")
-    parser.add_argument("--seq", type=_ints, default=[3, 4, 5, 6, 7, 8], help="sequence lengths to run (--hf)")
-    parser.add_argument("--batch", type=_ints, default=[2, 3, 4], help="micro-batch sizes to run (--hf)")
+    # lists of values, so not --seq/--micro-batch (one number in every other command)
+    parser.add_argument("--seqs", dest="seq", type=_ints, default=[3, 4, 5, 6, 7, 8], metavar="S1,S2,...",
+                        help="sequence lengths to run (--hf)")
+    parser.add_argument("--batches", dest="batch", type=_ints, default=[2, 3, 4], metavar="B1,B2,...",
+                        help="micro-batch sizes to run (--hf)")
     parser.add_argument("--dims", action="append", default=[], metavar="NAME=V1,V2,...",
                         help="values of one dimension (--factory), e.g. s=2,3,4")
     parser.add_argument("--degree", type=int, choices=(1, 2, 3, 4), default=3,
