@@ -97,10 +97,9 @@ def main() -> None:
     for n in (10**5, 10**7, 10**16, 2**60, 10**18 + 9):
         timed(f"  divisors({n:,}) -> {len(divisors(n)):,} divisors", lambda n=n: divisors(n))
     from symbolic.search.plan import plan
-    gpus = 10**6
-    timed(f"  plan gpt-175b on {gpus:,} GPUs, global batch 1536", lambda: plan(
-        preset("gpt-175b"), gpus, 80 * 10**9, global_batch=1536))
-
+    for gpus in (10**5, 10**7, 10**16):
+        timed(f"  plan(gpt-175b, {gpus:.0e} GPUs, 80 GB), one micro-batch per DP rank (API; CLI caps at 10^7)",
+              lambda gpus=gpus: plan(preset("gpt-175b"), gpus, 80 * 10**9))
 
 if __name__ == "__main__":
     main()
