@@ -22,6 +22,7 @@ the terminal.
 from __future__ import annotations
 
 import argparse
+import decimal
 import errno
 import importlib
 import os
@@ -124,9 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:  # ConfigError, SnapshotError, InputError, EvaluationError are ValueErrors
         print(f"{prog}: error: {_message(error)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (MemoryError, RecursionError, OverflowError, ArithmeticError) as error:
+    except (MemoryError, RecursionError, OverflowError, decimal.Overflow, decimal.InvalidOperation) as error:
         print(f"{prog}: error: the input is too large to evaluate ({type(error).__name__}: {_message(error)}); "
-              "give smaller sizes (see the stated ranges in --help)", file=sys.stderr)
+              "give smaller sizes or a smaller, shallower file", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as error:  # noqa: BLE001 - the boundary: a bug, reported as one line
         if debug:
