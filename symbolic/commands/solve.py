@@ -120,4 +120,4 @@ def render_json(limit) -> str:
                   "fits": limit.answer_fits(), "next_value": limit.next_value,
                   "next_total_bytes": num(limit.total_at_next), "next_fits": limit.next_fits()},
     }
-    return json.dumps(data, indent=2)
+    return json.dumps(data, indent=2, allow_nan=False)  # never Infinity/NaN: not JSON
