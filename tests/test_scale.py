@@ -97,3 +97,12 @@ def test_plan_on_ten_to_the_sixteen_gpus_enumerates_divisors():
 
     result = plan(preset("gpt-175b"), 10**16, 80 * 10**9)
     assert result.evaluated > 0 and all(item.layout.gpus == 10**16 for item in result.ranked(3))
+
+
+def test_a_sweep_past_the_layout_cap_is_refused_with_what_to_fix(monkeypatch):
+    import symbolic.search.plan as P
+    from symbolic.models.config import ConfigError
+
+    monkeypatch.setattr(P, "MAX_LAYOUTS", 1000)
+    with pytest.raises(ConfigError, match="more than 1,000 layouts.*fix some of --tp"):
+        P.enumerate_layouts(preset("gpt-175b"), 1024, global_batch=1536)

@@ -315,6 +315,9 @@ def divisors(n: int) -> list[int]:
     return sorted(out)
 
 
+#: The most layouts one plan enumerates (≈ 30 s on one core); a wider sweep is refused with what to fix.
+MAX_LAYOUTS = 10**7
+
 #: Options a plan can fix (None: sweep it).
 FIXABLE = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "cp")
 
@@ -521,6 +524,11 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                                 if fixed.get("recompute", RECOMPUTE_ORDER[rc]) != RECOMPUTE_ORDER[rc]:
                                     continue
                                 rows.append((tp, pp, dp, mb, vv, zero, sp, rc, m, cp))
+                            if len(rows) > MAX_LAYOUTS:
+                                raise ConfigError(
+                                    f"the sweep has more than {MAX_LAYOUTS:,} layouts (global batch "
+                                    f"{global_batch or 'none'}, {gpus} GPUs): fix some of --tp, --pp, --cp, "
+                                    "--micro-batch, --interleave, or give a global batch with fewer divisors")
     names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp")
     array = np.array(rows, dtype=np.int64).reshape(-1, len(names))
     return {name: array[:, k] for k, name in enumerate(names)}, rules
