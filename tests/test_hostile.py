@@ -125,6 +125,9 @@ def corpus(tmp_path_factory) -> Path:
     snap("s_reduce_eval", raw=pickle.dumps(_Reduce(eval, (f"open({marker!r}, 'w')",))))
     snap("s_persistent", raw=b"\x80\x02X\x01\x00\x00\x00aQ.")  # BINPERSID
     snap("s_ok", _snapshot([alloc]))
+    # nulls count as absent (the analysis's defaults), so this one is read: exit 0
+    snap("s_nulls", _snapshot([dict(alloc, time_us=None, stream=None, frames=None),
+                               {"action": "oom", "size": 2**30, "device_free": None}]))
     os.symlink("/dev/zero", d / "s_zero.pickle")
     os.mkfifo(d / "s_fifo.pickle")
     (d / "ro").mkdir()
@@ -247,6 +250,7 @@ for name in SNAPSHOTS:
     CASES.append((f"snapshot-{name}", ["snapshot", f"{{d}}/{name}.pickle"], {2}))
 CASES += [
     ("snapshot-folder", ["snapshot", "{d}/folder"], {2}),
+    ("snapshot-nulls", ["snapshot", "{d}/s_nulls.pickle"], {0}),
     ("snapshot-device-neg", ["snapshot", "{d}/s_ok.pickle", "--device", "-5"], {2}),
     ("snapshot-device-absent", ["snapshot", "{d}/s_ok.pickle", "--device", "7"], {2}),
     ("snapshot-transient-neg", ["snapshot", "{d}/s_ok.pickle", "--transient-allocs", "-1"], {2}),

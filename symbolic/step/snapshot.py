@@ -220,8 +220,11 @@ def _need(obj, key, kind, where, name):
 
 
 def _optional(obj, key, kind, where, name):
-    """A field that may be absent, but when present has the documented type."""
-    if key in obj and obj[key] is not None:
+    """A field that may be absent, but when present has the documented type (a null
+    counts as absent: it is dropped, so the analysis's defaults apply)."""
+    if key in obj and obj[key] is None:
+        del obj[key]
+    elif key in obj:
         value = obj[key]
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
