@@ -69,6 +69,7 @@ def corpus(tmp_path_factory) -> Path:
     os.mkfifo(d / "fifo.json")
     (d / "folder").mkdir()
     config("ansi", _name_or_path="\x1b[31mEVIL\x1b]0;title\x07\x1b[0m")
+    config("markup", _name_or_path="[/oops][blink]", sliding_window=1024)  # rich markup in a name: text, not markup
     config("layers_huge", num_hidden_layers=10**30)
     config("layers_str", num_hidden_layers="32")
     config("layers_float", num_hidden_layers=32.5)
@@ -240,6 +241,8 @@ for name in ("deep", "zero", "fifo", "layers_huge", "experts_on_llama", "list"):
         (f"snapshot-compare-{name}", ["snapshot", "{d}/s_ok.pickle", "--compare", f"{{d}}/{name}.json"], {2}),
     ]
 CASES.append(("bill-config-folder-without-config", ["bill", "{d}/folder"], {2}))
+CASES.append(("bill-config-markup-name", ["bill", "{d}/markup.json"], {0}))
+CASES.append(("derive-config-markup-name", ["derive", "params", "--model", "{d}/markup.json"], {0}))
 # Snapshot files.
 SNAPSHOTS = ["s_missing_addr", "s_str_addr", "s_str_size", "s_neg_size", "s_list_time", "s_str_stream",
              "s_frames_str", "s_map_no_addr", "s_oom_str_free", "s_seg_str_size", "s_block_str_addr", "s_block_state",
