@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -149,7 +150,7 @@ for flag in LAYOUT_FLAGS:
         CASES.append((f"bill{flag}={value!r}", ["bill", "gpt-7b", flag, value], {2}))
 for command, extra in (("plan", ["--gpus", "64", "--gpu-memory", "80GB"]),
                        ("solve", ["--max", "micro-batch", "--gpu-memory", "80GB"]),
-                       ("timeline", []), ("calculator", ["-o", "{d}/out/calc.html"])):
+                       ("timeline", []), ("calculator", ["-o", "calc.html"])):
     model = ["--model", "gpt-7b"] if command == "calculator" else ["gpt-7b"]
     for flag in ("--tp", "--seq", "--micro-batch"):
         for value in ("0", "1e400", "nan", "99999999999999999999999"):
@@ -160,6 +161,10 @@ for count in COUNTS:
     CASES.append((f"bill--params={count!r}", ["bill", "gpt-7b", "--params", count], {2}))
     CASES.append((f"plan--params={count!r}", ["plan", "gpt-7b", "--gpus", "8", "--gpu-memory", "80GB",
                                               "--params", count], {2}))
+for count in ("1e400", "1e99999999"):
+    CASES.append((f"solve--params={count}", ["solve", "gpt-7b", "--max", "seq", "--gpu-memory", "80GB", "--params",
+                                             count], {2}))
+    CASES.append((f"calculator--params={count}", ["calculator", "-o", "c.html", "--params", count], {2}))
 PLAN = ["plan", "gpt-175b", "--gpu-memory", "80GB"]
 CASES += [
     ("plan-gpus-1e11", [*PLAN, "--gpus", "100000000000"], {2}),
@@ -307,6 +312,9 @@ def test_hostile_input_is_one_line(name, argv, codes, corpus, tmp_path, monkeypa
     before_corpus = _listing(corpus)
     code, out, err = _run(argv, capsys)
     _assert_one_clean_line(code, out, err, codes)
+    named = re.search(r"(--[a-z-]+)=", name)  # a case about one flag: the line names that flag
+    if named and code == 2:
+        assert named.group(1) in err, err
     assert _listing(tmp_path) == set(), "a file was written outside the named output"
     assert _listing(corpus) == before_corpus
     assert not (tmp_path / MARKER).exists() and not (corpus / MARKER).exists()
