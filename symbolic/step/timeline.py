@@ -72,6 +72,9 @@ i = Symbol("i", positive=True, integer=True)
 
 MiB = 2**20
 SEED = "seed 004"
+#: The most layer copies (layers per chunk × chunks in flight) one timeline walks: linear, ≈ 10 s at this
+#: size on one loaded core; the largest published models hold ~10^2.
+MAX_LAYERS_HELD = 25_000
 TRANSIENT_SOURCE = "seed 004 §02.3, §06.3 (work tensors); shapes as Korthikanti §4.1"
 
 
@@ -384,9 +387,10 @@ class Timeline:
                 breakdown.append((item.cls, item.name, size))
         return TimelineValues(rows, peak, rows[where][0], where, breakdown)
 
-    def _instant_items(self, family: PhaseFamily, index, cache: dict) -> list[tuple[str, int, int, tuple]]:
+    def _instant_items(self, family: PhaseFamily, index, cache: dict) -> list[tuple[str, int, int, tuple]] | None:
         """What ``family`` holds at layer ``index``: (group key, first copy, copies,
-        ((tensor name, bytes), ...)) per item, sizes exact at the configuration."""
+        ((tensor name, bytes), ...)) per item, sizes exact at the configuration
+        (None if an item names one tensor twice)."""
         out = []
         for item in family.items:
             key = id(item)
@@ -394,6 +398,9 @@ class Timeline:
                 fns = (self._per_instant(sympify(item.copies)), self._per_instant(sympify(item.first)),
                        tuple((name, self._per_instant(sympify(size))) for name, size in item.tensors))
                 constant = not any(i in sympify(x).free_symbols for _, x in item.tensors)
+                names = [name for name, _ in item.tensors]
+                if len(set(names)) != len(names):
+                    return None
                 cache[key] = (fns, constant, tuple((n, f(1)) for n, f in fns[2]) if constant else None)
             (copies, first, sizes), constant, fixed = cache[key]
             tensors = fixed if constant else tuple((n, f(index)) for n, f in sizes)
@@ -416,10 +423,15 @@ class Timeline:
         live: list[list] = []  # runs [group, lo, hi, ((name, bytes), ...)], in allocation order
         events: list[tuple[str, str, int]] = []
         for label, family, index in self.instants():
-            now = [(g, first, first + copies, tensors) for g, first, copies, tensors
-                   in self._instant_items(family, index, cache) if copies > 0]
+            items = self._instant_items(family, index, cache)
+            if items is None:  # an item names one tensor twice: the definition decides
+                return self.allocation_events_reference()
+            now = [(g, first, first + copies, tensors) for g, first, copies, tensors in items if copies > 0]
             if not _disjoint(now):  # the same key twice in one instant: the definition decides
                 return self.allocation_events_reference()
+            now_by_group: dict[str, list] = {}
+            for item in now:
+                now_by_group.setdefault(item[0], []).append(item)
             wanted: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
             for g, lo, hi, tensors in now:
                 for name, size in tensors:
@@ -428,6 +440,9 @@ class Timeline:
             kept: list[list] = []
             for run in reversed(live):
                 g, lo, hi, tensors = run
+                if any(a <= lo and hi <= z and same == tensors for _, a, z, same in now_by_group.get(g, ())):
+                    kept.append(run)  # the common case: an item of this instant holds the whole run as it is
+                    continue
                 freed = [_missing(lo, hi, [(a, z) for a, z, size_now in wanted.get((g, name), ()) if size_now == size])
                          for name, size in tensors]
                 copies = sorted({c for ranges in freed for a, z in ranges for c in range(a, z)}, reverse=True)
@@ -451,12 +466,19 @@ class Timeline:
                     pieces.append([g, lo, upper, tensors])
                 kept.extend(pieces)
             live = kept[::-1]
-            present: dict[tuple[str, str], list[tuple[int, int]]] = {}
-            for g, lo, hi, tensors in live:
-                for name, _ in tensors:
-                    present.setdefault((g, name), []).append((lo, hi))
+            live_by_group: dict[str, list] = {}
+            for run in live:
+                live_by_group.setdefault(run[0], []).append(run)
+            present: dict[tuple[str, str], list[tuple[int, int]]] | None = None
             # Allocate: in the instant's order, copy by copy, tensor by tensor.
             for g, lo, hi, tensors in now:
+                if any(a <= lo and hi <= z and same == tensors for _, a, z, same in live_by_group.get(g, ())):
+                    continue  # all of it is alive already (the common case)
+                if present is None:
+                    present = {}
+                    for rg, rlo, rhi, rtensors in live:
+                        for name, _ in rtensors:
+                            present.setdefault((rg, name), []).append((rlo, rhi))
                 absent = [_missing(lo, hi, present.get((g, name), ())) if size > 0 else [] for name, size in tensors]
                 for c in sorted({c for ranges in absent for a, z in ranges for c in range(a, z)}):
                     new = []
@@ -470,6 +492,8 @@ class Timeline:
                         last[2] = c + 1
                     else:
                         live.append([g, c, c + 1, new])
+                    for name, _ in new:  # later items of this instant see what was just allocated
+                        present.setdefault((g, name), []).append((c, c + 1))
             events.append(("mark", label, 0))
         return events
 
@@ -524,7 +548,10 @@ def _missing(lo: int, hi: int, ranges) -> list[tuple[int, int]]:
 
 
 def _disjoint(now) -> bool:
-    """No (group, copy, tensor) key appears twice among an instant's items."""
+    """No (group, copy, tensor) key appears twice among an instant's items (each
+    item's own names are distinct: :meth:`Timeline._instant_items` checks that)."""
+    if len({item[0] for item in now}) == len(now):
+        return True  # every item its own group: no key can repeat
     seen: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for g, lo, hi, tensors in now:
         names = [name for name, _ in tensors]
@@ -586,6 +613,12 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     param_inv, base, _ = inventories(model)
     strategy = layout.strategy()
     k, n, notes = in_flight(layout)
+    held_layers = exact_int(k * n, layout.values(model))
+    if held_layers > MAX_LAYERS_HELD:
+        raise ConfigError(f"layers {model.layers:,} on a stage holding {held_layers:,} layer copies at its fullest: "
+                          f"the timeline walks every layer instant by instant and allocates each copy, up to "
+                          f"{MAX_LAYERS_HELD:,}; use pp > 1 (fewer layers per stage) or bill/plan/solve, which "
+                          "take up to 10^5 layers")
     pipeline = layout.pp > 1
 
     # Saved tensors per layer under the strategy, and the whole layer without recompute.
