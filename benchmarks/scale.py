@@ -68,8 +68,9 @@ def main() -> None:
     from symbolic.step.snapshot import analyse, load
 
     print("timeline (build, every instant, allocator model), GPT-7B width, s = 2048:")
-    for layers, kw in ((32, {}), (128, {}), (300, {}), (300, dict(pp=4, global_batch=1000)),
-                       (300, dict(pp=10, interleave=3, global_batch=1000)), (600, dict(pp=4, global_batch=1000))):
+    cases = [(32, {}), (128, {}), (300, {}), (300, dict(pp=4, global_batch=1000)),
+             (300, dict(pp=10, interleave=3, global_batch=1000)), (600, dict(pp=4, global_batch=1000))]
+    for layers, kw in cases + ([] if QUICK else [(20_000, {})]):
         model = from_hf_dict(gpt_config(layers), f"gpt-L{layers}")
         layout = Layout(seq=2048, **kw)
 
