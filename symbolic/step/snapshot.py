@@ -244,6 +244,25 @@ ADDRESSED = ("alloc", "free_requested", "free_completed", "segment_alloc", "segm
              "segment_unmap")
 
 
+_ABSENT = object()
+
+
+def _plain_entry(entry) -> bool:
+    """A trace entry whose every field the analysis reads has its documented type
+    (no nulls): the fast path of :func:`validate` (``type(x) is int`` refuses bools)."""
+    if type(entry) is not dict:
+        return False
+    action, size = entry.get("action"), entry.get("size")
+    if type(action) is not str or type(size) is not int or size < 0:
+        return False
+    if action in ADDRESSED and type(entry.get("addr")) is not int:
+        return False
+    stream, when = entry.get("stream", 0), entry.get("time_us", 0)
+    frames, free = entry.get("frames", _ABSENT), entry.get("device_free", 0)
+    return (type(stream) is int and (type(when) is int or type(when) is float)
+            and (frames is _ABSENT or type(frames) is list) and type(free) is int)
+
+
 def validate(obj, name: str = "snapshot") -> None:
     """Check the documented structure and the type of every field the analysis
     reads; the error names the first bad field."""
@@ -274,6 +293,8 @@ def validate(obj, name: str = "snapshot") -> None:
         if not isinstance(trace, list):
             raise SnapshotError(f"{name}: wrong structure: device_traces[{di}] is {type(trace).__name__}, not list")
         for ei, entry in enumerate(trace):
+            if _plain_entry(entry):
+                continue  # the usual entry, checked in one go; anything else gets the field-by-field checks
             where = f"device_traces[{di}][{ei}]"
             action = _need(entry, "action", str, where, name)
             _size(entry, "size", where, name)
