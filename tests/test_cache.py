@@ -107,12 +107,18 @@ def _divide_by_zero(stored):
     return dict(stored, derived=json.dumps(derived))
 
 
+def _power_tower(stored):
+    derived = json.loads(stored["derived"])
+    derived["formulas"]["params"] = "10**10**10"  # would compute for hours if evaluated
+    return dict(stored, derived=json.dumps(derived))
+
+
 @pytest.mark.parametrize("damage", [
     _times_1000, _no_lines, lambda stored: [1, 2, 3], lambda stored: {"key": stored["key"]},
     lambda stored: dict(stored, package="0" * 16), lambda stored: dict(stored, derived=None),
-    _rehashed(_divide_by_zero), lambda stored: "just a string",
+    _rehashed(_divide_by_zero), lambda stored: "just a string", _rehashed(_power_tower),
 ], ids=["formula-x1000", "lines-removed", "json-list", "missing-keys", "other-package", "derived-null",
-        "formula-1/0-rehashed", "json-string"])
+        "formula-1/0-rehashed", "json-string", "power-tower-rehashed"])
 def test_a_damaged_entry_is_discarded_with_one_note_and_derived_again(tmp_path, monkeypatch, capsys, damage):
     monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
     model, layout = preset("gpt-7b"), Layout(tp=8, sp=True)
