@@ -8,6 +8,8 @@ from . import _options
 HELP = "sweep every valid layout (t, p, d, c, b, v, ZeRO, SP, recompute) on N GPUs; rank those that fit"
 
 
+#: The most layouts listed (each with exact totals, ≈ 0.5 ms apiece): --top 0 lists all up to this.
+MAX_LISTED = 20_000
 #: --mfu: a share of peak; below 10^-6 the step time is meaningless (and 1e-320 would print as infinity).
 _mfu = _options.bounded_float(1e-6, 1.0)
 _tflops = _options.bounded_float(0.0, 1e9, low_open=True)
@@ -41,7 +43,7 @@ def add_arguments(parser) -> None:
     _options.add_optimizer_option(parser)
     _options.add_dtype_option(parser)
     parser.add_argument("--top", type=_options.bounded_int(0, 10**9), default=10,
-                        help="layouts to show (0: all that fit; default 10)")
+                        help=f"layouts to show (0: all that fit, at most {MAX_LISTED:,}; default 10)")
     parser.add_argument("--json", action="store_true", help="the layouts as JSON, exact integers in bytes and FLOPs")
     add_hardware_options(parser)
     sweep = parser.add_argument_group("sweep limits and fixed choices (default: swept)")
@@ -78,7 +80,7 @@ def run(args) -> int:
                   max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
                   fixed={name: getattr(args, name) for name in FIXABLE})
     elapsed = time.perf_counter() - start
-    shown = result.ranked(args.top)
+    shown = result.ranked(min(args.top or MAX_LISTED, MAX_LISTED))  # each listed layout is evaluated exactly
     closest = None if shown else result.closest()
     if args.json:
         print(render_json(result, shown, closest))
@@ -140,7 +142,8 @@ def render_text(result, shown, closest, elapsed: float) -> str:
                    f"{_num(tot['flops_per_gpu_per_iteration'], 10**12):>10} {item.step_seconds:>8.3f} "
                    f"{item.bubble:>6.1%}  {item.binding}")
     if len(result.order) > len(shown):
-        out.append(f"... {len(result.order) - len(shown):,} more fit (--top 0 shows all)")
+        out.append(f"... {len(result.order) - len(shown):,} more fit "
+                   + (f"(at most {MAX_LISTED:,} are listed)" if len(shown) == MAX_LISTED else "(--top 0 shows all)"))
     out.append("m: micro-batches per pipeline per iteration; exact values: `symbolic bill MODEL` with the same "
                "options, or --json")
     return "\n".join(out)
