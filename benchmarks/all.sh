@@ -8,6 +8,7 @@ echo "== sweep throughput (one thread)"; $PY benchmarks/sweep_throughput.py
 echo; echo "== plan for 1024 GPUs"; $PY benchmarks/plan_time.py
 echo; echo "== cold start"; $PY benchmarks/cold_start.py
 echo; echo "== published throughput, measured vs predicted"; $PY benchmarks/throughput.py
+echo; echo "== scale: timeline depth, snapshot events, plan GPUs"; $PY benchmarks/scale.py
 echo; echo "== side by side with llm-analysis"
 if LLA=$(bash benchmarks/setup_llm_analysis.sh 2>/dev/null | tail -1); then
   $PY benchmarks/vs_llm_analysis.py --llm-analysis-python "$LLA"

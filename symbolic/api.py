@@ -207,14 +207,21 @@ class Bill(Result):
 
         return bill_summary(self._data, width)
 
-    def text(self, width: int = WIDTH, brief: bool = False) -> str:
+    def _repr_html_(self) -> str:
+        """The summary and the ledgers (the TIME section is in ``str(bill.text())``): a
+        notebook's stored bill holds exact numbers only."""
+        from .render.notebook import summary_html
+
+        return summary_html(self.summary(WIDTH), self.text(120, time=False), self._bar())
+
+    def text(self, width: int = WIDTH, brief: bool = False, time: bool = True) -> str:
         from .render.terminal import render_text
 
         from .render.time import time_json, time_lines
 
         extra = time_json(self.step) if self.step is not None else None
         text = render_text(self.engine, width=width, brief=brief, extra=extra)
-        if self.step is None or brief:
+        if self.step is None or brief or not time:
             return text
         from .render.summary import wrap_lines
 

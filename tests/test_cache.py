@@ -72,3 +72,81 @@ def test_every_billed_architecture_has_an_inventory():
     from symbolic.models.config import BILLED_ARCHITECTURES
 
     assert set(BILLED_ARCHITECTURES) <= set(ARCHITECTURES)
+
+
+def _entry(tmp_path):
+    (path,) = tmp_path.rglob("*.json")
+    return path, json.loads(path.read_text())
+
+
+def _times_1000(stored):
+    derived = json.loads(stored["derived"])
+    derived["lines"][0]["formula"] = f"1000*({derived['lines'][0]['formula']})"
+    return dict(stored, derived=json.dumps(derived))
+
+
+def _no_lines(stored):
+    derived = json.loads(stored["derived"])
+    derived["lines"] = []
+    return dict(stored, derived=json.dumps(derived))
+
+
+def _rehashed(edit):
+    """An edit that also rewrites the hash: caught by evaluation (1/0) or not at all (documented)."""
+    import hashlib
+
+    def apply(stored):
+        changed = edit(stored)
+        return dict(changed, sha256=hashlib.sha256(changed["derived"].encode()).hexdigest())
+    return apply
+
+
+def _divide_by_zero(stored):
+    derived = json.loads(stored["derived"])
+    derived["formulas"]["params"] = "1/0"
+    return dict(stored, derived=json.dumps(derived))
+
+
+def _power_tower(stored):
+    derived = json.loads(stored["derived"])
+    derived["formulas"]["params"] = "10**10**10"  # would compute for hours if evaluated
+    return dict(stored, derived=json.dumps(derived))
+
+
+@pytest.mark.parametrize("damage", [
+    _times_1000, _no_lines, lambda stored: [1, 2, 3], lambda stored: {"key": stored["key"]},
+    lambda stored: dict(stored, package="0" * 16), lambda stored: dict(stored, derived=None),
+    _rehashed(_divide_by_zero), lambda stored: "just a string", _rehashed(_power_tower),
+], ids=["formula-x1000", "lines-removed", "json-list", "missing-keys", "other-package", "derived-null",
+        "formula-1/0-rehashed", "json-string", "power-tower-rehashed"])
+def test_a_damaged_entry_is_discarded_with_one_note_and_derived_again(tmp_path, monkeypatch, capsys, damage):
+    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
+    model, layout = preset("gpt-7b"), Layout(tp=8, sp=True)
+    expected = render_json(make_bill(model, layout))
+    cache.derivation(model, layout)
+    path, stored = _entry(tmp_path)
+    path.write_text(json.dumps(damage(stored)))
+    capsys.readouterr()
+    assert render_json(evaluate(cache.derivation(model, layout), model, layout)) == expected
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "discarded" in err and "derived afresh" in err
+    _, rewritten = _entry(tmp_path)
+    assert rewritten == stored  # rewritten whole, by this package
+    assert render_json(evaluate(cache.derivation(model, layout), model, layout)) == expected
+    assert capsys.readouterr().err == ""  # and the next run trusts it
+
+
+def test_concurrent_processes_share_the_cache_safely(tmp_path):
+    """Eight processes derive the same bill at once: every one prints the same JSON, and the
+    folder ends with one whole entry and no temporary files."""
+    env = dict(os.environ, SYMBOLIC_CACHE_DIR=str(tmp_path))
+    argv = [sys.executable, "-m", "symbolic", "bill", "gpt-22b", "--tp", "8", "--json"]
+    procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(8)]
+    outs = [p.communicate() for p in procs]
+    assert all(p.returncode == 0 for p in procs) and len({out for out, _ in outs}) == 1
+    assert all(err == "" for _, err in outs)
+    files = list(tmp_path.rglob("*"))
+    # one whole entry of the bill's derivation and one of its step-time derivation, no temporary file
+    assert sorted(f.name.startswith("time-") for f in files if f.is_file()) == [False, True]
+    assert {f.suffix for f in files if f.is_file()} == {".json"}

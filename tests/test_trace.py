@@ -200,7 +200,7 @@ def test_trace_command_fits_an_hf_config_and_finds_no_difference(tmp_path, capsy
     path.write_text(json.dumps({"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4,
                                 "num_key_value_heads": 2, "intermediate_size": 40, "vocab_size": 100,
                                 "num_hidden_layers": 2, "architectures": ["LlamaForCausalLM"]}))
-    assert main(["trace", "--hf", str(path), "--seq", "3,4,5,6", "--batch", "2,3", "--degree", "2"]) == 0
+    assert main(["trace", "--hf", str(path), "--seqs", "3,4,5,6", "--batches", "2,3", "--degree", "2"]) == 0
     out = capsys.readouterr().out
     assert out.count("fitted == declared, term by term") == 3
     assert "saved bytes, declared: 1048*b*s" in out  # 20·32 + 8·40 + 4·2·32/4 + 4·4 + 8: h=32, f=40, g=2, a=4

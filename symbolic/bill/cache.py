@@ -8,6 +8,15 @@ read it back and evaluate it with Fractions (``import sympy`` alone is most of
 a cold start). The folder is named by a fingerprint of the package's own files,
 so any change to the engine starts afresh.
 
+An entry cannot lie: it carries the package fingerprint that wrote it and the
+SHA-256 of its derivation text, and is used only if both match, its key is the
+one asked for, and it evaluates at the configuration. Anything else — an entry
+edited on disk (a formula ×1000, lines removed), a JSON list, a formula ``1/0``,
+missing keys — is discarded with one note on stderr and derived again, so a bad
+entry never outlives one run. (The hash guards against damage and edits, not
+against someone who rewrites the hash too: the cache folder is the user's own.)
+Writes go to a unique temporary file and ``os.replace`` it into place.
+
 Location: ``$SYMBOLIC_CACHE_DIR``, else ``$XDG_CACHE_HOME/symbolic``, else
 ``~/.cache/symbolic``. ``SYMBOLIC_CACHE=off`` turns it off. A cache that cannot
 be read or written is ignored: it only ever saves time.
@@ -48,28 +57,108 @@ def folder() -> Path | None:
     return Path(base) / fingerprint()
 
 
+#: Largest cache entry read back (a derivation is a few tens of KiB).
+ENTRY_MAX_BYTES = 8 * 2**20
+
+
+def _content_hash(derived_json: str) -> str:
+    return hashlib.sha256(derived_json.encode("utf-8")).hexdigest()
+
+
+def _note(path: Path, why: str) -> None:
+    """One line on stderr: the entry was not used (the bill is derived afresh, so still right)."""
+    import sys
+
+    from ..core.inputs import clean
+
+    print(f"symbolic: note: cache entry {clean(path.name)} discarded ({clean(why)}); derived afresh", file=sys.stderr)
+
+
+def read_entry(path: Path, key: str, load):
+    """The entry at ``path`` if it is whole and true: written by this package (its
+    fingerprint), for ``key``, its content matching its hash, and accepted by
+    ``load(text)`` (which parses, and checks, the stored text: any exception means
+    no entry). Anything else is discarded (one note) and None returned."""
+    from ..core.inputs import InputError, read_json_file
+
+    try:
+        stored = read_json_file(path, ENTRY_MAX_BYTES, what="cache entry")
+        if not isinstance(stored, dict):
+            raise ValueError(f"a JSON {type(stored).__name__}, not an entry")
+        missing = [k for k in ("key", "package", "sha256", "derived") if k not in stored]
+        if missing:
+            raise ValueError(f"no {', '.join(missing)}")
+        if stored["key"] != key:
+            raise ValueError("written for another derivation")
+        if stored["package"] != fingerprint():
+            raise ValueError("written by another version of the package")
+        if not isinstance(stored["derived"], str) or _content_hash(stored["derived"]) != stored["sha256"]:
+            raise ValueError("its content does not match its hash: edited or damaged")
+        return load(stored["derived"])
+    except (InputError, OSError) as error:
+        why = str(error)
+    except Exception as error:  # noqa: BLE001 - any failure of a cache entry means: derive again
+        why = f"{type(error).__name__}: {error}"
+    _note(path, why[:200])
+    try:
+        path.unlink()
+    except OSError:
+        pass
+    return None
+
+
+def _read(path: Path, key: str, model: ModelConfig, layout: Layout, params_hand: int | None) -> DerivedBill | None:
+    """The bill's entry at ``path`` (:func:`read_entry`), evaluable at this configuration."""
+    def load(text: str) -> DerivedBill:
+        derived = DerivedBill.from_json(text)
+        from .evaluate import evaluate
+        evaluate(derived, model, layout, params_hand)  # an entry that cannot be evaluated is no entry
+        return derived
+
+    return read_entry(path, key, load)
+
+
+def write_entry(path: Path, key: str, text: str) -> None:
+    """Atomically: a temporary file in the same folder (unique to this process and
+    call), then ``os.replace`` — a concurrent reader sees the old entry or the whole
+    new one, and two writers of the same entry each replace it whole."""
+    import tempfile
+
+    entry = json.dumps({"key": key, "package": fingerprint(), "sha256": _content_hash(text), "derived": text})
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, partial = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(entry)
+            os.replace(partial, path)
+        except BaseException:
+            try:
+                os.unlink(partial)
+            except OSError:
+                pass
+            raise
+    except OSError:
+        pass  # a read-only home or a full disk: the bill is still right, only not cached
+
+
+def _write(path: Path, key: str, derived: DerivedBill) -> None:
+    write_entry(path, key, derived.to_json())
+
+
 def derivation(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> DerivedBill:
     """The derived bill for ``model`` under ``layout``: read from the cache, or
     derived (with sympy) and written to it."""
     key = json.dumps(derivation_key(model, layout, params_hand), sort_keys=True)
     where = folder()
     path = where / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
-    if path is not None and path.is_file():
-        try:
-            stored = json.loads(path.read_text())
-            if stored.get("key") == key:
-                return DerivedBill.from_json(stored["derived"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # unreadable or from an older layout of this file: derive afresh below
+    if path is not None and (path.exists() or path.is_symlink()):
+        derived = _read(path, key, model, layout, params_hand)
+        if derived is not None:
+            return derived
     from .derive import derive  # sympy: only on a miss
 
     derived = derive(model, layout, params_hand)
     if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(f".{os.getpid()}.tmp")
-            partial.write_text(json.dumps({"key": key, "derived": derived.to_json()}))
-            partial.replace(path)  # atomic: a concurrent reader sees the old file or the whole new one
-        except OSError:
-            pass  # a read-only home: the bill is still right, only not cached
+        _write(path, key, derived)
     return derived

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -76,28 +75,21 @@ class StoredTime:
 
 
 def stored(model: ModelConfig, layout: Layout) -> StoredTime:
-    """The time derivation's text: from the bill's cache folder, or derived (sympy) and stored there."""
-    from .cache import folder
+    """The time derivation's text: from the bill's cache folder (an entry checked
+    as the bill's are: :func:`symbolic.bill.cache.read_entry`), or derived (sympy)
+    and stored there atomically."""
+    from .cache import folder, read_entry, write_entry
 
     key = json.dumps({"time": list(_key(model, layout))}, sort_keys=True, default=list)
     where = folder()
     path = where / ("time-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
-    if path is not None and path.is_file():
-        try:
-            data = json.loads(path.read_text())
-            if data.get("key") == key:
-                return StoredTime.from_json(data["derived"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # unreadable: derive afresh
+    if path is not None and (path.exists() or path.is_symlink()):
+        found = read_entry(path, key, StoredTime.from_json)
+        if found is not None:
+            return found
     text = StoredTime.of(derivation_for(model, layout))
     if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(f".{os.getpid()}.tmp")
-            partial.write_text(json.dumps({"key": key, "derived": text.to_json()}))
-            partial.replace(path)
-        except OSError:
-            pass
+        write_entry(path, key, text.to_json())
     return text
 
 

@@ -27,8 +27,8 @@ def run(args) -> int:
 
     model = _options.load_model(args)
     layout = _options.layout_from_args(args).validate(model)
-    params_hand = _options.parse_count(args.params) if args.params else None
-    gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory else None
+    params_hand = _options.parse_count(args.params) if args.params is not None else None
+    gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory is not None else None
     bill = evaluate(derivation(model, layout, params_hand), model, layout, params_hand, gpu_memory)
     step = _step_time(args, model, layout, bill, params_hand)
     if args.json:

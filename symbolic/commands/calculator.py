@@ -28,11 +28,11 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
+    from ..core.inputs import clean
     from ..models.config import ConfigError
     from ..render.html import render
 
+    _options.check_output(args.output, "--output")
     model = _options.load_model(args)
     layout = _options.layout_from_args(args)
     if layout.cp > 1:
@@ -51,11 +51,8 @@ def run(args) -> int:
             params_hand = None
     else:
         params_hand = None if args.params in ("", "config") else _options.parse_count(args.params)
-    gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory else None
+    gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory is not None else None
     page = render(model, layout, params_hand=params_hand, gpu_memory=gpu_memory)
-    try:
-        Path(args.output).write_text(page, encoding="utf-8")
-    except OSError as error:
-        raise ValueError(f"--output {args.output!r}: cannot write ({error.strerror})") from None
-    print(f"wrote {args.output} ({len(page.encode()):,} bytes)")
+    size = _options.write_output(args.output, page, "--output")
+    print(f"wrote {clean(args.output)} ({size:,} bytes)")
     return 0

@@ -1,7 +1,6 @@
 """``symbolic derive QUANTITY [options]``: the simplified expression, in the papers' letters."""
 from __future__ import annotations
 
-from ..layout.choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from . import _options
 
 HELP = "print the derived expression of a quantity (activations, params, states, flops, ...)"
@@ -23,7 +22,6 @@ ALIASES = {
 
 
 def add_arguments(parser) -> None:
-    from ..ledgers.states import RECIPES
     from ..models.architectures import ARCHITECTURES
 
     parser.add_argument("quantity", help=f"one of {', '.join(ALIASES)} (or a registry name, e.g. activations.stage)")
@@ -32,20 +30,31 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", metavar="MODEL",
                         help="a built-in model or an HF config.json (or its folder): picks the inventory and "
                              "also prints the expression at the model's dimensions (L, h, a, V, s, ...)")
-    parser.add_argument("--tp", action="store_true", help="tensor parallelism (divides by t)")
+    # The layout sizes are the other commands' flags, with the same types: given alone (--tp) the
+    # letter stays a symbol; given a value (--tp 8) it is also substituted.
+    T = _options.INT_TYPES
+    parser.add_argument("--tp", type=T["tp"], nargs="?", const=True, default=False, metavar="T",
+                        help="tensor parallelism (divides by t); with a value, t is also substituted")
     parser.add_argument("--sp", action="store_true", help="sequence parallelism (needs --tp)")
-    parser.add_argument("--cp", action="store_true",
-                        help="context parallelism: each of c ranks holds s/c of the sequence")
-    parser.add_argument("--ep", action="store_true",
-                        help="expert parallelism (MoE): routed experts split over e ranks")
-    parser.add_argument("--etp", action="store_true",
-                        help="expert tensor parallelism (MoE): each expert's width split over e_t ranks (off: e_t = t)")
-    parser.add_argument("--recompute", choices=RECOMPUTE, default="none")
-    parser.add_argument("--dtype", choices=FLOAT_ACTIVATION_DTYPES, default="bf16", help="activation dtype")
+    parser.add_argument("--cp", type=T["cp"], nargs="?", const=True, default=False, metavar="C",
+                        help="context parallelism: each of c ranks holds s/c of the sequence; a value substitutes c")
+    _options.add_recompute_option(parser)
+    _options.add_dtype_option(parser)
+    parser.add_argument("--ep", type=T["ep"], nargs="?", const=True, default=False, metavar="E",
+                        help="expert parallelism (MoE): routed experts split over e ranks; a value substitutes e")
+    parser.add_argument("--etp", type=T["etp"], nargs="?", const=True, default=False, metavar="ET",
+                        help="expert tensor parallelism (MoE): each expert's width split over e_t ranks "
+                             "(off: e_t = t); a value substitutes e_t")
     parser.add_argument("--pipeline", action="store_true", help="first pipeline stage (1F1B: p in flight)")
-    parser.add_argument("--interleave", action="store_true", help="interleaved schedule with v chunks (needs --pipeline)")
-    parser.add_argument("--optimizer", default="bf16-adam", choices=sorted(RECIPES), help="model-state recipe")
-    parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0)
+    parser.add_argument("--pp", type=T["pp"], nargs="?", const=True, default=False, metavar="P",
+                        help="the same as --pipeline; a value substitutes p")
+    parser.add_argument("--interleave", type=T["interleave"], nargs="?", const=True, default=False, metavar="V",
+                        help="interleaved schedule with v chunks (needs --pipeline); a value substitutes v")
+    parser.add_argument("--dp", type=T["dp"], metavar="D", help="substitute the data-parallel size d")
+    parser.add_argument("--seq", type=T["seq"], metavar="S", help="substitute the sequence length s")
+    parser.add_argument("--micro-batch", type=T["micro_batch"], metavar="B", help="substitute the micro-batch size b")
+    _options.add_optimizer_option(parser)
+    _options.add_zero_option(parser)
     # Tying and positions are passed only when given, so each arch keeps its defaults
     # (GPT: tied, learned positions; LLaMA/MoE: untied, RoPE).
     tying = parser.add_mutually_exclusive_group()
@@ -60,6 +69,20 @@ def add_arguments(parser) -> None:
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--latex", action="store_true", help="print LaTeX")
     out.add_argument("--json", action="store_true", help="print JSON; `expr` parses back with sympy")
+
+
+def _substitutions(args) -> dict[str, int]:
+    """The letters given a value (``--tp 8``: t = 8), and the switches they imply."""
+    out = {}
+    for flag, letter in (("tp", "t"), ("cp", "c"), ("pp", "p"), ("interleave", "v"), ("dp", "d"),
+                         ("seq", "s"), ("micro_batch", "b"), ("ep", "e"), ("etp", "e_t")):
+        value = getattr(args, flag)
+        if value is not None and value is not True and value is not False:
+            out[letter] = value
+    args.pipeline = bool(args.pipeline or args.pp)
+    args.tp, args.cp, args.interleave = bool(args.tp), bool(args.cp), bool(args.interleave)
+    args.ep, args.etp = bool(args.ep), bool(args.etp)
+    return out
 
 
 def _quantity_options(name: str, args) -> dict:
@@ -138,25 +161,35 @@ def derivation(args) -> dict:
         name = "states.experts_per_gpu"
     if (args.ep or args.etp) and args.arch != "moe" and name.split(".")[0] in ("activations", "states"):
         raise ValueError("--ep/--etp split the routed experts: use them with --arch moe (or an MoE --model)")
+    substitutions = _substitutions(args)
     options = _quantity_options(name, args)
     expr = evaluate(name, **options)
     shown = paper_form(expr)
     entry = REGISTRY[name]
     data = {"quantity": name, "options": options, "unit": entry.unit, "expr": sstr(expr),
             "paper_form": sstr(shown), "latex": to_latex(shown), "doc": entry.doc}
+    if substitutions:
+        data["substituted"] = substitutions
+    if substitutions and model is None:
+        at_values = paper_form(substitute(expr, substitutions))
+        data.update(at_values=sstr(at_values), at_values_latex=to_latex(at_values))
     if model is not None:
-        # At the model's dimensions, the layout's letters (b, t, p, d, ...) stay symbols.
-        at_model = paper_form(substitute(expr, model.values()))
-        data.update(model=model.name, model_values=model.values(), at_model=sstr(at_model),
+        # At the model's dimensions, the layout's letters (b, t, p, d, ...) stay symbols unless given.
+        values = {**model.values(), **substitutions}
+        at_model = paper_form(substitute(expr, values))
+        data.update(model=model.name, model_values=values, at_model=sstr(at_model),
                     approximations=list(model.approximations), at_model_latex=to_latex(at_model))
     return data
 
 
 def render_text(data: dict, width: int = 160) -> str:
-    """``QUANTITY [unit] = expression`` (and at the model), wrapped to ``width``."""
+    """``QUANTITY [unit] = expression`` (and at the values or the model), wrapped to ``width``."""
     from ..render.summary import wrap
 
     lines = wrap(f"{data['quantity']} [{data['unit']}] = {data['paper_form']}", width, "", "    ")
+    if data.get("at_values") is not None:
+        given = ", ".join(f"{k}={v}" for k, v in data["substituted"].items())
+        lines += wrap(f"at {given}: {data['at_values']}", width, "  ", "      ")
     if data.get("model") is not None:
         values = ", ".join(f"{k}={v}" for k, v in data["model_values"].items())
         lines += wrap(f"at {data['model']} ({values}): {data['at_model']}", width, "  ", "      ")
@@ -166,8 +199,8 @@ def render_text(data: dict, width: int = 160) -> str:
 
 
 def json_data(data: dict) -> dict:
-    """The ``--json`` object: everything but the LaTeX at the model (printed by ``--latex``)."""
-    return {key: value for key, value in data.items() if key != "at_model_latex"}
+    """The ``--json`` object: everything but the LaTeX at the values or the model (printed by ``--latex``)."""
+    return {key: value for key, value in data.items() if key not in ("at_model_latex", "at_values_latex")}
 
 
 def run(args) -> int:
@@ -177,7 +210,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(json_data(data), ensure_ascii=False, indent=2))
     elif args.latex:
-        print(data.get("at_model_latex") or data["latex"])
+        print(data.get("at_model_latex") or data.get("at_values_latex") or data["latex"])
     else:
         from ..render.terminal import output_width
 

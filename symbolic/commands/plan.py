@@ -9,10 +9,8 @@ from . import _options
 HELP = "sweep every valid layout (t, p, d, c, b, v, ZeRO, SP, recompute) on N GPUs; rank those that fit"
 
 
-def _zero(text: str) -> int:
-    if text not in ("0", "1", "2", "3"):
-        raise argparse.ArgumentTypeError(f"{text!r}: ZeRO stage is 0, 1, 2 or 3")
-    return int(text)
+#: The most layouts listed (each with exact totals, ≈ 0.5 ms apiece): --top 0 lists all up to this.
+MAX_LISTED = 20_000
 
 
 def add_hardware_options(parser) -> None:
@@ -24,63 +22,46 @@ def add_hardware_options(parser) -> None:
 
 
 def parse_margin(text: str, gpu_memory: int) -> int:
-    """'0', '4GB', '10%' (of the GPU memory) -> bytes."""
-    from decimal import Decimal, InvalidOperation
-
-    from ..models.config import ConfigError
-
-    text = (text or "").strip()
-    if text.endswith("%"):
-        try:
-            share = Decimal(text[:-1])
-        except InvalidOperation:
-            share = Decimal(-1)
-        if not 0 <= share < 100:
-            raise ConfigError(f"--margin {text!r}: a share must be between 0% and 100%")
-        return int(share * gpu_memory / 100)
-    if text in ("0", "0B"):
-        return 0
-    margin = _options.parse_memory(text, "--margin")
-    if margin >= gpu_memory:
-        raise ConfigError(f"--margin {text!r} must be below --gpu-memory")
-    return margin
+    """'0', '4GB', '10%' (of the GPU memory) -> bytes (:func:`_options.parse_memory_or_share`)."""
+    return _options.parse_memory_or_share(text, gpu_memory, "--margin")
 
 
 def add_arguments(parser) -> None:
     _options.add_model_argument(parser)
-    parser.add_argument("--gpus", type=_options._positive, required=True, help="number of GPUs N = t·p·d·c")
-    parser.add_argument("--seq", type=_options._positive, default=0, help="sequence length s (default: the model's)")
-    parser.add_argument("--global-batch", type=_options._positive, default=0,
+    T = _options.INT_TYPES
+    parser.add_argument("--gpus", type=T["gpus"], required=True, help="number of GPUs N = t·p·d·c (at most 10^7)")
+    parser.add_argument("--seq", type=T["seq"], default=0, help="sequence length s (default: the model's)")
+    parser.add_argument("--global-batch", type=T["global_batch"], default=0,
                         help="sequences per iteration (default: one micro-batch per data-parallel rank)")
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B)")
-    parser.add_argument("--optimizer", default="bf16-adam", help="model-state recipe (bf16-adam, fp32-adam, ...)")
-    parser.add_argument("--dtype", default="bf16", help="activation dtype (bf16, fp16, fp32, fp8)")
-    parser.add_argument("--top", type=int, default=10, help="layouts to show (0: all that fit; default 10)")
+    _options.add_optimizer_option(parser)
+    _options.add_dtype_option(parser)
+    parser.add_argument("--top", type=_options.bounded_int(0, 10**9), default=10,
+                        help=f"layouts to show (0: all that fit, at most {MAX_LISTED:,}; default 10)")
     parser.add_argument("--json", action="store_true", help="the layouts as JSON, exact integers in bytes and FLOPs")
     parser.add_argument("--brief", action="store_true", help="the answer alone: how many fit, the best layout")
     add_hardware_options(parser)
     _options.add_time_options(parser, gpus_per_node=False)
     sweep = parser.add_argument_group("sweep limits and fixed choices (default: swept)")
-    sweep.add_argument("--max-micro-batch", type=_options._positive, default=16,
+    sweep.add_argument("--max-micro-batch", type=T["micro_batch"], default=16,
                        help="largest micro-batch tried without --global-batch (powers of two; default 16)")
-    sweep.add_argument("--gpus-per-node", type=_options._positive, default=None,
+    sweep.add_argument("--gpus-per-node", type=T["tp"], default=None,
                        help="GPUs per NVLink domain: t stays within it, and the time model places each group's "
                             "collectives on NVLink or the network by it (default: the hardware's, 8)")
-    sweep.add_argument("--tp", type=_options._positive, help="fix the tensor-parallel size")
-    sweep.add_argument("--pp", type=_options._positive, help="fix the pipeline-parallel size")
-    sweep.add_argument("--dp", type=_options._positive, help="fix the data-parallel size")
-    sweep.add_argument("--cp", type=_options._positive,
-                       help="fix the context-parallel size c (1: no context parallelism)")
-    sweep.add_argument("--ep", type=_options._positive,
+    sweep.add_argument("--tp", type=T["tp"], help="fix the tensor-parallel size")
+    sweep.add_argument("--pp", type=T["pp"], help="fix the pipeline-parallel size")
+    sweep.add_argument("--dp", type=T["dp"], help="fix the data-parallel size")
+    sweep.add_argument("--cp", type=T["cp"], help="fix the context-parallel size c (1: no context parallelism)")
+    sweep.add_argument("--ep", type=T["ep"],
                        help="fix the expert-parallel size e (mixture of experts; default: swept over divisors of E)")
-    sweep.add_argument("--etp", type=_options._positive,
+    sweep.add_argument("--etp", type=T["etp"],
                        help="fix the expert tensor-parallel size e_t (default: swept; e_t = t is Megatron's default)")
     sweep.add_argument("--moe-capacity-factor", metavar="F", default="1",
                        help="busiest expert's tokens over the balanced share, for every layout (default 1)")
-    sweep.add_argument("--micro-batch", type=_options._positive, help="fix the micro-batch size")
-    sweep.add_argument("--interleave", type=_options._positive, help="fix the model chunks per stage (v)")
-    sweep.add_argument("--zero", type=_zero, help="fix the ZeRO stage")
-    sweep.add_argument("--recompute", choices=("none", "selective", "full"), help="fix the recompute policy")
+    sweep.add_argument("--micro-batch", type=T["micro_batch"], help="fix the micro-batch size")
+    sweep.add_argument("--interleave", type=T["interleave"], help="fix the model chunks per stage (v)")
+    _options.add_zero_option(sweep, default=None, help="fix the ZeRO stage")
+    _options.add_recompute_option(sweep, default=None, help="fix the recompute policy")
     sweep.add_argument("--sp", action=argparse.BooleanOptionalAction, default=None,
                        help="fix sequence parallelism on (--sp) or off (--no-sp)")
 
@@ -88,15 +69,12 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import time
 
-    from ..models.config import ConfigError
     from ..search.plan import FIXABLE, plan
 
     model = _options.load_model(args)
     gpu_memory = _options.parse_memory(args.gpu_memory)
     margin = parse_margin(args.margin, gpu_memory)
-    params_hand = _options.parse_count(args.params) if args.params else None
-    if args.top < 0:
-        raise ConfigError(f"--top {args.top}: give 0 (all) or a positive count")
+    params_hand = _options.parse_count(args.params) if args.params is not None else None
     hardware, overlap, _ = _options.time_options(args)
     from ..render.progress import progress
 
@@ -109,7 +87,7 @@ def run(args) -> int:
                       fixed={name: getattr(args, name) for name in FIXABLE}, overlap=overlap,
                       moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"))
     elapsed = time.perf_counter() - start
-    shown = result.ranked(args.top)
+    shown = result.ranked(min(args.top or MAX_LISTED, MAX_LISTED))  # each listed layout is evaluated exactly
     closest = None if shown else result.closest()
     if args.json:
         print(render_json(result, shown, closest))
@@ -255,7 +233,8 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
         out += medium if max(map(len, medium)) <= width else table_lines(shown, compact_columns(moe))
         out += wrap("what limits each layout: " + "; ".join(_bindings(shown)), width, subsequent="  ")
     if len(result.order) > len(shown):
-        out.append(f"... {len(result.order) - len(shown):,} more fit (--top 0 shows all)")
+        out.append(f"... {len(result.order) - len(shown):,} more fit "
+                   + (f"(at most {MAX_LISTED:,} are listed)" if len(shown) == MAX_LISTED else "(--top 0 shows all)"))
     for line in reference_lines(result, shown):
         out += wrap(line, width, subsequent="  ")
     out += wrap("m: micro-batches per pipeline per iteration; TFLOP/s and MFU: model FLOPs (no recompute) per GPU "
@@ -339,4 +318,18 @@ def render_json(result, shown, closest) -> str:
         rank, ref = found
         data["reference"] = {"rank": rank, "layout": ref.as_dict(),
                              "ahead_by": [dict(ahead_by(item, ref)) for item in shown[:rank - 1]]}
-    return json.dumps(data, indent=2)
+    # never Infinity/NaN (not JSON): a time the model did not price (a layout that does not fit) is null
+    return json.dumps(_finite(data), indent=2, allow_nan=False)
+
+
+def _finite(value):
+    """``value`` with every non-finite float replaced by None, recursively."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value

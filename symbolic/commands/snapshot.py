@@ -15,8 +15,8 @@ HELP = "read a torch.cuda.memory snapshot: allocated/reserved over time, the pea
 
 def add_arguments(parser) -> None:
     parser.add_argument("file", help="a pickle written by torch.cuda.memory._dump_snapshot (optionally gzipped)")
-    parser.add_argument("--device", type=int, default=None, help="device index (default: the busiest trace)")
-    parser.add_argument("--transient-allocs", type=int, default=16, metavar="N",
+    parser.add_argument("--device", type=_options.bounded_int(0, 4096), default=None, help="device index (default: the busiest trace)")
+    parser.add_argument("--transient-allocs", type=_options.bounded_int(0, 10**9), default=16, metavar="N",
                         help="an allocation freed within N further allocations counts as a kernel transient (16)")
     parser.add_argument("--compare", metavar="MODEL", help="line the engine's timeline of MODEL up against the file")
     _options.add_layout_options(parser)
@@ -46,11 +46,11 @@ def _run(args) -> int:
     import json
 
     from ..core.units import fmt, fmt_bytes
-    from ..models.config import ConfigError
+    from ..core.inputs import clean
     from ..step.snapshot import analyse, load
 
-    if args.transient_allocs < 0:
-        raise ConfigError("--transient-allocs must be 0 or more")
+    if args.png is not None:
+        _options.check_output(args.png, "--png")
     analysis = analyse(load(args.file), args.device, args.transient_allocs)
     data = summarise(analysis)
     if args.compare:
@@ -63,15 +63,15 @@ def _run(args) -> int:
                                              "measured_bytes": analysis.breakdown[cls]}
                                        for cls in analysis.breakdown},
                            "engine_peak_bytes": result.peak, "measured_peak_bytes": analysis.peak_allocated}
-    if args.png:
+    if args.png is not None:
         from ..render.memory_plot import snapshot_figure, use_file_backend
         use_file_backend()
-        snapshot_figure(analysis, args.file).savefig(args.png, dpi=110)
+        _options.write_figure(snapshot_figure(analysis, clean(args.file)), args.png, "--png")
     if args.json:
         print(json.dumps(data, indent=1))
         return 0
 
-    print(f"{args.file}: device {analysis.device}, {analysis.events} trace events, main stream {analysis.main_stream}")
+    print(f"{clean(args.file)}: device {analysis.device}, {analysis.events} trace events, main stream {analysis.main_stream}")
     print(f"  peak allocated {fmt_bytes(analysis.peak_allocated)} at event {analysis.peak_index}; "
           f"reserved then {fmt_bytes(analysis.peak_reserved)}, at most {fmt_bytes(analysis.max_reserved)}")
     for cls, size in analysis.breakdown.items():

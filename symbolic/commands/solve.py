@@ -30,7 +30,7 @@ def run(args) -> int:
     layout = _options.layout_from_args(args)
     gpu_memory = _options.parse_memory(args.gpu_memory)
     margin = parse_margin(args.margin, gpu_memory)
-    params_hand = _options.parse_count(args.params) if args.params else None
+    params_hand = _options.parse_count(args.params) if args.params is not None else None
     limit = solve_limit(model, layout, _TARGETS[args.max], gpu_memory, margin, params_hand)
     if args.json:
         print(render_json(limit))
@@ -141,4 +141,4 @@ def render_json(limit) -> str:
                   "fits": limit.answer_fits(), "next_value": limit.next_value,
                   "next_total_bytes": num(limit.total_at_next), "next_fits": limit.next_fits()},
     }
-    return json.dumps(data, indent=2)
+    return json.dumps(data, indent=2, allow_nan=False)  # never Infinity/NaN: not JSON

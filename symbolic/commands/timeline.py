@@ -19,7 +19,7 @@ def add_arguments(parser) -> None:
                              "activation-offload, fp8-activations, flash-attention, fused-cross-entropy")
     parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU to compare against (80GB, 80GiB)")
     parser.add_argument("--nccl-buffsize", metavar="SIZE", default="4MiB", help="NCCL_BUFFSIZE per channel (4MiB)")
-    parser.add_argument("--nccl-channels", type=int, default=16, metavar="N", help="NCCL channels per communicator (16)")
+    parser.add_argument("--nccl-channels", type=_options.bounded_int(1, 1024), default=16, metavar="N", help="NCCL channels per communicator (16)")
     parser.add_argument("--bucket", metavar="SIZE", default="25MiB", help="gradient bucket, data parallel (25MiB)")
     parser.add_argument("--png", metavar="FILE", help="draw the timeline and the peak breakdown (needs matplotlib)")
     parser.add_argument("--json", action="store_true", help="exact integers under stable keys")
@@ -65,24 +65,23 @@ def run(args) -> int:
     import json
 
     from ..core.units import fmt_bytes
-    from ..models.config import ConfigError
     from ..step.optimizations import apply
     from ..step.timeline import CommSettings, MemoryOptions
 
+    if args.png is not None:
+        _options.check_output(args.png, "--png")
     model = _options.load_model(args)
     layout = _options.layout_from_args(args)
-    if args.nccl_channels <= 0:
-        raise ConfigError("--nccl-channels must be a positive integer")
     comm = CommSettings(_options.parse_memory(args.nccl_buffsize, "--nccl-buffsize"), args.nccl_channels,
                         _options.parse_memory(args.bucket, "--bucket"))
     layout, options = apply(args.optimize, layout, MemoryOptions(comm=comm))
-    gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory else None
+    gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory is not None else None
     data, tl, result, reserved = report(model, layout, options, gpu_memory)
-    if args.png:
+    if args.png is not None:
         from ..render.memory_plot import timeline_figure, use_file_backend
         use_file_backend()
         fig = timeline_figure(result, reserved, f"{model.name}: {tl.strategy.describe()}", gpu_memory)
-        fig.savefig(args.png, dpi=110)
+        _options.write_figure(fig, args.png, "--png")
     if args.json:
         print(json.dumps(data, indent=1))
         return 0

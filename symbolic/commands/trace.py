@@ -17,15 +17,25 @@ from __future__ import annotations
 import argparse
 
 from ..models.config import ConfigError
+from ..core.inputs import clean
+from ._options import add_dtype_option
 
 HELP = "trace a real module (HF config or module:factory): saved tensors and FLOPs, fitted and compared"
 
 
+#: The dtypes a trace runs in: the shared --dtype vocabulary -> torch's names.
+_TORCH_DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
+_MAX_TRACE_VALUE = 4096  # a traced dimension value: the module is built and run on the CPU at it
+
+
 def _ints(text: str) -> list[int]:
-    try:
-        values = sorted({int(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated positive integers, e.g. 3,4,5") from None
+    words = [x.strip() for x in text.split(",") if x.strip()]
+    if len(words) > 64 or not all(word.isdigit() and len(word) <= 6 for word in words):
+        raise argparse.ArgumentTypeError(f"{clean(text)!r}: give up to 64 comma-separated positive integers, "
+                                         "e.g. 3,4,5") from None
+    values = sorted({int(x) for x in words})
+    if values and values[-1] > _MAX_TRACE_VALUE:
+        raise argparse.ArgumentTypeError(f"{clean(text)!r}: values up to {_MAX_TRACE_VALUE} (each is run on the CPU)")
     if not values or values[0] <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated positive integers, e.g. 3,4,5")
     return values
@@ -41,12 +51,16 @@ def add_arguments(parser) -> None:
                         help="HF attention implementation (sdpa: the fused kernel; eager: explicit)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override an integer field of the HF config (e.g. hidden_size=256)")
-    parser.add_argument("--seq", type=_ints, default=[3, 4, 5, 6, 7, 8], help="sequence lengths to run (--hf)")
-    parser.add_argument("--batch", type=_ints, default=[2, 3, 4], help="micro-batch sizes to run (--hf)")
+    # lists of values, so not --seq/--micro-batch (one number in every other command)
+    parser.add_argument("--seqs", dest="seq", type=_ints, default=[3, 4, 5, 6, 7, 8], metavar="S1,S2,...",
+                        help="sequence lengths to run (--hf)")
+    parser.add_argument("--batches", dest="batch", type=_ints, default=[2, 3, 4], metavar="B1,B2,...",
+                        help="micro-batch sizes to run (--hf)")
     parser.add_argument("--dims", action="append", default=[], metavar="NAME=V1,V2,...",
                         help="values of one dimension (--factory), e.g. s=2,3,4")
-    parser.add_argument("--degree", type=int, default=3, help="total degree of the fitted monomials (default 3)")
-    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="dtype to run in (--hf)")
+    parser.add_argument("--degree", type=int, choices=(1, 2, 3, 4), default=3,
+                        help="total degree of the fitted monomials (default 3)")
+    add_dtype_option(parser, help="dtype to run in (--hf; bf16 or fp32, the CPU kernels traced)")
     parser.add_argument("--records", action="store_true", help="list every saved storage with its fitted bytes")
 
 
@@ -54,8 +68,8 @@ def _overrides(pairs: list[str]) -> dict[str, int]:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key.strip() or not value.strip().isdigit() or int(value) <= 0:
-            raise ConfigError(f"--set {pair!r}: give KEY=VALUE with a positive integer, e.g. hidden_size=256")
+        if not sep or not key.strip() or not value.strip().isdigit() or len(value.strip()) > 9 or int(value) <= 0:
+            raise ConfigError(f"--set {clean(pair)!r}: give KEY=VALUE with a positive integer, e.g. hidden_size=256")
         out[key.strip()] = int(value)
     return out
 
@@ -67,7 +81,7 @@ def _dims(pairs: list[str]) -> dict:
     for pair in pairs:
         name, sep, values = pair.partition("=")
         if not sep or name.strip() not in SYMBOLS:
-            raise ConfigError(f"--dims {pair!r}: give NAME=V1,V2 with NAME one of {', '.join(SYMBOLS)}")
+            raise ConfigError(f"--dims {clean(pair)!r}: give NAME=V1,V2 with NAME one of {', '.join(SYMBOLS)}")
         try:
             out[SYMBOLS[name.strip()]] = _ints(values)
         except argparse.ArgumentTypeError as error:
@@ -82,7 +96,7 @@ def _load_factory(spec: str):
 
     module_name, sep, function = spec.partition(":")
     if not sep or not module_name or not function.isidentifier():
-        raise ConfigError(f"--factory {spec!r}: give MODULE:FUNCTION, e.g. mymodels:make_layer")
+        raise ConfigError(f"--factory {clean(spec)!r}: give MODULE:FUNCTION, e.g. mymodels:make_layer")
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
@@ -137,26 +151,33 @@ def _run(args) -> int:
         import transformers
         # its config warnings (token ids of a shrunk vocabulary...) are not ours to print
         transformers.logging.set_verbosity_error()
-    if args.degree < 1 or args.degree > 4:
-        raise ConfigError("--degree must be between 1 and 4")
+    if args.dtype not in _TORCH_DTYPES:
+        raise ConfigError(f"--dtype {args.dtype}: a trace runs in bf16 or fp32 (the CPU kernels traced)")
+    args.dtype = _TORCH_DTYPES[args.dtype]
     if args.factory:
         factory = _load_factory(args.factory)
         ranges = _dims(args.dims)
         basis = tr.monomials(list(ranges), args.degree)
         points = tr.design_points(basis, ranges)
-        with progress(len(points), f"tracing {args.factory}") as step:
-            fitted = tr.fit(factory, points, basis, custom_flops=tr.cpu_sdpa_flops(), progress=step)
-        print(f"{args.factory}: {len(points)} runs over {', '.join(str(k) for k in ranges)}")
+        try:
+            with progress(len(points), f"tracing {clean(args.factory)}") as step:
+                fitted = tr.fit(factory, points, basis, custom_flops=tr.cpu_sdpa_flops(), progress=step)
+        except (TypeError, ValueError, AttributeError, RuntimeError) as error:
+            raise ConfigError(f"--factory {clean(args.factory)}: calling it at the --dims values failed "
+                              f"({type(error).__name__}: {clean(error)}); it must return (module, args[, kwargs])") \
+                from None
+        print(f"{clean(args.factory)}: {len(points)} runs over {', '.join(str(k) for k in ranges)}")
         _print_fit(fitted, args.records)
         return 0 if not fitted.unfitted else 1
 
+    from ..core.inputs import read_json_file
+
     path = Path(args.hf)
-    if not path.is_file():
-        raise ConfigError(f"--hf {args.hf!r}: no such file; give the path of a config.json")
-    try:
-        config = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"--hf {args.hf}: not valid JSON ({error.msg}, line {error.lineno})") from None
+    if path.is_dir():
+        path = path / "config.json"
+    config = read_json_file(path)
+    if not isinstance(config, dict):
+        raise ConfigError(f"--hf {clean(args.hf)!r}: a config.json holds one JSON object, not {type(config).__name__}")
     cfg = tr.hf_config(config, args.attention, **_overrides(args.set))
     from sympy import Add
 

@@ -13,12 +13,38 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Callable, Mapping
 
+#: Bounds on a power in a formula: the engine's formulas hold s**2, h**2 (exponents ≤ 4); a text that
+#: asks for 10**10**10 (a damaged cache entry, a hand-edited file) is refused, not computed for hours.
+MAX_EXPONENT = 64
+MAX_POWER_BITS = 1 << 20
+
+
+def _bits(x) -> int | None:
+    """Bits of an exact number's numerator/denominator (None for a symbolic one)."""
+    numerator, denominator = getattr(x, "numerator", None), getattr(x, "denominator", None)
+    if numerator is None:
+        numerator, denominator = getattr(x, "p", None), getattr(x, "q", None)
+    if not isinstance(numerator, int) or not isinstance(denominator, int):
+        return None
+    return max(abs(numerator).bit_length(), denominator.bit_length())
+
+
+def _power(x, y):
+    exponent_bits, base_bits = _bits(y), _bits(x)
+    if exponent_bits is not None:
+        if abs(y) > MAX_EXPONENT:
+            raise FormulaError(f"exponent {y} is beyond {MAX_EXPONENT}: not a formula of this engine")
+        if base_bits is not None and base_bits * abs(y) > MAX_POWER_BITS:
+            raise FormulaError(f"a power of {base_bits} bits to the {y} is beyond {MAX_POWER_BITS:,} bits")
+    return x**y
+
+
 _BINARY = {
     ast.Add: lambda x, y: x + y,
     ast.Sub: lambda x, y: x - y,
     ast.Mult: lambda x, y: x * y,
     ast.Div: lambda x, y: x / y,
-    ast.Pow: lambda x, y: x**y,
+    ast.Pow: _power,
 }
 
 

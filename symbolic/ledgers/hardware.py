@@ -159,13 +159,18 @@ def load(text: str | None = None) -> Hardware:
     if text.lower() in kinds:
         return kinds[text.lower()]
     path = Path(text)
-    if path.suffix == ".json" or path.is_file():
-        try:
-            data = json.loads(path.read_text())
-        except OSError as error:
-            raise ConfigError(f"--hardware {text!r}: cannot read it ({error.strerror or error})") from None
-        except ValueError as error:
-            raise ConfigError(f"--hardware {text!r}: not valid JSON ({error})") from None
-        return from_dict(data, f"--hardware {text}")
+    if path.suffix == ".json" or path.exists():
+        from ..core.inputs import clean, read_json_file
+
+        try:  # a regular file only, size and depth capped (no FIFO, device or 10,000-deep JSON)
+            data = read_json_file(path, what="--hardware file")
+        except ConfigError:
+            raise
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"--hardware {clean(text)!r}: cannot read it ({clean(error)})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"--hardware {clean(text)!r}: a hardware file holds one JSON object, "
+                              f"not a {type(data).__name__}")
+        return from_dict(data, f"--hardware {clean(text)}")
     raise ConfigError(f"unknown hardware {text!r}; built-in: {', '.join(names())}, or a path to a JSON file "
                       "shaped like symbolic/data/hardware/a100-80gb.json")

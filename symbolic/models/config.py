@@ -17,6 +17,14 @@ from dataclasses import dataclass, field, fields
 BILLED_ARCHITECTURES = ("gpt", "llama", "moe")
 
 
+#: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far
+#: inside them (L ≈ 10^2, h ≈ 3·10^4, V ≈ 2.6·10^5, s ≈ 10^7); beyond them a config is refused, not
+#: evaluated (10^30 layers would otherwise hang every consumer).
+MODEL_LIMITS = {"layers": 10**5, "hidden": 10**7, "heads": 10**6, "vocab": 10**8, "seq": 10**8,
+                "ffn": 10**8, "kv_heads": 10**6, "experts": 10**5, "experts_per_token": 10**5,
+                "shared_experts": 10**5, "expert_ffn": 10**8}
+
+
 class ConfigError(ValueError):
     """Bad user input; the message names the field and the fix."""
 
@@ -66,6 +74,7 @@ class ModelConfig:
         if self.hidden % self.heads:
             raise ConfigError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads}): "
                               "each head has width hidden/heads")
+        check_ranges(self)
         if self.positions not in ("learned", "rope"):
             raise ConfigError(f"positions must be 'learned' or 'rope', not {self.positions!r}")
 
@@ -91,6 +100,16 @@ def positive_int(name: str, value) -> int:
     if value <= 0:
         raise ConfigError(f"{name} must be a positive integer, got {value}")
     return value
+
+
+def check_ranges(model: "ModelConfig") -> None:
+    """Every size of ``model`` within :data:`MODEL_LIMITS`, or a :class:`ConfigError` naming it."""
+    for name, limit in MODEL_LIMITS.items():
+        value = getattr(model, name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+            raise ConfigError(f"{name} = {value:.3g} is beyond the stated range (at most {limit:,}) "
+                              if value > 10**15 else
+                              f"{name} = {value:,} is beyond the stated range (at most {limit:,}); check the config")
 
 
 def field_names() -> list[str]:

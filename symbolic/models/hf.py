@@ -186,7 +186,7 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
                                   f"of moe_intermediate_size ({expert_ffn})")
             shared = shared_width // expert_ffn
 
-    notes = _common_notes(raw, hidden, heads, seq)
+    notes = _common_notes(raw, hidden, heads, seq) + _unmodelled_fields(raw, family, experts, where)
     if family is None:
         family = _unknown_family(raw)
         notes.insert(0, f"model_type {model_type!r} is not one this reader knows ({', '.join(FAMILIES)}): "
@@ -261,6 +261,29 @@ def _has_inventory(arch: str) -> bool:
     (Every billed arch has an inventory in ``architectures.ARCHITECTURES``; a
     test holds that, so reading a config never needs sympy.)"""
     return arch in config.BILLED_ARCHITECTURES
+
+
+def _unmodelled_fields(raw: dict, family: Family | None, experts: int | None, where: str) -> list[str]:
+    """Fields that change the model but that the family's inventory does not read:
+    refused when the bill would be silently wrong (experts on a dense family),
+    else one sentence each for the approximations list."""
+    dense = family is not None and not family.moe
+    if dense and experts and experts > 1:
+        spelled = next(key for key in ("num_local_experts", "num_experts", "n_routed_experts") if raw.get(key))
+        raise ConfigError(f"{where}: {spelled} = {experts} on model_type {raw.get('model_type')!r}, a dense family "
+                          "the reader bills without experts; give the MoE model_type (e.g. mixtral, qwen2_moe) or "
+                          f"remove {spelled}")
+    notes = []
+    quantization = raw.get("quantization_config")
+    if isinstance(quantization, dict) and quantization:
+        method = quantization.get("quant_method", "unnamed")
+        notes.append(f"quantization_config ({str(method)[:40]}): the stored weights are quantised; the model "
+                     "states are counted by the --optimizer recipe, not at the quantised width")
+    mtp = next((raw[key] for key in ("num_nextn_predict_layers", "mtp_num_layers") if isinstance(raw.get(key), int)
+                and not isinstance(raw.get(key), bool) and raw[key] > 0), 0)
+    if mtp:
+        notes.append(f"{mtp} multi-token-prediction layer(s) are not counted (parameters, activations, FLOPs)")
+    return notes
 
 
 def _common_notes(raw: dict, hidden: int, heads: int, seq: int) -> list[str]:
@@ -341,17 +364,17 @@ def _name_for(path: Path) -> str:
 
 def load_hf_config(path: str | Path) -> ModelConfig:
     """Read an HF ``config.json`` file into a :class:`ModelConfig`."""
+    from ..core.inputs import InputError, clean, read_json_file
+
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file; give a built-in model name or a path to a config.json") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path}: cannot read it ({error})") from None
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{path}: not valid JSON ({error.msg} at line {error.lineno} column {error.colno})") \
-            from None
+    if not path.exists() and not path.is_symlink():
+        raise ConfigError(f"{clean(path)}: no such file; give a built-in model name or a path to a config.json")
+    try:  # a regular file only, size and depth capped before parsing (symbolic.core.inputs)
+        raw = read_json_file(path)
+    except InputError as error:
+        raise ConfigError(str(error)) from None
     meta = raw.get("_symbolic", {}) if isinstance(raw, dict) else {}
+    meta = meta if isinstance(meta, dict) else {}  # a hostile "_symbolic": ignored, not trusted
     name = meta.get("name") or (raw.get("_name_or_path") if isinstance(raw, dict) else None)
     source = meta.get("source") or f"HF config.json ({path})"
     model = from_hf_dict(raw, str(name or _name_for(path)), source, where=str(path))

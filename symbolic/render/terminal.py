@@ -350,7 +350,7 @@ def approximations_panel(bill: Bill) -> Panel | None:
     body = Text()
     for i, note in enumerate(notes):
         body.append(("\n" if i else "") + "• " + note)
-    return Panel(body, title=f"APPROXIMATIONS ({len(notes)}): {bill.model.name} is not modelled exactly",
+    return Panel(body, title=Text(f"APPROXIMATIONS ({len(notes)}): {bill.model.name} is not modelled exactly"),
                  title_align="left", border_style="bold yellow", box=box.HEAVY)
 
 

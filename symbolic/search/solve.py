@@ -26,6 +26,8 @@ from .plan import Group, _check_arch
 TARGETS = {"micro_batch": b, "seq": s}
 #: How far past the answer to look for the next valid value (s steps by t under SP).
 _SEARCH = 1 << 16
+#: The stated range of an answer: a limit above it means a memory no training GPU has (refused, not searched).
+MAX_ANSWER = {"micro_batch": 10**6, "seq": 10**8}
 
 
 @dataclass
@@ -106,6 +108,9 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
             bound -= 1
         while polynomial.xreplace({x: bound + 1}) <= usable:
             bound += 1
+    if bound is not None and bound > MAX_ANSWER[target]:
+        raise ConfigError(f"the largest {target.replace('_', '-')} that fits ({bound:,}) is beyond the stated range "
+                          f"(at most {MAX_ANSWER[target]:,}): check --gpu-memory ({gpu_memory:,} B)")
     answer = None
     if bound:
         answer = _last_valid(model, layout, target, bound, smallest)
@@ -121,19 +126,45 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
                  params_hand)
 
 
+def _step(layout, target) -> int:
+    """Valid values of ``target`` are multiples of this (s: of c, of t·c under SP; b: any)."""
+    return layout.cp * (layout.tp if layout.sp else 1) if target == "seq" else 1
+
+
+def _micro_batches(layout) -> list[int] | None:
+    """With a global batch, the valid micro-batches are the divisors of B/d (None: any b)."""
+    if not layout.global_batch:
+        return None
+    if layout.global_batch % layout.dp:
+        return []
+    from .plan import divisors
+    return divisors(layout.global_batch // layout.dp)
+
+
 def _first_valid(model, layout, target, start, stop) -> int | None:
     """The smallest value in [start, stop) that makes a valid layout."""
-    for value in range(start, stop):
-        if target == "micro_batch" and layout.global_batch and value * layout.dp > layout.global_batch:
-            return None
+    allowed = _micro_batches(layout) if target == "micro_batch" else None
+    if allowed is not None:
+        values = [value for value in allowed if start <= value < stop]
+    else:
+        step = _step(layout, target)
+        values = range(-(-start // step) * step, stop, step)
+    for value in values:
         if replace(layout, **{target: value}).is_valid(model):
             return value
     return None
 
 
 def _last_valid(model, layout, target, bound, smallest) -> int | None:
-    """The largest value in [smallest, bound] that makes a valid layout."""
-    for value in range(bound, smallest - 1, -1):
+    """The largest value in [smallest, bound] that makes a valid layout (candidates
+    by their divisibility rule, not a walk over every integer)."""
+    allowed = _micro_batches(layout) if target == "micro_batch" else None
+    if allowed is not None:
+        values = [value for value in reversed(allowed) if smallest <= value <= bound]
+    else:
+        step = _step(layout, target)
+        values = range(bound - bound % step, smallest - 1, -step)
+    for value in values:
         if replace(layout, **{target: value}).is_valid(model):
             return value
     return None

@@ -44,11 +44,13 @@ import pickle
 import zlib
 from bisect import bisect_right
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .allocator import Diagnosis, diagnose, round_size
 
+#: OOM events at more distinct allocator states than this get their case, not a free-block search.
+MAX_OOM_STATES = 1000
 LIVE_STATES = ("active_allocated", "active_awaiting_free", "active_pending_free")
 BLOCK_STATES = LIVE_STATES + ("inactive",)
 ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
@@ -75,45 +77,136 @@ class _RestrictedUnpickler(pickle.Unpickler):
         raise SnapshotError("refuses a persistent id: a memory snapshot holds only dicts, lists, strings and numbers")
 
 
-def loads(data: bytes, name: str = "snapshot") -> dict:
-    """Unpickle ``data`` (optionally gzip-compressed) safely and check its structure."""
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as error:
-            raise SnapshotError(f"{name}: the gzip stream is truncated or corrupt ({error})") from None
-    if not data:
-        raise SnapshotError(f"{name}: the file is empty, not a pickle")
-    if data[:1] != b"\x80":
-        raise SnapshotError(f"{name}: not a pickle file (no pickle protocol marker 0x80 at the start; "
-                            "torch.cuda.memory._dump_snapshot writes pickle protocol 2 or later)")
+#: Caps on a snapshot: the file, and what its gzip stream may decompress to (checked while reading:
+#: a gzip bomb stops at the cap, it is never inflated into memory). Real snapshots are megabytes to
+#: a few hundred MB. ``SYMBOLIC_SNAPSHOT_MAX_BYTES`` raises both.
+SNAPSHOT_MAX_BYTES = 4 * 2**30
+
+
+def _max_bytes() -> int:
+    import os
+
+    text = os.environ.get("SYMBOLIC_SNAPSHOT_MAX_BYTES", "")
+    return int(text) if text.isdigit() and int(text) > 0 else SNAPSHOT_MAX_BYTES
+
+
+class _CappedReader(io.RawIOBase):
+    """A file object that refuses to yield more than ``limit`` bytes in all: the
+    unpickler (and gzip under it) stream through it, and a request past the cap —
+    a decompression bomb, a string claiming 2^60 bytes — fails before it is read."""
+
+    def __init__(self, stream, limit: int, name: str):
+        super().__init__()
+        self.stream, self.remaining, self.limit, self.name = stream, limit, limit, name
+
+    def readable(self) -> bool:
+        return True
+
+    def _take(self, size: int) -> int:
+        if size is None or size < 0 or size > self.remaining:
+            size = self.remaining + 1
+        return size
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(self._take(size))
+        self.remaining -= len(data)
+        if self.remaining < 0:
+            raise SnapshotError(f"{self.name}: decompresses to more than {self.limit:,} B, the cap on a snapshot "
+                                "(a gzip bomb, or set SYMBOLIC_SNAPSHOT_MAX_BYTES)")
+        return data
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def readline(self, size: int = -1) -> bytes:
+        data = self.stream.readline(self._take(size))
+        self.remaining -= len(data)
+        if self.remaining < 0:
+            raise SnapshotError(f"{self.name}: a line longer than the {self.limit:,} B cap on a snapshot")
+        return data
+
+    def peek(self, size: int = 1) -> bytes:  # pickle's C unpickler does not need it
+        return b""
+
+
+def _unpickle(stream, name: str) -> dict:
+    """Unpickle from a binary stream (gzip detected from its first two bytes), capped and restricted."""
+    limit = _max_bytes()
+    head = stream.read(2)
+    rest = io.BufferedReader(_Prefixed(head, stream))
+    if head == b"\x1f\x8b":
+        rest = gzip.GzipFile(fileobj=rest, mode="rb")
+    reader = _CappedReader(rest, limit, name)
     try:
-        obj = _RestrictedUnpickler(io.BytesIO(data)).load()
+        first = reader.read(1)
+        if not first:
+            raise SnapshotError(f"{name}: the file is empty, not a pickle")
+        if first != b"\x80":
+            raise SnapshotError(f"{name}: not a pickle file (no pickle protocol marker 0x80 at the start; "
+                                "torch.cuda.memory._dump_snapshot writes pickle protocol 2 or later)")
+        obj = _RestrictedUnpickler(io.BufferedReader(_Prefixed(first, reader))).load()
     except SnapshotError as error:
-        raise SnapshotError(f"{name}: {error}") from None
-    except EOFError:
+        text = str(error)
+        raise SnapshotError(text if text.startswith(name) else f"{name}: {text}") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as error:
+        if head == b"\x1f\x8b":
+            raise SnapshotError(f"{name}: the gzip stream is truncated or corrupt ({error})") from None
         raise SnapshotError(f"{name}: the pickle is truncated (it ends before its STOP opcode)") from None
     except pickle.UnpicklingError as error:
         text = str(error)
         if "truncated" in text:
             raise SnapshotError(f"{name}: the pickle is truncated ({text})") from None
         raise SnapshotError(f"{name}: not a pickle file ({text})") from None
-    except (ValueError, KeyError, IndexError, TypeError, OverflowError, MemoryError, UnicodeDecodeError) as error:
+    except MemoryError:
+        raise SnapshotError(f"{name}: too large to hold in memory") from None
+    except OSError as error:
+        if head == b"\x1f\x8b":
+            raise SnapshotError(f"{name}: the gzip stream is truncated or corrupt ({error})") from None
+        raise SnapshotError(f"{name}: cannot read it ({error})") from None
+    except Exception as error:  # noqa: BLE001 - e.g. a BUILD opcode on a dict (AttributeError): not a snapshot
         raise SnapshotError(f"{name}: not a readable pickle ({type(error).__name__}: {error})") from None
     validate(obj, name)
     return obj
 
 
+class _Prefixed(io.RawIOBase):
+    """``head`` then the rest of ``stream``: bytes already read to sniff the format, given back."""
+
+    def __init__(self, head: bytes, stream):
+        super().__init__()
+        self.head, self.stream = head, stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.head:
+            n = min(len(buffer), len(self.head))
+            buffer[:n], self.head = self.head[:n], self.head[n:]
+            return n
+        data = self.stream.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def loads(data: bytes, name: str = "snapshot") -> dict:
+    """Unpickle ``data`` (optionally gzip-compressed) safely and check its structure."""
+    return _unpickle(io.BytesIO(data), name)
+
+
 def load(path: str | Path) -> dict:
-    """Read a snapshot file; :class:`SnapshotError` (one line) if it is not one."""
-    path = Path(path)
+    """Read a snapshot file, streaming (a regular file only, within the caps);
+    :class:`SnapshotError` (one line) if it is not one."""
+    from ..core.inputs import InputError, clean, open_regular_file
+
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise SnapshotError(f"{path}: no such file") from None
-    except OSError as error:
-        raise SnapshotError(f"{path}: cannot read ({error.strerror})") from None
-    return loads(data, str(path))
+        handle = open_regular_file(path, _max_bytes(), "snapshot file")
+    except InputError as error:
+        raise SnapshotError(str(error)) from None
+    with handle:
+        return _unpickle(handle, clean(path))
 
 
 def _need(obj, key, kind, where, name):
@@ -126,8 +219,53 @@ def _need(obj, key, kind, where, name):
     return value
 
 
+def _optional(obj, key, kind, where, name):
+    """A field that may be absent, but when present has the documented type (a null
+    counts as absent: it is dropped, so the analysis's defaults apply)."""
+    if key in obj and obj[key] is None:
+        del obj[key]
+    elif key in obj:
+        value = obj[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            want = "/".join(k.__name__ for k in kinds)
+            raise SnapshotError(f"{name}: wrong structure: {where}[{key!r}] is {type(value).__name__}, not {want}")
+
+
+def _size(obj, key, where, name) -> int:
+    value = _need(obj, key, int, where, name)
+    if value < 0:
+        raise SnapshotError(f"{name}: wrong structure: {where}[{key!r}] is negative ({value})")
+    return value
+
+
+#: Trace actions that name an address (``addr``): every alloc/free and segment event.
+ADDRESSED = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
+             "segment_unmap")
+
+
+_ABSENT = object()
+
+
+def _plain_entry(entry) -> bool:
+    """A trace entry whose every field the analysis reads has its documented type
+    (no nulls): the fast path of :func:`validate` (``type(x) is int`` refuses bools)."""
+    if type(entry) is not dict:
+        return False
+    action, size = entry.get("action"), entry.get("size")
+    if type(action) is not str or type(size) is not int or size < 0:
+        return False
+    if action in ADDRESSED and type(entry.get("addr")) is not int:
+        return False
+    stream, when = entry.get("stream", 0), entry.get("time_us", 0)
+    frames, free = entry.get("frames", _ABSENT), entry.get("device_free", 0)
+    return (type(stream) is int and (type(when) is int or type(when) is float)
+            and (frames is _ABSENT or type(frames) is list) and type(free) is int)
+
+
 def validate(obj, name: str = "snapshot") -> None:
-    """Check the documented structure; the error names the first bad field."""
+    """Check the documented structure and the type of every field the analysis
+    reads; the error names the first bad field."""
     if not isinstance(obj, dict):
         raise SnapshotError(f"{name}: wrong structure: the pickle holds a {type(obj).__name__}, not a snapshot dict "
                             "with 'segments' and 'device_traces'")
@@ -137,24 +275,35 @@ def validate(obj, name: str = "snapshot") -> None:
         raise SnapshotError(f"{name}: wrong structure: 'device_traces' is {type(traces).__name__}, not list")
     for si, seg in enumerate(segments):
         where = f"segments[{si}]"
-        for key in ("address", "total_size", "stream"):
-            _need(seg, key, int, where, name)
+        _need(seg, "address", int, where, name)
+        _size(seg, "total_size", where, name)
+        _need(seg, "stream", int, where, name)
+        _optional(seg, "device", int, where, name)
         for bi, block in enumerate(_need(seg, "blocks", list, where, name)):
             bwhere = f"{where}.blocks[{bi}]"
-            _need(block, "size", int, bwhere, name)
+            _size(block, "size", bwhere, name)
             state = _need(block, "state", str, bwhere, name)
             if state not in BLOCK_STATES:
                 raise SnapshotError(f"{name}: wrong structure: {bwhere} has state {state!r}; "
                                     f"expected one of {', '.join(BLOCK_STATES)}")
+            _optional(block, "address", int, bwhere, name)
+            _optional(block, "requested_size", int, bwhere, name)
+            _optional(block, "frames", list, bwhere, name)
     for di, trace in enumerate(traces):
         if not isinstance(trace, list):
             raise SnapshotError(f"{name}: wrong structure: device_traces[{di}] is {type(trace).__name__}, not list")
         for ei, entry in enumerate(trace):
+            if _plain_entry(entry):
+                continue  # the usual entry, checked in one go; anything else gets the field-by-field checks
             where = f"device_traces[{di}][{ei}]"
             action = _need(entry, "action", str, where, name)
-            _need(entry, "size", int, where, name)
-            if action in ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free"):
+            _size(entry, "size", where, name)
+            if action in ADDRESSED:
                 _need(entry, "addr", int, where, name)
+            _optional(entry, "stream", int, where, name)
+            _optional(entry, "time_us", (int, float), where, name)
+            _optional(entry, "frames", list, where, name)
+            _optional(entry, "device_free", int, where, name)
 
 
 # --- analysis ------------------------------------------------------------------
@@ -239,6 +388,9 @@ def analyse(snapshot: dict, device: int | None = None, transient_allocs: int = 1
     traces = snapshot.get("device_traces", [])
     if device is None:
         device = max(range(len(traces)), key=lambda k: len(traces[k])) if traces else 0
+    elif device >= len(traces) and not any(seg.get("device", 0) == device for seg in snapshot["segments"]):
+        raise SnapshotError(f"--device {device}: the snapshot has traces for "
+                            + (f"devices 0..{len(traces) - 1}" if traces else "no device") + " and no segment of it")
     trace = traces[device] if device < len(traces) else []
     notes = []
     segments = [seg for seg in snapshot["segments"] if seg.get("device", device) == device]
@@ -287,6 +439,11 @@ def analyse(snapshot: dict, device: int | None = None, transient_allocs: int = 1
     alloc_series, reserved_series, times = [allocated], [reserved], [0.0]
     alloc_counts = [0]
     ooms_raw = []
+    # The state at each OOM, taken during this one pass (not by replaying the prefix per OOM):
+    # OOMs at the same state (no alloc/free/segment event between) share the free-block search.
+    oom_states: dict[int, tuple] = {}
+    version = 0
+    seg_gap = dict(initial_segments)  # as the largest-gap figure knows segments: segment_alloc/free only
     for index, entry in enumerate(trace, start=1):
         action, size = entry["action"], entry["size"]
         if action == "alloc":
@@ -301,12 +458,20 @@ def analyse(snapshot: dict, device: int | None = None, transient_allocs: int = 1
             allocated -= size
         elif action in ("segment_alloc", "segment_map"):
             seg_now[entry["addr"]] = (size, entry.get("stream", 0))
+            if action == "segment_alloc":
+                seg_gap[entry["addr"]] = (size, entry.get("stream", 0))
             reserved += size
         elif action in ("segment_free", "segment_unmap"):
             seg_now.pop(entry["addr"], None)
+            if action == "segment_free":
+                seg_gap.pop(entry["addr"], None)
             reserved -= size
         elif action == "oom":
-            ooms_raw.append((index, entry))
+            ooms_raw.append((index, entry, version))
+            if version not in oom_states and len(oom_states) < MAX_OOM_STATES:
+                oom_states[version] = (list(live.values()), dict(seg_gap))
+        if action != "oom":
+            version += 1
         alloc_series.append(allocated)
         reserved_series.append(reserved)
         alloc_counts.append(alloc_counts[-1] + (action == "alloc"))
@@ -333,17 +498,28 @@ def analyse(snapshot: dict, device: int | None = None, transient_allocs: int = 1
     gap = _largest_gap(segs_at_peak, at_peak)
 
     ooms = []
-    for index, entry in ooms_raw:
+    searched: dict[tuple[int, int], tuple[int, int]] = {}
+    for index, entry, state in ooms_raw:
         st = entry.get("stream", 0)
-        alive = [r for r in records if (r.start or 0) <= index and (r.end is None or r.end > index)]
-        segs = _segments_at(trace, initial_segments, index)
-        same = {a: v for a, v in segs.items() if v[1] == st}
-        other = {a: v for a, v in segs.items() if v[1] != st}
-        used_other = sum(r.size for r in alive if r.stream != st)
-        free_other = max(sum(v[0] for v in other.values()) - used_other, 0)
         capacity = reserved_series[index] + entry.get("device_free", 0)
-        ooms.append((index, diagnose(round_size(entry["size"]), alloc_series[index], reserved_series[index],
-                                     capacity, _largest_gap(same, alive), free_other)))
+        request = round_size(entry["size"])
+        if state in oom_states:
+            if (state, st) not in searched:
+                alive, segs = oom_states[state]
+                same = {a: v for a, v in segs.items() if v[1] == st}
+                used_other = sum(r.size for r in alive if r.stream != st)
+                free_other = max(sum(v[0] for v in segs.values() if v[1] != st) - used_other, 0)
+                searched[(state, st)] = (_largest_gap(same, alive), free_other)
+            gap, free_other = searched[(state, st)]
+            ooms.append((index, diagnose(request, alloc_series[index], reserved_series[index], capacity, gap,
+                                         free_other)))
+        else:  # past the cap on distinct states: the case is exact, the block search is not run
+            diagnosis = diagnose(request, alloc_series[index], reserved_series[index], capacity)
+            ooms.append((index, replace(diagnosis, message=diagnosis.message.replace(
+                "largest usable cached block 0 B", "largest usable cached block not searched"))))
+    if len(oom_states) == MAX_OOM_STATES and any(state not in oom_states for _, _, state in ooms_raw):
+        notes.append(f"more than {MAX_OOM_STATES:,} distinct allocator states at OOM events: beyond them the "
+                     "largest free block is not searched (each OOM's case A/B is still exact)")
     return SnapshotAnalysis(device, alloc_series, reserved_series, times, peak_index, breakdown,
                             sorted(at_peak, key=lambda r: -r.size), reserved_series[peak_index] - alloc_series[peak_index],
                             gap, main_stream, len(trace), ooms, notes)

@@ -74,6 +74,9 @@ i = Symbol("i", positive=True, integer=True)
 
 MiB = 2**20
 SEED = "seed 004"
+#: The most layer copies (layers per chunk × chunks in flight) one timeline walks: linear, ≈ 10 s at this
+#: size on one loaded core; the largest published models hold ~10^2.
+MAX_LAYERS_HELD = 25_000
 TRANSIENT_SOURCE = "seed 004 §02.3, §06.3 (work tensors); shapes as Korthikanti §4.1"
 
 
@@ -367,15 +370,40 @@ class Timeline:
                 for family in group:
                     yield family.label(index), family, index
 
+    def _per_instant(self, expr: Expr):
+        """``expr`` at the configuration, as a function of the layer index: the
+        dimensions substituted once, then ``i`` — exact, one polynomial in i
+        evaluated per instant instead of a sympy substitution per instant."""
+        from fractions import Fraction
+
+        from ..core.numeric import EvaluationError, substitute
+
+        at = expand(substitute(expr, self.values()))
+        if not at.free_symbols:
+            value = exact_int(at, {})
+            return lambda index: value
+        if at.free_symbols != {i}:
+            return lambda index: exact_int(expr.xreplace({i: index}) if index else expr, self.values())
+        coefficients = [Fraction(int(c.p), int(c.q)) for c in reversed(at.as_poly(i).all_coeffs())]
+
+        def value(index):
+            if not index:  # an unindexed family holds no i (as exact_int would refuse it)
+                raise EvaluationError(f"{expr}: no layer index for an unindexed phase")
+            total = sum(c * index**k for k, c in enumerate(coefficients))
+            if total.denominator != 1:
+                raise EvaluationError(f"{expr} is {total} at i = {index}, not a whole number")
+            return int(total)
+        return value
+
     def evaluate(self) -> "TimelineValues":
         """Bytes of each class at every instant, the peak and its phase t*."""
         values = self.values()
-        class_exprs = {id(fam): fam.by_class() for fam in self.families}
+        class_fns = {id(fam): {cls: self._per_instant(expr) for cls, expr in fam.by_class().items()}
+                     for fam in self.families}
         rows = []
         for label, family, index in self.instants():
-            exprs = class_exprs[id(family)]
-            row = {cls: exact_int(expr.xreplace({i: index}) if index else expr, values) for cls, expr in exprs.items()}
-            rows.append((label, row))
+            fns = class_fns[id(family)]
+            rows.append((label, {cls: fn(index) for cls, fn in fns.items()}))
         totals = [sum(row.values()) for _, row in rows]
         peak = max(totals)
         where = totals.index(peak)
@@ -388,11 +416,119 @@ class Timeline:
                 breakdown.append((item.cls, item.name, size))
         return TimelineValues(rows, peak, rows[where][0], where, breakdown)
 
+    def _instant_items(self, family: PhaseFamily, index, cache: dict) -> list[tuple[str, int, int, tuple]] | None:
+        """What ``family`` holds at layer ``index``: (group key, first copy, copies,
+        ((tensor name, bytes), ...)) per item, sizes exact at the configuration
+        (None if an item names one tensor twice)."""
+        out = []
+        for item in family.items:
+            key = id(item)
+            if key not in cache:
+                fns = (self._per_instant(sympify(item.copies)), self._per_instant(sympify(item.first)),
+                       tuple((name, self._per_instant(sympify(size))) for name, size in item.tensors))
+                constant = not any(i in sympify(x).free_symbols for _, x in item.tensors)
+                names = [name for name, _ in item.tensors]
+                if len(set(names)) != len(names):
+                    return None
+                cache[key] = (fns, constant, tuple((n, f(1)) for n, f in fns[2]) if constant else None)
+            (copies, first, sizes), constant, fixed = cache[key]
+            tensors = fixed if constant else tuple((n, f(index)) for n, f in sizes)
+            out.append((item.group or item.name, first(index), copies(index), tensors))
+        return out
+
     def allocation_events(self) -> list[tuple[str, str, int]]:
         """The step as an allocation sequence, tensor by tensor, for the
         allocator model: ("alloc"/"free", key, bytes) and ("mark", label, 0)
         after each instant. Between instants, what is no longer alive is
-        freed (last allocated first) before what is new is allocated."""
+        freed (last allocated first) before what is new is allocated.
+
+        Linear in layers × micro-batches in flight: what is alive is kept as
+        runs of copies (a group, a range of copy numbers, the same tensors), and
+        consecutive instants are compared run by run — the work is the tensors
+        allocated and freed, not everything alive at each instant (which made
+        the step quadratic in depth). :meth:`allocation_events_reference` is the
+        tensor-by-tensor definition; the tests hold the two equal."""
+        cache: dict = {}
+        live: list[list] = []  # runs [group, lo, hi, ((name, bytes), ...)], in allocation order
+        events: list[tuple[str, str, int]] = []
+        for label, family, index in self.instants():
+            items = self._instant_items(family, index, cache)
+            if items is None:  # an item names one tensor twice: the definition decides
+                return self.allocation_events_reference()
+            now = [(g, first, first + copies, tensors) for g, first, copies, tensors in items if copies > 0]
+            if not _disjoint(now):  # the same key twice in one instant: the definition decides
+                return self.allocation_events_reference()
+            now_by_group: dict[str, list] = {}
+            for item in now:
+                now_by_group.setdefault(item[0], []).append(item)
+            wanted: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+            for g, lo, hi, tensors in now:
+                for name, size in tensors:
+                    wanted.setdefault((g, name), []).append((lo, hi, size))
+            # Free: newest run first, within a run the last copy and tensor first.
+            kept: list[list] = []
+            for run in reversed(live):
+                g, lo, hi, tensors = run
+                if any(a <= lo and hi <= z and same == tensors for _, a, z, same in now_by_group.get(g, ())):
+                    kept.append(run)  # the common case: an item of this instant holds the whole run as it is
+                    continue
+                freed = [_missing(lo, hi, [(a, z) for a, z, size_now in wanted.get((g, name), ()) if size_now == size])
+                         for name, size in tensors]
+                copies = sorted({c for ranges in freed for a, z in ranges for c in range(a, z)}, reverse=True)
+                if not copies:
+                    kept.append(run)
+                    continue
+                pieces = []
+                upper = hi
+                for c in copies:  # descending: whole runs above c, then what c keeps
+                    if c + 1 < upper:
+                        pieces.append([g, c + 1, upper, tensors])
+                    gone = [any(a <= c < z for a, z in ranges) for ranges in freed]
+                    for (name, size), out in zip(reversed(tensors), reversed(gone)):
+                        if out:
+                            events.append(("free", f"{g}#{c}/{name}", size))
+                    rest = tuple(t for t, out in zip(tensors, gone) if not out)
+                    if rest:
+                        pieces.append([g, c, c + 1, rest])
+                    upper = c
+                if lo < upper:
+                    pieces.append([g, lo, upper, tensors])
+                kept.extend(pieces)
+            live = kept[::-1]
+            live_by_group: dict[str, list] = {}
+            for run in live:
+                live_by_group.setdefault(run[0], []).append(run)
+            present: dict[tuple[str, str], list[tuple[int, int]]] | None = None
+            # Allocate: in the instant's order, copy by copy, tensor by tensor.
+            for g, lo, hi, tensors in now:
+                if any(a <= lo and hi <= z and same == tensors for _, a, z, same in live_by_group.get(g, ())):
+                    continue  # all of it is alive already (the common case)
+                if present is None:
+                    present = {}
+                    for rg, rlo, rhi, rtensors in live:
+                        for name, _ in rtensors:
+                            present.setdefault((rg, name), []).append((rlo, rhi))
+                absent = [_missing(lo, hi, present.get((g, name), ())) if size > 0 else [] for name, size in tensors]
+                for c in sorted({c for ranges in absent for a, z in ranges for c in range(a, z)}):
+                    new = []
+                    for (name, size), ranges in zip(tensors, absent):
+                        if any(a <= c < z for a, z in ranges):
+                            events.append(("alloc", f"{g}#{c}/{name}", size))
+                            new.append((name, size))
+                    new = tuple(new)
+                    last = live[-1] if live else None
+                    if last is not None and last[0] == g and last[2] == c and last[3] == new:
+                        last[2] = c + 1
+                    else:
+                        live.append([g, c, c + 1, new])
+                    for name, _ in new:  # later items of this instant see what was just allocated
+                        present.setdefault((g, name), []).append((c, c + 1))
+            events.append(("mark", label, 0))
+        return events
+
+    def allocation_events_reference(self) -> list[tuple[str, str, int]]:
+        """:meth:`allocation_events` by its definition, tensor by tensor (quadratic
+        in depth; the tests compare the two on small models)."""
         values = self.values()
         live: dict[str, int] = {}
         events: list[tuple[str, str, int]] = []
@@ -420,6 +556,42 @@ class Timeline:
         through the caching-allocator model (:mod:`symbolic.step.allocator`)."""
         from .allocator import reserved_at_marks
         return [reserved for _, _, reserved in reserved_at_marks(self.allocation_events())]
+
+
+def _missing(lo: int, hi: int, ranges) -> list[tuple[int, int]]:
+    """The parts of [lo, hi) that no range of ``ranges`` covers."""
+    out, cursor = [], lo
+    for a, z in sorted(ranges):
+        if z <= cursor:
+            continue
+        if a >= hi:
+            break
+        if a > cursor:
+            out.append((cursor, min(a, hi)))
+        cursor = max(cursor, z)
+        if cursor >= hi:
+            break
+    if cursor < hi:
+        out.append((cursor, hi))
+    return out
+
+
+def _disjoint(now) -> bool:
+    """No (group, copy, tensor) key appears twice among an instant's items (each
+    item's own names are distinct: :meth:`Timeline._instant_items` checks that)."""
+    if len({item[0] for item in now}) == len(now):
+        return True  # every item its own group: no key can repeat
+    seen: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for g, lo, hi, tensors in now:
+        names = [name for name, _ in tensors]
+        if len(set(names)) != len(names):
+            return False
+        for name in names:
+            for a, z in seen.get((g, name), ()):
+                if a < hi and lo < z:
+                    return False
+            seen.setdefault((g, name), []).append((lo, hi))
+    return True
 
 
 @dataclass
@@ -472,6 +644,12 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     param_inv, base, _ = inventories(model)
     strategy = layout.strategy()
     k, n, notes = in_flight(layout)
+    held_layers = exact_int(k * n, layout.values(model))
+    if held_layers > MAX_LAYERS_HELD:
+        raise ConfigError(f"layers {model.layers:,} on a stage holding {held_layers:,} layer copies at its fullest: "
+                          f"the timeline walks every layer instant by instant and allocates each copy, up to "
+                          f"{MAX_LAYERS_HELD:,}; use pp > 1 (fewer layers per stage) or bill/plan/solve, which "
+                          "take up to 10^5 layers")
     pipeline = layout.pp > 1
 
     # Saved tensors per layer under the strategy, and the whole layer without recompute.

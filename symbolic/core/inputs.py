@@ -1,0 +1,146 @@
+"""Reading what a user hands over — files and text — within stated bounds.
+
+Every file the engine reads on a user's behalf (a ``config.json``, a memory
+snapshot) goes through :func:`read_regular_file` or :func:`open_regular_file`:
+only a regular file (a FIFO, a device such as ``/dev/zero``, a directory or a
+socket is refused before it is opened, so nothing blocks or streams forever),
+no larger than a stated cap. JSON is parsed by :func:`loads_json` only after
+its nesting depth has been counted (Python's parser recurses: a 10,000-deep
+file would otherwise end in ``RecursionError``). :func:`clean` makes any text
+that came from a file safe to print on a terminal: control characters (ANSI
+escape sequences among them) and bidirectional overrides are shown as
+``\\x1b``-style escapes, never sent.
+
+Errors are :class:`InputError` (a ``ValueError``: the CLI prints it as one line,
+exit 2), each naming the file, what is wrong and what to give instead.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+
+#: Caps, in bytes and levels; HF ``config.json`` files are a few KiB, 3–4 levels deep.
+CONFIG_MAX_BYTES = 16 * 2**20
+JSON_MAX_DEPTH = 64
+
+
+class InputError(ValueError):
+    """A file or text the engine refuses to read; the message is one line."""
+
+
+# Control characters (C0, DEL, C1) and the bidirectional overrides/isolates.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: object, keep_newlines: bool = False) -> str:
+    """``text`` with every control character written as an escape (``\\x1b``), so
+    that what came from a file can never drive the terminal. Newlines and tabs
+    become escapes too unless ``keep_newlines``."""
+    text = str(text)
+    if not keep_newlines:
+        text = text.replace("\n", "\\n").replace("\t", "\\t")
+    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                            else f"\\u{ord(m.group()):04x}", text)
+
+
+def _kind(mode: int) -> str:
+    for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def check_regular_file(path: str | Path, what: str = "file") -> os.stat_result:
+    """The ``stat`` of ``path`` (symlinks followed) if it is a regular file, else
+    :class:`InputError` naming what it is."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{clean(path)}: no such file (a {what} was expected)") from None
+    except OSError as error:
+        raise InputError(f"{clean(path)}: cannot read it ({error.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{clean(path)}: is {_kind(info.st_mode)}; give a regular {what}")
+    return info
+
+
+def open_regular_file(path: str | Path, max_bytes: int, what: str = "file"):
+    """A binary file object of ``path``, after checking it is a regular file of at
+    most ``max_bytes`` (re-checked on the open descriptor, against a swap)."""
+    info = check_regular_file(path, what)
+    if info.st_size > max_bytes:
+        raise InputError(f"{clean(path)}: {info.st_size:,} B is more than the {max_bytes:,} B a {what} may have")
+    try:
+        handle = open(path, "rb")
+    except OSError as error:
+        raise InputError(f"{clean(path)}: cannot read it ({error.strerror})") from None
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise InputError(f"{clean(path)}: changed while opened; give a regular {what}")
+    return handle
+
+
+def read_regular_file(path: str | Path, max_bytes: int = CONFIG_MAX_BYTES, what: str = "file") -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (reads at most one byte more)."""
+    with open_regular_file(path, max_bytes, what) as handle:
+        try:
+            data = handle.read(max_bytes + 1)
+        except OSError as error:
+            raise InputError(f"{clean(path)}: cannot read it ({error.strerror})") from None
+    if len(data) > max_bytes:
+        raise InputError(f"{clean(path)}: more than the {max_bytes:,} B a {what} may have")
+    return data
+
+
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of objects/arrays in JSON ``text`` (strings skipped),
+    counted without recursion."""
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(_STRINGS.sub("", text)):
+        if match.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads_json(text: str | bytes, where: str, max_depth: int = JSON_MAX_DEPTH):
+    """Parse JSON ``text`` from ``where``: the depth is counted first (at most
+    ``max_depth``), ``NaN``/``Infinity`` are refused, and any parse failure is
+    one :class:`InputError` line naming the place."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise InputError(f"{clean(where)}: not UTF-8 text (byte {error.start})") from None
+    deepest = json_depth(text)
+    if deepest > max_depth:
+        raise InputError(f"{clean(where)}: JSON nested {deepest:,} levels deep, more than the {max_depth} "
+                         "a configuration may have")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{clean(where)}: not valid JSON ({error.msg} at line {error.lineno} "
+                         f"column {error.colno})") from None
+    except (ValueError, RecursionError) as error:  # an integer past Python's digit limit, NaN, ...
+        raise InputError(f"{clean(where)}: not readable JSON ({clean(error)})") from None
+
+
+def read_json_file(path: str | Path, max_bytes: int = CONFIG_MAX_BYTES, max_depth: int = JSON_MAX_DEPTH,
+                   what: str = "config.json"):
+    """A regular JSON file, size and depth capped before it is parsed."""
+    return loads_json(read_regular_file(path, max_bytes, what), str(path), max_depth)
