@@ -6,7 +6,7 @@ that checks it against a model, naming the field and the fix.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..models.config import ConfigError, ModelConfig, positive_int
 from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, ZERO_STAGES
@@ -48,13 +48,18 @@ class Layout:
     global_batch: int = 0
     cp: int = 1
 
-    def strategy(self) -> "Strategy":
-        """The activation strategy: the first pipeline stage whenever pp > 1."""
+    def strategy(self, stage: str = "first") -> "Strategy":
+        """The activation strategy of pipeline ``stage`` (``first`` or ``last``;
+        the same stage when pp = 1), holding :meth:`in_flight` micro-batch
+        chunks: symbolic (the papers' p, or the interleaved count in p and v)
+        when the schedule's own count applies, the integer when the
+        micro-batches per iteration cap it."""
         from .strategies import Strategy  # sympy: imported when an expression is wanted
 
         return Strategy(tensor_parallel=True, sequence_parallel=self.sp, recompute=self.recompute,
                         dtype=self.dtype, pipeline=self.pp > 1, interleaved=self.interleave > 1,
-                        context_parallel=self.cp > 1)
+                        context_parallel=self.cp > 1, in_flight=self.in_flight_expression(stage),
+                        stage=stage)
 
     def values(self, model: ModelConfig) -> dict[str, int]:
         """Dimension values, papers' letters, for the model under this layout."""
@@ -69,8 +74,28 @@ class Layout:
         return self.tp * self.pp * self.dp * self.cp
 
     def iteration_micro_batches(self) -> int:
-        """Micro-batches per data-parallel rank per iteration."""
+        """Micro-batches per data-parallel rank per iteration: m = global_batch / (b·d).
+
+        d counts the data-parallel replicas only: the c context-parallel ranks of
+        a replica work on the same sequences, split along s (Megatron-LM:
+        global batch = micro-batch × data-parallel size × micro-batches)."""
         return (self.global_batch or self.micro_batch * self.dp) // (self.micro_batch * self.dp)
+
+    def in_flight(self, stage: str = "first") -> int:
+        """Micro-batch chunks pipeline ``stage`` holds at its fullest (see :func:`in_flight`)."""
+        return in_flight(self.pp, self.interleave, self.iteration_micro_batches(), stage)
+
+    def in_flight_expression(self, stage: str = "first"):
+        """:meth:`in_flight` as the strategy's ``in_flight``: None where the
+        schedule's own symbolic count applies (1F1B first stage with m ≥ p: p;
+        interleaved with m > p: Narayanan's count), else the integer."""
+        if self.pp == 1:
+            return None
+        m, p, v = self.iteration_micro_batches(), self.pp, self.interleave
+        if stage == "first" and self.in_flight(stage) == in_flight(p, v, max(m, 2 * p), stage):
+            return None  # the uncapped schedule: the papers' symbolic count
+        from sympy import Integer
+        return Integer(self.in_flight(stage))
 
     def is_valid(self, model: ModelConfig) -> bool:
         """Whether :meth:`validate` accepts this layout for ``model``."""
@@ -81,6 +106,10 @@ class Layout:
         return True
 
     def validate(self, model: ModelConfig) -> "Layout":
+        """This layout for ``model``, or :class:`ConfigError` naming the field
+        and the fix: the sizes, then every rule of :data:`LAYOUT_RULES` (the
+        one rule set bill, timeline, plan, solve, derive --model and the
+        calculator share)."""
         for name in ("micro_batch", "tp", "pp", "dp", "interleave", "cp"):
             positive_int(name, getattr(self, name))
         if self.seq:
@@ -122,4 +151,94 @@ class Layout:
             if self.global_batch % (self.micro_batch * self.dp):
                 raise ConfigError(f"global_batch ({self.global_batch}) must be a multiple of "
                                   f"micro_batch×dp ({self.micro_batch}×{self.dp})")
+        for rule in LAYOUT_RULES:
+            refusal = rule(self, model)
+            if refusal:
+                raise ConfigError(refusal)
         return self
+
+
+STAGES = ("first", "last")
+
+
+def in_flight(pp: int, interleave: int, micro_batches: int, stage: str = "first") -> int:
+    """Micro-batch chunks a pipeline stage holds at its fullest (the activations it keeps).
+
+    No pipeline: 1. 1F1B (Narayanan et al. 2021 §2.2.1; Korthikanti §4.2.3):
+    rank r runs min(m, p − r) forwards before its first backward — the first
+    stage min(m, p), the last stage 1. Interleaved (Megatron-LM's
+    ``forward_backward_pipelining_with_interleaving``): rank r runs
+    2(p − 1 − r) + (v − 1)p warm-up chunk forwards and one more, capped at the
+    m·v chunks of the iteration; when m = p every rank runs all m·v forwards
+    first. Each chunk is L/(p·v) layers. ``m``: micro-batches per pipeline per
+    iteration.
+    """
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {', '.join(STAGES)}, not {stage!r}")
+    p, v, m = pp, interleave, micro_batches
+    if p == 1:
+        return 1
+    if v == 1:
+        return min(m, p) if stage == "first" else 1
+    if m == p:
+        return m * v
+    warm_up = (2 * (p - 1) if stage == "first" else 0) + (v - 1) * p
+    return min(warm_up + 1, m * v)
+
+
+#: A layout rule: (layout, model) -> the one-line refusal naming the field and the fix, or None.
+LayoutRule = Callable[[Layout, ModelConfig], "str | None"]
+
+
+def _zero_with_pipeline(layout: Layout, model: ModelConfig) -> str | None:
+    # DeepSpeed's PipelineEngine asserts ZeRO stage < 2 ("ZeRO-2 and ZeRO-3 are incompatible with
+    # pipeline parallelism"): gradients and parameters sharded per micro-batch would be gathered
+    # and reduced once per micro-batch.
+    if layout.zero >= 2 and layout.pp > 1:
+        return (f"zero {layout.zero} with pp {layout.pp}: ZeRO-2/3 are not combined with pipeline "
+                "parallelism (DeepSpeed's pipeline engine supports ZeRO-1); use --zero 0 or 1, or pp 1")
+    return None
+
+
+def _zero_needs_data_parallel(layout: Layout, model: ModelConfig) -> str | None:
+    # ZeRO shards over the d·c ranks holding the same weights; over one rank it is ZeRO-0.
+    if layout.zero and layout.dp * layout.cp == 1:
+        return (f"zero {layout.zero} with dp 1: ZeRO shards the model states over the data-parallel ranks "
+                "(d·c); with one rank it changes nothing — use --zero 0, or dp > 1")
+    return None
+
+
+def _sp_needs_tensor_parallel(layout: Layout, model: ModelConfig) -> str | None:
+    if layout.sp and layout.tp == 1:
+        return ("sp with tp 1: sequence parallelism splits over the tensor-parallel group; "
+                "with tp 1 it changes nothing — drop --sp, or set tp > 1")
+    return None
+
+
+def _interleave_needs_whole_rounds(layout: Layout, model: ModelConfig) -> str | None:
+    # Megatron-LM's get_forward_backward_func asserts it for the interleaved schedule.
+    m = layout.iteration_micro_batches()
+    if layout.interleave > 1 and layout.pp > 1 and m % layout.pp:
+        return (f"interleave {layout.interleave} with {m} micro-batch(es) per iteration: the interleaved "
+                f"schedule needs the micro-batches per pipeline (global_batch / (micro_batch × dp)) to be a "
+                f"multiple of pp ({layout.pp}) — set --global-batch to a multiple of "
+                f"{layout.pp * layout.micro_batch * layout.dp}, or interleave 1")
+    return None
+
+
+#: The rules of the frameworks the papers used, shared by every command (bill, timeline, plan,
+#: solve, derive --model, calculator). Extend with :func:`add_layout_rule`.
+LAYOUT_RULES: list[LayoutRule] = [_zero_with_pipeline, _zero_needs_data_parallel, _sp_needs_tensor_parallel,
+                                  _interleave_needs_whole_rounds]
+
+
+def add_layout_rule(rule: LayoutRule) -> LayoutRule:
+    """Register ``rule`` with every command's validation (usable as a decorator)."""
+    if rule not in LAYOUT_RULES:
+        LAYOUT_RULES.append(rule)
+    return rule
+
+
+def layout_rules() -> tuple[LayoutRule, ...]:
+    """The rules every command applies, in order."""
+    return tuple(LAYOUT_RULES)

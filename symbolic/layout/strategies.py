@@ -117,8 +117,13 @@ class Strategy:
     recompute: ``none``, ``selective`` or ``full``. dtype: the float
     activation dtype. pipeline: account for the first pipeline stage (the one
     holding the most micro-batches) instead of one replica of all L layers.
-    in_flight: micro-batches in flight on that stage; ``None`` means the 1F1B
-    schedule's p. interleaved: the interleaved schedule with v chunks per stage.
+    in_flight: micro-batch chunks in flight on that stage; ``None`` means the
+    schedule's own count on the first stage (1F1B: p; interleaved:
+    :func:`interleave_in_flight`), an integer where the micro-batches per
+    iteration cap it (``Layout.in_flight``). interleaved: the interleaved
+    schedule with v chunks per stage. stage: which pipeline stage is
+    accounted, ``first`` (most micro-batches in flight) or ``last`` (the
+    output side); it changes only the description — the count is in_flight.
     context_parallel: split every sequence over c ranks (:func:`context_parallel`);
     composes with TP/SP (under SP each rank holds s/(c t)) and recompute.
     """
@@ -131,6 +136,7 @@ class Strategy:
     in_flight: Expr | None = None
     interleaved: bool = False
     context_parallel: bool = False
+    stage: str = "first"
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE:
@@ -139,8 +145,8 @@ class Strategy:
             raise ValueError("sequence parallelism runs on the tensor-parallel group: enable tensor parallelism too")
         if self.interleaved and not self.pipeline:
             raise ValueError("the interleaved schedule is a pipeline schedule: enable the pipeline too")
-        if self.interleaved and self.in_flight is not None:
-            raise ValueError("the interleaved schedule fixes the in-flight count; do not also give in_flight")
+        if self.stage not in ("first", "last"):
+            raise ValueError(f"stage must be first or last, not {self.stage!r}")
         if self.dtype not in FLOAT_ACTIVATION_DTYPES:
             raise ValueError(f"activation dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}")
 
@@ -178,7 +184,7 @@ class Strategy:
         if not self.pipeline:
             return Integer(1), L
         if self.interleaved:
-            return interleave_in_flight(p, v), L / (p * v)
+            return (interleave_in_flight(p, v) if self.in_flight is None else self.in_flight), L / (p * v)
         return (p if self.in_flight is None else self.in_flight), L / p
 
     def describe(self) -> str:
@@ -191,6 +197,6 @@ class Strategy:
                       "full": "full recompute"}[self.recompute])
         parts.append(f"{self.dtype} activations ({DTYPE_BYTES[self.dtype]} B/elem), 1 B masks")
         if self.pipeline:
-            parts.append("first pipeline stage" + (", interleaved" if self.interleaved else ", 1F1B"))
+            parts.append(f"{self.stage} pipeline stage" + (", interleaved" if self.interleaved else ", 1F1B"))
         return ", ".join(parts)
 

@@ -37,7 +37,9 @@ TITLES = {
     "activations": ("ACTIVATIONS", "bytes", "per GPU, stage accounted"),
     "flops": ("FLOPS", "flops", "per iteration, all GPUs, hardware (with recompute)"),
     "output_side": ("OUTPUT SIDE", "bytes", "per GPU on the last pipeline stage, one micro-batch; "
-                    "not in the total, as in the papers"),
+                    "in the verdict, not in the papers' total"),
+    "communication": ("COMMUNICATION BUFFERS", "bytes", "per GPU, held from start-up; in the verdict"),
+    "verdict": ("VERDICT: PEAK OF THE STEP", "bytes", "per GPU on the busiest stage, at its peak instant"),
 }
 
 #: the unit of each kind of value in the JSON lines
@@ -161,7 +163,9 @@ def memory_bar(bill: Bill, width: int = BAR_WIDTH) -> Text:
     """The bar as styled text; past the GPU's capacity a limit mark and red cells."""
     totals = bill.totals
     capacity = totals.get("gpu_memory_bytes")
-    cells = bar_cells(totals["model_states_bytes"], totals["activation_bytes"], capacity, width)
+    # the bar is the verdict: model states, then everything else alive at the peak instant
+    rest = as_fraction(totals["total_bytes"]) - as_fraction(totals["model_states_bytes"])
+    cells = bar_cells(totals["model_states_bytes"], rest, capacity, width)
     text = Text("[")
     for i, kind in enumerate(cells):
         if kind == "over" and (i == 0 or cells[i - 1] != "over"):
@@ -178,12 +182,19 @@ def memory_summary(bill: Bill) -> Group:
     """Model states + activations per GPU, the bar, and the verdict against the GPU."""
     totals = bill.totals
     states, acts, total = totals["model_states_bytes"], totals["activation_bytes"], totals["total_bytes"]
-    parts = [Text(f"MEMORY PER GPU: model states {fmt(states, 'GB')} + activations {fmt(acts, 'GB')} = "
-                  f"{fmt_bytes(total)}", style="bold")]
+    paper = totals.get("paper_total_bytes", total)
+    where = totals.get("verdict_phase", "")
+    if bill.layout.pp > 1 and where:
+        where = f"{totals['verdict_stage']} pipeline stage, {where}"
+    parts = [Text(f"MEMORY PER GPU: {fmt_bytes(total)}, the peak of the step on the busiest GPU ({where})",
+                  style="bold"),
+             Text(f"  papers' total: model states {fmt(states, 'GB')} + activations {fmt(acts, 'GB')} = "
+                  f"{fmt_bytes(paper)}; the verdict adds {fmt(as_fraction(total) - as_fraction(paper), 'GB')} "
+                  "(output side, work tensors, communication buffers, recompute window at the peak instant)")]
     legend = Text()
     legend.append(BAR_GLYPHS["states"], style=BAR_STYLES["states"]).append(f" model states {fmt(states, 'GB')}  ")
     legend.append(BAR_GLYPHS["activations"], style=BAR_STYLES["activations"]).append(
-        f" activations {fmt(acts, 'GB')}")
+        f" the rest of the peak {fmt(as_fraction(total) - as_fraction(states), 'GB')}")
     capacity = totals.get("gpu_memory_bytes")
     if capacity is not None:
         head = totals["headroom_bytes"]
@@ -201,7 +212,11 @@ def memory_summary(bill: Bill) -> Group:
         parts += [Text.assemble(memory_bar(bill), " ", verdict), legend]
     else:
         parts += [Text.assemble(memory_bar(bill), " (no --gpu-memory given: bar scaled to the total)"), legend]
-    parts.append(Text(f"not counted: {NOT_COUNTED}", style="dim"))
+    if bill.not_counted:
+        parts.append(Text("not counted: " + "; ".join(
+            f"{item} ≈ {fmt(size, 'GB')}" if size else item for item, size, _ in bill.not_counted), style="dim"))
+    else:
+        parts.append(Text(f"not counted: {NOT_COUNTED}", style="dim"))
     return Group(*parts)
 
 
@@ -288,6 +303,8 @@ def render_json(bill: Bill) -> str:
                    "source": line.source, "condition": line.condition}
                   for line in bill.lines],
         "notes": bill.notes,
+        "not_counted": [{"item": item, "estimate_bytes": size, "source": source}
+                        for item, size, source in bill.not_counted],
         "approximations": list(bill.model.approximations),
         "model_config": model_config,
     }

@@ -63,6 +63,15 @@ from ..layout.layout import Layout
 from ..layout.strategies import Strategy, interleave_in_flight, sequence_parallel, tensor_parallel
 from ..ledgers import params as params_ledger
 from ..ledgers import states
+# The work tensors and communication buffers are ledger terms (the bill's verdict sums them too).
+from ..ledgers.transients import (  # noqa: F401 (re-exported: the timeline's classes)
+    MiB,
+    TRANSIENT_SOURCE,
+    CommSettings,
+    _tensor,
+    layer_work_tensors,
+    work_tensors,
+)
 from ..models.config import ConfigError, ModelConfig
 
 CLASSES = ("constant", "activations", "transients", "communication")
@@ -70,41 +79,10 @@ CLASSES = ("constant", "activations", "transients", "communication")
 #: The layer index inside the chunk being run; a local symbol, not a dimension.
 i = Symbol("i", positive=True, integer=True)
 
-MiB = 2**20
 SEED = "seed 004"
-TRANSIENT_SOURCE = "seed 004 §02.3, §06.3 (work tensors); shapes as Korthikanti §4.1"
 
 
 # --- settings ----------------------------------------------------------------
-
-@dataclass(frozen=True)
-class CommSettings:
-    """Communication buffers, from named settings (seed 004 §02.4, §05.4).
-
-    nccl_buffsize: ``NCCL_BUFFSIZE``, the Simple-protocol staging per channel
-    (NCCL's default, 4 MiB). channels: NCCL channels per communicator (NCCL
-    chooses it per topology; 16 is an assumed typical value, not a seed
-    number). A communicator is counted for every parallel group wider than
-    one (TP, DP, PP send/recv). bucket_bytes: one gradient bucket staged for
-    the data-parallel all-reduce (PyTorch DDP's default ``bucket_cap_mb`` =
-    25 MiB), counted when d > 1.
-    """
-
-    nccl_buffsize: int = 4 * MiB
-    channels: int = 16
-    bucket_bytes: int = 25 * MiB
-
-    def items(self, layout: Layout) -> list[tuple[str, int]]:
-        per_communicator = self.nccl_buffsize * self.channels
-        out = []
-        for group, size in (("tensor-parallel", layout.tp), ("data-parallel", layout.dp),
-                            ("pipeline send/recv", layout.pp)):
-            if size > 1:
-                out.append((f"communication/nccl staging ({group})", per_communicator))
-        if layout.dp > 1 and self.bucket_bytes:
-            out.append(("communication/gradient bucket (data-parallel)", self.bucket_bytes))
-        return out
-
 
 @dataclass(frozen=True)
 class MemoryOptions:
@@ -183,86 +161,6 @@ class PhaseFamily:
 
 def _bytes(terms: Inventory) -> tuple[tuple[str, Expr], ...]:
     return tuple((term.name, term.bytes) for term in terms)
-
-
-def _tensor(name, shape, dtype, split, split_dim, note=""):
-    return SavedTensor(name, shape, dtype, split, split_dim, Group.BODY, TRANSIENT_SOURCE, note)
-
-
-def work_tensors(ffn: Expr) -> Inventory:
-    """The kernel work tensors of one layer and of the loss, unsharded.
-
-    Forward: ``attention/scores`` — the raw Q·Kᵀ (b, a, s, s), the softmax's
-    input, freed once the softmax output exists. MLP backward: the incoming
-    gradient dY and outgoing dX (s, b, h), and the gradients of the two
-    f-wide intermediates (GeLU output and input) — "与它同形状的中间量梯度"
-    (seed 004 §06.3). Attention backward: dY, dX, the gradients of the
-    probabilities and of the scores (b, a, s, s each, no FlashAttention) and
-    dQ, dK, dV. Loss: the logits (bf16, vocabulary split by t as Megatron's
-    vocab-parallel cross-entropy does), their fp32 copy kept for the
-    softmax and the fp32 gradient of the logits.
-    """
-    head = h / a
-    return Inventory((
-        _tensor("forward/attention/scores", (b, a, s, s), "bf16", Axis.TENSOR, 1, "Q·Kᵀ before the softmax"),
-        _tensor("backward/mlp/grad_output", (s, b, h), "bf16", Axis.SEQUENCE, 0, "dY entering the MLP block"),
-        _tensor("backward/mlp/grad_fc2_input", (s, b, ffn), "bf16", Axis.TENSOR, 2, "d(GeLU output)"),
-        _tensor("backward/mlp/grad_gelu_input", (s, b, ffn), "bf16", Axis.TENSOR, 2, "d(GeLU input): dH"),
-        _tensor("backward/mlp/grad_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, "dX leaving the MLP block"),
-        _tensor("backward/attention/grad_output", (s, b, h), "bf16", Axis.SEQUENCE, 0, "dY entering attention"),
-        _tensor("backward/attention/grad_probs", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dP"),
-        _tensor("backward/attention/grad_scores", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dS"),
-        _tensor("backward/attention/grad_query", (s, b, a, head), "bf16", Axis.TENSOR, 2, "dQ"),
-        _tensor("backward/attention/grad_key", (s, b, a, head), "bf16", Axis.TENSOR, 2, "dK"),
-        _tensor("backward/attention/grad_value", (s, b, a, head), "bf16", Axis.TENSOR, 2, "dV"),
-        _tensor("backward/attention/grad_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, "dX leaving the layer"),
-        _tensor("loss/logits", (s, b, V), "bf16", Axis.TENSOR, 2, "output layer result, vocabulary split by t"),
-        _tensor("loss/logits_fp32", (s, b, V), "fp32", Axis.TENSOR, 2, "fp32 copy for the softmax, kept for backward"),
-        _tensor("loss/grad_logits_fp32", (s, b, V), "fp32", Axis.TENSOR, 2, "d(loss)/d(logits), fp32"),
-    ))
-
-
-def layer_work_tensors(saved: Inventory) -> Inventory:
-    """The kernel work tensors of one layer and of the loss, from the layer's
-    saved tensors (any architecture), unsharded.
-
-    The rule that gives :func:`work_tensors` for the GPT layer: the raw Q·Kᵀ
-    scores in forward and dP, dS in backward only when the layer saves an
-    s×s tensor (no fused kernel: a fused kernel keeps them in SRAM tiles);
-    in the MLP backward, dY and dX and the gradient of every float
-    intermediate of the MLP/MoE block that TP or EP splits and that is not
-    h wide (GPT: the GeLU input and output; LLaMA: gate, SiLU, up and the
-    down projection's input; MoE: each expert's and shared expert's
-    intermediates, all experts at once — an upper bound, autograd frees
-    each expert's once its backward is done), in reverse order of forward;
-    in the attention backward dY, dX and dQ, dK, dV of the saved Q, K, V's
-    shapes (GQA: K and V at g heads). The loss: as :func:`work_tensors`.
-    """
-    explicit = any(term.shape[-2:] == (s, s) for term in saved)
-    hidden = (s, b, h)
-    terms = []
-    if explicit:
-        terms.append(_tensor("forward/attention/scores", (b, a, s, s), "bf16", Axis.TENSOR, 1,
-                             "Q·Kᵀ before the softmax"))
-    terms.append(_tensor("backward/mlp/grad_output", hidden, "bf16", Axis.SEQUENCE, 0, "dY entering the MLP block"))
-    for x in reversed(saved.terms):
-        if (not x.name.startswith("attention/") and x.dtype not in ("mask", "int64")
-                and x.split in (Axis.TENSOR, Axis.EXPERT) and x.shape[-1] != h):
-            name = x.name.split("/", 1)[1].replace("/", "_")
-            terms.append(_tensor(f"backward/mlp/grad_{name}", x.shape, x.dtype, x.split, x.split_dim,
-                                 f"d({x.name})"))
-    terms.append(_tensor("backward/mlp/grad_input", hidden, "bf16", Axis.SEQUENCE, 0, "dX leaving the MLP block"))
-    terms.append(_tensor("backward/attention/grad_output", hidden, "bf16", Axis.SEQUENCE, 0,
-                         "dY entering attention"))
-    if explicit:
-        terms += [_tensor("backward/attention/grad_probs", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dP"),
-                  _tensor("backward/attention/grad_scores", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dS")]
-    for part, label in (("query", "dQ"), ("key", "dK"), ("value", "dV")):
-        x = saved[f"attention/{part}"]
-        terms.append(_tensor(f"backward/attention/grad_{part}", x.shape, "bf16", x.split, x.split_dim, label))
-    terms.append(_tensor("backward/attention/grad_input", hidden, "bf16", Axis.SEQUENCE, 0, "dX leaving the layer"))
-    terms += [x for x in work_tensors(h) if x.name.startswith("loss/")]
-    return Inventory(tuple(terms))
 
 
 def flash_attention(inventory: Inventory) -> Inventory:
@@ -408,40 +306,42 @@ class TimelineValues:
         return dict(self.rows[self.t_star_index][1])
 
 
-def in_flight(layout: Layout) -> tuple[Expr, Expr, list[str]]:
-    """(micro-batch chunks held at the fullest, layers per chunk, notes).
-
-    No pipeline: one micro-batch over L layers. 1F1B: the first stage runs
-    min(m, p) forwards before its first backward (m micro-batches per
-    iteration per data-parallel rank): p when m >= p (symbolic), else m.
-    Interleaved: 2(p-1) + (v-1)p + 1 chunks of L/(p v) layers (m >= p assumed).
+def in_flight(layout: Layout, stage: str = "first") -> tuple[Expr, Expr, list[str]]:
+    """(micro-batch chunks held at the fullest, layers per chunk, notes) on
+    pipeline ``stage`` (``first`` or ``last``): the layout's one rule,
+    :func:`symbolic.layout.layout.in_flight` — 1F1B: min(m, p) on the first
+    stage, 1 on the last; interleaved: Narayanan's count capped at m·v
+    chunks of L/(p v) layers. No pipeline: one micro-batch over L layers.
     """
     notes = []
+    chunks, layers = layout.strategy(stage).layers_held()
     if layout.pp == 1:
-        return Integer(1), L, notes
-    if layout.interleave > 1:
-        notes.append("interleaved schedule: in-flight chunks assume m >= p micro-batches per iteration")
-        return interleave_in_flight(p, v), L / (p * v), notes
+        return chunks, layers, notes
     m_iter = layout.iteration_micro_batches()
-    if m_iter >= layout.pp:
-        notes.append(f"1F1B first stage: min(m, p) = p micro-batches in flight (m = {m_iter})")
-        return p, L / p, notes
-    notes.append(f"1F1B first stage: min(m, p) = m = {m_iter} micro-batches in flight (fewer than p = {layout.pp})")
-    return Integer(m_iter), L / p, notes
+    schedule = "interleaved" if layout.interleave > 1 else "1F1B"
+    notes.append(f"{schedule} {stage} stage: {layout.in_flight(stage)} micro-batch chunk(s) in flight "
+                 f"(m = {m_iter} micro-batches per iteration, p = {layout.pp})")
+    return chunks, layers, notes
 
 
-def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions = MemoryOptions()) -> Timeline:
-    """The timeline of one training step of ``model`` under ``layout``."""
-    from ..bill.derive import inventories  # here: the bill imports the ledgers
+def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions = MemoryOptions(),
+          stage: str = "first") -> Timeline:
+    """The timeline of one training step of ``model`` under ``layout`` on
+    pipeline ``stage``: ``first`` (the most micro-batches in flight) or
+    ``last`` (its layers, then the output side and the loss). With pp = 1 the
+    one stage is both."""
+    from ..bill.derive import OUTPUT_NORM, inventories  # here: the bill imports the ledgers
+    from ..models.architectures import output
 
     layout.validate(model)
     if layout.cp > 1:
         raise ConfigError(f"cp {layout.cp}: the timeline does not model context parallelism (its ring buffers "
                           "and work tensors); use cp 1 here — bill, plan and solve model it")
     param_inv, base, _ = inventories(model)
-    strategy = layout.strategy()
-    k, n, notes = in_flight(layout)
+    strategy = layout.strategy(stage)
+    k, n, notes = in_flight(layout, stage)
     pipeline = layout.pp > 1
+    has_loss = not pipeline or stage == "last"
 
     # Saved tensors per layer under the strategy, and the whole layer without recompute.
     work = layer_work_tensors(base)
@@ -515,8 +415,15 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     families = [PhaseFamily("fwd layer {i}", fixed + held() + (current(i),)
                             + work_item("transients/forward kernel work (attention scores)", forward_work, "fwd"),
                             indexed=True, order=1)]
-    if not pipeline:
+    if has_loss:
+        # The output side's saved tensors (final norm, logits input, fp32 log-softmax, targets: the
+        # bill's output_side lines) and the loss's work tensors (bf16 logits, fp32 grad of the logits).
+        kept_output = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[model.arch]))
+        if options.fused_cross_entropy:  # streamed by row: no s·b·V log-softmax is kept
+            kept_output = Inventory(tuple(x for x in kept_output if x.name != "output/log_softmax"))
         families.append(PhaseFamily("loss", fixed + held() + (current(n),)
+                                    + (Item("activations", "activations/output side (final norm, log-softmax, "
+                                            "targets)", _bytes(kept_output), Integer(1), "output", Integer(1)),)
                                     + ((Item("transients", "transients/logits and cross-entropy",
                                              _bytes(loss_work), Integer(1), "loss", Integer(1)),) if len(loss_work) else ())))
     else:

@@ -1,0 +1,178 @@
+"""The verdict: the peak of one training step on the busiest GPU, as sums of terms.
+
+"It fits" must mean the whole step fits. Seed 004 §02–§03: what decides an
+OOM is what is alive at the same instant. On a pipeline the stages differ:
+the first holds the most micro-batches in flight, the last holds its layers
+plus the output side (final norm, logits, the fp32 log-softmax, the loss).
+Intermediate stages hold fewer micro-batches than the first and no output
+side, so the busiest GPU is the first or the last stage (first order: the
+model states split evenly over the stages).
+
+For each stage this module lists the instants where the step's memory can
+peak — the ends of the phase families of :mod:`symbolic.step.timeline`
+(forward of the last layer of the chunk, the loss, the MLP and the attention
+half of the backward of that layer, the optimizer step) — each as a sum of
+five classes of terms:
+
+``model_states``
+    the recipe's byte blocks (the bill's ``model_states`` lines);
+``activations``
+    the saved tensors of the layers held (chunks in flight × layers per chunk)
+    and the recompute window of the layer being back-propagated;
+``output_side``
+    what the loss keeps (the bill's ``output_side`` lines), on the stage
+    that computes the loss;
+``transients``
+    kernel work tensors (:mod:`symbolic.ledgers.transients`) and the
+    optimizer step's fp32 temporaries;
+``communication``
+    NCCL staging buffers and the gradient bucket (:class:`CommSettings`).
+
+The step's peak on a stage is the largest of its instants, and the verdict
+the largest over stages. The same terms placed instant by instant are the
+timeline; ``tests/test_verdict.py`` holds the two equal for every built-in
+model. Nothing here walks the layers: each instant is one closed form.
+
+Not counted (listed by ``symbolic.bill.evaluate.not_counted`` with an
+estimate): the embedding's activations on the first stage, the CUDA context
+and kernel workspaces, and allocator fragmentation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sympy import Add, Expr, Integer
+
+from ..core.dims import Psi, d, p, t
+from ..core.tensors import Group, Inventory
+from ..layout.strategies import Strategy, context_parallel, sequence_parallel, tensor_parallel
+from . import states
+from .transients import CommSettings, layer_work_tensors
+
+#: The classes an instant's bytes are split into, in the order they print.
+CLASSES = ("model_states", "activations", "output_side", "transients", "communication")
+
+SOURCE = "seed 004 §02–§03 (what is alive at the peak instant); phases as symbolic.step.timeline"
+
+
+@dataclass(frozen=True)
+class Instant:
+    """One candidate peak instant of a stage: its bytes per class, in the papers' letters."""
+
+    stage: str
+    phase: str
+    parts: dict[str, Expr]
+
+    @property
+    def total(self) -> Expr:
+        return Add(*self.parts.values())
+
+
+def _sum(inventory: Inventory) -> Expr:
+    return Add(*(term.bytes for term in inventory))
+
+
+@dataclass(frozen=True)
+class StepTerms:
+    """The per-layer inventories one stage's instants are made of (as the timeline builds them)."""
+
+    saved: Inventory            #: saved per layer under the strategy
+    saved_attention: Inventory  #: the attention half of a layer's saved tensors
+    window_mlp: Inventory       #: recompute window while back-propagating the MLP half
+    window_attention: Inventory  #: recompute window while back-propagating the attention half
+    forward_work: Inventory
+    mlp_work: Inventory
+    attention_work: Inventory
+    loss_work: Inventory
+
+
+def step_terms(strategy: Strategy, base: Inventory) -> StepTerms:
+    """The saved tensors, recompute windows and work tensors of one layer under
+    ``strategy`` — the rule of :func:`symbolic.step.timeline.build`.
+
+    Recompute windows: full recompute re-creates the whole layer but its input
+    (MLP half) and the attention block (attention half); selective recompute
+    re-creates the attention core while the attention half runs (seed 004
+    §03.1, §06.3). Work tensors are in the compute dtype (fp32 training makes
+    the 2-byte ones fp32; FP8 *storage* leaves them alone) and sharded as the
+    strategy shards (TP; SP when on; s/c per rank under context parallelism).
+    """
+    work = layer_work_tensors(base)
+    saved = strategy.apply(base)
+    compute_dtype = "bf16" if strategy.dtype == "fp8" else strategy.dtype
+    whole = replace(strategy, recompute="none", dtype=compute_dtype).apply(base)
+    kept = set(saved.names())
+    if strategy.recompute == "full":
+        window_mlp = Inventory(tuple(x for x in whole if x.group is not Group.LAYER_INPUT))
+        window_attention = Inventory(tuple(x for x in whole.select("attention") if x.group is not Group.LAYER_INPUT))
+    elif strategy.recompute == "selective":
+        window_mlp = Inventory(())
+        window_attention = Inventory(tuple(x for x in whole if x.name not in kept))
+    else:
+        window_mlp = window_attention = Inventory(())
+    if strategy.dtype == "fp32":
+        work = work.map(lambda x: replace(x, dtype="fp32") if x.dtype == "bf16" else x, "dtype")
+    if strategy.context_parallel:
+        work = context_parallel(work)
+    work = tensor_parallel(work)
+    if strategy.sequence_parallel:
+        work = sequence_parallel(work)
+    forward_work = work.select("forward")
+    if strategy.recompute != "none":
+        # the tensors recompute drops are still produced in forward, in the same kernel window
+        forward_work = Inventory(forward_work.terms + tuple(
+            x for x in whole if x.group is Group.ATTENTION_CORE and x.name not in kept))
+    return StepTerms(saved, saved.select("attention"), window_mlp, window_attention, forward_work,
+                     work.select("backward/mlp"), work.select("backward/attention"), work.select("loss"))
+
+
+def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved: Inventory,
+                   state_blocks: dict[str, Expr], optimizer_temporary: Expr, comm: list[tuple[str, int]],
+                   has_loss: bool) -> list[Instant]:
+    """The candidate peak instants of one pipeline stage.
+
+    ``strategy``: the stage's (its chunks in flight, ``Strategy.layers_held``).
+    ``output_saved``: the output side, sharded (held only if ``has_loss``).
+    ``state_blocks``: model-state bytes per GPU by block (in Psi).
+    ``optimizer_temporary``: the optimizer step's fp32 temporaries.
+    ``comm``: (name, bytes) communication buffers, held throughout.
+
+    The instants are the ends of the timeline's phase families (each family
+    grows with the layer index, so its end is its largest instant): the
+    forward of the chunk's last layer, the loss, the MLP and the attention
+    half of that layer's backward, and the optimizer step.
+    """
+    terms = step_terms(strategy, base)
+    in_flight, layers = strategy.layers_held()
+    per_layer = _sum(terms.saved)
+    held = (in_flight - 1) * layers * per_layer  # earlier micro-batch chunks, held whole
+    states_bytes = Add(*state_blocks.values())
+    communication = Add(*(Integer(size) for _, size in comm))
+
+    def instant(phase: str, activations: Expr, transients: Expr, output: Expr = Integer(0)) -> Instant:
+        return Instant(stage, phase, {"model_states": states_bytes, "activations": activations,
+                                      "output_side": output, "transients": transients,
+                                      "communication": communication})
+
+    out = [instant("forward, last layer of the chunk", held + layers * per_layer, _sum(terms.forward_work))]
+    if has_loss:
+        out.append(instant("loss", held + layers * per_layer, _sum(terms.loss_work), _sum(output_saved)))
+    out.append(instant("backward, last layer (MLP half)", held + layers * per_layer + _sum(terms.window_mlp),
+                       _sum(terms.mlp_work)))
+    out.append(instant("backward, last layer (attention half)",
+                       held + (layers - 1) * per_layer + _sum(terms.saved_attention) + _sum(terms.window_attention),
+                       _sum(terms.attention_work)))
+    out.append(instant("optimizer step", Integer(0), optimizer_temporary))
+    return out
+
+
+def optimizer_temporary(zero: int, context_parallel: Expr = Integer(1)) -> Expr:
+    """The optimizer step's temporaries: one fp32 value per parameter of the
+    GPU's shard (PyTorch's ``foreach`` Adam; seed 004 §02.3), the shard being
+    Psi/(t·p), over d·c more with ZeRO ≥ 1."""
+    return 4 * Psi / (t * p * (d * context_parallel if zero >= 1 else 1))
+
+
+def comm_buffers(layout, settings: CommSettings = CommSettings()) -> list[tuple[str, int]]:
+    """The communication buffers of ``layout`` (:meth:`CommSettings.items`)."""
+    return settings.items(layout)
