@@ -112,8 +112,7 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             "micro_batches": layout.iteration_micro_batches() * layout.dp,
             # the chunks in flight when the micro-batches per iteration cap them (the text holds the
             # integer), and the communication groups wider than one (their buffers are lines)
-            "in_flight": [None if (x := layout.in_flight_expression(stage)) is None else int(x)
-                          for stage in ("first", "last")] if layout.pp > 1 else None,
+            "in_flight": [layout.in_flight_capped(stage) for stage in ("first", "last")] if layout.pp > 1 else None,
             "comm": [layout.tp > 1, layout.dp > 1, layout.pp > 1, layout.cp > 1]}
 
 

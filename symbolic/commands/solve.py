@@ -53,7 +53,8 @@ def render_text(limit) -> str:
     fixed = f"s = {lay.seq or limit.model.seq}" if limit.target == "micro_batch" else f"b = {lay.micro_batch}"
     out = [f"{limit.model.name}: {_layout_words(lay)}, {fixed}"
            + (f", Psi = {limit.params_hand:,} (hand-filled)" if limit.params_hand else ", Psi = config count"),
-           f"memory per GPU = model states + activations = {sstr(limit.symbolic)}",
+           f"memory per GPU = the step's peak on the busiest GPU, binding at {limit.instant or 'its peak'}: "
+           f"{sstr(limit.symbolic)}",
            f"solved: {limit.inequality()}   (bytes; {fmt(limit.usable, 'GB')} = {fmt(limit.gpu_memory, 'GB')}"
            + (f" − margin {fmt(limit.margin, 'GB')})" if limit.margin else ", no margin)")]
     if limit.root is not None:
@@ -107,6 +108,7 @@ def render_json(limit) -> str:
         "model": limit.model.name, "target": limit.target, limit.target: limit.answer,
         "inequality": limit.inequality(),
         "memory_per_gpu": sstr(limit.symbolic),
+        "binding_instant": limit.instant,
         "root": None if limit.root is None else sstr(limit.root),
         "root_value": None if limit.root is None else float(limit.root),
         "largest_integer": limit.bound,

@@ -85,17 +85,26 @@ class Layout:
         """Micro-batch chunks pipeline ``stage`` holds at its fullest (see :func:`in_flight`)."""
         return in_flight(self.pp, self.interleave, self.iteration_micro_batches(), stage)
 
-    def in_flight_expression(self, stage: str = "first"):
-        """:meth:`in_flight` as the strategy's ``in_flight``: None where the
-        schedule's own symbolic count applies (1F1B first stage with m ≥ p: p;
-        interleaved with m > p: Narayanan's count), else the integer."""
+    def in_flight_capped(self, stage: str = "first") -> int | None:
+        """:meth:`in_flight` when the micro-batches per iteration cap the schedule's
+        own count (or on the last stage), None where the papers' symbolic count
+        applies (1F1B first stage with m ≥ p: p; interleaved first stage with
+        m > p: Narayanan's count). No sympy: the derivation cache's key uses it."""
         if self.pp == 1:
             return None
         m, p, v = self.iteration_micro_batches(), self.pp, self.interleave
         if stage == "first" and self.in_flight(stage) == in_flight(p, v, max(m, 2 * p), stage):
             return None  # the uncapped schedule: the papers' symbolic count
+        return self.in_flight(stage)
+
+    def in_flight_expression(self, stage: str = "first"):
+        """:meth:`in_flight` as the strategy's ``in_flight``: None for the
+        schedule's own symbolic count, else the integer (:meth:`in_flight_capped`)."""
+        capped = self.in_flight_capped(stage)
+        if capped is None:
+            return None
         from sympy import Integer
-        return Integer(self.in_flight(stage))
+        return Integer(capped)
 
     def is_valid(self, model: ModelConfig) -> bool:
         """Whether :meth:`validate` accepts this layout for ``model``."""

@@ -40,25 +40,29 @@ What a plan models, and what it does not:
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Mapping
 
 import numpy as np
-from sympy import Add, Expr, Rational
+from sympy import Add, Expr, Integer, Max, Rational, Symbol
 
-from ..core.dims import E, E_s, L, Psi, V, a, b, c, d, f, f_e, g, h, k, p, s, t, v
+from ..core.dims import E, E_s, L, Psi, V, a, b, c, d, f, f_e, g, h, k, m, p, s, t, v
 from ..core.numeric import exact, vectorize
 from ..layout.layout import Layout
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
-from ..ledgers import activations, flops, params, states
+from ..ledgers import activations, flops, params, peak, states
+from ..ledgers.transients import CommSettings
 from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig, positive_int
 
 #: The argument list of every vectorised ledger function (unused ones are ignored):
 #: the GPT letters, then the LLaMA/MoE ones (key/value heads, experts, top-k, shared, expert width),
 #: then the context-parallel size.
-ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c)
+#: m: micro-batch chunks in flight on the first stage (``Layout.in_flight``); m_last: on the last.
+m_last = Symbol("m_last", positive=True, integer=True)
+ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c, m, m_last)
 #: The model's letters a plan holds fixed while it sweeps the layout's.
 MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e")
 #: Pipeline schedules as the bill accounts them: no pipeline (pp = 1), the
@@ -120,18 +124,62 @@ def schedule_of(layout: Layout) -> str:
 def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool = False) -> Layout:
     """A layout with this schedule, so that :meth:`Layout.strategy` maps it as the bill does."""
     return Layout(sp=sp, recompute=recompute, dtype=dtype, pp=1 if schedule == "none" else 2,
-                  interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1)
+                  interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1, tp=2 if sp else 1)
+
+
+def _stage_strategy(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool, stage: str):
+    """The bill's strategy of ``stage`` with the chunks in flight as a letter (m first, m_last last),
+    so one expression serves every m and p (``Layout.in_flight`` gives the values)."""
+    strategy = _representative(sp, recompute, dtype, schedule, cp).strategy(stage)
+    if schedule == "none":
+        return strategy
+    return replace(strategy, in_flight=m if stage == "first" else m_last)
 
 
 @lru_cache(maxsize=None)
 def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str,
                      cp: bool = False) -> Expr:
-    """Activation bytes per GPU on the stage accounted (the bill's ``activations`` lines, summed):
-    chunks in flight × layers per chunk × each saved tensor's bytes."""
-    strategy = _representative(sp, recompute, dtype, schedule, cp).strategy()
+    """Activation bytes per GPU on the first stage (the bill's ``activations`` lines, summed):
+    chunks in flight (m) × layers per chunk × each saved tensor's bytes."""
+    strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, "first")
     in_flight, layers_held = strategy.layers_held()
     inventory = activations.layer_inventory(strategy, _inventories(structure)[1])
     return Add(*(in_flight * layers_held * term.bytes for term in inventory))
+
+
+@lru_cache(maxsize=None)
+def peak_exprs(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str, optimizer: str,
+               zero: int, cp: bool = False) -> tuple[tuple[str, Expr], ...]:
+    """The verdict's candidate instants (the bill's ``peak|…`` formulas, classes summed), without the
+    communication buffers (:func:`comm_bytes`, added as numbers): the step's peak on the busiest
+    stage is their maximum (``symbolic.ledgers.peak``). (label, bytes) pairs."""
+    from ..bill.derive import OUTPUT_NORM
+    from ..models.architectures import output
+
+    base = _inventories(structure)[1]
+    ways = c if cp else Integer(1)
+    blocks = states.blocks(states.RECIPES[optimizer], zero, context_parallel=ways)
+    temporary = peak.optimizer_temporary(zero, ways)
+    out = []
+    for stage in (("first",) if schedule == "none" else ("first", "last")):
+        strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, stage)
+        output_saved = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[structure[0]]))
+        for instant in peak.stage_instants(stage, strategy, base, output_saved, blocks, temporary, [],
+                                           has_loss=schedule == "none" or stage == "last"):
+            out.append((f"{stage} stage, {instant.phase}" if schedule != "none" else instant.phase, instant.total))
+    return tuple(out)
+
+
+def comm_bytes(tp, dp, pp, cp, settings: CommSettings = CommSettings()):
+    """The communication buffers of each layout (``CommSettings.items``), vectorised."""
+    tp, dp, pp, cp = (np.asarray(x) for x in (tp, dp, pp, cp))
+    out = np.zeros(np.broadcast(tp, dp, pp, cp).shape, dtype=np.float64)
+    for wide in itertools.product((False, True), repeat=4):
+        sizes = [2 if w else 1 for w in wide]
+        total = sum(size for _, size in settings.items(Layout(tp=sizes[0], dp=sizes[1], pp=sizes[2], cp=sizes[3])))
+        mask = ((tp > 1) == wide[0]) & ((dp > 1) == wide[1]) & ((pp > 1) == wide[2]) & ((cp > 1) == wide[3])
+        out = np.where(mask, float(total), out)
+    return out
 
 
 @lru_cache(maxsize=None)
@@ -188,6 +236,8 @@ class Group:
                 "model_states_bytes": states_expr(self.optimizer, self.zero, self.cp),
                 "activation_bytes": activations_expr(self.structure, self.sp, self.recompute, self.dtype,
                                                      self.schedule, self.cp),
+                "peak_candidates": peak_exprs(self.structure, self.sp, self.recompute, self.dtype, self.schedule,
+                                              self.optimizer, self.zero, self.cp),
                 "flops_per_micro_batch": flops_expr(self.structure, self.recompute),
                 "model_flops_per_micro_batch": model_flops_expr(self.structure)}
 
@@ -195,22 +245,34 @@ class Group:
 def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand=None) -> dict[str, np.ndarray]:
     """The bill's totals for arrays of configurations sharing ``group``, vectorised.
 
-    ``values``: arrays (or scalars) for the letters s b h a L V t p d f v (and c);
+    ``values``: arrays (or scalars) for the letters s b h a L V t p d f v c, m and m_last
+    (the chunks in flight on the first and the last stage, ``Layout.in_flight``);
     ``micro_batches``: micro-batches per iteration, all data-parallel ranks
     together (the bill's ``iteration_micro_batches × dp``). Floats: for
     screening and ranking; :func:`exact_totals` gives the exact numbers.
     """
     exprs = group.expressions()
     # Floats throughout: FLOPs per iteration pass 2^63 for large models, and int64 would wrap silently.
+    values = dict(values)
+    values.setdefault("c", 1)
+    if "m" not in values or "m_last" not in values:  # the chunks in flight, by the layout's rule
+        shape = np.broadcast(*(np.asarray(values[x]) for x in ("p", "v", "d")), np.asarray(micro_batches)).shape
+        pp, vv, m_iter = (np.broadcast_to(np.asarray(x), shape).astype(np.int64) for x in (
+            values["p"], values["v"], np.asarray(micro_batches) // np.asarray(values["d"])))
+        values.setdefault("m", in_flight_array(pp, vv, m_iter, "first"))
+        values.setdefault("m_last", in_flight_array(pp, vv, m_iter, "last"))
     values = {k: np.asarray(x, dtype=np.float64) for k, x in values.items()}
     values["Psi"] = 0.0
     count = _call(exprs["params"], values)
     values["Psi"] = count if params_hand is None else float(params_hand)
     model_states = _call(exprs["model_states_bytes"], values)
     acts = _call(exprs["activation_bytes"], values)
+    verdict = np.maximum.reduce([np.broadcast_to(_call(e, values), np.shape(acts))
+                                 for _, e in exprs["peak_candidates"]])
+    verdict = verdict + comm_bytes(values["t"], values["d"], values["p"], values["c"])
     micro_batches = np.asarray(micro_batches, dtype=np.float64)
     return {"params": count, "model_states_bytes": model_states, "activation_bytes": acts,
-            "total_bytes": model_states + acts,
+            "paper_total_bytes": model_states + acts, "total_bytes": verdict,
             "flops_per_iteration": _call(exprs["flops_per_micro_batch"], values) * micro_batches,
             "model_flops_per_iteration": _call(exprs["model_flops_per_micro_batch"], values) * micro_batches}
 
@@ -219,18 +281,28 @@ def exact_totals(model: ModelConfig, layout: Layout, params_hand: int | None = N
     """The bill's totals for one layout, exactly, from the plan's expressions."""
     group = Group.of(model, layout)
     exprs = group.expressions()
-    values = layout.values(model)
+    values = layout_values(model, layout)
     count = int(exact(exprs["params"], values))
     values["Psi"] = count if params_hand is None else params_hand
     model_states = _whole(exact(exprs["model_states_bytes"], values))
     acts = _whole(exact(exprs["activation_bytes"], values))
+    comm = sum(size for _, size in CommSettings().items(layout))
+    verdict = max(Rational(exact(e, values)) for _, e in exprs["peak_candidates"]) + comm
     micro_batches = layout.iteration_micro_batches() * layout.dp
     flops_iteration = int(exact(exprs["flops_per_micro_batch"], values)) * micro_batches
     model_flops = int(exact(exprs["model_flops_per_micro_batch"], values)) * micro_batches
     gpus = layout.gpus
     return {"params": count, "model_states_bytes": model_states, "activation_bytes": acts,
-            "total_bytes": _whole(Rational(model_states) + acts), "flops_per_iteration": flops_iteration,
+            "paper_total_bytes": _whole(Rational(model_states) + acts), "total_bytes": _whole(verdict),
+            "flops_per_iteration": flops_iteration,
             "model_flops_per_iteration": model_flops, "flops_per_gpu_per_iteration": Rational(flops_iteration, gpus)}
+
+
+def layout_values(model: ModelConfig, layout: Layout) -> dict[str, int]:
+    """The layout's dimension values and its chunks in flight (m first stage, m_last last stage)."""
+    values: dict = dict(layout.values(model), m=layout.in_flight("first"))
+    values[m_last] = layout.in_flight("last")  # a plan-local letter: keyed by its symbol
+    return values
 
 
 def _whole(x):
@@ -361,6 +433,15 @@ def _binding(plan: Plan, i: int, layout: Layout, headroom) -> str:
     return f"pipeline bubble +{bubble:.1%}" if bubble >= extra else f"{what} +{extra:.1%} FLOPs"
 
 
+def in_flight_array(pp, interleave, micro_batches, stage: str):
+    """:func:`symbolic.layout.layout.in_flight` over arrays of layouts."""
+    from ..layout.layout import in_flight
+    rows = np.stack([np.asarray(pp), np.asarray(interleave), np.asarray(micro_batches)]).reshape(3, -1).T
+    unique, inverse = np.unique(rows, axis=0, return_inverse=True)  # few distinct (p, v, m): the rule once each
+    counts = np.array([in_flight(int(x), int(y), int(z), stage) for x, y, z in unique], dtype=np.int64)
+    return counts[inverse.reshape(-1)]
+
+
 def pipeline_bubble(pp, interleave, micro_batches):
     """Idle fraction of the ideal step: (p−1)/m for 1F1B, (p−1)/(v·m) interleaved
     (Narayanan et al. 2021 §2.2.1–2.2.2), m = micro-batches per pipeline per iteration."""
@@ -405,7 +486,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
     rules = [f"t·p·d·c = {gpus}", f"c divides s ({s_})", f"t divides heads ({heads}){kv}{ffn_e} and the FFN width ({ffn}); "
              f"t ≤ {gpus_per_node} "
              "GPUs per node (Narayanan et al. 2021 §3.3)", f"p·v divides the layers ({layers})",
-             "SP only with t > 1, s divisible by t·c", "ZeRO only with d > 1; ZeRO-2/3 only with p = 1 "
+             "SP only with t > 1, s divisible by t·c", "ZeRO only with d·c > 1; ZeRO-2/3 only with p = 1 "
              "(DeepSpeed's pipeline engine supports ZeRO-1)",
              "interleaving (v > 1) only with p > 1 and micro-batches per pipeline a multiple of p (Megatron-LM)"]
     if global_batch:
@@ -431,7 +512,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                 micro = [1 << k for k in range(max_micro_batch.bit_length()) if 1 << k <= max_micro_batch]
             micro = [mb for mb in micro if fixed.get("micro_batch", mb) == mb]
             chunks = [1] + ([vv for vv in divisors(layers // pp) if vv > 1] if pp > 1 else [])
-            zeros = [0] if dp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
+            zeros = [0] if dp * cp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
             sps = [False, True] if tp > 1 and s_ % (tp * cp) == 0 else [False]
             for mb in micro:
                 m = (global_batch // (mb * dp)) if global_batch else 1
@@ -497,9 +578,12 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     values = Layout(seq=seq).values(model)
     scalars = {k: values[k] for k in MODEL_LETTERS if k in values}
     cols = {"t": table["tp"], "p": table["pp"], "d": table["dp"], "b": table["micro_batch"],
-            "v": table["interleave"], "c": table["cp"]}
+            "v": table["interleave"], "c": table["cp"],
+            "m": in_flight_array(table["pp"], table["interleave"], table["micro_batches"], "first"),
+            "m_last": in_flight_array(table["pp"], table["interleave"], table["micro_batches"], "last")}
     micro_batches_total = table["micro_batches"] * table["dp"]
-    out = {k: np.empty(n) for k in ("params", "model_states_bytes", "activation_bytes", "total_bytes",
+    out = {k: np.empty(n) for k in ("params", "model_states_bytes", "activation_bytes", "paper_total_bytes",
+                                     "total_bytes",
                                      "flops_per_iteration", "model_flops_per_iteration")}
     schedule = np.where(table["pp"] == 1, 0, np.where(table["interleave"] > 1, 2, 1))
     # One group per discrete choice: the expressions differ in shape, not in values.
