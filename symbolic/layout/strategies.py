@@ -108,6 +108,21 @@ def interleave_in_flight(ways: Expr = p, chunks: Expr = v) -> Expr:
     return 2 * (ways - 1) + (chunks - 1) * ways + 1
 
 
+def in_flight_formula(micro_batches: Expr, stage: str = "first", ways: Expr = p, chunks: Expr = v) -> Expr:
+    """:func:`symbolic.layout.layout.in_flight` as one expression of p, v and the
+    micro-batches per iteration m (a ``Piecewise``, for printers such as the
+    calculator page's JavaScript): 1 without a pipeline; 1F1B min(m, p) on the
+    first stage, 1 on the last; interleaved m·v when m = p, else
+    min(warm-up + 1, m·v). ``tests/test_layout_rules.py`` holds the two equal."""
+    from sympy import Eq, Min, Piecewise
+
+    warm_up = (2 * (ways - 1) if stage == "first" else 0) + (chunks - 1) * ways
+    one_f_one_b = Min(micro_batches, ways) if stage == "first" else Integer(1)
+    return Piecewise((Integer(1), Eq(ways, 1)), (one_f_one_b, Eq(chunks, 1)),
+                     (micro_batches * chunks, Eq(micro_batches, ways)),
+                     (Min(warm_up + 1, micro_batches * chunks), True))
+
+
 @dataclass(frozen=True)
 class Strategy:
     """A composition of the strategies above.

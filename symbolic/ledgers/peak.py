@@ -126,6 +126,39 @@ def step_terms(strategy: Strategy, base: Inventory) -> StepTerms:
                      work.select("backward/mlp"), work.select("backward/attention"), work.select("loss"))
 
 
+#: The per-layer terms an instant is made of, and the class each belongs to.
+BASIS = {"per_layer": "activations", "attention_half": "activations", "window_mlp": "activations",
+         "window_attention": "activations", "forward_work": "transients", "mlp_work": "transients",
+         "attention_work": "transients", "loss_work": "transients", "output_side": "output_side"}
+
+
+def basis(strategy: Strategy, base: Inventory, output_saved: Inventory) -> dict[str, Expr]:
+    """The bytes of each :data:`BASIS` term for one micro-batch and one layer (the output side: once)."""
+    terms = step_terms(strategy, base)
+    return {"per_layer": _sum(terms.saved), "attention_half": _sum(terms.saved_attention),
+            "window_mlp": _sum(terms.window_mlp), "window_attention": _sum(terms.window_attention),
+            "forward_work": _sum(terms.forward_work), "mlp_work": _sum(terms.mlp_work),
+            "attention_work": _sum(terms.attention_work), "loss_work": _sum(terms.loss_work),
+            "output_side": _sum(output_saved)}
+
+
+def compositions(in_flight: Expr, layers: Expr, has_loss: bool) -> list[tuple[str, list[tuple[Expr, str]]]]:
+    """Each candidate instant but the optimizer step as (phase, [(multiplicity, basis term)]).
+
+    ``in_flight`` (k) chunks of ``layers`` (n) layers: the k − 1 earlier chunks held whole and the
+    current one up to its last layer make k·n layers' saved tensors (one less, plus the attention
+    half, while that layer's attention half is back-propagated)."""
+    held = in_flight * layers
+    one = Integer(1)
+    out = [("forward, last layer of the chunk", [(held, "per_layer"), (one, "forward_work")])]
+    if has_loss:
+        out.append(("loss", [(held, "per_layer"), (one, "loss_work"), (one, "output_side")]))
+    out.append(("backward, last layer (MLP half)", [(held, "per_layer"), (one, "window_mlp"), (one, "mlp_work")]))
+    out.append(("backward, last layer (attention half)", [(held - 1, "per_layer"), (one, "attention_half"),
+                                                          (one, "window_attention"), (one, "attention_work")]))
+    return out
+
+
 def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved: Inventory,
                    state_blocks: dict[str, Expr], optimizer_temporary: Expr, comm: list[tuple[str, int]],
                    has_loss: bool) -> list[Instant]:
@@ -140,29 +173,26 @@ def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved
     The instants are the ends of the timeline's phase families (each family
     grows with the layer index, so its end is its largest instant): the
     forward of the chunk's last layer, the loss, the MLP and the attention
-    half of that layer's backward, and the optimizer step.
+    half of that layer's backward (:func:`compositions`), and the optimizer step.
     """
-    terms = step_terms(strategy, base)
+    terms = basis(strategy, base, output_saved)
     in_flight, layers = strategy.layers_held()
-    per_layer = _sum(terms.saved)
-    held = (in_flight - 1) * layers * per_layer  # earlier micro-batch chunks, held whole
     states_bytes = Add(*state_blocks.values())
     communication = Add(*(Integer(size) for _, size in comm))
 
-    def instant(phase: str, activations: Expr, transients: Expr, output: Expr = Integer(0)) -> Instant:
-        return Instant(stage, phase, {"model_states": states_bytes, "activations": activations,
-                                      "output_side": output, "transients": transients,
+    def instant(phase: str, parts: dict[str, Expr]) -> Instant:
+        return Instant(stage, phase, {"model_states": states_bytes, "activations": parts.get("activations", Integer(0)),
+                                      "output_side": parts.get("output_side", Integer(0)),
+                                      "transients": parts.get("transients", Integer(0)),
                                       "communication": communication})
 
-    out = [instant("forward, last layer of the chunk", held + layers * per_layer, _sum(terms.forward_work))]
-    if has_loss:
-        out.append(instant("loss", held + layers * per_layer, _sum(terms.loss_work), _sum(output_saved)))
-    out.append(instant("backward, last layer (MLP half)", held + layers * per_layer + _sum(terms.window_mlp),
-                       _sum(terms.mlp_work)))
-    out.append(instant("backward, last layer (attention half)",
-                       held + (layers - 1) * per_layer + _sum(terms.saved_attention) + _sum(terms.window_attention),
-                       _sum(terms.attention_work)))
-    out.append(instant("optimizer step", Integer(0), optimizer_temporary))
+    out = []
+    for phase, composition in compositions(in_flight, layers, has_loss):
+        parts: dict[str, Expr] = {}
+        for multiplicity, name in composition:
+            parts[BASIS[name]] = parts.get(BASIS[name], Integer(0)) + multiplicity * terms[name]
+        out.append(instant(phase, parts))
+    out.append(instant("optimizer step", {"transients": optimizer_temporary}))
     return out
 
 
