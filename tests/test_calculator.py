@@ -40,12 +40,13 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 def test_every_formula_is_its_engine_expression_as_num_over_den():
     items = html.formulas()
-    # GPT: 4 + 2 params, 16 states, 72 activations, 6 FLOPs/tokens; LLaMA: 2 + 1 params, 72
+    # GPT: 4 + 2 params, 24 states (6 per-parameter recipes × 4 ZeRO stages), 72 activations,
+    # 6 FLOPs/tokens; LLaMA: 2 + 1 params, 72
     # activations, 5 FLOPs; MoE: as LLaMA + 2 N_active. The verdict: 10 multiplicities (k·n, k·n − 1 per
     # schedule and stage), the communication buffers, 2 in-flight counts, 2 optimizer-step temporaries;
     # per inventory, SP × 3 dtypes (fp16 as bf16) × the instants' 9 terms, one per recompute policy where
     # it changes them: GPT 5 × 3 + 4 = 19, LLaMA and MoE (fused attention) 4 × 3 + 5 = 17.
-    assert len(items) == 100 + 80 + 82 + 15 + 6 * (19 + 17 + 17)
+    assert len(items) == 108 + 80 + 82 + 15 + 6 * (19 + 17 + 17)
     for item in items:
         num, den = item.parts()
         assert expand(num / den - item.expr) == 0, item.key

@@ -105,7 +105,7 @@ def test_check_passes(capsys):
     (["bill", "gpt-175b", "--tp", "2.5"], "--tp"),
     (["bill", "gpt-175b", "--gpu-memory", "80"], "--gpu-memory"),
     (["bill", "gpt-175b", "--params", "lots"], "--params"),
-    (["bill", "gpt-175b", "--optimizer", "adafactor"], "--optimizer"),
+    (["bill", "gpt-175b", "--optimizer", "lion"], "--optimizer"),
     (["bill", "gpt-175b", "--interleave", "3"], "interleave needs a pipeline"),
     (["derive", "memory"], "unknown quantity"),
 ])

@@ -105,19 +105,27 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
 
     # Model states: bytes/param blocks of the recipe, sharded t·p and by ZeRO over d (d·c under
     # context parallelism: its ranks replicate the weights, the distributed optimizer shards over them).
+    # Levers (LoRA, a quantised base, offload) are terms of the same ledger (states.state_terms);
+    # what is offloaded is listed in CPU memory.
     recipe = states.RECIPES[layout.optimizer]
     cp = layout.cp > 1
-    condition = (f"{recipe.condition}; ZeRO-{layout.zero}"
-                 + ((" over d·c" if layout.zero else "") + "; weights replicated on the c context-parallel ranks"
-                    if cp else "")
-                 + "; even split over t·p (first order)"
-                 + ("; Psi = hand-filled N" if params_hand is not None else "; Psi = config count"))
-    for name, expr in states.blocks(recipe, layout.zero, context_parallel=c if cp else 1).items():
-        add("model_states", name, expr, recipe.source, condition)
+    state_terms, trainable = states.state_terms(
+        recipe, layout.zero, param_inv, context_parallel=c if cp else 1, lora=bool(layout.lora),
+        lora_targets=layout.lora_targets, base_dtype=layout.base_dtype, double_quant=layout.double_quant,
+        offload=layout.offload)
+    psi_note = ("; LoRA: counts from the inventory" if layout.lora else
+                "; Psi = hand-filled N" if params_hand is not None else "; Psi = config count")
+    for term in state_terms:
+        condition = (f"{term.condition}; ZeRO-{layout.zero}"
+                     + ((" over d·c" if layout.zero else "") + "; weights replicated on the c context-parallel ranks"
+                        if cp else "")
+                     + "; even split over t·p (first order)" + psi_note)
+        add("model_states" if term.device == "gpu" else "cpu_memory", term.name, term.bytes, term.source, condition)
 
     # Activations: the saved tensors of the layer under the strategy, times the layers held.
     strategy = layout.strategy()
     in_flight, layers_held = strategy.layers_held()
+    saved_inv = lora_saved(saved_inv, param_inv, layout)
     for term in activations.layer_inventory(strategy, saved_inv):
         add("activations", term.name, in_flight * layers_held * term.bytes, term.source, _split(term))
 
@@ -136,8 +144,10 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
 
     # The verdict: the step's peak on the busiest stage (ledgers.peak), each candidate instant
     # of each stage by class, as formulas; evaluate() takes the largest.
-    state_blocks = states.blocks(recipe, layout.zero, context_parallel=c if cp else 1)
-    temporary = peak.optimizer_temporary(layout.zero, c if cp else 1)
+    state_blocks = {term.name: term.bytes for term in state_terms if term.device == "gpu"}
+    # the optimizer step's fp32 temporaries: PyTorch's foreach step on the GPU only
+    on_gpu_step = layout.optimizer_impl == "foreach" and layout.offload == "none"
+    temporary = peak.optimizer_temporary(layout.zero, c if cp else 1, trainable) if on_gpu_step else Integer(0)
     formulas = {}
     for stage in (("first", "last") if layout.pp > 1 else ("first",)):
         for instant in peak.stage_instants(stage, layout.strategy(stage), saved_inv, output_saved, state_blocks,
@@ -168,6 +178,23 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     return DerivedBill(tuple(lines), formulas, strategy.describe())
 
 
+def lora_saved(saved_inv, param_inv, layout: Layout):
+    """The layer's saved tensors with LoRA's: each adapted matrix's low-rank intermediate A·x
+    (s, b, r) in the activation dtype, kept for B's gradient (Hu et al. 2021 §4.1; adapter dropout
+    0 — QLoRA's 0.05 would also keep a mask and a dropped copy of x per adapted input). The base
+    layer's own saved tensors are kept as in full training: an upper bound, since a frozen linear
+    layer needs its input only where an adapter shares it."""
+    if not layout.lora:
+        return saved_inv
+    from ..core.dims import b, r, s
+    from ..core.tensors import Axis, Group, Inventory, SavedTensor
+
+    extra = tuple(SavedTensor(f"lora/{term.name.removeprefix('layer/')}_down_output", (s, b, r), "bf16", Axis.NONE,
+                              None, Group.BODY, states.LORA, "A·x, kept for the gradient of B")
+                  for term in states._matrices(param_inv, layout.lora_targets))
+    return type(saved_inv)(saved_inv.terms + extra, saved_inv.applied)
+
+
 def _split(term) -> str:
     return (f"{term.dtype}, split: {term.split.value}"
             + (f" /{term.sharded_by}" if term.sharded_by != 1 else "")
@@ -175,7 +202,7 @@ def _split(term) -> str:
 
 
 def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | None = None,
-              gpu_memory: int | None = None) -> Bill:
+              gpu_memory: int | None = None, cpu_memory: int | None = None) -> Bill:
     """Compute every ledger of ``model`` under ``layout``, exactly.
 
     ``params_hand``: a hand-filled parameter count (seed 001 §5's N) used for
@@ -183,4 +210,4 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
     ``gpu_memory``: bytes per GPU to compare the total against.
     """
     layout.validate(model)
-    return evaluate(derive(model, layout, params_hand), model, layout, params_hand, gpu_memory)
+    return evaluate(derive(model, layout, params_hand), model, layout, params_hand, gpu_memory, cpu_memory)

@@ -20,7 +20,8 @@ from ..models.config import BILLED_ARCHITECTURES, ModelConfig  # noqa: F401 (re-
 
 #: The ledgers of a bill, in the order they print. ``verdict``: the classes of the step's peak
 #: instant on the busiest stage (:mod:`symbolic.ledgers.peak`), added by :func:`evaluate`.
-LEDGERS = ("params", "model_states", "activations", "flops", "output_side", "communication", "verdict")
+LEDGERS = ("params", "model_states", "activations", "flops", "output_side", "communication", "verdict",
+           "cpu_memory")
 
 #: Keys of :attr:`DerivedBill.formulas` holding the verdict's candidate instants:
 #: ``peak|STAGE|PHASE|CLASS``.
@@ -113,7 +114,9 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             # the chunks in flight when the micro-batches per iteration cap them (the text holds the
             # integer), and the communication groups wider than one (their buffers are lines)
             "in_flight": [layout.in_flight_capped(stage) for stage in ("first", "last")] if layout.pp > 1 else None,
-            "comm": [layout.tp > 1, layout.dp > 1, layout.pp > 1, layout.cp > 1]}
+            "comm": [layout.tp > 1, layout.dp > 1, layout.pp > 1, layout.cp > 1],
+            "levers": [layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
+                       layout.optimizer_impl]}
 
 
 def whole(value: Fraction) -> int | Fraction:
@@ -122,7 +125,7 @@ def whole(value: Fraction) -> int | Fraction:
 
 
 def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_hand: int | None = None,
-             gpu_memory: int | None = None) -> Bill:
+             gpu_memory: int | None = None, cpu_memory: int | None = None) -> Bill:
     """The bill's numbers: every line and total of ``derived`` at the model's
     and the layout's dimension values, exactly."""
     values = layout.values(model)
@@ -183,7 +186,16 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         totals["total_bytes"] = whole(paper_total)
     if gpu_memory is not None:
         totals["headroom_bytes"] = gpu_memory - totals["total_bytes"]
+    totals["cpu_bytes"] = whole(total("cpu_memory"))
+    if cpu_memory is not None:
+        totals["cpu_memory_bytes"] = cpu_memory
+        totals["cpu_headroom_bytes"] = cpu_memory - totals["cpu_bytes"]
     notes = []
+    if layout.lora:
+        notes.append("LoRA: the FLOPs lines are full training's; frozen weights skip their weight-gradient matmuls "
+                     "(about 1/3 of a matmul's training FLOPs), so they overstate the step's FLOPs")
+    if params_hand is not None and layout.lora:
+        notes.append("LoRA: the model states count the inventory's parameters, not the hand-filled N")
     if params_hand is not None:
         diff = params_hand - params_config
         notes.append(f"hand-filled N = {params_hand:,} differs from the config count {params_config:,} by "

@@ -10,7 +10,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from ..layout.choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
+from ..layout.choices import BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LORA_TARGETS, OFFLOAD, OPTIMIZER_IMPLS, RECOMPUTE
 from ..layout.layout import Layout
 from ..layout.recipes import RECIPES
 from ..models.builtin import preset
@@ -103,8 +103,29 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
                        help="sequences per iteration (default micro-batch × dp)")
 
 
+def add_lever_options(parser: argparse.ArgumentParser) -> None:
+    """Fine-tuning and memory levers (``Layout``'s lora, base_dtype, offload, optimizer_impl)."""
+    group = parser.add_argument_group("memory levers")
+    group.add_argument("--lora", type=_positive, default=0, metavar="R",
+                       help="LoRA adapters of rank R; the base weights are frozen (no gradients, no optimizer states)")
+    group.add_argument("--lora-targets", choices=LORA_TARGETS, default="all-linear",
+                       help="the weights LoRA adapts (default all-linear, as QLoRA)")
+    group.add_argument("--base-dtype", choices=BASE_DTYPES, default="bf16",
+                       help="storage of the frozen base weights under --lora (nf4: QLoRA)")
+    group.add_argument("--no-double-quant", action="store_true", help="NF4 constants in fp32 (QLoRA without DQ)")
+    group.add_argument("--offload", choices=OFFLOAD, default="none",
+                       help="optimizer: ZeRO-Offload (gradients and optimizer states in CPU memory); "
+                            "params: FSDP CPU offload (parameters too)")
+    group.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="foreach",
+                       help="foreach: PyTorch's default step (fp32 temporaries); fused: FusedAdam (none)")
+
+
 def layout_from_args(args) -> Layout:
     return Layout(micro_batch=args.micro_batch, seq=args.seq, tp=args.tp, pp=args.pp, dp=args.dp,
                   sp=args.sp, recompute=args.recompute, zero=args.zero, optimizer=args.optimizer,
                   interleave=args.interleave, dtype=args.dtype, global_batch=args.global_batch,
-                  cp=getattr(args, "cp", 1))
+                  cp=getattr(args, "cp", 1), lora=getattr(args, "lora", 0),
+                  lora_targets=getattr(args, "lora_targets", "all-linear"),
+                  base_dtype=getattr(args, "base_dtype", "bf16"),
+                  double_quant=not getattr(args, "no_double_quant", False),
+                  offload=getattr(args, "offload", "none"), optimizer_impl=getattr(args, "optimizer_impl", "foreach"))

@@ -31,6 +31,7 @@ f_e   one expert's FFN inner width                                 this code
 T_e   tokens routed to one expert (balanced: s b k / E)            this code
 e     expert-parallel size                                         this code
 c     context-parallel size (sequence split over c ranks)          Liu et al. 2023; Megatron-LM CP
+r     LoRA rank                                                    Hu et al. 2021
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -86,6 +87,8 @@ DIMENSIONS: dict[str, Dimension] = {
         # Context parallelism (ring attention, Liu et al. 2023, arXiv 2310.01889; Megatron-LM's
         # --context-parallel-size; seed 004 §06.2): each of c ranks holds s/c of every sequence.
         _dim("c", "context-parallel size (each rank holds s/c of the sequence)"),
+        # Fine-tuning (Hu et al. 2021, LoRA, arXiv 2106.09685): the adapters' rank.
+        _dim("r", "LoRA rank (adapters B·A of r columns on each target weight)"),
     )
 }
 
@@ -98,5 +101,6 @@ s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
 g, E, k, E_s, f_e, T_e, e = (SYMBOLS[n] for n in ("g", "E", "k", "E_s", "f_e", "T_e", "e"))
 
 c = SYMBOLS["c"]
+r = SYMBOLS["r"]
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

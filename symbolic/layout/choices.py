@@ -4,3 +4,7 @@ its input with these before any expression is built).
 RECOMPUTE = ("none", "selective", "full")  #: activation recompute policies (Korthikanti §5)
 FLOAT_ACTIVATION_DTYPES = ("bf16", "fp16", "fp32", "fp8")  #: storage dtypes of float activations
 ZERO_STAGES = (0, 1, 2, 3)  #: ZeRO stages over the data-parallel ranks (Rajbhandari et al. §5)
+BASE_DTYPES = ("bf16", "int8", "nf4")  #: storage of frozen base weights under LoRA (QLoRA: nf4)
+LORA_TARGETS = ("all-linear", "attention")  #: the weights LoRA adapts (QLoRA: every linear layer)
+OFFLOAD = ("none", "optimizer", "params")  #: what lives in CPU memory (ZeRO-Offload; FSDP CPU offload)
+OPTIMIZER_IMPLS = ("foreach", "fused")  #: PyTorch's foreach optimizer (fp32 temporaries) or a fused kernel

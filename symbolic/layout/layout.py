@@ -9,7 +9,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from ..models.config import ConfigError, ModelConfig, positive_int
-from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, ZERO_STAGES
+from .choices import (
+    BASE_DTYPES,
+    FLOAT_ACTIVATION_DTYPES,
+    LORA_TARGETS,
+    OFFLOAD,
+    OPTIMIZER_IMPLS,
+    RECOMPUTE,
+    ZERO_STAGES,
+)
 from .recipes import RECIPES
 
 if TYPE_CHECKING:
@@ -32,6 +40,19 @@ class Layout:
     c ranks (ring attention, Liu et al. 2023; Megatron-LM's
     ``--context-parallel-size``). The GPUs are t·p·d·c; dp counts the
     data-parallel replicas only (each one c ranks wide).
+
+    Memory levers (each a set of model-state terms, ``ledgers.states.state_terms``):
+    lora: LoRA rank r (0: full training); the base weights are frozen — no
+    gradients, no optimizer states (Hu et al. 2021). lora_targets: the
+    weights adapted, ``all-linear`` (QLoRA) or ``attention``. base_dtype: the
+    frozen base's weight matrices in ``bf16``, ``int8`` (LLM.int8) or ``nf4``
+    (QLoRA, arXiv 2305.14314); needs lora. double_quant: QLoRA's double
+    quantisation of the NF4 constants. offload: ``optimizer`` (ZeRO-Offload,
+    arXiv 2101.06840: gradients and optimizer states in CPU memory, the update
+    on the CPU) or ``params`` (FSDP CPU offload / ZeRO-Infinity: parameters
+    too, a layer's weights gathered to the GPU while it runs).
+    optimizer_impl: ``foreach`` (PyTorch's default: fp32 temporaries of the
+    shard at the step) or ``fused`` (apex/DeepSpeed/TE FusedAdam: none).
     """
 
     micro_batch: int = 1
@@ -47,6 +68,12 @@ class Layout:
     dtype: str = "bf16"
     global_batch: int = 0
     cp: int = 1
+    lora: int = 0
+    lora_targets: str = "all-linear"
+    base_dtype: str = "bf16"
+    double_quant: bool = True
+    offload: str = "none"
+    optimizer_impl: str = "foreach"
 
     def strategy(self, stage: str = "first") -> "Strategy":
         """The activation strategy of pipeline ``stage`` (``first`` or ``last``;
@@ -66,7 +93,16 @@ class Layout:
         values = model.values()
         values.update(s=self.seq or model.seq, b=self.micro_batch, t=self.tp, p=self.pp, d=self.dp,
                       v=self.interleave, c=self.cp)
+        if self.lora:
+            values["r"] = self.lora
         return values
+
+    @property
+    def levers(self) -> bool:
+        """Whether a fine-tuning or offload lever (or a factored optimizer, whose states need the
+        parameters' shapes) is on: the commands that do not model them refuse."""
+        return (bool(self.lora) or self.base_dtype != "bf16" or self.offload != "none"
+                or (self.optimizer in RECIPES and RECIPES[self.optimizer].factored))
 
     @property
     def gpus(self) -> int:
@@ -131,6 +167,16 @@ class Layout:
             raise ConfigError(f"unknown optimizer {self.optimizer!r}; recipes: {', '.join(RECIPES)}")
         if self.dtype not in FLOAT_ACTIVATION_DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}, not {self.dtype!r}")
+        if isinstance(self.lora, bool) or not isinstance(self.lora, int) or self.lora < 0:
+            raise ConfigError(f"lora must be a rank ≥ 1 (0: full training), not {self.lora!r}")
+        for name, allowed in (("lora_targets", LORA_TARGETS), ("base_dtype", BASE_DTYPES), ("offload", OFFLOAD),
+                              ("optimizer_impl", OPTIMIZER_IMPLS)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name.replace('_', '-')} must be one of {', '.join(allowed)}, "
+                                  f"not {getattr(self, name)!r}")
+        if self.base_dtype != "bf16" and not self.lora:
+            raise ConfigError(f"base-dtype {self.base_dtype}: a quantised base is frozen — train adapters on it "
+                              "with --lora R (QLoRA), or keep --base-dtype bf16")
         values = self.values(model)
         if model.heads % self.tp:
             raise ConfigError(f"heads ({model.heads}) must be divisible by tp ({self.tp}): "
@@ -235,10 +281,19 @@ def _interleave_needs_whole_rounds(layout: Layout, model: ModelConfig) -> str | 
     return None
 
 
+def _params_offload_without_model_parallelism(layout: Layout, model: ModelConfig) -> str | None:
+    # FSDP's CPU offload and ZeRO-Infinity's parameter offload shard whole layers over data-parallel
+    # ranks; neither runs with Megatron's tensor or pipeline parallelism.
+    if layout.offload == "params" and (layout.tp > 1 or layout.pp > 1):
+        return (f"offload params with tp {layout.tp}, pp {layout.pp}: parameter offload (FSDP CPU offload, "
+                "ZeRO-Infinity) runs without tensor or pipeline parallelism — use tp 1 and pp 1, or --offload optimizer")
+    return None
+
+
 #: The rules of the frameworks the papers used, shared by every command (bill, timeline, plan,
 #: solve, derive --model, calculator). Extend with :func:`add_layout_rule`.
 LAYOUT_RULES: list[LayoutRule] = [_zero_with_pipeline, _zero_needs_data_parallel, _sp_needs_tensor_parallel,
-                                  _interleave_needs_whole_rounds]
+                                  _interleave_needs_whole_rounds, _params_offload_without_model_parallelism]
 
 
 def add_layout_rule(rule: LayoutRule) -> LayoutRule:

@@ -196,11 +196,12 @@ def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved
     return out
 
 
-def optimizer_temporary(zero: int, context_parallel: Expr = Integer(1)) -> Expr:
-    """The optimizer step's temporaries: one fp32 value per parameter of the
-    GPU's shard (PyTorch's ``foreach`` Adam; seed 004 §02.3), the shard being
-    Psi/(t·p), over d·c more with ZeRO ≥ 1."""
-    return 4 * Psi / (t * p * (d * context_parallel if zero >= 1 else 1))
+def optimizer_temporary(zero: int, context_parallel: Expr = Integer(1), trainable: Expr = Psi) -> Expr:
+    """The optimizer step's temporaries: one fp32 value per trainable parameter
+    of the GPU's shard (PyTorch's ``foreach`` Adam; seed 004 §02.3), the shard
+    being trainable/(t·p), over d·c more with ZeRO ≥ 1. A fused optimizer
+    kernel (apex/DeepSpeed FusedAdam) or a CPU step has none."""
+    return 4 * trainable / (t * p * (d * context_parallel if zero >= 1 else 1))
 
 
 def comm_buffers(layout, settings: CommSettings = CommSettings()) -> list[tuple[str, int]]:

@@ -197,6 +197,12 @@ def verdict_formulas() -> list[Formula]:
     return out
 
 
+def page_recipes() -> dict:
+    """The recipes the page offers: those with per-parameter bytes (a factored optimizer needs the
+    parameters' shapes: ``symbolic bill`` itemises it)."""
+    return {name: recipe for name, recipe in states.RECIPES.items() if not recipe.factored}
+
+
 def formulas() -> list[Formula]:
     """Every expression the page evaluates, keyed as the page selects them.
 
@@ -213,7 +219,7 @@ def formulas() -> list[Formula]:
             if tied:
                 out.append(Formula(f"params_eq2/{positions}", params.count(inventory, params.eq2_scopes()),
                                    gpt.MEGATRON_PARAMS, "Megatron Eq 2: layers + embedding, no final LayerNorm"))
-    for name, recipe in states.RECIPES.items():
+    for name, recipe in page_recipes().items():
         for zero in states.ZERO_STAGES:
             out.append(Formula(f"states/{name}/{zero}", states.per_gpu(recipe, zero), recipe.source,
                                f"{recipe.condition}; {recipe.tally} B/param; ZeRO-{zero}; "
@@ -325,8 +331,9 @@ def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_m
         "presets": presets,
         "instants": instant_compositions(),
         "peak_dtype": PEAK_DTYPE,
-        "recipes": {name: {"tally": r.tally, "bytes": r.bytes_per_param, "condition": r.condition, "source": r.source}
-                    for name, r in states.RECIPES.items()},
+        "recipes": {name: {"tally": r.tally, "bytes": str(r.bytes_per_param), "condition": r.condition,
+                             "source": r.source}
+                    for name, r in page_recipes().items()},
         "defaults": {**_preset_data(model), "model": model.name, "b": layout.micro_batch,
                      "s": layout.seq or model.seq, "t": layout.tp, "p": layout.pp, "d": layout.dp,
                      "sp": layout.sp, "v": layout.interleave, "G": layout.iteration_micro_batches(),

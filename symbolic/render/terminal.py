@@ -40,6 +40,7 @@ TITLES = {
                     "in the verdict, not in the papers' total"),
     "communication": ("COMMUNICATION BUFFERS", "bytes", "per GPU, held from start-up; in the verdict"),
     "verdict": ("VERDICT: PEAK OF THE STEP", "bytes", "per GPU on the busiest stage, at its peak instant"),
+    "cpu_memory": ("CPU MEMORY (offloaded)", "bytes", "per GPU's process, in host memory; not in the GPU's total"),
 }
 
 #: the unit of each kind of value in the JSON lines

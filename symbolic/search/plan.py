@@ -558,6 +558,9 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         raise ConfigError(f"margin ({margin:,} B) must be at least 0 and below the GPU memory ({gpu_memory:,} B)")
     if optimizer not in states.RECIPES:
         raise ConfigError(f"unknown optimizer {optimizer!r}; recipes: {', '.join(states.RECIPES)}")
+    if states.RECIPES[optimizer].factored:
+        raise ConfigError(f"optimizer {optimizer}: its factored states need the parameters' shapes; plan sweeps "
+                          "per-parameter recipes — use `symbolic bill` for it")
     if dtype not in FLOAT_ACTIVATION_DTYPES:
         raise ConfigError(f"dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}, not {dtype!r}")
     if fixed and fixed.get("recompute") is not None and fixed["recompute"] not in RECOMPUTE:

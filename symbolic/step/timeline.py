@@ -334,6 +334,9 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     from ..models.architectures import output
 
     layout.validate(model)
+    if layout.levers:
+        raise ConfigError("the timeline does not model LoRA, a quantised base or offload (--lora, --base-dtype, "
+                          "--offload); `symbolic bill` itemises them")
     if layout.cp > 1:
         raise ConfigError(f"cp {layout.cp}: the timeline does not model context parallelism (its ring buffers "
                           "and work tensors); use cp 1 here — bill, plan and solve model it")
@@ -447,7 +450,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
                                 loop="backward"))
 
     # Optimizer step: activations are gone; one fp32 temporary per (sharded) parameter.
-    if not options.optimizer_offload:
+    if not options.optimizer_offload and layout.optimizer_impl == "foreach":  # a fused kernel keeps none
         shard = layout.zero >= 1
         temp = 4 * psi / (t * p * (d if shard else 1))
         families.append(PhaseFamily("optimizer step", fixed + (Item(
@@ -455,7 +458,8 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
             (("optimizer/foreach temporary", temp),), Integer(1), "opt"),)))
     else:
         families.append(PhaseFamily("optimizer step", fixed))
-        notes.append("optimizer offload: the Adam update runs on the CPU")
+        notes.append("optimizer offload: the Adam update runs on the CPU" if options.optimizer_offload
+                     else "fused optimizer: the step keeps no fp32 temporaries")
     if options.applied:
         notes.append("optimisations: " + ", ".join(options.applied))
     notes.extend(model.approximations)
