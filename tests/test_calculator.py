@@ -45,8 +45,9 @@ def test_every_formula_is_its_engine_expression_as_num_over_den():
     # activations, 5 FLOPs; MoE: as LLaMA + 2 N_active. The verdict: 10 multiplicities (k·n, k·n − 1 per
     # schedule and stage), the communication buffers, 2 in-flight counts, 2 optimizer-step temporaries;
     # per inventory, SP × 3 dtypes (fp16 as bf16) × the instants' 9 terms, one per recompute policy where
-    # it changes them: GPT 5 × 3 + 4 = 19, LLaMA and MoE (fused attention) 4 × 3 + 5 = 17.
-    assert len(items) == 108 + 80 + 82 + 15 + 6 * (19 + 17 + 17)
+    # it changes them: GPT 5 × 3 + 4 = 19, LLaMA and MoE (fused attention) 4 × 3 + 5 = 17; and ZeRO-3's
+    # gathered weights per inventory at 2 and 4 B per parameter.
+    assert len(items) == 108 + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * 2
     for item in items:
         num, den = item.parts()
         assert expand(num / den - item.expr) == 0, item.key
@@ -175,7 +176,8 @@ def expected(case: Case) -> dict[str, str]:
         "out-total": fmt(totals["total_bytes"], "GB"),
         "out-total-gib": fmt(totals["total_bytes"], "GiB"),
         "out-paper-total": fmt(totals["paper_total_bytes"], "GB"),
-        "out-comm": fmt(sum(line.value for line in bill.ledger("communication")), "GB"),
+        "out-comm": fmt(sum(line.value for line in bill.ledger("communication")
+                            if line.name.startswith("communication/")), "GB"),
         "out-peak-where": (f"{totals['verdict_stage']} stage, {totals['verdict_phase']}" if case.layout.pp > 1
                            else totals["verdict_phase"]),
         "out-gpu": fmt(gpu, "GB"),

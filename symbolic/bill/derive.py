@@ -94,6 +94,9 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     """Every ledger of ``model`` under ``layout`` as formulas in the papers'
     letters: the symbolic half of :func:`make_bill`."""
     param_inv, saved_inv, mm_inv = inventories(model)
+    if layout.flash_attention:  # the fused kernel: no s×s tensor saved (its FLOPs: the recomputed Q·Kᵀ)
+        from ..layout.strategies import flash_attention
+        saved_inv = flash_attention(saved_inv)
     lines: list[DerivedLine] = []
 
     def add(ledger: str, name: str, expr: Expr, source: str, condition: str = "") -> None:
@@ -148,10 +151,16 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # the optimizer step's fp32 temporaries: PyTorch's foreach step on the GPU only
     on_gpu_step = layout.optimizer_impl == "foreach" and layout.offload == "none"
     temporary = peak.optimizer_temporary(layout.zero, c if cp else 1, trainable) if on_gpu_step else Integer(0)
+    gathered = peak.gathered_weights(param_inv, states.parameter_bytes(recipe, layout), layout.zero)
+    if gathered != 0:
+        add("communication", "ZeRO-3 gathered weights (largest matrix, running + prefetched)", gathered,
+            "Rajbhandari et al. 2019 (ZeRO) §5.3; DeepSpeed stage 3 per-submodule all-gather",
+            "alive while a layer computes: in every layer instant of the verdict, not at the optimizer step")
     formulas = {}
     for stage in (("first", "last") if layout.pp > 1 else ("first",)):
         for instant in peak.stage_instants(stage, layout.strategy(stage), saved_inv, output_saved, state_blocks,
-                                           temporary, comm, has_loss=layout.pp == 1 or stage == "last"):
+                                           temporary, comm, has_loss=layout.pp == 1 or stage == "last",
+                                           gathered=gathered):
             for cls, expr in instant.parts.items():
                 formulas[f"{PEAK_PREFIX}{stage}|{instant.phase}|{cls}"] = sstr(expr)
 

@@ -53,6 +53,9 @@ class Layout:
     too, a layer's weights gathered to the GPU while it runs).
     optimizer_impl: ``foreach`` (PyTorch's default: fp32 temporaries of the
     shard at the step) or ``fused`` (apex/DeepSpeed/TE FusedAdam: none).
+    flash_attention: the fused attention kernel on a layer that would keep
+    the s×s scores (GPT): no (b, a, s, s) tensor, the log-sum-exp instead
+    (``strategies.flash_attention``); LLaMA and MoE layers have it already.
     """
 
     micro_batch: int = 1
@@ -74,6 +77,7 @@ class Layout:
     double_quant: bool = True
     offload: str = "none"
     optimizer_impl: str = "foreach"
+    flash_attention: bool = False
 
     def strategy(self, stage: str = "first") -> "Strategy":
         """The activation strategy of pipeline ``stage`` (``first`` or ``last``;

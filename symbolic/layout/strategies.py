@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from sympy import Expr, Integer, sympify
 
-from ..core.dims import L, T_e, c, p, s, t, v
+from ..core.dims import L, T_e, a, b, c, p, s, t, v
 from ..core.tensors import DTYPE_BYTES, Axis, Group, Inventory, SavedTensor
 from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 
@@ -61,6 +61,19 @@ def context_parallel(inventory: Inventory, ways: Expr = c) -> Inventory:
         shape = [entry if i == keys else sympify(entry).xreplace(local) for i, entry in enumerate(shape)]
         return replace(x, shape=tuple(shape))
     return inventory.map(shard, f"context_parallel({ways})")
+
+
+def flash_attention(inventory: Inventory) -> Inventory:
+    """FlashAttention (Dao et al. 2022; seed 004 §05.2, §07): Q·Kᵀ, P, dS, dP stay in SRAM
+    tiles; of the (b, a, s, s) tensors nothing is saved or materialised, and
+    the log-sum-exp (b, a, s), fp32, is saved instead. Condition: the fused
+    attention kernel; the dropout mask is regenerated from the RNG state."""
+    kept = [term for term in inventory if term.shape[-2:] != (s, s)]
+    already = "attention/logsumexp" in inventory.names()  # a fused-attention layer (LLaMA, MoE) as it is
+    if not already and any(term.name.startswith("attention/") for term in inventory):
+        kept.append(SavedTensor("attention/logsumexp", (b, a, s), "fp32", Axis.TENSOR, 1, Group.BODY,
+                                "Dao et al. 2022 (FlashAttention) §3.1", "row statistics kept for backward"))
+    return Inventory(tuple(kept), inventory.applied + ("flash_attention",))
 
 
 def selective_recompute(inventory: Inventory) -> Inventory:

@@ -129,17 +129,20 @@ def step_terms(strategy: Strategy, base: Inventory) -> StepTerms:
 #: The per-layer terms an instant is made of, and the class each belongs to.
 BASIS = {"per_layer": "activations", "attention_half": "activations", "window_mlp": "activations",
          "window_attention": "activations", "forward_work": "transients", "mlp_work": "transients",
-         "attention_work": "transients", "loss_work": "transients", "output_side": "output_side"}
+         "attention_work": "transients", "loss_work": "transients", "output_side": "output_side",
+         "gathered_weights": "transients"}
 
 
-def basis(strategy: Strategy, base: Inventory, output_saved: Inventory) -> dict[str, Expr]:
-    """The bytes of each :data:`BASIS` term for one micro-batch and one layer (the output side: once)."""
+def basis(strategy: Strategy, base: Inventory, output_saved: Inventory,
+          gathered: Expr = Integer(0)) -> dict[str, Expr]:
+    """The bytes of each :data:`BASIS` term for one micro-batch and one layer (the output side: once;
+    ``gathered``: ZeRO-3's gathered weights, :func:`gathered_weights`)."""
     terms = step_terms(strategy, base)
     return {"per_layer": _sum(terms.saved), "attention_half": _sum(terms.saved_attention),
             "window_mlp": _sum(terms.window_mlp), "window_attention": _sum(terms.window_attention),
             "forward_work": _sum(terms.forward_work), "mlp_work": _sum(terms.mlp_work),
             "attention_work": _sum(terms.attention_work), "loss_work": _sum(terms.loss_work),
-            "output_side": _sum(output_saved)}
+            "output_side": _sum(output_saved), "gathered_weights": gathered}
 
 
 def compositions(in_flight: Expr, layers: Expr, has_loss: bool) -> list[tuple[str, list[tuple[Expr, str]]]]:
@@ -150,18 +153,33 @@ def compositions(in_flight: Expr, layers: Expr, has_loss: bool) -> list[tuple[st
     half, while that layer's attention half is back-propagated)."""
     held = in_flight * layers
     one = Integer(1)
-    out = [("forward, last layer of the chunk", [(held, "per_layer"), (one, "forward_work")])]
+    gathered = (one, "gathered_weights")  # alive while any layer computes, not at the optimizer step
+    out = [("forward, last layer of the chunk", [(held, "per_layer"), (one, "forward_work"), gathered])]
     if has_loss:
-        out.append(("loss", [(held, "per_layer"), (one, "loss_work"), (one, "output_side")]))
-    out.append(("backward, last layer (MLP half)", [(held, "per_layer"), (one, "window_mlp"), (one, "mlp_work")]))
+        out.append(("loss", [(held, "per_layer"), (one, "loss_work"), (one, "output_side"), gathered]))
+    out.append(("backward, last layer (MLP half)", [(held, "per_layer"), (one, "window_mlp"), (one, "mlp_work"),
+                                                    gathered]))
     out.append(("backward, last layer (attention half)", [(held - 1, "per_layer"), (one, "attention_half"),
-                                                          (one, "window_attention"), (one, "attention_work")]))
+                                                          (one, "window_attention"), (one, "attention_work"),
+                                                          gathered]))
     return out
+
+
+def gathered_weights(param_inv, param_bytes, zero: int) -> Expr:
+    """ZeRO-3's working set: the parameters gathered to compute (Rajbhandari et al. 2019 §5.3;
+    DeepSpeed stage 3 all-gathers each submodule's parameters before its forward and backward and
+    frees them after, prefetching the next): the largest weight matrix of a layer, gathered, and one
+    prefetched, ``param_bytes`` each entry, split by t. 0 below ZeRO-3 (the weights are whole)."""
+    if zero != 3:
+        return Integer(0)
+    from sympy import Max, Mul
+    matrices = [Mul(*term.shape[-2:]) for term in param_inv if term.scope == "layer" and len(term.shape) >= 2]
+    return 2 * param_bytes * Max(*matrices) / t
 
 
 def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved: Inventory,
                    state_blocks: dict[str, Expr], optimizer_temporary: Expr, comm: list[tuple[str, int]],
-                   has_loss: bool) -> list[Instant]:
+                   has_loss: bool, gathered: Expr = Integer(0)) -> list[Instant]:
     """The candidate peak instants of one pipeline stage.
 
     ``strategy``: the stage's (its chunks in flight, ``Strategy.layers_held``).
@@ -169,13 +187,14 @@ def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved
     ``state_blocks``: model-state bytes per GPU by block (in Psi).
     ``optimizer_temporary``: the optimizer step's fp32 temporaries.
     ``comm``: (name, bytes) communication buffers, held throughout.
+    ``gathered``: ZeRO-3's gathered weights (:func:`gathered_weights`).
 
     The instants are the ends of the timeline's phase families (each family
     grows with the layer index, so its end is its largest instant): the
     forward of the chunk's last layer, the loss, the MLP and the attention
     half of that layer's backward (:func:`compositions`), and the optimizer step.
     """
-    terms = basis(strategy, base, output_saved)
+    terms = basis(strategy, base, output_saved, gathered)
     in_flight, layers = strategy.layers_held()
     states_bytes = Add(*state_blocks.values())
     communication = Add(*(Integer(size) for _, size in comm))

@@ -197,3 +197,11 @@ def state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, con
         out.append(StateTerm("gathered weights of the running and the prefetched layer", layer_bytes / ways_tp,
                              "parameters", "gpu", PARAM_OFFLOAD, "two layers' weights on the GPU at a time"))
     return out, trainable
+
+
+def parameter_bytes(recipe: Recipe, layout) -> Expr:
+    """Bytes per parameter of the weights a layer computes with: the recipe's parameter blocks,
+    or under LoRA the frozen base's storage (NF4 ½ B, int8 1 B, bf16 2 B)."""
+    if getattr(layout, "lora", 0):
+        return {"nf4": Rational(1, 2), "int8": Integer(1), "bf16": Integer(2)}[layout.base_dtype]
+    return Rational(recipe.bytes_of("parameters"))

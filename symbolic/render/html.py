@@ -124,6 +124,8 @@ def peak_formulas(prefix: str, arch: str, saved) -> list[Formula]:
                 kept = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[arch]))
                 by_policy[recompute] = peak.basis(strategy, saved, kept)
             for name in peak.BASIS:
+                if name == "gathered_weights":
+                    continue  # ZeRO-3 only: peak/gathered/BYTES, below
                 exprs = {recompute: by_policy[recompute][name] for recompute in RECOMPUTE}
                 policies = ["any"] if len(set(exprs.values())) == 1 else list(RECOMPUTE)
                 for recompute in policies:
@@ -131,7 +133,19 @@ def peak_formulas(prefix: str, arch: str, saved) -> list[Formula]:
                                        exprs["none" if recompute == "any" else recompute], peak.SOURCE,
                                        f"{name.replace('_', ' ')}: one micro-batch, one layer"
                                        + (" (every recompute policy)" if recompute == "any" else "")))
+    param_inv = architecture_inventories_for_page(arch, saved)
+    for size in sorted({recipe.bytes_of("parameters") for recipe in page_recipes().values()}):
+        out.append(Formula(f"{prefix}peak/gathered/{size}", peak.gathered_weights(param_inv, Integer(size), 3),
+                           peak.SOURCE, f"ZeRO-3: the largest weight matrix gathered and one prefetched, {size} B each"))
     return out
+
+
+def architecture_inventories_for_page(arch: str, saved):
+    """The parameter inventory the page's formulas use for ``arch`` (GPT: FFN width f)."""
+    if arch == "gpt":
+        return gpt.parameters(ffn=f)
+    from ..bill.derive import architecture_inventories
+    return architecture_inventories(arch, True, True, "rope", True)[0]
 
 
 def instant_compositions() -> dict[str, list[dict]]:
@@ -332,7 +346,7 @@ def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_m
         "instants": instant_compositions(),
         "peak_dtype": PEAK_DTYPE,
         "recipes": {name: {"tally": r.tally, "bytes": str(r.bytes_per_param), "condition": r.condition,
-                             "source": r.source}
+                             "source": r.source, "param_bytes": r.bytes_of("parameters")}
                     for name, r in page_recipes().items()},
         "defaults": {**_preset_data(model), "model": model.name, "b": layout.micro_batch,
                      "s": layout.seq or model.seq, "t": layout.tp, "p": layout.pp, "d": layout.dp,

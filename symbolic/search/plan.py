@@ -156,16 +156,18 @@ def peak_exprs(structure: tuple, sp: bool, recompute: str, dtype: str, schedule:
     from ..bill.derive import OUTPUT_NORM
     from ..models.architectures import output
 
-    base = _inventories(structure)[1]
+    param_inv, base, _ = _inventories(structure)
     ways = c if cp else Integer(1)
-    blocks = states.blocks(states.RECIPES[optimizer], zero, context_parallel=ways)
+    recipe = states.RECIPES[optimizer]
+    blocks = states.blocks(recipe, zero, context_parallel=ways)
     temporary = peak.optimizer_temporary(zero, ways)
+    gathered = peak.gathered_weights(param_inv, Rational(recipe.bytes_of("parameters")), zero)
     out = []
     for stage in (("first",) if schedule == "none" else ("first", "last")):
         strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, stage)
         output_saved = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[structure[0]]))
         for instant in peak.stage_instants(stage, strategy, base, output_saved, blocks, temporary, [],
-                                           has_loss=schedule == "none" or stage == "last"):
+                                           has_loss=schedule == "none" or stage == "last", gathered=gathered):
             out.append((f"{stage} stage, {instant.phase}" if schedule != "none" else instant.phase, instant.total))
     return tuple(out)
 

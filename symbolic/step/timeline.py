@@ -60,7 +60,13 @@ from ..core.dims import L, V, a, b, d, h, p, s, t, v
 from ..core.numeric import exact_int
 from ..core.tensors import Axis, Group, Inventory, SavedTensor
 from ..layout.layout import Layout
-from ..layout.strategies import Strategy, interleave_in_flight, sequence_parallel, tensor_parallel
+from ..layout.strategies import (  # noqa: F401 (flash_attention re-exported: the timeline's option)
+    Strategy,
+    flash_attention,
+    interleave_in_flight,
+    sequence_parallel,
+    tensor_parallel,
+)
 from ..ledgers import params as params_ledger
 from ..ledgers import states
 # The work tensors and communication buffers are ledger terms (the bill's verdict sums them too).
@@ -161,19 +167,6 @@ class PhaseFamily:
 
 def _bytes(terms: Inventory) -> tuple[tuple[str, Expr], ...]:
     return tuple((term.name, term.bytes) for term in terms)
-
-
-def flash_attention(inventory: Inventory) -> Inventory:
-    """FlashAttention (seed 004 §05.2, §07): Q·Kᵀ, P, dS, dP stay in SRAM
-    tiles; of the (b, a, s, s) tensors nothing is saved or materialised, and
-    the log-sum-exp (b, a, s), fp32, is saved instead. Condition: the fused
-    attention kernel; the dropout mask is regenerated from the RNG state."""
-    kept = [term for term in inventory if term.shape[-2:] != (s, s)]
-    already = "attention/logsumexp" in inventory.names()  # a fused-attention layer (LLaMA, MoE) as it is
-    if not already and any(term.name.startswith("attention/") for term in inventory):
-        kept.append(SavedTensor("attention/logsumexp", (b, a, s), "fp32", Axis.TENSOR, 1, Group.BODY,
-                                "Dao et al. 2022 (FlashAttention) §3.1", "row statistics kept for backward"))
-    return Inventory(tuple(kept), inventory.applied + ("flash_attention",))
 
 
 # --- the timeline ------------------------------------------------------------
@@ -348,7 +341,8 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
 
     # Saved tensors per layer under the strategy, and the whole layer without recompute.
     work = layer_work_tensors(base)
-    if options.flash_attention:
+    flash = options.flash_attention or layout.flash_attention
+    if flash:
         base = flash_attention(base)
     saved = strategy.apply(base)
     # What recompute re-creates, and what forward produces and drops, is in the compute dtype:
@@ -373,7 +367,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     work = tensor_parallel(work)
     if strategy.sequence_parallel:
         work = sequence_parallel(work)
-    if options.flash_attention:
+    if flash:
         work = Inventory(tuple(x for x in work if x.shape[-2:] != (s, s)), work.applied)
     forward_work = work.select("forward")
     if strategy.recompute != "none":
@@ -400,6 +394,12 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
 
     per_layer = _bytes(saved)
     offload = options.activation_offload
+    # ZeRO-3: the largest weight matrix gathered and one prefetched, while any layer computes.
+    from ..ledgers.peak import gathered_weights
+    gathered_bytes = gathered_weights(param_inv, states.parameter_bytes(recipe, layout), layout.zero)
+    gathered = ((Item("transients", "transients/ZeRO-3 gathered weights (running + prefetched)",
+                      (("zero3/gathered weights", gathered_bytes),), Integer(1), "gathered"),)
+                if gathered_bytes != 0 else ())
 
     def held() -> tuple[Item, ...]:
         if k == 1 or offload:
@@ -415,7 +415,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     def work_item(name: str, inv: Inventory, group: str, cls: str = "transients") -> tuple[Item, ...]:
         return (Item(cls, name, _bytes(inv), Integer(1), group, i),) if len(inv) else ()
 
-    families = [PhaseFamily("fwd layer {i}", fixed + held() + (current(i),)
+    families = [PhaseFamily("fwd layer {i}", fixed + gathered + held() + (current(i),)
                             + work_item("transients/forward kernel work (attention scores)", forward_work, "fwd"),
                             indexed=True, order=1)]
     if has_loss:
@@ -424,7 +424,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
         kept_output = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[model.arch]))
         if options.fused_cross_entropy:  # streamed by row: no s·b·V log-softmax is kept
             kept_output = Inventory(tuple(x for x in kept_output if x.name != "output/log_softmax"))
-        families.append(PhaseFamily("loss", fixed + held() + (current(n),)
+        families.append(PhaseFamily("loss", fixed + gathered + held() + (current(n),)
                                     + (Item("activations", "activations/output side (final norm, log-softmax, "
                                             "targets)", _bytes(kept_output), Integer(1), "output", Integer(1)),)
                                     + ((Item("transients", "transients/logits and cross-entropy",
@@ -432,14 +432,14 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     else:
         notes.append("the loss (logits, cross-entropy) runs on the last pipeline stage, not on the stage accounted")
     # Backward of layer i: the MLP half, then the attention half (layer i's MLP tensors released).
-    mlp_items = fixed + held() + (current(i),)
+    mlp_items = fixed + gathered + held() + (current(i),)
     mlp_items += work_item("activations/recompute window (MLP and attention)", window_mlp, "window", "activations")
     mlp_items += work_item("transients/MLP backward work tensors", mlp_work, "bwd-mlp")
     families.append(PhaseFamily("bwd layer {i} (mlp)", mlp_items, indexed=True, order=-1, loop="backward"))
     if offload:
-        attention_items = fixed + (current(i),)
+        attention_items = fixed + gathered + (current(i),)
     else:
-        attention_items = fixed + held()
+        attention_items = fixed + gathered + held()
         attention_items += (Item("activations", "activations/saved, current micro-batch", per_layer, i - 1, "current"),
                             Item("activations", "activations/saved, layer i attention half", _bytes(saved_attention),
                                  Integer(1), "current", i))
