@@ -62,6 +62,9 @@ class Bill:
     strategy: str = ""  #: the activation strategy in words (``Strategy.describe``)
     #: what the verdict leaves out: (item, estimated bytes, source)
     not_counted: list[tuple[str, int, str]] = field(default_factory=list)
+    #: when it does not fit: the levers that would make it fit (``symbolic.bill.levers``), and their order
+    fixes: list = field(default_factory=list)
+    fix_policy: str = ""
 
     def ledger(self, name: str) -> list[Line]:
         return [line for line in self.lines if line.ledger == name]

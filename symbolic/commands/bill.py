@@ -31,6 +31,10 @@ def run(args) -> int:
     gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory else None
     cpu_memory = _options.parse_memory(args.cpu_memory, "--cpu-memory") if args.cpu_memory else None
     bill = evaluate(derivation(model, layout, params_hand), model, layout, params_hand, gpu_memory, cpu_memory)
+    from ..bill.levers import POLICY, what_would_fit
+
+    bill.fixes = what_would_fit(bill, params_hand)  # empty when it fits (or no --gpu-memory)
+    bill.fix_policy = POLICY
     if args.json:
         print(render_json(bill))
     else:

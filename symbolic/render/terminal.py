@@ -221,6 +221,18 @@ def memory_summary(bill: Bill) -> Group:
     return Group(*parts)
 
 
+def fixes_section(bill: Bill) -> list:
+    """When the bill does not fit: the levers that would, each with its new total and its cost."""
+    fixes = getattr(bill, "fixes", None)
+    if not fixes:
+        return []
+    out = [Text(f"WHAT WOULD MAKE IT FIT ({bill.fix_policy})", style="bold")]
+    for fix in fixes:
+        out.append(Text(f"  {' + '.join(fix.levers)}: {fmt_bytes(fix.total_bytes)}, headroom "
+                        f"{fmt(fix.headroom_bytes, 'GB')} — cost: {fix.cost}"))
+    return out
+
+
 def approximations_panel(bill: Bill) -> Panel | None:
     """What the inventory does not model of the source config, one bullet each."""
     notes = bill.model.approximations
@@ -251,6 +263,7 @@ def renderables(bill: Bill) -> list:
         out.extend(Text("  " + note) for note in _ledger_notes(bill, ledger))
         out.append(Text())
     out.append(memory_summary(bill))
+    out.extend(fixes_section(bill))
     out.extend(Text(f"note: {note}") for note in bill.notes)
     if panel is not None:
         out.append(Text(f"⚠ {len(model.approximations)} approximations (listed at the top) apply to these numbers: "
@@ -306,6 +319,8 @@ def render_json(bill: Bill) -> str:
         "notes": bill.notes,
         "not_counted": [{"item": item, "estimate_bytes": size, "source": source}
                         for item, size, source in bill.not_counted],
+        "fixes": [fix.as_dict() for fix in getattr(bill, "fixes", [])],
+        "fix_policy": getattr(bill, "fix_policy", ""),
         "approximations": list(bill.model.approximations),
         "model_config": model_config,
     }

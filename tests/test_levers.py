@@ -1,0 +1,142 @@
+"""Fine-tuning and memory levers as model-state terms, and what would make a bill fit (issue 15)."""
+import json
+from fractions import Fraction
+
+import pytest
+
+from symbolic.bill.derive import make_bill
+from symbolic.bill.levers import TIERS, what_would_fit
+from symbolic.cli import main
+from symbolic.layout.layout import Layout
+from symbolic.ledgers import states
+from symbolic.models.builtin import preset
+from symbolic.models.config import ConfigError
+from symbolic.step import timeline as T
+
+GB = 10**9
+LLAMA = preset("llama-2-7b")
+# Llama 2 7B: per layer q, k, v, o 4h² and gate, up, down 3hf (h = 4096, f = 11008); 32 layers
+MATRICES = 32 * (4 * 4096**2 + 3 * 4096 * 11008)
+ADAPTERS_R16 = 32 * 16 * (4 * 2 * 4096 + 3 * (4096 + 11008))  # r(d_in + d_out) per adapted matrix
+
+
+def lines(bill, ledger):
+    return {line.name: line.value for line in bill.ledger(ledger)}
+
+
+def test_qlora_bill_itemises_each_term(capsys):
+    """The done-when of issue 15: the command runs and prints each QLoRA term."""
+    argv = ["bill", "llama-2-7b", "--seq", "4096", "--gpu-memory", "24GB", "--lora", "16", "--base-dtype", "nf4",
+            "--recompute", "full"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    for item in ("frozen base weights (NF4, 4 bit)", "NF4 constants, double-quantised",
+                 "frozen norms, embeddings, output layer (bf16)", "LoRA adapters (all-linear, rank r): Adam m (fp32)",
+                 "fits"):
+        assert item in out
+    bill = make_bill(LLAMA, Layout(seq=4096, lora=16, base_dtype="nf4", recompute="full"), gpu_memory=24 * GB)
+    state = lines(bill, "model_states")
+    assert state["frozen base weights (NF4, 4 bit)"] == MATRICES // 2
+    # QLoRA §3: double quantisation takes the constants from 32/64 = 0.5 to 8/64 + 32/(64·256) = 0.127 bits
+    constants = state["NF4 constants, double-quantised (8 bit per 64 + fp32 per 256·64)"]
+    assert Fraction(constants * 8, MATRICES) == Fraction(8, 64) + Fraction(32, 64 * 256)
+    assert round(float(Fraction(constants * 8, MATRICES)), 3) == 0.127
+    assert state["LoRA adapters (all-linear, rank r): bf16 parameters"] == 2 * ADAPTERS_R16
+    assert ADAPTERS_R16 == 39_976_960
+    # the frozen base holds no gradients and no optimizer states: only the adapters do
+    assert [name for name in state if "gradients" in name or "Adam" in name] == [
+        name for name in state if name.startswith("LoRA adapters") and ("gradients" in name or "Adam" in name)]
+    assert bill.totals["headroom_bytes"] >= 0 and bill.totals["cpu_bytes"] == 0
+
+
+def test_without_double_quantisation_the_constants_are_half_a_bit():
+    bill = make_bill(LLAMA, Layout(lora=16, base_dtype="nf4", double_quant=False))
+    assert Fraction(lines(bill, "model_states")["NF4 constants (fp32 per 64)"] * 8, MATRICES) == Fraction(1, 2)
+
+
+def test_a_quantised_base_needs_lora():
+    with pytest.raises(ConfigError, match="--lora"):
+        Layout(base_dtype="nf4").validate(LLAMA)
+
+
+def test_eight_bit_adam_keeps_block_wise_states():
+    recipe = states.RECIPES["adam8bit"]
+    assert recipe.bytes_per_param == 2 + 2 + 4 + 1 + 1 + Fraction(2 * 4, 2048)  # absmax per 2048 per state
+
+
+def test_adafactor_factors_each_matrix_into_a_row_and_a_column():
+    """Shazeer & Stern 2018 §3: an n×m matrix keeps n + m second-moment values, a vector keeps its own."""
+    bill = make_bill(LLAMA, Layout(optimizer="adafactor"))
+    factored = lines(bill, "model_states")["second moment, factored (fp32 row + column)"]
+    h, f, V = 4096, 11008, 32000
+    layer = 4 * (h + h) + 3 * (h + f) + 2 * h          # q, k, v, o; gate, up, down; two RMSNorm weights
+    whole = 32 * layer + 2 * (V + h) + h                # untied embedding and output projection; final norm
+    assert factored == 4 * whole
+
+
+def test_zero_offload_moves_gradients_and_optimizer_states_to_the_cpu():
+    """Ren et al. 2021 §4: fp16 parameters stay on the GPU (2Ψ); gradients (2Ψ) and the fp32 master,
+    momentum and variance (12Ψ) live in CPU memory, the update on the CPU."""
+    bill = make_bill(LLAMA, Layout(offload="optimizer"), cpu_memory=256 * GB)
+    psi = bill.totals["params"]
+    assert bill.totals["model_states_bytes"] == 2 * psi
+    assert bill.totals["cpu_bytes"] == 14 * psi and bill.totals["cpu_headroom_bytes"] == 256 * GB - 14 * psi
+    assert lines(bill, "verdict")["peak/transients"] < 4 * psi  # no foreach temporaries: the step runs on the CPU
+
+
+def test_zero_offload_trains_a_10b_model_on_one_32gb_gpu():
+    """ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840) §1: "ZeRO-Offload can train models with over 13
+    billion parameters on a single V100 GPU" (32 GB), "10x larger than the state of the art"; without
+    it PyTorch fits 1.4B. The 10B model of its Figure 7 fits a V100 32 GB with optimizer offload and
+    activation checkpointing, and does not without the offload."""
+    from symbolic.models.config import ModelConfig
+    ten_b = ModelConfig("gpt-10b", layers=50, hidden=4096, heads=32, vocab=50257, seq=1024)  # ≈ 10.3B
+    bill = make_bill(ten_b, Layout(micro_batch=1, offload="optimizer", recompute="full", optimizer_impl="fused"),
+                     gpu_memory=32 * GB)
+    assert 10e9 <= bill.totals["params"] <= 11e9 and bill.totals["headroom_bytes"] >= 0
+    assert make_bill(ten_b, Layout(micro_batch=1, recompute="full"), gpu_memory=32 * GB).totals["headroom_bytes"] < 0
+
+
+def test_parameter_offload_needs_no_model_parallelism():
+    with pytest.raises(ConfigError, match="offload params with tp 2"):
+        Layout(tp=2, offload="params").validate(LLAMA)
+
+
+def test_the_timeline_refuses_what_it_does_not_model():
+    with pytest.raises(ConfigError, match="does not model LoRA"):
+        T.build(LLAMA, Layout(lora=16))
+
+
+def test_fused_optimizer_and_flash_attention_agree_with_the_timeline():
+    model = preset("gpt-7b")
+    for layout in (Layout(tp=8, sp=True, micro_batch=4, flash_attention=True),
+                   Layout(tp=4, dp=2, zero=1, optimizer_impl="fused"),
+                   Layout(tp=2, dp=4, zero=3, recompute="full", seq=1024)):
+        assert make_bill(model, layout).totals["total_bytes"] == T.build(model, layout).evaluate().peak
+
+
+# --- what would make it fit -----------------------------------------------------------------------
+
+def test_a_bill_that_does_not_fit_lists_levers_that_do_in_the_policy_order():
+    bill = make_bill(LLAMA, Layout(seq=4096, tp=2, dp=4), gpu_memory=40 * GB)
+    assert bill.totals["headroom_bytes"] < 0
+    fixes = what_would_fit(bill)
+    assert fixes, "some lever fits"
+    tiers = [fix.tier for fix in fixes]
+    assert tiers == sorted(tiers) and fixes[0].tier == 0  # shard the constant first
+    for fix in fixes:
+        again = make_bill(LLAMA, fix.layout, gpu_memory=40 * GB)
+        assert again.totals["total_bytes"] == fix.total_bytes <= 40 * GB
+        assert fix.cost
+    assert TIERS[0] == "shard the constant"
+
+
+def test_a_bill_that_fits_lists_no_levers():
+    assert what_would_fit(make_bill(LLAMA, Layout(tp=8), gpu_memory=80 * GB)) == []
+
+
+def test_bill_json_carries_the_fixes_and_cpu_bytes(capsys):
+    assert main(["bill", "llama-2-7b", "--seq", "4096", "--gpu-memory", "80GB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["headroom_bytes"] < 0 and data["fixes"] and "seed 004 §10" in data["fix_policy"]
+    assert all(fix["headroom_bytes"] >= 0 for fix in data["fixes"]) and data["cpu_bytes"] == 0
