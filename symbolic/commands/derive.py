@@ -37,7 +37,9 @@ def add_arguments(parser) -> None:
                         help="context parallelism: each of c ranks holds s/c of the sequence")
     parser.add_argument("--recompute", choices=RECOMPUTE, default="none")
     parser.add_argument("--dtype", choices=FLOAT_ACTIVATION_DTYPES, default="bf16", help="activation dtype")
-    parser.add_argument("--pipeline", action="store_true", help="first pipeline stage (1F1B: p in flight)")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="first pipeline stage, m ≥ p micro-batches per iteration (1F1B: p in flight; a bill "
+                             "with fewer holds min(m, p))")
     parser.add_argument("--interleave", action="store_true", help="interleaved schedule with v chunks (needs --pipeline)")
     parser.add_argument("--optimizer", default="bf16-adam", choices=sorted(RECIPES), help="model-state recipe")
     parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0)

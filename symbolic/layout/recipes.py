@@ -32,6 +32,7 @@ class Recipe:
 
     @property
     def bytes_per_param(self) -> int | Fraction:
+        """Bytes per parameter of the per-parameter blocks (a factored block is per row and column, not here)."""
         return sum(block.bytes for block in self.blocks if not (self.factored and "factored" in block.name))
 
     def bytes_of(self, kind: str) -> int:
@@ -39,6 +40,9 @@ class Recipe:
 
     @property
     def tally(self) -> str:
+        if self.factored:
+            return ("+".join(str(block.bytes) for block in self.blocks if "factored" not in block.name)
+                    + f" = {self.bytes_per_param} + the factored second moment (4 B per row and column)")
         return "+".join(str(block.bytes) for block in self.blocks) + f" = {self.bytes_per_param}"
 
 

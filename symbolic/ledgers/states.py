@@ -41,8 +41,8 @@ def blocks(recipe: Recipe, zero: int = 0, params: Expr = Psi,
     its sequence-parallel ranks too.
     """
     if recipe.factored:
-        raise ValueError(f"{recipe.name}: its factored second moment needs the parameters' shapes; "
-                         "use state_terms with the parameter inventory")
+        raise ValueError(f"{recipe.name}: its factored second moment depends on each matrix's shape, not on "
+                         f"Psi alone; `symbolic bill MODEL --optimizer {recipe.name}` itemises it")
     out = {}
     for block in recipe.blocks:
         ways = tensor_parallel * pipeline_parallel
