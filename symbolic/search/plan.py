@@ -207,6 +207,22 @@ def _vectorized(expr: Expr):
     return vectorize(expr, list(ARGS))
 
 
+@lru_cache(maxsize=None)
+def _vectorized_many(exprs: tuple[Expr, ...]):
+    """One numpy function returning every expression of ``exprs`` (common subexpressions shared)."""
+    from sympy import lambdify
+    missing = set().union(*(e.free_symbols for e in exprs)) - set(ARGS)
+    if missing:
+        raise ValueError(f"vectorize: {sorted(map(str, missing))} not among the arguments")
+    return lambdify(list(ARGS), list(exprs), "numpy", cse=True)
+
+
+def _call_max(exprs: tuple[Expr, ...], values: Mapping[str, object], shape):
+    """The largest of ``exprs`` at each configuration (the verdict's candidate instants)."""
+    arrays = _vectorized_many(exprs)(*(values.get(x.name, 1.0) for x in ARGS))
+    return np.maximum.reduce([np.broadcast_to(np.asarray(a, dtype=np.float64), shape) for a in arrays])
+
+
 def _call(expr: Expr, values: Mapping[str, object]):
     # A GPT model has no g, E, k, E_s, f_e: its expressions do not use them.
     return _vectorized(expr)(*(values.get(x.name, 1.0) for x in ARGS))
@@ -269,8 +285,7 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
     values["Psi"] = count if params_hand is None else float(params_hand)
     model_states = _call(exprs["model_states_bytes"], values)
     acts = _call(exprs["activation_bytes"], values)
-    verdict = np.maximum.reduce([np.broadcast_to(_call(e, values), np.shape(acts))
-                                 for _, e in exprs["peak_candidates"]])
+    verdict = _call_max(tuple(e for _, e in exprs["peak_candidates"]), values, np.shape(acts))
     verdict = verdict + comm_bytes(values["t"], values["d"], values["p"], values["c"])
     micro_batches = np.asarray(micro_batches, dtype=np.float64)
     return {"params": count, "model_states_bytes": model_states, "activation_bytes": acts,
@@ -438,10 +453,16 @@ def _binding(plan: Plan, i: int, layout: Layout, headroom) -> str:
 def in_flight_array(pp, interleave, micro_batches, stage: str):
     """:func:`symbolic.layout.layout.in_flight` over arrays of layouts."""
     from ..layout.layout import in_flight
-    rows = np.stack([np.asarray(pp), np.asarray(interleave), np.asarray(micro_batches)]).reshape(3, -1).T
-    unique, inverse = np.unique(rows, axis=0, return_inverse=True)  # few distinct (p, v, m): the rule once each
-    counts = np.array([in_flight(int(x), int(y), int(z), stage) for x, y, z in unique], dtype=np.int64)
-    return counts[inverse.reshape(-1)]
+    shape = np.broadcast(np.asarray(pp), np.asarray(interleave), np.asarray(micro_batches)).shape
+    memo: dict[tuple[int, int, int], int] = {}  # few distinct (p, v, m): the rule once each
+    out = np.empty(shape, dtype=np.int64)
+    flat = out.reshape(-1)
+    for i, key in enumerate(zip(*(np.broadcast_to(np.asarray(x), shape).reshape(-1).tolist()
+                                  for x in (pp, interleave, micro_batches)))):
+        if key not in memo:
+            memo[key] = in_flight(*key, stage)
+        flat[i] = memo[key]
+    return out
 
 
 def pipeline_bubble(pp, interleave, micro_batches):
