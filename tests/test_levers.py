@@ -119,8 +119,19 @@ def test_fused_optimizer_and_flash_attention_agree_with_the_timeline():
     model = preset("gpt-7b")
     for layout in (Layout(tp=8, sp=True, micro_batch=4, flash_attention=True),
                    Layout(tp=4, dp=2, zero=1, optimizer_impl="fused"),
-                   Layout(tp=2, dp=4, zero=3, recompute="full", seq=1024)):
+                   Layout(tp=2, dp=4, zero=3, recompute="full", seq=1024),
+                   Layout(tp=8, sp=True, micro_batch=4, activation_offload=True)):
         assert make_bill(model, layout).totals["total_bytes"] == T.build(model, layout).evaluate().peak
+
+
+def test_activation_offload_keeps_a_double_buffer_and_moves_the_rest_to_the_cpu():
+    model = preset("gpt-7b")
+    kept = make_bill(model, Layout(tp=8, sp=True, micro_batch=4))
+    moved = make_bill(model, Layout(tp=8, sp=True, micro_batch=4, activation_offload=True))
+    assert moved.totals["cpu_bytes"] == kept.totals["activation_bytes"]  # the stage's saved tensors, all of them
+    per_layer = kept.totals["activation_bytes"] // 32
+    verdict = lines(moved, "verdict")
+    assert verdict["peak/activations"] == 2 * per_layer  # the layer computed and the one in transfer
 
 
 # --- what would make it fit -----------------------------------------------------------------------

@@ -131,6 +131,10 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     saved_inv = lora_saved(saved_inv, param_inv, layout)
     for term in activations.layer_inventory(strategy, saved_inv):
         add("activations", term.name, in_flight * layers_held * term.bytes, term.source, _split(term))
+        if layout.activation_offload:  # streamed out as produced: the stage's saved tensors live in CPU memory
+            add("cpu_memory", f"offloaded activations/{term.name}", in_flight * layers_held * term.bytes,
+                "seed 004 §05.2 (activation offload)", "saved activations in CPU memory; a 2-layer double buffer "
+                "stays on the GPU (in the verdict)")
 
     # The output side — final norm, logits input, fp32 log-softmax, targets — as its own lines: the
     # last pipeline stage holds it for the one micro-batch between forward and backward. The papers
@@ -160,7 +164,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     for stage in (("first", "last") if layout.pp > 1 else ("first",)):
         for instant in peak.stage_instants(stage, layout.strategy(stage), saved_inv, output_saved, state_blocks,
                                            temporary, comm, has_loss=layout.pp == 1 or stage == "last",
-                                           gathered=gathered):
+                                           gathered=gathered, activation_offload=layout.activation_offload):
             for cls, expr in instant.parts.items():
                 formulas[f"{PEAK_PREFIX}{stage}|{instant.phase}|{cls}"] = sstr(expr)
 

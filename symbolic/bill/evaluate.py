@@ -119,7 +119,7 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             "in_flight": [layout.in_flight_capped(stage) for stage in ("first", "last")] if layout.pp > 1 else None,
             "comm": [layout.tp > 1, layout.dp > 1, layout.pp > 1, layout.cp > 1],
             "levers": [layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
-                       layout.optimizer_impl, layout.flash_attention]}
+                       layout.optimizer_impl, layout.flash_attention, layout.activation_offload]}
 
 
 def whole(value: Fraction) -> int | Fraction:

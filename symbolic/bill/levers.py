@@ -54,6 +54,8 @@ LEVERS: tuple[Lever, ...] = (
     Lever("FP8 activations (storage)", 2, _when(lambda x: x.dtype in ("bf16", "fp16"), dtype="fp8")),
     Lever("8-bit Adam (bitsandbytes)", 2, _when(lambda x: x.optimizer in ("bf16-adam", "bf16-adam-fp32-grads"),
                                                 optimizer="adam8bit")),
+    Lever("activation offload (saved activations in CPU memory)", 2,
+          _when(lambda x: not x.activation_offload, activation_offload=True)),
     Lever("ZeRO-Offload (optimizer states and gradients in CPU memory)", 2,
           _when(lambda x: x.offload == "none", offload="optimizer")),
     Lever("CPU offload of parameters too", 2, _when(lambda x: x.offload != "params" and x.tp == 1 and x.pp == 1,
@@ -103,6 +105,8 @@ def cost(before: Bill, after: Bill) -> str:
         out.append("+50% data-parallel traffic (ZeRO §7: 3Ψ instead of 2Ψ per step)")
     elif lay1.zero > lay0.zero:
         out.append("same data-parallel traffic (reduce-scatter + all-gather = all-reduce, ZeRO §7)")
+    if lay1.activation_offload and not lay0.activation_offload:
+        out.append("the stage's saved activations cross PCIe twice per step (out in forward, back in backward)")
     if lay1.offload != lay0.offload:
         moved = Fraction(b1.get("cpu_bytes", 0))
         out.append(f"{float(moved) / 1e9:.2f} GB held in CPU memory; gradients and updated weights cross PCIe "

@@ -118,6 +118,8 @@ def add_lever_options(parser: argparse.ArgumentParser) -> None:
                             "params: FSDP CPU offload (parameters too)")
     group.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="foreach",
                        help="foreach: PyTorch's default step (fp32 temporaries); fused: FusedAdam (none)")
+    group.add_argument("--activation-offload", action="store_true",
+                       help="saved activations stream to CPU memory; a two-layer double buffer stays on the GPU")
     group.add_argument("--flash-attention", action="store_true",
                        help="the fused attention kernel on a GPT layer: no s×s tensor saved (LLaMA/MoE have it)")
 
@@ -131,4 +133,5 @@ def layout_from_args(args) -> Layout:
                   base_dtype=getattr(args, "base_dtype", "bf16"),
                   double_quant=not getattr(args, "no_double_quant", False),
                   offload=getattr(args, "offload", "none"), optimizer_impl=getattr(args, "optimizer_impl", "foreach"),
-                  flash_attention=getattr(args, "flash_attention", False))
+                  flash_attention=getattr(args, "flash_attention", False),
+                  activation_offload=getattr(args, "activation_offload", False))

@@ -56,6 +56,9 @@ class Layout:
     flash_attention: the fused attention kernel on a layer that would keep
     the s×s scores (GPT): no (b, a, s, s) tensor, the log-sum-exp instead
     (``strategies.flash_attention``); LLaMA and MoE layers have it already.
+    activation_offload: saved activations stream to CPU memory as they are
+    produced; a double buffer (the layer computed and the one in transfer)
+    stays on the GPU (seed 004 §05.2).
     """
 
     micro_batch: int = 1
@@ -78,6 +81,7 @@ class Layout:
     offload: str = "none"
     optimizer_impl: str = "foreach"
     flash_attention: bool = False
+    activation_offload: bool = False
 
     def strategy(self, stage: str = "first") -> "Strategy":
         """The activation strategy of pipeline ``stage`` (``first`` or ``last``;
@@ -107,6 +111,11 @@ class Layout:
         parameters' shapes) is on: the commands that do not model them refuse."""
         return (bool(self.lora) or self.base_dtype != "bf16" or self.offload != "none"
                 or (self.optimizer in RECIPES and RECIPES[self.optimizer].factored))
+
+    @property
+    def sweep_levers(self) -> bool:
+        """Levers the vectorised plan/solve expressions do not carry (the bill and the timeline do)."""
+        return self.levers or self.optimizer_impl != "foreach" or self.flash_attention or self.activation_offload
 
     @property
     def gpus(self) -> int:

@@ -145,14 +145,28 @@ def basis(strategy: Strategy, base: Inventory, output_saved: Inventory,
             "output_side": _sum(output_saved), "gathered_weights": gathered}
 
 
-def compositions(in_flight: Expr, layers: Expr, has_loss: bool) -> list[tuple[str, list[tuple[Expr, str]]]]:
+def compositions(in_flight: Expr, layers: Expr, has_loss: bool,
+                 activation_offload: bool = False) -> list[tuple[str, list[tuple[Expr, str]]]]:
     """Each candidate instant but the optimizer step as (phase, [(multiplicity, basis term)]).
 
     ``in_flight`` (k) chunks of ``layers`` (n) layers: the k − 1 earlier chunks held whole and the
     current one up to its last layer make k·n layers' saved tensors (one less, plus the attention
-    half, while that layer's attention half is back-propagated)."""
-    held = in_flight * layers
+    half, while that layer's attention half is back-propagated). ``activation_offload``: the saved
+    tensors stream to CPU memory; the GPU keeps a double buffer — two layers' worth — at every
+    instant (seed 004 §05.2), as the timeline's activation-offload option."""
     one = Integer(1)
+    if activation_offload:
+        double = Integer(2)
+        gathered = (one, "gathered_weights")
+        out = [("forward, last layer of the chunk", [(double, "per_layer"), (one, "forward_work"), gathered])]
+        if has_loss:
+            out.append(("loss", [(double, "per_layer"), (one, "loss_work"), (one, "output_side"), gathered]))
+        out.append(("backward, last layer (MLP half)", [(double, "per_layer"), (one, "window_mlp"),
+                                                        (one, "mlp_work"), gathered]))
+        out.append(("backward, last layer (attention half)", [(double, "per_layer"), (one, "window_attention"),
+                                                              (one, "attention_work"), gathered]))
+        return out
+    held = in_flight * layers
     gathered = (one, "gathered_weights")  # alive while any layer computes, not at the optimizer step
     out = [("forward, last layer of the chunk", [(held, "per_layer"), (one, "forward_work"), gathered])]
     if has_loss:
@@ -179,7 +193,7 @@ def gathered_weights(param_inv, param_bytes, zero: int) -> Expr:
 
 def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved: Inventory,
                    state_blocks: dict[str, Expr], optimizer_temporary: Expr, comm: list[tuple[str, int]],
-                   has_loss: bool, gathered: Expr = Integer(0)) -> list[Instant]:
+                   has_loss: bool, gathered: Expr = Integer(0), activation_offload: bool = False) -> list[Instant]:
     """The candidate peak instants of one pipeline stage.
 
     ``strategy``: the stage's (its chunks in flight, ``Strategy.layers_held``).
@@ -206,7 +220,7 @@ def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved
                                       "communication": communication})
 
     out = []
-    for phase, composition in compositions(in_flight, layers, has_loss):
+    for phase, composition in compositions(in_flight, layers, has_loss, activation_offload):
         parts: dict[str, Expr] = {}
         for multiplicity, name in composition:
             parts[BASIS[name]] = parts.get(BASIS[name], Integer(0)) + multiplicity * terms[name]

@@ -105,9 +105,9 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     from ..bill.derive import make_bill
 
     _check_arch(model)
-    if layout.levers or layout.optimizer_impl != "foreach" or layout.flash_attention:
-        raise ConfigError("solve does not model LoRA, a quantised base, offload, a fused optimizer or "
-                          "--flash-attention yet; "
+    if layout.sweep_levers:
+        raise ConfigError("solve does not model LoRA, a quantised base, offload, a fused optimizer, "
+                          "--flash-attention or activation offload yet; "
                           "`symbolic bill` itemises them")
     if target not in TARGETS:
         raise ConfigError(f"--max must be one of micro-batch, seq; not {target!r}")

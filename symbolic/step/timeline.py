@@ -393,7 +393,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     fixed = tuple(constant + comm)
 
     per_layer = _bytes(saved)
-    offload = options.activation_offload
+    offload = options.activation_offload or layout.activation_offload
     # ZeRO-3: the largest weight matrix gathered and one prefetched, while any layer computes.
     from ..ledgers.peak import gathered_weights
     gathered_bytes = gathered_weights(param_inv, states.parameter_bytes(recipe, layout), layout.zero)
