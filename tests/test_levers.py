@@ -181,3 +181,17 @@ def test_qlora_fits_llama_65b_on_one_48gb_gpu():
     # 16-bit weights, gradients and Adam's two states: 12 B/param of the 65B (the paper's > 780 GB) —
     # the bill's mixed-precision recipe adds the fp32 master copy: 16 B/param
     assert full.totals["params"] * 12 >= 780 * GB and full.totals["model_states_bytes"] == 16 * full.totals["params"]
+
+
+def test_derive_prints_each_lever_term(capsys):
+    assert main(["derive", "state-terms", "--arch", "llama", "--lora", "--base-dtype", "nf4", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    names = [term["name"] for term in data["terms"]]
+    assert names[:3] == ["frozen base weights (NF4, 4 bit)",
+                         "NF4 constants, double-quantised (8 bit per 64 + fp32 per 256·64)",
+                         "frozen norms, embeddings, output layer (bf16)"]
+    assert "r" in data["trainable"] and all(term["device"] == "gpu" for term in data["terms"])
+    assert main(["derive", "state-terms", "--offload", "optimizer", "--json"]) == 0
+    devices = {term["name"]: term["device"] for term in json.loads(capsys.readouterr().out)["terms"]}
+    assert devices == {"bf16 parameters": "gpu", "bf16 gradients": "cpu", "fp32 master parameters": "cpu",
+                       "Adam m (fp32)": "cpu", "Adam v (fp32)": "cpu"}
