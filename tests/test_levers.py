@@ -195,3 +195,10 @@ def test_derive_prints_each_lever_term(capsys):
     devices = {term["name"]: term["device"] for term in json.loads(capsys.readouterr().out)["terms"]}
     assert devices == {"bf16 parameters": "gpu", "bf16 gradients": "cpu", "fp32 master parameters": "cpu",
                        "Adam m (fp32)": "cpu", "Adam v (fp32)": "cpu"}
+
+
+def test_an_offload_that_does_not_fit_the_cpu_memory_is_not_a_fix():
+    bill = make_bill(LLAMA, Layout(seq=4096), gpu_memory=80 * GB, cpu_memory=16 * GB)
+    names = {name for fix in what_would_fit(bill) for name in fix.levers}
+    assert not any("offload" in name.lower() for name in names)
+    assert any("LoRA" in name for name in names)

@@ -87,10 +87,10 @@ def _plain(value):
     return value.numerator if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
 
 
-def _bill(model: ModelConfig, layout: Layout, params_hand, gpu_memory) -> Bill:
+def _bill(model: ModelConfig, layout: Layout, params_hand, gpu_memory, cpu_memory=None) -> Bill:
     from .cache import derivation
     from .evaluate import evaluate
-    return evaluate(derivation(model, layout, params_hand), model, layout, params_hand, gpu_memory)
+    return evaluate(derivation(model, layout, params_hand), model, layout, params_hand, gpu_memory, cpu_memory)
 
 
 def cost(before: Bill, after: Bill) -> str:
@@ -127,8 +127,9 @@ def cost(before: Bill, after: Bill) -> str:
 def what_would_fit(bill: Bill, params_hand=None, pairs: bool = True, limit: int = 8) -> list[Fix]:
     """The single levers that make ``bill`` fit its ``gpu_memory``, and — when fewer than three singles
     do — the pairs; ordered by :data:`POLICY`, then by the new total. Empty when it fits already or no
-    GPU memory was given."""
+    GPU memory was given. With ``--cpu-memory``, an offload that would not fit the CPU memory is left out."""
     gpu = bill.totals.get("gpu_memory_bytes")
+    cpu = bill.totals.get("cpu_memory_bytes")
     if gpu is None or bill.totals.get("headroom_bytes", 0) >= 0:
         return []
     model, layout = bill.model, bill.layout
@@ -143,10 +144,10 @@ def what_would_fit(bill: Bill, params_hand=None, pairs: bool = True, limit: int 
                 return
         try:
             changed.validate(model)
-            after = _bill(model, changed, params_hand, gpu)
+            after = _bill(model, changed, params_hand, gpu, cpu)
         except ConfigError:
             return
-        if after.totals["headroom_bytes"] >= 0:
+        if after.totals["headroom_bytes"] >= 0 and after.totals.get("cpu_headroom_bytes", 0) >= 0:
             fixes.append(Fix(tuple(lever.name for lever in levers), max(lever.tier for lever in levers), changed,
                              after.totals["total_bytes"], after.totals["headroom_bytes"], cost(bill, after)))
 
