@@ -171,3 +171,17 @@ def test_bill_timeline_and_plan_agree_on_in_flight_and_validity(tp, pp, dp, mb, 
     bill_count = chunks.subs({SYMBOLS["p"]: pp, SYMBOLS["v"]: v})
     assert int(plan_count) == int(timeline_count) == int(bill_count) == layout.in_flight("first")
     assert bill.totals["total_bytes"] > 0
+
+
+def test_plan_and_solve_with_a_fused_optimizer_step_agree_with_the_bill():
+    """No foreach temporaries at the step: plan's filter and solve's bound use the same verdict as the bill."""
+    from symbolic.search.plan import plan
+    model = presets()["gpt-175b"]
+    fused = plan(model, 64, 80 * GB, global_batch=64, optimizer_impl="fused")
+    foreach = plan(model, 64, 80 * GB, global_batch=64)
+    assert int(fused.table["fits"].sum()) > int(foreach.table["fits"].sum())
+    for i in range(0, fused.evaluated, max(1, fused.evaluated // 25)):
+        assert fused.planned(i).totals["total_bytes"] == make_bill(model, fused.layout_at(i)).totals["total_bytes"]
+    limit = solve_limit(presets()["gpt-7b"], Layout(tp=8, sp=True, seq=4096, optimizer_impl="fused"),
+                        "micro_batch", 80 * GB, params_hand=7 * 10**9)
+    assert limit.answer_fits() and limit.next_fits() is False

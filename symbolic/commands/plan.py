@@ -77,6 +77,8 @@ def add_arguments(parser) -> None:
                         help="sequences per iteration (default: one micro-batch per data-parallel rank)")
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B)")
     parser.add_argument("--optimizer", default="bf16-adam", help="model-state recipe (bf16-adam, fp32-adam, ...)")
+    parser.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
+                        help="foreach: PyTorch's default step (fp32 temporaries of the shard); fused: FusedAdam (none)")
     parser.add_argument("--dtype", default="bf16", help="activation dtype (bf16, fp16, fp32, fp8)")
     parser.add_argument("--top", type=int, default=10, help="layouts to show (0: all that fit; default 10)")
     parser.add_argument("--json", action="store_true", help="the layouts as JSON, exact integers in bytes and FLOPs")
@@ -116,6 +118,7 @@ def run(args) -> int:
     start = time.perf_counter()
     result = plan(model, args.gpus, gpu_memory, seq=args.seq, global_batch=args.global_batch, margin=margin,
                   params_hand=params_hand, optimizer=args.optimizer, dtype=args.dtype, hardware=hardware,
+                  optimizer_impl=args.optimizer_impl,
                   max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
                   fixed={name: getattr(args, name) for name in FIXABLE})
     elapsed = time.perf_counter() - start

@@ -115,7 +115,7 @@ class Layout:
     @property
     def sweep_levers(self) -> bool:
         """Levers the vectorised plan/solve expressions do not carry (the bill and the timeline do)."""
-        return self.levers or self.optimizer_impl != "foreach" or self.flash_attention or self.activation_offload
+        return self.levers or self.flash_attention or self.activation_offload
 
     @property
     def gpus(self) -> int:

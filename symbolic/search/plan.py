@@ -149,7 +149,7 @@ def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, sch
 
 @lru_cache(maxsize=None)
 def peak_exprs(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str, optimizer: str,
-               zero: int, cp: bool = False) -> tuple[tuple[str, Expr], ...]:
+               zero: int, cp: bool = False, optimizer_impl: str = "foreach") -> tuple[tuple[str, Expr], ...]:
     """The verdict's candidate instants (the bill's ``peak|…`` formulas, classes summed), without the
     communication buffers (:func:`comm_bytes`, added as numbers): the step's peak on the busiest
     stage is their maximum (``symbolic.ledgers.peak``). (label, bytes) pairs."""
@@ -160,7 +160,7 @@ def peak_exprs(structure: tuple, sp: bool, recompute: str, dtype: str, schedule:
     ways = c if cp else Integer(1)
     recipe = states.RECIPES[optimizer]
     blocks = states.blocks(recipe, zero, context_parallel=ways)
-    temporary = peak.optimizer_temporary(zero, ways)
+    temporary = peak.optimizer_temporary(zero, ways) if optimizer_impl == "foreach" else Integer(0)
     gathered = peak.gathered_weights(param_inv, Rational(recipe.bytes_of("parameters")), zero)
     out = []
     for stage in (("first",) if schedule == "none" else ("first", "last")):
@@ -241,12 +241,13 @@ class Group:
     #: the model's :func:`symbolic.bill.derive.structure` (arch, symbolic ffn, tied, positions, shared experts)
     structure: tuple = ("gpt", False, True, "learned", False)
     cp: bool = False  #: context parallelism on (c > 1)
+    optimizer_impl: str = "foreach"  #: foreach (fp32 temporaries at the step) or fused (none)
 
     @classmethod
     def of(cls, model: ModelConfig, layout: Layout) -> "Group":
         from ..bill.derive import structure
         return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
-                   layout.dtype, structure(model), layout.cp > 1)
+                   layout.dtype, structure(model), layout.cp > 1, layout.optimizer_impl)
 
     def expressions(self) -> dict[str, Expr]:
         """The bill's ledgers as expressions in the papers' letters (Psi: the count the states use)."""
@@ -255,7 +256,7 @@ class Group:
                 "activation_bytes": activations_expr(self.structure, self.sp, self.recompute, self.dtype,
                                                      self.schedule, self.cp),
                 "peak_candidates": peak_exprs(self.structure, self.sp, self.recompute, self.dtype, self.schedule,
-                                              self.optimizer, self.zero, self.cp),
+                                              self.optimizer, self.zero, self.cp, self.optimizer_impl),
                 "flops_per_micro_batch": flops_expr(self.structure, self.recompute),
                 "model_flops_per_micro_batch": model_flops_expr(self.structure)}
 
@@ -390,6 +391,7 @@ class Plan:
     table: dict[str, np.ndarray]         #: one entry per layout evaluated (columns of equal length)
     order: np.ndarray                    #: indices of the fitting layouts, best first
     rules: list[str] = field(default_factory=list)
+    optimizer_impl: str = "foreach"
 
     @property
     def usable(self) -> int:
@@ -400,7 +402,8 @@ class Plan:
         return len(self.table["tp"])
 
     def layout_at(self, i: int) -> Layout:
-        return _layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype)
+        return _layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
+                            self.optimizer_impl)
 
     def planned(self, i: int) -> Planned:
         """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
@@ -564,10 +567,11 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
 def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global_batch: int = 0,
          margin: int = 0, params_hand: int | None = None, optimizer: str = "bf16-adam", dtype: str = "bf16",
          hardware: Hardware = A100, max_micro_batch: int = 16, gpus_per_node: int = 8,
-         fixed: Mapping[str, object] | None = None) -> Plan:
+         fixed: Mapping[str, object] | None = None, optimizer_impl: str = "foreach") -> Plan:
     """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
 
-    Keeps those whose states + activations ≤ ``gpu_memory − margin`` and ranks
+    Keeps those whose verdict (the step's peak on the busiest GPU) ≤ ``gpu_memory − margin``
+    (``optimizer_impl``: ``foreach`` steps keep fp32 temporaries, ``fused`` none) and ranks
     them by estimated time per sequence (= step time when the global batch is
     fixed), then by headroom. Raises :class:`ConfigError` when no layout is
     valid at all (as opposed to none fitting).
@@ -581,6 +585,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         raise ConfigError(f"margin ({margin:,} B) must be at least 0 and below the GPU memory ({gpu_memory:,} B)")
     if optimizer not in states.RECIPES:
         raise ConfigError(f"unknown optimizer {optimizer!r}; recipes: {', '.join(states.RECIPES)}")
+    if optimizer_impl not in ("foreach", "fused"):
+        raise ConfigError(f"optimizer-impl must be foreach or fused, not {optimizer_impl!r}")
     if states.RECIPES[optimizer].factored:
         raise ConfigError(f"optimizer {optimizer}: its factored states need the parameters' shapes; plan sweeps "
                           "per-parameter recipes — use `symbolic bill` for it")
@@ -619,7 +625,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         idx = np.flatnonzero(key == choice)
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
-                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]))
+                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]), optimizer_impl)
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         result = sweep(group, vals, micro_batches_total[idx], params_hand)
         for name, arr in result.items():
@@ -629,7 +635,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     fits = out["total_bytes"] <= usable
     near = np.flatnonzero(np.abs(out["total_bytes"] - usable) <= 1e-9 * usable)
     for i in near:
-        layout = _layout_from(table, int(i), seq, global_batch, optimizer, dtype)
+        layout = _layout_from(table, int(i), seq, global_batch, optimizer, dtype, optimizer_impl)
         fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
     gpus_total = table["tp"] * table["pp"] * table["dp"] * table["cp"]
     bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
@@ -646,7 +652,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     order = fit_idx[np.lexsort((table["tp"][fit_idx] * table["pp"][fit_idx], -table["headroom"][fit_idx],
                                 table["cp"][fit_idx], _significant(table["seconds_per_sequence"][fit_idx])))]
     return Plan(model, gpus, gpu_memory, margin, hardware, seq, global_batch, params_hand, optimizer, dtype,
-                table, order, rules)
+                table, order, rules, optimizer_impl)
 
 
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
@@ -657,9 +663,9 @@ def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
     return np.round(x / scale) * scale
 
 
-def _layout_from(table, i, seq, global_batch, optimizer, dtype) -> Layout:
+def _layout_from(table, i, seq, global_batch, optimizer, dtype, optimizer_impl: str = "foreach") -> Layout:
     return Layout(micro_batch=int(table["micro_batch"][i]), seq=seq, tp=int(table["tp"][i]),
                   pp=int(table["pp"][i]), dp=int(table["dp"][i]), sp=bool(table["sp"][i]),
                   recompute=RECOMPUTE_ORDER[table["recompute"][i]], zero=int(table["zero"][i]),
                   optimizer=optimizer, interleave=int(table["interleave"][i]), dtype=dtype,
-                  global_batch=global_batch, cp=int(table["cp"][i]))
+                  global_batch=global_batch, cp=int(table["cp"][i]), optimizer_impl=optimizer_impl)

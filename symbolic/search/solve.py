@@ -106,7 +106,7 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
 
     _check_arch(model)
     if layout.sweep_levers:
-        raise ConfigError("solve does not model LoRA, a quantised base, offload, a fused optimizer, "
+        raise ConfigError("solve does not model LoRA, a quantised base, offload, "
                           "--flash-attention or activation offload yet; "
                           "`symbolic bill` itemises them")
     if target not in TARGETS:
