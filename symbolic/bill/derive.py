@@ -204,7 +204,7 @@ def lora_saved(saved_inv, param_inv, layout: Layout):
 
     extra = tuple(SavedTensor(f"lora/{term.name.removeprefix('layer/')}_down_output", (s, b, r), "bf16", Axis.NONE,
                               None, Group.BODY, states.LORA, "A·x, kept for the gradient of B")
-                  for term in states._matrices(param_inv, layout.lora_targets))
+                  for term in states.weight_matrices(param_inv, layout.lora_targets))
     return type(saved_inv)(saved_inv.terms + extra, saved_inv.applied)
 
 

@@ -91,7 +91,7 @@ class StateTerm:
     condition: str = ""
 
 
-def _matrices(param_inv, targets: str | None = None) -> list:
+def weight_matrices(param_inv, targets: str | None = None) -> list:
     """The layer weight matrices (2-D and more; a 3-D expert bank counts E matrices) — the ones
     LoRA adapts (``targets``: ``all-linear`` or ``attention``) or a quantised base stores."""
     out = []
@@ -148,10 +148,10 @@ def state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, con
              "params": "; CPU offload of parameters, gradients and optimizer states"}[offload]
     out: list[StateTerm] = []
     if lora:
-        adapted = _matrices(param_inv, lora_targets)
+        adapted = weight_matrices(param_inv, lora_targets)
         adapter_shapes = [(shape, L) for term in adapted for shape in ((term.shape[-2], r), (r, term.shape[-1]))]
         trainable = Add(*(L * r * (term.shape[-2] + term.shape[-1]) for term in adapted))
-        weights = _matrices(param_inv)
+        weights = weight_matrices(param_inv)
         frozen_weights = Add(*(L * term.count for term in weights))
         others = Add(*((L if term.scope == "layer" else 1) * term.count for term in param_inv
                        if term not in weights))
