@@ -103,6 +103,15 @@ def test_in_flight_formula_is_the_rule():
                     assert formula.subs({p: pp, v: vv, G: m}) == in_flight(pp, vv, m, stage), (stage, pp, vv, m)
 
 
+def test_plan_s_vectorised_in_flight_is_the_rule():
+    import numpy as np
+    grid = [(pp, vv, m) for pp in (1, 2, 3, 4, 8, 35) for vv in ((1,) if pp == 1 else (1, 2, 3, 5))
+            for m in range(1, 80)]
+    pp, vv, m = (np.array(column) for column in zip(*grid))
+    for stage in ("first", "last"):
+        assert in_flight_array(pp, vv, m, stage).tolist() == [in_flight(*row, stage) for row in grid]
+
+
 def test_in_flight_is_min_m_p_and_the_interleaved_factor_only_past_p():
     assert [in_flight(8, 1, m) for m in (1, 4, 8, 64)] == [1, 4, 8, 8]
     assert in_flight(8, 1, 64, "last") == 1
