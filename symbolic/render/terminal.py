@@ -46,8 +46,8 @@ TITLES = {
 #: the unit of each kind of value in the JSON lines
 UNITS = {"params": "params", "bytes": "B", "flops": "FLOPs"}
 
-NOT_COUNTED = ("the output side (listed above, not in the total), embedding activations, kernel workspaces, "
-               "communication buffers, allocator fragmentation")
+NOT_COUNTED = ("embedding activations, the CUDA context and kernel workspaces, allocator fragmentation "
+               "(a bill from an older derivation: the papers' total only)")
 
 #: width of the memory bar in characters, and its glyphs (distinct without colour)
 BAR_WIDTH = 60

@@ -11,11 +11,14 @@ exactly, from the same expressions, so its totals equal ``make_bill``'s.
 
 What a plan models, and what it does not:
 
-* **Memory per GPU** = model states + activations of the stage the bill
-  accounts (the first pipeline stage), as in the bill. The memory timeline
-  (transients, communication buffers, fragmentation) is not modelled, so the
-  total is a lower bound; ``margin`` bytes are reserved from the GPU's memory
-  for what it leaves out: a layout *fits* when ``total ≤ gpu_memory − margin``.
+* **Memory per GPU** = the bill's verdict: the peak of the step on the busiest
+  GPU, the largest of the candidate instants of the first and the last
+  pipeline stage (``symbolic.ledgers.peak``: model states, the chunks in flight,
+  the output side, work tensors, the recompute window, communication buffers,
+  ZeRO-3's gathered weights, the optimizer step's temporaries). Fragmentation
+  and the CUDA context are not modelled; ``margin`` bytes are reserved from the
+  GPU's memory for them: a layout *fits* when ``total ≤ gpu_memory − margin``.
+  The papers' total (states + first-stage activations) is ``paper_total_bytes``.
 * **Step time** = hardware FLOPs per GPU per iteration (recompute included,
   ``ledgers.flops.hardware_training``) / (peak × utilisation) × (1 + bubble),
   with the pipeline bubble of Narayanan et al. 2021 §2.2: ``(p−1)/m`` for
@@ -24,13 +27,14 @@ What a plan models, and what it does not:
   are not modelled: the utilisation stands for all of them.
 * **Valid layouts**: t·p·d·c = N; :meth:`Layout.validate` (heads and FFN width
   divisible by t, layers by p·v, s by c and by t·c under SP, global batch by b·d); and
-  the rules of the frameworks the papers used, stated where applied: t within
-  one node (Narayanan et al. 2021 §3.3, takeaway #1), interleaving only when
-  the micro-batches per pipeline are a multiple of p (Megatron-LM's
+  the rules of the frameworks the papers used — ``symbolic.layout.layout.LAYOUT_RULES``,
+  the one rule set every command applies: interleaving only when the
+  micro-batches per pipeline are a multiple of p (Megatron-LM's
   ``get_forward_backward_func`` asserts it for the interleaved schedule),
   ZeRO-2/3 not combined with pp > 1 (DeepSpeed's ``PipelineEngine`` asserts
-  ZeRO stage < 2: "incompatible with pipeline parallelism"), ZeRO only with d > 1 and
-  SP only with t > 1 (otherwise the same layout twice).
+  ZeRO stage < 2: "incompatible with pipeline parallelism"), ZeRO only with
+  d·c > 1 and SP only with t > 1 — and t within one node (Narayanan et al.
+  2021 §3.3, takeaway #1).
 * **Context parallelism** (c, ``Layout.cp``): swept over the divisors of N
   that divide s (t·c under SP: Megatron-LM splits the sequence by c, then SP
   splits each rank's s/c by t), t·p·d·c = N; activations /c, weights

@@ -43,8 +43,10 @@ Conditions: the model's layer inventory (``symbolic.bill.derive.inventories``: t
 GPT layer of Korthikanti §4.1, without FlashAttention unless the
 ``flash_attention`` option; the LLaMA and MoE layers with their fused
 attention kernel), work tensors from that layer's saved tensors
-(:func:`layer_work_tensors`), transformer layers only for activations (the
-embedding output and final norm are left out, as in the bill), 2 B floats
+(:func:`layer_work_tensors`), transformer layers for activations, and on the
+stage that computes the loss the output side (final norm, fp32 log-softmax,
+targets: the bill's ``output_side`` lines) in the loss phase; the embedding's
+output is left out (the bill lists it as not counted), 2 B floats
 for activations and work tensors unless the strategy's dtype says otherwise.
 Sizes of the work tensors follow from shapes; how many of them a real kernel
 keeps at once is a modelling choice stated at each term.
