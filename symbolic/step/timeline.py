@@ -26,9 +26,10 @@ of each layer (split into its MLP and its attention half, the two windows of
 different work tensors), the optimizer step. On a pipeline stage the
 timeline is that of the micro-batch that fills the stage: ``k - 1`` earlier
 micro-batch chunks are held whole while it runs (1F1B: ``k = min(m, p)`` on
-the first stage, Korthikanti §4.2.3; interleaved: Narayanan §2.2.2). The
+the first stage and 1 on the last, Korthikanti §4.2.3; interleaved: Narayanan
+§2.2.2, capped at m·v chunks — ``symbolic.layout.layout.in_flight``). The
 loss is computed on the last stage, so a pipelined first stage has no loss
-phase.
+phase; ``build(..., stage="last")`` lays out the last stage.
 
 The peak is the maximum over instants of the sum of what is alive — never
 the sum of the classes' maxima (seed 004 §03.1). Every phase family is a
