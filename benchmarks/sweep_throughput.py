@@ -38,14 +38,17 @@ def check(data, groups, per_group, micro_batches) -> None:
 
     worst = 0.0
     for g, group in enumerate(groups):
-        i = g * per_group + 12345 % per_group
-        one = {k: (x[i:i + 1] if isinstance(x, np.ndarray) else x) for k, x in data.items()}
+        # the first configuration from a fixed offset that the layout rules accept (the sweep itself times all)
+        for i in range(g * per_group + 12345 % per_group, (g + 1) * per_group):
+            one = {k: (x[i:i + 1] if isinstance(x, np.ndarray) else x) for k, x in data.items()}
+            model = ModelConfig("swept", int(one["L"][0]), int(one["h"][0]), int(one["a"][0]), int(one["V"][0]),
+                                int(one["s"][0]))
+            layout = Layout(micro_batch=int(one["b"][0]), tp=int(one["t"][0]), pp=int(one["p"][0]),
+                            dp=int(one["d"][0]), sp=group.sp, recompute=group.recompute, zero=group.zero,
+                            global_batch=int(one["b"][0] * micro_batches[i]))
+            if layout.is_valid(model):
+                break
         out = sweep(group, one, micro_batches[i:i + 1])
-        model = ModelConfig("swept", int(one["L"][0]), int(one["h"][0]), int(one["a"][0]), int(one["V"][0]),
-                            int(one["s"][0]))
-        layout = Layout(micro_batch=int(one["b"][0]), tp=int(one["t"][0]), pp=int(one["p"][0]),
-                        dp=int(one["d"][0]), sp=group.sp, recompute=group.recompute, zero=group.zero,
-                        global_batch=int(one["b"][0] * micro_batches[i]))
         totals = make_bill(model, layout).totals
         for key in ("params", "model_states_bytes", "activation_bytes", "total_bytes", "flops_per_iteration"):
             worst = max(worst, abs(out[key][0] / float(totals[key]) - 1))

@@ -243,7 +243,10 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
          interleave: int = 1, dtype: str = "bf16", global_batch: int = 0, params=None, gpu_memory=None,
          ep: int = 1, etp: int = 0, moe_capacity_factor="1", recompute_modules: str = "",
          fused_swiglu: bool = False, hardware: str | None = None, overlap: str = "default",
-         gpus_per_node: int | None = None) -> Bill:
+         gpus_per_node: int | None = None, lora: int = 0, lora_targets: str = "all-linear",
+         base_dtype: str = "bf16", double_quant: bool = True, offload: str = "none",
+         optimizer_impl: str = "foreach", flash_attention: bool = False, activation_offload: bool = False,
+         cpu_memory=None) -> Bill:
     """``symbolic bill``: the four ledgers of ``model`` (a built-in name, an HF
     ``config.json`` path or a ModelConfig) under a layout, against ``gpu_memory``
     (``"80GB"``, ``"80GiB"`` or bytes), and the step time on ``hardware`` (a GPU
@@ -260,13 +263,20 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      global_batch=global_batch, cp=cp, ep=ep, etp=etp,
                      moe_capacity=parse_ratio(moe_capacity_factor, "--moe-capacity-factor"),
                      recompute_modules=tuple(x.strip() for x in recompute_modules.split(",") if x.strip()),
-                     fused_swiglu=fused_swiglu)
+                     fused_swiglu=fused_swiglu, lora=lora, lora_targets=lora_targets, base_dtype=base_dtype,
+                     double_quant=double_quant, offload=offload, optimizer_impl=optimizer_impl,
+                     flash_attention=flash_attention, activation_offload=activation_offload)
     layout = _engine_errors(lambda: layout.validate(config))
     params_hand = _count(params, "--params")
     memory = _size(gpu_memory, "--gpu-memory")
     gpu, hidden = _time_model(hardware, overlap)
+    cpu = _size(cpu_memory, "--cpu-memory")
     engine = _engine_errors(lambda: evaluate(derivation(config, layout, params_hand), config, layout,
-                                             params_hand, memory))
+                                             params_hand, memory, cpu))
+    from .bill.levers import POLICY, what_would_fit
+
+    engine.fixes = _engine_errors(lambda: what_would_fit(engine, params_hand))  # empty when it fits
+    engine.fix_policy = POLICY
     step = _engine_errors(lambda: step_time(config, layout, gpu, overlap=hidden, gpus_per_node=gpus_per_node,
                                             params_hand=params_hand, params_count=engine.totals["params"]))
     return Bill(engine, step)

@@ -15,7 +15,7 @@ from symbolic.render.terminal import render_json
 
 CASES = [
     ("gpt-7b", Layout(micro_batch=4, tp=8, sp=True), 7 * 10**9),
-    ("gpt-175b", Layout(tp=8, pp=8, sp=True, recompute="selective", interleave=3), None),
+    ("gpt-175b", Layout(tp=8, pp=8, sp=True, recompute="selective", interleave=3, global_batch=16), None),
     ("gpt-22b", Layout(tp=4, dp=2, zero=3, recompute="full", dtype="fp32", global_batch=8), None),
     ("llama-2-7b", Layout(tp=8, sp=True, micro_batch=2), None),
     ("mixtral-8x7b", Layout(tp=8, sp=True, zero=1, dp=2, optimizer="bf16-sgd-momentum"), None),

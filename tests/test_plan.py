@@ -102,7 +102,7 @@ def test_every_layout_is_valid_and_all_valid_layouts_are_swept():
             except ConfigError:
                 continue
             m = 32 // (mb * dp)
-            if (sp and tp == 1) or (zero and dp == 1) or (zero >= 2 and pp > 1) or (v > 1 and m % pp):
+            if (sp and tp == 1) or (zero and dp * cp == 1) or (zero >= 2 and pp > 1) or (v > 1 and m % pp):
                 continue  # the plan's stated framework rules
             expected.add(_key(layout) + (cp,))
     assert swept == expected

@@ -34,8 +34,10 @@ def seed_7b_text():
 
 def test_seed_7b_numbers_and_verdict(seed_7b_text):
     text = seed_7b_text
-    assert "MEMORY PER GPU: model states 14.00 GB + activations 52.08 GB = 66.08 GB (61.54 GiB)" in text
-    assert "fits, 82.6% used, headroom 13.92 GB" in text
+    # seed 001 §1's 66.08 GB is the papers' total; the verdict is the step's peak (at the loss)
+    assert "papers' total: model states 14.00 GB + activations 52.08 GB = 66.08 GB (61.54 GiB)" in text
+    assert "MEMORY PER GPU: 67.23 GB (62.61 GiB), the peak of the step on the busiest GPU (loss)" in text
+    assert "fits, 84.0% used, headroom 12.77 GB" in text
     assert "Megatron Eq 2 (layers + tied embedding): 6,670,647,296 params" in text
 
 
@@ -92,9 +94,10 @@ def test_bar_without_gpu_memory_is_scaled_to_the_total():
 
 def test_over_capacity_text():
     text = render_text(_bill(micro_batch=8))
-    assert "does NOT fit, 147.7% used, short by 38.15 GB" in text
+    assert "does NOT fit, 150.5% used, short by 40.38 GB" in text
     bar = next(line for line in text.splitlines() if line.startswith("["))
-    assert bar.count("┃") == 1 and bar.count("▓") == 19 and bar.count("█") == 7
+    # 120.38 GB fills the bar: the limit at 80/120.38·60 = 39.9 -> 40, states 14/120.38·60 = 7
+    assert bar.count("┃") == 1 and bar.count("▓") == 20 and bar.count("█") == 7
 
 
 def test_approximations_panel_is_prominent(monkeypatch):
@@ -119,14 +122,18 @@ def test_json_keys_are_kept_and_added():
             "flops_per_iteration", "model_flops_per_iteration", "flops_per_gpu_per_iteration",
             "tokens_per_iteration", "gpus", "headroom_bytes", "lines", "notes",
             "approximations", "model_config"} <= set(data)
-    assert (data["model_states_bytes"], data["activation_bytes"], data["total_bytes"], data["headroom_bytes"]) == \
-        (14_000_000_000, 52_076_478_464, 66_076_478_464, 13_923_521_536)
+    assert (data["model_states_bytes"], data["activation_bytes"], data["paper_total_bytes"]) == \
+        (14_000_000_000, 52_076_478_464, 66_076_478_464)
+    assert (data["total_bytes"], data["headroom_bytes"]) == (67_225_865_220, 12_774_134_780)
+    assert {"paper_total_bytes", "verdict_stage", "verdict_phase", "not_counted"} <= set(data)
     assert data["approximations"] == [] and data["model_config"]["arch"] == "gpt"
     line = next(x for x in data["lines"] if x["name"] == "attention/softmax_output")
     assert line == {"ledger": "activations", "name": "attention/softmax_output", "formula": "2*L*a*b*s**2/t",
                     "value": 17_179_869_184, "unit": "B", "source": "Korthikanti et al. 2022 §4.1",
                     "condition": "bf16, split: tensor-parallel /t"}
     assert {x["unit"] for x in data["lines"]} == {"params", "B", "FLOPs"}
+    verdict = [x for x in data["lines"] if x["ledger"] == "verdict"]
+    assert sum(x["value"] for x in verdict) == data["total_bytes"]
 
 
 def test_print_text_into_a_pipe_is_the_plain_text(monkeypatch):
@@ -145,5 +152,5 @@ def test_the_readme_command(capsys):
     assert main(["bill", "gpt-7b", "--micro-batch", "4", "--tp", "8", "--sp", "--params", "7B",
                  "--gpu-memory", "80GB"]) == 0
     out = capsys.readouterr().out
-    assert "= 66.08 GB (61.54 GiB)" in out and "headroom 13.92 GB" in out
+    assert "= 66.08 GB (61.54 GiB)" in out and "headroom 12.77 GB" in out
     assert "+329,344,512 params (+4.94% of the config count)" in out

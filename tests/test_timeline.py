@@ -29,15 +29,18 @@ def layout(recompute="none", **kw):
 # Per-layer saved bytes (sbh units): none 34 + 5as/h = 74 (attention half, its LayerNorm input included,
 # 13 + 40 = 53; MLP half 21); selective 34 (attention half 13); full 2 (the layer input).
 # Work tensors: forward scores 2as²b = 16; the dropped core (5as²b = 40) also in forward under recompute;
-# loss 10 sbV = 30; MLP backward dY + dX + 2 × d(sbf) = 2 + 2 + 16 = 20;
+# loss: bf16 logits + fp32 grad of the logits 6 sbV = 18, and the output side it holds: final LayerNorm input
+# and logits input 2 + 2, fp32 log-softmax 4 sbV = 12 (16 units) + fp32 mean/rstd and int64 targets
+# 16 sb + one fp32 scalar (OUTPUT_EXTRA bytes); MLP backward dY + dX + 2 × d(sbf) = 2 + 2 + 16 = 20;
 # attention backward dY + dP + dS + dQ dK dV + dX = 2 + 16 + 16 + 6 + 2 = 42.
 # Recompute windows: full MLP half 74 - 2 = 72, attention half 53 - 2 = 51; selective 40.
+OUTPUT_EXTRA = 16 * 512 * 8 + 4
 CASES = {
-    # none: fwd 4·74+16 = 312, loss 296+30 = 326, bwd mlp 296+20 = 316, bwd attn 3·74+53+42 = 317
-    "none": ("loss", 326),
+    # none: fwd 4·74+16 = 312, loss 296+18+16 = 330 (+ OUTPUT_EXTRA), bwd mlp 296+20 = 316, bwd attn 3·74+53+42 = 317
+    "none": ("loss", 330),
     # selective: fwd 136+56 = 192, loss 166, bwd mlp 156, bwd attn 3·34+13+40+42 = 197
     "selective": ("bwd layer 4 (attention)", 197),
-    # full: fwd 8+56 = 64, loss 38, bwd mlp 8+72+20 = 100, bwd attn 6+2+51+42 = 101
+    # full: fwd 8+56 = 64, loss 42, bwd mlp 8+72+20 = 100, bwd attn 6+2+51+42 = 101
     "full": ("bwd layer 4 (attention)", 101),
 }
 
@@ -47,17 +50,17 @@ def test_peak_phase_and_value(recompute):
     phase, units = CASES[recompute]
     result = T.build(TOY, layout(recompute)).evaluate()
     assert result.t_star == phase
-    assert result.peak == CONSTANT + units * SBH
+    assert result.peak == CONSTANT + units * SBH + (OUTPUT_EXTRA if phase == "loss" else 0)
 
 
 # FlashAttention: saved +LSE (b a s × 4 B = sbh/16); no (b,a,s,s) tensors anywhere.
-# none: loss 4·(34+1/16)+30 = 166.25 > bwd mlp 156.25 > bwd attn 3·34.0625+13.0625+10 = 125.25
-# full: bwd mlp 8 + (34.0625-2) + 20 = 60.0625 > loss 38 > bwd attn 6+2+11.0625+10 = 29.0625
-@pytest.mark.parametrize("recompute, phase, sixteenths", [("none", "loss", 2660), ("full", "bwd layer 4 (mlp)", 961)])
+# none: loss 4·(34+1/16)+18+16 = 170.25 > bwd mlp 156.25 > bwd attn 3·34.0625+13.0625+10 = 125.25
+# full: bwd mlp 8 + (34.0625-2) + 20 = 60.0625 > loss 42 > bwd attn 6+2+11.0625+10 = 29.0625
+@pytest.mark.parametrize("recompute, phase, sixteenths", [("none", "loss", 2724), ("full", "bwd layer 4 (mlp)", 961)])
 def test_flash_attention_moves_no_recompute_peak_to_the_end_of_forward(recompute, phase, sixteenths):
     result = T.build(TOY, layout(recompute), T.MemoryOptions(flash_attention=True)).evaluate()
     assert result.t_star == phase
-    assert result.peak == CONSTANT + sixteenths * SBH // 16
+    assert result.peak == CONSTANT + sixteenths * SBH // 16 + (OUTPUT_EXTRA if phase == "loss" else 0)
 
 
 @pytest.mark.parametrize("recompute", CASES)
@@ -149,14 +152,18 @@ def test_llama_timeline_peak_by_hand():
     # kernel's fp32 log-sum-exp 4asb; gate, SiLU, up and down input 4·2sbf.
     layer = (24 * s * b * h + 8 * s * b * f + 8 * s * b + 4 * a * s * b) // t
     constant = 16 * psi // t                    # bf16-adam, Psi = N of the LLaMA inventory
-    logits = 10 * s * b * V // t                # bf16 logits + fp32 copy + fp32 gradient, vocabulary split by t
+    logits = 6 * s * b * V // t                 # bf16 logits + fp32 gradient, vocabulary split by t
+    # The output side the loss holds: the final RMSNorm (fp32 input copy 4sbh, bf16 normalised 2sbh, fp32
+    # rstd 4sb), the logits input 2sbh, all split by t under SP; fp32 log-softmax 4sbV/t; int64 targets 8sb;
+    # one fp32 scalar.
+    output_side = (8 * s * b * h + 4 * s * b + 4 * s * b * V) // t + 8 * s * b + 4
     staging = 16 * 4 * 2**20                    # one TP communicator
     timeline = T.build(preset("llama-2-7b"), Layout(seq=s, micro_batch=b, tp=t, sp=True))
     result = timeline.evaluate()
     assert result.t_star == "loss"
-    assert result.peak_by_class() == {"constant": constant, "activations": L * layer, "transients": logits,
-                                      "communication": staging}
-    assert result.peak == 26_422_026_240
+    assert result.peak_by_class() == {"constant": constant, "activations": L * layer + output_side,
+                                      "transients": logits, "communication": staging}
+    assert result.peak == 26_489_274_372
     assert exact_int(timeline.peak_expression(), timeline.values()) == result.peak
     # The MLP backward's work tensors: dY, dX (s, b, h) and d(gate, SiLU, up, down input) (s, b, f).
     mlp = dict(result.rows)["bwd layer 32 (mlp)"]["transients"]
@@ -173,7 +180,7 @@ def test_native_timeline_agrees_with_the_bill(name):
     rows = dict(T.build(preset(name), lay).evaluate().rows)
     bill = make_bill(preset(name), lay)
     assert rows["loss"]["constant"] == bill.totals["model_states_bytes"]
-    assert rows["loss"]["activations"] == bill.totals["activation_bytes"]
+    assert rows["loss"]["activations"] == bill.totals["activation_bytes"] + bill.totals["output_side_bytes"]
 
 
 def test_layer_work_tensors_give_the_gpt_work_tensors():
@@ -197,7 +204,7 @@ def test_cli_timeline_llama(capsys):
     assert main(["timeline", "llama-2-7b", "--seq", "4096", "--micro-batch", "4", "--tp", "8", "--sp",
                  "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert (data["t_star"], data["peak_bytes"]) == ("loss", 26_422_026_240)
+    assert (data["t_star"], data["peak_bytes"]) == ("loss", 26_489_274_372)
 
 
 def test_cli_timeline_bad_input_is_one_line(capsys):

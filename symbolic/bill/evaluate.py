@@ -18,8 +18,16 @@ from ..core.expressions import evaluate_formula
 from ..layout.layout import Layout
 from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig  # noqa: F401 (re-exported for the bill)
 
-#: The ledgers of a bill, in the order they print.
-LEDGERS = ("params", "model_states", "activations", "flops", "output_side")
+#: The ledgers of a bill, in the order they print. ``verdict``: the classes of the step's peak
+#: instant on the busiest stage (:mod:`symbolic.ledgers.peak`), added by :func:`evaluate`.
+LEDGERS = ("params", "model_states", "activations", "flops", "output_side", "communication", "verdict",
+           "cpu_memory")
+
+#: Keys of :attr:`DerivedBill.formulas` holding the verdict's candidate instants:
+#: ``peak|STAGE|PHASE|CLASS``.
+PEAK_PREFIX = "peak|"
+#: The classes of an instant, in the order they print (``symbolic.ledgers.peak.CLASSES``).
+PEAK_CLASSES = ("model_states", "activations", "output_side", "transients", "communication")
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,11 @@ class Bill:
     totals: dict[str, int | Fraction | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     strategy: str = ""  #: the activation strategy in words (``Strategy.describe``)
+    #: what the verdict leaves out: (item, estimated bytes, source)
+    not_counted: list[tuple[str, int, str]] = field(default_factory=list)
+    #: when it does not fit: the levers that would make it fit (``symbolic.bill.levers``), and their order
+    fixes: list = field(default_factory=list)
+    fix_policy: str = ""
 
     def ledger(self, name: str) -> list[Line]:
         return [line for line in self.lines if line.ledger == name]
@@ -107,7 +120,13 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             "expert_tensor_parallel": layout.etp not in (0, layout.tp),
             "expert_capacity": Fraction(layout.moe_capacity) != 1,
             "recompute_modules": list(layout.recompute_modules), "fused_swiglu": layout.fused_swiglu,
-            "micro_batches": layout.iteration_micro_batches() * layout.dp}
+            "micro_batches": layout.iteration_micro_batches() * layout.dp,
+            # the chunks in flight when the micro-batches per iteration cap them (the text holds the
+            # integer), and the communication groups wider than one (their buffers are lines)
+            "in_flight": [layout.in_flight_capped(stage) for stage in ("first", "last")] if layout.pp > 1 else None,
+            "comm": [layout.tp > 1, layout.dp > 1, layout.pp > 1, layout.cp > 1],
+            "levers": [layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
+                       layout.optimizer_impl, layout.flash_attention, layout.activation_offload]}
 
 
 def whole(value: Fraction) -> int | Fraction:
@@ -116,7 +135,7 @@ def whole(value: Fraction) -> int | Fraction:
 
 
 def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_hand: int | None = None,
-             gpu_memory: int | None = None) -> Bill:
+             gpu_memory: int | None = None, cpu_memory: int | None = None) -> Bill:
     """The bill's numbers: every line and total of ``derived`` at the model's
     and the layout's dimension values, exactly."""
     values = layout.values(model)
@@ -147,7 +166,6 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         "params_for_states": n_states,
         "model_states_bytes": whole(states_bytes),
         "activation_bytes": whole(activation_bytes),
-        "total_bytes": whole(states_bytes + activation_bytes),
         "output_side_bytes": whole(total("output_side")),
         "gpu_memory_bytes": gpu_memory,
         "flops_per_iteration": hardware_flops,
@@ -162,11 +180,60 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         totals["params_per_gpu"] = whole(evaluate_formula(derived.formulas["params_per_gpu"], values))
     if "params_active" in derived.formulas:  # seed 001 §07: N_total for the states, N_active for the FLOPs
         totals["params_active"] = whole(evaluate_formula(derived.formulas["params_active"], values))
+    # The verdict: the largest candidate instant over the stages (ledgers.peak).
+    instants: dict[tuple[str, str], dict[str, tuple[str, Fraction]]] = {}
+    for key, formula in derived.formulas.items():
+        if key.startswith(PEAK_PREFIX):
+            stage, phase, cls = key[len(PEAK_PREFIX):].split("|")
+            instants.setdefault((stage, phase), {})[cls] = (formula, evaluate_formula(formula, at))
+    paper_total = states_bytes + activation_bytes
+    totals["paper_total_bytes"] = whole(paper_total)
+    if instants:
+        sums = {where: sum((value for _, value in parts.values()), Fraction(0)) for where, parts in instants.items()}
+        (stage, phase) = max(sums, key=lambda where: sums[where])  # the first of equal ones: stage order
+        totals["total_bytes"] = whole(sums[(stage, phase)])
+        totals["verdict_stage"] = stage
+        totals["verdict_phase"] = phase
+        for name in ("first", "last"):
+            stage_sums = [value for (st, _), value in sums.items() if st == name]
+            if stage_sums:
+                totals[f"peak_{name}_stage_bytes"] = whole(max(stage_sums))
+        where = f"{stage} pipeline stage, {phase}" if layout.pp > 1 else phase
+        for cls in PEAK_CLASSES:
+            formula, value = instants[(stage, phase)].get(cls, ("0", Fraction(0)))
+            lines.append(Line("verdict", f"peak/{cls}", formula, whole(value),
+                              "seed 004 §02–§03; symbolic.ledgers.peak", f"alive at the peak: {where}"))
+    else:  # a derivation without the verdict's formulas (none is written so): the papers' total
+        totals["total_bytes"] = whole(paper_total)
     if gpu_memory is not None:
         totals["headroom_bytes"] = gpu_memory - totals["total_bytes"]
+    totals["cpu_bytes"] = whole(total("cpu_memory"))
+    if cpu_memory is not None:
+        totals["cpu_memory_bytes"] = cpu_memory
+        totals["cpu_headroom_bytes"] = cpu_memory - totals["cpu_bytes"]
     notes = []
+    if layout.lora:
+        notes.append("LoRA: the FLOPs lines are full training's; frozen weights skip their weight-gradient matmuls "
+                     "(about 1/3 of a matmul's training FLOPs), so they overstate the step's FLOPs")
+    if params_hand is not None and layout.lora:
+        notes.append("LoRA: the model states count the inventory's parameters, not the hand-filled N")
     if params_hand is not None:
         diff = params_hand - params_config
         notes.append(f"hand-filled N = {params_hand:,} differs from the config count {params_config:,} by "
                      f"{diff:+,} params ({float(Fraction(diff, params_config) * 100):+.2f}% of the config count)")
-    return Bill(model, layout, values, lines, totals, notes, derived.strategy)
+    return Bill(model, layout, values, lines, totals, notes, derived.strategy, not_counted(values, layout))
+
+
+def not_counted(values: dict[str, int], layout: Layout) -> list[tuple[str, int, str]]:
+    """What the verdict leaves out, with an estimate of each (see ``symbolic.ledgers.peak.not_counted``,
+    mirrored here without sympy: the embedding's dropout mask s·b·h and int64 ids 8·s·b per micro-batch
+    in flight on the first stage; the CUDA context and workspaces; fragmentation)."""
+    tokens = values["s"] // values.get("c", 1) * values["b"]
+    chunks = layout.in_flight("first")
+    mask = tokens * values["h"] // (layout.tp if layout.sp else 1)  # SP splits the embedding's dropout by t
+    return [("embedding activations (dropout mask 1 B + int64 token ids, per micro-batch in flight)",
+             chunks * (mask + 8 * tokens), "Korthikanti §4.3 (first stage only)"),
+            ("CUDA context and kernel workspaces (cuBLAS, NCCL kernels)", 500_000_000,
+             "estimate: CUDA 12 context 0.3–0.5 GB + cuBLAS workspace per stream"),
+            ("allocator fragmentation (reserved − allocated)", 0,
+             "not estimated here: `symbolic timeline` models the caching allocator (seed 004 §04)")]

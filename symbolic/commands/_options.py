@@ -31,7 +31,8 @@ from fractions import Fraction
 from pathlib import Path
 
 from ..core.inputs import clean
-from ..layout.choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, ZERO_STAGES
+from ..layout.choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LORA_TARGETS, OFFLOAD, OPTIMIZER_IMPLS,
+                              RECOMPUTE, ZERO_STAGES)
 from ..layout.layout import Layout
 from ..layout.recipes import RECIPES
 from ..models.builtin import preset
@@ -263,6 +264,27 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
                        help="sequences per iteration (default micro-batch × dp)")
 
 
+def add_lever_options(parser: argparse.ArgumentParser) -> None:
+    """Fine-tuning and memory levers (``Layout``'s lora, base_dtype, offload, optimizer_impl)."""
+    group = parser.add_argument_group("memory levers")
+    group.add_argument("--lora", type=_positive, default=0, metavar="R",
+                       help="LoRA adapters of rank R; the base weights are frozen (no gradients, no optimizer states)")
+    group.add_argument("--lora-targets", choices=LORA_TARGETS, default="all-linear",
+                       help="the weights LoRA adapts (default all-linear, as QLoRA)")
+    group.add_argument("--base-dtype", choices=BASE_DTYPES, default="bf16",
+                       help="storage of the frozen base weights under --lora (nf4: QLoRA)")
+    group.add_argument("--no-double-quant", action="store_true", help="NF4 constants in fp32 (QLoRA without DQ)")
+    group.add_argument("--offload", choices=OFFLOAD, default="none",
+                       help="optimizer: ZeRO-Offload (gradients and optimizer states in CPU memory); "
+                            "params: FSDP CPU offload (parameters too)")
+    group.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="foreach",
+                       help="foreach: PyTorch's default step (fp32 temporaries); fused: FusedAdam (none)")
+    group.add_argument("--activation-offload", action="store_true",
+                       help="saved activations stream to CPU memory; a two-layer double buffer stays on the GPU")
+    group.add_argument("--flash-attention", action="store_true",
+                       help="the fused attention kernel on a GPT layer: no s×s tensor saved (LLaMA/MoE have it)")
+
+
 def layout_from_args(args) -> Layout:
     return Layout(micro_batch=args.micro_batch, seq=args.seq, tp=args.tp, pp=args.pp, dp=args.dp,
                   sp=args.sp, recompute=args.recompute, zero=args.zero, optimizer=args.optimizer,
@@ -271,7 +293,13 @@ def layout_from_args(args) -> Layout:
                   moe_capacity=parse_ratio(getattr(args, "moe_capacity_factor", "1"), "--moe-capacity-factor"),
                   recompute_modules=tuple(name.strip() for name in getattr(args, "recompute_modules", "").split(",")
                                           if name.strip()),
-                  fused_swiglu=getattr(args, "fused_swiglu", False))
+                  fused_swiglu=getattr(args, "fused_swiglu", False), lora=getattr(args, "lora", 0),
+                  lora_targets=getattr(args, "lora_targets", "all-linear"),
+                  base_dtype=getattr(args, "base_dtype", "bf16"),
+                  double_quant=not getattr(args, "no_double_quant", False),
+                  offload=getattr(args, "offload", "none"), optimizer_impl=getattr(args, "optimizer_impl", "foreach"),
+                  flash_attention=getattr(args, "flash_attention", False),
+                  activation_offload=getattr(args, "activation_offload", False))
 
 
 def parse_ratio(text: str, field: str, limit: int = 1000) -> Fraction:

@@ -13,6 +13,8 @@ HELP = "print the four ledgers (params, model states, activations, FLOPs) of a m
 def add_arguments(parser) -> None:
     _options.add_model_argument(parser)
     _options.add_layout_options(parser)
+    _options.add_lever_options(parser)
+    parser.add_argument("--cpu-memory", metavar="SIZE", help="CPU memory per GPU's process, for what is offloaded")
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B, 175e9)")
     parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU to compare against (80GB, 80GiB)")
     parser.add_argument("--json", action="store_true", help="exact integers under stable keys")
@@ -29,7 +31,12 @@ def run(args) -> int:
     layout = _options.layout_from_args(args).validate(model)
     params_hand = _options.parse_count(args.params) if args.params is not None else None
     gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory is not None else None
-    bill = evaluate(derivation(model, layout, params_hand), model, layout, params_hand, gpu_memory)
+    cpu_memory = _options.parse_memory(args.cpu_memory, "--cpu-memory") if args.cpu_memory is not None else None
+    bill = evaluate(derivation(model, layout, params_hand), model, layout, params_hand, gpu_memory, cpu_memory)
+    from ..bill.levers import POLICY, what_would_fit
+
+    bill.fixes = what_would_fit(bill, params_hand)  # empty when it fits (or no --gpu-memory)
+    bill.fix_policy = POLICY
     step = _step_time(args, model, layout, bill, params_hand)
     if args.json:
         import json

@@ -24,7 +24,8 @@ ALIASES = {
 def add_arguments(parser) -> None:
     from ..models.architectures import ARCHITECTURES
 
-    parser.add_argument("quantity", help=f"one of {', '.join(ALIASES)} (or a registry name, e.g. activations.stage)")
+    parser.add_argument("quantity", help=f"one of {', '.join(ALIASES)}, state-terms (each model-state term of a "
+                        "recipe and its levers), or a registry name, e.g. activations.stage")
     parser.add_argument("--arch", choices=sorted(ARCHITECTURES),
                         help="the layer inventory (default: the --model's, else gpt)")
     parser.add_argument("--model", metavar="MODEL",
@@ -45,7 +46,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--etp", type=T["etp"], nargs="?", const=True, default=False, metavar="ET",
                         help="expert tensor parallelism (MoE): each expert's width split over e_t ranks "
                              "(off: e_t = t); a value substitutes e_t")
-    parser.add_argument("--pipeline", action="store_true", help="first pipeline stage (1F1B: p in flight)")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="first pipeline stage, m ≥ p micro-batches per iteration (1F1B: p in flight; a bill "
+                             "with fewer holds min(m, p))")
     parser.add_argument("--pp", type=T["pp"], nargs="?", const=True, default=False, metavar="P",
                         help="the same as --pipeline; a value substitutes p")
     parser.add_argument("--interleave", type=T["interleave"], nargs="?", const=True, default=False, metavar="V",
@@ -66,6 +69,13 @@ def add_arguments(parser) -> None:
                            help="rotary positions: no position table")
     positions.add_argument("--learned", dest="positions", action="store_const", const="learned", default=None,
                            help="a learned position table of s·h")
+    from ..layout.choices import BASE_DTYPES, LORA_TARGETS, OFFLOAD
+    levers = parser.add_argument_group("levers (state-terms)")
+    levers.add_argument("--lora", action="store_true", help="LoRA adapters of rank r; the base frozen")
+    levers.add_argument("--lora-targets", choices=LORA_TARGETS, default="all-linear")
+    levers.add_argument("--base-dtype", choices=BASE_DTYPES, default="bf16", help="frozen base storage (nf4: QLoRA)")
+    levers.add_argument("--no-double-quant", action="store_true", help="NF4 constants in fp32")
+    levers.add_argument("--offload", choices=OFFLOAD, default="none")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--latex", action="store_true", help="print LaTeX")
     out.add_argument("--json", action="store_true", help="print JSON; `expr` parses back with sympy")
@@ -148,6 +158,8 @@ def derivation(args) -> dict:
     from ..core.forms import paper_form, to_latex
     from ..core.numeric import substitute
 
+    if args.quantity == "state-terms":
+        return _state_terms(args)
     name = ALIASES.get(args.quantity, args.quantity)
     if name not in REGISTRY:
         raise ValueError(f"unknown quantity {args.quantity!r}; use one of {', '.join(ALIASES)} "
@@ -217,4 +229,37 @@ def run(args) -> int:
         print(render_text(data, output_width()))
         if data["quantity"].startswith("communication."):
             print("\n".join(_collective_lines(data["options"])))
+    return 0
+
+
+def _state_terms(args) -> int:
+    """Each model-state term of the recipe under the levers (``ledgers.states.state_terms``), in the
+    papers' letters, with where it lives and its source."""
+    import json
+
+    from sympy import sstr
+
+    from ..bill.derive import architecture_inventories
+    from ..ledgers import states
+    from ..models.config import ConfigError
+
+    model = _options.model_from_text(args.model) if args.model else None
+    arch = args.arch or (model.arch if model is not None else "gpt")
+    if args.base_dtype != "bf16" and not args.lora:
+        raise ConfigError(f"base-dtype {args.base_dtype}: a quantised base is frozen — add --lora (QLoRA)")
+    param_inv = architecture_inventories(arch, True, True, "learned" if arch == "gpt" else "rope", False)[0]
+    terms, trainable = states.state_terms(states.RECIPES[args.optimizer], args.zero, param_inv, lora=args.lora,
+                                          lora_targets=args.lora_targets, base_dtype=args.base_dtype,
+                                          double_quant=not args.no_double_quant, offload=args.offload)
+    if args.json:
+        print(json.dumps({"arch": arch, "trainable": sstr(trainable), "terms": [
+            {"name": x.name, "expr": sstr(x.bytes), "kind": x.kind, "device": x.device, "source": x.source}
+            for x in terms]}, ensure_ascii=False, indent=2))
+        return 0
+    print(f"model states per GPU ({arch} inventory, {args.optimizer}, ZeRO-{args.zero}"
+          + (f", LoRA on {args.lora_targets}" if args.lora else "") + (f", {args.base_dtype} base" if args.lora else "")
+          + (f", offload {args.offload}" if args.offload != "none" else "") + "):")
+    for x in terms:
+        print(f"  [{x.device}] {x.name} [B] = {sstr(x.bytes)}    ({x.source})")
+    print(f"  trainable parameters = {sstr(trainable)}")
     return 0

@@ -35,6 +35,8 @@ def add_arguments(parser) -> None:
                         help="sequences per iteration (default: one micro-batch per data-parallel rank)")
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B)")
     _options.add_optimizer_option(parser)
+    parser.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
+                        help="foreach: PyTorch's default step (fp32 temporaries of the shard); fused: FusedAdam (none)")
     _options.add_dtype_option(parser)
     parser.add_argument("--top", type=_options.bounded_int(0, 10**9), default=10,
                         help=f"layouts to show (0: all that fit, at most {MAX_LISTED:,}; default 10)")
@@ -83,6 +85,7 @@ def run(args) -> int:
     with progress(None, f"evaluating the layouts of {model.name} on {args.gpus} GPUs"):
         result = plan(model, args.gpus, gpu_memory, seq=args.seq, global_batch=args.global_batch, margin=margin,
                       params_hand=params_hand, optimizer=args.optimizer, dtype=args.dtype, hardware=hardware,
+                      optimizer_impl=args.optimizer_impl,
                       max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
                       fixed={name: getattr(args, name) for name in FIXABLE}, overlap=overlap,
                       moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"))

@@ -14,6 +14,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max", required=True, choices=sorted(_TARGETS),
                         help="what to maximise (its own layout option, if given, is ignored)")
     _options.add_layout_options(parser)
+    parser.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
+                        help="foreach: PyTorch's default step (fp32 temporaries of the shard); fused: FusedAdam (none)")
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B, 175e9)")
     parser.add_argument("--gpu-memory", metavar="SIZE", required=True, help="memory per GPU (80GB, 80GiB)")
     parser.add_argument("--margin", metavar="SIZE", default="0",
@@ -74,7 +76,8 @@ def _details(limit) -> str:
     fixed = f"s = {lay.seq or limit.model.seq}" if limit.target == "micro_batch" else f"b = {lay.micro_batch}"
     out = [f"{limit.model.name}: {_layout_words(lay)}, {fixed}"
            + (f", Psi = {limit.params_hand:,} (hand-filled)" if limit.params_hand else ", Psi = config count"),
-           f"memory per GPU = model states + activations = {sstr(limit.symbolic)}",
+           f"memory per GPU = the step's peak on the busiest GPU, binding at {limit.instant or 'its peak'}: "
+           f"{sstr(limit.symbolic)}",
            f"solved: {limit.inequality()}   (bytes; {fmt(limit.usable, 'GB')} = {fmt(limit.gpu_memory, 'GB')}"
            + (f" − margin {fmt(limit.margin, 'GB')})" if limit.margin else ", no margin)")]
     if limit.root is not None:
@@ -128,6 +131,7 @@ def render_json(limit) -> str:
         "model": limit.model.name, "target": limit.target, limit.target: limit.answer,
         "inequality": limit.inequality(),
         "memory_per_gpu": sstr(limit.symbolic),
+        "binding_instant": limit.instant,
         "root": None if limit.root is None else sstr(limit.root),
         "root_value": None if limit.root is None else float(limit.root),
         "largest_integer": limit.bound,

@@ -18,6 +18,8 @@ def add_arguments(parser) -> None:
                         help="apply an optimisation (repeatable): zero, fp8-weights, fp8-optimizer, optimizer-offload, "
                              "activation-offload, fp8-activations, flash-attention, fused-cross-entropy")
     parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU to compare against (80GB, 80GiB)")
+    parser.add_argument("--stage", choices=("first", "last"), default="first",
+                        help="pipeline stage: first (most micro-batches in flight) or last (the output side and loss)")
     parser.add_argument("--nccl-buffsize", metavar="SIZE", default="4MiB", help="NCCL_BUFFSIZE per channel (4MiB)")
     parser.add_argument("--nccl-channels", type=_options.bounded_int(1, 1024), default=16, metavar="N", help="NCCL channels per communicator (16)")
     parser.add_argument("--bucket", metavar="SIZE", default="25MiB", help="gradient bucket, data parallel (25MiB)")
@@ -26,13 +28,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--brief", action="store_true", help="the answer alone: the peak against the GPU")
 
 
-def report(model, layout, options, gpu_memory=None) -> dict:
-    """Everything the command prints, as plain data (exact integers)."""
+def report(model, layout, options, gpu_memory=None, stage: str = "first") -> dict:
+    """Everything the command prints, as plain data (exact integers), for pipeline ``stage``."""
     from sympy import sstr
 
     from ..step import timeline as T
 
-    tl = T.build(model, layout, options)
+    tl = T.build(model, layout, options, stage=stage)
     result = tl.evaluate()
     reserved = tl.reserved()
     values = tl.values()
@@ -41,7 +43,7 @@ def report(model, layout, options, gpu_memory=None) -> dict:
         "model": model.name,
         "layout": {k: getattr(layout, k) for k in ("micro_batch", "seq", "tp", "pp", "dp", "sp", "recompute", "zero",
                                                    "optimizer", "interleave", "dtype", "global_batch")},
-        "optimizations": list(options.applied),
+        "optimizations": list(options.applied), "stage": stage,
         "in_flight": sstr(tl.in_flight), "layers_per_chunk": sstr(tl.layers),
         "peak_expression": sstr(tl.peak_expression()),
         "candidates": [{"instant": label, "expression": sstr(expr), "bytes": exact_int(expr, values)}
@@ -76,7 +78,7 @@ def run(args) -> int:
                         _options.parse_memory(args.bucket, "--bucket"))
     layout, options = apply(args.optimize, layout, MemoryOptions(comm=comm))
     gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory is not None else None
-    data, tl, result, reserved = report(model, layout, options, gpu_memory)
+    data, tl, result, reserved = report(model, layout, options, gpu_memory, getattr(args, "stage", "first"))
     if args.png is not None:
         from ..render.memory_plot import timeline_figure, use_file_backend
         use_file_backend()

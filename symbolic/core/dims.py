@@ -35,6 +35,7 @@ C_f   expert capacity/imbalance factor (1 = balanced; rational)    this code
 c     context-parallel size (sequence split over c ranks)          Liu et al. 2023; Megatron-LM CP
 B     global batch (sequences per iteration); B/(b d) micro-batches Narayanan §3
       per pipeline per iteration
+r     LoRA rank                                                    Hu et al. 2021
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -95,6 +96,8 @@ DIMENSIONS: dict[str, Dimension] = {
         # The communication ledger counts calls per iteration: B/(b d) micro-batches per pipeline
         # (Narayanan et al. 2021 §3, their B, b and d).
         _dim("B", "global batch size (sequences per iteration)"),
+        # Fine-tuning (Hu et al. 2021, LoRA, arXiv 2106.09685): the adapters' rank.
+        _dim("r", "LoRA rank (adapters B·A of r columns on each target weight)"),
     )
 }
 
@@ -113,6 +116,7 @@ s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
 g, E, k, E_s, f_e, T_e, e = (SYMBOLS[n] for n in ("g", "E", "k", "E_s", "f_e", "T_e", "e"))
 
 c = SYMBOLS["c"]
+r = SYMBOLS["r"]
 
 e_t, C_f = SYMBOLS["e_t"], SYMBOLS["C_f"]
 B = SYMBOLS["B"]

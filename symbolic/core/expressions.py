@@ -1,7 +1,8 @@
 """A guarded reader for formulas typed as text (claims, cached bills, user options).
 
 The text is parsed with :mod:`ast` and rebuilt node by node: only numbers, the
-names given, ``+ - * / **`` (and ``^`` as power) and parentheses are accepted.
+names given, ``+ - * / **`` (and ``^`` as power), parentheses and sympy's
+``Max(...)`` (the largest of its arguments) are accepted.
 Nothing is ever passed to ``eval`` or ``sympify``, so a formula cannot call
 anything. :func:`parse_formula` builds a sympy expression; :func:`evaluate_formula`
 computes an exact :class:`~fractions.Fraction` without importing sympy.
@@ -59,7 +60,7 @@ def _decimal(text: str) -> Decimal:
         raise FormulaError(f"not a number: {text!r}") from None
 
 
-def _build(text: str, names: Mapping, number: Callable[[str], object]):
+def _build(text: str, names: Mapping, number: Callable[[str], object], maximum: Callable = max):
     source = text.replace("^", "**")
     try:
         tree = ast.parse(source, mode="eval")
@@ -76,25 +77,28 @@ def _build(text: str, names: Mapping, number: Callable[[str], object]):
             return -operand if isinstance(node.op, ast.USub) else operand
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
             return number(ast.get_source_segment(source, node))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Max"
+                and node.args and not node.keywords):
+            return maximum(*(build(arg) for arg in node.args))  # sympy's Max: the one function allowed
         if isinstance(node, ast.Name):
             if node.id not in names:
                 raise FormulaError(f"unknown name {node.id!r} in {text!r}; known: {', '.join(sorted(names))}")
             return names[node.id]
-        raise FormulaError(f"{text!r}: only numbers, names and + - * / ** are allowed")
+        raise FormulaError(f"{text!r}: only numbers, names, + - * / ** and Max(...) are allowed")
 
     return build(tree)
 
 
 def parse_formula(text: str, names: Mapping):
     """``text`` as a sympy expression over ``names`` (exact numbers)."""
-    from sympy import Integer, Rational
+    from sympy import Integer, Max, Rational
 
     def number(digits: str):
         sign, mantissa_digits, exponent = _decimal(digits).as_tuple()
         mantissa = int("".join(map(str, mantissa_digits))) * (-1 if sign else 1)
         return Integer(mantissa) * Rational(10) ** exponent
 
-    return _build(text, names, number)
+    return _build(text, names, number, Max)
 
 
 def evaluate_formula(text: str, values: Mapping[str, int | Fraction]) -> Fraction:

@@ -8,3 +8,7 @@ ZERO_STAGES = (0, 1, 2, 3)  #: ZeRO stages over the data-parallel ranks (Rajbhan
 #: default ["core_attn"]) that this engine models: the attention core (Korthikanti §5) and the
 #: experts' activation function (output-discarding checkpoint, needs moe_grouped_gemm).
 RECOMPUTE_MODULES = ("core_attn", "moe_act")
+BASE_DTYPES = ("bf16", "int8", "nf4")  #: storage of frozen base weights under LoRA (QLoRA: nf4)
+LORA_TARGETS = ("all-linear", "attention")  #: the weights LoRA adapts (QLoRA: every linear layer)
+OFFLOAD = ("none", "optimizer", "params")  #: what lives in CPU memory (ZeRO-Offload; FSDP CPU offload)
+OPTIMIZER_IMPLS = ("foreach", "fused")  #: PyTorch's foreach optimizer (fp32 temporaries) or a fused kernel

@@ -7,10 +7,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..models.config import ConfigError, ModelConfig, positive_int
-from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, RECOMPUTE_MODULES, ZERO_STAGES
+from .choices import (
+    BASE_DTYPES,
+    FLOAT_ACTIVATION_DTYPES,
+    LORA_TARGETS,
+    OFFLOAD,
+    OPTIMIZER_IMPLS,
+    RECOMPUTE,
+    RECOMPUTE_MODULES,
+    ZERO_STAGES,
+)
 from .experts import validate_expert_parallel
 from .recipes import RECIPES
 
@@ -48,6 +57,25 @@ class Layout:
     ``recompute_modules`` (``choices.RECOMPUTE_MODULES``); empty means its
     default, ``core_attn``. fused_swiglu: the experts' SwiGLU as one fused
     kernel (``strategies.fused_expert_activation``).
+
+    Memory levers (each a set of model-state terms, ``ledgers.states.state_terms``):
+    lora: LoRA rank r (0: full training); the base weights are frozen — no
+    gradients, no optimizer states (Hu et al. 2021). lora_targets: the
+    weights adapted, ``all-linear`` (QLoRA) or ``attention``. base_dtype: the
+    frozen base's weight matrices in ``bf16``, ``int8`` (LLM.int8) or ``nf4``
+    (QLoRA, arXiv 2305.14314); needs lora. double_quant: QLoRA's double
+    quantisation of the NF4 constants. offload: ``optimizer`` (ZeRO-Offload,
+    arXiv 2101.06840: gradients and optimizer states in CPU memory, the update
+    on the CPU) or ``params`` (FSDP CPU offload / ZeRO-Infinity: parameters
+    too, a layer's weights gathered to the GPU while it runs).
+    optimizer_impl: ``foreach`` (PyTorch's default: fp32 temporaries of the
+    shard at the step) or ``fused`` (apex/DeepSpeed/TE FusedAdam: none).
+    flash_attention: the fused attention kernel on a layer that would keep
+    the s×s scores (GPT): no (b, a, s, s) tensor, the log-sum-exp instead
+    (``strategies.flash_attention``); LLaMA and MoE layers have it already.
+    activation_offload: saved activations stream to CPU memory as they are
+    produced; a double buffer (the layer computed and the one in transfer)
+    stays on the GPU (seed 004 §05.2).
     """
 
     micro_batch: int = 1
@@ -68,9 +96,21 @@ class Layout:
     moe_capacity: Fraction = Fraction(1)
     recompute_modules: tuple = ()
     fused_swiglu: bool = False
+    lora: int = 0
+    lora_targets: str = "all-linear"
+    base_dtype: str = "bf16"
+    double_quant: bool = True
+    offload: str = "none"
+    optimizer_impl: str = "foreach"
+    flash_attention: bool = False
+    activation_offload: bool = False
 
-    def strategy(self) -> "Strategy":
-        """The activation strategy: the first pipeline stage whenever pp > 1."""
+    def strategy(self, stage: str = "first") -> "Strategy":
+        """The activation strategy of pipeline ``stage`` (``first`` or ``last``;
+        the same stage when pp = 1), holding :meth:`in_flight` micro-batch
+        chunks: symbolic (the papers' p, or the interleaved count in p and v)
+        when the schedule's own count applies, the integer when the
+        micro-batches per iteration cap it."""
         from .strategies import Strategy  # sympy: imported when an expression is wanted
 
         return Strategy(tensor_parallel=True, sequence_parallel=self.sp, recompute=self.recompute,
@@ -78,7 +118,8 @@ class Layout:
                         context_parallel=self.cp > 1, expert_parallel=self.ep > 1,
                         expert_tensor_parallel=self.etp not in (0, self.tp),
                         expert_capacity=Fraction(self.moe_capacity) != 1,
-                        recompute_modules=tuple(self.recompute_modules), fused_swiglu=self.fused_swiglu)
+                        recompute_modules=tuple(self.recompute_modules), fused_swiglu=self.fused_swiglu,
+                        in_flight=self.in_flight_expression(stage), stage=stage)
 
     def values(self, model: ModelConfig) -> dict[str, int]:
         """Dimension values, papers' letters, for the model under this layout."""
@@ -87,7 +128,21 @@ class Layout:
                       v=self.interleave, c=self.cp)
         if model.experts:
             values.update(e=self.ep, e_t=self.etp or self.tp, C_f=Fraction(self.moe_capacity))
+        if self.lora:
+            values["r"] = self.lora
         return values
+
+    @property
+    def levers(self) -> bool:
+        """Whether a fine-tuning or offload lever (or a factored optimizer, whose states need the
+        parameters' shapes) is on: the commands that do not model them refuse."""
+        return (bool(self.lora) or self.base_dtype != "bf16" or self.offload != "none"
+                or (self.optimizer in RECIPES and RECIPES[self.optimizer].factored))
+
+    @property
+    def sweep_levers(self) -> bool:
+        """Levers the vectorised plan/solve expressions do not carry (the bill and the timeline do)."""
+        return self.levers or self.flash_attention or self.activation_offload
 
     @property
     def gpus(self) -> int:
@@ -95,8 +150,37 @@ class Layout:
         return self.tp * self.pp * self.dp * self.cp
 
     def iteration_micro_batches(self) -> int:
-        """Micro-batches per data-parallel rank per iteration."""
+        """Micro-batches per data-parallel rank per iteration: m = global_batch / (b·d).
+
+        d counts the data-parallel replicas only: the c context-parallel ranks of
+        a replica work on the same sequences, split along s (Megatron-LM:
+        global batch = micro-batch × data-parallel size × micro-batches)."""
         return (self.global_batch or self.micro_batch * self.dp) // (self.micro_batch * self.dp)
+
+    def in_flight(self, stage: str = "first") -> int:
+        """Micro-batch chunks pipeline ``stage`` holds at its fullest (see :func:`in_flight`)."""
+        return in_flight(self.pp, self.interleave, self.iteration_micro_batches(), stage)
+
+    def in_flight_capped(self, stage: str = "first") -> int | None:
+        """:meth:`in_flight` when the micro-batches per iteration cap the schedule's
+        own count (or on the last stage), None where the papers' symbolic count
+        applies (1F1B first stage with m ≥ p: p; interleaved first stage with
+        m > p: Narayanan's count). No sympy: the derivation cache's key uses it."""
+        if self.pp == 1:
+            return None
+        m, p, v = self.iteration_micro_batches(), self.pp, self.interleave
+        if stage == "first" and self.in_flight(stage) == in_flight(p, v, max(m, 2 * p), stage):
+            return None  # the uncapped schedule: the papers' symbolic count
+        return self.in_flight(stage)
+
+    def in_flight_expression(self, stage: str = "first"):
+        """:meth:`in_flight` as the strategy's ``in_flight``: None for the
+        schedule's own symbolic count, else the integer (:meth:`in_flight_capped`)."""
+        capped = self.in_flight_capped(stage)
+        if capped is None:
+            return None
+        from sympy import Integer
+        return Integer(capped)
 
     def is_valid(self, model: ModelConfig) -> bool:
         """Whether :meth:`validate` accepts this layout for ``model``."""
@@ -118,6 +202,10 @@ class Layout:
             raise ConfigError(f"moe_act and the fused expert SwiGLU act on routed experts; {model.name} has none")
 
     def validate(self, model: ModelConfig) -> "Layout":
+        """This layout for ``model``, or :class:`ConfigError` naming the field
+        and the fix: the sizes, then every rule of :data:`LAYOUT_RULES` (the
+        one rule set bill, timeline, plan, solve, derive --model and the
+        calculator share)."""
         for name in ("micro_batch", "tp", "pp", "dp", "interleave", "cp"):
             positive_int(name, getattr(self, name))
         if self.seq:
@@ -132,6 +220,16 @@ class Layout:
             raise ConfigError(f"unknown optimizer {self.optimizer!r}; recipes: {', '.join(RECIPES)}")
         if self.dtype not in FLOAT_ACTIVATION_DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}, not {self.dtype!r}")
+        if isinstance(self.lora, bool) or not isinstance(self.lora, int) or self.lora < 0:
+            raise ConfigError(f"lora must be a rank ≥ 1 (0: full training), not {self.lora!r}")
+        for name, allowed in (("lora_targets", LORA_TARGETS), ("base_dtype", BASE_DTYPES), ("offload", OFFLOAD),
+                              ("optimizer_impl", OPTIMIZER_IMPLS)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name.replace('_', '-')} must be one of {', '.join(allowed)}, "
+                                  f"not {getattr(self, name)!r}")
+        if self.base_dtype != "bf16" and not self.lora:
+            raise ConfigError(f"base-dtype {self.base_dtype}: a quantised base is frozen — train adapters on it "
+                              "with --lora R (QLoRA), or keep --base-dtype bf16")
         values = self.values(model)
         if model.heads % self.tp:
             raise ConfigError(f"heads ({model.heads}) must be divisible by tp ({self.tp}): "
@@ -160,4 +258,103 @@ class Layout:
             if self.global_batch % (self.micro_batch * self.dp):
                 raise ConfigError(f"global_batch ({self.global_batch}) must be a multiple of "
                                   f"micro_batch×dp ({self.micro_batch}×{self.dp})")
+        for rule in LAYOUT_RULES:
+            refusal = rule(self, model)
+            if refusal:
+                raise ConfigError(refusal)
         return self
+
+
+STAGES = ("first", "last")
+
+
+def in_flight(pp: int, interleave: int, micro_batches: int, stage: str = "first") -> int:
+    """Micro-batch chunks a pipeline stage holds at its fullest (the activations it keeps).
+
+    No pipeline: 1. 1F1B (Narayanan et al. 2021 §2.2.1; Korthikanti §4.2.3):
+    rank r runs min(m, p − r) forwards before its first backward — the first
+    stage min(m, p), the last stage 1. Interleaved (Megatron-LM's
+    ``forward_backward_pipelining_with_interleaving``): rank r runs
+    2(p − 1 − r) + (v − 1)p warm-up chunk forwards and one more, capped at the
+    m·v chunks of the iteration; when m = p every rank runs all m·v forwards
+    first. Each chunk is L/(p·v) layers. ``m``: micro-batches per pipeline per
+    iteration.
+    """
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {', '.join(STAGES)}, not {stage!r}")
+    p, v, m = pp, interleave, micro_batches
+    if p == 1:
+        return 1
+    if v == 1:
+        return min(m, p) if stage == "first" else 1
+    if m == p:
+        return m * v
+    warm_up = (2 * (p - 1) if stage == "first" else 0) + (v - 1) * p
+    return min(warm_up + 1, m * v)
+
+
+#: A layout rule: (layout, model) -> the one-line refusal naming the field and the fix, or None.
+LayoutRule = Callable[[Layout, ModelConfig], "str | None"]
+
+
+def _zero_with_pipeline(layout: Layout, model: ModelConfig) -> str | None:
+    # DeepSpeed's PipelineEngine asserts ZeRO stage < 2 ("ZeRO-2 and ZeRO-3 are incompatible with
+    # pipeline parallelism"): gradients and parameters sharded per micro-batch would be gathered
+    # and reduced once per micro-batch.
+    if layout.zero >= 2 and layout.pp > 1:
+        return (f"zero {layout.zero} with pp {layout.pp}: ZeRO-2/3 are not combined with pipeline "
+                "parallelism (DeepSpeed's pipeline engine supports ZeRO-1); use --zero 0 or 1, or pp 1")
+    return None
+
+
+def _zero_needs_data_parallel(layout: Layout, model: ModelConfig) -> str | None:
+    # ZeRO shards over the d·c ranks holding the same weights; over one rank it is ZeRO-0.
+    if layout.zero and layout.dp * layout.cp == 1:
+        return (f"zero {layout.zero} with dp 1: ZeRO shards the model states over the data-parallel ranks "
+                "(d·c); with one rank it changes nothing — use --zero 0, or dp > 1")
+    return None
+
+
+def _sp_needs_tensor_parallel(layout: Layout, model: ModelConfig) -> str | None:
+    if layout.sp and layout.tp == 1:
+        return ("sp with tp 1: sequence parallelism splits over the tensor-parallel group; "
+                "with tp 1 it changes nothing — drop --sp, or set tp > 1")
+    return None
+
+
+def _interleave_needs_whole_rounds(layout: Layout, model: ModelConfig) -> str | None:
+    # Megatron-LM's get_forward_backward_func asserts it for the interleaved schedule.
+    m = layout.iteration_micro_batches()
+    if layout.interleave > 1 and layout.pp > 1 and m % layout.pp:
+        return (f"interleave {layout.interleave} with {m} micro-batch(es) per iteration: the interleaved "
+                f"schedule needs the micro-batches per pipeline (global_batch / (micro_batch × dp)) to be a "
+                f"multiple of pp ({layout.pp}) — set --global-batch to a multiple of "
+                f"{layout.pp * layout.micro_batch * layout.dp}, or interleave 1")
+    return None
+
+
+def _params_offload_without_model_parallelism(layout: Layout, model: ModelConfig) -> str | None:
+    # FSDP's CPU offload and ZeRO-Infinity's parameter offload shard whole layers over data-parallel
+    # ranks; neither runs with Megatron's tensor or pipeline parallelism.
+    if layout.offload == "params" and (layout.tp > 1 or layout.pp > 1):
+        return (f"offload params with tp {layout.tp}, pp {layout.pp}: parameter offload (FSDP CPU offload, "
+                "ZeRO-Infinity) runs without tensor or pipeline parallelism — use tp 1 and pp 1, or --offload optimizer")
+    return None
+
+
+#: The rules of the frameworks the papers used, shared by every command (bill, timeline, plan,
+#: solve, derive --model, calculator). Extend with :func:`add_layout_rule`.
+LAYOUT_RULES: list[LayoutRule] = [_zero_with_pipeline, _zero_needs_data_parallel, _sp_needs_tensor_parallel,
+                                  _interleave_needs_whole_rounds, _params_offload_without_model_parallelism]
+
+
+def add_layout_rule(rule: LayoutRule) -> LayoutRule:
+    """Register ``rule`` with every command's validation (usable as a decorator)."""
+    if rule not in LAYOUT_RULES:
+        LAYOUT_RULES.append(rule)
+    return rule
+
+
+def layout_rules() -> tuple[LayoutRule, ...]:
+    """The rules every command applies, in order."""
+    return tuple(LAYOUT_RULES)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from sympy import Expr, Integer, sympify
 
-from ..core.dims import C_f, L, T_e, c, e, e_t, f_e, p, s, t, v
+from ..core.dims import C_f, L, T_e, a, b, c, e, e_t, f_e, p, s, t, v
 from ..core.tensors import DTYPE_BYTES, Axis, Group, Inventory, SavedTensor
 from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, RECOMPUTE_MODULES
 
@@ -114,6 +114,19 @@ def expert_dispatch(inventory: Inventory, expert_ways: Expr = e, expert_tensor_w
     return inventory.map(dispatch, f"expert_dispatch(e={expert_ways}, e_t={expert_tensor_ways})")
 
 
+def flash_attention(inventory: Inventory) -> Inventory:
+    """FlashAttention (Dao et al. 2022; seed 004 §05.2, §07): Q·Kᵀ, P, dS, dP stay in SRAM
+    tiles; of the (b, a, s, s) tensors nothing is saved or materialised, and
+    the log-sum-exp (b, a, s), fp32, is saved instead. Condition: the fused
+    attention kernel; the dropout mask is regenerated from the RNG state."""
+    kept = [term for term in inventory if term.shape[-2:] != (s, s)]
+    already = "attention/logsumexp" in inventory.names()  # a fused-attention layer (LLaMA, MoE) as it is
+    if not already and any(term.name.startswith("attention/") for term in inventory):
+        kept.append(SavedTensor("attention/logsumexp", (b, a, s), "fp32", Axis.TENSOR, 1, Group.BODY,
+                                "Dao et al. 2022 (FlashAttention) §3.1", "row statistics kept for backward"))
+    return Inventory(tuple(kept), inventory.applied + ("flash_attention",))
+
+
 def selective_recompute(inventory: Inventory) -> Inventory:
     """Drop the attention core — softmax output, its dropout mask and output —
     and recompute it in backward (Korthikanti §5): the 5as/h term goes."""
@@ -181,6 +194,21 @@ def interleave_in_flight(ways: Expr = p, chunks: Expr = v) -> Expr:
     return 2 * (ways - 1) + (chunks - 1) * ways + 1
 
 
+def in_flight_formula(micro_batches: Expr, stage: str = "first", ways: Expr = p, chunks: Expr = v) -> Expr:
+    """:func:`symbolic.layout.layout.in_flight` as one expression of p, v and the
+    micro-batches per iteration m (a ``Piecewise``, for printers such as the
+    calculator page's JavaScript): 1 without a pipeline; 1F1B min(m, p) on the
+    first stage, 1 on the last; interleaved m·v when m = p, else
+    min(warm-up + 1, m·v). ``tests/test_layout_rules.py`` holds the two equal."""
+    from sympy import Eq, Min, Piecewise
+
+    warm_up = (2 * (ways - 1) if stage == "first" else 0) + (chunks - 1) * ways
+    one_f_one_b = Min(micro_batches, ways) if stage == "first" else Integer(1)
+    return Piecewise((Integer(1), Eq(ways, 1)), (one_f_one_b, Eq(chunks, 1)),
+                     (micro_batches * chunks, Eq(micro_batches, ways)),
+                     (Min(warm_up + 1, micro_batches * chunks), True))
+
+
 @dataclass(frozen=True)
 class Strategy:
     """A composition of the strategies above.
@@ -190,8 +218,13 @@ class Strategy:
     recompute: ``none``, ``selective`` or ``full``. dtype: the float
     activation dtype. pipeline: account for the first pipeline stage (the one
     holding the most micro-batches) instead of one replica of all L layers.
-    in_flight: micro-batches in flight on that stage; ``None`` means the 1F1B
-    schedule's p. interleaved: the interleaved schedule with v chunks per stage.
+    in_flight: micro-batch chunks in flight on that stage; ``None`` means the
+    schedule's own count on the first stage (1F1B: p; interleaved:
+    :func:`interleave_in_flight`), an integer where the micro-batches per
+    iteration cap it (``Layout.in_flight``). interleaved: the interleaved
+    schedule with v chunks per stage. stage: which pipeline stage is
+    accounted, ``first`` (most micro-batches in flight) or ``last`` (the
+    output side); it changes only the description — the count is in_flight.
     context_parallel: split every sequence over c ranks (:func:`context_parallel`);
     composes with TP/SP (under SP each rank holds s/(c t)) and recompute.
     expert_parallel: the routed experts split over e ranks (symbol e; off: e = 1).
@@ -218,6 +251,7 @@ class Strategy:
     expert_capacity: bool = False
     recompute_modules: tuple = ()
     fused_swiglu: bool = False
+    stage: str = "first"
 
     def __post_init__(self) -> None:
         unknown = set(self.recompute_modules) - set(RECOMPUTE_MODULES)
@@ -229,8 +263,8 @@ class Strategy:
             raise ValueError("sequence parallelism runs on the tensor-parallel group: enable tensor parallelism too")
         if self.interleaved and not self.pipeline:
             raise ValueError("the interleaved schedule is a pipeline schedule: enable the pipeline too")
-        if self.interleaved and self.in_flight is not None:
-            raise ValueError("the interleaved schedule fixes the in-flight count; do not also give in_flight")
+        if self.stage not in ("first", "last"):
+            raise ValueError(f"stage must be first or last, not {self.stage!r}")
         if self.dtype not in FLOAT_ACTIVATION_DTYPES:
             raise ValueError(f"activation dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}")
 
@@ -289,7 +323,7 @@ class Strategy:
         if not self.pipeline:
             return Integer(1), L
         if self.interleaved:
-            return interleave_in_flight(p, v), L / (p * v)
+            return (interleave_in_flight(p, v) if self.in_flight is None else self.in_flight), L / (p * v)
         return (p if self.in_flight is None else self.in_flight), L / p
 
     def describe(self) -> str:
@@ -310,6 +344,6 @@ class Strategy:
             parts.append("fused expert SwiGLU")
         parts.append(f"{self.dtype} activations ({DTYPE_BYTES[self.dtype]} B/elem), 1 B masks")
         if self.pipeline:
-            parts.append("first pipeline stage" + (", interleaved" if self.interleaved else ", 1F1B"))
+            parts.append(f"{self.stage} pipeline stage" + (", interleaved" if self.interleaved else ", 1F1B"))
         return ", ".join(parts)
 

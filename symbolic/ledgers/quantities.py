@@ -3,7 +3,7 @@ FLOPs — registered in :data:`symbolic.core.registry.REGISTRY`.
 """
 from __future__ import annotations
 
-from sympy import Add, Expr, Integer, Symbol, expand, series
+from sympy import Add, Expr, Integer, Rational, Symbol, expand, series
 
 from ..core.dims import V, s
 from ..core.numeric import UNITS
@@ -96,7 +96,10 @@ def _recipe(recipe: str):
 def _bytes_per_param(recipe="bf16-adam", kind=None) -> Expr:
     """Bytes per parameter of a recipe (or of one ``kind`` of its blocks)."""
     r = _recipe(recipe)
-    return Integer(r.bytes_per_param if kind is None else r.bytes_of(kind))
+    if r.factored and kind in (None, "optimizer"):
+        raise ValueError(f"{recipe}: its factored second moment is not a number of bytes per parameter "
+                         "(rows + columns of each matrix); `symbolic bill MODEL --optimizer adafactor` itemises it")
+    return Rational(r.bytes_per_param if kind is None else r.bytes_of(kind))
 
 
 @quantity("states.per_gpu", "B")

@@ -7,7 +7,7 @@ byte blocks; the 16, 18 and 12 bytes/param of seed 001 §3 are their sums.
 """
 from __future__ import annotations
 
-from sympy import Add, Expr, Integer
+from sympy import Add, Expr, Integer, Rational
 
 from ..core.dims import Psi, d, p, t
 from ..layout.choices import ZERO_STAGES
@@ -40,12 +40,15 @@ def blocks(recipe: Recipe, zero: int = 0, params: Expr = Psi,
     with_context_parallel=True)``), as DeepSpeed-Ulysses shards ZeRO over
     its sequence-parallel ranks too.
     """
+    if recipe.factored:
+        raise ValueError(f"{recipe.name}: its factored second moment depends on each matrix's shape, not on "
+                         f"Psi alone; `symbolic bill MODEL --optimizer {recipe.name}` itemises it")
     out = {}
     for block in recipe.blocks:
         ways = tensor_parallel * pipeline_parallel
         if sharded_over_data(block.kind, zero):
             ways = ways * data_parallel * context_parallel
-        out[block.name] = Integer(block.bytes) * params / ways
+        out[block.name] = Rational(block.bytes) * params / ways
     return out
 
 
@@ -84,3 +87,158 @@ def expert_blocks(recipe: Recipe, zero: int, expert_params: Expr, params: Expr =
             ways = ways * expert_data
         out[f"{block.name} (routed experts)"] = Integer(block.bytes) * expert_params / ways
     return out
+
+
+# --- memory levers: LoRA, quantised base weights, factored and 8-bit optimizers, offload --------------
+
+from dataclasses import dataclass  # noqa: E402  (the levers' part of the ledger)
+
+from sympy import Mul  # noqa: E402
+
+from ..core.dims import L, r  # noqa: E402
+
+LORA = "Hu et al. 2021 (LoRA, arXiv 2106.09685) §4.1"
+QLORA = "Dettmers et al. 2023 (QLoRA, arXiv 2305.14314) §3"
+LLM_INT8 = "Dettmers et al. 2022 (LLM.int8(), arXiv 2208.07339) §3; bitsandbytes Linear8bitLt"
+ZERO_OFFLOAD = "Ren et al. 2021 (ZeRO-Offload, arXiv 2101.06840) §4"
+PARAM_OFFLOAD = "PyTorch FSDP CPUOffload(offload_params=True); Rajbhandari et al. 2021 (ZeRO-Infinity) §5"
+
+#: QLoRA §3: NF4 blocks of 64 weights, one absmax constant each; double quantisation stores those
+#: constants in 8 bits, in blocks of 256 with one fp32 constant each.
+NF4_BLOCK, DQ_BLOCK = 64, 256
+
+
+@dataclass(frozen=True)
+class StateTerm:
+    """One block of model state per GPU: its bytes, kind, where it lives (``gpu`` or ``cpu``), source."""
+
+    name: str
+    bytes: Expr
+    kind: str
+    device: str
+    source: str
+    condition: str = ""
+
+
+def weight_matrices(param_inv, targets: str | None = None) -> list:
+    """The layer weight matrices (2-D and more; a 3-D expert bank counts E matrices) — the ones
+    LoRA adapts (``targets``: ``all-linear`` or ``attention``) or a quantised base stores."""
+    out = []
+    for term in param_inv:
+        if term.scope != "layer" or len(term.shape) < 2:
+            continue
+        if targets == "attention" and not term.name.startswith("layer/attention/"):
+            continue
+        if targets is not None and len(term.shape) > 2:
+            continue  # adapters on dense matrices only: expert banks stay frozen, not adapted
+        out.append(term)
+    return out
+
+
+def _factored_entries(shapes) -> Expr:
+    """Adafactor's second-moment entries: rows + columns of each matrix (per leading index), a vector whole."""
+    total = Integer(0)
+    for shape, times in shapes:
+        if len(shape) >= 2:
+            total += times * Mul(*shape[:-2]) * (shape[-2] + shape[-1])
+        else:
+            total += times * Mul(*shape)
+    return total
+
+
+def state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, context_parallel: Expr = Integer(1),
+                lora: bool = False, lora_targets: str = "all-linear", base_dtype: str = "bf16",
+                double_quant: bool = True, offload: str = "none") -> tuple[list[StateTerm], Expr]:
+    """The model-state terms per GPU of a layout and the trainable parameter count.
+
+    Full training: the recipe's blocks over ``params`` (:func:`blocks`; Adafactor's factored block
+    from the matrices' shapes). LoRA (``lora``: adapters of rank r): the base is frozen — its
+    weights only, no gradients or optimizer states — stored as ``base_dtype`` (``nf4``: 4-bit
+    weights plus one constant per 64, double-quantised to 8 bits with one fp32 per 256 constants;
+    ``int8``: 1 B plus one fp32 scale per output row; ``bf16``: 2 B); norms, embeddings and the
+    output layer stay bf16. The adapters B·A (d_in·r + r·d_out per target matrix) carry the
+    recipe's blocks. Split over t·p, ZeRO's kinds over d·c, as :func:`blocks`.
+
+    Offload: ``optimizer`` (ZeRO-Offload) moves gradients and optimizer states to CPU memory;
+    ``params`` (FSDP CPU offload) moves parameters too, the GPU keeping the gathered weights of the
+    running layer and of the prefetched next one (2 × a layer in bf16).
+    """
+    ways_tp = t * p
+
+    def shard(kind: str) -> Expr:
+        return ways_tp * (d * context_parallel if sharded_over_data(kind, zero) else 1)
+
+    def device(kind: str) -> str:
+        if offload == "params" or (offload == "optimizer" and kind in ("gradients", "optimizer")):
+            return "cpu"
+        return "gpu"
+
+    where = {"none": "", "optimizer": "; ZeRO-Offload: gradients and optimizer states in CPU memory",
+             "params": "; CPU offload of parameters, gradients and optimizer states"}[offload]
+    out: list[StateTerm] = []
+    if lora:
+        adapted = weight_matrices(param_inv, lora_targets)
+        adapter_shapes = [(shape, L) for term in adapted for shape in ((term.shape[-2], r), (r, term.shape[-1]))]
+        trainable = Add(*(L * r * (term.shape[-2] + term.shape[-1]) for term in adapted))
+        weights = weight_matrices(param_inv)
+        frozen_weights = Add(*(L * term.count for term in weights))
+        others = Add(*((L if term.scope == "layer" else 1) * term.count for term in param_inv
+                       if term not in weights))
+        base = []
+        if base_dtype == "nf4":
+            base.append(("frozen base weights (NF4, 4 bit)", Rational(1, 2) * frozen_weights, QLORA,
+                         "4-bit NormalFloat, blocks of 64"))
+            if double_quant:
+                constants = frozen_weights * (Rational(1, NF4_BLOCK) + Rational(4, NF4_BLOCK * DQ_BLOCK))
+                base.append(("NF4 constants, double-quantised (8 bit per 64 + fp32 per 256·64)", constants, QLORA,
+                             "0.127 bits/param (QLoRA §3 'Double Quantization')"))
+            else:
+                base.append(("NF4 constants (fp32 per 64)", frozen_weights * Rational(4, NF4_BLOCK), QLORA,
+                             "0.5 bits/param"))
+        elif base_dtype == "int8":
+            rows = Add(*(L * Mul(*term.shape[:-2]) * term.shape[-1] for term in weights))
+            base += [("frozen base weights (int8)", frozen_weights, LLM_INT8, "1 B/param"),
+                     ("int8 row scales (fp32 per output row)", 4 * rows, LLM_INT8, "vector-wise quantisation")]
+        else:
+            base.append(("frozen base weights (bf16)", 2 * frozen_weights, LORA, "frozen: no gradient, no states"))
+        base.append(("frozen norms, embeddings, output layer (bf16)", 2 * others, LORA,
+                     "kept in bf16, frozen"))
+        for name, expr, source, note in base:
+            out.append(StateTerm(name, expr / shard("parameters"), "parameters", device("parameters"), source,
+                                 note + where))
+        count, shapes, prefix = trainable, adapter_shapes, f"LoRA adapters ({lora_targets}, rank r): "
+    else:
+        count, shapes, prefix = params, [(term.shape, L if term.scope == "layer" else 1) for term in param_inv], ""
+        trainable = params
+    for block in recipe.blocks:
+        factored = recipe.factored and "factored" in block.name
+        amount = _factored_entries(shapes) if factored else count
+        out.append(StateTerm(prefix + block.name, Rational(block.bytes) * amount / shard(block.kind), block.kind,
+                             device(block.kind), recipe.source if not lora else f"{LORA}; {recipe.source}",
+                             recipe.condition + where))
+    if offload == "params":
+        layer = Add(*(term.count for term in param_inv if term.scope == "layer"))
+        if lora:
+            quantised = {"nf4": Rational(1, 2), "int8": Integer(1), "bf16": Integer(2)}[base_dtype]
+            layer_bytes = 2 * quantised * layer
+        else:
+            layer_bytes = 2 * 2 * layer
+        out.append(StateTerm("gathered weights of the running and the prefetched layer", layer_bytes / ways_tp,
+                             "parameters", "gpu", PARAM_OFFLOAD, "two layers' weights on the GPU at a time"))
+    return out, trainable
+
+
+def parameter_bytes(recipe: Recipe, layout) -> Expr:
+    """Bytes per parameter of the weights a layer computes with: the recipe's parameter blocks,
+    or under LoRA the frozen base's storage (NF4 ½ B, int8 1 B, bf16 2 B)."""
+    if getattr(layout, "lora", 0):
+        return {"nf4": Rational(1, 2), "int8": Integer(1), "bf16": Integer(2)}[layout.base_dtype]
+    return Rational(recipe.bytes_of("parameters"))
+
+
+#: The optimizer step's fp32 temporaries as a one-block recipe: 4 B per parameter of the GPU's
+#: shard, sharded as the optimizer states are (over d·c with ZeRO ≥ 1) — PyTorch's ``foreach``
+#: Adam, seed 004 §02.3. :func:`symbolic.ledgers.peak.optimizer_temporary` is its dense-grid form;
+#: this one also splits a mixture of experts' routed experts over the expert grid.
+FP32_TEMPORARY = Recipe("fp32-step-temporary", (Block("fp32 temporaries of the optimizer step", 4, "optimizer"),),
+                        "seed 004 §02.3", "PyTorch foreach optimizer step")

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from sympy import Expr, Rational, Symbol, factor_terms, fraction, sstr, together
+from sympy import Expr, Integer, Piecewise, Rational, Symbol, factor_terms, fraction, sstr, together
 from sympy.printing.jscode import JavascriptCodePrinter
 
 from ..claims.quantities import evaluate
 from ..claims.sources import cite, keys, reference
-from ..core.dims import E, E_s, L, Psi, V, a, b, d, f, f_e, g, h, k, p, s, t, v
+from ..core.dims import E, E_s, L, Psi, V, a, b, d, f, f_e, g, h, k, m, p, s, t, v
 from ..layout.layout import Layout
-from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy
+from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy, in_flight_formula
 from ..ledgers import activations, flops, params, states
 from ..models.architectures import gpt
 from ..models.builtin import presets as builtin_presets
@@ -37,9 +37,17 @@ from ..models.config import ConfigError, ModelConfig
 #: input, not a dimension of the inventories, so it lives here.
 G = Symbol("G", positive=True, integer=True)
 
+#: Micro-batch chunks in flight on the last pipeline stage (m: on the first), page values
+#: computed by the ``inflight/…`` formulas (``Layout.in_flight``'s rule).
+m_last = Symbol("m_last", positive=True, integer=True)
+
 #: The arguments of every generated function, in this order: the GPT letters, then the
-#: LLaMA/MoE ones (key/value heads, experts, top-k, shared experts, expert width).
-ARGUMENTS = (s, b, h, a, L, V, t, p, d, f, v, Psi, G, g, E, k, E_s, f_e)
+#: LLaMA/MoE ones (key/value heads, experts, top-k, shared experts, expert width), then the
+#: chunks in flight on the first and the last stage.
+ARGUMENTS = (s, b, h, a, L, V, t, p, d, f, v, Psi, G, g, E, k, E_s, f_e, m, m_last)
+
+#: Activation dtypes with the same bytes: the verdict's formulas are printed once for them.
+PEAK_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp32": "fp32", "fp8": "fp8"}
 
 #: The inventories the page has formulas for; keys of the non-GPT ones start with ``arch:``.
 PAGE_ARCHITECTURES = ("gpt", "llama", "moe")
@@ -60,7 +68,10 @@ class Formula:
     def parts(self) -> tuple[Expr, Expr]:
         """Numerator and denominator with integer coefficients (the page
         evaluates both exactly while they stay below 2^53)."""
-        num, den = fraction(factor_terms(together(self.expr)))
+        if isinstance(self.expr, Piecewise):  # integer-valued branches (counts, buffer sizes)
+            num, den = self.expr, Integer(1)
+        else:
+            num, den = fraction(factor_terms(together(self.expr)))
         for part in (num, den):
             for coefficient in part.atoms(Rational):
                 if not coefficient.is_Integer:
@@ -82,12 +93,129 @@ def activation_formulas(prefix: str, saved, source: str) -> list[Formula]:
         for recompute in RECOMPUTE:
             for pipeline, pipe_options in PIPELINES.items():
                 for dtype in FLOAT_ACTIVATION_DTYPES:
-                    strategy = Strategy(tensor_parallel=True, sequence_parallel=sp, recompute=recompute,
-                                        dtype=dtype, **pipe_options)
+                    strategy = page_strategy(sp, recompute, pipeline, dtype)
                     out.append(Formula(prefix + activation_key(sp, recompute, pipeline, dtype),
                                        activations.stage(strategy, saved), source,
                                        strategy.describe() + "; transformer layers only"))
     return out
+
+
+def page_strategy(sp: bool, recompute: str, pipeline: str, dtype: str, stage: str = "first") -> Strategy:
+    """The bill's strategy of ``stage`` with its chunks in flight as the page's m (m_last on the last stage)."""
+    in_flight = None if pipeline == "none" else (m if stage == "first" else m_last)
+    return Strategy(tensor_parallel=True, sequence_parallel=sp, recompute=recompute, dtype=dtype,
+                    in_flight=in_flight, stage=stage, **PIPELINES[pipeline])
+
+
+def peak_formulas(prefix: str, arch: str, saved) -> list[Formula]:
+    """The terms of the verdict's candidate instants (``symbolic.ledgers.peak.basis``) for every
+    strategy the page offers, keyed ``prefix + peak/SP/RECOMPUTE/DTYPE/TERM`` (RECOMPUTE ``any`` for
+    the terms recompute does not change: work tensors and the output side). The page composes them
+    by :func:`instant_compositions`."""
+    from ..bill.derive import OUTPUT_NORM
+    from ..ledgers import peak
+    from ..models.architectures import output
+
+    out = []
+    for sp in (False, True):
+        for dtype in sorted(set(PEAK_DTYPE.values())):
+            by_policy = {}
+            for recompute in RECOMPUTE:
+                strategy = page_strategy(sp, recompute, "none", dtype)
+                kept = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[arch]))
+                by_policy[recompute] = peak.basis(strategy, saved, kept)
+            for name in peak.BASIS:
+                if name == "gathered_weights":
+                    continue  # ZeRO-3 only: peak/gathered/BYTES, below
+                exprs = {recompute: by_policy[recompute][name] for recompute in RECOMPUTE}
+                policies = ["any"] if len(set(exprs.values())) == 1 else list(RECOMPUTE)
+                for recompute in policies:
+                    out.append(Formula(f"{prefix}peak/{'sp' if sp else 'nosp'}/{recompute}/{dtype}/{name}",
+                                       exprs["none" if recompute == "any" else recompute], peak.SOURCE,
+                                       f"{name.replace('_', ' ')}: one micro-batch, one layer"
+                                       + (" (every recompute policy)" if recompute == "any" else "")))
+    param_inv = architecture_inventories_for_page(arch, saved)
+    for size in sorted({recipe.bytes_of("parameters") for recipe in page_recipes().values()}):
+        out.append(Formula(f"{prefix}peak/gathered/{size}", peak.gathered_weights(param_inv, Integer(size), 3),
+                           peak.SOURCE, f"ZeRO-3: the largest weight matrix gathered and one prefetched, {size} B each"))
+    return out
+
+
+def architecture_inventories_for_page(arch: str, saved):
+    """The parameter inventory the page's formulas use for ``arch`` (GPT: FFN width f)."""
+    if arch == "gpt":
+        return gpt.parameters(ffn=f)
+    from ..bill.derive import architecture_inventories
+    return architecture_inventories(arch, True, True, "rope", True)[0]
+
+
+def instant_compositions() -> dict[str, list[dict]]:
+    """For each pipeline schedule, the candidate instants as data: (stage, phase, [(multiplicity
+    formula key, term)]) — ``symbolic.ledgers.peak.compositions`` with the page's m (m_last)."""
+    from ..ledgers import peak
+
+    out = {}
+    for pipeline in PIPELINES:
+        rows = []
+        for stage in ("first",) if pipeline == "none" else ("first", "last"):
+            for phase, composition in peak.compositions(Integer(0), Integer(0), pipeline == "none" or stage == "last"):
+                rows.append({"stage": stage, "phase": phase if pipeline == "none" else f"{stage} stage, {phase}",
+                             "terms": [[_multiplicity_key(pipeline, stage, multiplicity), name]
+                                       for multiplicity, name in composition]})
+        out[pipeline] = rows
+    return out
+
+
+def _multiplicity_key(pipeline: str, stage: str, placeholder: Expr) -> str | None:
+    """The formula key of a composition's multiplicity: None for 1, else k·n or k·n − 1 of the stage
+    (``compositions`` is called with k = n = 0, so its multiplicities read 0 = k·n, −1 = k·n − 1, 1)."""
+    if placeholder == 1:
+        return None
+    return f"peakcount/{pipeline}/{stage}/{'held' if placeholder == 0 else 'held-1'}"
+
+
+def multiplicity_formulas() -> list[Formula]:
+    """k·n and k·n − 1 for each schedule and stage: chunks in flight × layers per chunk."""
+    out = []
+    for pipeline in PIPELINES:
+        for stage in ("first",) if pipeline == "none" else ("first", "last"):
+            in_flight, layers = page_strategy(False, "none", pipeline, "bf16", stage).layers_held()
+            for kind, expr in (("held", in_flight * layers), ("held-1", in_flight * layers - 1)):
+                out.append(Formula(f"peakcount/{pipeline}/{stage}/{kind}", expr, "symbolic.ledgers.peak.compositions",
+                                   f"{stage} stage: chunks in flight × layers per chunk" + (" − 1" if kind == "held-1" else "")))
+    return out
+
+
+def verdict_formulas() -> list[Formula]:
+    """What every instant adds or the optimizer step holds: the communication buffers
+    (``CommSettings``, a communicator per group wider than one) and the optimizer step's temporaries."""
+    from sympy import Gt, Piecewise
+
+    from ..ledgers import peak
+    from ..ledgers.transients import CommSettings
+
+    settings = CommSettings()
+    staging = Integer(settings.nccl_buffsize * settings.channels)
+    comm = Integer(0)
+    for size in (t, d, p):
+        comm += Piecewise((staging, Gt(size, 1)), (Integer(0), True))
+    comm += Piecewise((Integer(settings.bucket_bytes), Gt(d, 1)), (Integer(0), True))
+    out = multiplicity_formulas()
+    out += [Formula("comm", comm, "seed 004 §02.4, §05.4 (NCCL_BUFFSIZE × channels; DDP bucket)",
+                   "NCCL staging 4 MiB × 16 channels per group wider than one (TP, DP, PP); one 25 MiB bucket")]
+    for sharded in (False, True):
+        out.append(Formula(f"peak/optimizer/{int(sharded)}", peak.optimizer_temporary(1 if sharded else 0),
+                           peak.SOURCE, "optimizer step: one fp32 temporary per parameter of the shard"))
+    for stage in ("first", "last"):
+        out.append(Formula(f"inflight/{stage}", in_flight_formula(G, stage), "symbolic.layout.layout.in_flight",
+                           f"micro-batch chunks in flight on the {stage} stage (m = G per iteration)"))
+    return out
+
+
+def page_recipes() -> dict:
+    """The recipes the page offers: those with per-parameter bytes (a factored optimizer needs the
+    parameters' shapes: ``symbolic bill`` itemises it)."""
+    return {name: recipe for name, recipe in states.RECIPES.items() if not recipe.factored}
 
 
 def formulas() -> list[Formula]:
@@ -106,12 +234,14 @@ def formulas() -> list[Formula]:
             if tied:
                 out.append(Formula(f"params_eq2/{positions}", params.count(inventory, params.eq2_scopes()),
                                    gpt.MEGATRON_PARAMS, "Megatron Eq 2: layers + embedding, no final LayerNorm"))
-    for name, recipe in states.RECIPES.items():
+    for name, recipe in page_recipes().items():
         for zero in states.ZERO_STAGES:
             out.append(Formula(f"states/{name}/{zero}", states.per_gpu(recipe, zero), recipe.source,
                                f"{recipe.condition}; {recipe.tally} B/param; ZeRO-{zero}; "
                                "even split over t·p (first order)"))
     out += activation_formulas("", gpt.saved_tensors(ffn=f), gpt.KORTHIKANTI)
+    out += peak_formulas("", "gpt", gpt.saved_tensors(ffn=f))
+    out += verdict_formulas()
     matmuls = gpt.matmuls(ffn=f)
     micro_batches = d * G
     for recompute in RECOMPUTE:
@@ -154,6 +284,7 @@ def native_formulas(arch: str) -> list[Formula]:
             out.append(Formula(f"moe:params_active/{'tied' if tied else 'untied'}/rope", params.count(active),
                                source, "N_active: the k experts a token goes through"))
     out += activation_formulas(f"{arch}:", saved, saved.terms[0].source)
+    out += peak_formulas(f"{arch}:", arch, saved)
     micro_batches = d * G
     fused = fused_backward_recompute(saved, matmuls)
     mm_source = matmuls.terms[0].source
@@ -246,8 +377,11 @@ def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_m
     return {
         "presets": presets,
         "references": [reference(key) for key in cited],
-        "recipes": {name: {"tally": r.tally, "bytes": r.bytes_per_param, "condition": r.condition, "source": r.source}
-                    for name, r in states.RECIPES.items()},
+        "instants": instant_compositions(),
+        "peak_dtype": PEAK_DTYPE,
+        "recipes": {name: {"tally": r.tally, "bytes": str(r.bytes_per_param), "condition": r.condition,
+                             "source": r.source, "param_bytes": r.bytes_of("parameters")}
+                    for name, r in page_recipes().items()},
         "defaults": {**_preset_data(model), "model": model.name, "b": layout.micro_batch,
                      "s": layout.seq or model.seq, "t": layout.tp, "p": layout.pp, "d": layout.dp,
                      "sp": layout.sp, "v": layout.interleave, "G": layout.iteration_micro_batches(),

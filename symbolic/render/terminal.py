@@ -37,14 +37,17 @@ TITLES = {
     "activations": ("ACTIVATIONS", "bytes", "per GPU, stage accounted"),
     "flops": ("FLOPS", "flops", "per iteration, all GPUs, hardware (with recompute)"),
     "output_side": ("OUTPUT SIDE", "bytes", "per GPU on the last pipeline stage, one micro-batch; "
-                    "not in the total, as in the papers"),
+                    "in the verdict, not in the papers' total"),
+    "communication": ("COMMUNICATION BUFFERS", "bytes", "per GPU, held from start-up; in the verdict"),
+    "verdict": ("VERDICT: PEAK OF THE STEP", "bytes", "per GPU on the busiest stage, at its peak instant"),
+    "cpu_memory": ("CPU MEMORY (offloaded)", "bytes", "per GPU's process, in host memory; not in the GPU's total"),
 }
 
 #: the unit of each kind of value in the JSON lines
 UNITS = {"params": "params", "bytes": "B", "flops": "FLOPs"}
 
-NOT_COUNTED = ("the output side (listed above, not in the total), embedding activations, kernel workspaces, "
-               "communication buffers, allocator fragmentation")
+NOT_COUNTED = ("embedding activations, the CUDA context and kernel workspaces, allocator fragmentation "
+               "(a bill from an older derivation: the papers' total only)")
 
 #: width of the memory bar in characters, and its glyphs (distinct without colour)
 BAR_WIDTH = 60
@@ -286,7 +289,9 @@ def memory_bar(bill: Bill, width: int = BAR_WIDTH) -> Text:
     """The bar as styled text; past the GPU's capacity a limit mark and red cells."""
     totals = bill.totals
     capacity = totals.get("gpu_memory_bytes")
-    cells = bar_cells(totals["model_states_bytes"], totals["activation_bytes"], capacity, width)
+    # the bar is the verdict: model states, then everything else alive at the peak instant
+    rest = as_fraction(totals["total_bytes"]) - as_fraction(totals["model_states_bytes"])
+    cells = bar_cells(totals["model_states_bytes"], rest, capacity, width)
     text = Text("[")
     for i, kind in enumerate(cells):
         if kind == "over" and (i == 0 or cells[i - 1] != "over"):
@@ -300,14 +305,14 @@ def memory_bar(bill: Bill, width: int = BAR_WIDTH) -> Text:
 
 
 def bar_and_legend(bill: Bill, width: int = PIPE_WIDTH) -> list[Text]:
-    """The memory bar (model states, activations, free or over) and its legend."""
+    """The memory bar (model states, the rest of the step's peak, free or over) and its legend."""
     totals = bill.totals
-    states, acts = totals["model_states_bytes"], totals["activation_bytes"]
+    states, total = totals["model_states_bytes"], totals["total_bytes"]
     bar = memory_bar(bill, max(10, min(BAR_WIDTH, width - 2)))
     legend = Text()
     legend.append(BAR_GLYPHS["states"], style=BAR_STYLES["states"]).append(f" model states {fmt(states, 'GB')}  ")
     legend.append(BAR_GLYPHS["activations"], style=BAR_STYLES["activations"]).append(
-        f" activations {fmt(acts, 'GB')}")
+        f" the rest of the peak {fmt(as_fraction(total) - as_fraction(states), 'GB')}")
     capacity = totals.get("gpu_memory_bytes")
     if capacity is not None:
         head = totals["headroom_bytes"]
@@ -322,12 +327,21 @@ def bar_and_legend(bill: Bill, width: int = PIPE_WIDTH) -> list[Text]:
 
 
 def memory_summary(bill: Bill, width: int = PIPE_WIDTH) -> Group:
-    """Model states + activations per GPU and the verdict against the GPU (the
-    ledgers' sum, after the tables; the bar is in the summary at the top)."""
+    """The verdict per GPU — the peak of the step on the busiest GPU — beside
+    the papers' total, against the GPU, and what is not counted (after the
+    tables; the bar is in the summary at the top)."""
     totals = bill.totals
     states, acts, total = totals["model_states_bytes"], totals["activation_bytes"], totals["total_bytes"]
-    parts = [wrapped(f"MEMORY PER GPU: model states {fmt(states, 'GB')} + activations {fmt(acts, 'GB')} = "
-                     f"{fmt_bytes(total)}", width, style="bold")]
+    paper = totals.get("paper_total_bytes", total)
+    where = totals.get("verdict_phase", "")
+    if bill.layout.pp > 1 and where:
+        where = f"{totals['verdict_stage']} pipeline stage, {where}"
+    parts = [wrapped(f"MEMORY PER GPU: {fmt_bytes(total)}, the peak of the step on the busiest GPU ({where})",
+                     width, style="bold"),
+             wrapped(f"papers' total: model states {fmt(states, 'GB')} + activations {fmt(acts, 'GB')} = "
+                     f"{fmt_bytes(paper)}; the verdict adds {fmt(as_fraction(total) - as_fraction(paper), 'GB')} "
+                     "(output side, work tensors, communication buffers, recompute window at the peak instant)",
+                     width, "  ", "    ")]
     capacity = totals.get("gpu_memory_bytes")
     if capacity is not None:
         head = totals["headroom_bytes"]
@@ -338,8 +352,25 @@ def memory_summary(bill: Bill, width: int = PIPE_WIDTH) -> Group:
         else:
             parts.append(wrapped(f"against {fmt_bytes(capacity)}: does NOT fit, {used} used, "
                                  f"short by {fmt(-head, 'GB')}", width, style="bold red"))
-    parts.append(wrapped(f"not counted: {NOT_COUNTED}", width, style="dim"))
+    if getattr(bill, "not_counted", None):
+        parts.append(wrapped("not counted: " + "; ".join(
+            f"{item} ≈ {fmt(size, 'GB')}" if size else item for item, size, _ in bill.not_counted), width,
+            style="dim"))
+    else:
+        parts.append(wrapped(f"not counted: {NOT_COUNTED}", width, style="dim"))
     return Group(*parts)
+
+
+def fixes_section(bill: Bill, width: int = PIPE_WIDTH) -> list:
+    """When the bill does not fit: the levers that would, each with its new total and its cost."""
+    fixes = getattr(bill, "fixes", None)
+    if not fixes:
+        return []
+    out = [wrapped(f"WHAT WOULD MAKE IT FIT ({bill.fix_policy})", width, style="bold")]
+    for fix in fixes:
+        out.append(wrapped(f"{' + '.join(fix.levers)}: {fmt_bytes(fix.total_bytes)}, headroom "
+                           f"{fmt(fix.headroom_bytes, 'GB')} — cost: {fix.cost}", width, "  ", "      "))
+    return out
 
 
 def approximations_panel(bill: Bill) -> Panel | None:
@@ -396,6 +427,7 @@ def renderables(bill: Bill, width: int = PIPE_WIDTH, brief: bool = False, extra:
         out.extend(wrapped(note, width, "  ", subsequent="      ") for note in _ledger_notes(bill, ledger))
         out.append(Text())
     out.append(memory_summary(bill, width))
+    out.extend(fixes_section(bill, width))
     out.extend(wrapped(f"note: {note}", width) for note in bill.notes)
     out.append(wrapped("sources: the [keys] are listed, with arXiv ids and what each source is, in docs/sources.md",
                        width, style="dim"))
@@ -485,6 +517,10 @@ def bill_data(bill: Bill) -> dict:
         **{key: _jsonable(value) for key, value in bill.totals.items()},
         "lines": [_line_data(line) for line in bill.lines],
         "notes": bill.notes,
+        "not_counted": [{"item": item, "estimate_bytes": size, "source": source}
+                        for item, size, source in bill.not_counted],
+        "fixes": [fix.as_dict() for fix in getattr(bill, "fixes", [])],
+        "fix_policy": getattr(bill, "fix_policy", ""),
         "approximations": list(bill.model.approximations),
         "model_config": model_config,
     }

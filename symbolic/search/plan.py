@@ -11,11 +11,14 @@ exactly, from the same expressions, so its totals equal ``make_bill``'s.
 
 What a plan models, and what it does not:
 
-* **Memory per GPU** = model states + activations of the stage the bill
-  accounts (the first pipeline stage), as in the bill. The memory timeline
-  (transients, communication buffers, fragmentation) is not modelled, so the
-  total is a lower bound; ``margin`` bytes are reserved from the GPU's memory
-  for what it leaves out: a layout *fits* when ``total ≤ gpu_memory − margin``.
+* **Memory per GPU** = the bill's verdict: the peak of the step on the busiest
+  GPU, the largest of the candidate instants of the first and the last
+  pipeline stage (``symbolic.ledgers.peak``: model states, the chunks in flight,
+  the output side, work tensors, the recompute window, communication buffers,
+  ZeRO-3's gathered weights, the optimizer step's temporaries). Fragmentation
+  and the CUDA context are not modelled; ``margin`` bytes are reserved from the
+  GPU's memory for them: a layout *fits* when ``total ≤ gpu_memory − margin``.
+  The papers' total (states + first-stage activations) is ``paper_total_bytes``.
 * **Step time** = hardware FLOPs per GPU per iteration (recompute included,
   ``ledgers.flops.hardware_training``) / (peak × utilisation) × (1 + bubble),
   with the pipeline bubble of Narayanan et al. 2021 §2.2: ``(p−1)/m`` for
@@ -24,13 +27,14 @@ What a plan models, and what it does not:
   are not modelled: the utilisation stands for all of them.
 * **Valid layouts**: t·p·d·c = N; :meth:`Layout.validate` (heads and FFN width
   divisible by t, layers by p·v, s by c and by t·c under SP, global batch by b·d); and
-  the rules of the frameworks the papers used, stated where applied: t within
-  one node (Narayanan et al. 2021 §3.3, takeaway #1), interleaving only when
-  the micro-batches per pipeline are a multiple of p (Megatron-LM's
+  the rules of the frameworks the papers used — ``symbolic.layout.layout.LAYOUT_RULES``,
+  the one rule set every command applies: interleaving only when the
+  micro-batches per pipeline are a multiple of p (Megatron-LM's
   ``get_forward_backward_func`` asserts it for the interleaved schedule),
   ZeRO-2/3 not combined with pp > 1 (DeepSpeed's ``PipelineEngine`` asserts
-  ZeRO stage < 2: "incompatible with pipeline parallelism"), ZeRO only with d > 1 and
-  SP only with t > 1 (otherwise the same layout twice).
+  ZeRO stage < 2: "incompatible with pipeline parallelism"), ZeRO only with
+  d·c > 1 and SP only with t > 1 — and t within one node (Narayanan et al.
+  2021 §3.3, takeaway #1).
 * **Context parallelism** (c, ``Layout.cp``): swept over the divisors of N
   that divide s (t·c under SP: Megatron-LM splits the sequence by c, then SP
   splits each rank's s/c by t), t·p·d·c = N; activations /c, weights
@@ -47,23 +51,26 @@ from functools import lru_cache
 from typing import Mapping
 
 import numpy as np
-from sympy import Add, Expr, Rational
+from sympy import Add, Expr, Integer, Max, Rational, Symbol
 
-from ..core.dims import B, C_f, E, E_s, L, Psi, V, a, b, c, d, e, e_t, f, f_e, g, h, k, p, s, t, v
+from ..core.dims import B, C_f, E, E_s, L, Psi, V, a, b, c, d, e, e_t, f, f_e, g, h, k, m, p, s, t, v
 from ..core.numeric import exact, vectorize
 from ..layout.layout import Layout
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
-from ..ledgers import activations, flops, params, states
+from ..ledgers import activations, flops, params, peak, states
 from ..ledgers.hardware import Hardware
 from ..ledgers.hardware import load as load_hardware
 from ..ledgers.time import Overlap, price
+from ..ledgers.transients import CommSettings
 from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig, positive_int
 
 #: The argument list of every vectorised ledger function (unused ones are ignored):
 #: the GPT letters, then the LLaMA/MoE ones (key/value heads, experts, top-k, shared, expert width),
 #: then the context-parallel size, then the expert-parallel, expert tensor-parallel sizes and the
 #: capacity factor (symbolic.layout.experts).
-ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c, e, e_t, C_f)
+#: m: micro-batch chunks in flight on the first stage (``Layout.in_flight``); m_last: on the last.
+m_last = Symbol("m_last", positive=True, integer=True)
+ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c, e, e_t, C_f, m, m_last)
 #: The model's letters a plan holds fixed while it sweeps the layout's.
 MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e")
 #: Pipeline schedules as the bill accounts them: no pipeline (pp = 1), the
@@ -125,20 +132,84 @@ def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: boo
     ``experts``: (ep > 1, etp ≠ tp, capacity factor ≠ 1, recompute modules, fused expert SwiGLU)."""
     ep, etp, capacity, modules, fused = experts
     return Layout(sp=sp, recompute=recompute, dtype=dtype, pp=1 if schedule == "none" else 2,
-                  interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1,
+                  interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1, tp=2 if sp else 1,
                   ep=2 if ep else 1, etp=2 if etp else 0, moe_capacity=2 if capacity else 1,
                   recompute_modules=modules, fused_swiglu=fused)
+
+
+def _stage_strategy(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool, stage: str,
+                    experts: tuple = (False, False, False, (), False)):
+    """The bill's strategy of ``stage`` with the chunks in flight as a letter (m first, m_last last),
+    so one expression serves every m and p (``Layout.in_flight`` gives the values)."""
+    strategy = _representative(sp, recompute, dtype, schedule, cp, experts).strategy(stage)
+    if schedule == "none":
+        return strategy
+    return replace(strategy, in_flight=m if stage == "first" else m_last)
 
 
 @lru_cache(maxsize=None)
 def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str,
                      cp: bool = False, experts: tuple = (False, False, False, (), False)) -> Expr:
-    """Activation bytes per GPU on the stage accounted (the bill's ``activations`` lines, summed):
-    chunks in flight × layers per chunk × each saved tensor's bytes."""
-    strategy = _representative(sp, recompute, dtype, schedule, cp, experts).strategy()
+    """Activation bytes per GPU on the first stage (the bill's ``activations`` lines, summed):
+    chunks in flight (m) × layers per chunk × each saved tensor's bytes."""
+    strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, "first", experts)
     in_flight, layers_held = strategy.layers_held()
     inventory = activations.layer_inventory(strategy, _inventories(structure)[1])
     return Add(*(in_flight * layers_held * term.bytes for term in inventory))
+
+
+@lru_cache(maxsize=None)
+def peak_exprs(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str, optimizer: str,
+               zero: int, cp: bool = False, optimizer_impl: str = "foreach",
+               experts: tuple = (False, False, False, (), False)) -> tuple[tuple[str, Expr], ...]:
+    """The verdict's candidate instants (the bill's ``peak|…`` formulas, classes summed), without the
+    communication buffers (:func:`comm_bytes`, added as numbers): the step's peak on the busiest
+    stage is their maximum (``symbolic.ledgers.peak``). (label, bytes) pairs."""
+    from ..bill.derive import OUTPUT_NORM
+    from ..models.architectures import output
+
+    param_inv, base, _ = _inventories(structure)
+    ways = c if cp else Integer(1)
+    recipe = states.RECIPES[optimizer]
+    blocks = _state_blocks(recipe, zero, cp, structure, experts[0], experts[1])
+    temporary = (Add(*_state_blocks(states.FP32_TEMPORARY, zero, cp, structure, experts[0], experts[1]).values())
+                 if optimizer_impl == "foreach" else Integer(0))
+    gathered = peak.gathered_weights(param_inv, Rational(recipe.bytes_of("parameters")), zero)
+    out = []
+    for stage in (("first",) if schedule == "none" else ("first", "last")):
+        strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, stage, experts)
+        output_saved = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[structure[0]]))
+        for instant in peak.stage_instants(stage, strategy, base, output_saved, blocks, temporary, [],
+                                           has_loss=schedule == "none" or stage == "last", gathered=gathered):
+            out.append((f"{stage} stage, {instant.phase}" if schedule != "none" else instant.phase, instant.total))
+    return tuple(out)
+
+
+def comm_bytes(tp, dp, pp, cp, ep=1, etp=None, settings: CommSettings = CommSettings()):
+    """The communication buffers of each layout (``CommSettings.items``), vectorised: evaluated once
+    per distinct (t, d, p, c, e, e_t) — the expert grid's communicators depend on the sizes, not only
+    on which groups are wider than one."""
+    arrays = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in
+                                   (tp, dp, pp, cp, ep, tp if etp is None else etp)))
+    shape = arrays[0].shape
+    rows = np.stack([x.reshape(-1) for x in arrays], axis=1)
+    unique, inverse = np.unique(rows, axis=0, return_inverse=True)
+    sizes = np.array([float(sum(size for _, size in settings.items(
+        Layout(tp=int(t_), dp=int(d_), pp=int(p_), cp=int(c_), ep=int(e_), etp=0 if e_t == t_ else int(e_t)))))
+        for t_, d_, p_, c_, e_, e_t in unique])
+    return sizes[np.asarray(inverse).reshape(-1)].reshape(shape)
+
+
+def _state_blocks(recipe, zero: int, cp: bool, structure: tuple | None, ep: bool, etp: bool) -> dict:
+    """Model-state bytes per GPU of each block of ``recipe`` as the bill's lines: the dense grid,
+    or for a mixture of experts its routed experts on the expert grid (:func:`states_expr`)."""
+    context = c if cp else Integer(1)
+    if structure is None or structure[0] != "moe":
+        return states.blocks(recipe, zero, context_parallel=context)
+    from ..bill.derive import routed_expert_parameters
+    experts = routed_expert_parameters(_inventories(structure)[0])
+    return states.expert_blocks(recipe, zero, experts, context_parallel=context,
+                                expert_parallel=e if ep else 1, expert_tensor_parallel=e_t if etp else t)
 
 
 @lru_cache(maxsize=None)
@@ -162,6 +233,22 @@ def model_flops_expr(structure: tuple) -> Expr:
 @lru_cache(maxsize=None)
 def _vectorized(expr: Expr):
     return vectorize(expr, list(ARGS))
+
+
+@lru_cache(maxsize=None)
+def _vectorized_many(exprs: tuple[Expr, ...]):
+    """One numpy function returning every expression of ``exprs`` (common subexpressions shared)."""
+    from sympy import lambdify
+    missing = set().union(*(e.free_symbols for e in exprs)) - set(ARGS)
+    if missing:
+        raise ValueError(f"vectorize: {sorted(map(str, missing))} not among the arguments")
+    return lambdify(list(ARGS), list(exprs), "numpy", cse=True)
+
+
+def _call_max(exprs: tuple[Expr, ...], values: Mapping[str, object], shape):
+    """The largest of ``exprs`` at each configuration (the verdict's candidate instants)."""
+    arrays = _vectorized_many(exprs)(*(values.get(x.name, 1.0) for x in ARGS))
+    return np.maximum.reduce([np.broadcast_to(np.asarray(a, dtype=np.float64), shape) for a in arrays])
 
 
 def _call(expr: Expr, values: Mapping[str, object]):
@@ -220,13 +307,15 @@ class Group:
     capacity: bool = False  #: a capacity factor other than 1 (C_f)
     modules: tuple = ()  #: Megatron-Core's recompute_modules under selective recompute (empty: core_attn)
     fused_swiglu: bool = False  #: the experts' SwiGLU as one fused kernel
+    optimizer_impl: str = "foreach"  #: foreach (fp32 temporaries at the step) or fused (none)
 
     @classmethod
     def of(cls, model: ModelConfig, layout: Layout) -> "Group":
         from ..bill.derive import structure
         return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
                    layout.dtype, structure(model), layout.cp > 1, layout.ep > 1, layout.etp not in (0, layout.tp),
-                   layout.moe_capacity != 1, tuple(layout.recompute_modules), layout.fused_swiglu)
+                   layout.moe_capacity != 1, tuple(layout.recompute_modules), layout.fused_swiglu,
+                   layout.optimizer_impl)
 
     def expressions(self) -> dict[str, Expr]:
         """The bill's ledgers as expressions in the papers' letters (Psi: the count the states use)."""
@@ -236,6 +325,9 @@ class Group:
                 "activation_bytes": activations_expr(self.structure, self.sp, self.recompute, self.dtype,
                                                      self.schedule, self.cp,
                                                      (self.ep, self.etp, self.capacity, self.modules, self.fused_swiglu)),
+                "peak_candidates": peak_exprs(self.structure, self.sp, self.recompute, self.dtype, self.schedule,
+                                              self.optimizer, self.zero, self.cp, self.optimizer_impl,
+                                              (self.ep, self.etp, self.capacity, self.modules, self.fused_swiglu)),
                 "flops_per_micro_batch": flops_expr(self.structure, self.recompute, self.modules),
                 "model_flops_per_micro_batch": model_flops_expr(self.structure)}
 
@@ -243,22 +335,34 @@ class Group:
 def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand=None) -> dict[str, np.ndarray]:
     """The bill's totals for arrays of configurations sharing ``group``, vectorised.
 
-    ``values``: arrays (or scalars) for the letters s b h a L V t p d f v (and c);
+    ``values``: arrays (or scalars) for the letters s b h a L V t p d f v c, m and m_last
+    (the chunks in flight on the first and the last stage, ``Layout.in_flight``);
     ``micro_batches``: micro-batches per iteration, all data-parallel ranks
     together (the bill's ``iteration_micro_batches × dp``). Floats: for
     screening and ranking; :func:`exact_totals` gives the exact numbers.
     """
     exprs = group.expressions()
     # Floats throughout: FLOPs per iteration pass 2^63 for large models, and int64 would wrap silently.
+    values = dict(values)
+    values.setdefault("c", 1)
+    if "m" not in values or "m_last" not in values:  # the chunks in flight, by the layout's rule
+        shape = np.broadcast(*(np.asarray(values[x]) for x in ("p", "v", "d")), np.asarray(micro_batches)).shape
+        pp, vv, m_iter = (np.broadcast_to(np.asarray(x), shape).astype(np.int64) for x in (
+            values["p"], values["v"], np.asarray(micro_batches) // np.asarray(values["d"])))
+        values.setdefault("m", in_flight_array(pp, vv, m_iter, "first"))
+        values.setdefault("m_last", in_flight_array(pp, vv, m_iter, "last"))
     values = {k: np.asarray(x, dtype=np.float64) for k, x in values.items()}
     values["Psi"] = 0.0
     count = _call(exprs["params"], values)
     values["Psi"] = count if params_hand is None else float(params_hand)
     model_states = _call(exprs["model_states_bytes"], values)
     acts = _call(exprs["activation_bytes"], values)
+    verdict = _call_max(tuple(e for _, e in exprs["peak_candidates"]), values, np.shape(acts))
+    verdict = verdict + comm_bytes(values["t"], values["d"], values["p"], values["c"], values.get("e", 1),
+                                   values.get("e_t"))
     micro_batches = np.asarray(micro_batches, dtype=np.float64)
     return {"params": count, "model_states_bytes": model_states, "activation_bytes": acts,
-            "total_bytes": model_states + acts,
+            "paper_total_bytes": model_states + acts, "total_bytes": verdict,
             "flops_per_iteration": _call(exprs["flops_per_micro_batch"], values) * micro_batches,
             "model_flops_per_iteration": _call(exprs["model_flops_per_micro_batch"], values) * micro_batches}
 
@@ -267,18 +371,28 @@ def exact_totals(model: ModelConfig, layout: Layout, params_hand: int | None = N
     """The bill's totals for one layout, exactly, from the plan's expressions."""
     group = Group.of(model, layout)
     exprs = group.expressions()
-    values = layout.values(model)
+    values = layout_values(model, layout)
     count = int(exact(exprs["params"], values))
     values["Psi"] = count if params_hand is None else params_hand
     model_states = _whole(exact(exprs["model_states_bytes"], values))
     acts = _whole(exact(exprs["activation_bytes"], values))
+    comm = sum(size for _, size in CommSettings().items(layout))
+    verdict = max(Rational(exact(e, values)) for _, e in exprs["peak_candidates"]) + comm
     micro_batches = layout.iteration_micro_batches() * layout.dp
     flops_iteration = int(exact(exprs["flops_per_micro_batch"], values)) * micro_batches
     model_flops = int(exact(exprs["model_flops_per_micro_batch"], values)) * micro_batches
     gpus = layout.gpus
     return {"params": count, "model_states_bytes": model_states, "activation_bytes": acts,
-            "total_bytes": _whole(Rational(model_states) + acts), "flops_per_iteration": flops_iteration,
+            "paper_total_bytes": _whole(Rational(model_states) + acts), "total_bytes": _whole(verdict),
+            "flops_per_iteration": flops_iteration,
             "model_flops_per_iteration": model_flops, "flops_per_gpu_per_iteration": Rational(flops_iteration, gpus)}
+
+
+def layout_values(model: ModelConfig, layout: Layout) -> dict[str, int]:
+    """The layout's dimension values and its chunks in flight (m first stage, m_last last stage)."""
+    values: dict = dict(layout.values(model), m=layout.in_flight("first"))
+    values[m_last] = layout.in_flight("last")  # a plan-local letter: keyed by its symbol
+    return values
 
 
 def _whole(x):
@@ -429,6 +543,7 @@ class Plan:
     moe_capacity: Fraction = Fraction(1)  #: the layouts' capacity factor (Layout.moe_capacity), fixed
     overlap: Overlap = field(default_factory=Overlap)
     gpus_per_node: int = 8
+    optimizer_impl: str = "foreach"
 
     @property
     def usable(self) -> int:
@@ -440,7 +555,7 @@ class Plan:
 
     def layout_at(self, i: int) -> Layout:
         return _layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
-                            self.moe_capacity)
+                            self.moe_capacity, self.optimizer_impl)
 
     def planned(self, i: int) -> Planned:
         """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
@@ -509,6 +624,16 @@ def time_binding(breakdown: Mapping[str, float], recompute_overhead: float, layo
         parts[what] = breakdown["compute"] * recompute_overhead / (1 + recompute_overhead)
     name, value = max(parts.items(), key=lambda kv: kv[1])
     return "compute" if value <= 0 else f"{name} {value / step:.0%}"
+
+
+def in_flight_array(pp, interleave, micro_batches, stage: str):
+    """:func:`symbolic.layout.layout.in_flight` over arrays of layouts: the same rule, written with
+    ``np.where`` (``tests/test_verdict.py`` holds the two equal over a grid of p, v and m)."""
+    p_, v_, m_ = (np.asarray(x, dtype=np.int64) for x in (pp, interleave, micro_batches))
+    warm_up = (2 * (p_ - 1) if stage == "first" else 0) + (v_ - 1) * p_
+    interleaved = np.where(m_ == p_, m_ * v_, np.minimum(warm_up + 1, m_ * v_))
+    one_f_one_b = np.minimum(m_, p_) if stage == "first" else np.ones_like(m_)
+    return np.where(p_ == 1, 1, np.where(v_ == 1, one_f_one_b, interleaved)).astype(np.int64)
 
 
 def pipeline_bubble(pp, interleave, micro_batches):
@@ -584,7 +709,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
     rules = [f"t·p·d·c = {gpus}", f"c divides s ({s_})", f"t divides heads ({heads}){kv}{ffn_e} and the FFN width ({ffn}); "
              f"t ≤ {gpus_per_node} "
              "GPUs per node (Narayanan et al. 2021 §3.3)", f"p·v divides the layers ({layers})",
-             "SP only with t > 1, s divisible by t·c", "ZeRO only with d > 1; ZeRO-2/3 only with p = 1 "
+             "SP only with t > 1, s divisible by t·c", "ZeRO only with d·c > 1; ZeRO-2/3 only with p = 1 "
              "(DeepSpeed's pipeline engine supports ZeRO-1)",
              "interleaving (v > 1) only with p > 1 and micro-batches per pipeline a multiple of p (Megatron-LM)"]
     if model.experts:
@@ -613,7 +738,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                 micro = [1 << k for k in range(max_micro_batch.bit_length()) if 1 << k <= max_micro_batch]
             micro = [mb for mb in micro if fixed.get("micro_batch", mb) == mb]
             chunks = [1] + ([vv for vv in divisors(layers // pp) if vv > 1] if pp > 1 else [])
-            zeros = [0] if dp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
+            zeros = [0] if dp * cp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
             sps = [False, True] if tp > 1 and s_ % (tp * cp) == 0 else [False]
             expert_grids = _expert_grids(model, tp * dp * cp, tp, gpus_per_node, fixed)
             for mb in micro:
@@ -650,10 +775,12 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
 def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global_batch: int = 0,
          margin: int = 0, params_hand: int | None = None, optimizer: str = "bf16-adam", dtype: str = "bf16",
          hardware: Hardware | None = None, max_micro_batch: int = 16, gpus_per_node: int | None = None,
-         fixed: Mapping[str, object] | None = None, moe_capacity=1, overlap: Overlap = Overlap()) -> Plan:
+         fixed: Mapping[str, object] | None = None, moe_capacity=1, overlap: Overlap = Overlap(),
+         optimizer_impl: str = "foreach") -> Plan:
     """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
 
-    Keeps those whose states + activations ≤ ``gpu_memory − margin`` and ranks
+    Keeps those whose verdict (the step's peak on the busiest GPU) ≤ ``gpu_memory − margin``
+    (``optimizer_impl``: ``foreach`` steps keep fp32 temporaries, ``fused`` none) and ranks
     them by the step-time model of :mod:`symbolic.ledgers.time` (compute, communication
     placed by Megatron's rank order on ``hardware`` with ``gpus_per_node`` GPUs per
     NVLink domain, overlap, bubble, optimizer) per sequence (= step time when the
@@ -670,6 +797,11 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         raise ConfigError(f"margin ({margin:,} B) must be at least 0 and below the GPU memory ({gpu_memory:,} B)")
     if optimizer not in states.RECIPES:
         raise ConfigError(f"unknown optimizer {optimizer!r}; recipes: {', '.join(states.RECIPES)}")
+    if optimizer_impl not in ("foreach", "fused"):
+        raise ConfigError(f"optimizer-impl must be foreach or fused, not {optimizer_impl!r}")
+    if states.RECIPES[optimizer].factored:
+        raise ConfigError(f"optimizer {optimizer}: its factored states need the parameters' shapes; plan sweeps "
+                          "per-parameter recipes — use `symbolic bill` for it")
     if dtype not in FLOAT_ACTIVATION_DTYPES:
         raise ConfigError(f"dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}, not {dtype!r}")
     if fixed and fixed.get("recompute") is not None and fixed["recompute"] not in RECOMPUTE:
@@ -691,10 +823,13 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     values = Layout(seq=seq).values(model)
     scalars = {k: values[k] for k in MODEL_LETTERS if k in values}
     cols = {"t": table["tp"], "p": table["pp"], "d": table["dp"], "b": table["micro_batch"],
-            "v": table["interleave"], "c": table["cp"], "e": table["ep"], "e_t": table["etp"]}
+            "v": table["interleave"], "c": table["cp"], "e": table["ep"], "e_t": table["etp"],
+            "m": in_flight_array(table["pp"], table["interleave"], table["micro_batches"], "first"),
+            "m_last": in_flight_array(table["pp"], table["interleave"], table["micro_batches"], "last")}
     scalars["C_f"] = float(Fraction(moe_capacity))
     micro_batches_total = table["micro_batches"] * table["dp"]
-    out = {k: np.empty(n) for k in ("params", "model_states_bytes", "activation_bytes", "total_bytes",
+    out = {k: np.empty(n) for k in ("params", "model_states_bytes", "activation_bytes", "paper_total_bytes",
+                                     "total_bytes",
                                      "flops_per_iteration", "model_flops_per_iteration")}
     schedule = np.where(table["pp"] == 1, 0, np.where(table["interleave"] > 1, 2, 1))
     # One group per discrete choice: the expressions differ in shape, not in values.
@@ -708,7 +843,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
                       SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
-                      bool(expert[i0]), bool(expert_tensor[i0]), Fraction(moe_capacity) != 1)
+                      bool(expert[i0]), bool(expert_tensor[i0]), Fraction(moe_capacity) != 1,
+                      optimizer_impl=optimizer_impl)
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         result = sweep(group, vals, micro_batches_total[idx], params_hand)
         for name, arr in result.items():
@@ -718,7 +854,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     fits = out["total_bytes"] <= usable
     near = np.flatnonzero(np.abs(out["total_bytes"] - usable) <= 1e-9 * usable)
     for i in near:
-        layout = _layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity)
+        layout = _layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity, optimizer_impl)
         fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
     bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
     sequences = table["micro_batch"] * micro_batches_total
@@ -755,7 +891,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                                 _significant(table["seconds_per_sequence"][fit_idx])))]
     return Plan(model, gpus, gpu_memory, margin, hardware, seq, global_batch, params_hand, optimizer, dtype,
                 table, order, rules, moe_capacity=Fraction(moe_capacity), overlap=overlap,
-                gpus_per_node=gpus_per_node)
+                gpus_per_node=gpus_per_node, optimizer_impl=optimizer_impl)
 
 
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
@@ -766,11 +902,12 @@ def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
     return np.round(x / scale) * scale
 
 
-def _layout_from(table, i, seq, global_batch, optimizer, dtype, moe_capacity=1) -> Layout:
+def _layout_from(table, i, seq, global_batch, optimizer, dtype, moe_capacity=1,
+                 optimizer_impl: str = "foreach") -> Layout:
     return Layout(micro_batch=int(table["micro_batch"][i]), seq=seq, tp=int(table["tp"][i]),
                   pp=int(table["pp"][i]), dp=int(table["dp"][i]), sp=bool(table["sp"][i]),
                   recompute=RECOMPUTE_ORDER[table["recompute"][i]], zero=int(table["zero"][i]),
                   optimizer=optimizer, interleave=int(table["interleave"][i]), dtype=dtype,
                   global_batch=global_batch, cp=int(table["cp"][i]), ep=int(table["ep"][i]),
                   etp=0 if table["etp"][i] == table["tp"][i] else int(table["etp"][i]),
-                  moe_capacity=Fraction(moe_capacity))
+                  moe_capacity=Fraction(moe_capacity), optimizer_impl=optimizer_impl)

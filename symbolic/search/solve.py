@@ -1,14 +1,21 @@
 """Symbolic limits: the largest micro-batch or sequence length that fits, solved exactly.
 
-The memory per GPU of a layout — model states + activations, the bill's
-``total_bytes`` — is a polynomial in b (linear) and in s (quadratic: the
-attention scores are s×s; linear too with learned positions through the
-parameter count). :func:`solve_limit` substitutes every other dimension,
-solves ``total = gpu_memory − margin`` for the positive root with sympy, takes
-the largest integer at or below it that makes a valid layout (s a multiple of
-t under sequence parallelism, b·d dividing a given global batch), and checks
-the answer with :func:`symbolic.bill.derive.make_bill`: the answer fits, and the next
-valid value does not.
+The memory per GPU of a layout — the bill's verdict ``total_bytes``, the peak
+of the step on the busiest stage — is the largest of the candidate instants of
+:mod:`symbolic.ledgers.peak`, each a polynomial in b (linear) and in s
+(quadratic: the attention scores are s×s; linear too with learned positions
+through the parameter count), every coefficient non-negative. The maximum is
+at most the usable memory exactly when every candidate is, so
+:func:`solve_limit` substitutes every other dimension, solves ``candidate =
+gpu_memory − margin`` for the positive root of each with sympy, keeps the
+smallest bound (the binding instant), takes the largest integer at or below it
+that makes a valid layout (s a multiple of t under sequence parallelism, b·d
+dividing a given global batch), and checks the answer with
+:func:`symbolic.bill.derive.make_bill`: the answer fits, and the next valid value does
+not. With a pipeline and a fixed global batch the chunks in flight depend on b
+(m = B/(b·d)): then the valid micro-batches (b·d dividing B) are few and are
+checked with the bill one by one, smallest first (the memory does not
+decrease with b: b·min(m, p) = min(B/d, b·p)).
 """
 from __future__ import annotations
 
@@ -20,7 +27,8 @@ from ..core.dims import Psi, b, s
 from ..core.numeric import substitute
 from ..layout.layout import Layout
 from ..models.config import ConfigError, ModelConfig, positive_int
-from .plan import Group, _check_arch
+from ..ledgers.transients import CommSettings
+from .plan import Group, _check_arch, layout_values
 
 #: What can be solved for: the layout field and its dimension symbol.
 TARGETS = {"micro_batch": b, "seq": s}
@@ -48,6 +56,7 @@ class Limit:
     next_value: int | None      #: the next valid value above the answer (None: there is none)
     total_at_next: object       #: make_bill's total_bytes there
     params_hand: int | None = None
+    instant: str = ""           #: the binding candidate instant (its polynomial is ``polynomial``)
 
     @property
     def usable(self) -> int:
@@ -67,13 +76,28 @@ class Limit:
         return None if self.next_value is None else bool(Rational(self.total_at_next) <= self.usable)
 
 
-def memory_expr(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> tuple[Expr, Expr]:
-    """(memory per GPU with Psi, the same with Psi replaced by the count the bill uses for the states)."""
+def memory_exprs(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> list[tuple[str, Expr, Expr]]:
+    """The verdict's candidate instants: (label, bytes with Psi, the same with Psi replaced by the count
+    the bill uses for the states), the chunks in flight and the communication buffers substituted."""
     exprs = Group.of(model, layout).expressions()
-    with_psi = exprs["model_states_bytes"] + exprs["activation_bytes"]
+    psi = exprs["params"] if params_hand is None else Integer(params_hand)
+    values = layout_values(model, layout)
+    fixed = {key: val for key, val in values.items() if not isinstance(key, str) or key in ("m",)}
+    comm = sum(size for _, size in CommSettings().items(layout))
+    out = []
+    for label, expr in exprs["peak_candidates"]:
+        with_psi = substitute(expr, fixed) + comm
+        out.append((label, with_psi, with_psi.xreplace({Psi: psi})))
+    return out
+
+
+def memory_expr(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> tuple[Expr, Expr]:
+    """The papers' total (model states + first-stage activations): (with Psi, Psi replaced)."""
+    exprs = Group.of(model, layout).expressions()
+    with_psi = substitute(exprs["model_states_bytes"] + exprs["activation_bytes"],
+                          {"m": layout.in_flight("first")})
     psi = exprs["params"] if params_hand is None else Integer(params_hand)
     return with_psi, with_psi.xreplace({Psi: psi})
-
 
 
 def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int, margin: int = 0,
@@ -83,6 +107,10 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     from ..bill.derive import make_bill
 
     _check_arch(model)
+    if layout.sweep_levers:
+        raise ConfigError("solve does not model LoRA, a quantised base, offload, "
+                          "--flash-attention or activation offload yet; "
+                          "`symbolic bill` itemises them")
     if target not in TARGETS:
         raise ConfigError(f"--max must be one of micro-batch, seq; not {target!r}")
     positive_int("gpu_memory", gpu_memory)
@@ -94,20 +122,22 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     # the error naming any other field that is wrong.
     smallest = layout.cp * (layout.tp if layout.sp else 1) if target == "seq" else 1
     layout = replace(layout, **{target: smallest}).validate(model)
-    with_psi, total = memory_expr(model, layout, params_hand)
     x = Dummy(symbol.name, positive=True)
     values = {k: val for k, val in layout.values(model).items() if k != symbol.name}
-    polynomial = expand(substitute(total, values).xreplace({symbol: x}))
-    roots = [r for r in solve(Eq(polynomial, usable), x) if r.is_real and r.is_positive]
-    root = max(roots, key=lambda r: r.evalf(50)) if roots else None
-    bound = None
-    if root is not None:
-        bound = int(floor(root))
-        # floor of an algebraic number is exact in sympy; confirm on the polynomial anyway.
-        while bound > 0 and polynomial.xreplace({x: bound}) > usable:
-            bound -= 1
-        while polynomial.xreplace({x: bound + 1}) <= usable:
-            bound += 1
+    if target == "micro_batch" and layout.pp > 1 and layout.global_batch:
+        return _search_micro_batch(model, layout, gpu_memory, margin, params_hand)
+    binding = None  # (bound, label, with_psi, polynomial, root): the candidate with the smallest bound
+    for label, with_psi, total in memory_exprs(model, layout, params_hand):
+        polynomial = expand(substitute(total, values).xreplace({symbol: x}))
+        if polynomial.free_symbols - {x}:
+            raise ConfigError(f"cannot solve for {target}: {polynomial.free_symbols - {x}} left in the memory")
+        candidate = _largest_integer(polynomial, x, usable)
+        unbounded = float("inf")
+        if binding is None or (unbounded if candidate[0] is None else candidate[0]) < (
+                unbounded if binding[0] is None else binding[0]):
+            binding = (candidate[0], label, with_psi, polynomial, candidate[1])
+    bound, instant, with_psi, polynomial, root = binding
+    bound = bound or None  # 0: not even the smallest value fits (b and s are positive)
     if bound is not None and bound > MAX_ANSWER[target]:
         raise ConfigError(f"the largest {target.replace('_', '-')} that fits ({bound:,}) is beyond the stated range "
                           f"(at most {MAX_ANSWER[target]:,}): check --gpu-memory ({gpu_memory:,} B)")
@@ -123,7 +153,51 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     polynomial = polynomial.xreplace({x: symbol})
     return Limit(model, target, answer, bound, None if root is None else root.xreplace({x: symbol}),
                  polynomial, with_psi, gpu_memory, margin, at_layout, total_at, next_value, total_next,
-                 params_hand)
+                 params_hand, instant)
+
+
+def _largest_integer(polynomial: Expr, x, usable: int) -> tuple[int | None, Expr | None]:
+    """(largest integer x ≥ 0 with polynomial(x) ≤ usable — None when every x is; the positive root).
+    0: not even x → 0 fits (an instant that does not depend on x and is over, e.g. the optimizer step)."""
+    if polynomial.xreplace({x: 0}) > usable:
+        return 0, None
+    roots = [r for r in solve(Eq(polynomial, usable), x) if r.is_real and r.is_positive]
+    root = max(roots, key=lambda r: r.evalf(50)) if roots else None
+    if root is None:
+        return None, None  # constant in x (and ≤ usable): no bound from this instant
+    bound = int(floor(root))
+    # floor of an algebraic number is exact in sympy; confirm on the polynomial anyway.
+    while bound > 0 and polynomial.xreplace({x: bound}) > usable:
+        bound -= 1
+    while polynomial.xreplace({x: bound + 1}) <= usable:
+        bound += 1
+    return bound, root
+
+
+def _search_micro_batch(model, layout, gpu_memory, margin, params_hand) -> Limit:
+    """With a pipeline and a fixed global batch: every valid micro-batch (b·d dividing B), checked
+    with the bill, smallest first; the answer is the last that fits."""
+    from ..bill.derive import make_bill
+
+    usable = gpu_memory - margin
+    valid = [value for value in range(1, layout.global_batch // layout.dp + 1)
+             if replace(layout, micro_batch=value).is_valid(model)]
+    answer, total_at, next_value, total_next = None, None, None, None
+    for value in valid:
+        total = make_bill(model, replace(layout, micro_batch=value), params_hand=params_hand).totals["total_bytes"]
+        if Rational(total) <= usable:
+            answer, total_at = value, total
+        else:
+            next_value, total_next = value, total
+            break
+    at = answer if answer is not None else valid[0]
+    if answer is None:
+        total_at = total_next
+        next_value = total_next = None
+    with_psi, total = memory_expr(model, replace(layout, micro_batch=at), params_hand)
+    return Limit(model, "micro_batch", answer, answer, None, total, with_psi, gpu_memory, margin,
+                 replace(layout, micro_batch=at), total_at, next_value, total_next, params_hand,
+                 "checked by the bill at each valid micro-batch (the chunks in flight depend on b)")
 
 
 def _step(layout, target) -> int:

@@ -18,7 +18,7 @@ optimizer-offload       constant (+ the optimizer   PCIe transfer longer than th
 activation-offload      activations                 PCIe transfer longer than a layer's compute
 fp8-activations         activations                 accumulated quantities (only write-once/read-once)
 flash-attention         activations, transients     — (fused kernel, §05.2)
-fused-cross-entropy     transients                  — (long vocabularies, V >= 128k in the seed)
+fused-cross-entropy     transients, activations     — (long vocabularies, V >= 128k in the seed)
 =====================  ==========================  =========================================
 """
 from __future__ import annotations
@@ -124,7 +124,8 @@ OPTIMIZATIONS: dict[str, Optimization] = {o.name: o for o in (
                  "never for accumulated quantities", "seed 004 §05.2, §05.6", _fp8_activations),
     Optimization("flash-attention", ("activations", "transients"), "fused attention: the (b, a, s, s) tensors "
                  "stay in SRAM; the log-sum-exp is saved", "seed 004 §05.2, §07", _flash),
-    Optimization("fused-cross-entropy", ("transients",), "logits and loss in one kernel, streamed by row",
+    # activations too: the output side's fp32 log-softmax (kept for backward) is no longer materialised
+    Optimization("fused-cross-entropy", ("transients", "activations"), "logits and loss in one kernel, streamed by row",
                  "seed 004 §05.2", _fused_ce),
 )}
 

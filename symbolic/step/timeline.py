@@ -26,9 +26,10 @@ of each layer (split into its MLP and its attention half, the two windows of
 different work tensors), the optimizer step. On a pipeline stage the
 timeline is that of the micro-batch that fills the stage: ``k - 1`` earlier
 micro-batch chunks are held whole while it runs (1F1B: ``k = min(m, p)`` on
-the first stage, Korthikanti §4.2.3; interleaved: Narayanan §2.2.2). The
+the first stage and 1 on the last, Korthikanti §4.2.3; interleaved: Narayanan
+§2.2.2, capped at m·v chunks — ``symbolic.layout.layout.in_flight``). The
 loss is computed on the last stage, so a pipelined first stage has no loss
-phase.
+phase; ``build(..., stage="last")`` lays out the last stage.
 
 The peak is the maximum over instants of the sum of what is alive — never
 the sum of the classes' maxima (seed 004 §03.1). Every phase family is a
@@ -43,8 +44,10 @@ Conditions: the model's layer inventory (``symbolic.bill.derive.inventories``: t
 GPT layer of Korthikanti §4.1, without FlashAttention unless the
 ``flash_attention`` option; the LLaMA and MoE layers with their fused
 attention kernel), work tensors from that layer's saved tensors
-(:func:`layer_work_tensors`), transformer layers only for activations (the
-embedding output and final norm are left out, as in the bill), 2 B floats
+(:func:`layer_work_tensors`), transformer layers for activations, and on the
+stage that computes the loss the output side (final norm, fp32 log-softmax,
+targets: the bill's ``output_side`` lines) in the loss phase; the embedding's
+output is left out (the bill lists it as not counted), 2 B floats
 for activations and work tensors unless the strategy's dtype says otherwise.
 Sizes of the work tensors follow from shapes; how many of them a real kernel
 keeps at once is a modelling choice stated at each term.
@@ -57,14 +60,29 @@ from typing import Iterator
 from sympy import Add, Expr, Integer, Max, Symbol, expand, sympify
 
 from ..core.dims import L, V, a, b, h, p, s, v
-from ..core.dims import k as top_k  # experts per token; `k` below is the chunks in flight
 from ..core.numeric import exact_int
 from ..core.tensors import Axis, Group, Inventory, SavedTensor
-from ..layout.experts import expert_data_parallel, expert_tensor_parallel
 from ..layout.layout import Layout
-from ..layout.strategies import Strategy, interleave_in_flight, sequence_parallel, tensor_parallel
+from ..layout.strategies import (  # noqa: F401 (flash_attention re-exported: the timeline's option)
+    Strategy,
+    flash_attention,
+    interleave_in_flight,
+    sequence_parallel,
+    tensor_parallel,
+)
 from ..ledgers import params as params_ledger
 from ..ledgers import states
+# The work tensors and communication buffers are ledger terms (the bill's verdict sums them too).
+from ..ledgers.transients import (  # noqa: F401 (re-exported: the timeline's classes)
+    MiB,
+    TRANSIENT_SOURCE,
+    CommSettings,
+    _tensor,
+    expert_groups,
+    layer_work_tensors,
+    without_all_to_all,
+    work_tensors,
+)
 from ..models.config import ConfigError, ModelConfig
 
 CLASSES = ("constant", "activations", "transients", "communication")
@@ -72,59 +90,13 @@ CLASSES = ("constant", "activations", "transients", "communication")
 #: The layer index inside the chunk being run; a local symbol, not a dimension.
 i = Symbol("i", positive=True, integer=True)
 
-MiB = 2**20
 SEED = "seed 004"
 #: The most layer copies (layers per chunk × chunks in flight) one timeline walks: linear, ≈ 10 s at this
 #: size on one loaded core; the largest published models hold ~10^2.
 MAX_LAYERS_HELD = 25_000
-TRANSIENT_SOURCE = "seed 004 §02.3, §06.3 (work tensors); shapes as Korthikanti §4.1"
 
 
 # --- settings ----------------------------------------------------------------
-
-@dataclass(frozen=True)
-class CommSettings:
-    """Communication buffers, from named settings (seed 004 §02.4, §05.4).
-
-    nccl_buffsize: ``NCCL_BUFFSIZE``, the Simple-protocol staging per channel
-    (NCCL's default, 4 MiB). channels: NCCL channels per communicator (NCCL
-    chooses it per topology; 16 is an assumed typical value, not a seed
-    number). A communicator is counted for every parallel group wider than
-    one (TP, DP, PP send/recv). bucket_bytes: one gradient bucket staged for
-    the data-parallel all-reduce (PyTorch DDP's default ``bucket_cap_mb`` =
-    25 MiB), counted when d > 1.
-    """
-
-    nccl_buffsize: int = 4 * MiB
-    channels: int = 16
-    bucket_bytes: int = 25 * MiB
-
-    def items(self, layout: Layout) -> list[tuple[str, int]]:
-        per_communicator = self.nccl_buffsize * self.channels
-        out = []
-        for group, size in (("tensor-parallel", layout.tp), ("data-parallel", layout.dp),
-                            ("pipeline send/recv", layout.pp)) + expert_groups(layout):
-            if size > 1:
-                out.append((f"communication/nccl staging ({group})", per_communicator))
-        if layout.dp > 1 and self.bucket_bytes:
-            out.append(("communication/gradient bucket (data-parallel)", self.bucket_bytes))
-        return out
-
-
-def expert_groups(layout: Layout) -> tuple[tuple[str, int], ...]:
-    """The expert grid's communicators beside the dense grid's (Megatron-Core's
-    parallel_state builds them apart): the expert-parallel group (the dispatch
-    and combine all-to-all, seed 004 §05.4's EP staging), the expert
-    tensor-parallel group when e_t ≠ t, and the expert-data-parallel group (the
-    experts' gradient reduce) when it differs from the data-parallel one."""
-    if layout.ep == 1 and layout.etp in (0, layout.tp):
-        return ()
-    etp = expert_tensor_parallel(layout)
-    edp = expert_data_parallel(layout)
-    return ((("expert-parallel all-to-all", layout.ep),)
-            + ((("expert tensor-parallel", etp),) if etp != layout.tp else ())
-            + ((("expert data-parallel", edp),) if edp != layout.dp else ()))
-
 
 @dataclass(frozen=True)
 class MemoryOptions:
@@ -203,111 +175,6 @@ class PhaseFamily:
 
 def _bytes(terms: Inventory) -> tuple[tuple[str, Expr], ...]:
     return tuple((term.name, term.bytes) for term in terms)
-
-
-def _tensor(name, shape, dtype, split, split_dim, note=""):
-    return SavedTensor(name, shape, dtype, split, split_dim, Group.BODY, TRANSIENT_SOURCE, note)
-
-
-def work_tensors(ffn: Expr) -> Inventory:
-    """The kernel work tensors of one layer and of the loss, unsharded.
-
-    Forward: ``attention/scores`` — the raw Q·Kᵀ (b, a, s, s), the softmax's
-    input, freed once the softmax output exists. MLP backward: the incoming
-    gradient dY and outgoing dX (s, b, h), and the gradients of the two
-    f-wide intermediates (GeLU output and input) — "与它同形状的中间量梯度"
-    (seed 004 §06.3). Attention backward: dY, dX, the gradients of the
-    probabilities and of the scores (b, a, s, s each, no FlashAttention) and
-    dQ, dK, dV. Loss: the logits (bf16, vocabulary split by t as Megatron's
-    vocab-parallel cross-entropy does), their fp32 copy kept for the
-    softmax and the fp32 gradient of the logits.
-    """
-    head = h / a
-    return Inventory((
-        _tensor("forward/attention/scores", (b, a, s, s), "bf16", Axis.TENSOR, 1, "Q·Kᵀ before the softmax"),
-        _tensor("backward/mlp/grad_output", (s, b, h), "bf16", Axis.SEQUENCE, 0, "dY entering the MLP block"),
-        _tensor("backward/mlp/grad_fc2_input", (s, b, ffn), "bf16", Axis.TENSOR, 2, "d(GeLU output)"),
-        _tensor("backward/mlp/grad_gelu_input", (s, b, ffn), "bf16", Axis.TENSOR, 2, "d(GeLU input): dH"),
-        _tensor("backward/mlp/grad_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, "dX leaving the MLP block"),
-        _tensor("backward/attention/grad_output", (s, b, h), "bf16", Axis.SEQUENCE, 0, "dY entering attention"),
-        _tensor("backward/attention/grad_probs", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dP"),
-        _tensor("backward/attention/grad_scores", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dS"),
-        _tensor("backward/attention/grad_query", (s, b, a, head), "bf16", Axis.TENSOR, 2, "dQ"),
-        _tensor("backward/attention/grad_key", (s, b, a, head), "bf16", Axis.TENSOR, 2, "dK"),
-        _tensor("backward/attention/grad_value", (s, b, a, head), "bf16", Axis.TENSOR, 2, "dV"),
-        _tensor("backward/attention/grad_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, "dX leaving the layer"),
-        _tensor("loss/logits", (s, b, V), "bf16", Axis.TENSOR, 2, "output layer result, vocabulary split by t"),
-        _tensor("loss/logits_fp32", (s, b, V), "fp32", Axis.TENSOR, 2, "fp32 copy for the softmax, kept for backward"),
-        _tensor("loss/grad_logits_fp32", (s, b, V), "fp32", Axis.TENSOR, 2, "d(loss)/d(logits), fp32"),
-    ))
-
-
-def layer_work_tensors(saved: Inventory) -> Inventory:
-    """The kernel work tensors of one layer and of the loss, from the layer's
-    saved tensors (any architecture), unsharded.
-
-    The rule that gives :func:`work_tensors` for the GPT layer: the raw Q·Kᵀ
-    scores in forward and dP, dS in backward only when the layer saves an
-    s×s tensor (no fused kernel: a fused kernel keeps them in SRAM tiles);
-    in the MLP backward, dY and dX and the gradient of every float
-    intermediate of the MLP/MoE block that TP or EP splits and that is not
-    h wide (GPT: the GeLU input and output; LLaMA: gate, SiLU, up and the
-    down projection's input; MoE: each expert's and shared expert's
-    intermediates, all experts at once — an upper bound, autograd frees
-    each expert's once its backward is done), in reverse order of forward;
-    in the attention backward dY, dX and dQ, dK, dV of the saved Q, K, V's
-    shapes (GQA: K and V at g heads). The loss: as :func:`work_tensors`.
-
-    A layer with routed experts also has the dispatch's forward buffers
-    (Megatron-Core ``token_dispatcher.MoEAlltoAllTokenDispatcher``): the
-    permuted tokens, each token once per chosen expert — [s·b·k, h], the
-    rank's own tokens (/t under SP) — and, with expert parallelism, the
-    all-to-all's output of the same size under balanced routing, both freed
-    once the expert-TP all-gather has produced the experts' input. (The combine
-    mirrors them on the way back; they are not counted twice.)
-    """
-    explicit = any(term.shape[-2:] == (s, s) for term in saved)
-    hidden = (s, b, h)
-    terms = []
-    if explicit:
-        terms.append(_tensor("forward/attention/scores", (b, a, s, s), "bf16", Axis.TENSOR, 1,
-                             "Q·Kᵀ before the softmax"))
-    if any(x.split is Axis.EXPERT for x in saved):
-        terms += [_tensor(f"forward/moe/{name}", (s, b, top_k, h), "bf16", Axis.SEQUENCE, 0, note)
-                  for name, note in (("permuted_tokens", "permute: each token once per chosen expert"),
-                                     ("received_tokens", "the EP all-to-all's output (balanced: as many rows)"))]
-    terms.append(_tensor("backward/mlp/grad_output", hidden, "bf16", Axis.SEQUENCE, 0, "dY entering the MLP block"))
-    for x in reversed(saved.terms):
-        if (not x.name.startswith("attention/") and x.dtype not in ("mask", "int64")
-                and x.split in (Axis.TENSOR, Axis.EXPERT) and x.shape[-1] != h):
-            name = x.name.split("/", 1)[1].replace("/", "_")
-            terms.append(_tensor(f"backward/mlp/grad_{name}", x.shape, x.dtype, x.split, x.split_dim,
-                                 f"d({x.name})"))
-    terms.append(_tensor("backward/mlp/grad_input", hidden, "bf16", Axis.SEQUENCE, 0, "dX leaving the MLP block"))
-    terms.append(_tensor("backward/attention/grad_output", hidden, "bf16", Axis.SEQUENCE, 0,
-                         "dY entering attention"))
-    if explicit:
-        terms += [_tensor("backward/attention/grad_probs", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dP"),
-                  _tensor("backward/attention/grad_scores", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dS")]
-    for part, label in (("query", "dQ"), ("key", "dK"), ("value", "dV")):
-        x = saved[f"attention/{part}"]
-        terms.append(_tensor(f"backward/attention/grad_{part}", x.shape, "bf16", x.split, x.split_dim, label))
-    terms.append(_tensor("backward/attention/grad_input", hidden, "bf16", Axis.SEQUENCE, 0, "dX leaving the layer"))
-    terms += [x for x in work_tensors(h) if x.name.startswith("loss/")]
-    return Inventory(tuple(terms))
-
-
-def flash_attention(inventory: Inventory) -> Inventory:
-    """FlashAttention (seed 004 §05.2, §07): Q·Kᵀ, P, dS, dP stay in SRAM
-    tiles; of the (b, a, s, s) tensors nothing is saved or materialised, and
-    the log-sum-exp (b, a, s), fp32, is saved instead. Condition: the fused
-    attention kernel; the dropout mask is regenerated from the RNG state."""
-    kept = [term for term in inventory if term.shape[-2:] != (s, s)]
-    already = "attention/logsumexp" in inventory.names()  # a fused-attention layer (LLaMA, MoE) as it is
-    if not already and any(term.name.startswith("attention/") for term in inventory):
-        kept.append(SavedTensor("attention/logsumexp", (b, a, s), "fp32", Axis.TENSOR, 1, Group.BODY,
-                                "Dao et al. 2022 (FlashAttention) §3.1", "row statistics kept for backward"))
-    return Inventory(tuple(kept), inventory.applied + ("flash_attention",))
 
 
 # --- the timeline ------------------------------------------------------------
@@ -609,41 +476,45 @@ class TimelineValues:
         return dict(self.rows[self.t_star_index][1])
 
 
-def in_flight(layout: Layout) -> tuple[Expr, Expr, list[str]]:
-    """(micro-batch chunks held at the fullest, layers per chunk, notes).
-
-    No pipeline: one micro-batch over L layers. 1F1B: the first stage runs
-    min(m, p) forwards before its first backward (m micro-batches per
-    iteration per data-parallel rank): p when m >= p (symbolic), else m.
-    Interleaved: 2(p-1) + (v-1)p + 1 chunks of L/(p v) layers (m >= p assumed).
+def in_flight(layout: Layout, stage: str = "first") -> tuple[Expr, Expr, list[str]]:
+    """(micro-batch chunks held at the fullest, layers per chunk, notes) on
+    pipeline ``stage`` (``first`` or ``last``): the layout's one rule,
+    :func:`symbolic.layout.layout.in_flight` — 1F1B: min(m, p) on the first
+    stage, 1 on the last; interleaved: Narayanan's count capped at m·v
+    chunks of L/(p v) layers. No pipeline: one micro-batch over L layers.
     """
     notes = []
+    chunks, layers = layout.strategy(stage).layers_held()
     if layout.pp == 1:
-        return Integer(1), L, notes
-    if layout.interleave > 1:
-        notes.append("interleaved schedule: in-flight chunks assume m >= p micro-batches per iteration")
-        return interleave_in_flight(p, v), L / (p * v), notes
+        return chunks, layers, notes
     m_iter = layout.iteration_micro_batches()
-    if m_iter >= layout.pp:
-        notes.append(f"1F1B first stage: min(m, p) = p micro-batches in flight (m = {m_iter})")
-        return p, L / p, notes
-    notes.append(f"1F1B first stage: min(m, p) = m = {m_iter} micro-batches in flight (fewer than p = {layout.pp})")
-    return Integer(m_iter), L / p, notes
+    schedule = "interleaved" if layout.interleave > 1 else "1F1B"
+    notes.append(f"{schedule} {stage} stage: {layout.in_flight(stage)} micro-batch chunk(s) in flight "
+                 f"(m = {m_iter} micro-batches per iteration, p = {layout.pp})")
+    return chunks, layers, notes
 
 
-def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions = MemoryOptions()) -> Timeline:
-    """The timeline of one training step of ``model`` under ``layout``."""
-    from ..bill.derive import inventories  # here: the bill imports the ledgers
+def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions = MemoryOptions(),
+          stage: str = "first") -> Timeline:
+    """The timeline of one training step of ``model`` under ``layout`` on
+    pipeline ``stage``: ``first`` (the most micro-batches in flight) or
+    ``last`` (its layers, then the output side and the loss). With pp = 1 the
+    one stage is both."""
+    from ..bill.derive import OUTPUT_NORM, inventories  # here: the bill imports the ledgers
+    from ..models.architectures import output
 
     layout.validate(model)
+    if layout.levers:
+        raise ConfigError("the timeline does not model LoRA, a quantised base or offload (--lora, --base-dtype, "
+                          "--offload); `symbolic bill` itemises them")
     if layout.cp > 1:
         raise ConfigError(f"cp {layout.cp}: the timeline does not model context parallelism (its ring buffers "
                           "and work tensors); use cp 1 here — bill, plan and solve model it")
     from ..bill.derive import model_state_blocks
 
     param_inv, base, _ = inventories(model)
-    strategy = layout.strategy()
-    k, n, notes = in_flight(layout)
+    strategy = layout.strategy(stage)
+    k, n, notes = in_flight(layout, stage)
     held_layers = exact_int(k * n, layout.values(model))
     if held_layers > MAX_LAYERS_HELD:
         raise ConfigError(f"layers {model.layers:,} on a stage holding {held_layers:,} layer copies at its fullest: "
@@ -651,12 +522,14 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
                           f"{MAX_LAYERS_HELD:,}; use pp > 1 (fewer layers per stage) or bill/plan/solve, which "
                           "take up to 10^5 layers")
     pipeline = layout.pp > 1
+    has_loss = not pipeline or stage == "last"
 
     # Saved tensors per layer under the strategy, and the whole layer without recompute.
     work = layer_work_tensors(base)
     if layout.ep == 1:  # no all-to-all: the permuted tokens go straight to the expert-TP gather
-        work = Inventory(tuple(x for x in work if x.name != "forward/moe/received_tokens"), work.applied)
-    if options.flash_attention:
+        work = without_all_to_all(work)
+    flash = options.flash_attention or layout.flash_attention
+    if flash:
         base = flash_attention(base)
     saved = strategy.apply(base)
     # What recompute re-creates, and what forward produces and drops, is in the compute dtype:
@@ -685,7 +558,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     if strategy.sequence_parallel:
         work = sequence_parallel(work)
     work = strategy.dispatch(work)  # the experts' gradients as their activations: after dispatch (f_e/e_t wide)
-    if options.flash_attention:
+    if flash:
         work = Inventory(tuple(x for x in work if x.shape[-2:] != (s, s)), work.applied)
     forward_work = work.select("forward")
     if strategy.recompute != "none":
@@ -712,7 +585,13 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     fixed = tuple(constant + comm)
 
     per_layer = _bytes(saved)
-    offload = options.activation_offload
+    offload = options.activation_offload or layout.activation_offload
+    # ZeRO-3: the largest weight matrix gathered and one prefetched, while any layer computes.
+    from ..ledgers.peak import gathered_weights
+    gathered_bytes = gathered_weights(param_inv, states.parameter_bytes(recipe, layout), layout.zero)
+    gathered = ((Item("transients", "transients/ZeRO-3 gathered weights (running + prefetched)",
+                      (("zero3/gathered weights", gathered_bytes),), Integer(1), "gathered"),)
+                if gathered_bytes != 0 else ())
 
     def held() -> tuple[Item, ...]:
         if k == 1 or offload:
@@ -728,24 +607,31 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     def work_item(name: str, inv: Inventory, group: str, cls: str = "transients") -> tuple[Item, ...]:
         return (Item(cls, name, _bytes(inv), Integer(1), group, i),) if len(inv) else ()
 
-    families = [PhaseFamily("fwd layer {i}", fixed + held() + (current(i),)
+    families = [PhaseFamily("fwd layer {i}", fixed + gathered + held() + (current(i),)
                             + work_item("transients/forward kernel work (attention scores)", forward_work, "fwd"),
                             indexed=True, order=1)]
-    if not pipeline:
-        families.append(PhaseFamily("loss", fixed + held() + (current(n),)
+    if has_loss:
+        # The output side's saved tensors (final norm, logits input, fp32 log-softmax, targets: the
+        # bill's output_side lines) and the loss's work tensors (bf16 logits, fp32 grad of the logits).
+        kept_output = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[model.arch]))
+        if options.fused_cross_entropy:  # streamed by row: no s·b·V log-softmax is kept
+            kept_output = Inventory(tuple(x for x in kept_output if x.name != "output/log_softmax"))
+        families.append(PhaseFamily("loss", fixed + gathered + held() + (current(n),)
+                                    + (Item("activations", "activations/output side (final norm, log-softmax, "
+                                            "targets)", _bytes(kept_output), Integer(1), "output", Integer(1)),)
                                     + ((Item("transients", "transients/logits and cross-entropy",
                                              _bytes(loss_work), Integer(1), "loss", Integer(1)),) if len(loss_work) else ())))
     else:
         notes.append("the loss (logits, cross-entropy) runs on the last pipeline stage, not on the stage accounted")
     # Backward of layer i: the MLP half, then the attention half (layer i's MLP tensors released).
-    mlp_items = fixed + held() + (current(i),)
+    mlp_items = fixed + gathered + held() + (current(i),)
     mlp_items += work_item("activations/recompute window (MLP and attention)", window_mlp, "window", "activations")
     mlp_items += work_item("transients/MLP backward work tensors", mlp_work, "bwd-mlp")
     families.append(PhaseFamily("bwd layer {i} (mlp)", mlp_items, indexed=True, order=-1, loop="backward"))
     if offload:
-        attention_items = fixed + (current(i),)
+        attention_items = fixed + gathered + (current(i),)
     else:
-        attention_items = fixed + held()
+        attention_items = fixed + gathered + held()
         attention_items += (Item("activations", "activations/saved, current micro-batch", per_layer, i - 1, "current"),
                             Item("activations", "activations/saved, layer i attention half", _bytes(saved_attention),
                                  Integer(1), "current", i))
@@ -756,7 +642,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
                                 loop="backward"))
 
     # Optimizer step: activations are gone; one fp32 temporary per (sharded) parameter.
-    if not options.optimizer_offload:
+    if not options.optimizer_offload and layout.optimizer_impl == "foreach":  # a fused kernel keeps none
         shard = layout.zero >= 1
         # 4 B per parameter of the optimizer's shard: the dense part's and the experts' (expert grid)
         step_temp = states.Recipe("temp", (states.Block("fp32 temporary", 4, "optimizer"),), "", "")
@@ -767,7 +653,8 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
             (("optimizer/foreach temporary", temp),), Integer(1), "opt"),)))
     else:
         families.append(PhaseFamily("optimizer step", fixed))
-        notes.append("optimizer offload: the Adam update runs on the CPU")
+        notes.append("optimizer offload: the Adam update runs on the CPU" if options.optimizer_offload
+                     else "fused optimizer: the step keeps no fp32 temporaries")
     if options.applied:
         notes.append("optimisations: " + ", ".join(options.applied))
     notes.extend(model.approximations)

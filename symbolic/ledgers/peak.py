@@ -1,0 +1,245 @@
+"""The verdict: the peak of one training step on the busiest GPU, as sums of terms.
+
+"It fits" must mean the whole step fits. Seed 004 §02–§03: what decides an
+OOM is what is alive at the same instant. On a pipeline the stages differ:
+the first holds the most micro-batches in flight, the last holds its layers
+plus the output side (final norm, logits, the fp32 log-softmax, the loss).
+Intermediate stages hold fewer micro-batches than the first and no output
+side, so the busiest GPU is the first or the last stage (first order: the
+model states split evenly over the stages).
+
+For each stage this module lists the instants where the step's memory can
+peak — the ends of the phase families of :mod:`symbolic.step.timeline`
+(forward of the last layer of the chunk, the loss, the MLP and the attention
+half of the backward of that layer, the optimizer step) — each as a sum of
+five classes of terms:
+
+``model_states``
+    the recipe's byte blocks (the bill's ``model_states`` lines);
+``activations``
+    the saved tensors of the layers held (chunks in flight × layers per chunk)
+    and the recompute window of the layer being back-propagated;
+``output_side``
+    what the loss keeps (the bill's ``output_side`` lines), on the stage
+    that computes the loss;
+``transients``
+    kernel work tensors (:mod:`symbolic.ledgers.transients`) and the
+    optimizer step's fp32 temporaries;
+``communication``
+    NCCL staging buffers and the gradient bucket (:class:`CommSettings`).
+
+The step's peak on a stage is the largest of its instants, and the verdict
+the largest over stages. The same terms placed instant by instant are the
+timeline; ``tests/test_verdict.py`` holds the two equal for every built-in
+model. Nothing here walks the layers: each instant is one closed form.
+
+Not counted (listed by ``symbolic.bill.evaluate.not_counted`` with an
+estimate): the embedding's activations on the first stage, the CUDA context
+and kernel workspaces, and allocator fragmentation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sympy import Add, Expr, Integer
+
+from ..core.dims import Psi, d, p, t
+from ..core.tensors import Group, Inventory
+from ..layout.strategies import Strategy, context_parallel, sequence_parallel, tensor_parallel
+from . import states
+from .transients import CommSettings, layer_work_tensors, without_all_to_all
+
+#: The classes an instant's bytes are split into, in the order they print.
+CLASSES = ("model_states", "activations", "output_side", "transients", "communication")
+
+SOURCE = "seed 004 §02–§03 (what is alive at the peak instant); phases as symbolic.step.timeline"
+
+
+@dataclass(frozen=True)
+class Instant:
+    """One candidate peak instant of a stage: its bytes per class, in the papers' letters."""
+
+    stage: str
+    phase: str
+    parts: dict[str, Expr]
+
+    @property
+    def total(self) -> Expr:
+        return Add(*self.parts.values())
+
+
+def _sum(inventory: Inventory) -> Expr:
+    return Add(*(term.bytes for term in inventory))
+
+
+@dataclass(frozen=True)
+class StepTerms:
+    """The per-layer inventories one stage's instants are made of (as the timeline builds them)."""
+
+    saved: Inventory            #: saved per layer under the strategy
+    saved_attention: Inventory  #: the attention half of a layer's saved tensors
+    window_mlp: Inventory       #: recompute window while back-propagating the MLP half
+    window_attention: Inventory  #: recompute window while back-propagating the attention half
+    forward_work: Inventory
+    mlp_work: Inventory
+    attention_work: Inventory
+    loss_work: Inventory
+
+
+def step_terms(strategy: Strategy, base: Inventory) -> StepTerms:
+    """The saved tensors, recompute windows and work tensors of one layer under
+    ``strategy`` — the rule of :func:`symbolic.step.timeline.build`.
+
+    Recompute windows: full recompute re-creates the whole layer but its input
+    (MLP half) and the attention block (attention half); selective recompute
+    re-creates the attention core while the attention half runs (seed 004
+    §03.1, §06.3). Work tensors are in the compute dtype (fp32 training makes
+    the 2-byte ones fp32; FP8 *storage* leaves them alone) and sharded as the
+    strategy shards (TP; SP when on; s/c per rank under context parallelism).
+    """
+    work = layer_work_tensors(base)
+    if not strategy.expert_parallel:
+        work = without_all_to_all(work)
+    saved = strategy.apply(base)
+    compute_dtype = "bf16" if strategy.dtype == "fp8" else strategy.dtype
+    whole = replace(strategy, recompute="none", dtype=compute_dtype).apply(base)
+    kept = set(saved.names())
+    if strategy.recompute == "full":
+        window_mlp = Inventory(tuple(x for x in whole if x.group is not Group.LAYER_INPUT))
+        window_attention = Inventory(tuple(x for x in whole.select("attention") if x.group is not Group.LAYER_INPUT))
+    elif strategy.recompute == "selective":
+        window_mlp = Inventory(())
+        window_attention = Inventory(tuple(x for x in whole if x.name not in kept))
+    else:
+        window_mlp = window_attention = Inventory(())
+    if strategy.dtype == "fp32":
+        work = work.map(lambda x: replace(x, dtype="fp32") if x.dtype == "bf16" else x, "dtype")
+    if strategy.context_parallel:
+        work = context_parallel(work)
+    work = tensor_parallel(work)
+    if strategy.sequence_parallel:
+        work = sequence_parallel(work)
+    work = strategy.dispatch(work)  # the experts' gradients as their activations: after dispatch (f_e/e_t wide)
+    forward_work = work.select("forward")
+    if strategy.recompute != "none":
+        # the tensors recompute drops are still produced in forward, in the same kernel window
+        forward_work = Inventory(forward_work.terms + tuple(
+            x for x in whole if x.group is Group.ATTENTION_CORE and x.name not in kept))
+    return StepTerms(saved, saved.select("attention"), window_mlp, window_attention, forward_work,
+                     work.select("backward/mlp"), work.select("backward/attention"), work.select("loss"))
+
+
+#: The per-layer terms an instant is made of, and the class each belongs to.
+BASIS = {"per_layer": "activations", "attention_half": "activations", "window_mlp": "activations",
+         "window_attention": "activations", "forward_work": "transients", "mlp_work": "transients",
+         "attention_work": "transients", "loss_work": "transients", "output_side": "output_side",
+         "gathered_weights": "transients"}
+
+
+def basis(strategy: Strategy, base: Inventory, output_saved: Inventory,
+          gathered: Expr = Integer(0)) -> dict[str, Expr]:
+    """The bytes of each :data:`BASIS` term for one micro-batch and one layer (the output side: once;
+    ``gathered``: ZeRO-3's gathered weights, :func:`gathered_weights`)."""
+    terms = step_terms(strategy, base)
+    return {"per_layer": _sum(terms.saved), "attention_half": _sum(terms.saved_attention),
+            "window_mlp": _sum(terms.window_mlp), "window_attention": _sum(terms.window_attention),
+            "forward_work": _sum(terms.forward_work), "mlp_work": _sum(terms.mlp_work),
+            "attention_work": _sum(terms.attention_work), "loss_work": _sum(terms.loss_work),
+            "output_side": _sum(output_saved), "gathered_weights": gathered}
+
+
+def compositions(in_flight: Expr, layers: Expr, has_loss: bool,
+                 activation_offload: bool = False) -> list[tuple[str, list[tuple[Expr, str]]]]:
+    """Each candidate instant but the optimizer step as (phase, [(multiplicity, basis term)]).
+
+    ``in_flight`` (k) chunks of ``layers`` (n) layers: the k − 1 earlier chunks held whole and the
+    current one up to its last layer make k·n layers' saved tensors (one less, plus the attention
+    half, while that layer's attention half is back-propagated). ``activation_offload``: the saved
+    tensors stream to CPU memory; the GPU keeps a double buffer — two layers' worth — at every
+    instant (seed 004 §05.2), as the timeline's activation-offload option."""
+    one = Integer(1)
+    if activation_offload:
+        double = Integer(2)
+        gathered = (one, "gathered_weights")
+        out = [("forward, last layer of the chunk", [(double, "per_layer"), (one, "forward_work"), gathered])]
+        if has_loss:
+            out.append(("loss", [(double, "per_layer"), (one, "loss_work"), (one, "output_side"), gathered]))
+        out.append(("backward, last layer (MLP half)", [(double, "per_layer"), (one, "window_mlp"),
+                                                        (one, "mlp_work"), gathered]))
+        out.append(("backward, last layer (attention half)", [(double, "per_layer"), (one, "window_attention"),
+                                                              (one, "attention_work"), gathered]))
+        return out
+    held = in_flight * layers
+    gathered = (one, "gathered_weights")  # alive while any layer computes, not at the optimizer step
+    out = [("forward, last layer of the chunk", [(held, "per_layer"), (one, "forward_work"), gathered])]
+    if has_loss:
+        out.append(("loss", [(held, "per_layer"), (one, "loss_work"), (one, "output_side"), gathered]))
+    out.append(("backward, last layer (MLP half)", [(held, "per_layer"), (one, "window_mlp"), (one, "mlp_work"),
+                                                    gathered]))
+    out.append(("backward, last layer (attention half)", [(held - 1, "per_layer"), (one, "attention_half"),
+                                                          (one, "window_attention"), (one, "attention_work"),
+                                                          gathered]))
+    return out
+
+
+def gathered_weights(param_inv, param_bytes, zero: int) -> Expr:
+    """ZeRO-3's working set: the parameters gathered to compute (Rajbhandari et al. 2019 §5.3;
+    DeepSpeed stage 3 all-gathers each submodule's parameters before its forward and backward and
+    frees them after, prefetching the next): the largest weight matrix of a layer, gathered, and one
+    prefetched, ``param_bytes`` each entry, split by t. 0 below ZeRO-3 (the weights are whole)."""
+    if zero != 3:
+        return Integer(0)
+    from sympy import Max, Mul
+    matrices = [Mul(*term.shape[-2:]) for term in param_inv if term.scope == "layer" and len(term.shape) >= 2]
+    return 2 * param_bytes * Max(*matrices) / t
+
+
+def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved: Inventory,
+                   state_blocks: dict[str, Expr], optimizer_temporary: Expr, comm: list[tuple[str, int]],
+                   has_loss: bool, gathered: Expr = Integer(0), activation_offload: bool = False) -> list[Instant]:
+    """The candidate peak instants of one pipeline stage.
+
+    ``strategy``: the stage's (its chunks in flight, ``Strategy.layers_held``).
+    ``output_saved``: the output side, sharded (held only if ``has_loss``).
+    ``state_blocks``: model-state bytes per GPU by block (in Psi).
+    ``optimizer_temporary``: the optimizer step's fp32 temporaries.
+    ``comm``: (name, bytes) communication buffers, held throughout.
+    ``gathered``: ZeRO-3's gathered weights (:func:`gathered_weights`).
+
+    The instants are the ends of the timeline's phase families (each family
+    grows with the layer index, so its end is its largest instant): the
+    forward of the chunk's last layer, the loss, the MLP and the attention
+    half of that layer's backward (:func:`compositions`), and the optimizer step.
+    """
+    terms = basis(strategy, base, output_saved, gathered)
+    in_flight, layers = strategy.layers_held()
+    states_bytes = Add(*state_blocks.values())
+    communication = Add(*(Integer(size) for _, size in comm))
+
+    def instant(phase: str, parts: dict[str, Expr]) -> Instant:
+        return Instant(stage, phase, {"model_states": states_bytes, "activations": parts.get("activations", Integer(0)),
+                                      "output_side": parts.get("output_side", Integer(0)),
+                                      "transients": parts.get("transients", Integer(0)),
+                                      "communication": communication})
+
+    out = []
+    for phase, composition in compositions(in_flight, layers, has_loss, activation_offload):
+        parts: dict[str, Expr] = {}
+        for multiplicity, name in composition:
+            parts[BASIS[name]] = parts.get(BASIS[name], Integer(0)) + multiplicity * terms[name]
+        out.append(instant(phase, parts))
+    out.append(instant("optimizer step", {"transients": optimizer_temporary}))
+    return out
+
+
+def optimizer_temporary(zero: int, context_parallel: Expr = Integer(1), trainable: Expr = Psi) -> Expr:
+    """The optimizer step's temporaries: one fp32 value per trainable parameter
+    of the GPU's shard (PyTorch's ``foreach`` Adam; seed 004 §02.3), the shard
+    being trainable/(t·p), over d·c more with ZeRO ≥ 1. A fused optimizer
+    kernel (apex/DeepSpeed FusedAdam) or a CPU step has none."""
+    return 4 * trainable / (t * p * (d * context_parallel if zero >= 1 else 1))
+
+
+def comm_buffers(layout, settings: CommSettings = CommSettings()) -> list[tuple[str, int]]:
+    """The communication buffers of ``layout`` (:meth:`CommSettings.items`)."""
+    return settings.items(layout)

@@ -1,0 +1,167 @@
+"""Kernel work tensors and communication buffers: the transient and the
+communication classes of a training step's memory (seed 004 §02.3–§02.4), as
+terms.
+
+The timeline (:mod:`symbolic.step.timeline`) places them at the instants they
+are alive; the bill's verdict (:mod:`symbolic.ledgers.peak`) sums the same
+terms at each stage's peak instant. Sizes follow from shapes; how many of them
+a real kernel keeps at once is a modelling choice stated at each term.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sympy import Expr
+
+from ..core.dims import V, a, b, h, s
+from ..core.dims import k as top_k  # experts per token
+from ..core.tensors import Axis, Group, Inventory, SavedTensor
+from ..layout.experts import expert_data_parallel, expert_tensor_parallel
+from ..layout.layout import Layout
+
+MiB = 2**20
+TRANSIENT_SOURCE = "seed 004 §02.3, §06.3 (work tensors); shapes as Korthikanti §4.1"
+
+
+@dataclass(frozen=True)
+class CommSettings:
+    """Communication buffers, from named settings (seed 004 §02.4, §05.4).
+
+    nccl_buffsize: ``NCCL_BUFFSIZE``, the Simple-protocol staging per channel
+    (NCCL's default, 4 MiB). channels: NCCL channels per communicator (NCCL
+    chooses it per topology; 16 is an assumed typical value, not a seed
+    number). A communicator is counted for every parallel group wider than
+    one (TP, DP, PP send/recv, the CP ring). bucket_bytes: one gradient bucket staged for
+    the data-parallel all-reduce (PyTorch DDP's default ``bucket_cap_mb`` =
+    25 MiB), counted when d > 1.
+    """
+
+    nccl_buffsize: int = 4 * MiB
+    channels: int = 16
+    bucket_bytes: int = 25 * MiB
+
+    def items(self, layout: Layout) -> list[tuple[str, int]]:
+        per_communicator = self.nccl_buffsize * self.channels
+        out = []
+        groups = (("tensor-parallel", layout.tp), ("data-parallel", layout.dp),
+                  ("pipeline send/recv", layout.pp), ("context-parallel ring", layout.cp)) + expert_groups(layout)
+        for group, size in groups:
+            if size > 1:
+                out.append((f"communication/nccl staging ({group})", per_communicator))
+        if layout.dp > 1 and self.bucket_bytes:
+            out.append(("communication/gradient bucket (data-parallel)", self.bucket_bytes))
+        return out
+
+
+def expert_groups(layout: Layout) -> tuple[tuple[str, int], ...]:
+    """The expert grid's communicators beside the dense grid's (Megatron-Core's
+    parallel_state builds them apart): the expert-parallel group (the dispatch
+    and combine all-to-all, seed 004 §05.4's EP staging), the expert
+    tensor-parallel group when e_t ≠ t, and the expert-data-parallel group (the
+    experts' gradient reduce) when it differs from the data-parallel one."""
+    if layout.ep == 1 and layout.etp in (0, layout.tp):
+        return ()
+    etp = expert_tensor_parallel(layout)
+    edp = expert_data_parallel(layout)
+    return ((("expert-parallel all-to-all", layout.ep),)
+            + ((("expert tensor-parallel", etp),) if etp != layout.tp else ())
+            + ((("expert data-parallel", edp),) if edp != layout.dp else ()))
+
+
+def _tensor(name, shape, dtype, split, split_dim, note=""):
+    return SavedTensor(name, shape, dtype, split, split_dim, Group.BODY, TRANSIENT_SOURCE, note)
+
+
+def work_tensors(ffn: Expr) -> Inventory:
+    """The kernel work tensors of one layer and of the loss, unsharded.
+
+    Forward: ``attention/scores`` — the raw Q·Kᵀ (b, a, s, s), the softmax's
+    input, freed once the softmax output exists. MLP backward: the incoming
+    gradient dY and outgoing dX (s, b, h), and the gradients of the two
+    f-wide intermediates (GeLU output and input) — "与它同形状的中间量梯度"
+    (seed 004 §06.3). Attention backward: dY, dX, the gradients of the
+    probabilities and of the scores (b, a, s, s each, no FlashAttention) and
+    dQ, dK, dV. Loss: the logits (bf16, vocabulary split by t as Megatron's
+    vocab-parallel cross-entropy does) and the fp32 gradient of the logits. (The fp32 log-softmax the
+    loss keeps for backward is a saved tensor of the output side,
+    ``models.architectures.output``: the loss phase holds it with the final
+    norm's and the logits' inputs.)
+    """
+    head = h / a
+    return Inventory((
+        _tensor("forward/attention/scores", (b, a, s, s), "bf16", Axis.TENSOR, 1, "Q·Kᵀ before the softmax"),
+        _tensor("backward/mlp/grad_output", (s, b, h), "bf16", Axis.SEQUENCE, 0, "dY entering the MLP block"),
+        _tensor("backward/mlp/grad_fc2_input", (s, b, ffn), "bf16", Axis.TENSOR, 2, "d(GeLU output)"),
+        _tensor("backward/mlp/grad_gelu_input", (s, b, ffn), "bf16", Axis.TENSOR, 2, "d(GeLU input): dH"),
+        _tensor("backward/mlp/grad_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, "dX leaving the MLP block"),
+        _tensor("backward/attention/grad_output", (s, b, h), "bf16", Axis.SEQUENCE, 0, "dY entering attention"),
+        _tensor("backward/attention/grad_probs", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dP"),
+        _tensor("backward/attention/grad_scores", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dS"),
+        _tensor("backward/attention/grad_query", (s, b, a, head), "bf16", Axis.TENSOR, 2, "dQ"),
+        _tensor("backward/attention/grad_key", (s, b, a, head), "bf16", Axis.TENSOR, 2, "dK"),
+        _tensor("backward/attention/grad_value", (s, b, a, head), "bf16", Axis.TENSOR, 2, "dV"),
+        _tensor("backward/attention/grad_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, "dX leaving the layer"),
+        _tensor("loss/logits", (s, b, V), "bf16", Axis.TENSOR, 2, "output layer result, vocabulary split by t"),
+        _tensor("loss/grad_logits_fp32", (s, b, V), "fp32", Axis.TENSOR, 2, "d(loss)/d(logits), fp32"),
+    ))
+
+
+def layer_work_tensors(saved: Inventory) -> Inventory:
+    """The kernel work tensors of one layer and of the loss, from the layer's
+    saved tensors (any architecture), unsharded.
+
+    The rule that gives :func:`work_tensors` for the GPT layer: the raw Q·Kᵀ
+    scores in forward and dP, dS in backward only when the layer saves an
+    s×s tensor (no fused kernel: a fused kernel keeps them in SRAM tiles);
+    in the MLP backward, dY and dX and the gradient of every float
+    intermediate of the MLP/MoE block that TP or EP splits and that is not
+    h wide (GPT: the GeLU input and output; LLaMA: gate, SiLU, up and the
+    down projection's input; MoE: each expert's and shared expert's
+    intermediates, all experts at once — an upper bound, autograd frees
+    each expert's once its backward is done), in reverse order of forward;
+    in the attention backward dY, dX and dQ, dK, dV of the saved Q, K, V's
+    shapes (GQA: K and V at g heads). The loss: as :func:`work_tensors`.
+
+    A layer with routed experts also has the dispatch's forward buffers
+    (Megatron-Core ``token_dispatcher.MoEAlltoAllTokenDispatcher``): the
+    permuted tokens, each token once per chosen expert — [s·b·k, h], the
+    rank's own tokens (/t under SP) — and, with expert parallelism, the
+    all-to-all's output of the same size under balanced routing, both freed
+    once the expert-TP all-gather has produced the experts' input (without
+    expert parallelism :func:`without_all_to_all` drops the second). The
+    combine mirrors them on the way back; they are not counted twice.
+    """
+    explicit = any(term.shape[-2:] == (s, s) for term in saved)
+    hidden = (s, b, h)
+    terms = []
+    if explicit:
+        terms.append(_tensor("forward/attention/scores", (b, a, s, s), "bf16", Axis.TENSOR, 1,
+                             "Q·Kᵀ before the softmax"))
+    if any(x.split is Axis.EXPERT for x in saved):
+        terms += [_tensor(f"forward/moe/{name}", (s, b, top_k, h), "bf16", Axis.SEQUENCE, 0, note)
+                  for name, note in (("permuted_tokens", "permute: each token once per chosen expert"),
+                                     ("received_tokens", "the EP all-to-all's output (balanced: as many rows)"))]
+    terms.append(_tensor("backward/mlp/grad_output", hidden, "bf16", Axis.SEQUENCE, 0, "dY entering the MLP block"))
+    for x in reversed(saved.terms):
+        if (not x.name.startswith("attention/") and x.dtype not in ("mask", "int64")
+                and x.split in (Axis.TENSOR, Axis.EXPERT) and x.shape[-1] != h):
+            name = x.name.split("/", 1)[1].replace("/", "_")
+            terms.append(_tensor(f"backward/mlp/grad_{name}", x.shape, x.dtype, x.split, x.split_dim,
+                                 f"d({x.name})"))
+    terms.append(_tensor("backward/mlp/grad_input", hidden, "bf16", Axis.SEQUENCE, 0, "dX leaving the MLP block"))
+    terms.append(_tensor("backward/attention/grad_output", hidden, "bf16", Axis.SEQUENCE, 0,
+                         "dY entering attention"))
+    if explicit:
+        terms += [_tensor("backward/attention/grad_probs", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dP"),
+                  _tensor("backward/attention/grad_scores", (b, a, s, s), "bf16", Axis.TENSOR, 1, "dS")]
+    for part, label in (("query", "dQ"), ("key", "dK"), ("value", "dV")):
+        x = saved[f"attention/{part}"]
+        terms.append(_tensor(f"backward/attention/grad_{part}", x.shape, "bf16", x.split, x.split_dim, label))
+    terms.append(_tensor("backward/attention/grad_input", hidden, "bf16", Axis.SEQUENCE, 0, "dX leaving the layer"))
+    terms += [x for x in work_tensors(h) if x.name.startswith("loss/")]
+    return Inventory(tuple(terms))
+
+
+def without_all_to_all(work: Inventory) -> Inventory:
+    """No expert parallelism: no all-to-all, the permuted tokens go straight to the expert-TP gather."""
+    return Inventory(tuple(x for x in work if x.name != "forward/moe/received_tokens"), work.applied)
