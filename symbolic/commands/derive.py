@@ -71,11 +71,16 @@ def add_arguments(parser) -> None:
                            help="a learned position table of s·h")
     from ..layout.choices import BASE_DTYPES, LORA_TARGETS, OFFLOAD
     levers = parser.add_argument_group("levers (state-terms)")
-    levers.add_argument("--lora", action="store_true", help="LoRA adapters of rank r; the base frozen")
-    levers.add_argument("--lora-targets", choices=LORA_TARGETS, default="all-linear")
+    # --lora as the other commands type it (a rank); alone, r stays a letter
+    levers.add_argument("--lora", type=_options._positive, nargs="?", const=True, default=False, metavar="R",
+                        help="LoRA adapters of rank r; the base frozen (a value is the rank, else r stays a letter)")
+    levers.add_argument("--lora-targets", choices=LORA_TARGETS, default="all-linear",
+                        help="the weights LoRA adapts (default all-linear, as QLoRA)")
     levers.add_argument("--base-dtype", choices=BASE_DTYPES, default="bf16", help="frozen base storage (nf4: QLoRA)")
     levers.add_argument("--no-double-quant", action="store_true", help="NF4 constants in fp32")
-    levers.add_argument("--offload", choices=OFFLOAD, default="none")
+    levers.add_argument("--offload", choices=OFFLOAD, default="none",
+                        help="optimizer: ZeRO-Offload (gradients and optimizer states in CPU memory); "
+                             "params: FSDP CPU offload (parameters too)")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--latex", action="store_true", help="print LaTeX")
     out.add_argument("--json", action="store_true", help="print JSON; `expr` parses back with sympy")
@@ -159,7 +164,7 @@ def derivation(args) -> dict:
     from ..core.numeric import substitute
 
     if args.quantity == "state-terms":
-        return _state_terms(args)
+        raise ValueError("state-terms prints each term (derive state-terms), not one expression")
     name = ALIASES.get(args.quantity, args.quantity)
     if name not in REGISTRY:
         raise ValueError(f"unknown quantity {args.quantity!r}; use one of {', '.join(ALIASES)} "
@@ -218,6 +223,8 @@ def json_data(data: dict) -> dict:
 def run(args) -> int:
     import json
 
+    if args.quantity == "state-terms":  # each model-state term of the levers, one line each
+        return _state_terms(args)
     data = derivation(args)
     if args.json:
         print(json.dumps(json_data(data), ensure_ascii=False, indent=2))
@@ -248,7 +255,7 @@ def _state_terms(args) -> int:
     if args.base_dtype != "bf16" and not args.lora:
         raise ConfigError(f"base-dtype {args.base_dtype}: a quantised base is frozen — add --lora (QLoRA)")
     param_inv = architecture_inventories(arch, True, True, "learned" if arch == "gpt" else "rope", False)[0]
-    terms, trainable = states.state_terms(states.RECIPES[args.optimizer], args.zero, param_inv, lora=args.lora,
+    terms, trainable = states.state_terms(states.RECIPES[args.optimizer], args.zero, param_inv, lora=bool(args.lora),
                                           lora_targets=args.lora_targets, base_dtype=args.base_dtype,
                                           double_quant=not args.no_double_quant, offload=args.offload)
     if args.json:

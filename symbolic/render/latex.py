@@ -359,7 +359,7 @@ def params_derivation() -> list[str]:
 
 def states_derivation() -> list[str]:
     out = [r"\subsection*{Bytes per parameter, by recipe}",
-           r"\begin{longtable}{@{}llp{0.45\textwidth}@{}}", r"\toprule",
+           r"\begin{longtable}{@{}lp{0.25\textwidth}p{0.45\textwidth}@{}}", r"\toprule",
            r"recipe & blocks (B/param) & condition; source \\", r"\midrule", r"\endhead"]
     for recipe in states.RECIPES.values():
         out.append(rf"{tex(recipe.name)} & {tex(recipe.tally)} & {tex(recipe.condition)}; {tex(recipe.source)} \\")

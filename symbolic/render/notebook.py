@@ -46,13 +46,17 @@ def summary_html(lines: list[str], full_text: str, bar=None) -> str:
 
 
 def bill_latex(data: dict) -> str:
-    """``model states + activations = total (≤ GPU memory: fits)`` as LaTeX."""
+    """``model states + activations (+ the rest of the step's peak) = total (≤ GPU memory: fits)`` as LaTeX:
+    the total is the verdict, the step's peak; the papers' total is its first two terms."""
     def gb(value) -> str:
         return fmt(Fraction(value), "GB").replace(",", "{,}").replace(" GB", r"\,\mathrm{GB}")
 
     total = Fraction(data["total_bytes"])
-    text = (rf"\text{{model states}} + \text{{activations}} = {gb(data['model_states_bytes'])} + "
-            rf"{gb(data['activation_bytes'])} = {gb(total)}")
+    rest = total - Fraction(data["model_states_bytes"]) - Fraction(data["activation_bytes"])
+    text = (rf"\text{{model states}} + \text{{activations}}"
+            + (r" + \text{the rest of the peak}" if rest else "")
+            + rf" = {gb(data['model_states_bytes'])} + {gb(data['activation_bytes'])}"
+            + (rf" + {gb(rest)}" if rest else "") + rf" = {gb(total)}")
     capacity = data.get("gpu_memory_bytes")
     if capacity:
         fits = Fraction(data["headroom_bytes"]) >= 0

@@ -125,11 +125,11 @@ def bill_summary(data: dict, width: int = 80) -> list[str]:
     out.append("VERDICT: " + verdict(total, data.get("gpu_memory_bytes")))
     parts = f"model states {fmt(states, 'GB')} + activations {fmt(acts, 'GB')}"
     other = total - states - acts
-    if other > 0:
-        parts += f" + the rest of the step's peak {fmt(other, 'GB')}"
+    if other > 0:  # the verdict is the peak: the rest of what is alive then, and the papers' sum beside it
+        parts += f" + the rest of the peak {fmt(other, 'GB')}; papers' total {fmt(states + acts, 'GB')}"
     out.append(f"total per GPU: {fmt_bytes(total)} = {parts}")
     out += [line(number(data[key])) for key, line in OPTIONAL_LINES
-            if data.get(key) is not None and (key != "paper_total_bytes" or number(data[key]) != total)]
+            if data.get(key) is not None and (key != "paper_total_bytes" or number(data[key]) != states + acts)]
     ledger_total = {"model states": states, "activations": acts}
     big_ledger = max(ledger_total, key=ledger_total.get)
     memory_lines = [line for line in lines if line.get("ledger") in MEMORY_LEDGERS]

@@ -489,10 +489,12 @@ def print_text(bill: Bill, file=None, brief: bool = False, extra: dict | None = 
 
 
 def _jsonable(value):
-    if value is None or isinstance(value, (bool, int, str)):
+    if value is None or isinstance(value, (bool, int, str, float)):
         return value
     if isinstance(value, (tuple, list)):  # a layout's recompute modules
         return [_jsonable(item) for item in value]
+    if isinstance(value, dict):  # a lever's entry
+        return {key: _jsonable(item) for key, item in value.items()}
     value = as_fraction(value)
     return value.numerator if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
 
@@ -517,9 +519,9 @@ def bill_data(bill: Bill) -> dict:
         **{key: _jsonable(value) for key, value in bill.totals.items()},
         "lines": [_line_data(line) for line in bill.lines],
         "notes": bill.notes,
-        "not_counted": [{"item": item, "estimate_bytes": size, "source": source}
+        "not_counted": [{"item": item, "estimate_bytes": _jsonable(size), "source": source}
                         for item, size, source in bill.not_counted],
-        "fixes": [fix.as_dict() for fix in getattr(bill, "fixes", [])],
+        "fixes": [_jsonable(fix.as_dict()) for fix in getattr(bill, "fixes", [])],
         "fix_policy": getattr(bill, "fix_policy", ""),
         "approximations": list(bill.model.approximations),
         "model_config": model_config,

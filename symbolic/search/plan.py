@@ -133,7 +133,7 @@ def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: boo
     ep, etp, capacity, modules, fused = experts
     return Layout(sp=sp, recompute=recompute, dtype=dtype, pp=1 if schedule == "none" else 2,
                   interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1, tp=2 if sp else 1,
-                  ep=2 if ep else 1, etp=2 if etp else 0, moe_capacity=2 if capacity else 1,
+                  ep=2 if ep else 1, etp=3 if etp else 0, moe_capacity=2 if capacity else 1,  # e_t ≠ t (t ≤ 2)
                   recompute_modules=modules, fused_swiglu=fused)
 
 
