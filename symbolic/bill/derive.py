@@ -9,11 +9,11 @@ from functools import lru_cache
 
 from sympy import Expr, Integer, sstr
 
-from ..core.dims import E_s, L, c, f
+from ..core.dims import E_s, L, P, c, f, s
 from ..core.tensors import Group
 from ..layout.layout import Layout
 from ..ledgers import activations, flops, params, states
-from ..models.architectures import gpt, llama, moe, output
+from ..models.architectures import composed, gpt, llama, moe, output
 from ..models.config import ConfigError, ModelConfig
 from .evaluate import (  # noqa: F401 (the bill's types)
     BILLED_ARCHITECTURES,
@@ -32,6 +32,13 @@ OUTPUT_NORM = {"gpt": "layernorm", "llama": "rmsnorm-eager", "moe": "rmsnorm-eag
 
 
 
+def output_norm(model: ModelConfig) -> str:
+    """The final norm of the model's output side (``architectures.output``)."""
+    if model.recipe is not None:
+        return "layernorm" if model.recipe.norm == "layernorm" else "rmsnorm-eager"
+    return OUTPUT_NORM[model.arch]
+
+
 def inventories(model: ModelConfig):
     """(parameters, saved tensors, matmuls) of ``model.arch``, in the letters
     :meth:`ModelConfig.values` gives values for. GPT: f = 4h unless ffn is
@@ -43,11 +50,18 @@ def inventories(model: ModelConfig):
 
 @lru_cache(maxsize=None)
 def architecture_inventories(arch: str, symbolic_ffn: bool = False, tied: bool = True,
-                             positions: str = "learned", shared_experts: bool = False):
-    """:func:`inventories` by :func:`structure` key (cached: the inventories are immutable)."""
+                             positions: str = "learned", shared_experts: bool = False, *extra):
+    """:func:`inventories` by :func:`structure` key (cached: the inventories are immutable).
+    ``extra``: ``"position_table"`` (a learned table of P rows) and a composed layer's recipe key."""
+    table = "position_table" in extra
+    if arch == "composed":
+        recipe_key = next((item for item in extra if isinstance(item, tuple)), None)
+        if recipe_key is None:
+            raise ConfigError("a composed model needs its recipe (ModelConfig.recipe)")
+        return composed.inventories(recipe_key, tied, positions, table)
     if arch == "gpt":
         ffn = f if symbolic_ffn else gpt.GPT_FFN
-        return (gpt.parameters(ffn=ffn, tied=tied, positions=positions),
+        return (gpt.parameters(ffn=ffn, tied=tied, positions=positions, table=P if table else s),
                 gpt.saved_tensors(ffn=ffn), gpt.matmuls(ffn=ffn))
     if arch == "llama":
         return llama.parameters(tied=tied, positions=positions), llama.saved_tensors(), llama.matmuls()
@@ -61,6 +75,10 @@ def architecture_inventories(arch: str, symbolic_ffn: bool = False, tied: bool =
 def active_parameters(model: ModelConfig):
     """The parameters a token goes through (seed 001 §07: N_active, which the
     FLOPs scale with); None for a dense model, whose N_active is N."""
+    if model.arch == "composed":
+        if model.recipe.moe == "none":
+            return None
+        return composed.active_parameters(model.recipe, model.tied, model.positions, bool(model.position_table))
     if model.arch != "moe":
         return None
     shared = E_s if model.shared_experts else 0
@@ -123,7 +141,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # The output side — final norm, logits input, fp32 log-softmax, targets — as its own lines: the
     # last pipeline stage holds it for the one micro-batch between forward and backward. The papers
     # leave it out, so it stays out of total_bytes (reported beside it).
-    for term in strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[model.arch])):
+    for term in strategy.shard(output.saved_tensors(norm=output_norm(model))):
         add("output_side", term.name, term.bytes, term.source, _split(term))
 
     # FLOPs of one iteration, whole model: per micro-batch × micro-batches.

@@ -31,6 +31,15 @@ f_e   one expert's FFN inner width                                 this code
 T_e   tokens routed to one expert (balanced: s b k / E)            this code
 e     expert-parallel size                                         this code
 c     context-parallel size (sequence split over c ranks)          Liu et al. 2023; Megatron-LM CP
+d_h   width of one attention head when a config gives head_dim     HF ``head_dim``
+P     rows of a learned position table (GPT-2 ``n_positions``)     HF ``n_positions``
+L_d   dense (non-MoE) layers of an MoE model                       HF ``first_k_dense_replace`` etc.
+f_s   FFN width of the shared expert(s), all of them together      HF ``shared_expert_intermediate_size``
+r_q   query low-rank width of MLA                                  DeepSeek-V2 §2.1 (d'_c)
+r_kv  key/value latent width of MLA                                DeepSeek-V2 §2.1 (d_c)
+d_n   per-head Q/K width without rotary positions (MLA)            DeepSeek-V2 §2.1 (d_h)
+d_r   per-head Q/K rotary width (MLA, decoupled RoPE)              DeepSeek-V2 §2.1 (d^R_h)
+d_v   per-head value width (MLA)                                   HF ``v_head_dim``
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -86,6 +95,16 @@ DIMENSIONS: dict[str, Dimension] = {
         # Context parallelism (ring attention, Liu et al. 2023, arXiv 2310.01889; Megatron-LM's
         # --context-parallel-size; seed 004 §06.2): each of c ranks holds s/c of every sequence.
         _dim("c", "context-parallel size (each rank holds s/c of the sequence)"),
+        # The model families of symbolic.models.architectures.composed (HF config fields in brackets).
+        _dim("d_h", "width of one attention head (head_dim), when not h/a", "d_{h}"),
+        _dim("P", "rows of a learned position table (n_positions)"),
+        _dim("L_d", "dense (non-MoE) layers of a mixture-of-experts model", "L_{d}"),
+        _dim("f_s", "FFN width of the shared expert(s), together", "f_{s}"),
+        _dim("r_q", "MLA query low-rank width (q_lora_rank)", "r_{q}"),
+        _dim("r_kv", "MLA key/value latent width (kv_lora_rank)", "r_{kv}"),
+        _dim("d_n", "MLA per-head Q/K width without RoPE (qk_nope_head_dim)", "d_{n}"),
+        _dim("d_r", "MLA per-head rotary Q/K width (qk_rope_head_dim)", "d_{r}"),
+        _dim("d_v", "MLA per-head value width (v_head_dim)", "d_{v}"),
     )
 }
 
@@ -98,5 +117,8 @@ s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
 g, E, k, E_s, f_e, T_e, e = (SYMBOLS[n] for n in ("g", "E", "k", "E_s", "f_e", "T_e", "e"))
 
 c = SYMBOLS["c"]
+
+d_h, P, L_d, f_s, r_q, r_kv, d_n, d_r, d_v = (
+    SYMBOLS[n] for n in ("d_h", "P", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v"))
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

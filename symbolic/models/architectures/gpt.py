@@ -72,12 +72,14 @@ def saved_tensors(ffn: Expr = GPT_FFN) -> Inventory:
     ))
 
 
-def parameters(ffn: Expr = GPT_FFN, tied: bool = True, positions: str = "learned") -> Inventory:
+def parameters(ffn: Expr = GPT_FFN, tied: bool = True, positions: str = "learned", table: Expr = s) -> Inventory:
     """The parameters of a GPT model (Narayanan et al. 2021 §5.1, Eq 2).
 
     ``tied``: the output layer reuses the word embedding (Eq 2 counts Vh once);
-    untied adds an output projection of V·h. ``positions``: ``learned`` adds an
-    s·h position table; ``rope`` has none. The final LayerNorm (2h) is listed
+    untied adds an output projection of V·h. ``positions``: ``learned`` adds a
+    position table of ``table`` rows — s, the training sequence, as Eq 2
+    counts it, or P, the rows a model was built with (GPT-2's n_positions);
+    ``rope`` has none. The final LayerNorm (2h) is listed
     on its own: Eq 2 leaves it out.
     """
     if positions not in ("learned", "rope"):
@@ -99,8 +101,8 @@ def parameters(ffn: Expr = GPT_FFN, tied: bool = True, positions: str = "learned
     embedding = [Parameter("embedding/word", (V, h), "embedding", MEGATRON_PARAMS,
                            "tied: also the output layer" if tied else "")]
     if positions == "learned":
-        embedding.append(Parameter("embedding/position", (s, h), "embedding", MEGATRON_PARAMS,
-                                   "learned positions, one row per position up to s"))
+        embedding.append(Parameter("embedding/position", (table, h), "embedding", MEGATRON_PARAMS,
+                                   f"learned positions, one row per position up to {table}"))
     output = [Parameter("output/final_layernorm_weight", (h,), "output", "GPT-2/Megatron final LayerNorm",
                         "not in Eq 2"),
               Parameter("output/final_layernorm_bias", (h,), "output", "GPT-2/Megatron final LayerNorm",
