@@ -123,6 +123,11 @@ DEFAULTS: dict[str, dict] = {
                     "v_head_dim": 128},
 }
 
+#: The MLP activations the parts model (HF ``hidden_act`` names); the chained ones are
+#: several element-wise ops in HF (``NewGELUActivation``, ``FastGELUActivation``).
+ACTIVATIONS = ("silu", "gelu", "gelu_pytorch_tanh", "gelu_new", "gelu_fast", "relu")
+CHAINED_ACTIVATIONS = ("gelu_new", "gelu_fast")
+
 #: The model types this reader knows (HF's ``model_type`` strings), in the order they are listed.
 FAMILIES = tuple(DEFAULTS)
 
@@ -203,6 +208,14 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
     else:
         seq = _count(raw, "max_position_embeddings", where, defaults["max_position_embeddings"])
         ffn = _count(raw, "intermediate_size", where, defaults["intermediate_size"])
+    head_dim = None
+    if "head_dim" in defaults or model_type in ("qwen2", "qwen2_moe", "qwen3_moe", "phi3", "olmo2"):
+        # HF's attention takes config.head_dim when the config has one (getattr), else h // a.
+        head_dim = _count(raw, "head_dim", where, defaults.get("head_dim") if not _present(raw, "head_dim")
+                          else None)
+    if head_dim is None and model_type not in ("deepseek_v2", "deepseek_v3") and hidden % heads:
+        raise ConfigError(f"{where}: num_attention_heads ({heads}) must divide hidden_size ({hidden}): "
+                          "each head has width hidden_size/num_attention_heads (or give head_dim)")
     kv_default = defaults.get("num_key_value_heads")
     kv_heads = _count(raw, "num_key_value_heads", where, kv_default if _present(raw, "num_key_value_heads") is False
                       else None) or heads
@@ -212,14 +225,6 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
         raise ConfigError(f"{where}: num_key_value_heads ({kv_heads}) must divide num_attention_heads ({heads})")
     tied = _flag(raw, "tie_word_embeddings", where, defaults["tie_word_embeddings"])
 
-    head_dim = None
-    if "head_dim" in defaults or model_type in ("qwen2", "qwen2_moe", "qwen3_moe", "phi3", "olmo2"):
-        # HF's attention takes config.head_dim when the config has one (getattr), else h // a.
-        head_dim = _count(raw, "head_dim", where, defaults.get("head_dim") if not _present(raw, "head_dim")
-                          else None)
-    if head_dim is None and model_type not in ("deepseek_v2", "deepseek_v3") and hidden % heads:
-        raise ConfigError(f"{where}: num_attention_heads ({heads}) must divide hidden_size ({hidden}): "
-                          "each head has width hidden_size/num_attention_heads (or give head_dim)")
     own_head = head_dim is not None and head_dim * heads != hidden
 
     recipe, dims, moe, notes = _recipe(model_type, raw, defaults, where, layers, hidden, heads, kv_heads, ffn,
@@ -257,16 +262,17 @@ def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int,
     flag = lambda name: _flag(raw, name, where, defaults.get(name, False))  # noqa: E731
     act = raw.get("hidden_activation") or raw.get("hidden_act") or defaults.get("hidden_activation") \
         or defaults.get("hidden_act", "silu")
-    if act == "gelu_pytorch_tanh" or act == "gelu_new" or act == "gelu_fast":
-        act = "gelu_pytorch_tanh" if act == "gelu_pytorch_tanh" else act
+    if act not in ACTIVATIONS:
+        raise ConfigError(f"{where}: hidden_act {act!r} is not an activation the MLP part models "
+                          f"({', '.join(ACTIVATIONS)})")
     dims: dict[str, int] = {}
     notes: list[str] = []
     moe = (0, 0, 0, 0)
-    base = dict(family=model_type, head_dim=own_head, activation=act if act in (
-        "silu", "gelu", "gelu_pytorch_tanh") else "silu")
-    if act not in ("silu", "gelu", "gelu_pytorch_tanh"):
-        raise ConfigError(f"{where}: hidden_act {act!r} is not an activation the MLP part models "
-                          "(silu, gelu, gelu_pytorch_tanh)")
+    base = dict(family=model_type, head_dim=own_head, activation=act)
+    if act in CHAINED_ACTIVATIONS:
+        notes.append(f"the {act} activation is a chain of element-wise ops in HF (tanh approximation): what its "
+                     "intermediates save for backward is not itemised (the MLP counts its input and output only); "
+                     "parameters and FLOPs are exact")
     if model_type == "gpt2":
         return Recipe("gpt2"), dims, moe, notes
     if model_type == "gpt_neox":
@@ -286,9 +292,10 @@ def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int,
                       placement="post" if model_type == "olmo2" else "pre",
                       fused_qkv=model_type == "phi3", fused_gate_up=model_type == "phi3")
         if model_type in ("qwen2_moe", "qwen3_moe", "mixtral"):
-            moe, extra, more = _moe_fields(model_type, raw, defaults, where, layers, ffn)
+            moe, extra, more, moe_notes = _moe_fields(model_type, raw, defaults, where, layers, ffn)
             recipe.update(extra)
             dims.update(more)
+            notes += moe_notes
         return Recipe(**recipe), dims, moe, notes
     if model_type in ("gemma", "gemma2", "gemma3_text"):
         bias = flag("attention_bias")
@@ -307,14 +314,20 @@ def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int,
         bias = flag("attention_bias")
         recipe = dict(base, attention="mla", q_lora=bool(q_lora), o_bias=bias,
                       mlp_bias=flag("mlp_bias") if model_type == "deepseek_v2" else False, head_dim=False)
-        moe, extra, more = _moe_fields(model_type, raw, defaults, where, layers, ffn)
+        moe, extra, more, moe_notes = _moe_fields(model_type, raw, defaults, where, layers, ffn)
         recipe.update(extra)
         dims.update(more)
+        notes += moe_notes
         if recipe["mlp_bias"]:
             raise ConfigError(f"{where}: mlp_bias true for {model_type}: the shared and routed experts' biases are "
                               "not modelled; this version refuses it")
         notes += _mtp_notes(model_type, raw, hidden, vocab=_count(raw, "vocab_size", where), moe=moe,
                             dims=dims, recipe=recipe, heads=heads)
+        if model_type == "deepseek_v3":
+            sparse = layers - dims.get("L_d", 0)
+            notes.append(f"the router's e_score_correction_bias ({moe[0]} per MoE layer, {sparse} × {moe[0]} = "
+                         f"{sparse * moe[0]:,} values) is an fp32 buffer in HF, not a parameter: stored in the "
+                         "checkpoint, not trained by the optimizer, not counted in params")
         return Recipe(**recipe), dims, moe, notes
     raise ConfigError(f"{where}: model_type {model_type!r} has no recipe")  # unreachable: DEFAULTS lists the families
 
@@ -330,11 +343,12 @@ def _moe_fields(model_type: str, raw: dict, defaults: dict, where: str, layers: 
     if top_k > experts:
         raise ConfigError(f"{where}: num_experts_per_tok ({top_k}) exceeds the number of experts ({experts})")
     if model_type == "mixtral":
-        return (experts, top_k, ffn, 0), {"moe": "mixtral"}, {}
+        return (experts, top_k, ffn, 0), {"moe": "mixtral"}, {}, []
     expert_ffn = _count(raw, "moe_intermediate_size", where, defaults["moe_intermediate_size"])
     norm = _flag(raw, "norm_topk_prob", where, defaults["norm_topk_prob"])
     extra = {"moe": model_type + ("_norm" if norm else "")}
     dims: dict[str, int] = {}
+    notes: list[str] = []
     shared = 0
     if model_type == "qwen2_moe":
         width = _field(raw, "shared_expert_intermediate_size")
@@ -361,7 +375,10 @@ def _moe_fields(model_type: str, raw: dict, defaults: dict, where: str, layers: 
     if dense:
         extra["dense_layers"] = True
         dims["L_d"] = dense
-    return (experts, top_k, expert_ffn, shared), extra, dims
+        notes.append(f"{dense} of the {layers} layers have a dense MLP (width {ffn}) instead of the MoE: parameters, "
+                     "FLOPs and activations over the whole model are exact; a layer's terms are the layers' average, "
+                     "so under pipeline parallelism (pp > 1) the stage holding the dense layers is not itemised apart")
+    return (experts, top_k, expert_ffn, shared), extra, dims, notes
 
 
 def _dense_layers(model_type: str, raw: dict, defaults: dict, where: str, layers: int) -> int:

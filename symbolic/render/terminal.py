@@ -277,6 +277,13 @@ def render_json(bill: Bill) -> str:
     """
     model_config = {f.name: getattr(bill.model, f.name) for f in dataclasses.fields(bill.model)}
     model_config["approximations"] = list(bill.model.approximations)
+    # The family fields (learned table rows, composed recipe, its letters' values) appear only when set,
+    # so the JSON of a model without them is as it was.
+    for key in ("position_table", "recipe", "dims"):
+        value = model_config.pop(key)
+        if value:
+            model_config[key] = dataclasses.asdict(value) if key == "recipe" else dict(value) if key == "dims" \
+                else value
     data = {
         "model": bill.model.name,
         "values": bill.values,

@@ -285,7 +285,7 @@ def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fu
     gelu_pytorch_tanh) keep only their input. The input the first linears
     share is kept once.
     """
-    if activation not in ("silu", "gelu", "gelu_pytorch_tanh", "gelu_fast", "relu"):
+    if activation not in ("silu", "gelu", "gelu_pytorch_tanh", "gelu_new", "gelu_fast", "relu"):
         raise ValueError(f"activation {activation!r} is not one the MLP part models")
     params, saved, mms = [], [], []
     note = "shared input of the MLP's first linears"
