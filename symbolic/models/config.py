@@ -46,7 +46,11 @@ class Recipe:
     shared: shared expert(s) of total width f_s. shared_gate: Qwen2-MoE's
     sigmoid gate (h→1) on them. dense_layers: L_d layers have a dense MLP of
     width f instead of the MoE (first_k_dense_replace, mlp_only_layers,
-    decoder_sparse_step).
+    decoder_sparse_step). softcap: Gemma-2's tanh soft-capping of the
+    attention scores (``attn_logit_softcapping``). rotary_cat: Q and K are
+    rebuilt by ``torch.cat`` of their rotary and pass-through parts (GPT-NeoX,
+    Phi-3), so SDPA's output is laid out per head and copied for the output
+    projection.
     """
 
     family: str
@@ -68,6 +72,8 @@ class Recipe:
     shared: bool = False
     shared_gate: bool = False
     dense_layers: bool = False
+    softcap: bool = False
+    rotary_cat: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able."""

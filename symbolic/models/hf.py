@@ -279,7 +279,7 @@ def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int,
         bias = flag("attention_bias")
         parallel = flag("use_parallel_residual")
         recipe = Recipe(**base, norm="layernorm", residual="parallel" if parallel else "sequential",
-                        qkv_bias=bias, o_bias=bias, fused_qkv=True, mlp="plain", mlp_bias=True)
+                        qkv_bias=bias, o_bias=bias, fused_qkv=True, mlp="plain", mlp_bias=True, rotary_cat=True)
         return recipe, dims, moe, notes
     if model_type in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "olmo2", "phi3"):
         attention_bias = flag("attention_bias") if model_type in ("llama", "qwen3", "qwen3_moe", "olmo2") else False
@@ -290,7 +290,9 @@ def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int,
                       qk_norm="head" if model_type in ("qwen3", "qwen3_moe") else "full" if model_type == "olmo2"
                       else "none",
                       placement="post" if model_type == "olmo2" else "pre",
-                      fused_qkv=model_type == "phi3", fused_gate_up=model_type == "phi3")
+                      norm="rmsnorm_fp32" if model_type == "olmo2" else "rmsnorm",
+                      fused_qkv=model_type == "phi3", fused_gate_up=model_type == "phi3",
+                      rotary_cat=model_type == "phi3")
         if model_type in ("qwen2_moe", "qwen3_moe", "mixtral"):
             moe, extra, more, moe_notes = _moe_fields(model_type, raw, defaults, where, layers, ffn)
             recipe.update(extra)
@@ -299,8 +301,10 @@ def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int,
         return Recipe(**recipe), dims, moe, notes
     if model_type in ("gemma", "gemma2", "gemma3_text"):
         bias = flag("attention_bias")
+        softcap = model_type == "gemma2" and raw.get("attn_logit_softcapping", 50.0) is not None
         recipe = Recipe(**base, norm="rmsnorm_offset", placement="pre" if model_type == "gemma" else "sandwich",
-                        qkv_bias=bias, o_bias=bias, qk_norm="head" if model_type == "gemma3_text" else "none")
+                        qkv_bias=bias, o_bias=bias, qk_norm="head" if model_type == "gemma3_text" else "none",
+                        softcap=softcap)
         return recipe, dims, moe, notes
     if model_type in ("deepseek_v2", "deepseek_v3"):
         mla = {}

@@ -51,12 +51,11 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool) -> parts.Part:
                 + parts.attention_core(d_n + d_r, a, kernel, value_width=d_v)
                 + parts.Part(matmuls=(parts._linear("attention/output", a * d_v, h, parts.MLA_SOURCE),)))
     width = head_width(recipe)
-    qk_kind = "rmsnorm_offset" if recipe.norm == "rmsnorm_offset" else "rmsnorm"
-    storage = (a + 2 * g) * width if recipe.fused_qkv and kernel == "fused" and recipe.family == "phi3" else None
+    qk_kind = "rmsnorm" if recipe.norm == "layernorm" else recipe.norm
     return (parts.attention_projections(width, g, recipe.qkv_bias, recipe.o_bias, recipe.fused_qkv,
                                         layer_input=layer_input)
             + parts.qk_norm(recipe.qk_norm, width, g, qk_kind)
-            + parts.attention_core(width, g, kernel, value_storage=storage)
+            + parts.attention_core(width, g, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap)
             + parts.attention_output(width, recipe.o_bias))
 
 
@@ -73,7 +72,8 @@ def _mlp_block(recipe: Recipe, layer_input: bool = False) -> parts.Part:
 
 
 def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA) -> parts.Part:
-    """One decoder layer of ``recipe`` (``kernel``: ``fused`` SDPA or ``explicit`` eager attention)."""
+    """One decoder layer of ``recipe`` (``kernel``: ``fused`` SDPA/FlashAttention, ``explicit`` eager
+    attention, or ``math``, SDPA's fp32 fallback, which CPU takes for MLA)."""
     conv = conventions(backend)
     kind = recipe.norm
 

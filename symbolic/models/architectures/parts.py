@@ -92,8 +92,10 @@ def norm(prefix: str, kind: str, width: Expr = h, conv: Conventions | None = Non
     ``rmsnorm`` (HF Llama/Qwen/OLMo/DeepSeek RMSNorm): keeps its fp32 input
     copy (pow and x·rstd), the fp32 rstd per row, and x·rstd cast back to
     the activation dtype (for the weight's gradient); weight: width.
-    ``rmsnorm_offset`` (HF Gemma RMSNorm): the same in fp32 throughout —
-    x·rstd stays fp32 and is multiplied by (1 + weight) before the cast back.
+    ``rmsnorm_fp32`` (HF OLMo-2 RMSNorm): x·rstd stays fp32 (kept) and is
+    multiplied by the weight before the cast back. ``rmsnorm_offset`` (HF
+    Gemma RMSNorm): the same with (1 + weight), a new fp32 tensor of the
+    norm's width that the multiply keeps too.
     ``layernorm``: keeps its input and the per-row mean and rstd (dtype by
     the backend conventions); weight and bias: width each. The norm's output
     is kept by its consumer, which declares it.
@@ -109,9 +111,9 @@ def norm(prefix: str, kind: str, width: Expr = h, conv: Conventions | None = Non
                    for n in ("mean", "rstd")))
         params = (_weight(f"{prefix}_weight", (width,), source), _weight(f"{prefix}_bias", (width,), source))
         return Part(params, saved)
-    if kind not in ("rmsnorm", "rmsnorm_offset"):
-        raise ValueError(f"norm must be layernorm, rmsnorm or rmsnorm_offset, not {kind!r}")
-    normalized = "fp32" if kind == "rmsnorm_offset" else "bf16"
+    if kind not in ("rmsnorm", "rmsnorm_fp32", "rmsnorm_offset"):
+        raise ValueError(f"norm must be layernorm, rmsnorm, rmsnorm_fp32 or rmsnorm_offset, not {kind!r}")
+    normalized = "bf16" if kind == "rmsnorm" else "fp32"
     saved = (
         _tokens(f"{prefix}_input_fp32", last, "fp32", group, "input upcast to fp32: kept by pow and by x·rstd", source),
         _rows(f"{prefix}_rstd", "fp32", "rsqrt(mean(x²)+eps) per row, fp32", source, per),
@@ -119,6 +121,9 @@ def norm(prefix: str, kind: str, width: Expr = h, conv: Conventions | None = Non
                 "x·rstd" + (", fp32, kept for (1 + weight)'s gradient" if normalized == "fp32"
                             else " cast back, kept for the weight's gradient"), source),
     )
+    if kind == "rmsnorm_offset":  # (1.0 + weight.float()) is a new fp32 tensor the multiply keeps
+        saved += (SavedTensor(f"{prefix}_scale_fp32", (width,), "fp32", Axis.NONE, None, Group.BODY, source,
+                              "1 + weight in fp32, kept by the multiply: per layer, not per token"),)
     return Part((_weight(f"{prefix}_weight", (width,), source,
                          "(1 + weight) scaling" if kind == "rmsnorm_offset" else ""),), saved)
 
@@ -174,15 +179,19 @@ def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnor
 
 
 def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value_width: Expr | None = None,
-                   value_storage: Expr | None = None) -> Part:
-    """Q·Kᵀ, softmax, ·V over ``a`` query heads of width ``width``.
+                   output_copy: bool = False, softcap: bool = False) -> Part:
+    """Q·Kᵀ, softmax, ·V over ``a`` query heads of width ``width`` (V of ``value_width``).
 
     ``fused`` (SDPA/FlashAttention, native GQA): keeps Q, K, V (K, V at g
-    heads), the output and an fp32 log-sum-exp per row and head.
+    heads), the output and an fp32 log-sum-exp per row and head; with
+    ``output_copy`` (Q laid out per head by a ``torch.cat``: GPT-NeoX, Phi-3)
+    the output comes back per head and ``transpose(1, 2).contiguous()``
+    copies it for the output projection, which keeps the copy.
     ``explicit`` (HF eager): K and V repeated to a heads (repeat_kv), the
-    softmax in fp32 and the probabilities cast back. ``value_storage``: the
-    storage V is a view of, when it is not its own (Phi-3's fused Q|K|V
-    output: SDPA keeps V, a slice of it, and with it the whole storage).
+    softmax in fp32 and the probabilities cast back; ``softcap`` (Gemma-2):
+    tanh(scores / cap)·cap keeps the tanh output. ``math`` (torch SDPA's
+    math fallback, taken on CPU when V's width differs from Q's — MLA): Q
+    scaled, Kᵀ, the probabilities and V, all upcast to fp32, no output.
     The matmuls count the full s×s products (as FlopCounterMode does).
     """
     value_width = width if value_width is None else value_width
@@ -192,30 +201,42 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
         Matmul("attention/context", b * a, s, s, value_width, False, "layer", HF, "probabilities·V per head",
                Group.ATTENTION_CORE),
     )
+    scores = lambda name, dtype, note: SavedTensor(name, (b, a, s, s), dtype, Axis.TENSOR, 1,  # noqa: E731
+                                                   Group.ATTENTION_CORE, HF, note)
     if kernel == "fused":
-        value = (heads("attention/value", kv_heads, value_width, "V, g heads (native GQA)", FLASH)
-                 if value_storage is None else
-                 _split("attention/qkv_output", value_storage, note="the fused Q|K|V output: SDPA keeps V, a view "
-                        "of it, and so the whole storage", source=FLASH))
         saved = (
             heads("attention/query", a, width, "Q after RoPE, kept by the kernel", FLASH),
             heads("attention/key", kv_heads, width, "K after RoPE, g heads (native GQA)", FLASH),
-            value,
+            heads("attention/value", kv_heads, value_width, "V, g heads (native GQA)", FLASH),
             SavedTensor("attention/logsumexp", (b, a, s), "fp32", Axis.TENSOR, 1, Group.BODY, FLASH,
                         "log-sum-exp of each score row, fp32: the softmax is recomputed from it in backward"),
-            heads("attention/projection_input", a, value_width, "the kernel's output, the output projection's input",
-                  FLASH),
+            heads("attention/projection_input", a, value_width,
+                  "the kernel's output" + ("" if output_copy else ", also the output projection's input"), FLASH),
+        )
+        if output_copy:
+            saved += (heads("attention/output_copy", a, value_width,
+                            "the output made contiguous token-major, the output projection's input"),)
+        return Part((), saved, matmuls)
+    if kernel == "math":
+        saved = (
+            SavedTensor("attention/query", (s, b, a * width), "fp32", Axis.TENSOR, 2, Group.BODY, HF,
+                        "Q scaled, upcast to fp32 (SDPA math path)"),
+            SavedTensor("attention/key", (s, b, a * width), "fp32", Axis.TENSOR, 2, Group.BODY, HF,
+                        "Kᵀ, upcast to fp32 (SDPA math path)"),
+            scores("attention/probabilities", "fp32", "softmax(Q·Kᵀ), fp32"),
+            SavedTensor("attention/value", (s, b, a * value_width), "fp32", Axis.TENSOR, 2, Group.BODY, HF,
+                        "V, upcast to fp32 (SDPA math path)"),
+            heads("attention/projection_input", a, value_width, "the output, cast back, the output projection's input"),
         )
         return Part((), saved, matmuls)
     if kernel != "explicit":
-        raise ValueError(f"attention kernel must be fused or explicit, not {kernel!r}")
+        raise ValueError(f"attention kernel must be fused, explicit or math, not {kernel!r}")
     saved = (
         heads("attention/query", a, width, "Q after RoPE, kept for Q·Kᵀ"),
         heads("attention/key", a, width, "K after RoPE, repeated to a heads (repeat_kv)"),
-        SavedTensor("attention/softmax_output", (b, a, s, s), "fp32", Axis.TENSOR, 1, Group.ATTENTION_CORE, HF,
-                    "softmax computed and kept in fp32"),
-        SavedTensor("attention/probabilities", (b, a, s, s), "bf16", Axis.TENSOR, 1, Group.ATTENTION_CORE, HF,
-                    "softmax cast back to the activation dtype, kept for ·V"),
+        *((scores("attention/softcap_tanh", "bf16", "tanh(scores / cap), kept for its backward"),) if softcap else ()),
+        scores("attention/softmax_output", "fp32", "softmax computed and kept in fp32"),
+        scores("attention/probabilities", "bf16", "softmax cast back to the activation dtype, kept for ·V"),
         heads("attention/value", a, value_width, "V repeated to a heads (repeat_kv)"),
         heads("attention/projection_input", a, value_width, "attention context, the output projection's input"),
     )
