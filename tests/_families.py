@@ -126,3 +126,73 @@ def hf_parameter_count(raw: dict) -> int:
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(cfg)
     return sum(p.numel() for p in model.parameters())
+
+
+#: A second set of dimensions per family (other widths, heads, groups, experts), for the traces.
+SECOND: dict[str, dict] = {
+    "gpt2": {"n_embd": 40, "n_head": 5, "n_positions": 24},
+    "gpt_neox": {"hidden_size": 60, "num_attention_heads": 6, "intermediate_size": 36, "rotary_pct": 0.5},
+    "llama": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36},
+    "mistral": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 1, "intermediate_size": 36,
+                "head_dim": 8},
+    "mixtral": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 28,
+                "num_local_experts": 3, "num_experts_per_tok": 1},
+    "qwen2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 6, "intermediate_size": 36},
+    "qwen2_moe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "num_experts": 5,
+                  "num_experts_per_tok": 3, "moe_intermediate_size": 14, "shared_expert_intermediate_size": 30,
+                  "norm_topk_prob": True},
+    "qwen3": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 2, "intermediate_size": 36,
+              "head_dim": 14},
+    "qwen3_moe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "num_experts": 5,
+                  "num_experts_per_tok": 3, "moe_intermediate_size": 14, "head_dim": 8, "norm_topk_prob": True},
+    "gemma": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 6, "intermediate_size": 36,
+              "head_dim": 14},
+    "gemma2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36,
+               "head_dim": 14, "attn_logit_softcapping": None},
+    "gemma3_text": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 2, "intermediate_size": 36,
+                    "head_dim": 14},
+    "phi3": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36,
+             "partial_rotary_factor": 0.5},
+    "olmo2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36},
+    "deepseek_v2": {"hidden_size": 60, "num_attention_heads": 6, "q_lora_rank": 18, "kv_lora_rank": 10,
+                    "qk_nope_head_dim": 6, "qk_rope_head_dim": 2, "v_head_dim": 8, "n_routed_experts": 5,
+                    "num_experts_per_tok": 3, "norm_topk_prob": True},
+    "deepseek_v3": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 6, "q_lora_rank": None,
+                    "kv_lora_rank": 10, "qk_nope_head_dim": 6, "qk_rope_head_dim": 4, "v_head_dim": 8,
+                    "n_routed_experts": 8, "num_experts_per_tok": 3, "n_group": 4, "topk_group": 2,
+                    "n_shared_experts": 2},
+}
+
+
+def declared_layer(raw: dict, attention: str, backend: str = "cpu", dense: bool = False):
+    """(saved tensors, matmuls, the FLOPs the kernel adds to backward, values) of one decoder layer of
+    ``raw`` as the bill declares it, for HF attention ``attention`` (``sdpa`` or ``eager``).
+    MLA under sdpa on CPU is SDPA's math path when V is not as wide as Q and K. ``dense``: evaluate the layer
+    of a model with dense-first layers at L_d = L (the dense layer), else at L_d = 0 (an MoE layer)."""
+    from sympy import Add, Integer
+
+    from symbolic.models import hf
+    from symbolic.models.architectures import composed, conventions, gpt, llama, moe
+
+    model = hf.from_hf_dict(raw, "traced")
+    kernel = "explicit" if attention == "eager" else "fused"
+    if model.recipe is not None:
+        widths = dict(model.dims)
+        if model.recipe.attention == "mla" and kernel == "fused" and widths["d_v"] != widths["d_n"] + widths["d_r"]:
+            kernel = "math"  # CPU's flash kernel needs V as wide as Q and K
+        saved, mms = composed.saved_tensors(model.recipe, kernel, backend), composed.matmuls(model.recipe)
+    elif model.arch == "llama":
+        saved, mms = llama.saved_tensors(attention=kernel), llama.matmuls()
+    elif model.arch == "moe":
+        saved, mms = moe.saved_tensors(shared_experts=0, attention=kernel), moe.matmuls(shared_experts=0)
+    else:
+        saved = conventions.with_conventions(gpt.saved_tensors(activation=model.mlp), backend)
+        mms = gpt.matmuls()
+    layer = mms.select("layer")
+    extra = Add(*(mm.forward_flops for mm in layer if mm.name.endswith("attention/scores"))) \
+        if kernel == "fused" else Integer(0)
+    values = model.values()
+    values["L"] = 1
+    if "L_d" in values:
+        values["L_d"] = 1 if dense else 0
+    return saved, layer, extra, values

@@ -264,7 +264,7 @@ def test_qwen_families_are_composed_exactly():
     qwen3 = hf.from_hf_dict(_llama(model_type="qwen3", head_dim=128), "q3")
     assert qwen3.recipe.qk_norm == "head" and qwen3.approximations == ()
     lines = {line.name: line.value for line in make_bill(qwen3).ledger("params")}
-    assert lines["attention/query_norm_weight"] == lines["attention/key_norm_weight"] == 32 * 128
+    assert lines["layer/attention/query_norm_weight"] == lines["layer/attention/key_norm_weight"] == 32 * 128
     biased = hf.from_hf_dict(_llama(attention_bias=True), "x")
     assert biased.arch == "composed" and biased.approximations == ()
     assert make_bill(biased).totals["params"] - LLAMA2_7B_PARAMS == 32 * 4 * 4096  # q, k, v, o biases

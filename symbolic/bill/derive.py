@@ -61,8 +61,9 @@ def architecture_inventories(arch: str, symbolic_ffn: bool = False, tied: bool =
         return composed.inventories(recipe_key, tied, positions, table)
     if arch == "gpt":
         ffn = f if symbolic_ffn else gpt.GPT_FFN
+        activation = next((item for item in extra if item in ("gelu_new", "gelu_fast")), "gelu")
         return (gpt.parameters(ffn=ffn, tied=tied, positions=positions, table=P if table else s),
-                gpt.saved_tensors(ffn=ffn), gpt.matmuls(ffn=ffn))
+                gpt.saved_tensors(ffn=ffn, activation=activation), gpt.matmuls(ffn=ffn))
     if arch == "llama":
         return llama.parameters(tied=tied, positions=positions), llama.saved_tensors(), llama.matmuls()
     if arch == "moe":

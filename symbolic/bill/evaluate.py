@@ -92,6 +92,8 @@ def structure(model: ModelConfig) -> tuple:
     key = (model.arch, bool(model.ffn), model.tied, model.positions, bool(model.shared_experts))
     if model.position_table:  # a learned table of P rows (n_positions), not sized by s
         key += ("position_table",)
+    if model.arch == "gpt" and model.mlp in ("gelu_new", "gelu_fast"):  # HF's element-wise GeLU chain
+        key += (model.mlp,)
     if model.recipe is not None:  # a composed layer: its parts
         key += (model.recipe.key(),)
     return key

@@ -236,10 +236,13 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
     common = dict(name=name, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq=seq, tied=tied,
                   source=source)
     if model_type == "gpt2":
-        if raw.get("activation_function", defaults["activation_function"]) not in ("gelu_new", "gelu"):
-            raise ConfigError(f"{where}: activation_function {raw.get('activation_function')!r}: the GPT-2 reader "
-                              "models gelu_new and gelu")
+        activation = raw.get("activation_function", defaults["activation_function"])
+        if activation not in ("gelu_new", "gelu", "gelu_fast"):
+            raise ConfigError(f"{where}: activation_function {activation!r}: the GPT-2 reader models gelu_new, "
+                              "gelu_fast and gelu")
+        # The papers' GPT models count the fused GeLU (one saved input); an HF GPT-2 runs HF's chain.
         return ModelConfig(**common, ffn=ffn, positions="learned",
+                           mlp="gelu" if positions_follow_seq else activation,
                            position_table=0 if positions_follow_seq else seq,
                            approximations=tuple(_gpt2_notes(raw, defaults)))
     experts, top_k, expert_ffn, shared = moe
@@ -269,10 +272,6 @@ def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int,
     notes: list[str] = []
     moe = (0, 0, 0, 0)
     base = dict(family=model_type, head_dim=own_head, activation=act)
-    if act in CHAINED_ACTIVATIONS:
-        notes.append(f"the {act} activation is a chain of element-wise ops in HF (tanh approximation): what its "
-                     "intermediates save for backward is not itemised (the MLP counts its input and output only); "
-                     "parameters and FLOPs are exact")
     if model_type == "gpt2":
         return Recipe("gpt2"), dims, moe, notes
     if model_type == "gpt_neox":
@@ -351,6 +350,12 @@ def _moe_fields(model_type: str, raw: dict, defaults: dict, where: str, layers: 
     expert_ffn = _count(raw, "moe_intermediate_size", where, defaults["moe_intermediate_size"])
     norm = _flag(raw, "norm_topk_prob", where, defaults["norm_topk_prob"])
     extra = {"moe": model_type + ("_norm" if norm else "")}
+    if model_type == "deepseek_v2":  # HF's V2 router does not read norm_topk_prob; its topk_method matters
+        method = raw.get("topk_method", "greedy")
+        if method not in ("greedy", "group_limited_greedy"):
+            raise ConfigError(f"{where}: topk_method {method!r}: DeepseekV2TopkRouter knows greedy and "
+                              "group_limited_greedy")
+        extra = {"moe": "deepseek_v2" + ("_group" if method == "group_limited_greedy" else "")}
     dims: dict[str, int] = {}
     notes: list[str] = []
     shared = 0

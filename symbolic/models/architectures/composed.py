@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from sympy import Expr, Integer
 
-from ...core.dims import P, a, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, r_kv, r_q
+from ...core.dims import E, P, a, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, r_kv, r_q
 from ...core.tensors import Inventory
 from ..config import Recipe
 from . import parts
@@ -30,8 +30,11 @@ ROUTERS = {
     "qwen2_moe_norm": parts.Router("qwen2_moe_norm", renormalize=True, weight_dtype="bf16"),
     "qwen3_moe": parts.Router("qwen3_moe", renormalize=False, weight_dtype="bf16"),
     "qwen3_moe_norm": parts.Router("qwen3_moe_norm", renormalize=True, weight_dtype="bf16"),
+    # DeepseekV2TopkRouter ignores norm_topk_prob; its group-limited top-k masks the scores (a bool mask kept)
     "deepseek_v2": parts.Router("deepseek_v2", renormalize=False, weight_dtype="fp32", logits_fp32=True),
-    "deepseek_v2_norm": parts.Router("deepseek_v2_norm", renormalize=True, weight_dtype="fp32", logits_fp32=True),
+    "deepseek_v2_group": parts.Router("deepseek_v2_group", renormalize=False, weight_dtype="fp32", logits_fp32=True,
+                                      extra=(parts._tokens("moe/group_mask", E, "mask",
+                                                           note="group-limited top-k: masked_fill keeps the mask"),)),
     "deepseek_v3": parts.Router("deepseek_v3", score="sigmoid", renormalize=False, weight_dtype="fp32",
                                 logits_fp32=True),
     "deepseek_v3_norm": parts.Router("deepseek_v3_norm", score="sigmoid", renormalize=True, weight_dtype="fp32",
@@ -48,7 +51,8 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool) -> parts.Part:
     if recipe.attention == "mla":
         projections = parts.mla_projections(r_q, r_kv, d_n, d_r, d_v, recipe.q_lora, recipe.o_bias)
         return (projections + parts.mla_saved(r_q, r_kv, d_n, d_r, d_v, recipe.q_lora)
-                + parts.attention_core(d_n + d_r, a, kernel, value_width=d_v)
+                + parts.attention_core(d_n + d_r, a, kernel, value_width=d_v, output_copy=True,
+                                       value_storage=a * (d_n + d_v))
                 + parts.Part(matmuls=(parts._linear("attention/output", a * d_v, h, parts.MLA_SOURCE),)))
     width = head_width(recipe)
     qk_kind = "rmsnorm" if recipe.norm == "layernorm" else recipe.norm
@@ -114,7 +118,7 @@ def active_parameters(recipe: Recipe, tied: bool = False, positions: str = "rope
     """The parameters a token goes through (seed 001 §07: N_active): k of the E experts."""
     from ...core.dims import E, k
     full = parameters(recipe, tied, positions, table)
-    return Inventory(tuple(p if not p.name.startswith("moe/experts_") else
+    return Inventory(tuple(p if not p.name.startswith("layer/moe/experts_") else
                            type(p)(p.name, tuple(x.subs(E, k) if x.has(E) else x for x in p.shape), p.scope,
                                    p.source, "k experts (N_active)") for p in full))
 

@@ -15,6 +15,8 @@ come out of summing the shapes below (see ``ledgers.activations``).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sympy import Expr
 
 from ...core.dims import V, a, b, h, s
@@ -47,11 +49,18 @@ def _ffn(name, ffn: Expr, note=""):
     return SavedTensor(name, (s, b, ffn), "bf16", Axis.TENSOR, 2, Group.BODY, KORTHIKANTI, note)
 
 
-def saved_tensors(ffn: Expr = GPT_FFN) -> Inventory:
+def saved_tensors(ffn: Expr = GPT_FFN, activation: str = "gelu") -> Inventory:
     """Every tensor one GPT layer saves for backward (Korthikanti §4.1).
 
     Attention block: 11sbh + 5as²b bytes; MLP block: 19sbh bytes (f = 4h).
+    ``activation``: ``gelu``, the fused GeLU the papers count (it keeps its
+    input); ``gelu_new`` or ``gelu_fast``, HF's element-wise tanh chains,
+    which keep 3 or 6 more (s, b, f) tensors (:data:`parts.CHAINS`; GPT-2's
+    default ``gelu_new``: 24sbh more at f = 4h).
     """
+    from .parts import activation_chain
+
+    chain = tuple(replace(term, split=Axis.TENSOR, source=term.source) for term in activation_chain(activation, ffn))
     return Inventory((
         _hidden("attention/layernorm_input", "bf16", Group.LAYER_INPUT,
                 "the layer input; LayerNorm needs it for its backward"),
@@ -67,6 +76,7 @@ def saved_tensors(ffn: Expr = GPT_FFN) -> Inventory:
         _hidden("mlp/layernorm_input", "bf16", note="the MLP block's LayerNorm input"),
         _hidden("mlp/fc1_input", "bf16", note="LayerNorm output, the first linear's input"),
         _ffn("mlp/gelu_input", ffn, "first linear's output, GeLU's input"),
+        *chain,
         _ffn("mlp/fc2_input", ffn, "GeLU output, the second linear's input"),
         _hidden("mlp/dropout_mask", "mask", note="dropout mask on the MLP block's output"),
     ))

@@ -16,7 +16,7 @@ layers differs from it: a stated approximation).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sympy import Expr, Integer
 
@@ -74,13 +74,16 @@ def _rows(name, dtype, note, source=HF, per=Integer(1)):
 
 
 def _weight(name, shape, source=HF, note="", share: Expr = Integer(1)):
+    """A layer's parameter (named ``layer/...`` as the other inventories name them)."""
     shape = tuple(shape) if share == 1 else (share, *shape)
-    return Parameter(name, shape, "layer", source, note)
+    return Parameter(f"layer/{name}", shape, "layer", source, note)
 
 
 def _linear(name, m, n, source=HF, note="", batch: Expr = Integer(1), tokens: Expr | None = None,
             group=Group.BODY):
-    return Matmul(name, batch, b * s if tokens is None else tokens, m, n, True, "layer", source, note, group)
+    """A layer's weight matmul over its tokens (``layer/...``)."""
+    return Matmul(f"layer/{name}", batch, b * s if tokens is None else tokens, m, n, True, "layer", source, note,
+                  group)
 
 
 # --- norms ----------------------------------------------------------------------
@@ -179,14 +182,16 @@ def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnor
 
 
 def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value_width: Expr | None = None,
-                   output_copy: bool = False, softcap: bool = False) -> Part:
+                   output_copy: bool = False, softcap: bool = False, value_storage: Expr | None = None) -> Part:
     """Q·Kᵀ, softmax, ·V over ``a`` query heads of width ``width`` (V of ``value_width``).
 
     ``fused`` (SDPA/FlashAttention, native GQA): keeps Q, K, V (K, V at g
     heads), the output and an fp32 log-sum-exp per row and head; with
     ``output_copy`` (Q laid out per head by a ``torch.cat``: GPT-NeoX, Phi-3)
     the output comes back per head and ``transpose(1, 2).contiguous()``
-    copies it for the output projection, which keeps the copy.
+    copies it for the output projection, which keeps the copy;
+    ``value_storage``: V is a slice of a wider output the kernel keeps whole
+    (MLA: V is split from kv_b's a·(d_n + d_v) output).
     ``explicit`` (HF eager): K and V repeated to a heads (repeat_kv), the
     softmax in fp32 and the probabilities cast back; ``softcap`` (Gemma-2):
     tanh(scores / cap)·cap keeps the tanh output. ``math`` (torch SDPA's
@@ -197,8 +202,9 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
     value_width = width if value_width is None else value_width
     heads = lambda name, n, w, note, src=HF: _split(name, n * w, note=note, source=src)  # noqa: E731
     matmuls = (
-        Matmul("attention/scores", b * a, s, width, s, False, "layer", HF, "Q·Kᵀ per head", Group.ATTENTION_CORE),
-        Matmul("attention/context", b * a, s, s, value_width, False, "layer", HF, "probabilities·V per head",
+        Matmul("layer/attention/scores", b * a, s, width, s, False, "layer", HF, "Q·Kᵀ per head",
+               Group.ATTENTION_CORE),
+        Matmul("layer/attention/context", b * a, s, s, value_width, False, "layer", HF, "probabilities·V per head",
                Group.ATTENTION_CORE),
     )
     scores = lambda name, dtype, note: SavedTensor(name, (b, a, s, s), dtype, Axis.TENSOR, 1,  # noqa: E731
@@ -207,7 +213,10 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
         saved = (
             heads("attention/query", a, width, "Q after RoPE, kept by the kernel", FLASH),
             heads("attention/key", kv_heads, width, "K after RoPE, g heads (native GQA)", FLASH),
-            heads("attention/value", kv_heads, value_width, "V, g heads (native GQA)", FLASH),
+            heads("attention/value", kv_heads, value_width, "V, g heads (native GQA)", FLASH)
+            if value_storage is None else
+            _split("attention/value", value_storage, note="V, a slice of a wider output: its whole storage is kept",
+                   source=FLASH),
             SavedTensor("attention/logsumexp", (b, a, s), "fp32", Axis.TENSOR, 1, Group.BODY, FLASH,
                         "log-sum-exp of each score row, fp32: the softmax is recomputed from it in backward"),
             heads("attention/projection_input", a, value_width,
@@ -292,6 +301,23 @@ def mla_saved(r_q: Expr, r_kv: Expr, d_n: Expr, d_r: Expr, d_v: Expr, q_lora: bo
 
 # --- MLPs -------------------------------------------------------------------------
 
+#: What HF's element-wise tanh-approximation GeLUs keep beyond their input, per element of the
+#: MLP width (transformers ``activations.py``): NewGELU 0.5·x·(1 + tanh(√(2/π)(x + 0.044715·x³)))
+#: keeps tanh's output, 0.5·x and 1 + tanh (the last product's operands); FastGELU
+#: 0.5·x·(1 + tanh(0.79788·x·(1 + 0.044715·x·x))) also keeps 0.044715·x, 0.79788·x and 1 + 0.044715·x².
+CHAINS = {
+    "gelu_new": ("tanh_output", "half_input", "one_plus_tanh"),
+    "gelu_fast": ("scaled_input", "cubic_factor", "inner_scaled", "tanh_output", "half_input", "one_plus_tanh"),
+}
+
+
+def activation_chain(activation: str, width: Expr, prefix: str = "mlp", share: Expr = Integer(1),
+                     source: str = "HF transformers 5.24.0 activations.py") -> tuple:
+    """The intermediates an element-wise activation chain keeps, (s, b, width) each in the activation dtype."""
+    return tuple(_split(f"{prefix}/{activation}/{name}", width, note=f"{activation}: {name.replace('_', ' ')}",
+                        source=source, share=share) for name in CHAINS.get(activation, ()))
+
+
 def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fused_gate_up: bool = False,
         prefix: str = "mlp", input_name: str | None = None, share: Expr = Integer(1),
         layer_input: bool = False) -> Part:
@@ -326,6 +352,7 @@ def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fu
         if bias:
             params.append(_weight(f"{prefix}/down_bias", (h,), share=share))
         saved += [_split(f"{prefix}/gate_output", width, note=f"gate output, {activation}'s input", share=share),
+                  *activation_chain(activation, width, prefix, share),
                   _split(f"{prefix}/act_output", width, note=f"{activation} output, kept for ·up", share=share),
                   _split(f"{prefix}/up_output", width, note="up output, kept for act·", share=share),
                   _split(f"{prefix}/down_input", width, note="act(gate)·up, the down projection's input",
@@ -340,6 +367,7 @@ def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fu
         if bias:
             params.append(_weight(f"{prefix}/fc2_bias", (h,), share=share))
         saved += [_split(f"{prefix}/act_input", width, note=f"fc1 output, {activation}'s input", share=share),
+                  *activation_chain(activation, width, prefix, share),
                   _split(f"{prefix}/fc2_input", width, note=f"{activation} output, fc2's input", share=share)]
         mms += [_linear(f"{prefix}/fc1", h, width, batch=share), _linear(f"{prefix}/fc2", width, h, batch=share)]
     else:
@@ -386,9 +414,9 @@ def moe(router: Router, expert_ffn: Expr = f_e, shared_width: Expr | None = None
         _weight("moe/experts_down_weight", (E * expert_ffn, h), MOE_SOURCE, "all E experts (N_total)", share=share),
     ]
     mms = [
-        Matmul("moe/router", share, b * s, h, E, True, "layer", MOE_SOURCE),
-        Matmul("moe/experts_gate_up", E * share, per_expert, h, 2 * expert_ffn, True, "layer", MOE_SOURCE),
-        Matmul("moe/experts_down", E * share, per_expert, expert_ffn, h, True, "layer", MOE_SOURCE),
+        Matmul("layer/moe/router", share, b * s, h, E, True, "layer", MOE_SOURCE),
+        Matmul("layer/moe/experts_gate_up", E * share, per_expert, h, 2 * expert_ffn, True, "layer", MOE_SOURCE),
+        Matmul("layer/moe/experts_down", E * share, per_expert, expert_ffn, h, True, "layer", MOE_SOURCE),
     ]
 
     def expert(name, last, dtype="bf16", note=""):
@@ -403,7 +431,8 @@ def moe(router: Router, expert_ffn: Expr = f_e, shared_width: Expr | None = None
     if router.renormalize:
         saved += [_tokens("moe/routing_weights", k, "fp32", note="the k weights, renormalised", share=share),
                   _tokens("moe/routing_weight_sum", 1, "fp32", note="their sum (the divisor)", share=share)]
-    saved += list(router.extra)
+    saved += [replace(term, shape=(share, *term.shape), split_dim=term.split_dim + 1) if share != 1 else term
+              for term in router.extra]
     act = "silu" if activation == "silu" else activation
     saved += [
         expert("moe/expert/token_index", 2, "int64", "(slot, token) pairs of the expert's assignments"),
@@ -428,7 +457,7 @@ def moe(router: Router, expert_ffn: Expr = f_e, shared_width: Expr | None = None
                 (_tokens("moe/shared/gate_sigmoid", 1, note="sigmoid of the shared-expert gate", share=share),
                  _tokens("moe/shared/output", h, note="the shared experts' output, kept by the gating multiply",
                          share=share)),
-                (Matmul("moe/shared_gate", share, b * s, h, 1, True, "layer", MOE_SOURCE),))
+                (Matmul("layer/moe/shared_gate", share, b * s, h, 1, True, "layer", MOE_SOURCE),))
     return part
 
 
