@@ -232,6 +232,22 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
     if own_head:
         dims["d_h"] = head_dim
     notes += _window_notes(model_type, raw, defaults, seq)
+    if recipe.norm in ("rmsnorm_offset", "rmsnorm_fp32"):
+        notes.append(f"the output side's final norm is counted as Llama's RMSNorm: {model_type}'s keeps x·rstd in fp32, "
+                     f"2·s·b·h bytes more ({2 * hidden:,} B per token)"
+                     + (f", and the (1 + weight) fp32 copy, {4 * hidden:,} B" if recipe.norm == "rmsnorm_offset"
+                        else "") + " (the output side is reported beside the total, not in it)")
+    if model_type == "gemma2":
+        notes.append("attention is counted as a fused kernel (FlashAttention-2, which soft-caps natively): HF's "
+                     "Gemma-2 has no SDPA path and its eager attention keeps the s×s scores — the fp32 softmax, the "
+                     "bf16 probabilities" + (" and the soft-cap's tanh" if recipe.softcap else "") +
+                     f", {8 if recipe.softcap else 6}·b·a·s² bytes per layer — and K, V repeated to a heads (traced)")
+    if recipe.attention == "mla" and dims["d_v"] != dims["d_n"] + dims["d_r"]:
+        notes.append("MLA's attention core is counted as a fused kernel (Q, K at d_n + d_r, V as the slice of kv_b's "
+                     "output it is, the output and its token-major copy, an fp32 log-sum-exp): with V narrower than "
+                     "Q and K, torch SDPA falls back to its math path on CPU (traced: fp32 Q, Kᵀ, V and the s×s "
+                     "probabilities, 4·b·a·s² bytes and more per layer); which kernel a GPU runs depends on its "
+                     "backend")
 
     common = dict(name=name, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq=seq, tied=tied,
                   source=source)
