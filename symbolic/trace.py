@@ -189,23 +189,24 @@ def trace_module(module, args: Sequence = (), kwargs: Mapping | None = None, *,
         ptr, nbytes = _storage(tensor)
         if ptr in own or nbytes == 0:
             return tensor
+        # Autograd keeps what this returns. A detached alias (same storage, no grad_fn) keeps the
+        # values without the cycle a saved output would make with its own grad_fn (node -> output
+        # -> node), so a dead branch is freed when the forward returns, as it is without hooks.
+        alias = tensor.detach()
         if (ptr in seen or ptr in shared) and alive(ptr):
-            holders[ptr].append(weakref.ref(tensor))
-            return tensor
+            holders[ptr].append(weakref.ref(alias))
+            return alias
         mod = module_stack[-1] if module_stack else names[id(module)]
         op = op_stack[0] if op_stack else "?"
         n = per_key[mod, op]
         per_key[mod, op] += 1
         dtype = str(tensor.dtype).removeprefix("torch.")
         record = SavedRecord(f"{mod}/{op}#{n}", mod, op, tuple(tensor.shape), dtype, nbytes)
-        if ptr in seen or ptr in shared:  # the earlier storage at this address was freed: keep its record apart
-            dead = seen.pop(ptr, None) or shared.pop(ptr, None)
-            freed.append(dead)
-        holders[ptr] = [weakref.ref(tensor)]
+        if ptr in seen or ptr in shared:  # the earlier storage at this address was freed: drop its record
+            seen.pop(ptr, None) or shared.pop(ptr, None)
+        holders[ptr] = [weakref.ref(alias)]
         (shared if ptr in shared_ptrs else seen)[ptr] = record
-        return tensor
-
-    freed: list = []
+        return alias
 
     handles = [m.register_forward_pre_hook(pre) for m in module.modules()]
     handles += [m.register_forward_hook(post) for m in module.modules()]
@@ -705,15 +706,19 @@ def hf_model(config: Mapping, attention: str = "sdpa", layers: int | None = None
 
 
 def hf_layer_by_difference(config: Mapping, attention: str, s: int, b: int, layers: int = 1,
-                           seed: int = 0) -> tuple[int, int, int]:
+                           seed: int = 0, checkpointing: bool = False) -> tuple[int, int, int]:
     """(saved bytes, forward FLOPs, backward FLOPs) of one decoder layer of ``config``: the
     model with ``layers + 1`` layers less the model with ``layers`` (same weights drawn from the
     same seed), so the embeddings, rotary tables, masks, final norm and loss cancel. The last
-    layer is the one measured (DeepSeek's first_k_dense_replace picks its kind)."""
+    layer is the one measured (DeepSeek's first_k_dense_replace picks its kind). ``checkpointing``:
+    HF's activation checkpointing (``torch.utils.checkpoint``, non-reentrant) on every layer — full
+    recompute as it runs."""
     torch = _torch()
     results = []
     for n in (layers, layers + 1):
         model = hf_model(config, attention, layers=n, seed=seed)
+        if checkpointing:
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         torch.manual_seed(seed + 1)
         ids = torch.randint(0, model.config.vocab_size, (b, s))
         trace = trace_module(model, (), {"input_ids": ids}, custom_flops=cpu_sdpa_flops(),

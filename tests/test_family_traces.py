@@ -68,3 +68,20 @@ def test_dense_layers_of_an_moe_model(family):
 ])
 def test_variants(family, changes):
     _check(_config(family, "first", **changes), "eager", 6, 2)
+
+
+@pytest.mark.parametrize("family", hf.FAMILIES)
+def test_full_recompute_keeps_what_checkpointing_keeps(family):
+    """Under torch.utils.checkpoint a layer keeps its input as it arrives, bf16 (2sbh) — not its
+    first norm's fp32 copy — and the declared full-recompute inventory says the same."""
+    require("transformers")
+    from symbolic.layout.strategies import Strategy
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _config(family, "first")
+    attention = ATTENTION[family][0]
+    saved, _, _, values = declared_layer(raw, attention)
+    kept = activations.layer_inventory(Strategy(recompute="full"), saved)
+    values.update(s=5, b=2, t=1)
+    traced = hf_layer_by_difference(raw, attention, 5, 2, checkpointing=True)[0]
+    assert traced == at(activations.total_bytes(kept), **values) == 2 * 5 * 2 * values["h"]
