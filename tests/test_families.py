@@ -138,3 +138,20 @@ def test_mla_and_dense_first_layers_are_in_their_own_letters():
     assert lines["layer/moe/experts_gate_up_weight"] == "2*E*f_e*h*(L - L_d)"
     assert lines["layer/mlp/gate_weight"] == "L_d*f*h"
 
+
+
+def test_derive_prints_a_composed_layer_in_its_own_letters(capsys):
+    """`derive activations --model deepseek-v3`: the MLA layer with r_q, r_kv, d_n, d_r, d_v and L_d,
+    equal to the bill's activation lines summed."""
+    from sympy import expand
+
+    from symbolic.core.dims import SYMBOLS
+    from symbolic.core.expressions import parse_formula
+
+    assert main(["derive", "activations", "--model", "deepseek-v3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    expr = parse_formula(data["expr"], SYMBOLS)
+    assert {"r_q", "r_kv", "d_n", "d_r", "d_v", "L_d", "f_s"} <= {str(x) for x in expr.free_symbols}
+    bill = make_bill(preset("deepseek-v3"), Layout(seq=4096))
+    values = {SYMBOLS[k]: v for k, v in bill.values.items()}
+    assert expand(expr.subs(values)) * 61 == bill.totals["activation_bytes"]

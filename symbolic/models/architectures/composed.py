@@ -141,3 +141,35 @@ def inventories(recipe_key: tuple, tied: bool, positions: str, table: bool = Fal
 
 
 __all__ = ["inventories", "parameters", "saved_tensors", "matmuls", "layer", "head_width", "Integer"]
+
+
+class RecipeArchitecture:
+    """A composed model's inventories under the interface of ``ARCHITECTURES`` modules
+    (``saved_tensors()``, ``parameters(tied=, positions=)``, ``matmuls()``), so the named
+    quantities (``derive QUANTITY --model``) read a composed layer in its own letters."""
+
+    def __init__(self, recipe: Recipe, tied: bool, positions: str = "rope", table: bool = False):
+        self.recipe, self.tied, self.positions, self.table = recipe, tied, positions, table
+
+    def saved_tensors(self, backend=CUDA) -> Inventory:
+        return saved_tensors(self.recipe, "fused", backend)
+
+    def parameters(self, tied: bool | None = None, positions: str | None = None) -> Inventory:
+        return parameters(self.recipe, self.tied if tied is None else tied, positions or self.positions, self.table)
+
+    def matmuls(self) -> Inventory:
+        return matmuls(self.recipe)
+
+
+def register(model) -> str:
+    """Put ``model``'s composed layer in ``ARCHITECTURES`` under the name of its family and
+    recipe (``composed:<model_type>:<hash>``), and return the name."""
+    import hashlib
+
+    from . import ARCHITECTURES
+
+    digest = hashlib.sha256(repr((model.recipe.key(), model.tied, model.positions)).encode()).hexdigest()[:8]
+    name = f"composed:{model.recipe.family}:{digest}"
+    ARCHITECTURES.setdefault(name, RecipeArchitecture(model.recipe, model.tied, model.positions,
+                                                      bool(model.position_table)))
+    return name
