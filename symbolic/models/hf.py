@@ -2,52 +2,69 @@
 
 A ``config.json`` (the file ``transformers`` saves beside the weights) is read
 into the same frozen :class:`~symbolic.models.config.ModelConfig` the presets use.
-Its ``model_type`` names the layer family; the family is modelled by its own
-inventory when :data:`symbolic.models.architectures.ARCHITECTURES` has one and the
-bill itemises it (:data:`symbolic.models.config.BILLED_ARCHITECTURES`), and otherwise
-by the GPT layer (Korthikanti et al. 2022 §4.1), with one sentence
-per feature that this approximates in ``ModelConfig.approximations`` — a
-bill never shows an approximated number without saying so. The LLaMA and MoE
-inventories state what they leave out of a family too (Qwen2's Q/K/V biases,
-Qwen3's QK-norm, Qwen2-MoE's shared-expert gate and routing, dense layers of
-an MoE model, sliding windows, a head_dim other than h/a).
+Its ``model_type`` names the family; the reader knows :data:`FAMILIES` (16 of
+them) and refuses any other in one line — there is no stand-in layer. Plain
+Llama/Mistral layers get the ``llama`` inventory, Mixtral the ``moe`` one,
+GPT-2 the ``gpt`` one; every other family (and a Llama with biases or its own
+head_dim) is a ``composed`` layer: a :class:`~symbolic.models.config.Recipe` of
+parts (:mod:`symbolic.models.architectures.composed`) whose own letters'
+values go to ``ModelConfig.dims``. A field a file leaves out takes
+transformers 5.24.0's default for its family (:data:`DEFAULTS`) — above all
+``tie_word_embeddings``. What the bill still assumes of a config (MTP modules
+HF does not build, a kernel HF does not run) is one sentence with its size in
+``ModelConfig.approximations`` — a bill never shows an approximated number
+without saying so.
 
 Fields read (GPT-2 files spell the first five ``n_layer``, ``n_embd``,
 ``n_head``, ``n_inner``, ``n_positions``, as HF's ``attribute_map`` does):
 
-==========================  ======  ==========================================
-config.json                 letter  note
-==========================  ======  ==========================================
-num_hidden_layers           L       required
-hidden_size                 h       required
-num_attention_heads         a       required
-vocab_size                  V       required
-max_position_embeddings     s       required; the default sequence length
-intermediate_size           f       required, except GPT-2 (null means 4h)
-num_key_value_heads                 GQA; absent means = heads (MHA)
-tie_word_embeddings                 absent means true (HF's default)
-hidden_act                          reported; the family fixes the MLP form
-num_local_experts,                  MoE: experts (Mixtral, Qwen-MoE,
-num_experts, n_routed_experts       DeepSeek spellings)
-num_experts_per_tok                 MoE: experts per token (top-k)
-n_shared_experts,                   MoE: shared experts (DeepSeek count;
-shared_expert_intermediate_size     Qwen-MoE width / moe_intermediate_size)
-moe_intermediate_size               MoE: expert width (absent: intermediate_size)
-sliding_window, head_dim            noted when the inventory cannot model them
-==========================  ======  ==========================================
+==============================  ======  ======================================
+config.json                     letter  note
+==============================  ======  ======================================
+num_hidden_layers               L       required
+hidden_size                     h       required
+num_attention_heads             a       required
+vocab_size                      V       required
+max_position_embeddings         s       the default sequence length; GPT-2's
+                                        n_positions is also the table's P rows
+intermediate_size               f       GPT-2: null means 4h
+num_key_value_heads             g       GQA (null: = heads)
+head_dim                        d_h     when ≠ h/a (Llama-family attention)
+tie_word_embeddings                     the family's default when absent
+attention_bias, qkv_bias,               biases (Llama/Qwen3/OLMo-2/Gemma all
+mlp_bias                                four; Qwen2 Q/K/V always)
+hidden_act, activation_function         the MLP activation
+use_parallel_residual                   GPT-NeoX's residual wiring
+num_local_experts, num_experts, E       MoE experts (the families' spellings)
+n_routed_experts
+num_experts_per_tok             k       top-k
+moe_intermediate_size           f_e     one expert's width
+shared_expert_intermediate_size f_s     shared expert(s) width (DeepSeek:
+n_shared_experts                        n_shared × f_e)
+first_k_dense_replace,          L_d     dense layers of an MoE model
+mlp_only_layers,
+decoder_sparse_step
+norm_topk_prob, topk_method             routing (saved tensors)
+q_lora_rank, kv_lora_rank,      r_q,    MLA
+qk_nope_head_dim,               r_kv,
+qk_rope_head_dim, v_head_dim    d_n,
+                                d_r, d_v
+attn_logit_softcapping                  Gemma-2's tanh soft-cap
+num_nextn_predict_layers                DeepSeek-V3 MTP: stated apart
+sliding_window                          stated (HF applies it as a mask)
+==============================  ======  ======================================
 
 The built-in models are such files, shipped in ``symbolic/data/`` with a
-``"_symbolic"`` object naming them (``name``, ``source``, ``params_label``, and
-``order``, their place in listings).
+``"_symbolic"`` object naming them (``name``, ``source``, ``params_label``,
+``order``, their place in listings, and ``positions_follow_seq`` for the
+papers' GPT models, whose position table Eq 2 sizes by s).
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
-from fractions import Fraction
+from dataclasses import replace
 from pathlib import Path
 
-from . import config
 from .config import ConfigError, ModelConfig, Recipe
 
 #: Each HF field and the other spellings HF's ``attribute_map`` gives it.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from sympy import Expr, Integer
+from sympy import Expr
 
 from ...core.dims import E, P, a, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, r_kv, r_q
 from ...core.tensors import Inventory
@@ -139,8 +139,6 @@ def inventories(recipe_key: tuple, tied: bool, positions: str, table: bool = Fal
     recipe = Recipe.from_key(recipe_key)
     return parameters(recipe, tied, positions, table), saved_tensors(recipe), matmuls(recipe)
 
-
-__all__ = ["inventories", "parameters", "saved_tensors", "matmuls", "layer", "head_width", "Integer"]
 
 
 class RecipeArchitecture:
