@@ -221,7 +221,7 @@ def renderables(bill: Bill) -> list:
     """Everything the text bill prints, in order."""
     model, v = bill.model, bill.values
     header = Text.assemble((f"{model.name}", "bold"), f": {model.source}\n",
-                           "  " + " ".join(f"{k}={v[k]}" for k in ("L", "h", "a", "V", "s", "f", "g", "E", "k", "E_s", "f_e") if k in v)
+                           "  " + " ".join(f"{k}={v[k]}" for k in MODEL_LETTERS if k in v)
                            + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v)
                            + (f" c={v['c']}" if v.get("c", 1) > 1 else "") + "\n",
                            f"  layer inventory: {model.arch}; activations: {bill.strategy}")
@@ -261,6 +261,11 @@ def print_text(bill: Bill, file=None) -> None:
             console.print(item)
     else:
         print(render_text(bill, width=console.width if "COLUMNS" in os.environ else PIPE_WIDTH), file=file)
+
+
+#: The model's letters the bill's header shows, in this order (the families' own letters last).
+MODEL_LETTERS = ("L", "h", "a", "V", "s", "f", "g", "E", "k", "E_s", "f_e", "P", "d_h", "L_d", "f_s", "r_q", "r_kv",
+                 "d_n", "d_r", "d_v")
 
 
 def _jsonable(value):
