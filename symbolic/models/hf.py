@@ -244,8 +244,7 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
 
     own_head = head_dim is not None and head_dim * heads != hidden
 
-    recipe, dims, moe, notes = _recipe(model_type, raw, defaults, where, layers, hidden, heads, kv_heads, ffn,
-                                       own_head)
+    recipe, dims, moe, notes = _recipe(model_type, raw, defaults, where, layers, hidden, heads, ffn, own_head)
     if own_head:
         dims["d_h"] = head_dim
     notes += _window_notes(model_type, raw, defaults, seq)
@@ -292,12 +291,13 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
 
 
 def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int, hidden: int, heads: int,
-            kv_heads: int, ffn: int, own_head: bool):
+            ffn: int, own_head: bool):
     """The family's :class:`Recipe`, its letters' values, its MoE numbers (E, k, f_e, shared count)
     and what it approximates."""
     flag = lambda name: _flag(raw, name, where, defaults.get(name, False))  # noqa: E731
     act = raw.get("hidden_activation") or raw.get("hidden_act") or defaults.get("hidden_activation") \
         or defaults.get("hidden_act", "silu")
+    act = {"swish": "silu"}.get(act, act)  # transformers' ACT2FN: "swish" is SiLU
     if act not in ACTIVATIONS:
         raise ConfigError(f"{where}: hidden_act {act!r} is not an activation the MLP part models "
                           f"({', '.join(ACTIVATIONS)})")

@@ -433,7 +433,7 @@ def moe(router: Router, expert_ffn: Expr = f_e, shared_width: Expr | None = None
                   _tokens("moe/routing_weight_sum", 1, "fp32", note="their sum (the divisor)", share=share)]
     saved += [replace(term, shape=(share, *term.shape), split_dim=term.split_dim + 1) if share != 1 else term
               for term in router.extra]
-    act = "silu" if activation == "silu" else activation
+    act = activation
     saved += [
         expert("moe/expert/token_index", 2, "int64", "(slot, token) pairs of the expert's assignments"),
         expert("moe/expert/input", h, note="the expert's tokens, gathered"),
