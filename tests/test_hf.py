@@ -85,7 +85,9 @@ def test_gpt2_file_is_the_gpt_layer_exactly():
     model = hf.load_hf_config(GPT2)
     assert (model.name, model.layers, model.hidden, model.heads, model.vocab, model.seq) == \
         ("gpt2", 12, 768, 12, 50257, 1024)
-    assert (model.arch, model.ffn, model.tied, model.positions, model.approximations) == ("gpt", 0, True, "learned", ())
+    assert (model.arch, model.ffn, model.tied, model.positions, model.mlp) == ("gpt", 0, True, "learned", "gelu_new")
+    # the one thing HF's eager layer keeps that a b-symbolic inventory cannot: Q's view at b = 1
+    assert len(model.approximations) == 1 and model.approximations[0].startswith("at micro-batch 1")
     assert make_bill(model).totals["params"] == GPT2_PARAMS
 
 
@@ -123,7 +125,7 @@ def test_unknown_model_type_is_refused_with_the_known_ones():
 def test_gpt2_ignores_head_dim_and_llama_models_it():
     """GPT-2's attention has no head_dim field; Llama's uses it (q: h -> a·head_dim)."""
     raw = json.loads(GPT2.read_text()) | {"head_dim": 128}
-    assert hf.from_hf_dict(raw, "g").approximations == ()
+    assert hf.from_hf_dict(raw, "g").approximations == hf.load_hf_config(GPT2).approximations
     llama = hf.from_hf_dict(_llama(head_dim=96), "x")
     assert (llama.arch, dict(llama.dims), llama.approximations) == ("composed", {"d_h": 96}, ())
     # q, k, v, o each h × 32·96 instead of h × 4096, per layer: 4·4096·(3072 − 4096)

@@ -198,6 +198,11 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
     math fallback, taken on CPU when V's width differs from Q's — MLA): Q
     scaled, Kᵀ, the probabilities and V, all upcast to fp32, no output.
     The matmuls count the full s×s products (as FlopCounterMode does).
+
+    Condition of ``explicit``: b ≥ 2. At b = 1 torch's batched matmul
+    reshapes a slice as a view, so a slice of a fused projection keeps its
+    whole storage (MLA's V: kv_b's output), and MQA's repeat_kv stays a
+    view (K, V at one head) — traced, stated where the bill runs it.
     """
     value_width = width if value_width is None else value_width
     heads = lambda name, n, w, note, src=HF: _split(name, n * w, note=note, source=src)  # noqa: E731
