@@ -85,3 +85,16 @@ def test_full_recompute_keeps_what_checkpointing_keeps(family):
     values.update(s=5, b=2, t=1)
     traced = hf_layer_by_difference(raw, attention, 5, 2, checkpointing=True)[0]
     assert traced == at(activations.total_bytes(kept), **values) == 2 * 5 * 2 * values["h"]
+
+
+def test_gpt2_at_micro_batch_one_keeps_the_whole_qkv_output():
+    """The bill's stated GPT-2 exception: at b = 1 the eager layer keeps c_attn's 6sh bytes where Q's
+    2sh are declared (the batched matmul's reshape of a slice is a view only then): 4sh more."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _config("gpt2", "first")
+    saved, _, _, values = declared_layer(raw, "eager")
+    values.update(s=6, b=1)
+    traced = hf_layer_by_difference(raw, "eager", 6, 1)[0]
+    assert traced - at(activations.total_bytes(saved), **values) == 4 * 6 * values["h"]
