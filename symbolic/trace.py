@@ -725,3 +725,40 @@ def hf_layer_by_difference(config: Mapping, attention: str, s: int, b: int, laye
                              output=lambda out: out.logits.float().sum())
         results.append((trace.saved_bytes, trace.forward_total, trace.backward_total))
     return tuple(big - small for big, small in zip(results[1], results[0]))
+
+
+def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = "cpu", dense: bool = False):
+    """(saved tensors, layer matmuls, the FLOPs the kernel adds to backward, values) of one decoder
+    layer of a ``config.json`` dict of any family :mod:`symbolic.models.hf` reads, as the bill
+    declares it for HF's ``attention`` (``sdpa`` or ``eager``) on ``backend``.
+
+    sdpa is the fused kernel, eager the explicit one; MLA under sdpa on CPU is SDPA's math path
+    when V is not as wide as Q and K (the CPU flash kernel needs equal widths). ``dense``: for a
+    model with dense-first layers, the dense layer (L_d = L), else an MoE layer (L_d = 0); the
+    values have L = 1.
+    """
+    from .models import hf
+    from .models.architectures import composed, conventions, gpt, llama, moe
+
+    model = hf.from_hf_dict(dict(config), "traced")
+    kernel = "explicit" if attention == "eager" else "fused"
+    if model.recipe is not None:
+        widths = dict(model.dims)
+        if model.recipe.attention == "mla" and kernel == "fused" and widths["d_v"] != widths["d_n"] + widths["d_r"]:
+            kernel = "math"
+        saved, mms = composed.saved_tensors(model.recipe, kernel, backend), composed.matmuls(model.recipe)
+    elif model.arch == "llama":
+        saved, mms = llama.saved_tensors(attention=kernel), llama.matmuls()
+    elif model.arch == "moe":
+        saved, mms = moe.saved_tensors(shared_experts=0, attention=kernel), moe.matmuls(shared_experts=0)
+    else:
+        saved = conventions.with_conventions(gpt.saved_tensors(activation=model.mlp), backend)
+        mms = gpt.matmuls()
+    layer = mms.select("layer")
+    extra = Add(*(mm.forward_flops for mm in layer if mm.name.endswith("attention/scores"))) \
+        if kernel == "fused" else Integer(0)
+    values = model.values()
+    values["L"] = 1
+    if "L_d" in values:
+        values["L_d"] = 1 if dense else 0
+    return saved, layer, extra, values

@@ -165,34 +165,7 @@ SECOND: dict[str, dict] = {
 
 
 def declared_layer(raw: dict, attention: str, backend: str = "cpu", dense: bool = False):
-    """(saved tensors, matmuls, the FLOPs the kernel adds to backward, values) of one decoder layer of
-    ``raw`` as the bill declares it, for HF attention ``attention`` (``sdpa`` or ``eager``).
-    MLA under sdpa on CPU is SDPA's math path when V is not as wide as Q and K. ``dense``: evaluate the layer
-    of a model with dense-first layers at L_d = L (the dense layer), else at L_d = 0 (an MoE layer)."""
-    from sympy import Add, Integer
+    """The bill's declared layer of ``raw`` for HF ``attention`` (:func:`symbolic.trace.hf_family_declared`)."""
+    from symbolic.trace import hf_family_declared
 
-    from symbolic.models import hf
-    from symbolic.models.architectures import composed, conventions, gpt, llama, moe
-
-    model = hf.from_hf_dict(raw, "traced")
-    kernel = "explicit" if attention == "eager" else "fused"
-    if model.recipe is not None:
-        widths = dict(model.dims)
-        if model.recipe.attention == "mla" and kernel == "fused" and widths["d_v"] != widths["d_n"] + widths["d_r"]:
-            kernel = "math"  # CPU's flash kernel needs V as wide as Q and K
-        saved, mms = composed.saved_tensors(model.recipe, kernel, backend), composed.matmuls(model.recipe)
-    elif model.arch == "llama":
-        saved, mms = llama.saved_tensors(attention=kernel), llama.matmuls()
-    elif model.arch == "moe":
-        saved, mms = moe.saved_tensors(shared_experts=0, attention=kernel), moe.matmuls(shared_experts=0)
-    else:
-        saved = conventions.with_conventions(gpt.saved_tensors(activation=model.mlp), backend)
-        mms = gpt.matmuls()
-    layer = mms.select("layer")
-    extra = Add(*(mm.forward_flops for mm in layer if mm.name.endswith("attention/scores"))) \
-        if kernel == "fused" else Integer(0)
-    values = model.values()
-    values["L"] = 1
-    if "L_d" in values:
-        values["L_d"] = 1 if dense else 0
-    return saved, layer, extra, values
+    return hf_family_declared(raw, attention, backend, dense)

@@ -98,3 +98,20 @@ def test_gpt2_at_micro_batch_one_keeps_the_whole_qkv_output():
     values.update(s=6, b=1)
     traced = hf_layer_by_difference(raw, "eager", 6, 1)[0]
     assert traced - at(activations.total_bytes(saved), **values) == 4 * 6 * values["h"]
+
+
+@pytest.mark.parametrize("family", ["qwen3", "deepseek_v3"])
+def test_trace_command_measures_any_family(family, tmp_path, capsys):
+    """`symbolic trace --hf` on a family outside the fitted four: the layer by difference, per (s, b)."""
+    require("transformers")
+    import json
+
+    from symbolic.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_config(family, "first", first_k_dense_replace=2) if family == "deepseek_v3"
+                               else _config(family, "first")))  # deepseek: the measured layer is dense
+    assert main(["trace", "--hf", str(path), "--attention", "eager", "--seq", "4", "--batch", "1,2"]) == 0
+    out = capsys.readouterr().out
+    assert "measured as the model of L + 1 layers less L" in out and "b in [2]" in out
+    assert out.strip().endswith("traced == declared at every point")
