@@ -168,6 +168,9 @@ def derivation(args) -> dict:
     if model is not None and args.arch is not None and args.arch != model.arch:
         raise ValueError(f"--arch {args.arch} contradicts --model {model.name}, whose inventory is "
                          f"{model.arch}: drop --arch")
+    if model is not None and model.arch == "composed" and args.arch is None:
+        from ..models.architectures import composed  # the model's own recipe, in its own letters
+        args.arch = composed.register(model)
     args.arch = args.arch or (model.arch if model is not None else "gpt")
     if name == "states.per_gpu" and args.arch == "moe":  # the routed experts on their own grid
         name = "states.experts_per_gpu"

@@ -500,7 +500,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     pipeline ``stage``: ``first`` (the most micro-batches in flight) or
     ``last`` (its layers, then the output side and the loss). With pp = 1 the
     one stage is both."""
-    from ..bill.derive import OUTPUT_NORM, inventories  # here: the bill imports the ledgers
+    from ..bill.derive import inventories, output_norm  # here: the bill imports the ledgers
     from ..models.architectures import output
 
     layout.validate(model)
@@ -510,6 +510,11 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     if layout.cp > 1:
         raise ConfigError(f"cp {layout.cp}: the timeline does not model context parallelism (its ring buffers "
                           "and work tensors); use cp 1 here — bill, plan and solve model it")
+    dense = dict(model.dims).get("L_d", 0)
+    if dense:
+        raise ConfigError(f"{model.name}: {dense} of its {model.layers} layers have a dense MLP and the rest the MoE; "
+                          "its layer inventory is their average, which the timeline cannot walk layer by layer "
+                          "(a layer's bytes would not be whole); `symbolic bill` and plan count it")
     from ..bill.derive import model_state_blocks
 
     param_inv, base, _ = inventories(model)
@@ -613,7 +618,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     if has_loss:
         # The output side's saved tensors (final norm, logits input, fp32 log-softmax, targets: the
         # bill's output_side lines) and the loss's work tensors (bf16 logits, fp32 grad of the logits).
-        kept_output = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[model.arch]))
+        kept_output = strategy.shard(output.saved_tensors(norm=output_norm(model)))
         if options.fused_cross_entropy:  # streamed by row: no s·b·V log-softmax is kept
             kept_output = Inventory(tuple(x for x in kept_output if x.name != "output/log_softmax"))
         families.append(PhaseFamily("loss", fixed + gathered + held() + (current(n),)
