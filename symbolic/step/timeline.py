@@ -494,6 +494,19 @@ def in_flight(layout: Layout, stage: str = "first") -> tuple[Expr, Expr, list[st
     return chunks, layers, notes
 
 
+def _whole_state_block(model: ModelConfig, layout: Layout, name: str, size: Expr) -> None:
+    """The timeline allocates whole bytes: a model-state block the bill splits evenly over t·p
+    (its first-order split) into a fraction of a byte is refused, in one line."""
+    from ..core.numeric import exact
+
+    value = exact(size, layout.values(model))
+    if not value.is_Integer:
+        raise ConfigError(f"{model.name}: the model-state block {name} ({value} B per GPU) does not split into whole bytes over "
+                          f"t·p = {layout.tp}·{layout.pp}, the bill's even first-order split; the timeline allocates "
+                          "whole bytes: choose a tp and pp whose product divides the parameter count "
+                          "(`symbolic bill` counts it as a fraction)")
+
+
 def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions = MemoryOptions(),
           stage: str = "first") -> Timeline:
     """The timeline of one training step of ``model`` under ``layout`` on
@@ -585,6 +598,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
         # a dense model: one item per block; a mixture of experts: its dense part and its routed experts
         one = states.Recipe(recipe.name, (block,), recipe.source, recipe.condition)
         for name, size in model_state_blocks(model, layout, param_inv, one, params=psi).items():
+            _whole_state_block(model, layout, name, size)
             constant.append(Item("constant", f"constant/{name}", ((name, size),)))
     comm = [Item("communication", name, ((name, Integer(size)),)) for name, size in options.comm.items(layout)]
     fixed = tuple(constant + comm)
