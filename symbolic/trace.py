@@ -7,8 +7,10 @@ Three steps, each usable alone:
 1. :func:`trace_module` runs one forward (training mode) and one backward and
    records every tensor autograd saves for backward
    (``torch.autograd.graph.saved_tensors_hooks``), de-duplicated by storage
-   (Q, K and V saved as views of one QKV output count once), excluding the
-   module's parameters and buffers and the inputs shared by every layer (the
+   (Q, K and V saved as views of one QKV output count once), counting only
+   what is still held when the forward returns (a tensor saved on a branch
+   that never reaches the output — a router's expert choice — is freed by
+   autograd at once and is not counted), excluding the module's parameters and buffers and the inputs shared by every layer (the
    rotary tables, the attention mask: tensors passed in that do not require a
    gradient), each with the module and the torch function that saved it; and
    the forward and backward FLOPs ``torch.utils.flop_counter.FlopCounterMode``
@@ -28,7 +30,9 @@ torch 2.13.0 not the CPU flash-attention kernel: pytorch/pytorch#195460, see
 """
 from __future__ import annotations
 
+import gc
 import itertools
+import weakref
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -115,9 +119,14 @@ def _flop_table(counter) -> dict[tuple[str, str], int]:
     counts = {name: {str(op).split(".")[-1]: n for op, n in ops.items()}
               for name, ops in counter.get_flop_counts().items()}
     table: dict[tuple[str, str], int] = {}
+
+    def within(child: str, parent: str) -> bool:
+        return child != parent and (parent == "Global" or child.startswith(parent + "."))
+
     for name, ops in counts.items():
-        children = [c for c in counts if c != name and (
-            c.rsplit(".", 1)[0] == name if name != "Global" else "." not in c)]
+        # the nearest enclosing counted modules: a container never called (nn.ModuleList) has no entry
+        inside = [c for c in counts if within(c, name) and c != "Global"]
+        children = [c for c in inside if not any(within(c, other) for other in inside)]
         for op, n in ops.items():
             own = n - sum(counts[c].get(op, 0) for c in children)
             if own:
@@ -168,21 +177,36 @@ def trace_module(module, args: Sequence = (), kwargs: Mapping | None = None, *,
     seen: dict[int, SavedRecord] = {}
     shared: dict[int, SavedRecord] = {}
     per_key: Counter = Counter()
-    keep_alive: list = []
+    # Weak references to every tensor packed per storage: a storage autograd frees before backward
+    # (saved on a branch that never reaches the output, e.g. a router's choice of experts) is dead
+    # once the forward returns, and is not counted; its address may then be reused by a new storage.
+    holders: dict[int, list] = defaultdict(list)
+
+    def alive(ptr: int) -> bool:
+        return any(ref() is not None for ref in holders.get(ptr, ()))
 
     def pack(tensor):
         ptr, nbytes = _storage(tensor)
-        if ptr in own or ptr in seen or ptr in shared or nbytes == 0:
+        if ptr in own or nbytes == 0:
             return tensor
+        # Autograd keeps what this returns. A detached alias (same storage, no grad_fn) keeps the
+        # values without the cycle a saved output would make with its own grad_fn (node -> output
+        # -> node), so a dead branch is freed when the forward returns, as it is without hooks.
+        alias = tensor.detach()
+        if (ptr in seen or ptr in shared) and alive(ptr):
+            holders[ptr].append(weakref.ref(alias))
+            return alias
         mod = module_stack[-1] if module_stack else names[id(module)]
         op = op_stack[0] if op_stack else "?"
         n = per_key[mod, op]
         per_key[mod, op] += 1
         dtype = str(tensor.dtype).removeprefix("torch.")
         record = SavedRecord(f"{mod}/{op}#{n}", mod, op, tuple(tensor.shape), dtype, nbytes)
+        if ptr in seen or ptr in shared:  # the earlier storage at this address was freed: drop its record
+            seen.pop(ptr, None) or shared.pop(ptr, None)
+        holders[ptr] = [weakref.ref(alias)]
         (shared if ptr in shared_ptrs else seen)[ptr] = record
-        keep_alive.append(tensor)  # a freed storage's address could be reused by the next one
-        return tensor
+        return alias
 
     handles = [m.register_forward_pre_hook(pre) for m in module.modules()]
     handles += [m.register_forward_hook(post) for m in module.modules()]
@@ -190,6 +214,9 @@ def trace_module(module, args: Sequence = (), kwargs: Mapping | None = None, *,
         with FlopCounterMode(display=False, custom_mapping=dict(custom_flops or {})) as fwd:
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x), _Ops():
                 out = module(*args, **kwargs)
+        gc.collect()  # what only a dead branch of the graph referenced is gone now
+        kept = {ptr: record for ptr, record in seen.items() if alive(ptr)}
+        kept_shared = {ptr: record for ptr, record in shared.items() if alive(ptr)}
         loss_of = output or (lambda o: o[0] if isinstance(o, (tuple, list)) else o)
         result = loss_of(out)
         with FlopCounterMode(display=False, custom_mapping=dict(custom_flops or {})) as bwd:
@@ -197,7 +224,7 @@ def trace_module(module, args: Sequence = (), kwargs: Mapping | None = None, *,
     finally:
         for handle in handles:
             handle.remove()
-    return Trace(tuple(seen.values()), tuple(shared.values()), _flop_table(fwd), _flop_table(bwd))
+    return Trace(tuple(kept.values()), tuple(kept_shared.values()), _flop_table(fwd), _flop_table(bwd))
 
 
 def _sdpa_cpu_forward(query, key, value, *args, out_shape=None, **kwargs) -> int:
@@ -643,3 +670,98 @@ def _hf_declared(cfg, backend: str):
         saved, mms = llama.saved_tensors(attention=attention), module.matmuls()
     extra = llama.fused_backward_recompute(mms) if attention == "fused" else Integer(0)
     return saved, mms, extra
+
+
+def hf_model(config: Mapping, attention: str = "sdpa", layers: int | None = None, dtype: str = "bfloat16",
+             seed: int = 0):
+    """A tiny causal LM of any family ``AutoConfig`` knows, from a ``config.json`` dict, with
+    ``layers`` decoder layers, its weights drawn N(0, 0.02), in ``dtype``, eager experts."""
+    torch = _torch()
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    config = dict(config)
+    model_type = config.pop("model_type")
+    for key in ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map"):
+        config.pop(key, None)
+    if layers is not None:
+        config["n_layer" if model_type == "gpt2" else "num_hidden_layers"] = layers
+    cfg = AutoConfig.for_model(model_type, **config)
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if isinstance(getattr(cfg, key, None), int) and getattr(cfg, key) >= cfg.vocab_size:
+            setattr(cfg, key, None)
+    cfg._attn_implementation = attention
+    cfg._experts_implementation = "eager"
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg)
+    with torch.no_grad():  # some weights (routers, experts) are torch.empty until a checkpoint loads
+        for param in model.parameters():
+            param.normal_(0.0, 0.02)
+    model = model.to(getattr(torch, dtype))
+    # what from_pretrained(dtype=...) keeps in fp32 (DeepSeek's router weight and bias): kept so here too
+    strict = getattr(model, "_keep_in_fp32_modules_strict", None) or []
+    with torch.no_grad():
+        for name, tensor in itertools.chain(model.named_parameters(), model.named_buffers()):
+            if any(part in name.split(".") or name.endswith(part) for part in strict):
+                tensor.data = tensor.data.float()
+    return model
+
+
+def hf_layer_by_difference(config: Mapping, attention: str, s: int, b: int, layers: int = 1,
+                           seed: int = 0, checkpointing: bool = False) -> tuple[int, int, int]:
+    """(saved bytes, forward FLOPs, backward FLOPs) of one decoder layer of ``config``: the
+    model with ``layers + 1`` layers less the model with ``layers`` (same weights drawn from the
+    same seed), so the embeddings, rotary tables, masks, final norm and loss cancel. The last
+    layer is the one measured (DeepSeek's first_k_dense_replace picks its kind). ``checkpointing``:
+    HF's activation checkpointing (``torch.utils.checkpoint``, non-reentrant) on every layer — full
+    recompute as it runs."""
+    torch = _torch()
+    results = []
+    for n in (layers, layers + 1):
+        model = hf_model(config, attention, layers=n, seed=seed)
+        if checkpointing:
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        torch.manual_seed(seed + 1)
+        ids = torch.randint(0, model.config.vocab_size, (b, s))
+        trace = trace_module(model, (), {"input_ids": ids}, custom_flops=cpu_sdpa_flops(),
+                             output=lambda out: out.logits.float().sum())
+        results.append((trace.saved_bytes, trace.forward_total, trace.backward_total))
+    return tuple(big - small for big, small in zip(results[1], results[0]))
+
+
+def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = "cpu", dense: bool = False):
+    """(saved tensors, layer matmuls, the FLOPs the kernel adds to backward, values) of one decoder
+    layer of a ``config.json`` dict of any family :mod:`symbolic.models.hf` reads, as the bill
+    declares it for HF's ``attention`` (``sdpa`` or ``eager``) on ``backend``.
+
+    sdpa is the fused kernel, eager the explicit one; MLA under sdpa on CPU is SDPA's math path
+    when V is not as wide as Q and K (the CPU flash kernel needs equal widths). ``dense``: for a
+    model with dense-first layers, the dense layer (L_d = L), else an MoE layer (L_d = 0); the
+    values have L = 1.
+    """
+    from .models import hf
+    from .models.architectures import composed, conventions, gpt, llama, moe
+
+    model = hf.from_hf_dict(dict(config), "traced")
+    kernel = "explicit" if attention == "eager" else "fused"
+    if model.recipe is not None:
+        widths = dict(model.dims)
+        if model.recipe.attention == "mla" and kernel == "fused" and widths["d_v"] != widths["d_n"] + widths["d_r"]:
+            kernel = "math"
+        saved, mms = composed.saved_tensors(model.recipe, kernel, backend), composed.matmuls(model.recipe)
+    elif model.arch == "llama":
+        saved, mms = llama.saved_tensors(attention=kernel), llama.matmuls()
+    elif model.arch == "moe":
+        saved, mms = moe.saved_tensors(shared_experts=0, attention=kernel), moe.matmuls(shared_experts=0)
+    else:
+        saved = conventions.with_conventions(gpt.saved_tensors(activation=model.mlp), backend)
+        mms = gpt.matmuls()
+    layer = mms.select("layer")
+    extra = Add(*(mm.forward_flops for mm in layer if mm.name.endswith("attention/scores"))) \
+        if kernel == "fused" else Integer(0)
+    values = model.values()
+    values["L"] = 1
+    if "L_d" in values:
+        values["L_d"] = 1 if dense else 0
+    return saved, layer, extra, values

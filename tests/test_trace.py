@@ -232,3 +232,22 @@ def test_trace_command_bad_input_is_one_line(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_tensors_saved_on_a_dead_branch_are_not_counted():
+    """A branch that never reaches the output (a router's choice of experts) is freed by autograd
+    as soon as the forward returns: what it saved is not kept, and is not counted."""
+    torch = require("torch")
+    from symbolic.trace import trace_module
+
+    class Router(torch.nn.Module):
+        def forward(self, x):
+            scores = x.sigmoid()                   # kept: sigmoid's output (on the path)
+            dead = (x * 3.0).exp()                 # exp keeps its output: a dead branch
+            choice = dead.topk(2, dim=-1).indices  # topk keeps its indices: dead too
+            return scores.gather(-1, choice)       # gather keeps the index (on the path)
+
+    x = torch.randn(4, 8, requires_grad=True)
+    trace = trace_module(Router(), (x,))
+    kept = sorted((r.op, r.dtype, r.bytes) for r in trace.saved)
+    assert kept == [("gather", "int64", 4 * 2 * 8), ("sigmoid", "float32", 4 * 8 * 4)]

@@ -9,13 +9,13 @@ from functools import lru_cache
 
 from sympy import Add, Expr, Integer, sstr
 
-from ..core.dims import E_s, L, Psi, c, e, e_t, f, t
+from ..core.dims import E_s, L, P, Psi, c, e, e_t, f, s, t
 from ..core.tensors import Group
 from ..layout.experts import MEGATRON, routed_expert
 from ..layout.layout import Layout
 from ..layout.strategies import DISPATCHED
 from ..ledgers import activations, flops, params, peak, states
-from ..models.architectures import gpt, llama, moe, output
+from ..models.architectures import composed, gpt, llama, moe, output
 from ..models.config import ConfigError, ModelConfig
 from .evaluate import (  # noqa: F401 (the bill's types)
     BILLED_ARCHITECTURES,
@@ -35,6 +35,35 @@ OUTPUT_NORM = {"gpt": "layernorm", "llama": "rmsnorm-eager", "moe": "rmsnorm-eag
 
 
 
+def output_norm(model: ModelConfig) -> str:
+    """The final norm of the model's output side (``architectures.output``)."""
+    return structure_output_norm(structure(model))
+
+
+def _recipe_of(key: tuple):
+    """The composed layer's :class:`Recipe` of a :func:`structure` key (None for gpt, llama, moe)."""
+    from ..models.config import Recipe
+
+    if key[0] != "composed":
+        return None
+    return Recipe.from_key(next(item for item in key[5:] if isinstance(item, tuple)))
+
+
+def structure_output_norm(key: tuple) -> str:
+    """:func:`output_norm` by :func:`structure` key: a composed layer's final norm is its recipe's."""
+    recipe = _recipe_of(key)
+    if recipe is not None:
+        return "layernorm" if recipe.norm == "layernorm" else "rmsnorm-eager"
+    return OUTPUT_NORM[key[0]]
+
+
+def structure_has_experts(key: tuple) -> bool:
+    """Whether the :func:`structure` key is a mixture of experts (the ``moe`` inventory or a
+    composed layer with a router): its routed experts go on the expert grid."""
+    recipe = _recipe_of(key)
+    return key[0] == "moe" or (recipe is not None and recipe.moe != "none")
+
+
 def inventories(model: ModelConfig):
     """(parameters, saved tensors, matmuls) of ``model.arch``, in the letters
     :meth:`ModelConfig.values` gives values for. GPT: f = 4h unless ffn is
@@ -46,12 +75,20 @@ def inventories(model: ModelConfig):
 
 @lru_cache(maxsize=None)
 def architecture_inventories(arch: str, symbolic_ffn: bool = False, tied: bool = True,
-                             positions: str = "learned", shared_experts: bool = False):
-    """:func:`inventories` by :func:`structure` key (cached: the inventories are immutable)."""
+                             positions: str = "learned", shared_experts: bool = False, *extra):
+    """:func:`inventories` by :func:`structure` key (cached: the inventories are immutable).
+    ``extra``: ``"position_table"`` (a learned table of P rows) and a composed layer's recipe key."""
+    table = "position_table" in extra
+    if arch == "composed":
+        recipe_key = next((item for item in extra if isinstance(item, tuple)), None)
+        if recipe_key is None:
+            raise ConfigError("a composed model needs its recipe (ModelConfig.recipe)")
+        return composed.inventories(recipe_key, tied, positions, table)
     if arch == "gpt":
         ffn = f if symbolic_ffn else gpt.GPT_FFN
-        return (gpt.parameters(ffn=ffn, tied=tied, positions=positions),
-                gpt.saved_tensors(ffn=ffn), gpt.matmuls(ffn=ffn))
+        activation = next((item for item in extra if item in ("gelu_new", "gelu_fast")), "gelu")
+        return (gpt.parameters(ffn=ffn, tied=tied, positions=positions, table=P if table else s),
+                gpt.saved_tensors(ffn=ffn, activation=activation), gpt.matmuls(ffn=ffn))
     if arch == "llama":
         return llama.parameters(tied=tied, positions=positions), llama.saved_tensors(), llama.matmuls()
     if arch == "moe":
@@ -64,6 +101,10 @@ def architecture_inventories(arch: str, symbolic_ffn: bool = False, tied: bool =
 def active_parameters(model: ModelConfig):
     """The parameters a token goes through (seed 001 §07: N_active, which the
     FLOPs scale with); None for a dense model, whose N_active is N."""
+    if model.arch == "composed":
+        if model.recipe.moe == "none":
+            return None
+        return composed.active_parameters(model.recipe, model.tied, model.positions, bool(model.position_table))
     if model.arch != "moe":
         return None
     shared = E_s if model.shared_experts else 0
@@ -171,7 +212,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # The output side — final norm, logits input, fp32 log-softmax, targets — as its own lines: the
     # last pipeline stage holds it for the one micro-batch between forward and backward. The papers
     # leave it out of their total (paper_total_bytes); the verdict (total_bytes) counts it.
-    output_saved = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[model.arch]))
+    output_saved = strategy.shard(output.saved_tensors(norm=output_norm(model)))
     for term in output_saved:
         add("output_side", term.name, term.bytes, term.source, _split(term))
 

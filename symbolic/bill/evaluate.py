@@ -106,7 +106,14 @@ class DerivedBill:
 def structure(model: ModelConfig) -> tuple:
     """What of ``model`` the shape of its inventories depends on (not its
     numbers): the key :func:`architecture_inventories` is cached by."""
-    return model.arch, bool(model.ffn), model.tied, model.positions, bool(model.shared_experts)
+    key = (model.arch, bool(model.ffn), model.tied, model.positions, bool(model.shared_experts))
+    if model.position_table:  # a learned table of P rows (n_positions), not sized by s
+        key += ("position_table",)
+    if model.arch == "gpt" and model.mlp in ("gelu_new", "gelu_fast"):  # HF's element-wise GeLU chain
+        key += (model.mlp,)
+    if model.recipe is not None:  # a composed layer: its parts
+        key += (model.recipe.key(),)
+    return key
 
 
 def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> dict:

@@ -56,6 +56,11 @@ BIBLIOGRAPHY: tuple[Source, ...] = (
     Source("Jiang2024", "Jiang et al. 2024", "Mixtral of Experts", "2401.04088", "Mixtral 8x7B", r"Jiang|Mixtral"),
     Source("Dai2024", "Dai et al. 2024", "DeepSeekMoE: Towards Ultimate Expert Specialization in Mixture-of-Experts "
            "Language Models", "2401.06066", "shared experts", r"Dai et al|DeepSeekMoE"),
+    Source("DeepSeekV2", "DeepSeek-AI 2024, DeepSeek-V2", "DeepSeek-V2: A Strong, Economical, and Efficient "
+           "Mixture-of-Experts Language Model", "2405.04434", "multi-head latent attention (MLA, §2.1)",
+           r"DeepSeek-V2"),
+    Source("DeepSeekV3", "DeepSeek-AI 2024, DeepSeek-V3", "DeepSeek-V3 Technical Report", "2412.19437",
+           "the 671B configuration, sigmoid routing, multi-token prediction (§2.2)", r"DeepSeek-V3|2412\.19437"),
     Source("Chowdhery2022", "Chowdhery et al. 2022", "PaLM: Scaling Language Modeling with Pathways", "2204.02311",
            "model FLOPs against hardware FLOPs", r"Chowdhery"),
     Source("Shoeybi2019", "Shoeybi et al. 2019", "Megatron-LM: Training Multi-Billion Parameter Language Models "

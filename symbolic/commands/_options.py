@@ -204,7 +204,9 @@ def add_recompute_option(group, default="none", help="activation recompute") -> 
 
 def add_model_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="a built-in model (gpt-22b, gpt-175b, gpt-530b, gpt-1t, gpt-7b, "
-                        "llama-2-7b, mixtral-8x7b) or a path to a HuggingFace config.json (or its folder)")
+                        "llama-2-7b, mixtral-8x7b, llama-3-8b, llama-3.1-70b, llama-3.1-405b, qwen3-8b, "
+                        "qwen3-30b-a3b, mixtral-8x22b, gemma-2-9b, deepseek-v3) or a path to a HuggingFace "
+                        "config.json (or its folder)")
 
 
 def load_model(args) -> ModelConfig:

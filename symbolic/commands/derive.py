@@ -173,10 +173,15 @@ def derivation(args) -> dict:
     if model is not None and args.arch is not None and args.arch != model.arch:
         raise ValueError(f"--arch {args.arch} contradicts --model {model.name}, whose inventory is "
                          f"{model.arch}: drop --arch")
+    if model is not None and model.arch == "composed" and args.arch is None:
+        from ..models.architectures import composed  # the model's own recipe, in its own letters
+        args.arch = composed.register(model)
     args.arch = args.arch or (model.arch if model is not None else "gpt")
-    if name == "states.per_gpu" and args.arch == "moe":  # the routed experts on their own grid
+    # a composed family with a router (Qwen3-MoE, DeepSeek) is a mixture of experts as the moe inventory is
+    experts = args.arch == "moe" or (args.arch.startswith("composed:") and model is not None and bool(model.experts))
+    if name == "states.per_gpu" and experts:  # the routed experts on their own grid
         name = "states.experts_per_gpu"
-    if (args.ep or args.etp) and args.arch != "moe" and name.split(".")[0] in ("activations", "states"):
+    if (args.ep or args.etp) and not experts and name.split(".")[0] in ("activations", "states"):
         raise ValueError("--ep/--etp split the routed experts: use them with --arch moe (or an MoE --model)")
     substitutions = _substitutions(args)
     options = _quantity_options(name, args)

@@ -6,7 +6,9 @@ Two sources of a module (optional extra ``torch``):
   architecture picked from ``model_type`` (llama, mixtral, qwen2_moe, gpt2), built at
   the config's widths (``--set key=value`` overrides one, e.g. to shrink a
   large model), run at several (s, b) and fitted as a polynomial in s and b;
-  the declared inventory at the same widths is compared term by term.
+  the declared inventory at the same widths is compared term by term. Any
+  other family the reader knows is measured as its HF model of L + 1 layers
+  less L, at each (s, b), against the bill's declared layer.
 - ``--factory package.module:function``: your own ``function(**dims)``
   returning ``(module, args)`` or ``(module, args, kwargs)``; ``--dims s=2,3,4``
   gives the values each dimension takes; the fit is a polynomial of degree
@@ -44,7 +46,7 @@ def _ints(text: str) -> list[int]:
 def add_arguments(parser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--hf", metavar="CONFIG",
-                        help="a HuggingFace config.json (model_type llama, mixtral, qwen2_moe, gpt2)")
+                        help="a HuggingFace config.json of any family the reader knows")
     source.add_argument("--factory", metavar="MODULE:FUNCTION",
                         help="your function(**dims) -> (module, args[, kwargs])")
     parser.add_argument("--attention", choices=("sdpa", "eager"), default="sdpa",
@@ -178,6 +180,8 @@ def _run(args) -> int:
     config = read_json_file(path)
     if not isinstance(config, dict):
         raise ConfigError(f"--hf {clean(args.hf)!r}: a config.json holds one JSON object, not {type(config).__name__}")
+    if config.get("model_type") not in tr.HF_MODELS:
+        return _by_difference(dict(config, **_overrides(args.set)), args)
     cfg = tr.hf_config(config, args.attention, **_overrides(args.set))
     from sympy import Add
 
@@ -206,6 +210,50 @@ def _run(args) -> int:
           (("saved bytes", fitted.saved_total), ("forward FLOPs", fitted.forward_flops),
            ("backward FLOPs", fitted.backward_flops))]
     return 0 if all(ok) else 1
+
+
+def _by_difference(config: dict, args) -> int:
+    """Any family the reader knows: one decoder layer measured as the HF model of L + 1 layers less
+    the model of L (``symbolic.trace.hf_layer_by_difference``) at each (s, b), set against the
+    bill's declared layer at the config's widths. b = 1 is skipped (the declared layer's
+    condition for eager attention is b ≥ 2)."""
+    from sympy import Add
+
+    from .. import trace as tr
+    from ..core.dims import SYMBOLS
+    from ..ledgers import activations
+    from ..models import hf
+
+    if args.dtype != "bfloat16":
+        raise ConfigError(f"--dtype: a {clean(config['model_type'])} layer is measured by difference in bf16 only; "
+                          "drop --dtype")
+    hf.from_hf_dict(config, "traced", where=clean(args.hf))  # a config the bill refuses is refused here too
+
+    def dense_layers(n: int) -> int:
+        return dict(hf.from_hf_dict(dict(config, num_hidden_layers=n), "traced").dims).get("L_d", 0)
+
+    # the layer measured is the second of two: dense if the two-layer model has one more dense layer
+    saved, layer, extra, values = tr.hf_family_declared(config, args.attention,
+                                                        dense=dense_layers(2) > dense_layers(1))
+    exprs = (activations.total_bytes(saved), Add(*(mm.forward_flops for mm in layer)),
+             Add(*(mm.backward_flops for mm in layer)) + extra)
+    batches = [b for b in args.batch if b > 1] or [2]
+    print(f"{config['model_type']} decoder layer ({args.attention} attention, bfloat16, CPU), measured as the "
+          f"model of L + 1 layers less L; s in {args.seq}, b in {batches}")
+    ok = True
+    for s in args.seq:
+        for b in batches:
+            at = {SYMBOLS[name]: value for name, value in dict(values, s=s, b=b).items()}
+            declared = tuple(int(expr.subs(at)) for expr in exprs)
+            traced = tr.hf_layer_by_difference(config, args.attention, s, b)
+            same = traced == declared
+            ok &= same
+            labels = ("saved bytes", "forward FLOPs", "backward FLOPs")
+            print(f"  s={s} b={b}: " + "; ".join(
+                f"{label} {got:,}" + ("" if got == want else f" (declared {want:,})")
+                for label, got, want in zip(labels, traced, declared)) + ("  == declared" if same else ""))
+    print("traced == declared at every point" if ok else "traced != declared (see above)")
+    return 0 if ok else 1
 
 
 def run(args) -> int:

@@ -36,6 +36,15 @@ c     context-parallel size (sequence split over c ranks)          Liu et al. 20
 B     global batch (sequences per iteration); B/(b d) micro-batches Narayanan §3
       per pipeline per iteration
 r     LoRA rank                                                    Hu et al. 2021
+d_h   width of one attention head when a config gives head_dim     HF ``head_dim``
+P     rows of a learned position table (GPT-2 ``n_positions``)     HF ``n_positions``
+L_d   dense (non-MoE) layers of an MoE model                       HF ``first_k_dense_replace`` etc.
+f_s   FFN width of the shared expert(s), all of them together      HF ``shared_expert_intermediate_size``
+r_q   query low-rank width of MLA                                  DeepSeek-V2 §2.1 (d'_c)
+r_kv  key/value latent width of MLA                                DeepSeek-V2 §2.1 (d_c)
+d_n   per-head Q/K width without rotary positions (MLA)            DeepSeek-V2 §2.1 (d_h)
+d_r   per-head Q/K rotary width (MLA, decoupled RoPE)              DeepSeek-V2 §2.1 (d^R_h)
+d_v   per-head value width (MLA)                                   HF ``v_head_dim``
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -98,6 +107,16 @@ DIMENSIONS: dict[str, Dimension] = {
         _dim("B", "global batch size (sequences per iteration)"),
         # Fine-tuning (Hu et al. 2021, LoRA, arXiv 2106.09685): the adapters' rank.
         _dim("r", "LoRA rank (adapters B·A of r columns on each target weight)"),
+        # The model families of symbolic.models.architectures.composed (HF config fields in brackets).
+        _dim("d_h", "width of one attention head (head_dim), when not h/a", "d_{h}"),
+        _dim("P", "rows of a learned position table (n_positions)"),
+        _dim("L_d", "dense (non-MoE) layers of a mixture-of-experts model", "L_{d}"),
+        _dim("f_s", "FFN width of the shared expert(s), together", "f_{s}"),
+        _dim("r_q", "MLA query low-rank width (q_lora_rank)", "r_{q}"),
+        _dim("r_kv", "MLA key/value latent width (kv_lora_rank)", "r_{kv}"),
+        _dim("d_n", "MLA per-head Q/K width without RoPE (qk_nope_head_dim)", "d_{n}"),
+        _dim("d_r", "MLA per-head rotary Q/K width (qk_rope_head_dim)", "d_{r}"),
+        _dim("d_v", "MLA per-head value width (v_head_dim)", "d_{v}"),
     )
 }
 
@@ -120,5 +139,8 @@ r = SYMBOLS["r"]
 
 e_t, C_f = SYMBOLS["e_t"], SYMBOLS["C_f"]
 B = SYMBOLS["B"]
+
+d_h, P, L_d, f_s, r_q, r_kv, d_n, d_r, d_v = (
+    SYMBOLS[n] for n in ("d_h", "P", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v"))
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

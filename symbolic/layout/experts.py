@@ -59,7 +59,8 @@ def replicated_over_tensor_parallel(name: str) -> bool:
     """
     leaf = name.rsplit("/", 1)[-1]
     return ("norm" in leaf or "router" in leaf or name == "embedding/position"
-            or leaf in ("projection_bias", "fc2_bias", "shared_gate_weight"))
+            or leaf in ("projection_bias", "fc2_bias", "shared_gate_weight",
+                        "output_bias", "down_bias"))  # the composed families' row-parallel biases
 
 
 def expert_tensor_parallel(layout: "Layout") -> int:

@@ -155,20 +155,26 @@ def expert_activation_recompute(inventory: Inventory) -> Inventory:
     return inventory.map(lambda x: None if x.group in dropped else x, "expert_activation_recompute")
 
 
-def full_recompute(inventory: Inventory) -> Inventory:
+def full_recompute(inventory: Inventory, dtype: str | None = None) -> Inventory:
     """Keep only each layer's input, 2sbh, and recompute the layer in backward.
 
     Korthikanti Table 2 and §4.3: the kept input is *not* divided by t — that
     would need an extra all-gather — so it is stored whole, whatever sharding
     was applied before. Under context parallelism it *is* divided by c: a rank
     only ever has its own s/c tokens (:func:`context_parallel` rewrote the
-    shape, which is kept).
+    shape, which is kept). ``dtype``: the activation dtype the layer receives
+    its input in — ``torch.utils.checkpoint`` keeps the input as it arrives,
+    not what the layer's first op saves of it (HF's RMSNorm saves an fp32
+    copy, 4sbh; checkpointing keeps the bf16 input, 2sbh: traced).
     """
     def keep_input(x: SavedTensor):
         if x.group is not Group.LAYER_INPUT:
             return None
-        return replace(x, split=Axis.NONE, split_dim=None, sharded_by=Integer(1),
+        kept = replace(x, split=Axis.NONE, split_dim=None, sharded_by=Integer(1),
                        note=x.note + "; full recompute stores it whole (Korthikanti Table 2)")
+        if dtype is not None and kept.dtype != dtype:
+            kept = replace(kept, dtype=dtype, note=kept.note + f"; checkpointing keeps the {dtype} input")
+        return kept
     return inventory.map(keep_input, "full_recompute")
 
 
@@ -305,7 +311,7 @@ class Strategy:
             if "moe_act" in modules:
                 inventory = expert_activation_recompute(inventory)
         elif self.recompute == "full":
-            inventory = full_recompute(inventory)
+            inventory = full_recompute(inventory, self.dtype)
         return inventory
 
     def modules(self) -> tuple:

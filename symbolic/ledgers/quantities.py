@@ -118,7 +118,9 @@ def _states_experts_per_gpu(arch="moe", recipe="bf16-adam", zero=0, expert_paral
     from ..core.dims import e, e_t, t
     from ..layout.experts import routed_expert
 
-    inventory = _arch(arch).parameters(**({} if shared_experts else {"shared_experts": 0}))
+    # a composed layer (architectures.composed.register) has its recipe's shared experts, if any
+    composed = arch.startswith("composed:")
+    inventory = _arch(arch).parameters(**({} if shared_experts or composed else {"shared_experts": 0}))
     experts = params.count(Inventory(tuple(x for x in inventory if routed_expert(x.name))))
     return Add(*states.expert_blocks(_recipe(recipe), zero, experts, expert_parallel=e if expert_parallel else 1,
                                      expert_tensor_parallel=e_t if expert_tensor_parallel else t).values())

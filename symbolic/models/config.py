@@ -14,7 +14,74 @@ from dataclasses import dataclass, field, fields
 #: maps it onto the GPT layer and states what that approximates. Which
 #: architectures exist is the models' knowledge: a test holds that each has an
 #: inventory in ``symbolic.models.architectures.ARCHITECTURES``.
-BILLED_ARCHITECTURES = ("gpt", "llama", "moe")
+BILLED_ARCHITECTURES = ("gpt", "llama", "moe", "composed")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The parts a ``composed`` layer is made of (:mod:`symbolic.models.architectures.composed`).
+
+    Structural only — no dimension values — so it keys the derivation cache.
+    Each field names one part as HF transformers 5.24.0 builds it:
+
+    family: the HF ``model_type`` read. norm: ``rmsnorm`` (weight h; HF's
+    eager RMSNorm, x·rstd cast back, then × weight), ``rmsnorm_offset``
+    (Gemma: computed in fp32, × (1 + weight), cast back), ``layernorm``
+    (weight and bias h each). placement: ``pre`` (norm before attention and
+    MLP), ``post`` (OLMo-2: the norms on the block outputs, before the
+    residual add), ``sandwich`` (Gemma-2/3: both). residual: ``sequential``
+    or ``parallel`` (GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))).
+    attention: ``gqa`` (MHA/GQA/MQA: a query heads, g key/value heads) or
+    ``mla`` (DeepSeek's multi-head latent attention). head_dim: heads of
+    width d_h (a config's ``head_dim``) rather than h/a. qkv_bias, o_bias:
+    biases on Q/K/V and on the output projection. qk_norm: ``none``,
+    ``head`` (RMSNorm over each head's d_h: Qwen3, Gemma-3) or ``full``
+    (RMSNorm over all a·d_h query / g·d_h key features: OLMo-2).
+    fused_qkv: one Q|K|V matrix (Phi-3, GPT-NeoX): the same count.
+    q_lora: MLA's queries through a rank-r_q bottleneck (else one h→a(d_n+d_r)).
+    mlp: ``gated`` (gate, up, down) or ``plain`` (h→f→h). activation: HF's
+    ``hidden_act``. mlp_bias: biases on the MLP linears. fused_gate_up: one
+    gate|up matrix (Phi-3). moe: ``none`` or the router of a family
+    (``qwen2_moe``, ``qwen3_moe``, ``deepseek_v2``, ``deepseek_v3``).
+    shared: shared expert(s) of total width f_s. shared_gate: Qwen2-MoE's
+    sigmoid gate (h→1) on them. dense_layers: L_d layers have a dense MLP of
+    width f instead of the MoE (first_k_dense_replace, mlp_only_layers,
+    decoder_sparse_step). softcap: Gemma-2's tanh soft-capping of the
+    attention scores (``attn_logit_softcapping``). rotary_cat: Q and K are
+    rebuilt by ``torch.cat`` of their rotary and pass-through parts (GPT-NeoX,
+    Phi-3), so SDPA's output is laid out per head and copied for the output
+    projection.
+    """
+
+    family: str
+    norm: str = "rmsnorm"
+    placement: str = "pre"
+    residual: str = "sequential"
+    attention: str = "gqa"
+    head_dim: bool = False
+    qkv_bias: bool = False
+    o_bias: bool = False
+    qk_norm: str = "none"
+    fused_qkv: bool = False
+    q_lora: bool = False
+    mlp: str = "gated"
+    activation: str = "silu"
+    mlp_bias: bool = False
+    fused_gate_up: bool = False
+    moe: str = "none"
+    shared: bool = False
+    shared_gate: bool = False
+    dense_layers: bool = False
+    softcap: bool = False
+    rotary_cat: bool = False
+
+    def key(self) -> tuple:
+        """The recipe as a tuple of (field, value) pairs: hashable and JSON-able."""
+        return tuple((f.name, getattr(self, f.name)) for f in fields(self))
+
+    @classmethod
+    def from_key(cls, key) -> "Recipe":
+        return cls(**{name: value for name, value in key})
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far
@@ -65,13 +132,21 @@ class ModelConfig:
     shared_experts: int = 0
     expert_ffn: int = 0
     approximations: tuple[str, ...] = ()
+    #: rows of the learned position table (GPT-2's n_positions); 0: sized by the
+    #: training sequence s, as Narayanan et al.'s Eq 2 counts it (the papers' models)
+    position_table: int = 0
+    #: the parts of a ``composed`` layer (None for the gpt, llama and moe inventories)
+    recipe: Recipe | None = None
+    #: the values of the recipe's own letters (d_h, L_d, f_s, r_q, ...), as (letter, value) pairs
+    dims: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "vocab", "seq"):
             positive_int(name, getattr(self, name))
         if self.ffn:
             positive_int("ffn", self.ffn)
-        if self.hidden % self.heads:
+        own_width = self.recipe is not None and (self.recipe.head_dim or self.recipe.attention == "mla")
+        if self.hidden % self.heads and not own_width:  # a head of width d_h needs no h/a
             raise ConfigError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads}): "
                               "each head has width hidden/heads")
         check_ranges(self)
@@ -87,6 +162,9 @@ class ModelConfig:
         if self.experts:
             values.update(E=self.experts, k=self.experts_per_token, E_s=self.shared_experts,
                           f_e=self.expert_ffn or self.ffn)
+        if self.position_table:
+            values["P"] = self.position_table
+        values.update(self.dims)
         return values
 
 

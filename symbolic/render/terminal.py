@@ -408,8 +408,7 @@ def renderables(bill: Bill, width: int = PIPE_WIDTH, brief: bool = False, extra:
     if brief:
         return out
     model, v = bill.model, bill.values
-    dims = ("dimensions: " + " ".join(f"{k}={v[k]}" for k in ("L", "h", "a", "V", "s", "f", "g", "E", "k", "E_s",
-                                                              "f_e") if k in v)
+    dims = ("dimensions: " + " ".join(f"{k}={v[k]}" for k in MODEL_LETTERS if k in v)
             + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v)
             + (f" c={v['c']}" if v.get("c", 1) > 1 else ""))
     out += [Text(), wrapped(dims, width), wrapped(f"layer inventory: {model.arch}; activations: {bill.strategy}",
@@ -488,6 +487,11 @@ def print_text(bill: Bill, file=None, brief: bool = False, extra: dict | None = 
         print(render_text(bill, width=width, brief=brief, extra=extra), file=file)
 
 
+#: The model's letters the bill's header shows, in this order (the families' own letters last).
+MODEL_LETTERS = ("L", "h", "a", "V", "s", "f", "g", "E", "k", "E_s", "f_e", "P", "d_h", "L_d", "f_s", "r_q", "r_kv",
+                 "d_n", "d_r", "d_v")
+
+
 def _jsonable(value):
     if value is None or isinstance(value, (bool, int, str, float)):
         return value
@@ -511,6 +515,13 @@ def bill_data(bill: Bill) -> dict:
     """The bill as plain data: what ``bill --json`` prints (see :func:`render_json`)."""
     model_config = {f.name: getattr(bill.model, f.name) for f in dataclasses.fields(bill.model)}
     model_config["approximations"] = list(bill.model.approximations)
+    # The family fields (learned table rows, composed recipe, its letters' values) appear only when set,
+    # so the JSON of a model without them is as it was.
+    for key in ("position_table", "recipe", "dims"):
+        value = model_config.pop(key)
+        if value:
+            model_config[key] = dataclasses.asdict(value) if key == "recipe" else dict(value) if key == "dims" \
+                else value
     data = {
         "model": bill.model.name,
         "values": {k: _jsonable(value) for k, value in bill.values.items()},  # C_f: "p/q" when not whole

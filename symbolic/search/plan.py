@@ -53,7 +53,8 @@ from typing import Mapping
 import numpy as np
 from sympy import Add, Expr, Integer, Max, Rational, Symbol
 
-from ..core.dims import B, C_f, E, E_s, L, Psi, V, a, b, c, d, e, e_t, f, f_e, g, h, k, m, p, s, t, v
+from ..core.dims import (B, C_f, E, E_s, L, L_d, P, Psi, V, a, b, c, d, d_h, d_n, d_r, d_v, e, e_t, f, f_e,
+                          f_s, g, h, k, m, p, r_kv, r_q, s, t, v)
 from ..core.numeric import exact, vectorize
 from ..layout.layout import Layout
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
@@ -69,10 +70,13 @@ from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig, posi
 #: then the context-parallel size, then the expert-parallel, expert tensor-parallel sizes and the
 #: capacity factor (symbolic.layout.experts).
 #: m: micro-batch chunks in flight on the first stage (``Layout.in_flight``); m_last: on the last.
+#: Last, the composed families' own letters (symbolic.models.architectures.composed), fixed per model.
 m_last = Symbol("m_last", positive=True, integer=True)
-ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c, e, e_t, C_f, m, m_last)
+ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c, e, e_t, C_f, m, m_last,
+        P, d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v)
 #: The model's letters a plan holds fixed while it sweeps the layout's.
-MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e")
+MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e",
+                 "P", "d_h", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v")
 #: Pipeline schedules as the bill accounts them: no pipeline (pp = 1), the
 #: first stage of 1F1B (pp > 1), the first stage of the interleaved schedule (v > 1).
 SCHEDULES = ("none", "1f1b", "interleaved")
@@ -92,6 +96,12 @@ def _check_arch(model: ModelConfig) -> None:
     if getattr(model, "arch", "gpt") not in BILLED_ARCHITECTURES:
         raise ConfigError(f"plan/solve model the inventories the bill itemises ({', '.join(BILLED_ARCHITECTURES)}); "
                           f"{model.name!r} is {model.arch!r}")
+
+
+def _has_experts(structure: tuple) -> bool:
+    """Whether ``structure`` (a :func:`symbolic.bill.derive.structure` key) has routed experts."""
+    from ..bill.derive import structure_has_experts  # here: the bill imports this module's neighbours
+    return structure_has_experts(structure)
 
 
 def _inventories(structure: tuple):
@@ -114,7 +124,7 @@ def states_expr(optimizer: str, zero: int, cp: bool = False, structure: tuple | 
     the routed experts on the expert grid (e, e_t: the symbols when ``ep``/``etp``, else 1 and t),
     as the bill (``states.expert_blocks``)."""
     recipe, context = states.RECIPES[optimizer], c if cp else 1
-    if structure is None or structure[0] != "moe":
+    if structure is None or not _has_experts(structure):
         return Add(*states.blocks(recipe, zero, context_parallel=context).values())
     from ..bill.derive import routed_expert_parameters
     experts = routed_expert_parameters(_inventories(structure)[0])
@@ -165,7 +175,7 @@ def peak_exprs(structure: tuple, sp: bool, recompute: str, dtype: str, schedule:
     """The verdict's candidate instants (the bill's ``peak|…`` formulas, classes summed), without the
     communication buffers (:func:`comm_bytes`, added as numbers): the step's peak on the busiest
     stage is their maximum (``symbolic.ledgers.peak``). (label, bytes) pairs."""
-    from ..bill.derive import OUTPUT_NORM
+    from ..bill.derive import structure_output_norm
     from ..models.architectures import output
 
     param_inv, base, _ = _inventories(structure)
@@ -178,7 +188,7 @@ def peak_exprs(structure: tuple, sp: bool, recompute: str, dtype: str, schedule:
     out = []
     for stage in (("first",) if schedule == "none" else ("first", "last")):
         strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, stage, experts)
-        output_saved = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[structure[0]]))
+        output_saved = strategy.shard(output.saved_tensors(norm=structure_output_norm(structure)))
         for instant in peak.stage_instants(stage, strategy, base, output_saved, blocks, temporary, [],
                                            has_loss=schedule == "none" or stage == "last", gathered=gathered):
             out.append((f"{stage} stage, {instant.phase}" if schedule != "none" else instant.phase, instant.total))
@@ -204,7 +214,7 @@ def _state_blocks(recipe, zero: int, cp: bool, structure: tuple | None, ep: bool
     """Model-state bytes per GPU of each block of ``recipe`` as the bill's lines: the dense grid,
     or for a mixture of experts its routed experts on the expert grid (:func:`states_expr`)."""
     context = c if cp else Integer(1)
-    if structure is None or structure[0] != "moe":
+    if structure is None or not _has_experts(structure):
         return states.blocks(recipe, zero, context_parallel=context)
     from ..bill.derive import routed_expert_parameters
     experts = routed_expert_parameters(_inventories(structure)[0])

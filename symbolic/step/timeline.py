@@ -494,13 +494,26 @@ def in_flight(layout: Layout, stage: str = "first") -> tuple[Expr, Expr, list[st
     return chunks, layers, notes
 
 
+def _whole_state_block(model: ModelConfig, layout: Layout, name: str, size: Expr) -> None:
+    """The timeline allocates whole bytes: a model-state block the bill splits evenly over t·p
+    (its first-order split) into a fraction of a byte is refused, in one line."""
+    from ..core.numeric import exact
+
+    value = exact(size, layout.values(model))
+    if not value.is_Integer:
+        raise ConfigError(f"{model.name}: the model-state block {name} ({value} B per GPU) does not split into whole bytes over "
+                          f"t·p = {layout.tp}·{layout.pp}, the bill's even first-order split; the timeline allocates "
+                          "whole bytes: choose a tp and pp whose product divides the parameter count "
+                          "(`symbolic bill` counts it as a fraction)")
+
+
 def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions = MemoryOptions(),
           stage: str = "first") -> Timeline:
     """The timeline of one training step of ``model`` under ``layout`` on
     pipeline ``stage``: ``first`` (the most micro-batches in flight) or
     ``last`` (its layers, then the output side and the loss). With pp = 1 the
     one stage is both."""
-    from ..bill.derive import OUTPUT_NORM, inventories  # here: the bill imports the ledgers
+    from ..bill.derive import inventories, output_norm  # here: the bill imports the ledgers
     from ..models.architectures import output
 
     layout.validate(model)
@@ -510,6 +523,11 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     if layout.cp > 1:
         raise ConfigError(f"cp {layout.cp}: the timeline does not model context parallelism (its ring buffers "
                           "and work tensors); use cp 1 here — bill, plan and solve model it")
+    dense = dict(model.dims).get("L_d", 0)
+    if dense:
+        raise ConfigError(f"{model.name}: {dense} of its {model.layers} layers have a dense MLP and the rest the MoE; "
+                          "its layer inventory is their average, which the timeline cannot walk layer by layer "
+                          "(a layer's bytes would not be whole); `symbolic bill` and plan count it")
     from ..bill.derive import model_state_blocks
 
     param_inv, base, _ = inventories(model)
@@ -580,6 +598,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
         # a dense model: one item per block; a mixture of experts: its dense part and its routed experts
         one = states.Recipe(recipe.name, (block,), recipe.source, recipe.condition)
         for name, size in model_state_blocks(model, layout, param_inv, one, params=psi).items():
+            _whole_state_block(model, layout, name, size)
             constant.append(Item("constant", f"constant/{name}", ((name, size),)))
     comm = [Item("communication", name, ((name, Integer(size)),)) for name, size in options.comm.items(layout)]
     fixed = tuple(constant + comm)
@@ -613,7 +632,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     if has_loss:
         # The output side's saved tensors (final norm, logits input, fp32 log-softmax, targets: the
         # bill's output_side lines) and the loss's work tensors (bf16 logits, fp32 grad of the logits).
-        kept_output = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[model.arch]))
+        kept_output = strategy.shard(output.saved_tensors(norm=output_norm(model)))
         if options.fused_cross_entropy:  # streamed by row: no s·b·V log-softmax is kept
             kept_output = Inventory(tuple(x for x in kept_output if x.name != "output/log_softmax"))
         families.append(PhaseFamily("loss", fixed + gathered + held() + (current(n),)

@@ -15,6 +15,8 @@ come out of summing the shapes below (see ``ledgers.activations``).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sympy import Expr
 
 from ...core.dims import V, a, b, h, s
@@ -47,11 +49,18 @@ def _ffn(name, ffn: Expr, note=""):
     return SavedTensor(name, (s, b, ffn), "bf16", Axis.TENSOR, 2, Group.BODY, KORTHIKANTI, note)
 
 
-def saved_tensors(ffn: Expr = GPT_FFN) -> Inventory:
+def saved_tensors(ffn: Expr = GPT_FFN, activation: str = "gelu") -> Inventory:
     """Every tensor one GPT layer saves for backward (Korthikanti §4.1).
 
     Attention block: 11sbh + 5as²b bytes; MLP block: 19sbh bytes (f = 4h).
+    ``activation``: ``gelu``, the fused GeLU the papers count (it keeps its
+    input); ``gelu_new`` or ``gelu_fast``, HF's element-wise tanh chains,
+    which keep 3 or 6 more (s, b, f) tensors (:data:`parts.CHAINS`; GPT-2's
+    default ``gelu_new``: 24sbh more at f = 4h).
     """
+    from .parts import activation_chain
+
+    chain = tuple(replace(term, split=Axis.TENSOR, source=term.source) for term in activation_chain(activation, ffn))
     return Inventory((
         _hidden("attention/layernorm_input", "bf16", Group.LAYER_INPUT,
                 "the layer input; LayerNorm needs it for its backward"),
@@ -67,17 +76,20 @@ def saved_tensors(ffn: Expr = GPT_FFN) -> Inventory:
         _hidden("mlp/layernorm_input", "bf16", note="the MLP block's LayerNorm input"),
         _hidden("mlp/fc1_input", "bf16", note="LayerNorm output, the first linear's input"),
         _ffn("mlp/gelu_input", ffn, "first linear's output, GeLU's input"),
+        *chain,
         _ffn("mlp/fc2_input", ffn, "GeLU output, the second linear's input"),
         _hidden("mlp/dropout_mask", "mask", note="dropout mask on the MLP block's output"),
     ))
 
 
-def parameters(ffn: Expr = GPT_FFN, tied: bool = True, positions: str = "learned") -> Inventory:
+def parameters(ffn: Expr = GPT_FFN, tied: bool = True, positions: str = "learned", table: Expr = s) -> Inventory:
     """The parameters of a GPT model (Narayanan et al. 2021 §5.1, Eq 2).
 
     ``tied``: the output layer reuses the word embedding (Eq 2 counts Vh once);
-    untied adds an output projection of V·h. ``positions``: ``learned`` adds an
-    s·h position table; ``rope`` has none. The final LayerNorm (2h) is listed
+    untied adds an output projection of V·h. ``positions``: ``learned`` adds a
+    position table of ``table`` rows — s, the training sequence, as Eq 2
+    counts it, or P, the rows a model was built with (GPT-2's n_positions);
+    ``rope`` has none. The final LayerNorm (2h) is listed
     on its own: Eq 2 leaves it out.
     """
     if positions not in ("learned", "rope"):
@@ -99,8 +111,8 @@ def parameters(ffn: Expr = GPT_FFN, tied: bool = True, positions: str = "learned
     embedding = [Parameter("embedding/word", (V, h), "embedding", MEGATRON_PARAMS,
                            "tied: also the output layer" if tied else "")]
     if positions == "learned":
-        embedding.append(Parameter("embedding/position", (s, h), "embedding", MEGATRON_PARAMS,
-                                   "learned positions, one row per position up to s"))
+        embedding.append(Parameter("embedding/position", (table, h), "embedding", MEGATRON_PARAMS,
+                                   f"learned positions, one row per position up to {table}"))
     output = [Parameter("output/final_layernorm_weight", (h,), "output", "GPT-2/Megatron final LayerNorm",
                         "not in Eq 2"),
               Parameter("output/final_layernorm_bias", (h,), "output", "GPT-2/Megatron final LayerNorm",

@@ -1,0 +1,173 @@
+"""Decoder layers composed from parts, one recipe per family (HF transformers 5.24.0).
+
+A :class:`~symbolic.models.config.Recipe` names the parts of a family's
+layer; :func:`inventories` composes :mod:`.parts` into the three inventories
+the ledgers sum — parameters, saved tensors, matmuls — in the papers' letters
+plus the recipe's own (``d_h`` head width, ``L_d`` dense layers, ``f_s``
+shared-expert width, MLA's ``r_q``, ``r_kv``, ``d_n``, ``d_r``, ``d_v``).
+
+The families and their recipes are read from ``config.json`` files by
+:mod:`symbolic.models.hf`; the tests hold each recipe's parameter count to
+``sum(p.numel())`` of the model transformers builds on the meta device, and
+its saved tensors to what autograd keeps in the real decoder layer.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from sympy import Expr
+
+from ...core.dims import E, P, a, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, r_kv, r_q
+from ...core.tensors import Inventory
+from ..config import Recipe
+from . import parts
+from .conventions import CUDA, conventions
+
+#: The routers of the MoE families (saved-tensor conventions of their HF blocks).
+ROUTERS = {
+    "mixtral": parts.Router("mixtral", renormalize=True, weight_dtype="fp32"),
+    "qwen2_moe": parts.Router("qwen2_moe", renormalize=False, weight_dtype="bf16"),
+    "qwen2_moe_norm": parts.Router("qwen2_moe_norm", renormalize=True, weight_dtype="bf16"),
+    "qwen3_moe": parts.Router("qwen3_moe", renormalize=False, weight_dtype="bf16"),
+    "qwen3_moe_norm": parts.Router("qwen3_moe_norm", renormalize=True, weight_dtype="bf16"),
+    # DeepseekV2TopkRouter ignores norm_topk_prob; its group-limited top-k masks the scores (a bool mask kept)
+    "deepseek_v2": parts.Router("deepseek_v2", renormalize=False, weight_dtype="fp32", logits_fp32=True),
+    "deepseek_v2_group": parts.Router("deepseek_v2_group", renormalize=False, weight_dtype="fp32", logits_fp32=True,
+                                      extra=(parts._tokens("moe/group_mask", E, "mask",
+                                                           note="group-limited top-k: masked_fill keeps the mask"),)),
+    "deepseek_v3": parts.Router("deepseek_v3", score="sigmoid", renormalize=False, weight_dtype="fp32",
+                                logits_fp32=True),
+    "deepseek_v3_norm": parts.Router("deepseek_v3_norm", score="sigmoid", renormalize=True, weight_dtype="fp32",
+                                     logits_fp32=True),
+}
+
+
+def head_width(recipe: Recipe) -> Expr:
+    """The width of one attention head: the config's head_dim (d_h) or h/a."""
+    return d_h if recipe.head_dim else h / a
+
+
+def _attention(recipe: Recipe, kernel: str, layer_input: bool) -> parts.Part:
+    if recipe.attention == "mla":
+        projections = parts.mla_projections(r_q, r_kv, d_n, d_r, d_v, recipe.q_lora, recipe.o_bias)
+        return (projections + parts.mla_saved(r_q, r_kv, d_n, d_r, d_v, recipe.q_lora)
+                + parts.attention_core(d_n + d_r, a, kernel, value_width=d_v, output_copy=True,
+                                       value_storage=a * (d_n + d_v))
+                + parts.Part(matmuls=(parts._linear("attention/output", a * d_v, h, parts.MLA_SOURCE),)))
+    width = head_width(recipe)
+    qk_kind = "rmsnorm" if recipe.norm == "layernorm" else recipe.norm
+    return (parts.attention_projections(width, g, recipe.qkv_bias, recipe.o_bias, recipe.fused_qkv,
+                                        layer_input=layer_input)
+            + parts.qk_norm(recipe.qk_norm, width, g, qk_kind)
+            + parts.attention_core(width, g, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap)
+            + parts.attention_output(width, recipe.o_bias))
+
+
+def _mlp_block(recipe: Recipe, layer_input: bool = False) -> parts.Part:
+    if recipe.moe == "none":
+        return parts.mlp(recipe.mlp, f, recipe.activation, recipe.mlp_bias, recipe.fused_gate_up,
+                         layer_input=layer_input)
+    moe_share, dense_share = parts.dense_share(recipe.dense_layers)
+    block = parts.moe(ROUTERS[recipe.moe], f_e, f_s if recipe.shared else None, recipe.shared_gate, moe_share,
+                      activation=recipe.activation)
+    if recipe.dense_layers:
+        block = block + parts.mlp("gated", f, recipe.activation, recipe.mlp_bias, share=dense_share)
+    return block
+
+
+def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA) -> parts.Part:
+    """One decoder layer of ``recipe`` (``kernel``: ``fused`` SDPA/FlashAttention, ``explicit`` eager
+    attention, or ``math``, SDPA's fp32 fallback, which CPU takes for MLA)."""
+    conv = conventions(backend)
+    kind = recipe.norm
+
+    def norm(prefix, layer_input=False, keep_input=True):
+        part = parts.norm(prefix, kind, conv=conv, layer_input=layer_input)
+        if not keep_input:  # the norm reads a storage another term already declares (GPT-NeoX's two norms of x)
+            part = parts.Part(part.params, tuple(t for t in part.saved if not t.name.endswith("_input")))
+        return part
+
+    if recipe.residual == "parallel":  # x + attn(ln1(x)) + mlp(ln2(x)): both norms keep the same x
+        return (norm("attention/norm", layer_input=True) + _attention(recipe, kernel, False)
+                + norm("mlp/norm", keep_input=False) + _mlp_block(recipe))
+    if recipe.placement == "post":  # OLMo-2: x + norm(attn(x)), then h + norm(mlp(h))
+        return (_attention(recipe, kernel, layer_input=True) + norm("attention/post_norm")
+                + _mlp_block(recipe) + norm("mlp/post_norm"))
+    if recipe.placement == "sandwich":  # Gemma-2/3: x + post(attn(pre(x))), h + post(mlp(pre(h)))
+        return (norm("attention/norm", layer_input=True) + _attention(recipe, kernel, False)
+                + norm("attention/post_norm") + norm("mlp/norm") + _mlp_block(recipe) + norm("mlp/post_norm"))
+    if recipe.placement != "pre":
+        raise ValueError(f"norm placement must be pre, post or sandwich, not {recipe.placement!r}")
+    return (norm("attention/norm", layer_input=True) + _attention(recipe, kernel, False)
+            + norm("mlp/norm") + _mlp_block(recipe))
+
+
+def _embeddings(recipe: Recipe, tied: bool, positions: str, table: bool) -> parts.Part:
+    if positions == "learned":
+        return parts.embeddings(tied, recipe.norm, P if table else None)
+    return parts.embeddings(tied, recipe.norm)
+
+
+def parameters(recipe: Recipe, tied: bool = False, positions: str = "rope", table: bool = False) -> Inventory:
+    """Every parameter of a model of ``recipe``: its layer (× L) and the embedding/output side."""
+    body = layer(recipe)
+    return Inventory(body.params + _embeddings(recipe, tied, positions, table).params)
+
+
+def active_parameters(recipe: Recipe, tied: bool = False, positions: str = "rope", table: bool = False) -> Inventory:
+    """The parameters a token goes through (seed 001 §07: N_active): k of the E experts."""
+    from ...core.dims import E, k
+    full = parameters(recipe, tied, positions, table)
+    return Inventory(tuple(p if not p.name.startswith("layer/moe/experts_") else
+                           type(p)(p.name, tuple(x.subs(E, k) if x.has(E) else x for x in p.shape), p.scope,
+                                   p.source, "k experts (N_active)") for p in full))
+
+
+def saved_tensors(recipe: Recipe, kernel: str = "fused", backend=CUDA) -> Inventory:
+    """What one layer of ``recipe`` keeps for backward."""
+    return Inventory(layer(recipe, kernel, backend).saved)
+
+
+def matmuls(recipe: Recipe) -> Inventory:
+    """One layer's matmuls and the logits."""
+    return Inventory(layer(recipe).matmuls + parts.embeddings(True, recipe.norm).matmuls)
+
+
+@lru_cache(maxsize=None)
+def inventories(recipe_key: tuple, tied: bool, positions: str, table: bool = False):
+    """(parameters, saved tensors, matmuls) by the recipe's key (cached: inventories are immutable)."""
+    recipe = Recipe.from_key(recipe_key)
+    return parameters(recipe, tied, positions, table), saved_tensors(recipe), matmuls(recipe)
+
+
+
+class RecipeArchitecture:
+    """A composed model's inventories under the interface of ``ARCHITECTURES`` modules
+    (``saved_tensors()``, ``parameters(tied=, positions=)``, ``matmuls()``), so the named
+    quantities (``derive QUANTITY --model``) read a composed layer in its own letters."""
+
+    def __init__(self, recipe: Recipe, tied: bool, positions: str = "rope", table: bool = False):
+        self.recipe, self.tied, self.positions, self.table = recipe, tied, positions, table
+
+    def saved_tensors(self, backend=CUDA) -> Inventory:
+        return saved_tensors(self.recipe, "fused", backend)
+
+    def parameters(self, tied: bool | None = None, positions: str | None = None) -> Inventory:
+        return parameters(self.recipe, self.tied if tied is None else tied, positions or self.positions, self.table)
+
+    def matmuls(self) -> Inventory:
+        return matmuls(self.recipe)
+
+
+def register(model) -> str:
+    """Put ``model``'s composed layer in ``ARCHITECTURES`` under the name of its family and
+    recipe (``composed:<model_type>:<hash>``), and return the name."""
+    import hashlib
+
+    from . import ARCHITECTURES
+
+    digest = hashlib.sha256(repr((model.recipe.key(), model.tied, model.positions)).encode()).hexdigest()[:8]
+    name = f"composed:{model.recipe.family}:{digest}"
+    ARCHITECTURES.setdefault(name, RecipeArchitecture(model.recipe, model.tied, model.positions,
+                                                      bool(model.position_table)))
+    return name

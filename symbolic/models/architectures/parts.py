@@ -1,0 +1,492 @@
+"""The parts a decoder layer is composed of: each returns its terms with their sources.
+
+A part is a function returning a :class:`Part` — the parameters (one layer's
+worth, ``scope="layer"``, or model-level), the tensors it saves for backward
+and its matmuls — so a family is a recipe of parts
+(:mod:`symbolic.models.architectures.composed`) and the ledgers sum the
+shapes. Saved tensors are as HuggingFace transformers 5.24.0 keeps them in
+bf16 (the tests trace the real decoder layers); parameters as its modules
+hold them (the tests count ``model.parameters()`` on the meta device).
+
+``share``: a factor on a part that only some layers have (the MoE of a model
+whose first L_d layers are dense: (L − L_d)/L; the dense MLP: L_d/L). The
+ledgers repeat every layer term L times, so the totals are exact; per layer
+the terms are the layers' average (the pipeline stage holding the dense
+layers differs from it: a stated approximation).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from sympy import Expr, Integer
+
+from ...core.dims import E, L, V, a, b, f_e, g, h, k, s
+from ...core.tensors import Axis, Group, Matmul, Parameter, SavedTensor
+from .conventions import BACKEND, Conventions
+
+HF = "HF transformers 5.24.0"
+HF_NORM = f"{HF} *RMSNorm (eager)"
+FLASH = "Dao 2023 §3.1 (FlashAttention-2); torch SDPA"
+MLA_SOURCE = "DeepSeek-AI 2024, DeepSeek-V2 §2.1 (MLA); HF DeepseekV3Attention"
+MOE_SOURCE = "Fedus et al. 2021 §2.1; DeepSeekMoE (Dai et al. 2024 §3); HF *SparseMoeBlock / *MoE"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part's terms: parameters, saved tensors, matmuls."""
+
+    params: tuple = ()
+    saved: tuple = ()
+    matmuls: tuple = ()
+
+    def __add__(self, other: "Part") -> "Part":
+        return Part(self.params + other.params, self.saved + other.saved, self.matmuls + other.matmuls)
+
+
+NOTHING = Part()
+
+
+def total(parts) -> Part:
+    out = NOTHING
+    for part in parts:
+        out = out + part
+    return out
+
+
+# --- shapes ---------------------------------------------------------------------
+
+def _tokens(name, last, dtype="bf16", group=Group.BODY, note="", source=HF, share: Expr = Integer(1)):
+    """An (s, b, last) tensor; sequence parallelism splits s (a hidden-width activation)."""
+    shape = (s, b, last) if share == 1 else (share, s, b, last)
+    return SavedTensor(name, shape, dtype, Axis.SEQUENCE, 0 if share == 1 else 1, group, source, note)
+
+
+def _split(name, last, dtype="bf16", note="", source=HF, share: Expr = Integer(1)):
+    """An (s, b, last) tensor whose last axis tensor parallelism splits (heads, FFN width)."""
+    shape = (s, b, last) if share == 1 else (share, s, b, last)
+    return SavedTensor(name, shape, dtype, Axis.TENSOR, len(shape) - 1, Group.BODY, source, note)
+
+
+def _rows(name, dtype, note, source=HF, per=Integer(1)):
+    """One value per token (× ``per``, e.g. per head)."""
+    shape = (s, b) if per == 1 else (s, b, per)
+    return SavedTensor(name, shape, dtype, Axis.SEQUENCE, 0, Group.BODY, source, note)
+
+
+def _weight(name, shape, source=HF, note="", share: Expr = Integer(1)):
+    """A layer's parameter (named ``layer/...`` as the other inventories name them)."""
+    shape = tuple(shape) if share == 1 else (share, *shape)
+    return Parameter(f"layer/{name}", shape, "layer", source, note)
+
+
+def _linear(name, m, n, source=HF, note="", batch: Expr = Integer(1), tokens: Expr | None = None,
+            group=Group.BODY):
+    """A layer's weight matmul over its tokens (``layer/...``)."""
+    return Matmul(f"layer/{name}", batch, b * s if tokens is None else tokens, m, n, True, "layer", source, note,
+                  group)
+
+
+# --- norms ----------------------------------------------------------------------
+
+def norm(prefix: str, kind: str, width: Expr = h, conv: Conventions | None = None, layer_input: bool = False,
+         rows: Expr = Integer(1), source: str = HF_NORM) -> Part:
+    """One normalisation over ``width`` features (``rows`` of them per token, e.g. per head).
+
+    ``rmsnorm`` (HF Llama/Qwen/OLMo/DeepSeek RMSNorm): keeps its fp32 input
+    copy (pow and x·rstd), the fp32 rstd per row, and x·rstd cast back to
+    the activation dtype (for the weight's gradient); weight: width.
+    ``rmsnorm_fp32`` (HF OLMo-2 RMSNorm): x·rstd stays fp32 (kept) and is
+    multiplied by the weight before the cast back. ``rmsnorm_offset`` (HF
+    Gemma RMSNorm): the same with (1 + weight), a new fp32 tensor of the
+    norm's width that the multiply keeps too.
+    ``layernorm``: keeps its input and the per-row mean and rstd (dtype by
+    the backend conventions); weight and bias: width each. The norm's output
+    is kept by its consumer, which declares it.
+    """
+    group = Group.LAYER_INPUT if layer_input else Group.BODY
+    last = width * rows
+    per = rows
+    if kind == "layernorm":
+        stats_dtype = conv.norm_statistics if conv is not None else "fp32"
+        saved = (_tokens(f"{prefix}_input", last, "bf16", group, "the norm's input", source),
+                 *(SavedTensor(f"{prefix}_{n}", (s, b) if per == 1 else (s, b, per), stats_dtype, Axis.SEQUENCE, 0,
+                               Group.BODY, BACKEND, f"per-row {n} kept by the LayerNorm kernel")
+                   for n in ("mean", "rstd")))
+        params = (_weight(f"{prefix}_weight", (width,), source), _weight(f"{prefix}_bias", (width,), source))
+        return Part(params, saved)
+    if kind not in ("rmsnorm", "rmsnorm_fp32", "rmsnorm_offset"):
+        raise ValueError(f"norm must be layernorm, rmsnorm, rmsnorm_fp32 or rmsnorm_offset, not {kind!r}")
+    normalized = "bf16" if kind == "rmsnorm" else "fp32"
+    saved = (
+        _tokens(f"{prefix}_input_fp32", last, "fp32", group, "input upcast to fp32: kept by pow and by x·rstd", source),
+        _rows(f"{prefix}_rstd", "fp32", "rsqrt(mean(x²)+eps) per row, fp32", source, per),
+        _tokens(f"{prefix}_normalized", last, normalized, Group.BODY,
+                "x·rstd" + (", fp32, kept for (1 + weight)'s gradient" if normalized == "fp32"
+                            else " cast back, kept for the weight's gradient"), source),
+    )
+    if kind == "rmsnorm_offset":  # (1.0 + weight.float()) is a new fp32 tensor the multiply keeps
+        saved += (SavedTensor(f"{prefix}_scale_fp32", (width,), "fp32", Axis.NONE, None, Group.BODY, source,
+                              "1 + weight in fp32, kept by the multiply: per layer, not per token"),)
+    return Part((_weight(f"{prefix}_weight", (width,), source,
+                         "(1 + weight) scaling" if kind == "rmsnorm_offset" else ""),), saved)
+
+
+# --- attention --------------------------------------------------------------------
+
+def attention_projections(width: Expr, kv_heads: Expr = g, qkv_bias: bool = False, o_bias: bool = False,
+                          fused: bool = False, input_name: str = "attention/qkv_input",
+                          layer_input: bool = False) -> Part:
+    """Q (h→a·w), K and V (h→g·w each), O (a·w→h), optional biases; the shared input they keep.
+
+    ``fused``: one Q|K|V matrix (GPT-NeoX, Phi-3) — the same count.
+    """
+    q, kv = a * width, kv_heads * width
+    names = (("query", q), ("key", kv), ("value", kv))
+    params = []
+    if fused:
+        params.append(_weight("attention/qkv_weight", (h, q + 2 * kv), note="fused Q|K|V"))
+        if qkv_bias:
+            params.append(_weight("attention/qkv_bias", (q + 2 * kv,)))
+    else:
+        for name, n in names:
+            params.append(_weight(f"attention/{name}_weight", (h, n)))
+            if qkv_bias:
+                params.append(_weight(f"attention/{name}_bias", (n,)))
+    params.append(_weight("attention/output_weight", (q, h)))
+    if o_bias:
+        params.append(_weight("attention/output_bias", (h,)))
+    matmuls = tuple(_linear(f"attention/{name}", h, n) for name, n in names)
+    saved = (_tokens(input_name, h, group=Group.LAYER_INPUT if layer_input else Group.BODY,
+                     note="shared input of the Q, K, V projections"),)
+    return Part(tuple(params), saved, matmuls)
+
+
+def attention_output(width: Expr, o_bias: bool = False) -> Part:
+    """The output projection's matmul (its weight is in :func:`attention_projections`)."""
+    return Part(matmuls=(_linear("attention/output", a * width, h),))
+
+
+def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnorm") -> Part:
+    """RMSNorm on the queries and keys before RoPE: over each head (``head``:
+    Qwen3, Gemma-3; weight d_h each) or over all of them (``full``: OLMo-2;
+    weights a·d_h and g·d_h)."""
+    if kind == "none":
+        return NOTHING
+    if kind == "head":
+        return (norm("attention/query_norm", norm_kind, width, rows=a)
+                + norm("attention/key_norm", norm_kind, width, rows=kv_heads))
+    if kind == "full":
+        return (norm("attention/query_norm", norm_kind, a * width)
+                + norm("attention/key_norm", norm_kind, kv_heads * width))
+    raise ValueError(f"qk_norm must be none, head or full, not {kind!r}")
+
+
+def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value_width: Expr | None = None,
+                   output_copy: bool = False, softcap: bool = False, value_storage: Expr | None = None) -> Part:
+    """Q·Kᵀ, softmax, ·V over ``a`` query heads of width ``width`` (V of ``value_width``).
+
+    ``fused`` (SDPA/FlashAttention, native GQA): keeps Q, K, V (K, V at g
+    heads), the output and an fp32 log-sum-exp per row and head; with
+    ``output_copy`` (Q laid out per head by a ``torch.cat``: GPT-NeoX, Phi-3)
+    the output comes back per head and ``transpose(1, 2).contiguous()``
+    copies it for the output projection, which keeps the copy;
+    ``value_storage``: V is a slice of a wider output the kernel keeps whole
+    (MLA: V is split from kv_b's a·(d_n + d_v) output).
+    ``explicit`` (HF eager): K and V repeated to a heads (repeat_kv), the
+    softmax in fp32 and the probabilities cast back; ``softcap`` (Gemma-2):
+    tanh(scores / cap)·cap keeps the tanh output. ``math`` (torch SDPA's
+    math fallback, taken on CPU when V's width differs from Q's — MLA): Q
+    scaled, Kᵀ, the probabilities and V, all upcast to fp32, no output.
+    The matmuls count the full s×s products (as FlopCounterMode does).
+
+    Condition of ``explicit``: b ≥ 2. At b = 1 torch's batched matmul
+    reshapes a slice as a view, so a slice of a fused projection keeps its
+    whole storage (MLA's V: kv_b's output), and MQA's repeat_kv stays a
+    view (K, V at one head) — traced, stated where the bill runs it.
+    """
+    value_width = width if value_width is None else value_width
+    heads = lambda name, n, w, note, src=HF: _split(name, n * w, note=note, source=src)  # noqa: E731
+    matmuls = (
+        Matmul("layer/attention/scores", b * a, s, width, s, False, "layer", HF, "Q·Kᵀ per head",
+               Group.ATTENTION_CORE),
+        Matmul("layer/attention/context", b * a, s, s, value_width, False, "layer", HF, "probabilities·V per head",
+               Group.ATTENTION_CORE),
+    )
+    scores = lambda name, dtype, note: SavedTensor(name, (b, a, s, s), dtype, Axis.TENSOR, 1,  # noqa: E731
+                                                   Group.ATTENTION_CORE, HF, note)
+    if kernel == "fused":
+        saved = (
+            heads("attention/query", a, width, "Q after RoPE, kept by the kernel", FLASH),
+            heads("attention/key", kv_heads, width, "K after RoPE, g heads (native GQA)", FLASH),
+            heads("attention/value", kv_heads, value_width, "V, g heads (native GQA)", FLASH)
+            if value_storage is None else
+            _split("attention/value", value_storage, note="V, a slice of a wider output: its whole storage is kept",
+                   source=FLASH),
+            SavedTensor("attention/logsumexp", (b, a, s), "fp32", Axis.TENSOR, 1, Group.BODY, FLASH,
+                        "log-sum-exp of each score row, fp32: the softmax is recomputed from it in backward"),
+            heads("attention/projection_input", a, value_width,
+                  "the kernel's output" + ("" if output_copy else ", also the output projection's input"), FLASH),
+        )
+        if output_copy:
+            saved += (heads("attention/output_copy", a, value_width,
+                            "the output made contiguous token-major, the output projection's input"),)
+        return Part((), saved, matmuls)
+    if kernel == "math":
+        saved = (
+            SavedTensor("attention/query", (s, b, a * width), "fp32", Axis.TENSOR, 2, Group.BODY, HF,
+                        "Q scaled, upcast to fp32 (SDPA math path)"),
+            SavedTensor("attention/key", (s, b, a * width), "fp32", Axis.TENSOR, 2, Group.BODY, HF,
+                        "Kᵀ, upcast to fp32 (SDPA math path)"),
+            scores("attention/probabilities", "fp32", "softmax(Q·Kᵀ), fp32"),
+            SavedTensor("attention/value", (s, b, a * value_width), "fp32", Axis.TENSOR, 2, Group.BODY, HF,
+                        "V, upcast to fp32 (SDPA math path)"),
+            heads("attention/projection_input", a, value_width, "the output, cast back, the output projection's input"),
+        )
+        return Part((), saved, matmuls)
+    if kernel != "explicit":
+        raise ValueError(f"attention kernel must be fused, explicit or math, not {kernel!r}")
+    saved = (
+        heads("attention/query", a, width, "Q after RoPE, kept for Q·Kᵀ"),
+        heads("attention/key", a, width, "K after RoPE, repeated to a heads (repeat_kv)"),
+        *((scores("attention/softcap_tanh", "bf16", "tanh(scores / cap), kept for its backward"),) if softcap else ()),
+        scores("attention/softmax_output", "fp32", "softmax computed and kept in fp32"),
+        scores("attention/probabilities", "bf16", "softmax cast back to the activation dtype, kept for ·V"),
+        heads("attention/value", a, value_width, "V repeated to a heads (repeat_kv)"),
+        heads("attention/projection_input", a, value_width, "attention context, the output projection's input"),
+    )
+    return Part((), saved, matmuls)
+
+
+def mla_projections(r_q: Expr, r_kv: Expr, d_n: Expr, d_r: Expr, d_v: Expr, q_lora: bool,
+                    bias: bool = False) -> Part:
+    """DeepSeek's multi-head latent attention: the projections and their norms.
+
+    Queries: h→r_q (RMSNorm r_q)→a·(d_n+d_r), or h→a·(d_n+d_r) without
+    ``q_lora``. Keys and values: h→r_kv+d_r (the latent and the shared
+    rotary key), RMSNorm r_kv, r_kv→a·(d_n+d_v). Output a·d_v→h.
+    ``bias`` (attention_bias): on q_a, kv_a and the output projection.
+    """
+    head_qk = d_n + d_r
+    params, mms = [], []
+    if q_lora:
+        params += [_weight("attention/q_a_weight", (h, r_q), MLA_SOURCE)]
+        if bias:
+            params.append(_weight("attention/q_a_bias", (r_q,), MLA_SOURCE))
+        params += [*norm("attention/q_a_norm", "rmsnorm", r_q).params,
+                   _weight("attention/q_b_weight", (r_q, a * head_qk), MLA_SOURCE)]
+        mms += [_linear("attention/q_a", h, r_q, MLA_SOURCE), _linear("attention/q_b", r_q, a * head_qk, MLA_SOURCE)]
+    else:
+        params.append(_weight("attention/query_weight", (h, a * head_qk), MLA_SOURCE))
+        mms.append(_linear("attention/query", h, a * head_qk, MLA_SOURCE))
+    params.append(_weight("attention/kv_a_weight", (h, r_kv + d_r), MLA_SOURCE, "latent r_kv and rotary key d_r"))
+    if bias:
+        params.append(_weight("attention/kv_a_bias", (r_kv + d_r,), MLA_SOURCE))
+    params += [*norm("attention/kv_a_norm", "rmsnorm", r_kv).params,
+               _weight("attention/kv_b_weight", (r_kv, a * (d_n + d_v)), MLA_SOURCE),
+               _weight("attention/output_weight", (a * d_v, h), MLA_SOURCE)]
+    if bias:
+        params.append(_weight("attention/output_bias", (h,), MLA_SOURCE))
+    mms += [_linear("attention/kv_a", h, r_kv + d_r, MLA_SOURCE), _linear("attention/kv_b", r_kv, a * (d_n + d_v),
+                                                                          MLA_SOURCE)]
+    saved = (_tokens("attention/qkv_input", h, note="shared input of q_a (or q) and kv_a"),)
+    return Part(tuple(params), saved, tuple(mms))
+
+
+def mla_saved(r_q: Expr, r_kv: Expr, d_n: Expr, d_r: Expr, d_v: Expr, q_lora: bool) -> Part:
+    """What HF's ``DeepseekV3Attention`` keeps between its projections (eager RMSNorms, RoPE on the
+    d_r slice, Q and K concatenated from their no-RoPE and RoPE parts)."""
+    terms = []
+    if q_lora:
+        terms += [*norm("attention/q_a_norm", "rmsnorm", r_q).saved,
+                  _tokens("attention/q_b_input", r_q, note="q_a_norm output × weight, q_b's input")]
+    terms += [*norm("attention/kv_a_norm", "rmsnorm", r_kv).saved,
+              _tokens("attention/kv_b_input", r_kv, note="kv_a_norm output × weight, kv_b's input")]
+    return Part((), tuple(terms))
+
+
+# --- MLPs -------------------------------------------------------------------------
+
+#: What HF's element-wise tanh-approximation GeLUs keep beyond their input, per element of the
+#: MLP width (transformers ``activations.py``): NewGELU 0.5·x·(1 + tanh(√(2/π)(x + 0.044715·x³)))
+#: keeps tanh's output, 0.5·x and 1 + tanh (the last product's operands); FastGELU
+#: 0.5·x·(1 + tanh(0.79788·x·(1 + 0.044715·x·x))) also keeps 0.044715·x, 0.79788·x and 1 + 0.044715·x².
+CHAINS = {
+    "gelu_new": ("tanh_output", "half_input", "one_plus_tanh"),
+    "gelu_fast": ("scaled_input", "cubic_factor", "inner_scaled", "tanh_output", "half_input", "one_plus_tanh"),
+}
+
+
+def activation_chain(activation: str, width: Expr, prefix: str = "mlp", share: Expr = Integer(1),
+                     source: str = "HF transformers 5.24.0 activations.py") -> tuple:
+    """The intermediates an element-wise activation chain keeps, (s, b, width) each in the activation dtype."""
+    return tuple(_split(f"{prefix}/{activation}/{name}", width, note=f"{activation}: {name.replace('_', ' ')}",
+                        source=source, share=share) for name in CHAINS.get(activation, ()))
+
+
+def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fused_gate_up: bool = False,
+        prefix: str = "mlp", input_name: str | None = None, share: Expr = Integer(1),
+        layer_input: bool = False) -> Part:
+    """A dense MLP of inner width ``width``.
+
+    ``gated`` (SwiGLU with silu, GeGLU with a GeLU): down(act(gate(x))·up(x)):
+    keeps the gate output (the activation's input), the activation's output,
+    the up output and their product (the down projection's input); with
+    ``fused_gate_up`` (Phi-3) gate and up are halves of one output storage —
+    the same bytes. ``plain`` (GPT-NeoX): fc2(act(fc1(x))) keeps the first
+    output and the activation's output. Element-wise activations (silu, gelu,
+    gelu_pytorch_tanh) keep only their input. The input the first linears
+    share is kept once.
+    """
+    if activation not in ("silu", "gelu", "gelu_pytorch_tanh", "gelu_new", "gelu_fast", "relu"):
+        raise ValueError(f"activation {activation!r} is not one the MLP part models")
+    params, saved, mms = [], [], []
+    note = "shared input of the MLP's first linears"
+    saved.append(_tokens(input_name or f"{prefix}/input", h, group=Group.LAYER_INPUT if layer_input else Group.BODY,
+                         note=note, share=share))
+    if kind == "gated":
+        if fused_gate_up:
+            params.append(_weight(f"{prefix}/gate_up_weight", (h, 2 * width), share=share, note="fused gate|up"))
+            if bias:
+                params.append(_weight(f"{prefix}/gate_up_bias", (2 * width,), share=share))
+        else:
+            for name in ("gate", "up"):
+                params.append(_weight(f"{prefix}/{name}_weight", (h, width), share=share))
+                if bias:
+                    params.append(_weight(f"{prefix}/{name}_bias", (width,), share=share))
+        params.append(_weight(f"{prefix}/down_weight", (width, h), share=share))
+        if bias:
+            params.append(_weight(f"{prefix}/down_bias", (h,), share=share))
+        saved += [_split(f"{prefix}/gate_output", width, note=f"gate output, {activation}'s input", share=share),
+                  *activation_chain(activation, width, prefix, share),
+                  _split(f"{prefix}/act_output", width, note=f"{activation} output, kept for ·up", share=share),
+                  _split(f"{prefix}/up_output", width, note="up output, kept for act·", share=share),
+                  _split(f"{prefix}/down_input", width, note="act(gate)·up, the down projection's input",
+                         share=share)]
+        mms += [_linear(f"{prefix}/gate", h, width, batch=share), _linear(f"{prefix}/up", h, width, batch=share),
+                _linear(f"{prefix}/down", width, h, batch=share)]
+    elif kind == "plain":
+        params += [_weight(f"{prefix}/fc1_weight", (h, width), share=share)]
+        if bias:
+            params.append(_weight(f"{prefix}/fc1_bias", (width,), share=share))
+        params.append(_weight(f"{prefix}/fc2_weight", (width, h), share=share))
+        if bias:
+            params.append(_weight(f"{prefix}/fc2_bias", (h,), share=share))
+        saved += [_split(f"{prefix}/act_input", width, note=f"fc1 output, {activation}'s input", share=share),
+                  *activation_chain(activation, width, prefix, share),
+                  _split(f"{prefix}/fc2_input", width, note=f"{activation} output, fc2's input", share=share)]
+        mms += [_linear(f"{prefix}/fc1", h, width, batch=share), _linear(f"{prefix}/fc2", width, h, batch=share)]
+    else:
+        raise ValueError(f"mlp must be gated or plain, not {kind!r}")
+    return Part(tuple(params), tuple(saved), tuple(mms))
+
+
+# --- mixture of experts -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Router:
+    """How a family routes, as far as parameters and saved tensors care.
+
+    score: ``softmax`` (fp32 probabilities) or ``sigmoid`` (DeepSeek-V3,
+    fp32 logits). renormalize: the k weights are divided by their sum.
+    weight_dtype: the dtype of the weight each expert output is multiplied
+    by. logits_fp32: the router runs in fp32 (DeepSeek: its weight is fp32
+    and its input upcast, so the upcast input is kept).
+    """
+
+    name: str
+    score: str = "softmax"
+    renormalize: bool = True
+    weight_dtype: str = "fp32"
+    logits_fp32: bool = False
+    extra: tuple = field(default=())
+
+
+def moe(router: Router, expert_ffn: Expr = f_e, shared_width: Expr | None = None, shared_gate: bool = False,
+        share: Expr = Integer(1), tokens_per_expert: Expr | None = None, activation: str = "silu") -> Part:
+    """Routed experts (E of width f_e, top-k), optional shared expert(s) of total width f_s
+    (optionally behind a sigmoid gate h→1), as HF's eager experts loop keeps them.
+
+    Parameters: router E×h; stacked gate|up E×2f_e×h and down E×h×f_e.
+    Tokens per expert: balanced routing s·b·k/E unless given.
+    """
+    per_expert = s * b * k / E if tokens_per_expert is None else tokens_per_expert
+    tokens = per_expert * share  # saved tensors: the layers' average
+    params = [
+        _weight("moe/router_weight", (h, E), MOE_SOURCE, "fp32 (DeepSeek keeps it in fp32)" if router.logits_fp32
+                else "", share=share),
+        _weight("moe/experts_gate_up_weight", (E * h, 2 * expert_ffn), MOE_SOURCE, "all E experts (N_total)",
+                share=share),
+        _weight("moe/experts_down_weight", (E * expert_ffn, h), MOE_SOURCE, "all E experts (N_total)", share=share),
+    ]
+    mms = [
+        Matmul("layer/moe/router", share, b * s, h, E, True, "layer", MOE_SOURCE),
+        Matmul("layer/moe/experts_gate_up", E * share, per_expert, h, 2 * expert_ffn, True, "layer", MOE_SOURCE),
+        Matmul("layer/moe/experts_down", E * share, per_expert, expert_ffn, h, True, "layer", MOE_SOURCE),
+    ]
+
+    def expert(name, last, dtype="bf16", note="", group=Group.BODY):
+        return SavedTensor(name, (E, tokens, last), dtype, Axis.EXPERT, 0, group, MOE_SOURCE, note)
+
+    saved = [_tokens("moe/router_input", h, note="the router's and the experts' gathers' input", share=share)]
+    if router.logits_fp32:
+        saved.append(_tokens("moe/router_input_fp32", h, "fp32", note="router input upcast to fp32", share=share))
+    saved.append(_tokens("moe/router_scores", E, "fp32", note=f"{router.score} of the router logits, fp32",
+                         share=share))
+    saved.append(_tokens("moe/topk_indices", k, "int64", note="the k chosen experts", share=share))
+    if router.renormalize:
+        saved += [_tokens("moe/routing_weights", k, "fp32", note="the k weights, renormalised", share=share),
+                  _tokens("moe/routing_weight_sum", 1, "fp32", note="their sum (the divisor)", share=share)]
+    saved += [replace(term, shape=(share, *term.shape), split_dim=term.split_dim + 1) if share != 1 else term
+              for term in router.extra]
+    act = activation
+    saved += [
+        expert("moe/expert/token_index", 2, "int64", "(slot, token) pairs of the expert's assignments"),
+        expert("moe/expert/input", h, note="the expert's tokens, gathered"),
+        expert("moe/expert/gate_up_output", 2 * expert_ffn, note=f"gate|up output: {act}'s input and the up half"),
+        # the groups a fused expert SwiGLU and Megatron-Core's moe_act recompute drop (layout.strategies)
+        expert("moe/expert/act_output", expert_ffn, note=f"{act}(gate), kept for ·up", group=Group.EXPERT_ACTIVATION),
+        expert("moe/expert/down_input", expert_ffn, note=f"{act}(gate)·up", group=Group.EXPERT_ACTIVATION_OUTPUT),
+        expert("moe/expert/routing_weight", 1, router.weight_dtype, "the token's weight for this expert"),
+        expert("moe/expert/down_output", h, note="kept for the routing weight's gradient"),
+        expert("moe/expert/combine_input", h, note="weighted output cast back, kept by index_add_"),
+    ]
+    part = Part(tuple(params), tuple(saved), tuple(mms))
+    if shared_width is not None:
+        shared = mlp("gated", shared_width, activation, prefix="moe/shared", input_name="moe/shared/input",
+                     share=share)
+        # the shared experts read the router's input: that storage is declared once
+        shared = Part(shared.params, shared.saved[1:], shared.matmuls)
+        part = part + shared
+        if shared_gate:
+            part = part + Part(
+                (_weight("moe/shared_gate_weight", (h,), MOE_SOURCE, "h -> 1", share=share),),
+                (_tokens("moe/shared/gate_sigmoid", 1, note="sigmoid of the shared-expert gate", share=share),
+                 _tokens("moe/shared/output", h, note="the shared experts' output, kept by the gating multiply",
+                         share=share)),
+                (Matmul("layer/moe/shared_gate", share, b * s, h, 1, True, "layer", MOE_SOURCE),))
+    return part
+
+
+def dense_share(dense_layers: bool) -> tuple[Expr, Expr]:
+    """(share of the MoE layers, share of the dense layers) — (1, 0) when every layer is MoE."""
+    from ...core.dims import L_d
+    if not dense_layers:
+        return Integer(1), Integer(0)
+    return (L - L_d) / L, L_d / L
+
+
+# --- embeddings and output ----------------------------------------------------------
+
+def embeddings(tied: bool, final_norm: str, positions: Expr | None = None, source: str = HF) -> Part:
+    """Word embedding V×h (also the output layer when ``tied``), learned positions
+    (``positions`` rows) if any, the final norm, an untied output layer h×V."""
+    params = [Parameter("embedding/word", (V, h), "embedding", source, "tied: also the output layer" if tied else "")]
+    if positions is not None:
+        params.append(Parameter("embedding/position", (positions, h), "embedding", source, "learned positions"))
+    params.append(Parameter("output/final_norm_weight", (h,), "output", source, "final norm"))
+    if final_norm == "layernorm":
+        params.append(Parameter("output/final_norm_bias", (h,), "output", source, "final LayerNorm"))
+    if not tied:
+        params.append(Parameter("output/projection_weight", (h, V), "output", source, "untied output layer"))
+    mms = (Matmul("output/logits", 1, b * s, h, V, True, "output", source, "hidden states × output weight"),)
+    return Part(tuple(params), (), mms)

@@ -1,0 +1,171 @@
+"""Tiny and published configs of every family the reader knows, and HF's own parameter count of them."""
+from __future__ import annotations
+
+import random
+
+#: One tiny config per family: the fields a published config.json of the family carries, small.
+TINY: dict[str, dict] = {
+    "gpt2": {"n_layer": 2, "n_embd": 48, "n_head": 4, "n_positions": 40, "vocab_size": 101},
+    "gpt_neox": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "intermediate_size": 80,
+                 "vocab_size": 101, "max_position_embeddings": 64},
+    "llama": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64},
+    "mistral": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64, "head_dim": 16},
+    "mixtral": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "intermediate_size": 40, "vocab_size": 101, "max_position_embeddings": 64, "num_local_experts": 4,
+                "num_experts_per_tok": 2},
+    "qwen2": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64},
+    "qwen2_moe": {"num_hidden_layers": 3, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64, "num_experts": 4,
+                  "num_experts_per_tok": 2, "moe_intermediate_size": 24, "shared_expert_intermediate_size": 56,
+                  "mlp_only_layers": [1]},
+    "qwen3": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64, "head_dim": 20},
+    "qwen3_moe": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64, "num_experts": 4,
+                  "num_experts_per_tok": 2, "moe_intermediate_size": 24, "head_dim": 20},
+    "gemma": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 1,
+              "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64, "head_dim": 20},
+    "gemma2": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64, "head_dim": 20},
+    "gemma3_text": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                    "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64, "head_dim": 20},
+    "phi3": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64, "pad_token_id": 0},
+    "olmo2": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64},
+    "deepseek_v2": {"num_hidden_layers": 3, "hidden_size": 48, "num_attention_heads": 4, "intermediate_size": 80,
+                    "vocab_size": 101, "max_position_embeddings": 64, "n_routed_experts": 4,
+                    "num_experts_per_tok": 2, "moe_intermediate_size": 24, "n_shared_experts": 2,
+                    "first_k_dense_replace": 1, "q_lora_rank": None, "kv_lora_rank": 12, "qk_nope_head_dim": 8,
+                    "qk_rope_head_dim": 4, "v_head_dim": 10},
+    "deepseek_v3": {"num_hidden_layers": 3, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 4,
+                    "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
+                    "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 24,
+                    "n_shared_experts": 1, "first_k_dense_replace": 1, "q_lora_rank": 16, "kv_lora_rank": 12,
+                    "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 10, "n_group": 2, "topk_group": 1},
+}
+
+
+def tiny(model_type: str, **changes) -> dict:
+    raw = {"model_type": model_type, **TINY[model_type], **changes}
+    return {key: value for key, value in raw.items() if value is not None or key == "q_lora_rank"}
+
+
+def random_config(model_type: str, rng: random.Random) -> dict:
+    """A tiny config of ``model_type`` with random widths, flags flipped at random."""
+    raw = tiny(model_type)
+    heads = rng.choice([2, 4, 6])
+    kv = rng.choice([d for d in (1, 2, 3, 6) if heads % d == 0])
+    raw.update(num_hidden_layers=rng.randint(2, 4), vocab_size=rng.randint(50, 130))
+    raw.pop("n_layer", None)
+    width = heads * rng.choice([4, 6, 8])
+    if model_type == "gpt2":
+        raw.update(n_layer=raw.pop("num_hidden_layers"), n_embd=width, n_head=heads, n_positions=rng.randint(8, 64),
+                   n_inner=rng.choice([None, 2 * width]), tie_word_embeddings=rng.choice([True, False, None]))
+        return {key: value for key, value in raw.items() if value is not None}
+    raw.update(hidden_size=width, num_attention_heads=heads, intermediate_size=rng.randint(8, 90))
+    if model_type not in ("gpt_neox",):
+        raw["num_key_value_heads"] = kv
+    if "head_dim" in raw or model_type in ("llama", "qwen2", "olmo2"):
+        raw["head_dim"] = rng.choice([None, rng.randint(3, 12) * 2]) if model_type not in ("gemma", "gemma2",
+                                                                                            "gemma3_text", "qwen3") \
+            else rng.randint(3, 12) * 2
+    raw["tie_word_embeddings"] = rng.choice([True, False, None])
+    for flag in ("attention_bias",):
+        if model_type in ("llama", "qwen3", "qwen3_moe", "olmo2", "gemma", "gemma2", "gemma3_text", "deepseek_v2",
+                          "deepseek_v3", "gpt_neox"):
+            raw[flag] = rng.choice([True, False])
+    if model_type == "llama":
+        raw["mlp_bias"] = rng.choice([True, False])
+    if model_type == "gpt_neox":
+        raw["use_parallel_residual"] = rng.choice([True, False])
+    if model_type == "qwen2_moe":
+        raw.update(qkv_bias=rng.choice([True, False]), shared_expert_intermediate_size=rng.choice([0, 30, 48]),
+                   decoder_sparse_step=rng.choice([1, 2]), mlp_only_layers=rng.choice([[], [0]]),
+                   norm_topk_prob=rng.choice([True, False]))
+    if model_type == "qwen3_moe":
+        raw.update(decoder_sparse_step=rng.choice([1, 2]), mlp_only_layers=rng.choice([[], [1]]))
+    if model_type in ("qwen2_moe", "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3"):
+        experts = rng.choice([4, 6, 8])
+        key = {"mixtral": "num_local_experts", "deepseek_v2": "n_routed_experts",
+               "deepseek_v3": "n_routed_experts"}.get(model_type, "num_experts")
+        raw[key] = experts
+        raw["num_experts_per_tok"] = rng.choice([1, 2])
+        if model_type != "mixtral":
+            raw["moe_intermediate_size"] = rng.randint(6, 30)
+    if model_type in ("deepseek_v2", "deepseek_v3"):
+        raw.update(q_lora_rank=rng.choice([None, 14]), kv_lora_rank=rng.randint(5, 16),
+                   qk_nope_head_dim=rng.randint(2, 8) * 2, qk_rope_head_dim=rng.choice([2, 4, 6]),
+                   v_head_dim=rng.randint(3, 9), first_k_dense_replace=rng.choice([0, 1, 2]),
+                   n_shared_experts=rng.choice([1, 2]))
+        raw["num_key_value_heads"] = heads
+        if model_type == "deepseek_v3":
+            raw.update(n_group=2, topk_group=1)
+            raw[key] = rng.choice([4, 8])
+    return {key: value for key, value in raw.items() if value is not None or key == "q_lora_rank"}
+
+
+def hf_parameter_count(raw: dict) -> int:
+    """transformers' ``sum(p.numel())`` of the causal LM built from ``raw`` on the meta device."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()  # token ids outside a tiny vocabulary: irrelevant to the count
+
+    raw = dict(raw)
+    model_type = raw.pop("model_type")
+    for key in ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map"):
+        raw.pop(key, None)
+    cfg = AutoConfig.for_model(model_type, **raw)
+    if getattr(cfg, "pad_token_id", None) is not None and cfg.pad_token_id >= cfg.vocab_size:
+        cfg.pad_token_id = None
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg)
+    return sum(p.numel() for p in model.parameters())
+
+
+#: A second set of dimensions per family (other widths, heads, groups, experts), for the traces.
+SECOND: dict[str, dict] = {
+    "gpt2": {"n_embd": 40, "n_head": 5, "n_positions": 24},
+    "gpt_neox": {"hidden_size": 60, "num_attention_heads": 6, "intermediate_size": 36, "rotary_pct": 0.5},
+    "llama": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36},
+    "mistral": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 1, "intermediate_size": 36,
+                "head_dim": 8},
+    "mixtral": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 28,
+                "num_local_experts": 3, "num_experts_per_tok": 1},
+    "qwen2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 6, "intermediate_size": 36},
+    "qwen2_moe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "num_experts": 5,
+                  "num_experts_per_tok": 3, "moe_intermediate_size": 14, "shared_expert_intermediate_size": 30,
+                  "norm_topk_prob": True},
+    "qwen3": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 2, "intermediate_size": 36,
+              "head_dim": 14},
+    "qwen3_moe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "num_experts": 5,
+                  "num_experts_per_tok": 3, "moe_intermediate_size": 14, "head_dim": 8, "norm_topk_prob": True},
+    "gemma": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 6, "intermediate_size": 36,
+              "head_dim": 14},
+    "gemma2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36,
+               "head_dim": 14, "attn_logit_softcapping": None},
+    "gemma3_text": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 2, "intermediate_size": 36,
+                    "head_dim": 14},
+    "phi3": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36,
+             "partial_rotary_factor": 0.5},
+    "olmo2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36},
+    "deepseek_v2": {"hidden_size": 60, "num_attention_heads": 6, "q_lora_rank": 18, "kv_lora_rank": 10,
+                    "qk_nope_head_dim": 6, "qk_rope_head_dim": 2, "v_head_dim": 8, "n_routed_experts": 5,
+                    "num_experts_per_tok": 3, "norm_topk_prob": True},
+    "deepseek_v3": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 6, "q_lora_rank": None,
+                    "kv_lora_rank": 10, "qk_nope_head_dim": 6, "qk_rope_head_dim": 4, "v_head_dim": 8,
+                    "n_routed_experts": 8, "num_experts_per_tok": 3, "n_group": 4, "topk_group": 2,
+                    "n_shared_experts": 2},
+}
+
+
+def declared_layer(raw: dict, attention: str, backend: str = "cpu", dense: bool = False):
+    """The bill's declared layer of ``raw`` for HF ``attention`` (:func:`symbolic.trace.hf_family_declared`)."""
+    from symbolic.trace import hf_family_declared
+
+    return hf_family_declared(raw, attention, backend, dense)
