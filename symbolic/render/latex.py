@@ -482,10 +482,11 @@ PREAMBLE = r"""\documentclass[10pt]{article}
 
 
 def conventions() -> list[str]:
-    out = [r"\section*{Notation}", r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule letter & meaning \\ \midrule"]
+    # a longtable: the letters run on over the title page (a tabular this long would leave it empty)
+    out = [r"\section*{Notation}", r"\begin{longtable}{@{}ll@{}}\toprule letter & meaning \\ \midrule\endhead"]
     for dim in DIMENSIONS.values():
         out.append(rf"${dim.latex}$ & {tex(dim.meaning)} \\")
-    out += [r"\bottomrule\end{tabular}\end{center}",
+    out += [r"\bottomrule\end{longtable}",
             tex("Bytes per element: " + ", ".join(f"{k} {v} B" for k, v in DTYPE_BYTES.items())
                 + ". Every result below is an exact sympy expression; every paper form is checked by "
                 "expand(engine - form) == 0, every number exactly, rounded half up to the printed decimals.")]
@@ -499,12 +500,13 @@ def sources() -> list[str]:
     out = [tex("The citations in this sheet resolve here (docs/sources.md has the full references and, for the "
                "three source notes, their sections). The seeds are technical notes, in Chinese, that the "
                "project implements; their claims are data in derivations/."),
-           r"\begin{itemize}\setlength{\itemsep}{0pt}"]
+           # sloppy: a long title of unbreakable words stretches the spaces instead of running off the page
+           r"\begin{sloppypar}\begin{itemize}\setlength{\itemsep}{0pt}"]
     for source in BIBLIOGRAPHY:
         out.append(rf"\item \textbf{{[{tex(source.key)}]}} {tex(source.cite)}, \emph{{{tex(source.title)}}}"
                    + (f", arXiv {tex(source.arxiv)}" if source.arxiv else "")
                    + (f" --- {tex(source.about)}" if source.about else ""))
-    out.append(r"\end{itemize}")
+    out.append(r"\end{itemize}\end{sloppypar}")
     return out
 
 
