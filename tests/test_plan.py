@@ -254,15 +254,15 @@ def test_native_models_plan_with_their_own_inventories(name, gpus):
     FLOPs): every layout listed, and a sample of all evaluated, agree exactly with make_bill."""
     model = preset(name)
     result = plan(model, gpus, 80 * GB, seq=4096, global_batch=32)
-    listed = result.ranked(0)
+    listed = result.ranked(200)  # each listed layout is totalled exactly; a sample of them is billed
     assert listed and result.evaluated > len(listed)
     rng = random.Random(8)
-    for item in rng.sample(listed, min(15, len(listed))) + listed[:3]:
+    for item in rng.sample(listed, min(8, len(listed))) + listed[:3]:
         bill = make_bill(model, item.layout, gpu_memory=80 * GB)
         for key in TOTALS:
             assert item.totals[key] == bill.totals[key], (item.layout, key)
         assert item.headroom_bytes == bill.totals["headroom_bytes"] >= 0
-    for i in rng.sample(range(result.evaluated), 20):
+    for i in rng.sample(range(result.evaluated), 10):
         bill = make_bill(model, result.layout_at(i))
         for key in ("params", "total_bytes", "flops_per_iteration", "model_flops_per_iteration"):
             assert result.table[key][i] == pytest.approx(float(bill.totals[key]), rel=1e-12)
