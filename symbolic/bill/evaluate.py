@@ -103,7 +103,8 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             "expert_tensor_parallel": layout.etp not in (0, layout.tp),
             "expert_capacity": Fraction(layout.moe_capacity) != 1,
             "recompute_modules": list(layout.recompute_modules), "fused_swiglu": layout.fused_swiglu,
-            "micro_batches": layout.iteration_micro_batches() * layout.dp}
+            "micro_batches": layout.iteration_micro_batches() * layout.dp,
+            **({"fp8_activations": True} if layout.fp8_activations else {})}
 
 
 def whole(value: Fraction) -> int | Fraction:

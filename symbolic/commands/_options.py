@@ -115,6 +115,9 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
                             "(core_attn, moe_act; default core_attn)")
     group.add_argument("--fused-swiglu", action="store_true",
                        help="the experts' SwiGLU as one fused kernel (keeps only its input)")
+    group.add_argument("--fp8-activations", action="store_true",
+                       help="the linear layers' saved inputs kept in FP8 for backward (Transformer Engine; "
+                            "DeepSeek-V3 §3.3.3)")
     group.add_argument("--sp", action="store_true", help="sequence parallelism over the TP group")
     group.add_argument("--recompute", choices=RECOMPUTE, default="none", help="activation recompute")
     group.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage over d")
@@ -135,7 +138,8 @@ def layout_from_args(args) -> Layout:
                   moe_capacity=parse_ratio(getattr(args, "moe_capacity_factor", "1"), "--moe-capacity-factor"),
                   recompute_modules=tuple(name.strip() for name in getattr(args, "recompute_modules", "").split(",")
                                           if name.strip()),
-                  fused_swiglu=getattr(args, "fused_swiglu", False))
+                  fused_swiglu=getattr(args, "fused_swiglu", False),
+                  fp8_activations=getattr(args, "fp8_activations", False))
 
 
 def parse_ratio(text: str, field: str) -> Fraction:

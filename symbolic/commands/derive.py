@@ -40,6 +40,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--etp", action="store_true",
                         help="expert tensor parallelism (MoE): each expert's width split over e_t ranks (off: e_t = t)")
     parser.add_argument("--recompute", choices=RECOMPUTE, default="none")
+    parser.add_argument("--fp8-activations", action="store_true",
+                        help="the linear layers' saved inputs in FP8 (Transformer Engine; DeepSeek-V3 §3.3.3)")
     parser.add_argument("--dtype", choices=FLOAT_ACTIVATION_DTYPES, default="bf16", help="activation dtype")
     parser.add_argument("--pipeline", action="store_true", help="first pipeline stage (1F1B: p in flight)")
     parser.add_argument("--interleave", action="store_true", help="interleaved schedule with v chunks (needs --pipeline)")
@@ -72,6 +74,8 @@ def _quantity_options(name: str, args) -> dict:
             options["expert_parallel"] = True
         if args.etp:
             options["expert_tensor_parallel"] = True
+        if args.fp8_activations:
+            options["fp8_gemm_inputs"] = True
         if name == "activations.interleave_factor":
             options.pop("pipeline")
             options.pop("interleaved")

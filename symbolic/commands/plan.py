@@ -78,6 +78,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B)")
     parser.add_argument("--optimizer", default="bf16-adam", help="model-state recipe (bf16-adam, fp32-adam, ...)")
     parser.add_argument("--dtype", default="bf16", help="activation dtype (bf16, fp16, fp32, fp8)")
+    parser.add_argument("--fp8-activations", action="store_true",
+                        help="every layout keeps its linear layers' saved inputs in FP8 (Transformer Engine; "
+                             "DeepSeek-V3 §3.3.3)")
     parser.add_argument("--top", type=int, default=10, help="layouts to show (0: all that fit; default 10)")
     parser.add_argument("--json", action="store_true", help="the layouts as JSON, exact integers in bytes and FLOPs")
     add_hardware_options(parser)
@@ -124,7 +127,8 @@ def run(args) -> int:
                   params_hand=params_hand, optimizer=args.optimizer, dtype=args.dtype, hardware=hardware,
                   max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
                   fixed={name: getattr(args, name) for name in FIXABLE},
-                  moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"))
+                  moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"),
+                  fp8_activations=args.fp8_activations)
     elapsed = time.perf_counter() - start
     shown = result.ranked(args.top)
     closest = None if shown else result.closest()
@@ -161,7 +165,8 @@ def render_text(result, shown, closest, elapsed: float) -> str:
            f"({fmt(result.gpu_memory, 'GiB')}), s = {s}, "
            + (f"global batch {result.global_batch}" if result.global_batch else "one micro-batch per DP rank")
            + (f", Psi = {result.params_hand:,} (hand-filled)" if result.params_hand else "")
-           + f", {result.optimizer}, {result.dtype} activations",
+           + f", {result.optimizer}, {result.dtype} activations"
+           + (" (linear inputs in FP8)" if result.fp8_activations else ""),
            f"{result.evaluated:,} valid layouts evaluated in {elapsed * 1e3:.0f} ms; {len(result.order):,} fit"]
     for name, text in _assumptions(result).items():
         out.append(f"  {name}: {text}")
@@ -222,7 +227,7 @@ def render_json(result, shown, closest) -> str:
         "model": result.model.name, "gpus": result.gpus, "gpu_memory_bytes": result.gpu_memory,
         "margin_bytes": result.margin, "usable_bytes": result.usable, "seq": result.seq or result.model.seq,
         "global_batch": result.global_batch, "params_hand": result.params_hand, "optimizer": result.optimizer,
-        "dtype": result.dtype,
+        "dtype": result.dtype, "fp8_activations": result.fp8_activations,
         "hardware": {"peak_flops": result.hardware.peak_flops, "utilisation": result.hardware.utilisation},
         "assumptions": _assumptions(result), "rules": result.rules,
         "evaluated": result.evaluated, "fitting": len(result.order),

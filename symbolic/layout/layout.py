@@ -48,6 +48,8 @@ class Layout:
     ``recompute_modules`` (``choices.RECOMPUTE_MODULES``); empty means its
     default, ``core_attn``. fused_swiglu: the experts' SwiGLU as one fused
     kernel (``strategies.fused_expert_activation``).
+    fp8_activations: the linear layers' saved inputs kept in FP8 for backward
+    (``strategies.fp8_gemm_inputs``: Transformer Engine, DeepSeek-V3 §3.3.3).
     """
 
     micro_batch: int = 1
@@ -68,6 +70,7 @@ class Layout:
     moe_capacity: Fraction = Fraction(1)
     recompute_modules: tuple = ()
     fused_swiglu: bool = False
+    fp8_activations: bool = False
 
     def strategy(self) -> "Strategy":
         """The activation strategy: the first pipeline stage whenever pp > 1."""
@@ -78,7 +81,8 @@ class Layout:
                         context_parallel=self.cp > 1, expert_parallel=self.ep > 1,
                         expert_tensor_parallel=self.etp not in (0, self.tp),
                         expert_capacity=Fraction(self.moe_capacity) != 1,
-                        recompute_modules=tuple(self.recompute_modules), fused_swiglu=self.fused_swiglu)
+                        recompute_modules=tuple(self.recompute_modules), fused_swiglu=self.fused_swiglu,
+                        fp8_gemm_inputs=self.fp8_activations)
 
     def values(self, model: ModelConfig) -> dict[str, int]:
         """Dimension values, papers' letters, for the model under this layout."""

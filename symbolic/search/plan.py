@@ -129,22 +129,24 @@ def schedule_of(layout: Layout) -> str:
 
 
 def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool = False,
-                    experts: tuple = (False, False, False, (), False)) -> Layout:
+                    experts: tuple = (False, False, False, (), False), fp8_activations: bool = False) -> Layout:
     """A layout with this schedule, so that :meth:`Layout.strategy` maps it as the bill does.
     ``experts``: (ep > 1, etp ≠ tp, capacity factor ≠ 1, recompute modules, fused expert SwiGLU)."""
     ep, etp, capacity, modules, fused = experts
     return Layout(sp=sp, recompute=recompute, dtype=dtype, pp=1 if schedule == "none" else 2,
                   interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1,
                   ep=2 if ep else 1, etp=2 if etp else 0, moe_capacity=2 if capacity else 1,
-                  recompute_modules=modules, fused_swiglu=fused)
+                  recompute_modules=modules, fused_swiglu=fused, fp8_activations=fp8_activations)
 
 
 @lru_cache(maxsize=None)
 def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str,
-                     cp: bool = False, experts: tuple = (False, False, False, (), False)) -> Expr:
+                     cp: bool = False, experts: tuple = (False, False, False, (), False),
+                     fp8_activations: bool = False) -> Expr:
     """Activation bytes per GPU on the stage accounted (the bill's ``activations`` lines, summed):
-    chunks in flight × layers per chunk × each saved tensor's bytes."""
-    strategy = _representative(sp, recompute, dtype, schedule, cp, experts).strategy()
+    chunks in flight × layers per chunk × each saved tensor's bytes. ``fp8_activations``: the
+    linear layers' saved inputs in FP8 (``strategies.fp8_gemm_inputs``)."""
+    strategy = _representative(sp, recompute, dtype, schedule, cp, experts, fp8_activations).strategy()
     in_flight, layers_held = strategy.layers_held()
     inventory = activations.layer_inventory(strategy, _inventories(structure)[1])
     return Add(*(in_flight * layers_held * term.bytes for term in inventory))
@@ -196,13 +198,15 @@ class Group:
     capacity: bool = False  #: a capacity factor other than 1 (C_f)
     modules: tuple = ()  #: Megatron-Core's recompute_modules under selective recompute (empty: core_attn)
     fused_swiglu: bool = False  #: the experts' SwiGLU as one fused kernel
+    fp8_activations: bool = False  #: the linear layers' saved inputs in FP8
 
     @classmethod
     def of(cls, model: ModelConfig, layout: Layout) -> "Group":
         from ..bill.derive import structure
         return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
                    layout.dtype, structure(model), layout.cp > 1, layout.ep > 1, layout.etp not in (0, layout.tp),
-                   layout.moe_capacity != 1, tuple(layout.recompute_modules), layout.fused_swiglu)
+                   layout.moe_capacity != 1, tuple(layout.recompute_modules), layout.fused_swiglu,
+                   layout.fp8_activations)
 
     def expressions(self) -> dict[str, Expr]:
         """The bill's ledgers as expressions in the papers' letters (Psi: the count the states use)."""
@@ -211,7 +215,8 @@ class Group:
                                                   self.ep, self.etp),
                 "activation_bytes": activations_expr(self.structure, self.sp, self.recompute, self.dtype,
                                                      self.schedule, self.cp,
-                                                     (self.ep, self.etp, self.capacity, self.modules, self.fused_swiglu)),
+                                                     (self.ep, self.etp, self.capacity, self.modules, self.fused_swiglu),
+                                                     self.fp8_activations),
                 "flops_per_micro_batch": flops_expr(self.structure, self.recompute, self.modules),
                 "model_flops_per_micro_batch": model_flops_expr(self.structure)}
 
@@ -327,6 +332,7 @@ class Plan:
     order: np.ndarray                    #: indices of the fitting layouts, best first
     rules: list[str] = field(default_factory=list)
     moe_capacity: Fraction = Fraction(1)  #: the layouts' capacity factor (Layout.moe_capacity), fixed
+    fp8_activations: bool = False  #: the layouts keep their linear layers' saved inputs in FP8
 
     @property
     def usable(self) -> int:
@@ -337,8 +343,8 @@ class Plan:
         return len(self.table["tp"])
 
     def layout_at(self, i: int) -> Layout:
-        return _layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
-                            self.moe_capacity)
+        return replace(_layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
+                                    self.moe_capacity), fp8_activations=self.fp8_activations)
 
     def planned(self, i: int) -> Planned:
         """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
@@ -515,13 +521,14 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
 def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global_batch: int = 0,
          margin: int = 0, params_hand: int | None = None, optimizer: str = "bf16-adam", dtype: str = "bf16",
          hardware: Hardware = A100, max_micro_batch: int = 16, gpus_per_node: int = 8,
-         fixed: Mapping[str, object] | None = None, moe_capacity=1) -> Plan:
+         fixed: Mapping[str, object] | None = None, moe_capacity=1, fp8_activations: bool = False) -> Plan:
     """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
 
     Keeps those whose states + activations ≤ ``gpu_memory − margin`` and ranks
     them by estimated time per sequence (= step time when the global batch is
     fixed), then by headroom. Raises :class:`ConfigError` when no layout is
-    valid at all (as opposed to none fitting).
+    valid at all (as opposed to none fitting). ``fp8_activations``: every
+    layout keeps its linear layers' saved inputs in FP8.
     """
     from ..bill.derive import structure
 
@@ -570,7 +577,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
                       SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
-                      bool(expert[i0]), bool(expert_tensor[i0]), Fraction(moe_capacity) != 1)
+                      bool(expert[i0]), bool(expert_tensor[i0]), Fraction(moe_capacity) != 1,
+                      fp8_activations=fp8_activations)
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         result = sweep(group, vals, micro_batches_total[idx], params_hand)
         for name, arr in result.items():
@@ -580,7 +588,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     fits = out["total_bytes"] <= usable
     near = np.flatnonzero(np.abs(out["total_bytes"] - usable) <= 1e-9 * usable)
     for i in near:
-        layout = _layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity)
+        layout = replace(_layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity),
+                         fp8_activations=fp8_activations)
         fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
     gpus_total = table["tp"] * table["pp"] * table["dp"] * table["cp"]
     bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
@@ -601,7 +610,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                                 expert_ranks[fit_idx], table["cp"][fit_idx],
                                 _significant(table["seconds_per_sequence"][fit_idx])))]
     return Plan(model, gpus, gpu_memory, margin, hardware, seq, global_batch, params_hand, optimizer, dtype,
-                table, order, rules, Fraction(moe_capacity))
+                table, order, rules, Fraction(moe_capacity), fp8_activations)
 
 
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
