@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from sympy import Expr, Integer, sstr
 
-from ..core.dims import E_s, L, Psi, c, e, e_t, f, t
+from ..core.dims import E_s, L, L_1, Psi, c, e, e_t, f, p, t
 from ..core.tensors import Group
 from ..layout.experts import MEGATRON, routed_expert
 from ..layout.layout import Layout
@@ -115,7 +115,8 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     condition = (f"{recipe.condition}; ZeRO-{layout.zero}"
                  + ((" over d·c" if layout.zero else "") + "; weights replicated on the c context-parallel ranks"
                     if cp else "")
-                 + "; even split over t·p (first order)"
+                 + ("; the first stage's L_1 of L layers: Psi·L_1/L per stage, t ways (first order)"
+                    if layout.uneven_stages else "; even split over t·p (first order)")
                  + ("; Psi = hand-filled N" if params_hand is not None else "; Psi = config count"))
     if model.experts:
         condition += (f"; routed experts split e·e_t·p ways" + (", ZeRO over edp = t·d·c/(e·e_t)" if layout.zero else "")
@@ -153,7 +154,8 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
                 "params_eq2": sstr(params.count(param_inv, params.eq2_scopes())),
                 "model_flops": sstr(flops.model_training(mm_inv) * micro_batches),
                 "params_per_gpu": sstr(params.per_gpu(param_inv, layout.pp > 1, expert_parallel=expert_ways(layout)[0],
-                                                      expert_tensor_parallel=expert_ways(layout)[1]))}
+                                                      expert_tensor_parallel=expert_ways(layout)[1],
+                                                      pipeline_parallel=stage_ways(layout)))}
     active = active_parameters(model)
     if active is not None:
         formulas["params_active"] = sstr(params.count(active))
@@ -172,10 +174,20 @@ def model_state_blocks(model: ModelConfig, layout: Layout, param_inv, recipe, ze
     zero = layout.zero if zero is None else zero
     context = c if layout.cp > 1 else Integer(1)
     if not model.experts:
-        return states.blocks(recipe, zero, params, context_parallel=context)
+        return states.blocks(recipe, zero, params, context_parallel=context, pipeline_parallel=stage_ways(layout))
     ep_ways, etp_ways = expert_ways(layout)
     return states.expert_blocks(recipe, zero, routed_expert_parameters(param_inv), params, context_parallel=context,
-                                expert_parallel=ep_ways, expert_tensor_parallel=etp_ways)
+                                expert_parallel=ep_ways, expert_tensor_parallel=etp_ways,
+                                pipeline_parallel=stage_ways(layout))
+
+
+def stage_ways(layout: Layout) -> Expr:
+    """What the stage accounted divides the layers' parameters by: p when the
+    stages are even; L/L_1 with uneven stages (Megatron-Core's first/last-stage
+    layer counts), so that a layer term's L becomes the first stage's L_1
+    (first order, as the even split: the embedding's placement not counted
+    apart in the model states)."""
+    return L / L_1 if layout.uneven_stages else p
 
 
 def expert_ways(layout: Layout) -> tuple:

@@ -104,7 +104,8 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             "expert_capacity": Fraction(layout.moe_capacity) != 1,
             "recompute_modules": list(layout.recompute_modules), "fused_swiglu": layout.fused_swiglu,
             "micro_batches": layout.iteration_micro_batches() * layout.dp,
-            **({"fp8_activations": True} if layout.fp8_activations else {})}
+            **({"fp8_activations": True} if layout.fp8_activations else {}),
+            **({"uneven_stages": True} if layout.uneven_stages else {})}
 
 
 def whole(value: Fraction) -> int | Fraction:

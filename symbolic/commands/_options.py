@@ -115,6 +115,11 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
                             "(core_attn, moe_act; default core_attn)")
     group.add_argument("--fused-swiglu", action="store_true",
                        help="the experts' SwiGLU as one fused kernel (keeps only its input)")
+    group.add_argument("--first-stage-layers", type=_positive, default=0, metavar="N",
+                       help="layers on the first pipeline stage (Megatron-Core's --decoder-first-pipeline-num-layers; "
+                            "the others split the rest evenly)")
+    group.add_argument("--last-stage-layers", type=_positive, default=0, metavar="N",
+                       help="layers on the last pipeline stage (Megatron-Core's --decoder-last-pipeline-num-layers)")
     group.add_argument("--fp8-activations", action="store_true",
                        help="the linear layers' saved inputs kept in FP8 for backward (Transformer Engine; "
                             "DeepSeek-V3 §3.3.3)")
@@ -139,7 +144,9 @@ def layout_from_args(args) -> Layout:
                   recompute_modules=tuple(name.strip() for name in getattr(args, "recompute_modules", "").split(",")
                                           if name.strip()),
                   fused_swiglu=getattr(args, "fused_swiglu", False),
-                  fp8_activations=getattr(args, "fp8_activations", False))
+                  fp8_activations=getattr(args, "fp8_activations", False),
+                  first_stage_layers=getattr(args, "first_stage_layers", 0),
+                  last_stage_layers=getattr(args, "last_stage_layers", 0))
 
 
 def parse_ratio(text: str, field: str) -> Fraction:

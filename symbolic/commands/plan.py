@@ -78,6 +78,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B)")
     parser.add_argument("--optimizer", default="bf16-adam", help="model-state recipe (bf16-adam, fp32-adam, ...)")
     parser.add_argument("--dtype", default="bf16", help="activation dtype (bf16, fp16, fp32, fp8)")
+    parser.add_argument("--first-stage-layers", type=_options._positive, default=0, metavar="N",
+                        help="uneven pipeline stages for every layout: layers on the first stage "
+                             "(Megatron-Core's --decoder-first-pipeline-num-layers)")
+    parser.add_argument("--last-stage-layers", type=_options._positive, default=0, metavar="N",
+                        help="layers on the last stage (Megatron-Core's --decoder-last-pipeline-num-layers)")
     parser.add_argument("--fp8-activations", action="store_true",
                         help="every layout keeps its linear layers' saved inputs in FP8 (Transformer Engine; "
                              "DeepSeek-V3 §3.3.3)")
@@ -128,7 +133,8 @@ def run(args) -> int:
                   max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
                   fixed={name: getattr(args, name) for name in FIXABLE},
                   moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"),
-                  fp8_activations=args.fp8_activations)
+                  fp8_activations=args.fp8_activations, first_stage_layers=args.first_stage_layers,
+                  last_stage_layers=args.last_stage_layers)
     elapsed = time.perf_counter() - start
     shown = result.ranked(args.top)
     closest = None if shown else result.closest()

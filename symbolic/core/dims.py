@@ -33,6 +33,7 @@ e     expert-parallel size (Megatron-Core's EP)                    this code
 e_t   expert tensor-parallel size (Megatron-Core's ETP; default t)  this code
 C_f   expert capacity/imbalance factor (1 = balanced; rational)    this code
 c     context-parallel size (sequence split over c ranks)          Liu et al. 2023; Megatron-LM CP
+L_1   transformer layers on the first pipeline stage (uneven)     Megatron-Core (first/last stage)
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -99,6 +100,11 @@ DIMENSIONS: dict[str, Dimension] = {
 DIMENSIONS["C_f"] = Dimension(Symbol("C_f", positive=True, rational=True), "C_{f}",
                               "expert capacity factor: busiest expert's tokens over the balanced share")
 
+#: Uneven pipeline stages (Megatron-Core's ``num_layers_in_first_pipeline_stage`` /
+#: ``num_layers_in_last_pipeline_stage``): the transformer layers of the first stage, the one the
+#: bill accounts. L/p when the stages are even; a letter of its own when they are not.
+DIMENSIONS["L_1"] = _dim("L_1", "transformer layers on the first pipeline stage (uneven stages; even: L/p)", "L_{1}")
+
 SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items()}
 
 s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
@@ -110,5 +116,7 @@ g, E, k, E_s, f_e, T_e, e = (SYMBOLS[n] for n in ("g", "E", "k", "E_s", "f_e", "
 c = SYMBOLS["c"]
 
 e_t, C_f = SYMBOLS["e_t"], SYMBOLS["C_f"]
+
+L_1 = SYMBOLS["L_1"]
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

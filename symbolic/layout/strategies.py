@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from sympy import Expr, Integer, sympify
 
-from ..core.dims import C_f, L, T_e, c, e, e_t, f_e, p, s, t, v
+from ..core.dims import C_f, L, L_1, T_e, c, e, e_t, f_e, p, s, t, v
 from ..core.tensors import DTYPE_BYTES, Axis, Group, Inventory, SavedTensor
 from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, RECOMPUTE_MODULES
 
@@ -236,6 +236,8 @@ class Strategy:
     ignored under the other policies (the layout refuses them there).
     fused_swiglu: the experts' SwiGLU as one fused kernel (:func:`fused_expert_activation`).
     fp8_gemm_inputs: the linear layers' saved inputs in FP8 (:func:`fp8_gemm_inputs`).
+    uneven_stages: the first pipeline stage holds L_1 layers (Megatron-Core's
+    first/last-stage layer counts) instead of L/p.
     """
 
     tensor_parallel: bool = False
@@ -252,6 +254,7 @@ class Strategy:
     recompute_modules: tuple = ()
     fused_swiglu: bool = False
     fp8_gemm_inputs: bool = False
+    uneven_stages: bool = False
 
     def __post_init__(self) -> None:
         unknown = set(self.recompute_modules) - set(RECOMPUTE_MODULES)
@@ -263,6 +266,8 @@ class Strategy:
             raise ValueError("sequence parallelism runs on the tensor-parallel group: enable tensor parallelism too")
         if self.interleaved and not self.pipeline:
             raise ValueError("the interleaved schedule is a pipeline schedule: enable the pipeline too")
+        if self.uneven_stages and not self.pipeline:
+            raise ValueError("uneven stages are pipeline stages: enable the pipeline too")
         if self.interleaved and self.in_flight is not None:
             raise ValueError("the interleaved schedule fixes the in-flight count; do not also give in_flight")
         if self.dtype not in FLOAT_ACTIVATION_DTYPES:
@@ -321,12 +326,16 @@ class Strategy:
         1F1B: ``m`` micro-batches (p by default) of L/p layers — Korthikanti
         §4.2.3's "p micro-batches in flight" make it L layers' worth (Eq 5).
         Interleaved: :func:`interleave_in_flight` chunks of L/(p v) layers.
+        Uneven stages: the first stage's L_1 layers replace L/p (its chunks
+        hold L_1/v each); the in-flight count is the schedule's, whatever the
+        layers (Megatron-Core's schedules do not depend on them).
         """
         if not self.pipeline:
             return Integer(1), L
+        stage = L_1 if self.uneven_stages else L / p
         if self.interleaved:
-            return interleave_in_flight(p, v), L / (p * v)
-        return (p if self.in_flight is None else self.in_flight), L / p
+            return interleave_in_flight(p, v), stage / v
+        return (p if self.in_flight is None else self.in_flight), stage
 
     def describe(self) -> str:
         parts = []
@@ -348,6 +357,7 @@ class Strategy:
         if self.fp8_gemm_inputs:
             parts.append("linear layers' saved inputs in FP8")
         if self.pipeline:
-            parts.append("first pipeline stage" + (", interleaved" if self.interleaved else ", 1F1B"))
+            parts.append("first pipeline stage" + (" (L_1 layers, uneven stages)" if self.uneven_stages else "")
+                         + (", interleaved" if self.interleaved else ", 1F1B"))
         return ", ".join(parts)
 

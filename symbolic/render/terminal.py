@@ -228,7 +228,8 @@ def renderables(bill: Bill) -> list:
     header = Text.assemble((f"{model.name}", "bold"), f": {model.source}\n",
                            "  " + " ".join(f"{k}={v[k]}" for k in ("L", "h", "a", "V", "s", "f", "g", "E", "k", "E_s", "f_e") if k in v)
                            + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v)
-                           + (f" c={v['c']}" if v.get("c", 1) > 1 else "") + "\n",
+                           + (f" c={v['c']}" if v.get("c", 1) > 1 else "")
+                           + (f" L_1={v['L_1']}" if "L_1" in v else "") + "\n",
                            f"  layer inventory: {model.arch}; activations: {bill.strategy}")
     out: list = [header]
     panel = approximations_panel(bill)

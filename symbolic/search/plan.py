@@ -49,9 +49,9 @@ from typing import Mapping
 import numpy as np
 from sympy import Add, Expr, Rational
 
-from ..core.dims import C_f, E, E_s, L, Psi, V, a, b, c, d, e, e_t, f, f_e, g, h, k, p, s, t, v
+from ..core.dims import C_f, E, E_s, L, L_1, Psi, V, a, b, c, d, e, e_t, f, f_e, g, h, k, p, s, t, v
 from ..core.numeric import exact, vectorize
-from ..layout.layout import Layout
+from ..layout.layout import Layout, stage_layers
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from ..ledgers import activations, flops, params, states
 from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig, positive_int
@@ -60,7 +60,7 @@ from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig, posi
 #: the GPT letters, then the LLaMA/MoE ones (key/value heads, experts, top-k, shared, expert width),
 #: then the context-parallel size, then the expert-parallel, expert tensor-parallel sizes and the
 #: capacity factor (symbolic.layout.experts).
-ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c, e, e_t, C_f)
+ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c, e, e_t, C_f, L_1)
 #: The model's letters a plan holds fixed while it sweeps the layout's.
 MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e")
 #: Pipeline schedules as the bill accounts them: no pipeline (pp = 1), the
@@ -110,17 +110,19 @@ def params_expr(structure: tuple) -> Expr:
 
 @lru_cache(maxsize=None)
 def states_expr(optimizer: str, zero: int, cp: bool = False, structure: tuple | None = None,
-                ep: bool = False, etp: bool = False) -> Expr:
+                ep: bool = False, etp: bool = False, uneven: bool = False) -> Expr:
     """Model-state bytes per GPU in Psi, t, p, d (and c under context parallelism: ZeRO over d·c),
     the bill's ``model_states`` lines, summed. A mixture of experts (``structure``'s arch ``moe``):
     the routed experts on the expert grid (e, e_t: the symbols when ``ep``/``etp``, else 1 and t),
-    as the bill (``states.expert_blocks``)."""
+    as the bill (``states.expert_blocks``). ``uneven``: the first stage's L_1 of L layers (the
+    bill's ``stage_ways``), not L/p."""
     recipe, context = states.RECIPES[optimizer], c if cp else 1
+    stage = L / L_1 if uneven else p
     if structure is None or structure[0] != "moe":
-        return Add(*states.blocks(recipe, zero, context_parallel=context).values())
+        return Add(*states.blocks(recipe, zero, context_parallel=context, pipeline_parallel=stage).values())
     from ..bill.derive import routed_expert_parameters
     experts = routed_expert_parameters(_inventories(structure)[0])
-    return Add(*states.expert_blocks(recipe, zero, experts, context_parallel=context,
+    return Add(*states.expert_blocks(recipe, zero, experts, context_parallel=context, pipeline_parallel=stage,
                                      expert_parallel=e if ep else 1, expert_tensor_parallel=e_t if etp else t).values())
 
 
@@ -129,24 +131,26 @@ def schedule_of(layout: Layout) -> str:
 
 
 def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool = False,
-                    experts: tuple = (False, False, False, (), False), fp8_activations: bool = False) -> Layout:
+                    experts: tuple = (False, False, False, (), False), fp8_activations: bool = False,
+                    uneven: bool = False) -> Layout:
     """A layout with this schedule, so that :meth:`Layout.strategy` maps it as the bill does.
     ``experts``: (ep > 1, etp ≠ tp, capacity factor ≠ 1, recompute modules, fused expert SwiGLU)."""
     ep, etp, capacity, modules, fused = experts
     return Layout(sp=sp, recompute=recompute, dtype=dtype, pp=1 if schedule == "none" else 2,
                   interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1,
                   ep=2 if ep else 1, etp=2 if etp else 0, moe_capacity=2 if capacity else 1,
-                  recompute_modules=modules, fused_swiglu=fused, fp8_activations=fp8_activations)
+                  recompute_modules=modules, fused_swiglu=fused, fp8_activations=fp8_activations,
+                  first_stage_layers=1 if uneven else 0)
 
 
 @lru_cache(maxsize=None)
 def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str,
                      cp: bool = False, experts: tuple = (False, False, False, (), False),
-                     fp8_activations: bool = False) -> Expr:
+                     fp8_activations: bool = False, uneven: bool = False) -> Expr:
     """Activation bytes per GPU on the stage accounted (the bill's ``activations`` lines, summed):
     chunks in flight × layers per chunk × each saved tensor's bytes. ``fp8_activations``: the
     linear layers' saved inputs in FP8 (``strategies.fp8_gemm_inputs``)."""
-    strategy = _representative(sp, recompute, dtype, schedule, cp, experts, fp8_activations).strategy()
+    strategy = _representative(sp, recompute, dtype, schedule, cp, experts, fp8_activations, uneven).strategy()
     in_flight, layers_held = strategy.layers_held()
     inventory = activations.layer_inventory(strategy, _inventories(structure)[1])
     return Add(*(in_flight * layers_held * term.bytes for term in inventory))
@@ -199,6 +203,7 @@ class Group:
     modules: tuple = ()  #: Megatron-Core's recompute_modules under selective recompute (empty: core_attn)
     fused_swiglu: bool = False  #: the experts' SwiGLU as one fused kernel
     fp8_activations: bool = False  #: the linear layers' saved inputs in FP8
+    uneven: bool = False  #: uneven pipeline stages: the first holds L_1 layers
 
     @classmethod
     def of(cls, model: ModelConfig, layout: Layout) -> "Group":
@@ -206,17 +211,17 @@ class Group:
         return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
                    layout.dtype, structure(model), layout.cp > 1, layout.ep > 1, layout.etp not in (0, layout.tp),
                    layout.moe_capacity != 1, tuple(layout.recompute_modules), layout.fused_swiglu,
-                   layout.fp8_activations)
+                   layout.fp8_activations, layout.uneven_stages)
 
     def expressions(self) -> dict[str, Expr]:
         """The bill's ledgers as expressions in the papers' letters (Psi: the count the states use)."""
         return {"params": params_expr(self.structure),
                 "model_states_bytes": states_expr(self.optimizer, self.zero, self.cp, self.structure,
-                                                  self.ep, self.etp),
+                                                  self.ep, self.etp, self.uneven),
                 "activation_bytes": activations_expr(self.structure, self.sp, self.recompute, self.dtype,
                                                      self.schedule, self.cp,
                                                      (self.ep, self.etp, self.capacity, self.modules, self.fused_swiglu),
-                                                     self.fp8_activations),
+                                                     self.fp8_activations, self.uneven),
                 "flops_per_micro_batch": flops_expr(self.structure, self.recompute, self.modules),
                 "model_flops_per_micro_batch": model_flops_expr(self.structure)}
 
@@ -300,6 +305,10 @@ class Planned:
                "zero": lay.zero, "recompute": lay.recompute, "sp": lay.sp, "interleave": lay.interleave,
                "seq": lay.seq, "global_batch": lay.global_batch, "optimizer": lay.optimizer,
                "dtype": lay.dtype, "micro_batches_per_pipeline": self.micro_batches_per_pipeline}
+        if lay.uneven_stages:
+            out.update(first_stage_layers=lay.first_stage_layers, last_stage_layers=lay.last_stage_layers)
+        if lay.fp8_activations:
+            out["fp8_activations"] = True
         out.update({k: _jsonable(val) for k, val in self.totals.items()})
         out.update(headroom_bytes=_jsonable(self.headroom_bytes), fits=self.fits,
                    step_seconds=self.step_seconds, bubble=self.bubble,
@@ -333,6 +342,8 @@ class Plan:
     rules: list[str] = field(default_factory=list)
     moe_capacity: Fraction = Fraction(1)  #: the layouts' capacity factor (Layout.moe_capacity), fixed
     fp8_activations: bool = False  #: the layouts keep their linear layers' saved inputs in FP8
+    first_stage_layers: int = 0  #: uneven stages, every layout (0: even)
+    last_stage_layers: int = 0
 
     @property
     def usable(self) -> int:
@@ -344,7 +355,8 @@ class Plan:
 
     def layout_at(self, i: int) -> Layout:
         return replace(_layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
-                                    self.moe_capacity), fp8_activations=self.fp8_activations)
+                                    self.moe_capacity), fp8_activations=self.fp8_activations,
+                       first_stage_layers=self.first_stage_layers, last_stage_layers=self.last_stage_layers)
 
     def planned(self, i: int) -> Planned:
         """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
@@ -439,12 +451,16 @@ def _expert_grids(model: ModelConfig, folded: int, tp: int, gpus_per_node: int, 
 def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_batch: int = 0,
                       max_micro_batch: int = 16, gpus_per_node: int = 8,
                       fixed: Mapping[str, object] | None = None,
-                      moe_capacity=1) -> tuple[dict[str, np.ndarray], list[str]]:
+                      moe_capacity=1, first_stage_layers: int = 0,
+                      last_stage_layers: int = 0) -> tuple[dict[str, np.ndarray], list[str]]:
     """Every valid layout of ``model`` on ``gpus`` GPUs, as columns of numpy arrays.
 
     Micro-batch sizes: with ``global_batch``, every b with b·d dividing it;
     without, the powers of two up to ``max_micro_batch`` (one micro-batch per
     data-parallel rank per iteration, as the bill's default).
+    ``first_stage_layers`` / ``last_stage_layers``: uneven stages for every
+    layout (:func:`symbolic.layout.layout.stage_layers`): only the p (and v)
+    they make valid are kept; column ``L_1`` holds the first stage's layers.
     Returns the columns and the rules applied, in words.
     """
     positive_int("gpus", gpus)
@@ -463,6 +479,11 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
              "SP only with t > 1, s divisible by t·c", "ZeRO only with d > 1; ZeRO-2/3 only with p = 1 "
              "(DeepSpeed's pipeline engine supports ZeRO-1)",
              "interleaving (v > 1) only with p > 1 and micro-batches per pipeline a multiple of p (Megatron-LM)"]
+    uneven = bool(first_stage_layers or last_stage_layers)
+    if uneven:
+        rules[3] = (f"uneven stages (first {first_stage_layers or 'even'}, last {last_stage_layers or 'even'} "
+                    f"layers): the layers left divide over the other stages, v divides every stage's count "
+                    f"(Megatron-Core get_num_layers_to_build); p > 1")
     if model.experts:
         rules.append(f"ep divides the routed experts ({model.experts}); ep·etp divides t·d·c (Megatron-Core's "
                      f"expert grid); etp divides the expert FFN width and is ≤ {gpus_per_node}; etp ≠ t only under SP")
@@ -479,8 +500,17 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
             continue
         for pp in divisors(gpus // (cp * tp)):
             dp = gpus // (cp * tp * pp)
-            if layers % pp or fixed.get("pp", pp) != pp or fixed.get("dp", dp) != dp:
+            if fixed.get("pp", pp) != pp or fixed.get("dp", dp) != dp:
                 continue
+            if uneven:
+                try:
+                    stages = stage_layers(layers, pp, 1, first_stage_layers, last_stage_layers)
+                except ConfigError:
+                    continue
+            elif layers % pp:
+                continue
+            else:
+                stages = (layers // pp,) * pp
             if global_batch:
                 if global_batch % dp:
                     continue
@@ -488,7 +518,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
             else:
                 micro = [1 << k for k in range(max_micro_batch.bit_length()) if 1 << k <= max_micro_batch]
             micro = [mb for mb in micro if fixed.get("micro_batch", mb) == mb]
-            chunks = [1] + ([vv for vv in divisors(layers // pp) if vv > 1] if pp > 1 else [])
+            chunks = [1] + ([vv for vv in divisors(math.gcd(*stages)) if vv > 1] if pp > 1 else [])
             zeros = [0] if dp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
             sps = [False, True] if tp > 1 and s_ % (tp * cp) == 0 else [False]
             expert_grids = _expert_grids(model, tp * dp * cp, tp, gpus_per_node, fixed)
@@ -511,9 +541,9 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                             for rc in range(3):
                                 if fixed.get("recompute", RECOMPUTE_ORDER[rc]) != RECOMPUTE_ORDER[rc]:
                                     continue
-                                rows.append((tp, pp, dp, mb, vv, zero, sp, rc, m, cp, ep, etp or tp))
+                                rows.append((tp, pp, dp, mb, vv, zero, sp, rc, m, cp, ep, etp or tp, stages[0]))
     names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp",
-             "ep", "etp")
+             "ep", "etp", "L_1")
     array = np.array(rows, dtype=np.int64).reshape(-1, len(names))
     return {name: array[:, k] for k, name in enumerate(names)}, rules
 
@@ -521,14 +551,16 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
 def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global_batch: int = 0,
          margin: int = 0, params_hand: int | None = None, optimizer: str = "bf16-adam", dtype: str = "bf16",
          hardware: Hardware = A100, max_micro_batch: int = 16, gpus_per_node: int = 8,
-         fixed: Mapping[str, object] | None = None, moe_capacity=1, fp8_activations: bool = False) -> Plan:
+         fixed: Mapping[str, object] | None = None, moe_capacity=1, fp8_activations: bool = False,
+         first_stage_layers: int = 0, last_stage_layers: int = 0) -> Plan:
     """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
 
     Keeps those whose states + activations ≤ ``gpu_memory − margin`` and ranks
     them by estimated time per sequence (= step time when the global batch is
     fixed), then by headroom. Raises :class:`ConfigError` when no layout is
     valid at all (as opposed to none fitting). ``fp8_activations``: every
-    layout keeps its linear layers' saved inputs in FP8.
+    layout keeps its linear layers' saved inputs in FP8. ``first_stage_layers``,
+    ``last_stage_layers``: uneven pipeline stages for every layout (Megatron-Core's).
     """
     from ..bill.derive import structure
 
@@ -548,7 +580,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     seq = positive_int("seq", seq) if seq else model.seq
     table, rules = enumerate_layouts(model, gpus, seq=seq, global_batch=global_batch,
                                      max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node, fixed=fixed,
-                                     moe_capacity=moe_capacity)
+                                     moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
+                                     last_stage_layers=last_stage_layers)
     n = len(table["tp"])
     if n == 0:
         raise ConfigError(f"no valid layout of {model.name} on {gpus} GPUs"
@@ -560,7 +593,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     values = Layout(seq=seq).values(model)
     scalars = {k: values[k] for k in MODEL_LETTERS if k in values}
     cols = {"t": table["tp"], "p": table["pp"], "d": table["dp"], "b": table["micro_batch"],
-            "v": table["interleave"], "c": table["cp"], "e": table["ep"], "e_t": table["etp"]}
+            "v": table["interleave"], "c": table["cp"], "e": table["ep"], "e_t": table["etp"], "L_1": table["L_1"]}
     scalars["C_f"] = float(Fraction(moe_capacity))
     micro_batches_total = table["micro_batches"] * table["dp"]
     out = {k: np.empty(n) for k in ("params", "model_states_bytes", "activation_bytes", "total_bytes",
@@ -578,7 +611,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
                       SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
                       bool(expert[i0]), bool(expert_tensor[i0]), Fraction(moe_capacity) != 1,
-                      fp8_activations=fp8_activations)
+                      fp8_activations=fp8_activations,
+                      uneven=bool(first_stage_layers or last_stage_layers))
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         result = sweep(group, vals, micro_batches_total[idx], params_hand)
         for name, arr in result.items():
@@ -589,7 +623,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     near = np.flatnonzero(np.abs(out["total_bytes"] - usable) <= 1e-9 * usable)
     for i in near:
         layout = replace(_layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity),
-                         fp8_activations=fp8_activations)
+                         fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
+                         last_stage_layers=last_stage_layers)
         fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
     gpus_total = table["tp"] * table["pp"] * table["dp"] * table["cp"]
     bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
@@ -610,7 +645,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                                 expert_ranks[fit_idx], table["cp"][fit_idx],
                                 _significant(table["seconds_per_sequence"][fit_idx])))]
     return Plan(model, gpus, gpu_memory, margin, hardware, seq, global_batch, params_hand, optimizer, dtype,
-                table, order, rules, Fraction(moe_capacity), fp8_activations)
+                table, order, rules, Fraction(moe_capacity), fp8_activations, first_stage_layers, last_stage_layers)
 
 
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:

@@ -54,9 +54,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
-from sympy import Add, Expr, Integer, Max, Symbol, expand, sympify
+from sympy import Add, Expr, Integer, Max, Symbol, ceiling, expand, sympify
 
-from ..core.dims import L, V, a, b, h, p, s, v
+from ..core.dims import L, L_1, V, a, b, h, p, s, v
 from ..core.dims import k as top_k  # experts per token; `k` below is the chunks in flight
 from ..core.numeric import exact_int
 from ..core.tensors import Axis, Group, Inventory, SavedTensor
@@ -448,15 +448,19 @@ def in_flight(layout: Layout) -> tuple[Expr, Expr, list[str]]:
     notes = []
     if layout.pp == 1:
         return Integer(1), L, notes
+    # Uneven stages (Megatron-Core's first/last-stage layer counts): the first stage holds L_1 layers.
+    stage = L_1 if layout.uneven_stages else L / p
+    if layout.uneven_stages:
+        notes.append("uneven stages: the first stage holds L_1 layers")
     if layout.interleave > 1:
         notes.append("interleaved schedule: in-flight chunks assume m >= p micro-batches per iteration")
-        return interleave_in_flight(p, v), L / (p * v), notes
+        return interleave_in_flight(p, v), stage / v, notes
     m_iter = layout.iteration_micro_batches()
     if m_iter >= layout.pp:
         notes.append(f"1F1B first stage: min(m, p) = p micro-batches in flight (m = {m_iter})")
-        return p, L / p, notes
+        return p, stage, notes
     notes.append(f"1F1B first stage: min(m, p) = m = {m_iter} micro-batches in flight (fewer than p = {layout.pp})")
-    return Integer(m_iter), L / p, notes
+    return Integer(m_iter), stage, notes
 
 
 def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions = MemoryOptions()) -> Timeline:
@@ -529,7 +533,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
         # a dense model: one item per block; a mixture of experts: its dense part and its routed experts
         one = states.Recipe(recipe.name, (block,), recipe.source, recipe.condition)
         for name, size in model_state_blocks(model, layout, param_inv, one, params=psi).items():
-            constant.append(Item("constant", f"constant/{name}", ((name, size),)))
+            constant.append(Item("constant", f"constant/{name}", ((name, _whole_bytes(size, layout)),)))
     comm = [Item("communication", name, ((name, Integer(size)),)) for name, size in options.comm.items(layout)]
     fixed = tuple(constant + comm)
 
@@ -582,8 +586,8 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
         shard = layout.zero >= 1
         # 4 B per parameter of the optimizer's shard: the dense part's and the experts' (expert grid)
         step_temp = states.Recipe("temp", (states.Block("fp32 temporary", 4, "optimizer"),), "", "")
-        temp = Add(*model_state_blocks(model, layout, param_inv, step_temp, zero=1 if shard else 0,
-                                       params=psi).values())
+        temp = _whole_bytes(Add(*model_state_blocks(model, layout, param_inv, step_temp, zero=1 if shard else 0,
+                                                    params=psi).values()), layout)
         families.append(PhaseFamily("optimizer step", fixed + (Item(
             "transients", "transients/optimizer-step temporaries (one fp32 per parameter shard)",
             (("optimizer/foreach temporary", temp),), Integer(1), "opt"),)))
@@ -594,6 +598,14 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
         notes.append("optimisations: " + ", ".join(options.applied))
     notes.extend(model.approximations)
     return Timeline(model, layout, options, families, n, k, strategy, notes)
+
+
+def _whole_bytes(size: Expr, layout: Layout) -> Expr:
+    """A model-state block as whole bytes. With uneven pipeline stages the bill's
+    first-order share Psi·L_1/L of the parameters is not whole in general (61
+    layers: a 61st of the count), and every instant of the timeline is counted in
+    bytes: rounded up, less than 1 B per block. Even stages: unchanged."""
+    return ceiling(size) if layout.uneven_stages else size
 
 
 def peak(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions = MemoryOptions()):
