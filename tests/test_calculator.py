@@ -40,9 +40,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 def test_every_formula_is_its_engine_expression_as_num_over_den():
     items = html.formulas()
-    # GPT: 4 + 2 params, 16 states, 72 activations, 6 FLOPs/tokens; LLaMA: 2 + 1 params, 72
-    # activations, 5 FLOPs; MoE: as LLaMA + 2 N_active
-    assert len(items) == 100 + 80 + 82
+    # GPT: 4 + 2 params, 4 ZeRO stages × every recipe of states, 72 activations, 6 FLOPs/tokens; LLaMA:
+    # 2 + 1 params, 72 activations, 5 FLOPs; MoE: as LLaMA + 2 N_active
+    from symbolic.ledgers.states import RECIPES
+    assert len(items) == (84 + 4 * len(RECIPES)) + 80 + 82
     for item in items:
         num, den = item.parts()
         assert expand(num / den - item.expr) == 0, item.key

@@ -129,3 +129,8 @@ def test_cli_fp8_activations_and_plan_agree_with_the_bill(capsys):
     for item in random.Random(3).sample(listed, 5) + listed[:2]:
         assert item.layout.fp8_activations
         assert item.totals["total_bytes"] == make_bill(model, item.layout).totals["total_bytes"]
+
+
+def test_derive_fp8_activations(capsys):
+    assert main(["derive", "activations", "--tp", "--fp8-activations"]) == 0
+    assert "8 + 20/t" in capsys.readouterr().out

@@ -142,3 +142,11 @@ def test_plan_and_solve_account_the_first_stage():
         assert item.totals["total_bytes"] == bill.totals["total_bytes"]
     limit = solve_limit(model, Layout(pp=4, first_stage_layers=5, last_stage_layers=9), "micro_batch", 141 * GB)
     assert limit.answer_fits() and limit.next_fits() is False
+
+
+def test_derive_prints_the_first_stage_in_l1(capsys):
+    assert main(["derive", "activations-total", "--tp", "--pipeline", "--uneven"]) == 0
+    out = capsys.readouterr().out
+    assert "L_1" in out and "L*" not in out  # p micro-batches in flight × L_1 layers: no L/p left
+    assert main(["derive", "activations-total", "--uneven"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

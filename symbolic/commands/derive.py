@@ -45,6 +45,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dtype", choices=FLOAT_ACTIVATION_DTYPES, default="bf16", help="activation dtype")
     parser.add_argument("--pipeline", action="store_true", help="first pipeline stage (1F1B: p in flight)")
     parser.add_argument("--interleave", action="store_true", help="interleaved schedule with v chunks (needs --pipeline)")
+    parser.add_argument("--uneven", action="store_true",
+                        help="uneven pipeline stages: the first holds L_1 layers (needs --pipeline; Megatron-Core's "
+                             "first/last-stage layer counts)")
     parser.add_argument("--optimizer", default="bf16-adam", choices=sorted(RECIPES), help="model-state recipe")
     parser.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0)
     # Tying and positions are passed only when given, so each arch keeps its defaults
@@ -76,9 +79,12 @@ def _quantity_options(name: str, args) -> dict:
             options["expert_tensor_parallel"] = True
         if args.fp8_activations:
             options["fp8_gemm_inputs"] = True
+        if args.uneven:
+            options["uneven_stages"] = True
         if name == "activations.interleave_factor":
             options.pop("pipeline")
             options.pop("interleaved")
+            options.pop("uneven_stages", None)
         return dict(options, arch=args.arch)
     if family == "params":
         given = {} if name == "params.kaplan" else {
