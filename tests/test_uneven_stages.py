@@ -74,6 +74,8 @@ def test_deepseek_v3_splits():
     # Megatron-Bridge's DeepSeek-V3 on PP4: 16/16/16/13 (61 layers, the last stage given).
     assert stage_layers(61, 4, last=13) == (16, 16, 16, 13)
     assert stage_layers(61, 16, first=3, last=2) == (3,) + (4,) * 14 + (2,)
+    # Seed 004 §08's PP = 16 cache (derivations/seed_004.toml, L_1 = 4): 15 stages of 4, the last of 1.
+    assert stage_layers(61, 16, last=1) == (4,) * 15 + (1,)
     # PP4 × VPP4: every stage's count must be a multiple of 4, and 61 is not: no split is valid.
     for first in range(1, 30):
         with pytest.raises(ConfigError, match="61 is not a multiple of 4"):
