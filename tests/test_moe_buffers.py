@@ -91,3 +91,14 @@ def test_timeline_counts_the_staging_only_under_expert_parallelism():
     staged = sum(exact(size, layout.values(model)) for _, size in T.expert_all_to_all_staging(model, layout))
     assert staged == 4 * 4096 * 2 * 4096 * 2
     assert with_ep >= staged
+
+
+def test_fp8_activations_put_the_dispatch_in_fp8_with_its_scales():
+    model = preset("mixtral-8x7b")
+    layout = Layout(seq=4096, ep=8, dp=8, zero=1, fp8_activations=True)
+    staged = dict(T.expert_all_to_all_staging(model, layout))
+    values = layout.values(model)
+    send = staged["communication/EP all-to-all staging, dispatch send (fp8 + fp32 scale per 1×128 tile)"]
+    assert exact(send, values) == 4096 * 2 * (4096 + 4 * 4096 // 128)
+    combine = staged["communication/EP all-to-all staging, combine send (bf16; backward reuses it)"]
+    assert exact(combine, values) == 4096 * 2 * 4096 * 2
