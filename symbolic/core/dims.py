@@ -36,6 +36,8 @@ c     context-parallel size (sequence split over c ranks)          Liu et al. 20
 B     global batch (sequences per iteration); B/(b d) micro-batches Narayanan §3
       per pipeline per iteration
 r     LoRA rank                                                    Hu et al. 2021
+L_1   transformer layers on the first pipeline stage (uneven)     Megatron-Core (first/last stage)
+L_p   transformer layers on the last pipeline stage (uneven)      Megatron-Core (first/last stage)
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -107,6 +109,12 @@ DIMENSIONS: dict[str, Dimension] = {
 DIMENSIONS["C_f"] = Dimension(Symbol("C_f", positive=True, rational=True), "C_{f}",
                               "expert capacity factor: busiest expert's tokens over the balanced share")
 
+#: Uneven pipeline stages (Megatron-Core's ``num_layers_in_first_pipeline_stage`` /
+#: ``num_layers_in_last_pipeline_stage``): the transformer layers of the first stage, the one the
+#: bill accounts. L/p when the stages are even; a letter of its own when they are not.
+DIMENSIONS["L_1"] = _dim("L_1", "transformer layers on the first pipeline stage (uneven stages; even: L/p)", "L_{1}")
+DIMENSIONS["L_p"] = _dim("L_p", "transformer layers on the last pipeline stage (uneven stages; even: L/p)", "L_{p}")
+
 SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items()}
 
 s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
@@ -120,5 +128,7 @@ r = SYMBOLS["r"]
 
 e_t, C_f = SYMBOLS["e_t"], SYMBOLS["C_f"]
 B = SYMBOLS["B"]
+
+L_1, L_p = SYMBOLS["L_1"], SYMBOLS["L_p"]
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}
