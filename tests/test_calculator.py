@@ -40,14 +40,17 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 def test_every_formula_is_its_engine_expression_as_num_over_den():
     items = html.formulas()
-    # GPT: 4 + 2 params, 24 states (6 per-parameter recipes × 4 ZeRO stages), 72 activations,
+    # GPT: 4 + 2 params, 4 ZeRO stages × every per-parameter recipe of states (html.recipes: not
+    # factored), 72 activations,
     # 6 FLOPs/tokens; LLaMA: 2 + 1 params, 72
     # activations, 5 FLOPs; MoE: as LLaMA + 2 N_active. The verdict: 10 multiplicities (k·n, k·n − 1 per
     # schedule and stage), the communication buffers, 2 in-flight counts, 2 optimizer-step temporaries;
     # per inventory, SP × 3 dtypes (fp16 as bf16) × the instants' 9 terms, one per recompute policy where
     # it changes them: GPT 5 × 3 + 4 = 19, LLaMA and MoE (fused attention) 4 × 3 + 5 = 17; and ZeRO-3's
-    # gathered weights per inventory at 2 and 4 B per parameter.
-    assert len(items) == 108 + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * 2
+    # gathered weights per inventory at each parameter width of the recipes.
+    per_parameter = len(html.page_recipes())
+    widths = len({recipe.bytes_of("parameters") for recipe in html.page_recipes().values()})
+    assert len(items) == 84 + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths
     for item in items:
         num, den = item.parts()
         assert expand(num / den - item.expr) == 0, item.key

@@ -26,8 +26,12 @@ def test_the_errata_are_the_ones_found():
     assert errata == ["001/activations/selective-saving-form", "001/flops/selective-overhead/gpt3",
                       "001/flops/selective-overhead/mt-nlg", "001/flops/selective-ratio",
                       "001/params/175b-embedding-share", "004/bandwidth/nvme-10x", "004/constant-baseline-divisor",
-                      "004/full-recompute/formula",
-                      "004/nccl/ll128", "004/pp/multiplier-1.25"]
+                      "004/constant/fsdp256-fp8-saving-at-v3-size", "004/constant/fsdp256-optimizer-at-v3-size",
+                      "004/constant/per-gpu-from-the-named-degrees", "004/constant/unsharded-16-bytes-at-v3-size",
+                      "004/constant/unsharded-at-v3-size", "004/cublas/workspace-config",
+                      "004/ep/all-to-all-staging-combine", "004/full-recompute/formula",
+                      "004/nccl/ll128", "004/pp/degrees-across-sections", "004/pp/multiplier-1.25",
+                      "004/v3/four-classes-total"]
     assert all(r.claim.erratum.reason for r in RESULTS if r.status == "erratum")
 
 

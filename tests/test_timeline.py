@@ -229,5 +229,8 @@ def test_seed_004_claims():
     status = {r.claim.id: r.status for r in results}
     assert len(status) >= 20 and "failed" not in status.values()
     assert sorted(k for k, v in status.items() if v == "erratum") == [
-        "004/bandwidth/nvme-10x", "004/constant-baseline-divisor", "004/full-recompute/formula", "004/nccl/ll128",
-        "004/pp/multiplier-1.25"]
+        "004/bandwidth/nvme-10x", "004/constant-baseline-divisor", "004/constant/fsdp256-fp8-saving-at-v3-size",
+        "004/constant/fsdp256-optimizer-at-v3-size", "004/constant/per-gpu-from-the-named-degrees",
+        "004/constant/unsharded-16-bytes-at-v3-size", "004/constant/unsharded-at-v3-size",
+        "004/cublas/workspace-config", "004/ep/all-to-all-staging-combine", "004/full-recompute/formula",
+        "004/nccl/ll128", "004/pp/degrees-across-sections", "004/pp/multiplier-1.25", "004/v3/four-classes-total"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from sympy import Add, Expr, Integer, sstr
+from sympy import Add, Expr, Integer, ceiling, sstr
 
-from ..core.dims import E_s, L, P, Psi, c, e, e_t, f, s, t
+from ..core.dims import E_s, L, L_1, L_p, P, Psi, c, e, e_t, f, p, s, t
 from ..core.tensors import Group
 from ..layout.experts import MEGATRON, routed_expert
 from ..layout.layout import Layout
@@ -167,36 +167,48 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     if levers and expert_grid:
         raise ConfigError("LoRA, a quantised base and offload are modelled on the dense grid only: with --ep/--etp "
                           "the routed experts' states are not; drop --ep/--etp or the lever")
+    split = ("; the first stage's L_1 of L layers: Psi·L_1/L per stage, t ways (first order)"
+             if layout.uneven_stages else "; even split over t·p (first order)")
+    stages = ("first", "last") if layout.pp > 1 else ("first",)
+    # per stage: (model-state bytes by block on the GPU, the optimizer step's fp32 temporaries);
+    # the stages differ only with uneven stages (L_1 and L_p layers)
+    stage_states: dict[str, tuple[dict, Expr]] = {}
     if levers or not model.experts:
-        state_terms, trainable = states.state_terms(
-            recipe, layout.zero, param_inv, context_parallel=c if cp else 1, lora=bool(layout.lora),
-            lora_targets=layout.lora_targets, base_dtype=layout.base_dtype, double_quant=layout.double_quant,
-            offload=layout.offload)
-        psi_note = ("; LoRA: counts from the inventory" if layout.lora else
-                    "; Psi = hand-filled N" if params_hand is not None else "; Psi = config count")
-        for term in state_terms:
-            condition = (f"{term.condition}; ZeRO-{layout.zero}"
-                         + ((" over d·c" if layout.zero else "") + "; weights replicated on the c context-parallel ranks"
-                            if cp else "")
-                         + "; even split over t·p (first order)" + psi_note)
-            add("model_states" if term.device == "gpu" else "cpu_memory", term.name, term.bytes, term.source,
-                condition)
-        state_blocks = {term.name: term.bytes for term in state_terms if term.device == "gpu"}
-        # the optimizer step's fp32 temporaries: one per trainable parameter of the shard
-        temporary = peak.optimizer_temporary(layout.zero, c if cp else 1, trainable)
+        for stage in stages:
+            state_terms, trainable = states.state_terms(
+                recipe, layout.zero, param_inv, context_parallel=c if cp else 1, lora=bool(layout.lora),
+                lora_targets=layout.lora_targets, base_dtype=layout.base_dtype, double_quant=layout.double_quant,
+                offload=layout.offload, pipeline_parallel=stage_ways(layout, stage))
+            # the optimizer step's fp32 temporaries: one per trainable parameter of the shard
+            stage_states[stage] = ({term.name: term.bytes for term in state_terms if term.device == "gpu"},
+                                   peak.optimizer_temporary(layout.zero, c if cp else 1, trainable,
+                                                            stage_ways(layout, stage)))
+            if stage != "first":
+                continue
+            psi_note = ("; LoRA: counts from the inventory" if layout.lora else
+                        "; Psi = hand-filled N" if params_hand is not None else "; Psi = config count")
+            for term in state_terms:
+                condition = (f"{term.condition}; ZeRO-{layout.zero}"
+                             + ((" over d·c" if layout.zero else "")
+                                + "; weights replicated on the c context-parallel ranks" if cp else "")
+                             + split + psi_note)
+                add("model_states" if term.device == "gpu" else "cpu_memory", term.name, term.bytes, term.source,
+                    condition)
     else:  # a mixture of experts: its routed experts on Megatron-Core's expert grid
         condition = (f"{recipe.condition}; ZeRO-{layout.zero}"
                      + ((" over d·c" if layout.zero else "") + "; weights replicated on the c context-parallel ranks"
                         if cp else "")
-                     + "; even split over t·p (first order)"
+                     + split
                      + ("; Psi = hand-filled N" if params_hand is not None else "; Psi = config count")
                      + "; routed experts split e·e_t·p ways" + (", ZeRO over edp = t·d·c/(e·e_t)" if layout.zero else "")
                      + f" ({MEGATRON})")
-        state_blocks = model_state_blocks(model, layout, param_inv, recipe)
-        for name, expr in state_blocks.items():
+        for stage in stages:
+            # the optimizer step's fp32 temporaries, one per parameter of each part's shard
+            stage_states[stage] = (model_state_blocks(model, layout, param_inv, recipe, stage=stage),
+                                   Add(*model_state_blocks(model, layout, param_inv, states.FP32_TEMPORARY,
+                                                           stage=stage).values()))
+        for name, expr in stage_states["first"][0].items():
             add("model_states", name, expr, recipe.source, condition)
-        # the optimizer step's fp32 temporaries, one per parameter of each part's shard
-        temporary = Add(*model_state_blocks(model, layout, param_inv, states.FP32_TEMPORARY).values())
 
     # Activations: the saved tensors of the layer under the strategy, times the layers held.
     strategy = layout.strategy()
@@ -217,23 +229,33 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
         add("output_side", term.name, term.bytes, term.source, _split(term))
 
     # Communication buffers, held from start-up (seed 004 §02.4): counted in the verdict.
-    comm = peak.comm_buffers(layout)
+    comm = peak.comm_buffers(model, layout)
     for name, size in comm:
-        add("communication", name, Integer(size), "seed 004 §02.4, §05.4 (NCCL_BUFFSIZE × channels; DDP bucket)",
-            "NCCL Simple protocol 4 MiB × 16 channels per communicator; one 25 MiB gradient bucket")
+        if "all-to-all staging" in name:
+            add("communication", name, size, "seed 004 §02.4, §05.4 (EP all-to-all staging); DeepSeek-V3 §3.3.3",
+                "one micro-batch's dispatch and combine in flight; rows s·b·k/(c·t under SP), ×C_f received")
+        else:
+            add("communication", name, size, "seed 004 §02.4, §05.4 (NCCL_BUFFSIZE × channels; DDP bucket)",
+                "NCCL Simple protocol 4 MiB × 16 channels per communicator; one 25 MiB gradient bucket")
 
     # The verdict: the step's peak on the busiest stage (ledgers.peak), each candidate instant
     # of each stage by class, as formulas; evaluate() takes the largest.
     # the optimizer step's fp32 temporaries: PyTorch's foreach step on the GPU only
     on_gpu_step = layout.optimizer_impl == "foreach" and layout.offload == "none"
-    temporary = temporary if on_gpu_step else Integer(0)
     gathered = peak.gathered_weights(param_inv, states.parameter_bytes(recipe, layout), layout.zero)
     if gathered != 0:
         add("communication", "ZeRO-3 gathered weights (largest matrix, running + prefetched)", gathered,
             "Rajbhandari et al. 2019 (ZeRO) §5.3; DeepSpeed stage 3 per-submodule all-gather",
             "alive while a layer computes: in every layer instant of the verdict, not at the optimizer step")
     formulas = {}
-    for stage in (("first", "last") if layout.pp > 1 else ("first",)):
+    for stage in stages:
+        state_blocks, temporary = stage_states[stage]
+        temporary = temporary if on_gpu_step else Integer(0)
+        if layout.uneven_stages:
+            # the first-order share Psi·L_1/L (L_p/L) is not whole in general: each block in whole
+            # bytes, rounded up (under 1 B a block), as the timeline counts it
+            state_blocks = {name: ceiling(expr) for name, expr in state_blocks.items()}
+            temporary = ceiling(temporary)
         for instant in peak.stage_instants(stage, layout.strategy(stage), saved_inv, output_saved, state_blocks,
                                            temporary, comm, has_loss=layout.pp == 1 or stage == "last",
                                            gathered=gathered, activation_offload=layout.activation_offload):
@@ -259,7 +281,8 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
                      "model_flops": sstr(flops.model_training(mm_inv) * micro_batches),
                      "params_per_gpu": sstr(params.per_gpu(param_inv, layout.pp > 1,
                                                            expert_parallel=expert_ways(layout)[0],
-                                                           expert_tensor_parallel=expert_ways(layout)[1]))})
+                                                           expert_tensor_parallel=expert_ways(layout)[1],
+                                                           pipeline_parallel=stage_ways(layout)))})
     active = active_parameters(model)
     if active is not None:
         formulas["params_active"] = sstr(params.count(active))
@@ -269,19 +292,32 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
 
 
 def model_state_blocks(model: ModelConfig, layout: Layout, param_inv, recipe, zero: int | None = None,
-                       params: Expr = Psi) -> dict:
+                       params: Expr = Psi, stage: str = "first") -> dict:
     """Model-state bytes per GPU of each block of ``recipe`` (ZeRO stage ``zero``,
     the layout's by default), for the bill and the timeline alike: a dense model
     t·p ways, ZeRO over d (d·c); a mixture of experts with its routed experts on
     Megatron-Core's expert grid (e·e_t·p ways, ZeRO over edp = t·d·c/(e·e_t)) and
-    its dense part on the dense grid (``states.expert_blocks``)."""
+    its dense part on the dense grid (``states.expert_blocks``). ``stage``: the
+    pipeline stage whose layers are counted (they differ with uneven stages)."""
     zero = layout.zero if zero is None else zero
     context = c if layout.cp > 1 else Integer(1)
     if not model.experts:
-        return states.blocks(recipe, zero, params, context_parallel=context)
+        return states.blocks(recipe, zero, params, context_parallel=context, pipeline_parallel=stage_ways(layout, stage))
     ep_ways, etp_ways = expert_ways(layout)
     return states.expert_blocks(recipe, zero, routed_expert_parameters(param_inv), params, context_parallel=context,
-                                expert_parallel=ep_ways, expert_tensor_parallel=etp_ways)
+                                expert_parallel=ep_ways, expert_tensor_parallel=etp_ways,
+                                pipeline_parallel=stage_ways(layout, stage))
+
+
+def stage_ways(layout: Layout, stage: str = "first") -> Expr:
+    """What pipeline ``stage`` divides the layers' parameters by: p when the
+    stages are even; with uneven stages (Megatron-Core's first/last-stage layer
+    counts) L/L_1 on the first and L/L_p on the last, so that a layer term's L
+    becomes the stage's L_1 or L_p (first order, as the even split: the
+    embedding's placement not counted apart in the model states)."""
+    if not layout.uneven_stages:
+        return p
+    return L / L_1 if stage == "first" else L / L_p
 
 
 def expert_ways(layout: Layout) -> tuple:

@@ -133,7 +133,9 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             "in_flight": [layout.in_flight_capped(stage) for stage in ("first", "last")] if layout.pp > 1 else None,
             "comm": [layout.tp > 1, layout.dp > 1, layout.pp > 1, layout.cp > 1],
             "levers": [layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
-                       layout.optimizer_impl, layout.flash_attention, layout.activation_offload]}
+                       layout.optimizer_impl, layout.flash_attention, layout.activation_offload],
+            **({"fp8_activations": True} if layout.fp8_activations else {}),
+            **({"uneven_stages": True} if layout.uneven_stages else {})}
 
 
 def whole(value: Fraction) -> int | Fraction:

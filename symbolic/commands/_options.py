@@ -48,7 +48,7 @@ COUNT_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 LIMITS = {
     "gpus": 10**7, "tp": 10**7, "pp": 10**7, "dp": 10**7, "cp": 10**7, "ep": 10**7, "etp": 10**7,
     "micro_batch": 10**6, "global_batch": 10**9, "seq": 10**8, "interleave": 10**5,
-    "params": 10**16, "memory": 10**18, "count": 10**6,
+    "params": 10**16, "memory": 10**18, "count": 10**6, "stage_layers": 10**6,
 }
 
 #: GPU memory by name (seed 004 §09: H100 → H200 → B200), the usable bytes per GPU.
@@ -182,6 +182,24 @@ _COUNT = bounded_int(1, LIMITS["count"])
 INT_TYPES = {name: bounded_int(1, LIMITS[name]) for name in
              ("gpus", "tp", "pp", "dp", "cp", "ep", "etp", "micro_batch", "global_batch", "seq", "interleave")}
 ZERO = bounded_int(0, 3)
+#: Transformer layers of a pipeline stage (uneven stages): at least 1.
+STAGE_LAYERS = bounded_int(1, LIMITS["stage_layers"])
+
+
+def add_stage_layer_options(group, help_suffix: str = "") -> None:
+    """Uneven pipeline stages (Megatron-Core's first/last-stage layer counts), the same in every command."""
+    group.add_argument("--first-stage-layers", type=STAGE_LAYERS, default=0, metavar="N",
+                       help="layers on the first pipeline stage (Megatron-Core's --decoder-first-pipeline-num-layers; "
+                            "the others split the rest evenly)" + help_suffix)
+    group.add_argument("--last-stage-layers", type=STAGE_LAYERS, default=0, metavar="N",
+                       help="layers on the last pipeline stage (Megatron-Core's --decoder-last-pipeline-num-layers)"
+                            + help_suffix)
+
+
+def add_fp8_activations_option(group, help_suffix: str = "") -> None:
+    group.add_argument("--fp8-activations", action="store_true",
+                       help="the linear layers' saved inputs kept in FP8 for backward (Transformer Engine; "
+                            "DeepSeek-V3 §3.3.3)" + help_suffix)
 
 
 def add_dtype_option(group, default="bf16", help="activation dtype") -> None:
@@ -255,6 +273,8 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
                             "(core_attn, moe_act; default core_attn)")
     group.add_argument("--fused-swiglu", action="store_true",
                        help="the experts' SwiGLU as one fused kernel (keeps only its input)")
+    add_stage_layer_options(group)
+    add_fp8_activations_option(group)
     group.add_argument("--sp", action="store_true", help="sequence parallelism over the TP group")
     add_recompute_option(group)
     add_zero_option(group)
@@ -301,7 +321,10 @@ def layout_from_args(args) -> Layout:
                   double_quant=not getattr(args, "no_double_quant", False),
                   offload=getattr(args, "offload", "none"), optimizer_impl=getattr(args, "optimizer_impl", "foreach"),
                   flash_attention=getattr(args, "flash_attention", False),
-                  activation_offload=getattr(args, "activation_offload", False))
+                  activation_offload=getattr(args, "activation_offload", False),
+                  fp8_activations=getattr(args, "fp8_activations", False),
+                  first_stage_layers=getattr(args, "first_stage_layers", 0),
+                  last_stage_layers=getattr(args, "last_stage_layers", 0))
 
 
 def parse_ratio(text: str, field: str, limit: int = 1000) -> Fraction:

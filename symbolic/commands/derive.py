@@ -56,6 +56,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dp", type=T["dp"], metavar="D", help="substitute the data-parallel size d")
     parser.add_argument("--seq", type=T["seq"], metavar="S", help="substitute the sequence length s")
     parser.add_argument("--micro-batch", type=T["micro_batch"], metavar="B", help="substitute the micro-batch size b")
+    parser.add_argument("--uneven", action="store_true",
+                        help="uneven pipeline stages: the first holds L_1 layers (needs --pipeline; Megatron-Core's "
+                             "first/last-stage layer counts)")
+    _options.add_fp8_activations_option(parser)
     _options.add_optimizer_option(parser)
     _options.add_zero_option(parser)
     # Tying and positions are passed only when given, so each arch keeps its defaults
@@ -111,9 +115,14 @@ def _quantity_options(name: str, args) -> dict:
             options["expert_parallel"] = True
         if args.etp:
             options["expert_tensor_parallel"] = True
+        if args.fp8_activations:
+            options["fp8_gemm_inputs"] = True
+        if args.uneven:
+            options["uneven_stages"] = True
         if name == "activations.interleave_factor":
             options.pop("pipeline")
             options.pop("interleaved")
+            options.pop("uneven_stages", None)
         return dict(options, arch=args.arch)
     if family == "params":
         given = {} if name == "params.kaplan" else {

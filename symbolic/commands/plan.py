@@ -38,6 +38,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
                         help="foreach: PyTorch's default step (fp32 temporaries of the shard); fused: FusedAdam (none)")
     _options.add_dtype_option(parser)
+    _options.add_stage_layer_options(parser, " — uneven stages for every layout")
+    _options.add_fp8_activations_option(parser, " — every layout")
     parser.add_argument("--top", type=_options.bounded_int(0, 10**9), default=10,
                         help=f"layouts to show (0: all that fit, at most {MAX_LISTED:,}; default 10)")
     parser.add_argument("--json", action="store_true", help="the layouts as JSON, exact integers in bytes and FLOPs")
@@ -88,7 +90,9 @@ def run(args) -> int:
                       optimizer_impl=args.optimizer_impl,
                       max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
                       fixed={name: getattr(args, name) for name in FIXABLE}, overlap=overlap,
-                      moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"))
+                      moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"),
+                      fp8_activations=args.fp8_activations, first_stage_layers=args.first_stage_layers,
+                      last_stage_layers=args.last_stage_layers)
     elapsed = time.perf_counter() - start
     shown = result.ranked(min(args.top or MAX_LISTED, MAX_LISTED))  # each listed layout is evaluated exactly
     closest = None if shown else result.closest()
@@ -211,7 +215,8 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
                 f"({fmt(result.gpu_memory, 'GiB')}), s = {s}, "
                 + (f"global batch {result.global_batch}" if result.global_batch else "one micro-batch per DP rank")
                 + (f", Psi = {result.params_hand:,} (hand-filled)" if result.params_hand else "")
-                + f", {result.optimizer}, {result.dtype} activations", width)
+                + f", {result.optimizer}, {result.dtype} activations"
+                + (" (linear inputs in FP8)" if result.fp8_activations else ""), width)
     out += wrap(f"{result.evaluated:,} valid layouts evaluated in {elapsed * 1e3:.0f} ms; {len(result.order):,} fit",
                 width)
     for name, text in _assumptions(result).items():
@@ -308,7 +313,7 @@ def render_json(result, shown, closest) -> str:
         "model": result.model.name, "gpus": result.gpus, "gpu_memory_bytes": result.gpu_memory,
         "margin_bytes": result.margin, "usable_bytes": result.usable, "seq": result.seq or result.model.seq,
         "global_batch": result.global_batch, "params_hand": result.params_hand, "optimizer": result.optimizer,
-        "dtype": result.dtype,
+        "dtype": result.dtype, "fp8_activations": result.fp8_activations,
         "hardware": {"name": result.hardware.name, "peak_flops": result.hardware.peak_bf16_flops,
                      "gpus_per_node": result.gpus_per_node, "overlap": result.overlap.describe()},
         "assumptions": _assumptions(result), "rules": result.rules,

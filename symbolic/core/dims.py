@@ -45,6 +45,8 @@ r_kv  key/value latent width of MLA                                DeepSeek-V2 �
 d_n   per-head Q/K width without rotary positions (MLA)            DeepSeek-V2 §2.1 (d_h)
 d_r   per-head Q/K rotary width (MLA, decoupled RoPE)              DeepSeek-V2 §2.1 (d^R_h)
 d_v   per-head value width (MLA)                                   HF ``v_head_dim``
+L_1   transformer layers on the first pipeline stage (uneven)     Megatron-Core (first/last stage)
+L_p   transformer layers on the last pipeline stage (uneven)      Megatron-Core (first/last stage)
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -126,6 +128,12 @@ DIMENSIONS: dict[str, Dimension] = {
 DIMENSIONS["C_f"] = Dimension(Symbol("C_f", positive=True, rational=True), "C_{f}",
                               "expert capacity factor: busiest expert's tokens over the balanced share")
 
+#: Uneven pipeline stages (Megatron-Core's ``num_layers_in_first_pipeline_stage`` /
+#: ``num_layers_in_last_pipeline_stage``): the transformer layers of the first stage, the one the
+#: bill accounts. L/p when the stages are even; a letter of its own when they are not.
+DIMENSIONS["L_1"] = _dim("L_1", "transformer layers on the first pipeline stage (uneven stages; even: L/p)", "L_{1}")
+DIMENSIONS["L_p"] = _dim("L_p", "transformer layers on the last pipeline stage (uneven stages; even: L/p)", "L_{p}")
+
 SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items()}
 
 s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
@@ -142,5 +150,6 @@ B = SYMBOLS["B"]
 
 d_h, P, L_d, f_s, r_q, r_kv, d_n, d_r, d_v = (
     SYMBOLS[n] for n in ("d_h", "P", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v"))
+L_1, L_p = SYMBOLS["L_1"], SYMBOLS["L_p"]
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

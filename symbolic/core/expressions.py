@@ -60,7 +60,13 @@ def _decimal(text: str) -> Decimal:
         raise FormulaError(f"not a number: {text!r}") from None
 
 
-def _build(text: str, names: Mapping, number: Callable[[str], object], maximum: Callable = max):
+def _ceiling(x):
+    """The least integer ≥ ``x`` (a Fraction)."""
+    return -(-x // 1)
+
+
+def _build(text: str, names: Mapping, number: Callable[[str], object], maximum: Callable = max,
+           ceiling: Callable = _ceiling):
     source = text.replace("^", "**")
     try:
         tree = ast.parse(source, mode="eval")
@@ -79,26 +85,29 @@ def _build(text: str, names: Mapping, number: Callable[[str], object], maximum: 
             return number(ast.get_source_segment(source, node))
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Max"
                 and node.args and not node.keywords):
-            return maximum(*(build(arg) for arg in node.args))  # sympy's Max: the one function allowed
+            return maximum(*(build(arg) for arg in node.args))  # sympy's Max
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "ceiling"
+                and len(node.args) == 1 and not node.keywords):
+            return ceiling(build(node.args[0]))  # whole bytes of a first-order share (uneven stages)
         if isinstance(node, ast.Name):
             if node.id not in names:
                 raise FormulaError(f"unknown name {node.id!r} in {text!r}; known: {', '.join(sorted(names))}")
             return names[node.id]
-        raise FormulaError(f"{text!r}: only numbers, names, + - * / ** and Max(...) are allowed")
+        raise FormulaError(f"{text!r}: only numbers, names, + - * / **, Max(...) and ceiling(...) are allowed")
 
     return build(tree)
 
 
 def parse_formula(text: str, names: Mapping):
     """``text`` as a sympy expression over ``names`` (exact numbers)."""
-    from sympy import Integer, Max, Rational
+    from sympy import Integer, Max, Rational, ceiling
 
     def number(digits: str):
         sign, mantissa_digits, exponent = _decimal(digits).as_tuple()
         mantissa = int("".join(map(str, mantissa_digits))) * (-1 if sign else 1)
         return Integer(mantissa) * Rational(10) ** exponent
 
-    return _build(text, names, number, Max)
+    return _build(text, names, number, Max, ceiling)
 
 
 def evaluate_formula(text: str, values: Mapping[str, int | Fraction]) -> Fraction:

@@ -39,11 +39,13 @@ def in_unit(value, unit: str) -> Fraction:
 
 
 def round_half_up(value, decimals: int) -> Decimal:
-    """Round an exact value to ``decimals`` places, halves away from zero."""
-    scaled = as_fraction(value) * 10**decimals
+    """Round an exact value to ``decimals`` places, halves away from zero
+    (negative ``decimals``: to tens, hundreds, ... — a stated "≈ 230")."""
+    scaled = as_fraction(value) * Fraction(10) ** decimals
     magnitude = abs(scaled)
     digits = (2 * magnitude.numerator + magnitude.denominator) // (2 * magnitude.denominator)
-    return Decimal(-digits if scaled < 0 else digits).scaleb(-decimals)
+    digits = -digits if scaled < 0 else digits
+    return Decimal(digits * 10**-decimals) if decimals < 0 else Decimal(digits).scaleb(-decimals)
 
 
 def fmt(value, unit: str, decimals: int = 2) -> str:

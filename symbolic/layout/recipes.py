@@ -86,3 +86,60 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
             ("fp32 parameters", 4, "parameters"), ("fp32 gradients", 4, "gradients"),
             ("momentum (fp32)", 4, "optimizer")),
 )}
+
+
+#: Bytes per element of the storage dtypes a model state is kept in: ``core.tensors.DTYPE_BYTES``'s
+#: entries, restated here so the CLI can list recipes without importing sympy (tests/test_states.py
+#: checks the two agree).
+STATE_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+def _dtype_block(name: str, dtype: str, kind: str) -> Block:
+    """A block whose bytes per parameter are its storage dtype's width: the
+    recipe's sum falls out of the dtypes, never typed in."""
+    return Block(name, STATE_DTYPE_BYTES[dtype], kind)
+
+
+def _low_precision(name, source, condition, *blocks):
+    return Recipe(name, tuple(_dtype_block(*blk) for blk in blocks), source, condition)
+
+
+_FP8_PARAMS = ("Megatron-LM --fp8-param-gather (Transformer Engine fp8_model_init: the module's weights "
+               "stored in FP8, the distributed optimizer's fp32 main params the master copy); seed 004 §05.1")
+_DEEPSEEK_V3 = "DeepSeek-V3 technical report (arXiv 2412.19437) §3.3.3 'Low-Precision Optimizer States'"
+
+#: Low-precision model-state recipes (seed 004 §05.1; DeepSeek-V3 report §3.3). Each block names its
+#: storage dtype; its bytes per parameter are that dtype's width, so 15, 12, 11, 9 and 14 are sums.
+LOW_PRECISION_RECIPES: tuple[Recipe, ...] = (
+    _low_precision("fp8-adam", _FP8_PARAMS,
+                   "FP8 working weights (the copy forward/backward read and the DP all-gather moves), "
+                   "bf16 gradients, fp32 master weights and fp32 Adam m/v; per-tensor FP8 scales neglected",
+                   ("fp8 parameters", "fp8", "parameters"), ("bf16 gradients", "bf16", "gradients"),
+                   ("fp32 master parameters", "fp32", "optimizer"), ("Adam m (fp32)", "fp32", "optimizer"),
+                   ("Adam v (fp32)", "fp32", "optimizer")),
+    _low_precision("bf16-adam-bf16-moments", _DEEPSEEK_V3 + "; seed 004 §05.1",
+                   "bf16 weights and gradients, fp32 master weights, Adam m/v tracked in bf16",
+                   ("bf16 parameters", "bf16", "parameters"), ("bf16 gradients", "bf16", "gradients"),
+                   ("fp32 master parameters", "fp32", "optimizer"), ("Adam m (bf16)", "bf16", "optimizer"),
+                   ("Adam v (bf16)", "bf16", "optimizer")),
+    _low_precision("fp8-adam-bf16-moments", _FP8_PARAMS + "; " + _DEEPSEEK_V3,
+                   "FP8 working weights, bf16 gradients, fp32 master weights, Adam m/v in bf16",
+                   ("fp8 parameters", "fp8", "parameters"), ("bf16 gradients", "bf16", "gradients"),
+                   ("fp32 master parameters", "fp32", "optimizer"), ("Adam m (bf16)", "bf16", "optimizer"),
+                   ("Adam v (bf16)", "bf16", "optimizer")),
+    _low_precision("fp8-adam-fp8-moments", _FP8_PARAMS,
+                   "FP8 working weights, bf16 gradients, fp32 master weights, Adam m/v in FP8 (seed 004 §05.1: "
+                   "m/v are accumulators — FP8 swamps small updates unless a high-precision accumulator is kept; "
+                   "per-tensor scales neglected)",
+                   ("fp8 parameters", "fp8", "parameters"), ("bf16 gradients", "bf16", "gradients"),
+                   ("fp32 master parameters", "fp32", "optimizer"), ("Adam m (fp8)", "fp8", "optimizer"),
+                   ("Adam v (fp8)", "fp8", "optimizer")),
+    _low_precision("deepseek-v3", _DEEPSEEK_V3,
+                   "as DeepSeek-V3 trains: bf16 working weights (cast to FP8 per 128×128 block inside each GEMM, "
+                   "a transient), gradients kept in fp32 for batch accumulation, fp32 master weights, "
+                   "Adam m/v in bf16",
+                   ("bf16 parameters", "bf16", "parameters"), ("fp32 gradients", "fp32", "gradients"),
+                   ("fp32 master parameters", "fp32", "optimizer"), ("Adam m (bf16)", "bf16", "optimizer"),
+                   ("Adam v (bf16)", "bf16", "optimizer")),
+)
+RECIPES.update({recipe.name: recipe for recipe in LOW_PRECISION_RECIPES})

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from sympy import Expr, Integer, sympify
 
-from ..core.dims import C_f, L, T_e, a, b, c, e, e_t, f_e, p, s, t, v
+from ..core.dims import C_f, L, L_1, L_p, T_e, a, b, c, e, e_t, f_e, p, s, t, v
 from ..core.tensors import DTYPE_BYTES, Axis, Group, Inventory, SavedTensor
 from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, RECOMPUTE_MODULES
 
@@ -191,6 +191,38 @@ def activation_dtype(inventory: Inventory, dtype: str) -> Inventory:
     return inventory.map(lambda x: replace(x, dtype=dtype) if x.dtype == "bf16" else x, f"activation_dtype({dtype})")
 
 
+#: The saved tensors that are a weight GEMM's input and nothing else's backward operand: the copies
+#: an FP8 linear layer keeps for its weight gradient. Transformer Engine (``te.Linear``,
+#: ``LayerNormLinear``, ``LayerNormMLP`` under ``fp8_autocast``) saves the FP8-cast input ``inputmat``
+#: / ``ln_out`` instead of the high-precision one; DeepSeek-V3 (arXiv 2412.19437 §3.3.3
+#: "Low-Precision Activation") "cache[s] activations in FP8 format for the backward pass of the
+#: Linear operator". Not listed, so kept in their dtype: the attention output projection's input (the
+#: attention kernel's backward reads the same tensor in bf16; DeepSeek-V3 keeps it in E5M6), the
+#: router's input (the gating stays in high precision, DeepSeek-V3 §3.3.1) and the output head's
+#: input (§3.3.1 again).
+FP8_GEMM_INPUTS = ("*/qkv_input", "*/fc1_input", "*/fc2_input", "*/gate_up_input", "*/down_input",
+                   "moe/expert/input")
+
+
+def fp8_gemm_inputs(inventory: Inventory) -> Inventory:
+    """Store the linear layers' saved inputs (:data:`FP8_GEMM_INPUTS`) in FP8,
+    1 byte per element, whatever float dtype they had.
+
+    Condition: FP8 GEMMs (Transformer Engine's recipes, DeepSeek-V3 §3.3) whose
+    weight-gradient GEMM reads the FP8 copy, so the high-precision input is not
+    kept besides it. Approximation, named: the scales are not counted — one
+    fp32 per tensor under Transformer Engine's per-tensor (delayed or current)
+    scaling, 4 B per 128 elements (3.1% of the FP8 term) under DeepSeek-V3's
+    1×128 tiles."""
+    from fnmatch import fnmatchcase
+
+    def to_fp8(x: SavedTensor) -> SavedTensor:
+        if x.dtype in FLOAT_ACTIVATION_DTYPES and any(fnmatchcase(x.name, pat) for pat in FP8_GEMM_INPUTS):
+            return replace(x, dtype="fp8", note=x.note + "; saved in FP8 for the weight gradient")
+        return x
+    return inventory.map(to_fp8, "fp8_gemm_inputs")
+
+
 def interleave_in_flight(ways: Expr = p, chunks: Expr = v) -> Expr:
     """Micro-batch chunks in flight on the first stage of the interleaved 1F1B
     schedule (Narayanan et al. 2021 §2.2.2; Megatron-LM's
@@ -242,6 +274,9 @@ class Strategy:
     (``choices.RECOMPUTE_MODULES``); empty means its default, ``core_attn``;
     ignored under the other policies (the layout refuses them there).
     fused_swiglu: the experts' SwiGLU as one fused kernel (:func:`fused_expert_activation`).
+    fp8_gemm_inputs: the linear layers' saved inputs in FP8 (:func:`fp8_gemm_inputs`).
+    uneven_stages: the first pipeline stage holds L_1 layers (Megatron-Core's
+    first/last-stage layer counts) instead of L/p.
     """
 
     tensor_parallel: bool = False
@@ -258,6 +293,8 @@ class Strategy:
     recompute_modules: tuple = ()
     fused_swiglu: bool = False
     stage: str = "first"
+    fp8_gemm_inputs: bool = False
+    uneven_stages: bool = False
 
     def __post_init__(self) -> None:
         unknown = set(self.recompute_modules) - set(RECOMPUTE_MODULES)
@@ -271,6 +308,8 @@ class Strategy:
             raise ValueError("the interleaved schedule is a pipeline schedule: enable the pipeline too")
         if self.stage not in ("first", "last"):
             raise ValueError(f"stage must be first or last, not {self.stage!r}")
+        if self.uneven_stages and not self.pipeline:
+            raise ValueError("uneven stages are pipeline stages: enable the pipeline too")
         if self.dtype not in FLOAT_ACTIVATION_DTYPES:
             raise ValueError(f"activation dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}")
 
@@ -283,6 +322,8 @@ class Strategy:
         inventory = self.dispatch(inventory)
         if self.dtype != "bf16":
             inventory = activation_dtype(inventory, self.dtype)
+        if self.fp8_gemm_inputs:
+            inventory = fp8_gemm_inputs(inventory)
         if self.tensor_parallel:
             inventory = tensor_parallel(inventory)
         if self.sequence_parallel:
@@ -325,12 +366,24 @@ class Strategy:
         1F1B: ``m`` micro-batches (p by default) of L/p layers — Korthikanti
         §4.2.3's "p micro-batches in flight" make it L layers' worth (Eq 5).
         Interleaved: :func:`interleave_in_flight` chunks of L/(p v) layers.
+        Uneven stages: the first stage's L_1 (the last stage's L_p) layers replace L/p (its chunks
+        hold L_1/v, L_p/v each); the in-flight count is the schedule's, whatever the
+        layers (Megatron-Core's schedules do not depend on them).
         """
         if not self.pipeline:
             return Integer(1), L
+        stage = self.stage_layers()
         if self.interleaved:
-            return (interleave_in_flight(p, v) if self.in_flight is None else self.in_flight), L / (p * v)
-        return (p if self.in_flight is None else self.in_flight), L / p
+            return (interleave_in_flight(p, v) if self.in_flight is None else self.in_flight), stage / v
+        return (p if self.in_flight is None else self.in_flight), stage
+
+    def stage_layers(self) -> Expr:
+        """Transformer layers on the stage accounted: L/p when the stages are
+        even; with uneven stages (Megatron-Core's first/last-stage layer counts)
+        the first stage's L_1 or the last stage's L_p."""
+        if not self.uneven_stages:
+            return L / p
+        return L_1 if self.stage == "first" else L_p
 
     def describe(self) -> str:
         parts = []
@@ -349,7 +402,12 @@ class Strategy:
         if self.fused_swiglu:
             parts.append("fused expert SwiGLU")
         parts.append(f"{self.dtype} activations ({DTYPE_BYTES[self.dtype]} B/elem), 1 B masks")
+        if self.fp8_gemm_inputs:
+            parts.append("linear layers' saved inputs in FP8")
         if self.pipeline:
-            parts.append(f"{self.stage} pipeline stage" + (", interleaved" if self.interleaved else ", 1F1B"))
+            parts.append(f"{self.stage} pipeline stage"
+                         + ((" (L_1 layers, uneven stages)" if self.stage == "first" else " (L_p layers, uneven stages)")
+                            if self.uneven_stages else "")
+                         + (", interleaved" if self.interleaved else ", 1F1B"))
         return ", ".join(parts)
 

@@ -41,13 +41,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Add, Expr, Integer
+from sympy import Add, Expr, Integer, sympify
 
 from ..core.dims import Psi, d, p, t
 from ..core.tensors import Group, Inventory
 from ..layout.strategies import Strategy, context_parallel, sequence_parallel, tensor_parallel
 from . import states
-from .transients import CommSettings, layer_work_tensors, without_all_to_all
+from .transients import CommSettings, communication_buffers, layer_work_tensors, without_all_to_all
 
 #: The classes an instant's bytes are split into, in the order they print.
 CLASSES = ("model_states", "activations", "output_side", "transients", "communication")
@@ -203,7 +203,7 @@ def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved
     ``output_saved``: the output side, sharded (held only if ``has_loss``).
     ``state_blocks``: model-state bytes per GPU by block (in Psi).
     ``optimizer_temporary``: the optimizer step's fp32 temporaries.
-    ``comm``: (name, bytes) communication buffers, held throughout.
+    ``comm``: (name, bytes) communication buffers, held throughout (the EP all-to-all's in the letters).
     ``gathered``: ZeRO-3's gathered weights (:func:`gathered_weights`).
 
     The instants are the ends of the timeline's phase families (each family
@@ -214,7 +214,7 @@ def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved
     terms = basis(strategy, base, output_saved, gathered)
     in_flight, layers = strategy.layers_held()
     states_bytes = Add(*state_blocks.values())
-    communication = Add(*(Integer(size) for _, size in comm))
+    communication = Add(*(sympify(size) for _, size in comm))
 
     def instant(phase: str, parts: dict[str, Expr]) -> Instant:
         return Instant(stage, phase, {"model_states": states_bytes, "activations": parts.get("activations", Integer(0)),
@@ -232,14 +232,18 @@ def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved
     return out
 
 
-def optimizer_temporary(zero: int, context_parallel: Expr = Integer(1), trainable: Expr = Psi) -> Expr:
+def optimizer_temporary(zero: int, context_parallel: Expr = Integer(1), trainable: Expr = Psi,
+                        pipeline_parallel: Expr = p) -> Expr:
     """The optimizer step's temporaries: one fp32 value per trainable parameter
     of the GPU's shard (PyTorch's ``foreach`` Adam; seed 004 §02.3), the shard
     being trainable/(t·p), over d·c more with ZeRO ≥ 1. A fused optimizer
-    kernel (apex/DeepSpeed FusedAdam) or a CPU step has none."""
-    return 4 * trainable / (t * p * (d * context_parallel if zero >= 1 else 1))
+    kernel (apex/DeepSpeed FusedAdam) or a CPU step has none. ``pipeline_parallel``:
+    p, or L/L_1 (L/L_p) on the first (last) of uneven stages."""
+    return 4 * trainable / (t * pipeline_parallel * (d * context_parallel if zero >= 1 else 1))
 
 
-def comm_buffers(layout, settings: CommSettings = CommSettings()) -> list[tuple[str, int]]:
-    """The communication buffers of ``layout`` (:meth:`CommSettings.items`)."""
-    return settings.items(layout)
+def comm_buffers(model, layout, settings: CommSettings = CommSettings()) -> list[tuple[str, Expr]]:
+    """The communication buffers of ``model`` under ``layout``
+    (:func:`symbolic.ledgers.transients.communication_buffers`: NCCL staging,
+    the gradient bucket, the expert-parallel all-to-all's staging)."""
+    return communication_buffers(model, layout, settings)

@@ -148,7 +148,8 @@ def _factored_entries(shapes) -> Expr:
 
 def state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, context_parallel: Expr = Integer(1),
                 lora: bool = False, lora_targets: str = "all-linear", base_dtype: str = "bf16",
-                double_quant: bool = True, offload: str = "none") -> tuple[list[StateTerm], Expr]:
+                double_quant: bool = True, offload: str = "none",
+                pipeline_parallel: Expr = p) -> tuple[list[StateTerm], Expr]:
     """The model-state terms per GPU of a layout and the trainable parameter count.
 
     Full training: the recipe's blocks over ``params`` (:func:`blocks`; Adafactor's factored block
@@ -162,8 +163,12 @@ def state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, con
     Offload: ``optimizer`` (ZeRO-Offload) moves gradients and optimizer states to CPU memory;
     ``params`` (FSDP CPU offload) moves parameters too, the GPU keeping the gathered weights of the
     running layer and of the prefetched next one (2 × a layer in bf16).
+
+    ``pipeline_parallel``: what a stage divides the layers' parameters by — p
+    for even stages, L/L_1 or L/L_p for the first or last of uneven ones
+    (``bill.derive.stage_ways``; first order, as the even split).
     """
-    ways_tp = t * p
+    ways_tp = t * pipeline_parallel
 
     def shard(kind: str) -> Expr:
         return ways_tp * (d * context_parallel if sharded_over_data(kind, zero) else 1)

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Expr
+from sympy import Expr, Integer
 
-from ..core.dims import V, a, b, h, s
+from ..core.dims import C_f, V, a, b, c, h, s
 from ..core.dims import k as top_k  # experts per token
+from ..core.dims import t as tensor_ways  # the tensor-parallel letter (the EP staging's rows under SP)
 from ..core.tensors import Axis, Group, Inventory, SavedTensor
 from ..layout.experts import expert_data_parallel, expert_tensor_parallel
 from ..layout.layout import Layout
+from ..models.config import ModelConfig
 
 MiB = 2**20
 TRANSIENT_SOURCE = "seed 004 §02.3, §06.3 (work tensors); shapes as Korthikanti §4.1"
@@ -66,6 +68,67 @@ def expert_groups(layout: Layout) -> tuple[tuple[str, int], ...]:
     return ((("expert-parallel all-to-all", layout.ep),)
             + ((("expert tensor-parallel", etp),) if etp != layout.tp else ())
             + ((("expert data-parallel", edp),) if edp != layout.dp else ()))
+
+
+#: DeepSeek-V3's FP8 tiles (arXiv 2412.19437 §3.3.2 "Fine-Grained Quantization"): one fp32 scale for
+#: every 1×128 tile of an activation row, 4 B per 128 elements.
+FP8_TILE = 128
+
+
+def expert_all_to_all_staging(model: ModelConfig, layout: Layout,
+                              fp8_tile: int = FP8_TILE) -> list[tuple[str, Expr]]:
+    """The expert-parallel all-to-all's send and receive buffers, allocated once
+    and kept (seed 004 §02.4, §05.4: "每卡每方向 EP all-to-all staging"), sized
+    from the layout, worst case: every row a rank dispatches or combines.
+
+    Rows: the rank's own tokens, s·b/c (÷t under SP: each TP rank dispatches
+    its sequence shard, Megatron-Core's ``MoEAlltoAllTokenDispatcher``), once
+    per chosen expert — ×k; the receive side ×C_f, the busiest rank's share.
+    Row width: h elements. The dispatch (forward) moves them in bf16, or in
+    FP8 with ``--fp8-activations`` — the experts' input is quantised before
+    the dispatch (DeepSeek-V3 §3.3.3 "Low-Precision Communication") — at 1 B
+    plus one fp32 scale per ``fp8_tile`` elements (0: per-tensor scaling, the
+    scale not counted). The combine (forward) returns the experts' outputs in
+    bf16 (§3.3.3 keeps it in BF16). The backward all-to-alls — the combine's
+    gradient dispatched, the dispatch's gradient combined, both bf16 — have
+    the combine's rows and width in the opposite roles, and reuse its buffers
+    (counted once). Condition: one micro-batch's all-to-all in flight (no
+    overlap of two micro-batches' dispatches); rows for a rank's own local
+    experts counted too (the (e−1)/e that crosses the network is an upper bound
+    of e/(e−1) = 1.6% at e = 64). Empty without expert parallelism.
+    """
+    if not model.experts or layout.ep == 1:
+        return []
+    return all_to_all_staging(layout.sp, layout.cp > 1, layout.moe_capacity != 1, layout.fp8_activations, fp8_tile)
+
+
+def all_to_all_staging(sequence_parallel: bool = False, context_parallel: bool = False, capacity: bool = False,
+                       fp8: bool = False, fp8_tile: int = FP8_TILE) -> list[tuple[str, Expr]]:
+    """:func:`expert_all_to_all_staging` by the layout's switches: SP (÷t),
+    CP (÷c), a capacity factor (C_f on the receive side), FP8 dispatch."""
+    tokens = s * b / (c if context_parallel else 1) / (tensor_ways if sequence_parallel else 1)
+    sent, received = tokens * top_k, tokens * top_k * (C_f if capacity else 1)
+    if fp8:
+        dispatch_row = h + (4 * h / fp8_tile if fp8_tile else 0)
+        dispatch = "fp8" + (f" + fp32 scale per 1×{fp8_tile} tile" if fp8_tile else "")
+    else:
+        dispatch_row, dispatch = 2 * h, "bf16"
+    name = "communication/EP all-to-all staging"
+    return [(f"{name}, dispatch send ({dispatch})", sent * dispatch_row),
+            (f"{name}, dispatch receive ({dispatch})", received * dispatch_row),
+            (f"{name}, combine send (bf16; backward reuses it)", received * 2 * h),
+            (f"{name}, combine receive (bf16; backward reuses it)", sent * 2 * h)]
+
+
+def communication_buffers(model: ModelConfig, layout: Layout,
+                          settings: CommSettings = CommSettings()) -> list[tuple[str, Expr]]:
+    """Every communication buffer of ``model`` under ``layout``, held from
+    start-up: NCCL's staging per communicator and the gradient bucket
+    (:meth:`CommSettings.items`) and the expert-parallel all-to-all's send and
+    receive buffers (:func:`expert_all_to_all_staging`). The bill's verdict
+    and the timeline both count these."""
+    return ([(name, Integer(size)) for name, size in settings.items(layout)]
+            + expert_all_to_all_staging(model, layout))
 
 
 def _tensor(name, shape, dtype, split, split_dim, note=""):

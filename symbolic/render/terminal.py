@@ -410,7 +410,8 @@ def renderables(bill: Bill, width: int = PIPE_WIDTH, brief: bool = False, extra:
     model, v = bill.model, bill.values
     dims = ("dimensions: " + " ".join(f"{k}={v[k]}" for k in MODEL_LETTERS if k in v)
             + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v)
-            + (f" c={v['c']}" if v.get("c", 1) > 1 else ""))
+            + (f" c={v['c']}" if v.get("c", 1) > 1 else "")
+            + (f" L_1={v['L_1']} L_p={v['L_p']}" if "L_1" in v else ""))
     out += [Text(), wrapped(dims, width), wrapped(f"layer inventory: {model.arch}; activations: {bill.strategy}",
                                                   width)]
     panel = approximations_panel(bill)

@@ -51,12 +51,12 @@ from functools import lru_cache
 from typing import Mapping
 
 import numpy as np
-from sympy import Add, Expr, Integer, Max, Rational, Symbol
+from sympy import Add, Expr, Integer, Max, Rational, Symbol, ceiling
 
-from ..core.dims import (B, C_f, E, E_s, L, L_d, P, Psi, V, a, b, c, d, d_h, d_n, d_r, d_v, e, e_t, f, f_e,
-                          f_s, g, h, k, m, p, r_kv, r_q, s, t, v)
+from ..core.dims import (B, C_f, E, E_s, L, L_1, L_d, L_p, P, Psi, V, a, b, c, d, d_h, d_n, d_r, d_v, e, e_t, f,
+                          f_e, f_s, g, h, k, m, p, r_kv, r_q, s, t, v)
 from ..core.numeric import exact, vectorize
-from ..layout.layout import Layout
+from ..layout.layout import Layout, stage_layers
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from ..ledgers import activations, flops, params, peak, states
 from ..ledgers.hardware import Hardware
@@ -72,8 +72,9 @@ from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig, posi
 #: m: micro-batch chunks in flight on the first stage (``Layout.in_flight``); m_last: on the last.
 #: Last, the composed families' own letters (symbolic.models.architectures.composed), fixed per model.
 m_last = Symbol("m_last", positive=True, integer=True)
+#: L_1, L_p: layers on the first and the last stage (uneven stages; Layout.values).
 ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c, e, e_t, C_f, m, m_last,
-        P, d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v)
+        P, d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, L_1, L_p)
 #: The model's letters a plan holds fixed while it sweeps the layout's.
 MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e",
                  "P", "d_h", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v")
@@ -118,17 +119,19 @@ def params_expr(structure: tuple) -> Expr:
 
 @lru_cache(maxsize=None)
 def states_expr(optimizer: str, zero: int, cp: bool = False, structure: tuple | None = None,
-                ep: bool = False, etp: bool = False) -> Expr:
+                ep: bool = False, etp: bool = False, uneven: bool = False) -> Expr:
     """Model-state bytes per GPU in Psi, t, p, d (and c under context parallelism: ZeRO over d·c),
     the bill's ``model_states`` lines, summed. A mixture of experts (``structure``'s arch ``moe``):
     the routed experts on the expert grid (e, e_t: the symbols when ``ep``/``etp``, else 1 and t),
-    as the bill (``states.expert_blocks``)."""
+    as the bill (``states.expert_blocks``). ``uneven``: the first stage's L_1 of L layers (the
+    bill's ``stage_ways``), not L/p."""
     recipe, context = states.RECIPES[optimizer], c if cp else 1
+    stage = L / L_1 if uneven else p
     if structure is None or not _has_experts(structure):
-        return Add(*states.blocks(recipe, zero, context_parallel=context).values())
+        return Add(*states.blocks(recipe, zero, context_parallel=context, pipeline_parallel=stage).values())
     from ..bill.derive import routed_expert_parameters
     experts = routed_expert_parameters(_inventories(structure)[0])
-    return Add(*states.expert_blocks(recipe, zero, experts, context_parallel=context,
+    return Add(*states.expert_blocks(recipe, zero, experts, context_parallel=context, pipeline_parallel=stage,
                                      expert_parallel=e if ep else 1, expert_tensor_parallel=e_t if etp else t).values())
 
 
@@ -137,21 +140,26 @@ def schedule_of(layout: Layout) -> str:
 
 
 def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool = False,
-                    experts: tuple = (False, False, False, (), False)) -> Layout:
+                    experts: tuple = (False, False, False, (), False), fp8_activations: bool = False,
+                    uneven: bool = False) -> Layout:
     """A layout with this schedule, so that :meth:`Layout.strategy` maps it as the bill does.
     ``experts``: (ep > 1, etp ≠ tp, capacity factor ≠ 1, recompute modules, fused expert SwiGLU)."""
     ep, etp, capacity, modules, fused = experts
     return Layout(sp=sp, recompute=recompute, dtype=dtype, pp=1 if schedule == "none" else 2,
                   interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1, tp=2 if sp else 1,
                   ep=2 if ep else 1, etp=3 if etp else 0, moe_capacity=2 if capacity else 1,  # e_t ≠ t (t ≤ 2)
-                  recompute_modules=modules, fused_swiglu=fused)
+                  recompute_modules=modules, fused_swiglu=fused, fp8_activations=fp8_activations,
+                  first_stage_layers=1 if uneven else 0)
 
 
 def _stage_strategy(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool, stage: str,
-                    experts: tuple = (False, False, False, (), False)):
+                    experts: tuple = (False, False, False, (), False), fp8_activations: bool = False,
+                    uneven: bool = False):
     """The bill's strategy of ``stage`` with the chunks in flight as a letter (m first, m_last last),
-    so one expression serves every m and p (``Layout.in_flight`` gives the values)."""
-    strategy = _representative(sp, recompute, dtype, schedule, cp, experts).strategy(stage)
+    so one expression serves every m and p (``Layout.in_flight`` gives the values); with uneven
+    stages its layers are L_1 (first) or L_p (last)."""
+    strategy = _representative(sp, recompute, dtype, schedule, cp, experts, fp8_activations,
+                               uneven).strategy(stage)
     if schedule == "none":
         return strategy
     return replace(strategy, in_flight=m if stage == "first" else m_last)
@@ -159,10 +167,13 @@ def _stage_strategy(sp: bool, recompute: str, dtype: str, schedule: str, cp: boo
 
 @lru_cache(maxsize=None)
 def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str,
-                     cp: bool = False, experts: tuple = (False, False, False, (), False)) -> Expr:
+                     cp: bool = False, experts: tuple = (False, False, False, (), False),
+                     fp8_activations: bool = False, uneven: bool = False) -> Expr:
     """Activation bytes per GPU on the first stage (the bill's ``activations`` lines, summed):
-    chunks in flight (m) × layers per chunk × each saved tensor's bytes."""
-    strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, "first", experts)
+    chunks in flight (m) × layers per chunk × each saved tensor's bytes. ``fp8_activations``: the
+    linear layers' saved inputs in FP8 (``strategies.fp8_gemm_inputs``); ``uneven``: the first
+    stage's L_1 layers."""
+    strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, "first", experts, fp8_activations, uneven)
     in_flight, layers_held = strategy.layers_held()
     inventory = activations.layer_inventory(strategy, _inventories(structure)[1])
     return Add(*(in_flight * layers_held * term.bytes for term in inventory))
@@ -171,25 +182,36 @@ def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, sch
 @lru_cache(maxsize=None)
 def peak_exprs(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str, optimizer: str,
                zero: int, cp: bool = False, optimizer_impl: str = "foreach",
-               experts: tuple = (False, False, False, (), False)) -> tuple[tuple[str, Expr], ...]:
+               experts: tuple = (False, False, False, (), False), fp8_activations: bool = False,
+               uneven: bool = False) -> tuple[tuple[str, Expr], ...]:
     """The verdict's candidate instants (the bill's ``peak|…`` formulas, classes summed), without the
-    communication buffers (:func:`comm_bytes`, added as numbers): the step's peak on the busiest
-    stage is their maximum (``symbolic.ledgers.peak``). (label, bytes) pairs."""
+    NCCL staging and the gradient bucket (:func:`comm_bytes`, added as numbers; the expert-parallel
+    all-to-all's staging, in the letters, is in): the step's peak on the busiest stage is their
+    maximum (``symbolic.ledgers.peak``). (label, bytes) pairs. ``uneven``: each stage's model
+    states over its own layers (L_1, L_p), in whole bytes as the bill's."""
     from ..bill.derive import structure_output_norm
     from ..models.architectures import output
 
     param_inv, base, _ = _inventories(structure)
     ways = c if cp else Integer(1)
     recipe = states.RECIPES[optimizer]
-    blocks = _state_blocks(recipe, zero, cp, structure, experts[0], experts[1])
-    temporary = (Add(*_state_blocks(states.FP32_TEMPORARY, zero, cp, structure, experts[0], experts[1]).values())
-                 if optimizer_impl == "foreach" else Integer(0))
     gathered = peak.gathered_weights(param_inv, Rational(recipe.bytes_of("parameters")), zero)
+    from ..ledgers.transients import all_to_all_staging
+    staging = (all_to_all_staging(sp, cp, experts[2], fp8_activations)
+               if structure[0] == "moe" and experts[0] else [])
     out = []
     for stage in (("first",) if schedule == "none" else ("first", "last")):
-        strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, stage, experts)
+        ways = (L / L_1 if stage == "first" else L / L_p) if uneven else p
+        blocks = _state_blocks(recipe, zero, cp, structure, experts[0], experts[1], ways)
+        temporary = (Add(*_state_blocks(states.FP32_TEMPORARY, zero, cp, structure, experts[0], experts[1],
+                                        ways).values())
+                     if optimizer_impl == "foreach" else Integer(0))
+        if uneven:  # whole bytes per block, as the bill's verdict and the timeline
+            blocks = {name: ceiling(expr) for name, expr in blocks.items()}
+            temporary = ceiling(temporary)
+        strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, stage, experts, fp8_activations, uneven)
         output_saved = strategy.shard(output.saved_tensors(norm=structure_output_norm(structure)))
-        for instant in peak.stage_instants(stage, strategy, base, output_saved, blocks, temporary, [],
+        for instant in peak.stage_instants(stage, strategy, base, output_saved, blocks, temporary, staging,
                                            has_loss=schedule == "none" or stage == "last", gathered=gathered):
             out.append((f"{stage} stage, {instant.phase}" if schedule != "none" else instant.phase, instant.total))
     return tuple(out)
@@ -210,15 +232,17 @@ def comm_bytes(tp, dp, pp, cp, ep=1, etp=None, settings: CommSettings = CommSett
     return sizes[np.asarray(inverse).reshape(-1)].reshape(shape)
 
 
-def _state_blocks(recipe, zero: int, cp: bool, structure: tuple | None, ep: bool, etp: bool) -> dict:
+def _state_blocks(recipe, zero: int, cp: bool, structure: tuple | None, ep: bool, etp: bool,
+                  stage_ways: Expr = p) -> dict:
     """Model-state bytes per GPU of each block of ``recipe`` as the bill's lines: the dense grid,
-    or for a mixture of experts its routed experts on the expert grid (:func:`states_expr`)."""
+    or for a mixture of experts its routed experts on the expert grid (:func:`states_expr`);
+    ``stage_ways``: p, or L/L_1 (L/L_p) on the first (last) of uneven stages."""
     context = c if cp else Integer(1)
     if structure is None or not _has_experts(structure):
-        return states.blocks(recipe, zero, context_parallel=context)
+        return states.blocks(recipe, zero, context_parallel=context, pipeline_parallel=stage_ways)
     from ..bill.derive import routed_expert_parameters
     experts = routed_expert_parameters(_inventories(structure)[0])
-    return states.expert_blocks(recipe, zero, experts, context_parallel=context,
+    return states.expert_blocks(recipe, zero, experts, context_parallel=context, pipeline_parallel=stage_ways,
                                 expert_parallel=e if ep else 1, expert_tensor_parallel=e_t if etp else t)
 
 
@@ -318,6 +342,8 @@ class Group:
     modules: tuple = ()  #: Megatron-Core's recompute_modules under selective recompute (empty: core_attn)
     fused_swiglu: bool = False  #: the experts' SwiGLU as one fused kernel
     optimizer_impl: str = "foreach"  #: foreach (fp32 temporaries at the step) or fused (none)
+    fp8_activations: bool = False  #: the linear layers' saved inputs in FP8
+    uneven: bool = False  #: uneven pipeline stages: the first holds L_1 layers
 
     @classmethod
     def of(cls, model: ModelConfig, layout: Layout) -> "Group":
@@ -325,19 +351,21 @@ class Group:
         return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
                    layout.dtype, structure(model), layout.cp > 1, layout.ep > 1, layout.etp not in (0, layout.tp),
                    layout.moe_capacity != 1, tuple(layout.recompute_modules), layout.fused_swiglu,
-                   layout.optimizer_impl)
+                   layout.optimizer_impl, layout.fp8_activations, layout.uneven_stages)
 
     def expressions(self) -> dict[str, Expr]:
         """The bill's ledgers as expressions in the papers' letters (Psi: the count the states use)."""
         return {"params": params_expr(self.structure),
                 "model_states_bytes": states_expr(self.optimizer, self.zero, self.cp, self.structure,
-                                                  self.ep, self.etp),
+                                                  self.ep, self.etp, self.uneven),
                 "activation_bytes": activations_expr(self.structure, self.sp, self.recompute, self.dtype,
                                                      self.schedule, self.cp,
-                                                     (self.ep, self.etp, self.capacity, self.modules, self.fused_swiglu)),
+                                                     (self.ep, self.etp, self.capacity, self.modules, self.fused_swiglu),
+                                                     self.fp8_activations, self.uneven),
                 "peak_candidates": peak_exprs(self.structure, self.sp, self.recompute, self.dtype, self.schedule,
                                               self.optimizer, self.zero, self.cp, self.optimizer_impl,
-                                              (self.ep, self.etp, self.capacity, self.modules, self.fused_swiglu)),
+                                              (self.ep, self.etp, self.capacity, self.modules, self.fused_swiglu),
+                                              self.fp8_activations, self.uneven),
                 "flops_per_micro_batch": flops_expr(self.structure, self.recompute, self.modules),
                 "model_flops_per_micro_batch": model_flops_expr(self.structure)}
 
@@ -518,6 +546,10 @@ class Planned:
                "zero": lay.zero, "recompute": lay.recompute, "sp": lay.sp, "interleave": lay.interleave,
                "seq": lay.seq, "global_batch": lay.global_batch, "optimizer": lay.optimizer,
                "dtype": lay.dtype, "micro_batches_per_pipeline": self.micro_batches_per_pipeline}
+        if lay.uneven_stages:
+            out.update(first_stage_layers=lay.first_stage_layers, last_stage_layers=lay.last_stage_layers)
+        if lay.fp8_activations:
+            out["fp8_activations"] = True
         out.update({k: _jsonable(val) for k, val in self.totals.items()})
         out.update(headroom_bytes=_jsonable(self.headroom_bytes), fits=self.fits,
                    step_seconds=self.step_seconds, bubble=self.bubble,
@@ -554,6 +586,9 @@ class Plan:
     overlap: Overlap = field(default_factory=Overlap)
     gpus_per_node: int = 8
     optimizer_impl: str = "foreach"
+    fp8_activations: bool = False  #: the layouts keep their linear layers' saved inputs in FP8
+    first_stage_layers: int = 0  #: uneven stages, every layout (0: even)
+    last_stage_layers: int = 0
 
     @property
     def usable(self) -> int:
@@ -564,8 +599,9 @@ class Plan:
         return len(self.table["tp"])
 
     def layout_at(self, i: int) -> Layout:
-        return _layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
-                            self.moe_capacity, self.optimizer_impl)
+        return replace(_layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
+                                    self.moe_capacity, self.optimizer_impl), fp8_activations=self.fp8_activations,
+                       first_stage_layers=self.first_stage_layers, last_stage_layers=self.last_stage_layers)
 
     def planned(self, i: int) -> Planned:
         """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
@@ -698,12 +734,16 @@ def _expert_grids(model: ModelConfig, folded: int, tp: int, gpus_per_node: int, 
 def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_batch: int = 0,
                       max_micro_batch: int = 16, gpus_per_node: int = 8,
                       fixed: Mapping[str, object] | None = None,
-                      moe_capacity=1) -> tuple[dict[str, np.ndarray], list[str]]:
+                      moe_capacity=1, first_stage_layers: int = 0,
+                      last_stage_layers: int = 0) -> tuple[dict[str, np.ndarray], list[str]]:
     """Every valid layout of ``model`` on ``gpus`` GPUs, as columns of numpy arrays.
 
     Micro-batch sizes: with ``global_batch``, every b with b·d dividing it;
     without, the powers of two up to ``max_micro_batch`` (one micro-batch per
     data-parallel rank per iteration, as the bill's default).
+    ``first_stage_layers`` / ``last_stage_layers``: uneven stages for every
+    layout (:func:`symbolic.layout.layout.stage_layers`): only the p (and v)
+    they make valid are kept; column ``L_1`` holds the first stage's layers.
     Returns the columns and the rules applied, in words.
     """
     positive_int("gpus", gpus)
@@ -722,6 +762,11 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
              "SP only with t > 1, s divisible by t·c", "ZeRO only with d·c > 1; ZeRO-2/3 only with p = 1 "
              "(DeepSpeed's pipeline engine supports ZeRO-1)",
              "interleaving (v > 1) only with p > 1 and micro-batches per pipeline a multiple of p (Megatron-LM)"]
+    uneven = bool(first_stage_layers or last_stage_layers)
+    if uneven:
+        rules[3] = (f"uneven stages (first {first_stage_layers or 'even'}, last {last_stage_layers or 'even'} "
+                    f"layers): the layers left divide over the other stages, v divides every stage's count "
+                    f"(Megatron-Core get_num_layers_to_build); p > 1")
     if model.experts:
         rules.append(f"ep divides the routed experts ({model.experts}); ep·etp divides t·d·c (Megatron-Core's "
                      f"expert grid); etp divides the expert FFN width and is ≤ {gpus_per_node}; etp ≠ t only under SP")
@@ -738,8 +783,17 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
             continue
         for pp in divisors(gpus // (cp * tp)):
             dp = gpus // (cp * tp * pp)
-            if layers % pp or fixed.get("pp", pp) != pp or fixed.get("dp", dp) != dp:
+            if fixed.get("pp", pp) != pp or fixed.get("dp", dp) != dp:
                 continue
+            if uneven:
+                try:
+                    stages = stage_layers(layers, pp, 1, first_stage_layers, last_stage_layers)
+                except ConfigError:
+                    continue
+            elif layers % pp:
+                continue
+            else:
+                stages = (layers // pp,) * pp
             if global_batch:
                 if global_batch % dp:
                     continue
@@ -747,7 +801,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
             else:
                 micro = [1 << k for k in range(max_micro_batch.bit_length()) if 1 << k <= max_micro_batch]
             micro = [mb for mb in micro if fixed.get("micro_batch", mb) == mb]
-            chunks = [1] + ([vv for vv in divisors(layers // pp) if vv > 1] if pp > 1 else [])
+            chunks = [1] + ([vv for vv in divisors(math.gcd(*stages)) if vv > 1] if pp > 1 else [])
             zeros = [0] if dp * cp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
             sps = [False, True] if tp > 1 and s_ % (tp * cp) == 0 else [False]
             expert_grids = _expert_grids(model, tp * dp * cp, tp, gpus_per_node, fixed)
@@ -765,19 +819,21 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                             if fixed.get("sp", sp) != sp or not Layout(
                                     micro_batch=mb, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, interleave=vv,
                                     zero=zero, global_batch=global_batch, cp=cp, ep=ep, etp=etp,
-                                    moe_capacity=moe_capacity).is_valid(model):
+                                    moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
+                                    last_stage_layers=last_stage_layers).is_valid(model):
                                 continue
                             for rc in range(3):
                                 if fixed.get("recompute", RECOMPUTE_ORDER[rc]) != RECOMPUTE_ORDER[rc]:
                                     continue
-                                rows.append((tp, pp, dp, mb, vv, zero, sp, rc, m, cp, ep, etp or tp))
+                                rows.append((tp, pp, dp, mb, vv, zero, sp, rc, m, cp, ep, etp or tp, stages[0],
+                                             stages[-1]))
                             if len(rows) > MAX_LAYOUTS:
                                 raise ConfigError(
                                     f"the sweep has more than {MAX_LAYOUTS:,} layouts (global batch "
                                     f"{global_batch or 'none'}, {gpus} GPUs): fix some of --tp, --pp, --cp, "
                                     "--micro-batch, --interleave, or give a global batch with fewer divisors")
     names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp",
-             "ep", "etp")
+             "ep", "etp", "L_1", "L_p")
     array = np.array(rows, dtype=np.int64).reshape(-1, len(names))
     return {name: array[:, k] for k, name in enumerate(names)}, rules
 
@@ -786,7 +842,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
          margin: int = 0, params_hand: int | None = None, optimizer: str = "bf16-adam", dtype: str = "bf16",
          hardware: Hardware | None = None, max_micro_batch: int = 16, gpus_per_node: int | None = None,
          fixed: Mapping[str, object] | None = None, moe_capacity=1, overlap: Overlap = Overlap(),
-         optimizer_impl: str = "foreach") -> Plan:
+         optimizer_impl: str = "foreach", fp8_activations: bool = False, first_stage_layers: int = 0,
+         last_stage_layers: int = 0) -> Plan:
     """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
 
     Keeps those whose verdict (the step's peak on the busiest GPU) ≤ ``gpu_memory − margin``
@@ -796,7 +853,9 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     NVLink domain, overlap, bubble, optimizer) per sequence (= step time when the
     global batch is fixed), then by headroom. ``hardware``: default the A100-80GB;
     ``gpus_per_node``: default its NVLink domain. Raises :class:`ConfigError` when no layout is
-    valid at all (as opposed to none fitting).
+    valid at all (as opposed to none fitting). ``fp8_activations``: every
+    layout keeps its linear layers' saved inputs in FP8. ``first_stage_layers``,
+    ``last_stage_layers``: uneven pipeline stages for every layout (Megatron-Core's).
     """
     from ..bill.derive import structure
 
@@ -821,7 +880,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     seq = positive_int("seq", seq) if seq else model.seq
     table, rules = enumerate_layouts(model, gpus, seq=seq, global_batch=global_batch,
                                      max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node, fixed=fixed,
-                                     moe_capacity=moe_capacity)
+                                     moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
+                                     last_stage_layers=last_stage_layers)
     n = len(table["tp"])
     if n == 0:
         raise ConfigError(f"no valid layout of {model.name} on {gpus} GPUs"
@@ -835,7 +895,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     cols = {"t": table["tp"], "p": table["pp"], "d": table["dp"], "b": table["micro_batch"],
             "v": table["interleave"], "c": table["cp"], "e": table["ep"], "e_t": table["etp"],
             "m": in_flight_array(table["pp"], table["interleave"], table["micro_batches"], "first"),
-            "m_last": in_flight_array(table["pp"], table["interleave"], table["micro_batches"], "last")}
+            "m_last": in_flight_array(table["pp"], table["interleave"], table["micro_batches"], "last"),
+            "L_1": table["L_1"], "L_p": table["L_p"]}
     scalars["C_f"] = float(Fraction(moe_capacity))
     micro_batches_total = table["micro_batches"] * table["dp"]
     out = {k: np.empty(n) for k in ("params", "model_states_bytes", "activation_bytes", "paper_total_bytes",
@@ -854,7 +915,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
                       SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
                       bool(expert[i0]), bool(expert_tensor[i0]), Fraction(moe_capacity) != 1,
-                      optimizer_impl=optimizer_impl)
+                      optimizer_impl=optimizer_impl, fp8_activations=fp8_activations,
+                      uneven=bool(first_stage_layers or last_stage_layers))
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         result = sweep(group, vals, micro_batches_total[idx], params_hand)
         for name, arr in result.items():
@@ -864,7 +926,9 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     fits = out["total_bytes"] <= usable
     near = np.flatnonzero(np.abs(out["total_bytes"] - usable) <= 1e-9 * usable)
     for i in near:
-        layout = _layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity, optimizer_impl)
+        layout = replace(_layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity, optimizer_impl),
+                         fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
+                         last_stage_layers=last_stage_layers)
         fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
     bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
     sequences = table["micro_batch"] * micro_batches_total
@@ -901,7 +965,9 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                                 _significant(table["seconds_per_sequence"][fit_idx])))]
     return Plan(model, gpus, gpu_memory, margin, hardware, seq, global_batch, params_hand, optimizer, dtype,
                 table, order, rules, moe_capacity=Fraction(moe_capacity), overlap=overlap,
-                gpus_per_node=gpus_per_node, optimizer_impl=optimizer_impl)
+                gpus_per_node=gpus_per_node, optimizer_impl=optimizer_impl,
+                fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
+                last_stage_layers=last_stage_layers)
 
 
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:

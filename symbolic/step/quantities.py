@@ -12,7 +12,7 @@ from ..layout.strategies import Strategy
 from ..ledgers import activations, states
 from ..models.architectures import ARCHITECTURES
 from .optimizations import _fp8_recipe, context_parallel
-from .timeline import flash_attention
+from .timeline import FP8_TILE, all_to_all_staging, flash_attention
 
 #: PCIe transfer rate per lane (GT/s) by generation, and the line code
 #: (payload bits per transferred bits) from Gen3 on: 128b/130b.
@@ -80,3 +80,56 @@ def _recipe_bytes(recipe="bf16-adam", fp8_weights=False, fp8_optimizer=False, ki
         r = _fp8_recipe(r, fp8_weights, fp8_optimizer)
     blocks = [x for x in r.blocks if (kind is None or x.kind == kind) and (block is None or x.name.startswith(block))]
     return Integer(sum(x.bytes for x in blocks))
+
+
+@quantity("communication.ep_all_to_all_staging", "B")
+def _ep_staging(buffer="dispatch send", sequence_parallel=False, context_parallel=False, capacity=False,
+                fp8=False, fp8_tile=FP8_TILE) -> Expr:
+    """Bytes of one of the expert-parallel all-to-all's staging buffers per GPU
+    (``buffer``: dispatch send/receive, combine send/receive; seed 004 §05.4):
+    :func:`symbolic.step.timeline.all_to_all_staging`; ``all`` sums the four."""
+    staged = all_to_all_staging(sequence_parallel, context_parallel, capacity, fp8, fp8_tile)
+    if buffer == "all":
+        return sum((size for _, size in staged), Integer(0))
+    matches = [size for name, size in staged if f", {buffer} (" in name]
+    if len(matches) != 1:
+        raise ValueError("buffer must be one of dispatch send, dispatch receive, combine send, combine receive, all")
+    return matches[0]
+
+
+#: PyTorch's default cuBLAS workspace per handle (``aten/src/ATen/cuda/CublasHandlePool.cpp``,
+#: ``parseChosenWorkspaceSize``: ":4096:2:16:8 default, 32MiB for Hopper and Blackwell" — two 4096 KiB
+#: and eight 16 KiB chunks, or 4096 KiB × 8 when the compute capability's major is 9, 10 or 12; torch
+#: 2.3-2.6 gave 32 MiB to sm_90 only). A CUBLAS_WORKSPACE_CONFIG ":SIZE:COUNT[:SIZE:COUNT]" replaces it.
+TORCH_CUBLAS_DEFAULT = {"pre-hopper": ((4096, 2), (16, 8)), "hopper-blackwell": ((4096, 8),)}
+#: GPU generations by compute-capability major, as that source tests them.
+CUBLAS_GENERATION = {7: "pre-hopper", 8: "pre-hopper", 9: "hopper-blackwell", 10: "hopper-blackwell",
+                     12: "hopper-blackwell"}
+
+
+def _workspace_bytes(chunks) -> Integer:
+    return Integer(sum(size * 1024 * count for size, count in chunks))
+
+
+@quantity("torch.cublas_workspace", "B")
+def _cublas_workspace(major=9, config=None) -> Expr:
+    """Bytes of one cuBLAS handle's workspace under PyTorch: its default for
+    compute capability ``major`` (V100/A100: 7/8 → 8,519,680 B; H100/H200: 9,
+    B200: 10 → 32 MiB), or the ``config`` string's ":SIZE_KiB:COUNT" pairs."""
+    if config is not None:
+        import re
+        pairs = re.findall(r":(\d+):(\d+)", str(config))
+        if not pairs:
+            raise ValueError(f"CUBLAS_WORKSPACE_CONFIG {config!r} has no :SIZE:COUNT pair")
+        return _workspace_bytes((int(size), int(count)) for size, count in pairs)
+    if major not in CUBLAS_GENERATION:
+        raise ValueError(f"compute capability major must be one of {sorted(CUBLAS_GENERATION)}")
+    return _workspace_bytes(TORCH_CUBLAS_DEFAULT[CUBLAS_GENERATION[major]])
+
+
+@quantity("nccl.buffsize_default", "B")
+def _nccl_buffsize() -> Expr:
+    """The timeline's NCCL_BUFFSIZE (``CommSettings.nccl_buffsize``): NCCL's
+    documented default for the Simple protocol, 4 MiB per channel."""
+    from .timeline import CommSettings
+    return Integer(CommSettings().nccl_buffsize)

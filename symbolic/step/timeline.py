@@ -57,9 +57,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
-from sympy import Add, Expr, Integer, Max, Symbol, expand, sympify
+from sympy import Add, Expr, Integer, Max, Symbol, ceiling, expand, sympify
 
-from ..core.dims import L, V, a, b, h, p, s, v
+from ..core.dims import L, L_1, L_p, V, a, b, h, p, s, v
 from ..core.numeric import exact_int
 from ..core.tensors import Axis, Group, Inventory, SavedTensor
 from ..layout.layout import Layout
@@ -76,8 +76,12 @@ from ..ledgers import states
 from ..ledgers.transients import (  # noqa: F401 (re-exported: the timeline's classes)
     MiB,
     TRANSIENT_SOURCE,
+    FP8_TILE,
     CommSettings,
     _tensor,
+    all_to_all_staging,
+    communication_buffers,
+    expert_all_to_all_staging,
     expert_groups,
     layer_work_tensors,
     without_all_to_all,
@@ -489,6 +493,8 @@ def in_flight(layout: Layout, stage: str = "first") -> tuple[Expr, Expr, list[st
         return chunks, layers, notes
     m_iter = layout.iteration_micro_batches()
     schedule = "interleaved" if layout.interleave > 1 else "1F1B"
+    if layout.uneven_stages:  # Megatron-Core's first/last-stage layer counts
+        notes.append(f"uneven stages: the {stage} stage holds {'L_1' if stage == 'first' else 'L_p'} layers")
     notes.append(f"{schedule} {stage} stage: {layout.in_flight(stage)} micro-batch chunk(s) in flight "
                  f"(m = {m_iter} micro-batches per iteration, p = {layout.pp})")
     return chunks, layers, notes
@@ -597,10 +603,12 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
             continue
         # a dense model: one item per block; a mixture of experts: its dense part and its routed experts
         one = states.Recipe(recipe.name, (block,), recipe.source, recipe.condition)
-        for name, size in model_state_blocks(model, layout, param_inv, one, params=psi).items():
-            _whole_state_block(model, layout, name, size)
-            constant.append(Item("constant", f"constant/{name}", ((name, size),)))
-    comm = [Item("communication", name, ((name, Integer(size)),)) for name, size in options.comm.items(layout)]
+        for name, size in model_state_blocks(model, layout, param_inv, one, params=psi, stage=stage).items():
+            if not layout.uneven_stages:  # uneven stages: rounded up to whole bytes, as the bill's verdict
+                _whole_state_block(model, layout, name, size)
+            constant.append(Item("constant", f"constant/{name}", ((name, _whole_bytes(size, layout)),)))
+    comm = [Item("communication", name, ((name, size),)) for name, size in communication_buffers(model, layout,
+                                                                                                options.comm)]
     fixed = tuple(constant + comm)
 
     per_layer = _bytes(saved)
@@ -665,8 +673,8 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
         shard = layout.zero >= 1
         # 4 B per parameter of the optimizer's shard: the dense part's and the experts' (expert grid)
         step_temp = states.Recipe("temp", (states.Block("fp32 temporary", 4, "optimizer"),), "", "")
-        temp = Add(*model_state_blocks(model, layout, param_inv, step_temp, zero=1 if shard else 0,
-                                       params=psi).values())
+        temp = _whole_bytes(Add(*model_state_blocks(model, layout, param_inv, step_temp, zero=1 if shard else 0,
+                                                    params=psi, stage=stage).values()), layout)
         families.append(PhaseFamily("optimizer step", fixed + (Item(
             "transients", "transients/optimizer-step temporaries (one fp32 per parameter shard)",
             (("optimizer/foreach temporary", temp),), Integer(1), "opt"),)))
@@ -678,6 +686,15 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
         notes.append("optimisations: " + ", ".join(options.applied))
     notes.extend(model.approximations)
     return Timeline(model, layout, options, families, n, k, strategy, notes)
+
+
+def _whole_bytes(size: Expr, layout: Layout) -> Expr:
+    """A model-state block as whole bytes. With uneven pipeline stages the bill's
+    first-order share Psi·L_1/L (Psi·L_p/L) of the parameters is not whole in general (61
+    layers: a 61st of the count), and every instant of the timeline is counted in
+    bytes: rounded up, less than 1 B per block (the bill's verdict rounds the same). Even stages:
+    unchanged."""
+    return ceiling(size) if layout.uneven_stages else size
 
 
 def peak(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions = MemoryOptions()):
@@ -694,5 +711,5 @@ def sum_of_class_maxima(result: TimelineValues) -> int:
     return sum(max(row[cls] for _, row in result.rows) for cls in CLASSES)
 
 
-__all__ = ["CLASSES", "CommSettings", "MemoryOptions", "Item", "PhaseFamily", "Timeline", "TimelineValues",
+__all__ = ["CLASSES", "CommSettings", "expert_all_to_all_staging", "all_to_all_staging", "FP8_TILE", "MemoryOptions", "Item", "PhaseFamily", "Timeline", "TimelineValues",
            "build", "peak", "work_tensors", "layer_work_tensors", "flash_attention", "in_flight", "sum_of_class_maxima", "i"]
