@@ -346,7 +346,7 @@ def lora_saved(saved_inv, param_inv, layout: Layout):
     if not layout.lora:
         return saved_inv
     from ..core.dims import b, r, s
-    from ..core.tensors import Axis, Group, Inventory, SavedTensor
+    from ..core.tensors import Axis, Group, SavedTensor
 
     extra = tuple(SavedTensor(f"lora/{term.name.removeprefix('layer/')}_down_output", (s, b, r), "bf16", Axis.NONE,
                               None, Group.BODY, states.LORA, "A·x, kept for the gradient of B")

@@ -130,6 +130,17 @@ def _assumptions(result) -> dict[str, str]:
 #: e and e_t (the expert grid), shown for a mixture of experts only.
 EXPERT_GRID = ("e·e_t", "", 5, False, lambda rank, item: f"{item.layout.ep}·{item.layout.etp or item.layout.tp}")
 
+BUBBLE = ("bubble", "", 6, False, lambda rank, item: f"{item.bubble:.1%}")
+#: The columns both forms share: schedule, micro-batching, ZeRO, SP and recompute.
+SCHEDULE_COLUMNS = (
+    ("v", "", 2, False, lambda rank, item: str(item.layout.interleave)),
+    ("b", "", 3, False, lambda rank, item: str(item.layout.micro_batch)),
+    ("m", "", 4, False, lambda rank, item: str(item.micro_batches_per_pipeline)),
+    ("ZeRO", "", 4, False, lambda rank, item: str(item.layout.zero)),
+    ("SP", "", 3, False, lambda rank, item: "yes" if item.layout.sp else "no"),
+    ("recompute", "", 9, True, lambda rank, item: item.layout.recompute),
+)
+
 FULL = (
     ("#", "", 3, False, lambda rank, item: str(rank)),
     ("t", "", 2, False, lambda rank, item: str(item.layout.tp)),
@@ -137,12 +148,7 @@ FULL = (
     ("d", "", 4, False, lambda rank, item: str(item.layout.dp)),
     ("c", "", 3, False, lambda rank, item: str(item.layout.cp)),
     EXPERT_GRID,
-    ("v", "", 2, False, lambda rank, item: str(item.layout.interleave)),
-    ("b", "", 3, False, lambda rank, item: str(item.layout.micro_batch)),
-    ("m", "", 4, False, lambda rank, item: str(item.micro_batches_per_pipeline)),
-    ("ZeRO", "", 4, False, lambda rank, item: str(item.layout.zero)),
-    ("SP", "", 3, False, lambda rank, item: "yes" if item.layout.sp else "no"),
-    ("recompute", "", 9, True, lambda rank, item: item.layout.recompute),
+    *SCHEDULE_COLUMNS,
     ("states", "GB", 9, False, lambda rank, item: _gb(item.totals["model_states_bytes"])),
     ("activ.", "GB", 9, False, lambda rank, item: _gb(item.totals["activation_bytes"])),
     ("total", "GB", 9, False, lambda rank, item: _gb(item.totals["total_bytes"])),
@@ -150,7 +156,7 @@ FULL = (
     ("TFLOP/s", "per GPU", 8, False, lambda rank, item: f"{item.model_tflops_per_gpu:.1f}"),
     ("MFU", "", 5, False, lambda rank, item: f"{item.mfu:.1%}"),
     ("step", "s", 8, False, lambda rank, item: f"{item.step_seconds:.3f}"),
-    ("bubble", "", 6, False, lambda rank, item: f"{item.bubble:.1%}"),
+    BUBBLE,
     (" binding", "", 0, True, lambda rank, item: " " + item.binding),
 )
 COMPACT = (
@@ -158,25 +164,17 @@ COMPACT = (
     ("t·p·d·c", "", 11, True,
      lambda rank, item: "·".join(str(getattr(item.layout, k)) for k in ("tp", "pp", "dp", "cp"))),
     EXPERT_GRID,
-    ("v", "", 2, False, lambda rank, item: str(item.layout.interleave)),
-    ("b", "", 3, False, lambda rank, item: str(item.layout.micro_batch)),
-    ("m", "", 4, False, lambda rank, item: str(item.micro_batches_per_pipeline)),
-    ("ZeRO", "", 4, False, lambda rank, item: str(item.layout.zero)),
-    ("SP", "", 3, False, lambda rank, item: "yes" if item.layout.sp else "no"),
-    ("recompute", "", 9, True, lambda rank, item: item.layout.recompute),
+    *SCHEDULE_COLUMNS,
     ("total", "GB", 7, False, lambda rank, item: _gb(item.totals["total_bytes"])),
     ("free", "GB", 7, False, lambda rank, item: _gb(item.headroom_bytes)),
     ("step", "s", 7, False, lambda rank, item: f"{item.step_seconds:.3f}"),
-    ("bubble", "", 6, False, lambda rank, item: f"{item.bubble:.1%}"),
+    BUBBLE,
 )
 
 
-def full_columns(moe: bool) -> tuple:
-    return tuple(column for column in FULL if moe or column is not EXPERT_GRID)
-
-
-def compact_columns(moe: bool) -> tuple:
-    return tuple(column for column in COMPACT if moe or column is not EXPERT_GRID)
+def for_model(columns: tuple, moe: bool) -> tuple:
+    """``columns`` with the expert grid's column only for a mixture of experts."""
+    return tuple(column for column in columns if moe or column is not EXPERT_GRID)
 
 
 def table_lines(shown, columns) -> list[str]:
@@ -233,12 +231,12 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
         return "\n".join(out)
     moe = bool(model.experts)  # the expert grid's columns, e and e_t, for a mixture of experts only
     # The widest form that fits: every column; the binding constraint under the table; the compact columns.
-    full = table_lines(shown, full_columns(moe))
-    medium = table_lines(shown, full_columns(moe)[:-1])
+    full = table_lines(shown, for_model(FULL, moe))
+    medium = table_lines(shown, for_model(FULL, moe)[:-1])
     if max(map(len, full)) <= width:
         out += full
     else:
-        out += medium if max(map(len, medium)) <= width else table_lines(shown, compact_columns(moe))
+        out += medium if max(map(len, medium)) <= width else table_lines(shown, for_model(COMPACT, moe))
         out += wrap("what limits each layout: " + "; ".join(_bindings(shown)), width, subsequent="  ")
     if len(result.order) > len(shown):
         out.append(f"... {len(result.order) - len(shown):,} more fit "

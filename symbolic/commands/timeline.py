@@ -66,7 +66,6 @@ def report(model, layout, options, gpu_memory=None, stage: str = "first") -> dic
 def run(args) -> int:
     import json
 
-    from ..core.units import fmt_bytes
     from ..step.optimizations import apply
     from ..step.timeline import CommSettings, MemoryOptions
 

@@ -142,7 +142,6 @@ def _difference(label: str, fitted, declared) -> bool:
 
 
 def _run(args) -> int:
-    import json
     from importlib.util import find_spec
     from pathlib import Path
 
@@ -258,17 +257,6 @@ def _by_difference(config: dict, args) -> int:
 
 def run(args) -> int:
     """The command, its plain lines wrapped to the terminal's width (JSON as is)."""
-    import contextlib
-    import sys
+    from ..render.terminal import run_wrapped
 
-    from ..render.summary import WrappingWriter
-    from ..render.terminal import output_width
-
-    if getattr(args, "json", False):
-        return _run(args)
-    writer = WrappingWriter(sys.stdout, output_width())
-    try:
-        with contextlib.redirect_stdout(writer):
-            return _run(args)
-    finally:
-        writer.flush()
+    return run_wrapped(_run, args)

@@ -44,9 +44,8 @@ from dataclasses import dataclass, replace
 from sympy import Add, Expr, Integer, sympify
 
 from ..core.dims import Psi, d, p, t
-from ..core.tensors import Group, Inventory
+from ..core.tensors import DTYPE_BYTES, Group, Inventory
 from ..layout.strategies import Strategy, context_parallel, sequence_parallel, tensor_parallel
-from . import states
 from .transients import CommSettings, communication_buffers, layer_work_tensors, without_all_to_all
 
 #: The classes an instant's bytes are split into, in the order they print.
@@ -239,7 +238,7 @@ def optimizer_temporary(zero: int, context_parallel: Expr = Integer(1), trainabl
     being trainable/(t·p), over d·c more with ZeRO ≥ 1. A fused optimizer
     kernel (apex/DeepSpeed FusedAdam) or a CPU step has none. ``pipeline_parallel``:
     p, or L/L_1 (L/L_p) on the first (last) of uneven stages."""
-    return 4 * trainable / (t * pipeline_parallel * (d * context_parallel if zero >= 1 else 1))
+    return DTYPE_BYTES["fp32"] * trainable / (t * pipeline_parallel * (d * context_parallel if zero >= 1 else 1))
 
 
 def comm_buffers(model, layout, settings: CommSettings = CommSettings()) -> list[tuple[str, Expr]]:

@@ -7,9 +7,12 @@ byte blocks; the 16, 18 and 12 bytes/param of seed 001 §3 are their sums.
 """
 from __future__ import annotations
 
-from sympy import Add, Expr, Integer, Rational
+from dataclasses import dataclass
 
-from ..core.dims import Psi, d, p, t
+from sympy import Add, Expr, Integer, Mul, Rational
+
+from ..core.dims import L, Psi, d, p, r, t
+from ..core.tensors import DTYPE_BYTES
 from ..layout.choices import ZERO_STAGES
 from ..layout.recipes import KINDS, RECIPES, Block, Recipe  # noqa: F401 (re-exported: the ledger's recipes)
 
@@ -91,17 +94,19 @@ def expert_blocks(recipe: Recipe, zero: int, expert_params: Expr, params: Expr =
 
 # --- memory levers: LoRA, quantised base weights, factored and 8-bit optimizers, offload --------------
 
-from dataclasses import dataclass  # noqa: E402  (the levers' part of the ledger)
 
-from sympy import Mul  # noqa: E402
 
-from ..core.dims import L, r  # noqa: E402
 
 LORA = "Hu et al. 2021 (LoRA, arXiv 2106.09685) §4.1"
 QLORA = "Dettmers et al. 2023 (QLoRA, arXiv 2305.14314) §3"
 LLM_INT8 = "Dettmers et al. 2022 (LLM.int8(), arXiv 2208.07339) §3; bitsandbytes Linear8bitLt"
 ZERO_OFFLOAD = "Ren et al. 2021 (ZeRO-Offload, arXiv 2101.06840) §4"
 PARAM_OFFLOAD = "PyTorch FSDP CPUOffload(offload_params=True); Rajbhandari et al. 2021 (ZeRO-Infinity) §5"
+
+#: Bytes per weight of a frozen base under LoRA, by ``--base-dtype``: NF4 4 bits (QLoRA §3), int8 1 B
+#: (LLM.int8), bf16 as the activations' ``DTYPE_BYTES``.
+BASE_DTYPE_BYTES = {"nf4": Rational(1, 2), "int8": Integer(1), "bf16": Integer(DTYPE_BYTES["bf16"])}
+FP32 = DTYPE_BYTES["fp32"]
 
 #: QLoRA §3: NF4 blocks of 64 weights, one absmax constant each; double quantisation stores those
 #: constants in 8 bits, in blocks of 256 with one fp32 constant each.
@@ -191,22 +196,23 @@ def state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, con
                        if term not in weights))
         base = []
         if base_dtype == "nf4":
-            base.append(("frozen base weights (NF4, 4 bit)", Rational(1, 2) * frozen_weights, QLORA,
+            base.append(("frozen base weights (NF4, 4 bit)", BASE_DTYPE_BYTES["nf4"] * frozen_weights, QLORA,
                          "4-bit NormalFloat, blocks of 64"))
             if double_quant:
-                constants = frozen_weights * (Rational(1, NF4_BLOCK) + Rational(4, NF4_BLOCK * DQ_BLOCK))
+                constants = frozen_weights * (Rational(1, NF4_BLOCK) + Rational(FP32, NF4_BLOCK * DQ_BLOCK))
                 base.append(("NF4 constants, double-quantised (8 bit per 64 + fp32 per 256·64)", constants, QLORA,
                              "0.127 bits/param (QLoRA §3 'Double Quantization')"))
             else:
-                base.append(("NF4 constants (fp32 per 64)", frozen_weights * Rational(4, NF4_BLOCK), QLORA,
+                base.append(("NF4 constants (fp32 per 64)", frozen_weights * Rational(FP32, NF4_BLOCK), QLORA,
                              "0.5 bits/param"))
         elif base_dtype == "int8":
             rows = Add(*(L * Mul(*term.shape[:-2]) * term.shape[-1] for term in weights))
-            base += [("frozen base weights (int8)", frozen_weights, LLM_INT8, "1 B/param"),
-                     ("int8 row scales (fp32 per output row)", 4 * rows, LLM_INT8, "vector-wise quantisation")]
+            base += [("frozen base weights (int8)", BASE_DTYPE_BYTES["int8"] * frozen_weights, LLM_INT8, "1 B/param"),
+                     ("int8 row scales (fp32 per output row)", FP32 * rows, LLM_INT8, "vector-wise quantisation")]
         else:
-            base.append(("frozen base weights (bf16)", 2 * frozen_weights, LORA, "frozen: no gradient, no states"))
-        base.append(("frozen norms, embeddings, output layer (bf16)", 2 * others, LORA,
+            base.append(("frozen base weights (bf16)", BASE_DTYPE_BYTES["bf16"] * frozen_weights, LORA,
+                         "frozen: no gradient, no states"))
+        base.append(("frozen norms, embeddings, output layer (bf16)", BASE_DTYPE_BYTES["bf16"] * others, LORA,
                      "kept in bf16, frozen"))
         for name, expr, source, note in base:
             out.append(StateTerm(name, expr / shard("parameters"), "parameters", device("parameters"), source,
@@ -223,11 +229,10 @@ def state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, con
                              recipe.condition + where))
     if offload == "params":
         layer = Add(*(term.count for term in param_inv if term.scope == "layer"))
-        if lora:
-            quantised = {"nf4": Rational(1, 2), "int8": Integer(1), "bf16": Integer(2)}[base_dtype]
-            layer_bytes = 2 * quantised * layer
-        else:
-            layer_bytes = 2 * 2 * layer
+        # two layers (the running and the prefetched one) in the dtype they compute in: the frozen
+        # base's under LoRA, else the recipe's parameter blocks (bf16 2 B, fp32 4 B, FP8 1 B)
+        weight_bytes = BASE_DTYPE_BYTES[base_dtype] if lora else Rational(recipe.bytes_of("parameters"))
+        layer_bytes = 2 * weight_bytes * layer
         out.append(StateTerm("gathered weights of the running and the prefetched layer", layer_bytes / ways_tp,
                              "parameters", "gpu", PARAM_OFFLOAD, "two layers' weights on the GPU at a time"))
     return out, trainable
@@ -237,7 +242,7 @@ def parameter_bytes(recipe: Recipe, layout) -> Expr:
     """Bytes per parameter of the weights a layer computes with: the recipe's parameter blocks,
     or under LoRA the frozen base's storage (NF4 ½ B, int8 1 B, bf16 2 B)."""
     if getattr(layout, "lora", 0):
-        return {"nf4": Rational(1, 2), "int8": Integer(1), "bf16": Integer(2)}[layout.base_dtype]
+        return BASE_DTYPE_BYTES[layout.base_dtype]
     return Rational(recipe.bytes_of("parameters"))
 
 
@@ -245,5 +250,5 @@ def parameter_bytes(recipe: Recipe, layout) -> Expr:
 #: shard, sharded as the optimizer states are (over d·c with ZeRO ≥ 1) — PyTorch's ``foreach``
 #: Adam, seed 004 §02.3. :func:`symbolic.ledgers.peak.optimizer_temporary` is its dense-grid form;
 #: this one also splits a mixture of experts' routed experts over the expert grid.
-FP32_TEMPORARY = Recipe("fp32-step-temporary", (Block("fp32 temporaries of the optimizer step", 4, "optimizer"),),
+FP32_TEMPORARY = Recipe("fp32-step-temporary", (Block("fp32 temporaries of the optimizer step", FP32, "optimizer"),),
                         "seed 004 §02.3", "PyTorch foreach optimizer step")

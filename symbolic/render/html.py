@@ -158,7 +158,7 @@ def instant_compositions() -> dict[str, list[dict]]:
     for pipeline in PIPELINES:
         rows = []
         for stage in ("first",) if pipeline == "none" else ("first", "last"):
-            for phase, composition in peak.compositions(Integer(0), Integer(0), pipeline == "none" or stage == "last"):
+            for phase, composition in peak.compositions(_K, _N, pipeline == "none" or stage == "last"):
                 rows.append({"stage": stage, "phase": phase if pipeline == "none" else f"{stage} stage, {phase}",
                              "terms": [[_multiplicity_key(pipeline, stage, multiplicity), name]
                                        for multiplicity, name in composition]})
@@ -166,12 +166,20 @@ def instant_compositions() -> dict[str, list[dict]]:
     return out
 
 
-def _multiplicity_key(pipeline: str, stage: str, placeholder: Expr) -> str | None:
-    """The formula key of a composition's multiplicity: None for 1, else k·n or k·n − 1 of the stage
-    (``compositions`` is called with k = n = 0, so its multiplicities read 0 = k·n, −1 = k·n − 1, 1)."""
-    if placeholder == 1:
+#: The chunks in flight (k) and layers per chunk (n) as letters, so each composition's multiplicity
+#: is read off as an expression: 1, k·n or k·n − 1.
+_K, _N = Symbol("k_chunks", positive=True), Symbol("n_layers", positive=True)
+
+
+def _multiplicity_key(pipeline: str, stage: str, multiplicity: Expr) -> str | None:
+    """The formula key of a composition's multiplicity: None for 1, else k·n or k·n − 1 of the stage;
+    any other multiplicity has no formula on the page and is refused, not guessed."""
+    if multiplicity == 1:
         return None
-    return f"peakcount/{pipeline}/{stage}/{'held' if placeholder == 0 else 'held-1'}"
+    for name, expr in (("held", _K * _N), ("held-1", _K * _N - 1)):
+        if (multiplicity - expr).expand() == 0:
+            return f"peakcount/{pipeline}/{stage}/{name}"
+    raise ValueError(f"the calculator has no formula for the multiplicity {multiplicity} of a verdict instant")
 
 
 def multiplicity_formulas() -> list[Formula]:

@@ -53,7 +53,7 @@ def bill_latex(data: dict) -> str:
 
     total = Fraction(data["total_bytes"])
     rest = total - Fraction(data["model_states_bytes"]) - Fraction(data["activation_bytes"])
-    text = (rf"\text{{model states}} + \text{{activations}}"
+    text = (r"\text{model states} + \text{activations}"
             + (r" + \text{the rest of the peak}" if rest else "")
             + rf" = {gb(data['model_states_bytes'])} + {gb(data['activation_bytes'])}"
             + (rf" + {gb(rest)}" if rest else "") + rf" = {gb(total)}")

@@ -460,6 +460,23 @@ def output_width(file=None) -> int:
     return PIPE_WIDTH
 
 
+def run_wrapped(run, args) -> int:
+    """``run(args)`` with its plain ``print`` lines wrapped to the terminal's width
+    (:class:`symbolic.render.summary.WrappingWriter`); ``--json`` output passes as is."""
+    import contextlib
+
+    from .summary import WrappingWriter
+
+    if getattr(args, "json", False):
+        return run(args)
+    writer = WrappingWriter(sys.stdout, output_width())
+    try:
+        with contextlib.redirect_stdout(writer):
+            return run(args)
+    finally:
+        writer.flush()
+
+
 def render_renderables(items, width: int = PIPE_WIDTH, color: bool = False) -> str:
     """Rich renderables as text of ``width`` columns, trailing spaces removed."""
     console = Console(file=io.StringIO(), width=width, force_terminal=color, color_system="standard" if color

@@ -51,7 +51,7 @@ from functools import lru_cache
 from typing import Mapping
 
 import numpy as np
-from sympy import Add, Expr, Integer, Max, Rational, Symbol, ceiling
+from sympy import Add, Expr, Integer, Rational, Symbol, ceiling
 
 from ..core.dims import (B, C_f, E, E_s, L, L_1, L_d, L_p, P, Psi, V, a, b, c, d, d_h, d_n, d_r, d_v, e, e_t, f,
                           f_e, f_s, g, h, k, m, p, r_kv, r_q, s, t, v)

@@ -59,9 +59,9 @@ from typing import Iterator
 
 from sympy import Add, Expr, Integer, Max, Symbol, ceiling, expand, sympify
 
-from ..core.dims import L, L_1, L_p, V, a, b, h, p, s, v
+from ..core.dims import s
 from ..core.numeric import exact_int
-from ..core.tensors import Axis, Group, Inventory, SavedTensor
+from ..core.tensors import Group, Inventory
 from ..layout.layout import Layout
 from ..layout.strategies import (  # noqa: F401 (flash_attention re-exported: the timeline's option)
     Strategy,

@@ -79,6 +79,13 @@ def _weight(name, shape, source=HF, note="", share: Expr = Integer(1)):
     return Parameter(f"layer/{name}", shape, "layer", source, note)
 
 
+def _linear_params(name, d_in, d_out, bias: bool, source=HF, note="", share: Expr = Integer(1)) -> list:
+    """A linear layer's parameters: its (d_in, d_out) weight and, with ``bias``, its d_out bias
+    (``layer/NAME_weight``, ``layer/NAME_bias``)."""
+    weight = _weight(f"{name}_weight", (d_in, d_out), source, note, share)
+    return [weight, _weight(f"{name}_bias", (d_out,), source, share=share)] if bias else [weight]
+
+
 def _linear(name, m, n, source=HF, note="", batch: Expr = Integer(1), tokens: Expr | None = None,
             group=Group.BODY):
     """A layer's weight matmul over its tokens (``layer/...``)."""
@@ -144,17 +151,11 @@ def attention_projections(width: Expr, kv_heads: Expr = g, qkv_bias: bool = Fals
     names = (("query", q), ("key", kv), ("value", kv))
     params = []
     if fused:
-        params.append(_weight("attention/qkv_weight", (h, q + 2 * kv), note="fused Q|K|V"))
-        if qkv_bias:
-            params.append(_weight("attention/qkv_bias", (q + 2 * kv,)))
+        params += _linear_params("attention/qkv", h, q + 2 * kv, qkv_bias, note="fused Q|K|V")
     else:
         for name, n in names:
-            params.append(_weight(f"attention/{name}_weight", (h, n)))
-            if qkv_bias:
-                params.append(_weight(f"attention/{name}_bias", (n,)))
-    params.append(_weight("attention/output_weight", (q, h)))
-    if o_bias:
-        params.append(_weight("attention/output_bias", (h,)))
+            params += _linear_params(f"attention/{name}", h, n, qkv_bias)
+    params += _linear_params("attention/output", q, h, o_bias)
     matmuls = tuple(_linear(f"attention/{name}", h, n) for name, n in names)
     saved = (_tokens(input_name, h, group=Group.LAYER_INPUT if layer_input else Group.BODY,
                      note="shared input of the Q, K, V projections"),)
@@ -345,17 +346,11 @@ def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fu
                          note=note, share=share))
     if kind == "gated":
         if fused_gate_up:
-            params.append(_weight(f"{prefix}/gate_up_weight", (h, 2 * width), share=share, note="fused gate|up"))
-            if bias:
-                params.append(_weight(f"{prefix}/gate_up_bias", (2 * width,), share=share))
+            params += _linear_params(f"{prefix}/gate_up", h, 2 * width, bias, note="fused gate|up", share=share)
         else:
             for name in ("gate", "up"):
-                params.append(_weight(f"{prefix}/{name}_weight", (h, width), share=share))
-                if bias:
-                    params.append(_weight(f"{prefix}/{name}_bias", (width,), share=share))
-        params.append(_weight(f"{prefix}/down_weight", (width, h), share=share))
-        if bias:
-            params.append(_weight(f"{prefix}/down_bias", (h,), share=share))
+                params += _linear_params(f"{prefix}/{name}", h, width, bias, share=share)
+        params += _linear_params(f"{prefix}/down", width, h, bias, share=share)
         saved += [_split(f"{prefix}/gate_output", width, note=f"gate output, {activation}'s input", share=share),
                   *activation_chain(activation, width, prefix, share),
                   _split(f"{prefix}/act_output", width, note=f"{activation} output, kept for ·up", share=share),
@@ -365,12 +360,8 @@ def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fu
         mms += [_linear(f"{prefix}/gate", h, width, batch=share), _linear(f"{prefix}/up", h, width, batch=share),
                 _linear(f"{prefix}/down", width, h, batch=share)]
     elif kind == "plain":
-        params += [_weight(f"{prefix}/fc1_weight", (h, width), share=share)]
-        if bias:
-            params.append(_weight(f"{prefix}/fc1_bias", (width,), share=share))
-        params.append(_weight(f"{prefix}/fc2_weight", (width, h), share=share))
-        if bias:
-            params.append(_weight(f"{prefix}/fc2_bias", (h,), share=share))
+        params += _linear_params(f"{prefix}/fc1", h, width, bias, share=share)
+        params += _linear_params(f"{prefix}/fc2", width, h, bias, share=share)
         saved += [_split(f"{prefix}/act_input", width, note=f"fc1 output, {activation}'s input", share=share),
                   *activation_chain(activation, width, prefix, share),
                   _split(f"{prefix}/fc2_input", width, note=f"{activation} output, fc2's input", share=share)]
