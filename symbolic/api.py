@@ -252,9 +252,7 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
     (``"80GB"``, ``"80GiB"`` or bytes), and the step time on ``hardware`` (a GPU
     kind or a JSON file; default the A100-80GB). ``params`` is seed 001's
     hand-filled N (``"7B"``) for the model states."""
-    from .bill.cache import derivation
-    from .bill.evaluate import evaluate
-    from .bill.timing import step_time
+    from .bill.priced import priced_bill
     from .commands._options import parse_ratio
 
     config = _model(model)
@@ -271,14 +269,8 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
     memory = _size(gpu_memory, "--gpu-memory")
     gpu, hidden = _time_model(hardware, overlap)
     cpu = _size(cpu_memory, "--cpu-memory")
-    engine = _engine_errors(lambda: evaluate(derivation(config, layout, params_hand), config, layout,
-                                             params_hand, memory, cpu))
-    from .bill.levers import POLICY, what_would_fit
-
-    engine.fixes = _engine_errors(lambda: what_would_fit(engine, params_hand))  # empty when it fits
-    engine.fix_policy = POLICY
-    step = _engine_errors(lambda: step_time(config, layout, gpu, overlap=hidden, gpus_per_node=gpus_per_node,
-                                            params_hand=params_hand, params_count=engine.totals["params"]))
+    engine, step = _engine_errors(lambda: priced_bill(config, layout, gpu, overlap=hidden, gpus_per_node=gpus_per_node,
+                                                      params_hand=params_hand, gpu_memory=memory, cpu_memory=cpu))
     return Bill(engine, step)
 
 

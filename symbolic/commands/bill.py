@@ -23,44 +23,26 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..bill.cache import derivation
-    from ..bill.evaluate import evaluate
-    from ..render.terminal import print_text, render_json
+    import json
+
+    from ..bill.priced import priced_bill
+    from ..render.summary import wrap_lines
+    from ..render.terminal import bill_data, output_width, print_text
+    from ..render.time import time_json, time_lines
 
     model = _options.load_model(args)
     layout = _options.layout_from_args(args).validate(model)
     params_hand = _options.parse_count(args.params) if args.params is not None else None
     gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory is not None else None
     cpu_memory = _options.parse_memory(args.cpu_memory, "--cpu-memory") if args.cpu_memory is not None else None
-    bill = evaluate(derivation(model, layout, params_hand), model, layout, params_hand, gpu_memory, cpu_memory)
-    from ..bill.levers import POLICY, what_would_fit
-
-    bill.fixes = what_would_fit(bill, params_hand)  # empty when it fits (or no --gpu-memory)
-    bill.fix_policy = POLICY
-    step = _step_time(args, model, layout, bill, params_hand)
+    hardware, overlap, gpus_per_node = _options.time_options(args)
+    bill, step = priced_bill(model, layout, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
+                             params_hand=params_hand, gpu_memory=gpu_memory, cpu_memory=cpu_memory)
     if args.json:
-        import json
-
-        from ..render.time import time_json
-        data = json.loads(render_json(bill))
-        data.update(time_json(step))
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print(json.dumps(dict(bill_data(bill), **time_json(step)), indent=2, ensure_ascii=False))
     else:
-        from ..render.summary import wrap_lines
-        from ..render.terminal import output_width
-        from ..render.time import time_json, time_lines
-
         print_text(bill, brief=args.brief, extra=time_json(step))
         if not args.brief:  # the TIME section, each line wrapped to the terminal
             print()
             print("\n".join(wrap_lines("\n".join(time_lines(step, bill)), output_width())))
     return 0
-
-
-def _step_time(args, model, layout, bill, params_hand):
-    """The TIME section's model: the communication ledger and the step time at this layout."""
-    from ..bill.timing import step_time
-
-    hardware, overlap, gpus_per_node = _options.time_options(args)
-    return step_time(model, layout, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
-                     params_hand=params_hand, params_count=bill.totals["params"])
