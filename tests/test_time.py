@@ -186,3 +186,17 @@ def test_published_runs_are_priced_in_the_sources_flop_convention():
     layout = Layout(micro_batch=b, dp=32, recompute="full", global_batch=512)
     eq3 = make_bill(model, layout).totals["flops_per_gpu_per_iteration"]
     assert first.predicted == pytest.approx(float(eq3) / first.step_seconds / 1e12)
+
+
+def test_what_the_time_model_leaves_out_is_printed(capsys):
+    """An expert-parallel layout's all-to-all and uneven stages are not priced: the bill says so."""
+    import json
+
+    from symbolic.cli import main
+
+    assert main(["bill", "mixtral-8x7b", "--ep", "8", "--dp", "8", "--json"]) == 0
+    assert any("all-to-all" in item for item in json.loads(capsys.readouterr().out)["time_model"]["not_priced"])
+    assert main(["bill", "gpt-7b", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["time_model"]["not_priced"] == []
+    assert main(["bill", "mixtral-8x7b", "--ep", "8", "--dp", "8"]) == 0
+    assert "not priced: the expert-parallel all-to-all" in capsys.readouterr().out

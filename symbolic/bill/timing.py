@@ -119,5 +119,18 @@ def step_time(model: ModelConfig, layout: Layout, hardware: Hardware, *, overlap
     text = stored(model, layout)
     values = letters(model, layout, params_hand, params_count)
     numbers = [float(evaluate_formula(formula, values)) for formula in text.formulas]
-    return price(text.shell(), numbers, values, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
+    step = price(text.shell(), numbers, values, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
                  detail=True)  # GEMMs at the BF16 peak: --dtype is the activations' storage
+    step.factors["not_priced"] = not_priced(layout)
+    return step
+
+
+def not_priced(layout: Layout) -> list[str]:
+    """What of ``layout`` the step-time model leaves out, so a printed step time never hides it."""
+    out = []
+    if layout.ep > 1:
+        out.append("the expert-parallel all-to-all (dispatch and combine, forward and backward): "
+                   "no time is counted for it")
+    if layout.uneven_stages:
+        out.append("uneven pipeline stages: every stage is priced at L/p layers, not the slowest stage's")
+    return out

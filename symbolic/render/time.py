@@ -65,6 +65,7 @@ def time_lines(step, bill=None) -> list[str]:
                    f"calls {_f(line['calls']):>9,.0f}  Σbytes {_bytes(line['bytes']):>12}  ring ×{_f(line['ring_factor']):.3f}"
                    f"  bus {_f(line['bus_bandwidth']) / 1e9:,.1f} GB/s  α {_f(line['latency_per_call']) * 1e6:,.1f} µs"
                    f"  → {_seconds(line['seconds'])}, exposed {_seconds(line['exposed'])}")
+    out.extend(f"  not priced: {item}" for item in f.get("not_priced", ()))
     out.append("  sources: symbolic/ledgers/time.py (the model), symbolic/ledgers/communication.py (the terms), "
                f"the hardware file's `sources` ({f['hardware']})")
     return out
@@ -84,6 +85,7 @@ def time_json(step) -> dict:
         "time_model": {
             "hardware": f["hardware"], "peak_flops": f["peak_flops"], "gpus_per_node": f["gpus_per_node"],
             "overlap": f["overlap"], "micro_batches_per_pipeline": _f(f["micro_batches_per_pipeline"]),
+            "not_priced": list(f.get("not_priced", ())),
             "compute": [{"name": x["name"], "flops_on_pacing_stage": _f(x["flops_on_pacing_stage"]),
                          "gemm_flops_per_call": _f(x["gemm_flops_per_call"]), "efficiency": _f(x["efficiency"]),
                          "seconds": _f(x["seconds"])} for x in step.compute_lines],
