@@ -47,7 +47,8 @@ def head_width(recipe: Recipe) -> Expr:
     return d_h if recipe.head_dim else h / a
 
 
-def _attention(recipe: Recipe, kernel: str, layer_input: bool) -> parts.Part:
+def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = g, mask_dtype: str = "mask",
+               per_head: bool = False) -> parts.Part:
     if recipe.attention == "mla":
         projections = parts.mla_projections(r_q, r_kv, d_n, d_r, d_v, recipe.q_lora, recipe.o_bias)
         return (projections + parts.mla_saved(r_q, r_kv, d_n, d_r, d_v, recipe.q_lora)
@@ -56,28 +57,34 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool) -> parts.Part:
                 + parts.Part(matmuls=(parts._linear("attention/output", a * d_v, h, parts.MLA_SOURCE),)))
     width = head_width(recipe)
     qk_kind = "rmsnorm" if recipe.norm == "layernorm" else recipe.norm
-    return (parts.attention_projections(width, g, recipe.qkv_bias, recipe.o_bias, recipe.fused_qkv,
+    return (parts.attention_projections(width, kv_heads, recipe.qkv_bias, recipe.o_bias, recipe.fused_qkv,
                                         layer_input=layer_input)
-            + parts.qk_norm(recipe.qk_norm, width, g, qk_kind)
-            + parts.attention_core(width, g, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap)
+            + parts.qk_norm(recipe.qk_norm, width, kv_heads, qk_kind)
+            + parts.attention_core(width, kv_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
+                                   mask_dtype=mask_dtype, per_head=per_head)
             + parts.attention_output(width, recipe.o_bias))
 
 
-def _mlp_block(recipe: Recipe, layer_input: bool = False) -> parts.Part:
+def _mlp_block(recipe: Recipe, layer_input: bool = False, ffn: Expr = f) -> parts.Part:
     if recipe.moe == "none":
-        return parts.mlp(recipe.mlp, f, recipe.activation, recipe.mlp_bias, recipe.fused_gate_up,
+        return parts.mlp(recipe.mlp, ffn, recipe.activation, recipe.mlp_bias, recipe.fused_gate_up,
                          layer_input=layer_input)
     moe_share, dense_share = parts.dense_share(recipe.dense_layers)
     block = parts.moe(ROUTERS[recipe.moe], f_e, f_s if recipe.shared else None, recipe.shared_gate, moe_share,
                       activation=recipe.activation)
     if recipe.dense_layers:
-        block = block + parts.mlp("gated", f, recipe.activation, recipe.mlp_bias, share=dense_share)
+        block = block + parts.mlp("gated", ffn, recipe.activation, recipe.mlp_bias, share=dense_share)
     return block
 
 
-def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA) -> parts.Part:
-    """One decoder layer of ``recipe`` (``kernel``: ``fused`` SDPA/FlashAttention, ``explicit`` eager
-    attention, or ``math``, SDPA's fp32 fallback, which CPU takes for MLA)."""
+def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv_heads: Expr = g,
+          dropout: bool = False, wording: parts.Wording = parts.HF_WORDING) -> parts.Part:
+    """One decoder layer of ``recipe``: its norms, attention and MLP parts in the recipe's residual
+    wiring. ``kernel``: ``fused`` SDPA/FlashAttention, ``explicit`` eager attention, ``math``, SDPA's
+    fp32 fallback, which CPU takes for MLA, or ``paper``, the attention Korthikanti §4.1 counts.
+    ``ffn``: the MLP width (f; the papers' GPT: 4h). ``kv_heads``: key/value heads (g; MHA: a).
+    ``dropout``: dropout on each block's output before its residual add (Megatron's GPT; its mask
+    dtype the backend's). ``wording``: the names and citations of the inventory (the paper layers')."""
     conv = conventions(backend)
     kind = recipe.norm
 
@@ -87,25 +94,42 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA) -> parts.Part:
             part = parts.Part(part.params, tuple(t for t in part.saved if not t.name.endswith("_input")))
         return part
 
+    def attention(layer_input=False):
+        return _attention(recipe, kernel, layer_input, kv_heads, conv.dropout_mask, wording.per_head)
+
+    def drop(block):  # x + dropout(block(x)): the mask of the block's output
+        if not dropout:
+            return parts.NOTHING
+        return parts.block_dropout(f"{block}/dropout_mask", "attention" if block == "attention" else "MLP",
+                                   conv.dropout_mask)
+
+    mlp = _mlp_block(recipe, ffn=ffn)
     if recipe.residual == "parallel":  # x + attn(ln1(x)) + mlp(ln2(x)): both norms keep the same x
-        return (norm("attention/norm", layer_input=True) + _attention(recipe, kernel, False)
-                + norm("mlp/norm", keep_input=False) + _mlp_block(recipe))
-    if recipe.placement == "post":  # OLMo-2: x + norm(attn(x)), then h + norm(mlp(h))
-        return (_attention(recipe, kernel, layer_input=True) + norm("attention/post_norm")
-                + _mlp_block(recipe) + norm("mlp/post_norm"))
-    if recipe.placement == "sandwich":  # Gemma-2/3: x + post(attn(pre(x))), h + post(mlp(pre(h)))
-        return (norm("attention/norm", layer_input=True) + _attention(recipe, kernel, False)
-                + norm("attention/post_norm") + norm("mlp/norm") + _mlp_block(recipe) + norm("mlp/post_norm"))
-    if recipe.placement != "pre":
+        wired = (norm("attention/norm", layer_input=True) + attention() + drop("attention")
+                 + norm("mlp/norm", keep_input=False) + mlp + drop("mlp"))
+    elif recipe.placement == "post":  # OLMo-2: x + norm(attn(x)), then h + norm(mlp(h))
+        wired = (attention(layer_input=True) + norm("attention/post_norm") + drop("attention")
+                 + mlp + norm("mlp/post_norm") + drop("mlp"))
+    elif recipe.placement == "sandwich":  # Gemma-2/3: x + post(attn(pre(x))), h + post(mlp(pre(h)))
+        wired = (norm("attention/norm", layer_input=True) + attention() + norm("attention/post_norm")
+                 + drop("attention") + norm("mlp/norm") + mlp + norm("mlp/post_norm") + drop("mlp"))
+    elif recipe.placement == "pre":  # x + attn(norm(x)), then h + mlp(norm(h))
+        wired = (norm("attention/norm", layer_input=True) + attention() + drop("attention")
+                 + norm("mlp/norm") + mlp + drop("mlp"))
+    else:
         raise ValueError(f"norm placement must be pre, post or sandwich, not {recipe.placement!r}")
-    return (norm("attention/norm", layer_input=True) + _attention(recipe, kernel, False)
-            + norm("mlp/norm") + _mlp_block(recipe))
+    return parts.cite(wired, wording)
+
+
+def model_side(recipe: Recipe, tied: bool, positions: Expr | None = None,
+               wording: parts.Wording = parts.HF_WORDING) -> parts.Part:
+    """The embedding and output side of a model of ``recipe``: word embedding, learned positions of
+    ``positions`` rows (None: none), the final norm, an untied output layer, the logits."""
+    return parts.cite(parts.embeddings(tied, recipe.norm, positions), wording)
 
 
 def _embeddings(recipe: Recipe, tied: bool, positions: str, table: bool) -> parts.Part:
-    if positions == "learned":
-        return parts.embeddings(tied, recipe.norm, P if table else None)
-    return parts.embeddings(tied, recipe.norm)
+    return model_side(recipe, tied, P if positions == "learned" and table else None)
 
 
 def parameters(recipe: Recipe, tied: bool = False, positions: str = "rope", table: bool = False) -> Inventory:
@@ -130,7 +154,7 @@ def saved_tensors(recipe: Recipe, kernel: str = "fused", backend=CUDA) -> Invent
 
 def matmuls(recipe: Recipe) -> Inventory:
     """One layer's matmuls and the logits."""
-    return Inventory(layer(recipe).matmuls + parts.embeddings(True, recipe.norm).matmuls)
+    return Inventory(layer(recipe).matmuls + model_side(recipe, True).matmuls)
 
 
 @lru_cache(maxsize=None)

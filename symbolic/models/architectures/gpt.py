@@ -1,4 +1,4 @@
-"""The GPT (Megatron) transformer layer, as Korthikanti et al. 2022 count it.
+"""The GPT (Megatron) transformer layer, as Korthikanti et al. 2022 count it: a recipe of parts.
 
 Korthikanti, Casper, Lym, McAfee, Andersch, Shoeybi, Catanzaro, "Reducing
 Activation Recomputation in Large Transformer Models", arXiv 2205.05198, §4.1
@@ -10,8 +10,15 @@ Activation Recomputation in Large Transformer Models", arXiv 2205.05198, §4.1
 - dropout after the attention softmax and on both block outputs;
 - 2-byte (bf16/fp16) activations and 1-byte dropout masks; no FlashAttention.
 
+The layer is :data:`RECIPE` composed from the same parts as every other
+family (:func:`composed.layer`: LayerNorm, fused Q|K|V with biases, the
+``paper`` attention core with its s×s softmax and dropout, a plain GeLU MLP
+with biases, dropout on each block's output) and named in the papers' words
+(:data:`PAPER`). The paper's form is :func:`conventions.paper_form` of it:
+LayerNorm's per-row statistics are a backend term the papers leave out.
+
 The coefficients 34 = 10 + 24 and 5 of the papers are *not* written here: they
-come out of summing the shapes below (see ``ledgers.activations``).
+come out of summing the shapes the parts return (see ``ledgers.activations``).
 """
 from __future__ import annotations
 
@@ -19,67 +26,86 @@ from dataclasses import replace
 
 from sympy import Expr
 
-from ...core.dims import V, a, b, h, s
-from ...core.tensors import Axis, Group, Inventory, Matmul, Parameter, SavedTensor
+from ...core.dims import a, h, s
+from ...core.tensors import Inventory
+from ..config import Recipe
+from . import composed, parts
+from .conventions import paper_form
 
-KORTHIKANTI = "Korthikanti et al. 2022 §4.1"
+KORTHIKANTI = parts.KORTHIKANTI
 NARAYANAN = "Narayanan et al. 2021 §5.1"
 MEGATRON_PARAMS = "Narayanan et al. 2021 §5.1 (Eq 2)"
+FINAL_LAYERNORM = "GPT-2/Megatron final LayerNorm"
 
 GPT_FFN = 4 * h  #: the GPT MLP's inner width, h -> 4h -> h
 
+#: The parts of the papers' GPT layer: pre-LayerNorm, one Q|K|V matrix and the output projection
+#: with biases, multi-head attention (K and V at a heads), a plain GeLU MLP with biases.
+RECIPE = Recipe("gpt", norm="layernorm", qkv_bias=True, o_bias=True, fused_qkv=True, mlp="plain",
+                activation="gelu", mlp_bias=True)
 
-def _hidden(name, dtype, group=Group.BODY, note=""):
-    """An (s, b, h) tensor replicated under TP; sequence parallelism splits s."""
-    return SavedTensor(name, (s, b, h), dtype, Axis.SEQUENCE, 0, group, KORTHIKANTI, note)
+#: The layer's attention kernel (Korthikanti §4.1: the softmax kept, dropout on the probabilities)
+#: and its dropout on each block's output.
+KERNEL, DROPOUT = "paper", True
+
+#: The papers' names, notes and citations for the terms the parts return.
+PAPER = parts.Wording.of(
+    params=MEGATRON_PARAMS, saved=KORTHIKANTI, matmuls=NARAYANAN, per_head=True,
+    names={
+        "attention/norm_input": "attention/layernorm_input",
+        "mlp/norm_input": "mlp/layernorm_input",
+        "mlp/input": "mlp/fc1_input",
+        "mlp/act_input": "mlp/gelu_input",
+        "layer/attention/norm_weight": "layer/attention/layernorm_weight",
+        "layer/attention/norm_bias": "layer/attention/layernorm_bias",
+        "layer/attention/output_weight": "layer/attention/projection_weight",
+        "layer/attention/output_bias": "layer/attention/projection_bias",
+        "layer/mlp/norm_weight": "layer/mlp/layernorm_weight",
+        "layer/mlp/norm_bias": "layer/mlp/layernorm_bias",
+        "layer/attention/output": "layer/attention/projection",
+        "output/final_norm_weight": "output/final_layernorm_weight",
+        "output/final_norm_bias": "output/final_layernorm_bias",
+    },
+    notes={
+        "attention/layernorm_input": "the layer input; LayerNorm needs it for its backward",
+        "attention/qkv_input": "LayerNorm output, the shared input of the Q, K, V projections",
+        "mlp/layernorm_input": "the MLP block's LayerNorm input",
+        "mlp/fc1_input": "LayerNorm output, the first linear's input",
+        "mlp/gelu_input": "first linear's output, GeLU's input",
+        "mlp/fc2_input": "GeLU output, the second linear's input",
+        "layer/attention/qkv_weight": "Q, K, V: three h×h",
+        "layer/attention/projection_weight": "O: h×h",
+        "layer/attention/qkv": "",
+        "output/final_layernorm_weight": "not in Eq 2",
+        "output/final_layernorm_bias": "not in Eq 2",
+        "output/projection_weight": "untied output layer: another V·h",
+        "output/logits": "hidden states × word embeddingᵀ",
+    },
+    sources={
+        "output/final_layernorm_weight": FINAL_LAYERNORM,
+        "output/final_layernorm_bias": FINAL_LAYERNORM,
+        "output/projection_weight": "seed 001 §2 (untied)",
+    },
+)
 
 
-def _per_head(name, note=""):
-    """An (s, b, a, h/a) tensor of the attention; TP splits the heads."""
-    return SavedTensor(name, (s, b, a, h / a), "bf16", Axis.TENSOR, 2, Group.BODY, KORTHIKANTI, note)
-
-
-def _scores(name, dtype, note=""):
-    """A (b, a, s, s) attention-score tensor; TP splits the heads, not s."""
-    return SavedTensor(name, (b, a, s, s), dtype, Axis.TENSOR, 1, Group.ATTENTION_CORE, KORTHIKANTI, note)
-
-
-def _ffn(name, ffn: Expr, note=""):
-    """An (s, b, f) MLP intermediate; TP splits the FFN width."""
-    return SavedTensor(name, (s, b, ffn), "bf16", Axis.TENSOR, 2, Group.BODY, KORTHIKANTI, note)
+def layer(ffn: Expr = GPT_FFN, activation: str = "gelu") -> parts.Part:
+    """One GPT layer's parts, composed (:func:`composed.layer`) and named as the papers name them."""
+    return composed.layer(replace(RECIPE, activation=activation), KERNEL, ffn=ffn, kv_heads=a, dropout=DROPOUT,
+                          wording=PAPER)
 
 
 def saved_tensors(ffn: Expr = GPT_FFN, activation: str = "gelu") -> Inventory:
-    """Every tensor one GPT layer saves for backward (Korthikanti §4.1).
+    """Every tensor one GPT layer saves for backward (Korthikanti §4.1), in the paper's form.
 
     Attention block: 11sbh + 5as²b bytes; MLP block: 19sbh bytes (f = 4h).
     ``activation``: ``gelu``, the fused GeLU the papers count (it keeps its
     input); ``gelu_new`` or ``gelu_fast``, HF's element-wise tanh chains,
     which keep 3 or 6 more (s, b, f) tensors (:data:`parts.CHAINS`; GPT-2's
-    default ``gelu_new``: 24sbh more at f = 4h).
+    default ``gelu_new``: 24sbh more at f = 4h). A backend's own terms
+    (LayerNorm statistics, the mask dtype) are :func:`conventions.with_conventions`.
     """
-    from .parts import activation_chain
-
-    chain = tuple(replace(term, split=Axis.TENSOR, source=term.source) for term in activation_chain(activation, ffn))
-    return Inventory((
-        _hidden("attention/layernorm_input", "bf16", Group.LAYER_INPUT,
-                "the layer input; LayerNorm needs it for its backward"),
-        _hidden("attention/qkv_input", "bf16", note="LayerNorm output, the shared input of the Q, K, V projections"),
-        _per_head("attention/query", "Q, kept for the Q·Kᵀ backward"),
-        _per_head("attention/key", "K, kept for the Q·Kᵀ backward"),
-        _scores("attention/softmax_output", "bf16", "softmax(Q·Kᵀ), kept for the softmax backward"),
-        _scores("attention/softmax_dropout_mask", "mask", "dropout mask on the attention probabilities"),
-        _scores("attention/softmax_dropout_output", "bf16", "dropped-out probabilities, kept for the ·V backward"),
-        _per_head("attention/value", "V, kept for the ·V backward"),
-        _per_head("attention/projection_input", "attention context, the output projection's input"),
-        _hidden("attention/dropout_mask", "mask", note="dropout mask on the attention block's output"),
-        _hidden("mlp/layernorm_input", "bf16", note="the MLP block's LayerNorm input"),
-        _hidden("mlp/fc1_input", "bf16", note="LayerNorm output, the first linear's input"),
-        _ffn("mlp/gelu_input", ffn, "first linear's output, GeLU's input"),
-        *chain,
-        _ffn("mlp/fc2_input", ffn, "GeLU output, the second linear's input"),
-        _hidden("mlp/dropout_mask", "mask", note="dropout mask on the MLP block's output"),
-    ))
+    return Inventory(paper_form(Inventory(layer(ffn, activation).saved)).terms)
 
 
 def parameters(ffn: Expr = GPT_FFN, tied: bool = True, positions: str = "learned", table: Expr = s) -> Inventory:
@@ -94,33 +120,8 @@ def parameters(ffn: Expr = GPT_FFN, tied: bool = True, positions: str = "learned
     """
     if positions not in ("learned", "rope"):
         raise ValueError(f"positions must be 'learned' or 'rope', not {positions!r}")
-    layer = [
-        Parameter("layer/attention/layernorm_weight", (h,), "layer", MEGATRON_PARAMS),
-        Parameter("layer/attention/layernorm_bias", (h,), "layer", MEGATRON_PARAMS),
-        Parameter("layer/attention/qkv_weight", (h, 3 * h), "layer", MEGATRON_PARAMS, "Q, K, V: three h×h"),
-        Parameter("layer/attention/qkv_bias", (3 * h,), "layer", MEGATRON_PARAMS),
-        Parameter("layer/attention/projection_weight", (h, h), "layer", MEGATRON_PARAMS, "O: h×h"),
-        Parameter("layer/attention/projection_bias", (h,), "layer", MEGATRON_PARAMS),
-        Parameter("layer/mlp/layernorm_weight", (h,), "layer", MEGATRON_PARAMS),
-        Parameter("layer/mlp/layernorm_bias", (h,), "layer", MEGATRON_PARAMS),
-        Parameter("layer/mlp/fc1_weight", (h, ffn), "layer", MEGATRON_PARAMS),
-        Parameter("layer/mlp/fc1_bias", (ffn,), "layer", MEGATRON_PARAMS),
-        Parameter("layer/mlp/fc2_weight", (ffn, h), "layer", MEGATRON_PARAMS),
-        Parameter("layer/mlp/fc2_bias", (h,), "layer", MEGATRON_PARAMS),
-    ]
-    embedding = [Parameter("embedding/word", (V, h), "embedding", MEGATRON_PARAMS,
-                           "tied: also the output layer" if tied else "")]
-    if positions == "learned":
-        embedding.append(Parameter("embedding/position", (table, h), "embedding", MEGATRON_PARAMS,
-                                   f"learned positions, one row per position up to {table}"))
-    output = [Parameter("output/final_layernorm_weight", (h,), "output", "GPT-2/Megatron final LayerNorm",
-                        "not in Eq 2"),
-              Parameter("output/final_layernorm_bias", (h,), "output", "GPT-2/Megatron final LayerNorm",
-                        "not in Eq 2")]
-    if not tied:
-        output.append(Parameter("output/projection_weight", (h, V), "output", "seed 001 §2 (untied)",
-                                "untied output layer: another V·h"))
-    return Inventory(tuple(layer + embedding + output))
+    side = composed.model_side(RECIPE, tied, table if positions == "learned" else None, PAPER)
+    return Inventory(layer(ffn).params + side.params)
 
 
 def matmuls(ffn: Expr = GPT_FFN) -> Inventory:
@@ -130,15 +131,4 @@ def matmuls(ffn: Expr = GPT_FFN) -> Inventory:
     MLP 2·2bsh·f. The attention products are counted over the full s×s matrix,
     as Narayanan and Korthikanti do (no causal-mask saving).
     """
-    tokens = b * s
-    return Inventory((
-        Matmul("layer/attention/qkv", 1, tokens, h, 3 * h, True, "layer", NARAYANAN),
-        Matmul("layer/attention/scores", b * a, s, h / a, s, False, "layer", NARAYANAN, "Q·Kᵀ per head",
-               Group.ATTENTION_CORE),
-        Matmul("layer/attention/context", b * a, s, s, h / a, False, "layer", NARAYANAN, "probabilities·V per head",
-               Group.ATTENTION_CORE),
-        Matmul("layer/attention/projection", 1, tokens, h, h, True, "layer", NARAYANAN),
-        Matmul("layer/mlp/fc1", 1, tokens, h, ffn, True, "layer", NARAYANAN),
-        Matmul("layer/mlp/fc2", 1, tokens, ffn, h, True, "layer", NARAYANAN),
-        Matmul("output/logits", 1, tokens, h, V, True, "output", NARAYANAN, "hidden states × word embeddingᵀ"),
-    ))
+    return Inventory(layer(ffn).matmuls + composed.model_side(RECIPE, True, wording=PAPER).matmuls)

@@ -24,88 +24,90 @@ tests trace; conditions:
 - 2-byte activations; no dropout (``attention_dropout = 0``), so the backend
   conventions (dropout masks, LayerNorm statistics) do not change this layer.
 
+The layer is :data:`RECIPE` composed from the same parts as every other
+family (:func:`composed.layer`), in this inventory's names (:data:`WORDING`).
 Nothing here is a typed coefficient: the ledgers sum the shapes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sympy import Expr
 
-from ...core.dims import V, a, b, f, g, h, s
-from ...core.tensors import Axis, Group, Inventory, Matmul, Parameter, SavedTensor
-from .conventions import CUDA, conventions
+from ...core.dims import a, f, g, h
+from ...core.tensors import Inventory, SavedTensor
+from ..config import Recipe
+from . import composed, parts
+from .conventions import CUDA
 
 HF_LLAMA = "HF transformers 5.24.0 LlamaDecoderLayer"
-FLASH = "Dao 2023 §3.1 (FlashAttention-2); torch SDPA"
+FLASH = parts.FLASH
 LLAMA = "Touvron et al. 2023 §2.2; Ainslie et al. 2023 (GQA)"
 
 ATTENTION = ("fused", "explicit")
 NORMS = ("eager", "fused")
 
+#: The parts of the LLaMA layer (the composed families' defaults): pre-RMSNorm, Q, K, V and O
+#: without biases, a query heads and g key/value heads of width h/a, a SwiGLU MLP, no dropout.
+RECIPE = Recipe("llama")
 
-def _hidden(name, dtype="bf16", group=Group.BODY, note="", source=HF_LLAMA):
-    """An (s, b, h) tensor: replicated under TP, split along s by SP."""
-    return SavedTensor(name, (s, b, h), dtype, Axis.SEQUENCE, 0, group, source, note)
+#: ``norm`` as the norm part's kind: HF's eager RMSNorm, or a fused kernel.
+NORM_KINDS = {"eager": "rmsnorm", "fused": "rmsnorm_fused"}
+
+#: The LLaMA inventory's names, notes and citations for the terms the parts return.
+WORDING = parts.Wording.of(
+    params=LLAMA, saved=HF_LLAMA, matmuls=LLAMA, per_head=True,
+    names={"mlp/input": "mlp/gate_up_input", "mlp/act_output": "mlp/silu_output"},
+    notes={
+        "attention/qkv_input": "RMSNorm output (× weight), shared input of the Q, K, V projections",
+        "mlp/gate_up_input": "RMSNorm output (× weight), shared input of gate and up",
+        "mlp/gate_output": "gate projection's output, SiLU's input",
+        "mlp/silu_output": "SiLU output, kept for the product's backward",
+        "mlp/up_output": "up projection's output, kept for the product's backward",
+        "mlp/down_input": "silu(gate)·up, the down projection's input",
+        "layer/attention/query_weight": "a heads of h/a",
+        "layer/attention/key_weight": "g heads of h/a",
+        "layer/attention/value_weight": "g heads of h/a",
+        "layer/mlp/gate_weight": "SwiGLU gate",
+        "layer/mlp/up_weight": "SwiGLU up",
+        "output/final_norm_weight": "final RMSNorm",
+    },
+)
 
 
-def _rows(name, dtype, note, source=HF_LLAMA):
-    """One value per token, (s, b)."""
-    return SavedTensor(name, (s, b), dtype, Axis.SEQUENCE, 0, Group.BODY, source, note)
+def _check(attention: str = "fused", norm: str = "eager") -> None:
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, not {attention!r}")
+    if norm not in NORMS:
+        raise ValueError(f"norm must be one of {', '.join(NORMS)}, not {norm!r}")
 
 
-def _heads(name, heads, note, source=HF_LLAMA):
-    """An (s, b, heads, h/a) tensor; TP splits the heads."""
-    return SavedTensor(name, (s, b, heads, h / a), "bf16", Axis.TENSOR, 2, Group.BODY, source, note)
-
-
-def _ffn(name, ffn, note):
-    return SavedTensor(name, (s, b, ffn), "bf16", Axis.TENSOR, 2, Group.BODY, HF_LLAMA, note)
+def layer(ffn: Expr = f, kv_heads: Expr = g, attention: str = "fused", norm: str = "eager",
+          backend=CUDA) -> parts.Part:
+    """One LLaMA layer's parts, composed (:func:`composed.layer`) and named as this inventory names them."""
+    _check(attention, norm)
+    return composed.layer(replace(RECIPE, norm=NORM_KINDS[norm]), attention, backend, ffn=ffn, kv_heads=kv_heads,
+                          wording=WORDING)
 
 
 def rmsnorm(prefix: str, norm: str, layer_input: bool = False) -> tuple[SavedTensor, ...]:
-    """What one RMSNorm keeps (its output's consumer keeps the output).
+    """What one RMSNorm keeps (its output's consumer keeps the output): the norm part
+    (:func:`parts.norm`) in this inventory's citation.
 
     ``eager`` (HF ``LlamaRMSNorm``): fp32 copy of the input (pow and the
     normalising multiply keep it), fp32 rstd per row, the normalised tensor in
     the activation dtype (kept by the weight multiply). ``fused``: the input
     and the fp32 rstd per row.
     """
-    if norm not in NORMS:
-        raise ValueError(f"norm must be one of {', '.join(NORMS)}, not {norm!r}")
-    group = Group.LAYER_INPUT if layer_input else Group.BODY
-    if norm == "fused":
-        return (_hidden(f"{prefix}_input", "bf16", group, "the norm's input", "fused RMSNorm kernel"),
-                _rows(f"{prefix}_rstd", "fp32", "1/rms per row, fp32", "fused RMSNorm kernel"))
-    return (
-        _hidden(f"{prefix}_input_fp32", "fp32", group, "input upcast to fp32: kept by pow and by x·rstd"),
-        _rows(f"{prefix}_rstd", "fp32", "rsqrt(mean(x²)+eps) per row, fp32"),
-        _hidden(f"{prefix}_normalized", "bf16", note="x·rstd cast back, kept for the weight's gradient"),
-    )
+    _check(norm=norm)
+    return parts.cite(parts.norm(prefix, NORM_KINDS[norm], layer_input=layer_input), WORDING).saved
 
 
 def attention_core(attn: str = "fused", kv_heads: Expr = g) -> tuple[SavedTensor, ...]:
-    """The attention core's saved tensors between the QKV input and the output projection."""
-    if attn not in ATTENTION:
-        raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, not {attn!r}")
-    if attn == "fused":
-        return (
-            _heads("attention/query", a, "Q after RoPE, kept by the kernel", FLASH),
-            _heads("attention/key", kv_heads, "K after RoPE, g heads (native GQA)", FLASH),
-            _heads("attention/value", kv_heads, "V, g heads (native GQA)", FLASH),
-            SavedTensor("attention/logsumexp", (b, a, s), "fp32", Axis.TENSOR, 1, Group.BODY, FLASH,
-                        "log-sum-exp of each score row, fp32: the softmax is recomputed from it in backward"),
-            _heads("attention/projection_input", a, "the kernel's output, also the output projection's input",
-                   FLASH),
-        )
-    return (
-        _heads("attention/query", a, "Q after RoPE, kept for Q·Kᵀ"),
-        _heads("attention/key", a, "K after RoPE, repeated to a heads (repeat_kv), kept for Q·Kᵀ"),
-        SavedTensor("attention/softmax_output", (b, a, s, s), "fp32", Axis.TENSOR, 1, Group.ATTENTION_CORE,
-                    HF_LLAMA, "softmax computed and kept in fp32"),
-        SavedTensor("attention/probabilities", (b, a, s, s), "bf16", Axis.TENSOR, 1, Group.ATTENTION_CORE,
-                    HF_LLAMA, "softmax cast back to the activation dtype, kept for ·V"),
-        _heads("attention/value", a, "V repeated to a heads (repeat_kv), kept for ·V"),
-        _heads("attention/projection_input", a, "attention context, the output projection's input"),
-    )
+    """The attention core's saved tensors between the QKV input and the output projection
+    (:func:`parts.attention_core` in this inventory's citation)."""
+    _check(attention=attn)
+    return parts.cite(parts.attention_core(h / a, kv_heads, attn, per_head=True), WORDING).saved
 
 
 def saved_tensors(ffn: Expr = f, kv_heads: Expr = g, attention: str = "fused", norm: str = "eager",
@@ -115,18 +117,7 @@ def saved_tensors(ffn: Expr = f, kv_heads: Expr = g, attention: str = "fused", n
     ``backend``: the conventions (``cuda``/``cpu``); this layer has no dropout
     and no LayerNorm, so both give the same inventory.
     """
-    conventions(backend)
-    return Inventory((
-        *rmsnorm("attention/norm", norm, layer_input=True),
-        _hidden("attention/qkv_input", note="RMSNorm output (× weight), shared input of the Q, K, V projections"),
-        *attention_core(attention, kv_heads),
-        *rmsnorm("mlp/norm", norm),
-        _hidden("mlp/gate_up_input", note="RMSNorm output (× weight), shared input of gate and up"),
-        _ffn("mlp/gate_output", ffn, "gate projection's output, SiLU's input"),
-        _ffn("mlp/silu_output", ffn, "SiLU output, kept for the product's backward"),
-        _ffn("mlp/up_output", ffn, "up projection's output, kept for the product's backward"),
-        _ffn("mlp/down_input", ffn, "silu(gate)·up, the down projection's input"),
-    ))
+    return Inventory(layer(ffn, kv_heads, attention, norm, backend).saved)
 
 
 def parameters(ffn: Expr = f, tied: bool = False, positions: str = "rope", kv_heads: Expr = g) -> Inventory:
@@ -137,23 +128,7 @@ def parameters(ffn: Expr = f, tied: bool = False, positions: str = "rope", kv_he
     """
     if positions != "rope":
         raise ValueError(f"LLaMA layers use rotary positions (positions='rope'), not {positions!r}")
-    kv = kv_heads * h / a
-    layer = [
-        Parameter("layer/attention/norm_weight", (h,), "layer", LLAMA),
-        Parameter("layer/attention/query_weight", (h, h), "layer", LLAMA, "a heads of h/a"),
-        Parameter("layer/attention/key_weight", (h, kv), "layer", LLAMA, "g heads of h/a"),
-        Parameter("layer/attention/value_weight", (h, kv), "layer", LLAMA, "g heads of h/a"),
-        Parameter("layer/attention/output_weight", (h, h), "layer", LLAMA),
-        Parameter("layer/mlp/norm_weight", (h,), "layer", LLAMA),
-        Parameter("layer/mlp/gate_weight", (h, ffn), "layer", LLAMA, "SwiGLU gate"),
-        Parameter("layer/mlp/up_weight", (h, ffn), "layer", LLAMA, "SwiGLU up"),
-        Parameter("layer/mlp/down_weight", (ffn, h), "layer", LLAMA),
-    ]
-    embedding = [Parameter("embedding/word", (V, h), "embedding", LLAMA, "tied: also the output layer" if tied else "")]
-    output = [Parameter("output/final_norm_weight", (h,), "output", LLAMA, "final RMSNorm")]
-    if not tied:
-        output.append(Parameter("output/projection_weight", (h, V), "output", LLAMA, "untied output layer"))
-    return Inventory(tuple(layer + embedding + output))
+    return Inventory(layer(ffn, kv_heads).params + composed.model_side(RECIPE, tied, wording=WORDING).params)
 
 
 def matmuls(ffn: Expr = f, kv_heads: Expr = g) -> Inventory:
@@ -164,22 +139,7 @@ def matmuls(ffn: Expr = f, kv_heads: Expr = g) -> Inventory:
     gate, up and down 2bsh·f each. The explicit kernel repeats K and V to a
     heads, the fused one broadcasts them: the same multiply-adds.
     """
-    tokens = b * s
-    kv = kv_heads * h / a
-    return Inventory((
-        Matmul("layer/attention/query", 1, tokens, h, h, True, "layer", LLAMA),
-        Matmul("layer/attention/key", 1, tokens, h, kv, True, "layer", LLAMA),
-        Matmul("layer/attention/value", 1, tokens, h, kv, True, "layer", LLAMA),
-        Matmul("layer/attention/scores", b * a, s, h / a, s, False, "layer", LLAMA, "Q·Kᵀ per head",
-               Group.ATTENTION_CORE),
-        Matmul("layer/attention/context", b * a, s, s, h / a, False, "layer", LLAMA, "probabilities·V per head",
-               Group.ATTENTION_CORE),
-        Matmul("layer/attention/output", 1, tokens, h, h, True, "layer", LLAMA),
-        Matmul("layer/mlp/gate", 1, tokens, h, ffn, True, "layer", LLAMA),
-        Matmul("layer/mlp/up", 1, tokens, h, ffn, True, "layer", LLAMA),
-        Matmul("layer/mlp/down", 1, tokens, ffn, h, True, "layer", LLAMA),
-        Matmul("output/logits", 1, tokens, h, V, True, "output", LLAMA, "hidden states × output weight"),
-    ))
+    return Inventory(layer(ffn, kv_heads).matmuls + composed.model_side(RECIPE, True, wording=WORDING).matmuls)
 
 
 #: The products a fused attention kernel recomputes in its backward: it keeps

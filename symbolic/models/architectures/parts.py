@@ -26,6 +26,8 @@ from .conventions import BACKEND, Conventions
 
 HF = "HF transformers 5.24.0"
 HF_NORM = f"{HF} *RMSNorm (eager)"
+FUSED_NORM = "fused RMSNorm kernel"
+KORTHIKANTI = "Korthikanti et al. 2022 §4.1"
 FLASH = "Dao 2023 §3.1 (FlashAttention-2); torch SDPA"
 MLA_SOURCE = "DeepSeek-AI 2024, DeepSeek-V2 §2.1 (MLA); HF DeepseekV3Attention"
 MOE_SOURCE = "Fedus et al. 2021 §2.1; DeepSeekMoE (Dai et al. 2024 §3); HF *SparseMoeBlock / *MoE"
@@ -51,6 +53,63 @@ def total(parts) -> Part:
     for part in parts:
         out = out + part
     return out
+
+
+#: The sources a part gives by default (HF's modules); a :class:`Wording` replaces them by the
+#: inventory's own citation. A specific source (FlashAttention, a backend convention, HF's activation
+#: chains, MLA, the MoE block, a fused norm kernel) stays: it says where that one term comes from.
+GENERIC_SOURCES = (HF, HF_NORM)
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How an inventory names and cites the terms its parts return.
+
+    The parts name their terms as HF's modules do and cite HF; a paper's
+    inventory (Korthikanti's GPT layer, the LLaMA layer) is the same terms in
+    the paper's words. params, saved, matmuls: the citation of each kind of
+    term whose source is a generic one (:data:`GENERIC_SOURCES`; None keeps
+    it). names: a part's term name -> the inventory's (full names, e.g.
+    ``layer/attention/output_weight``). notes and sources: by the inventory's
+    name, a term's note and source. per_head: saved per-head tensors keep
+    the heads as their own axis, (s, b, a, d) rather than (s, b, a·d) — the
+    same elements, the shape the papers write.
+    """
+
+    params: str | None = None
+    saved: str | None = None
+    matmuls: str | None = None
+    names: tuple = ()
+    notes: tuple = ()
+    sources: tuple = ()
+    per_head: bool = False
+
+    @classmethod
+    def of(cls, params=None, saved=None, matmuls=None, names=None, notes=None, sources=None,
+           per_head=False) -> "Wording":
+        """A wording from dictionaries (stored as sorted pairs: the wording is hashable)."""
+        pairs = lambda d: tuple(sorted((d or {}).items()))  # noqa: E731
+        return cls(params, saved, matmuls, pairs(names), pairs(notes), pairs(sources), per_head)
+
+
+HF_WORDING = Wording()  #: the parts' own names and HF's citations
+
+
+def cite(part: Part, wording: Wording) -> Part:
+    """``part``'s terms as ``wording`` names and cites them (see :class:`Wording`); only names,
+    notes and sources change, never a shape, dtype, split or group."""
+    if wording == HF_WORDING:
+        return part
+    names, notes, sources = dict(wording.names), dict(wording.notes), dict(wording.sources)
+
+    def term(t, source):
+        name = names.get(t.name, t.name)
+        cited = source if source is not None and t.source in GENERIC_SOURCES else t.source
+        return replace(t, name=name, note=notes.get(name, t.note), source=sources.get(name, cited))
+
+    return Part(tuple(term(t, wording.params) for t in part.params),
+                tuple(term(t, wording.saved) for t in part.saved),
+                tuple(term(t, wording.matmuls) for t in part.matmuls))
 
 
 # --- shapes ---------------------------------------------------------------------
@@ -106,9 +165,13 @@ def norm(prefix: str, kind: str, width: Expr = h, conv: Conventions | None = Non
     multiplied by the weight before the cast back. ``rmsnorm_offset`` (HF
     Gemma RMSNorm): the same with (1 + weight), a new fp32 tensor of the
     norm's width that the multiply keeps too.
+    ``rmsnorm_fused`` (a fused RMSNorm kernel, Apex/Transformer Engine):
+    keeps its input and the fp32 rstd per row; weight: width.
     ``layernorm``: keeps its input and the per-row mean and rstd (dtype by
-    the backend conventions); weight and bias: width each. The norm's output
-    is kept by its consumer, which declares it.
+    the backend conventions, source :data:`~.conventions.BACKEND`: the
+    papers leave them out, :func:`~.conventions.paper_form` drops them);
+    weight and bias: width each. The norm's output is kept by its consumer,
+    which declares it.
     """
     group = Group.LAYER_INPUT if layer_input else Group.BODY
     last = width * rows
@@ -121,8 +184,13 @@ def norm(prefix: str, kind: str, width: Expr = h, conv: Conventions | None = Non
                    for n in ("mean", "rstd")))
         params = (_weight(f"{prefix}_weight", (width,), source), _weight(f"{prefix}_bias", (width,), source))
         return Part(params, saved)
+    if kind == "rmsnorm_fused":
+        saved = (_tokens(f"{prefix}_input", last, "bf16", group, "the norm's input", FUSED_NORM),
+                 _rows(f"{prefix}_rstd", "fp32", "1/rms per row, fp32", FUSED_NORM, per))
+        return Part((_weight(f"{prefix}_weight", (width,), source),), saved)
     if kind not in ("rmsnorm", "rmsnorm_fp32", "rmsnorm_offset"):
-        raise ValueError(f"norm must be layernorm, rmsnorm, rmsnorm_fp32 or rmsnorm_offset, not {kind!r}")
+        raise ValueError(f"norm must be layernorm, rmsnorm, rmsnorm_fused, rmsnorm_fp32 or rmsnorm_offset, "
+                         f"not {kind!r}")
     normalized = "bf16" if kind == "rmsnorm" else "fp32"
     saved = (
         _tokens(f"{prefix}_input_fp32", last, "fp32", group, "input upcast to fp32: kept by pow and by x·rstd", source),
@@ -145,7 +213,8 @@ def attention_projections(width: Expr, kv_heads: Expr = g, qkv_bias: bool = Fals
                           layer_input: bool = False) -> Part:
     """Q (h→a·w), K and V (h→g·w each), O (a·w→h), optional biases; the shared input they keep.
 
-    ``fused``: one Q|K|V matrix (GPT-NeoX, Phi-3) — the same count.
+    ``fused``: one Q|K|V matrix (GPT-NeoX, Phi-3, Megatron's GPT) — the same
+    count, one matmul of width a·w + 2g·w.
     """
     q, kv = a * width, kv_heads * width
     names = (("query", q), ("key", kv), ("value", kv))
@@ -156,7 +225,8 @@ def attention_projections(width: Expr, kv_heads: Expr = g, qkv_bias: bool = Fals
         for name, n in names:
             params += _linear_params(f"attention/{name}", h, n, qkv_bias)
     params += _linear_params("attention/output", q, h, o_bias)
-    matmuls = tuple(_linear(f"attention/{name}", h, n) for name, n in names)
+    matmuls = ((_linear("attention/qkv", h, q + 2 * kv, note="fused Q|K|V"),) if fused else
+               tuple(_linear(f"attention/{name}", h, n) for name, n in names))
     saved = (_tokens(input_name, h, group=Group.LAYER_INPUT if layer_input else Group.BODY,
                      note="shared input of the Q, K, V projections"),)
     return Part(tuple(params), saved, matmuls)
@@ -183,8 +253,16 @@ def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnor
 
 
 def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value_width: Expr | None = None,
-                   output_copy: bool = False, softcap: bool = False, value_storage: Expr | None = None) -> Part:
+                   output_copy: bool = False, softcap: bool = False, value_storage: Expr | None = None,
+                   mask_dtype: str = "mask", per_head: bool = False) -> Part:
     """Q·Kᵀ, softmax, ·V over ``a`` query heads of width ``width`` (V of ``value_width``).
+
+    ``paper`` (Korthikanti et al. 2022 §4.1, Megatron's GPT layer): Q and K
+    kept for Q·Kᵀ, the softmax computed and kept in the activation dtype,
+    dropout on the probabilities (its mask, ``mask_dtype``, and its output,
+    kept for ·V), V and the context. The paper's 5as²b bytes per layer are
+    its three s×s terms, 2 + 1 + 2 bytes per element (the paper's layer is
+    multi-head: K and V at ``kv_heads`` = a).
 
     ``fused`` (SDPA/FlashAttention, native GQA): keeps Q, K, V (K, V at g
     heads), the output and an fp32 log-sum-exp per row and head; with
@@ -206,7 +284,12 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
     view (K, V at one head) — traced, stated where the bill runs it.
     """
     value_width = width if value_width is None else value_width
-    heads = lambda name, n, w, note, src=HF: _split(name, n * w, note=note, source=src)  # noqa: E731
+
+    def heads(name, n, w, note, src=HF):
+        """n heads of width w per token; ``per_head``: the heads an axis of their own, (s, b, n, w)."""
+        if per_head:
+            return SavedTensor(name, (s, b, n, w), "bf16", Axis.TENSOR, 2, Group.BODY, src, note)
+        return _split(name, n * w, note=note, source=src)
     matmuls = (
         Matmul("layer/attention/scores", b * a, s, width, s, False, "layer", HF, "Q·Kᵀ per head",
                Group.ATTENTION_CORE),
@@ -244,15 +327,26 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
             heads("attention/projection_input", a, value_width, "the output, cast back, the output projection's input"),
         )
         return Part((), saved, matmuls)
+    if kernel == "paper":
+        saved = (
+            heads("attention/query", a, width, "Q, kept for the Q·Kᵀ backward"),
+            heads("attention/key", kv_heads, width, "K, kept for the Q·Kᵀ backward"),
+            scores("attention/softmax_output", "bf16", "softmax(Q·Kᵀ), kept for the softmax backward"),
+            scores("attention/softmax_dropout_mask", mask_dtype, "dropout mask on the attention probabilities"),
+            scores("attention/softmax_dropout_output", "bf16", "dropped-out probabilities, kept for the ·V backward"),
+            heads("attention/value", kv_heads, value_width, "V, kept for the ·V backward"),
+            heads("attention/projection_input", a, value_width, "attention context, the output projection's input"),
+        )
+        return Part((), saved, matmuls)
     if kernel != "explicit":
-        raise ValueError(f"attention kernel must be fused, explicit or math, not {kernel!r}")
+        raise ValueError(f"attention kernel must be fused, explicit, math or paper, not {kernel!r}")
     saved = (
         heads("attention/query", a, width, "Q after RoPE, kept for Q·Kᵀ"),
-        heads("attention/key", a, width, "K after RoPE, repeated to a heads (repeat_kv)"),
+        heads("attention/key", a, width, "K after RoPE, repeated to a heads (repeat_kv), kept for Q·Kᵀ"),
         *((scores("attention/softcap_tanh", "bf16", "tanh(scores / cap), kept for its backward"),) if softcap else ()),
         scores("attention/softmax_output", "fp32", "softmax computed and kept in fp32"),
         scores("attention/probabilities", "bf16", "softmax cast back to the activation dtype, kept for ·V"),
-        heads("attention/value", a, value_width, "V repeated to a heads (repeat_kv)"),
+        heads("attention/value", a, value_width, "V repeated to a heads (repeat_kv), kept for ·V"),
         heads("attention/projection_input", a, value_width, "attention context, the output projection's input"),
     )
     return Part((), saved, matmuls)
@@ -303,6 +397,16 @@ def mla_saved(r_q: Expr, r_kv: Expr, d_n: Expr, d_r: Expr, d_v: Expr, q_lora: bo
     terms += [*norm("attention/kv_a_norm", "rmsnorm", r_kv).saved,
               _tokens("attention/kv_b_input", r_kv, note="kv_a_norm output × weight, kv_b's input")]
     return Part((), tuple(terms))
+
+
+# --- residual wiring ----------------------------------------------------------------
+
+def block_dropout(name: str, block: str, mask_dtype: str = "mask", source: str = HF) -> Part:
+    """Dropout on a block's output before the residual add (Megatron's GPT, Korthikanti §4.1:
+    ``x + dropout(block(x))``): its mask, one element per hidden feature and token. ``mask_dtype``:
+    the backend's (1-byte ``mask`` on CUDA; see :mod:`.conventions`)."""
+    return Part(saved=(_tokens(name, h, mask_dtype, note=f"dropout mask on the {block} block's output",
+                               source=source),))
 
 
 # --- MLPs -------------------------------------------------------------------------
@@ -473,7 +577,8 @@ def embeddings(tied: bool, final_norm: str, positions: Expr | None = None, sourc
     (``positions`` rows) if any, the final norm, an untied output layer h×V."""
     params = [Parameter("embedding/word", (V, h), "embedding", source, "tied: also the output layer" if tied else "")]
     if positions is not None:
-        params.append(Parameter("embedding/position", (positions, h), "embedding", source, "learned positions"))
+        params.append(Parameter("embedding/position", (positions, h), "embedding", source,
+                                f"learned positions, one row per position up to {positions}"))
     params.append(Parameter("output/final_norm_weight", (h,), "output", source, "final norm"))
     if final_norm == "layernorm":
         params.append(Parameter("output/final_norm_bias", (h,), "output", source, "final LayerNorm"))
