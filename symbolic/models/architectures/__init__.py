@@ -6,5 +6,6 @@ with no argument (symbolic defaults). ``output`` is the output side (final
 norm, logits, loss) and ``conventions`` the backend conventions (CUDA/CPU).
 """
 from . import gpt, llama, moe
+from .registry import ARCHITECTURES
 
-ARCHITECTURES = {"gpt": gpt, "llama": llama, "moe": moe}
+ARCHITECTURES.update({"gpt": gpt, "llama": llama, "moe": moe})

@@ -103,19 +103,21 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
         return parts.block_dropout(f"{block}/dropout_mask", "attention" if block == "attention" else "MLP",
                                    conv.dropout_mask)
 
-    mlp = _mlp_block(recipe, ffn=ffn)
+    def mlp():
+        return _mlp_block(recipe, ffn=ffn)
+
     if recipe.residual == "parallel":  # x + attn(ln1(x)) + mlp(ln2(x)): both norms keep the same x
         wired = (norm("attention/norm", layer_input=True) + attention() + drop("attention")
-                 + norm("mlp/norm", keep_input=False) + mlp + drop("mlp"))
+                 + norm("mlp/norm", keep_input=False) + mlp() + drop("mlp"))
     elif recipe.placement == "post":  # OLMo-2: x + norm(attn(x)), then h + norm(mlp(h))
         wired = (attention(layer_input=True) + norm("attention/post_norm") + drop("attention")
-                 + mlp + norm("mlp/post_norm") + drop("mlp"))
+                 + mlp() + norm("mlp/post_norm") + drop("mlp"))
     elif recipe.placement == "sandwich":  # Gemma-2/3: x + post(attn(pre(x))), h + post(mlp(pre(h)))
         wired = (norm("attention/norm", layer_input=True) + attention() + norm("attention/post_norm")
-                 + drop("attention") + norm("mlp/norm") + mlp + norm("mlp/post_norm") + drop("mlp"))
+                 + drop("attention") + norm("mlp/norm") + mlp() + norm("mlp/post_norm") + drop("mlp"))
     elif recipe.placement == "pre":  # x + attn(norm(x)), then h + mlp(norm(h))
         wired = (norm("attention/norm", layer_input=True) + attention() + drop("attention")
-                 + norm("mlp/norm") + mlp + drop("mlp"))
+                 + norm("mlp/norm") + mlp() + drop("mlp"))
     else:
         raise ValueError(f"norm placement must be pre, post or sandwich, not {recipe.placement!r}")
     return parts.cite(wired, wording)
@@ -188,7 +190,7 @@ def register(model) -> str:
     recipe (``composed:<model_type>:<hash>``), and return the name."""
     import hashlib
 
-    from . import ARCHITECTURES
+    from .registry import ARCHITECTURES
 
     digest = hashlib.sha256(repr((model.recipe.key(), model.tied, model.positions)).encode()).hexdigest()[:8]
     name = f"composed:{model.recipe.family}:{digest}"

@@ -120,8 +120,8 @@ def parameters(ffn: Expr = GPT_FFN, tied: bool = True, positions: str = "learned
     """
     if positions not in ("learned", "rope"):
         raise ValueError(f"positions must be 'learned' or 'rope', not {positions!r}")
-    side = composed.model_side(RECIPE, tied, table if positions == "learned" else None, PAPER)
-    return Inventory(layer(ffn).params + side.params)
+    body = layer(ffn).params
+    return Inventory(body + composed.model_side(RECIPE, tied, table if positions == "learned" else None, PAPER).params)
 
 
 def matmuls(ffn: Expr = GPT_FFN) -> Inventory:

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from ...core.dims import V, b, h, s
 from ...core.tensors import Axis, Group, Inventory, Matmul, SavedTensor
-from . import llama
-from .conventions import BACKEND, CUDA, conventions
+from . import llama, parts
+from .conventions import CUDA, conventions
 
 TORCH_CE = "torch F.cross_entropy = log_softmax + nll_loss"
+FINAL_LAYERNORM = "GPT-2/Megatron final LayerNorm"
 NORMS = ("layernorm", "rmsnorm-eager", "rmsnorm-fused")
 
 
@@ -35,12 +36,11 @@ def saved_tensors(norm: str = "rmsnorm-eager", loss_dtype: str = "fp32", backend
     conv = conventions(backend)
     if norm not in NORMS:
         raise ValueError(f"norm must be one of {', '.join(NORMS)}, not {norm!r}")
-    if norm == "layernorm":
-        final = (SavedTensor("output/final_norm_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, Group.BODY,
-                             "GPT-2/Megatron final LayerNorm", "the last layer's output"),
-                 *(SavedTensor(f"output/final_norm_{n}", (s, b), conv.norm_statistics, Axis.SEQUENCE, 0,
-                               Group.BODY, BACKEND, f"LayerNorm per-row {n} ({conv.name})")
-                   for n in ("mean", "rstd")))
+    if norm == "layernorm":  # the norm part, in the GPT layer's citation (its statistics the backend's)
+        wording = parts.Wording.of(saved=FINAL_LAYERNORM, notes={
+            "output/final_norm_input": "the last layer's output",
+            **{f"output/final_norm_{n}": f"LayerNorm per-row {n} ({conv.name})" for n in ("mean", "rstd")}})
+        final = parts.cite(parts.norm("output/final_norm", "layernorm", conv=conv), wording).saved
     else:
         final = llama.rmsnorm("output/final_norm", norm.removeprefix("rmsnorm-"))
     return Inventory((

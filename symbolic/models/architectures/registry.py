@@ -1,0 +1,8 @@
+"""The inventories by name (``derive --arch NAME``), one dict.
+
+The package fills in the paper layers (``gpt``, ``llama``, ``moe``);
+:func:`.composed.register` adds a model's composed recipe under its own name.
+A module of its own so that the paper layers can be composed from
+:mod:`.composed` without an import circle through the package.
+"""
+ARCHITECTURES: dict = {}
