@@ -6,6 +6,12 @@ the ledgers sum — parameters, saved tensors, matmuls — in the papers' letter
 plus the recipe's own (``d_h`` head width, ``L_d`` dense layers, ``f_s``
 shared-expert width, MLA's ``r_q``, ``r_kv``, ``d_n``, ``d_r``, ``d_v``).
 
+The papers' layers are recipes too: :mod:`.gpt` (Korthikanti's GPT layer:
+the ``paper`` attention kernel and dropout on each block's output) and
+:mod:`.llama` call :func:`layer` with their recipe and a
+:class:`~.parts.Wording` that names the terms in the paper's words — one
+wiring, one set of parts, for every family.
+
 The families and their recipes are read from ``config.json`` files by
 :mod:`symbolic.models.hf`; the tests hold each recipe's parameter count to
 ``sum(p.numel())`` of the model transformers builds on the meta device, and

@@ -3,10 +3,12 @@
 A part is a function returning a :class:`Part` — the parameters (one layer's
 worth, ``scope="layer"``, or model-level), the tensors it saves for backward
 and its matmuls — so a family is a recipe of parts
-(:mod:`symbolic.models.architectures.composed`) and the ledgers sum the
-shapes. Saved tensors are as HuggingFace transformers 5.24.0 keeps them in
-bf16 (the tests trace the real decoder layers); parameters as its modules
-hold them (the tests count ``model.parameters()`` on the meta device).
+(:mod:`symbolic.models.architectures.composed`; the papers' GPT and LLaMA
+layers are recipes as well, their terms named in the papers' words by a
+:class:`Wording`) and the ledgers sum the shapes. Saved tensors are as
+HuggingFace transformers 5.24.0 keeps them in bf16 (the tests trace the real
+decoder layers); parameters as its modules hold them (the tests count
+``model.parameters()`` on the meta device).
 
 ``share``: a factor on a part that only some layers have (the MoE of a model
 whose first L_d layers are dense: (L − L_d)/L; the dense MLP: L_d/L). The
