@@ -32,7 +32,7 @@ from ..config import Recipe
 from . import composed, parts
 from .conventions import paper_form
 
-KORTHIKANTI = parts.KORTHIKANTI
+KORTHIKANTI = "Korthikanti et al. 2022 §4.1"
 NARAYANAN = "Narayanan et al. 2021 §5.1"
 MEGATRON_PARAMS = "Narayanan et al. 2021 §5.1 (Eq 2)"
 FINAL_LAYERNORM = "GPT-2/Megatron final LayerNorm"

@@ -29,7 +29,6 @@ from .conventions import BACKEND, Conventions
 HF = "HF transformers 5.24.0"
 HF_NORM = f"{HF} *RMSNorm (eager)"
 FUSED_NORM = "fused RMSNorm kernel"
-KORTHIKANTI = "Korthikanti et al. 2022 §4.1"
 FLASH = "Dao 2023 §3.1 (FlashAttention-2); torch SDPA"
 MLA_SOURCE = "DeepSeek-AI 2024, DeepSeek-V2 §2.1 (MLA); HF DeepseekV3Attention"
 MOE_SOURCE = "Fedus et al. 2021 §2.1; DeepSeekMoE (Dai et al. 2024 §3); HF *SparseMoeBlock / *MoE"
