@@ -88,7 +88,7 @@ def dispatch(s, b, k, E, t, c, d, ep, etp, sp):
 
 def _width_elements(term, h, f_e, etp):
     """The per-assignment elements of an expert-side term, from its name (the simulation's own table)."""
-    widths = {"token_index": 2, "input": h, "gate_up_output": 2 * f_e // etp, "silu_output": f_e // etp,
+    widths = {"token_index": 2, "input": h, "gate_up_output": 2 * f_e // etp, "act_output": f_e // etp,
               "down_input": f_e // etp, "routing_weight": 1, "down_output": h, "combine_input": h}
     return widths[term.rsplit("/", 1)[-1]]
 
@@ -156,7 +156,7 @@ def test_under_tp_sp_every_expert_line_has_its_split(capsys):
     assert main(["bill", "mixtral-8x7b", "--tp", "2", "--sp", "--seq", "4096", "--json"]) == 0
     lines = {line["name"]: line for line in json.loads(capsys.readouterr().out)["lines"]
              if line["ledger"] == "activations"}
-    for name in ("moe/expert/gate_up_output", "moe/expert/silu_output", "moe/expert/down_input"):
+    for name in ("moe/expert/gate_up_output", "moe/expert/act_output", "moe/expert/down_input"):
         assert lines[name]["formula"].endswith("/t") and "width /t" in lines[name]["condition"]
     for name in ("moe/expert/input", "moe/expert/down_output", "moe/expert/combine_input"):
         assert "/t" not in lines[name]["formula"] and "tokens ×1·t/t" in lines[name]["condition"]
@@ -285,7 +285,7 @@ def test_fused_swiglu_keeps_only_its_input():
     base = Layout(tp=8, sp=True, seq=4096)
     plain, before = _expert_lines(base)
     fused, after = _expert_lines(Layout(tp=8, sp=True, seq=4096, fused_swiglu=True))
-    assert set(before) - set(after) == {"moe/expert/silu_output"}
+    assert set(before) - set(after) == {"moe/expert/act_output"}
     # SiLU(gate): s·b·k rows of f_e/t, 2 B, L layers
     assert plain.totals["activation_bytes"] - fused.totals["activation_bytes"] == 32 * 4096 * 2 * 14336 // 8 * 2
     assert after["moe/expert/gate_up_output"] == before["moe/expert/gate_up_output"]
@@ -295,7 +295,7 @@ def test_moe_act_recompute_frees_the_activation_and_costs_no_matmul():
     plain, before = _expert_lines(Layout(tp=8, sp=True, seq=4096, recompute="selective"))
     moe_act, after = _expert_lines(Layout(tp=8, sp=True, seq=4096, recompute="selective",
                                           recompute_modules=("moe_act",)))
-    assert set(before) - set(after) == {"moe/expert/silu_output", "moe/expert/down_input"}
+    assert set(before) - set(after) == {"moe/expert/act_output", "moe/expert/down_input"}
     assert moe_act.totals["flops_per_iteration"] == plain.totals["flops_per_iteration"]
     layout = Layout(tp=8, sp=True, seq=4096, recompute="selective", recompute_modules=("core_attn", "moe_act"),
                     fused_swiglu=True, dp=2, ep=2, etp=4)
