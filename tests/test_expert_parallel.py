@@ -89,7 +89,9 @@ def dispatch(s, b, k, E, t, c, d, ep, etp, sp):
 def _width_elements(term, h, f_e, etp):
     """The per-assignment elements of an expert-side term, from its name (the simulation's own table)."""
     widths = {"token_index": 2, "input": h, "gate_up_output": 2 * f_e // etp, "act_output": f_e // etp,
-              "down_input": f_e // etp, "routing_weight": 1, "down_output": h, "combine_input": h}
+              "down_input": f_e // etp, "routing_weight": 1, "down_output": h, "combine_input": h,
+              # Megatron-Core's dispatcher and grouped experts (strategies.megatron_alltoall_dispatch)
+              "up_offset": f_e // etp, "permuted_probs": 1, "weighted_down_input": f_e // etp}
     return widths[term.rsplit("/", 1)[-1]]
 
 
@@ -104,13 +106,18 @@ LAYOUTS = [  # (t, c, d, ep, etp, sp)
 ]
 
 
+@pytest.mark.parametrize("dispatcher", ["hf", "alltoall"])
 @pytest.mark.parametrize("t,c,d,ep,etp,sp", LAYOUTS)
-def test_expert_terms_equal_a_simulated_dispatch(t, c, d, ep, etp, sp):
+def test_expert_terms_equal_a_simulated_dispatch(t, c, d, ep, etp, sp, dispatcher):
+    from symbolic.layout.strategies import megatron_alltoall_dispatch
     S, B, K, E, H, FE = 16, 2, 2, 8, 64, 48
     local, own = dispatch(S, B, K, E, t, c, d, ep, etp, sp)
     model = _small_moe(E, K, FE)
-    layout = Layout(seq=S, micro_batch=B, tp=t, cp=c, dp=d, ep=ep, etp=etp, sp=sp).validate(model)
+    layout = Layout(seq=S, micro_batch=B, tp=t, cp=c, dp=d, ep=ep, etp=etp, sp=sp,
+                    moe_dispatcher=dispatcher).validate(model)
     values = layout.values(model)
+    single = moe.saved_tensors(shared_experts=0)
+    single = megatron_alltoall_dispatch(single) if dispatcher == "alltoall" else single
     inventory = layout.strategy().shard(moe.saved_tensors(shared_experts=0))
     # every rank holds E/ep experts, and balanced routing gives each the same load
     assert {len(counts) for counts in local.values()} == {E // ep}
@@ -121,8 +128,8 @@ def test_expert_terms_equal_a_simulated_dispatch(t, c, d, ep, etp, sp):
             for r, counts in local.items():
                 want = sum(counts.values()) * _width_elements(term.name, H, FE, etp) * term.bytes_per_element
                 assert got == want, (term.name, r)
-        elif term.name.startswith("moe/"):  # router side: one row per token the rank routes
-            per_token = exact(moe.saved_tensors(shared_experts=0)[term.name].bytes, values) / (S * B)
+        elif term.name.startswith("moe/"):  # router and dispatcher side: one row per token the rank routes
+            per_token = exact(single[term.name].bytes, values) / (S * B)
             assert {got} == {per_token * own[r] for r in own}, term.name
 
 
