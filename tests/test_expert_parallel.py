@@ -91,7 +91,7 @@ def _width_elements(term, h, f_e, etp):
     widths = {"token_index": 2, "input": h, "gate_up_output": 2 * f_e // etp, "act_output": f_e // etp,
               "down_input": f_e // etp, "routing_weight": 1, "down_output": h, "combine_input": h,
               # Megatron-Core's dispatcher and grouped experts (strategies.megatron_alltoall_dispatch)
-              "up_offset": f_e // etp, "permuted_probs": 1, "weighted_down_input": f_e // etp}
+              "up_offset": f_e // etp, "permuted_probs": 1, "act_up_product": f_e // etp}
     return widths[term.rsplit("/", 1)[-1]]
 
 
@@ -212,7 +212,9 @@ def test_states_and_activations_per_gpu_do_not_grow_with_ep(tp, dp, ep, zero, sp
 
 @pytest.mark.parametrize("layout", [Layout(tp=2, sp=True, dp=4, ep=8, etp=1, seq=4096, zero=1),
                                     Layout(tp=2, sp=True, dp=4, pp=2, ep=2, etp=2, seq=4096, recompute="full",
-                                           moe_capacity=Fraction(5, 4))])
+                                           moe_capacity=Fraction(5, 4)),
+                                    Layout(tp=2, sp=True, dp=4, ep=4, seq=4096, recompute="selective",
+                                           recompute_modules=("moe_act", "layernorm"))])
 def test_plan_expressions_equal_the_bill(layout):
     bill = make_bill(MIXTRAL, layout)
     totals = exact_totals(MIXTRAL, layout)
@@ -318,7 +320,7 @@ def test_gpt_selective_without_core_attn_recomputes_nothing():
 
 @pytest.mark.parametrize("argv, message", [
     (["--recompute-modules", "moe_act"], "add --recompute selective"),
-    (["--recompute", "selective", "--recompute-modules", "layernorm"], "'layernorm' is not modelled"),
+    (["--recompute", "selective", "--recompute-modules", "mla_up_proj"], "'mla_up_proj' is not modelled"),
 ])
 def test_recompute_modules_refused_with_one_line(capsys, argv, message):
     assert main(["bill", "mixtral-8x7b", *argv]) == 2

@@ -183,7 +183,7 @@ def test_megatron_dispatcher_replaces_the_hf_loops_own_terms():
     assert set(HF_DISPATCH_TERMS) <= set(hf.names()) and not set(HF_DISPATCH_TERMS) & set(megatron.names())
     added = set(megatron.names()) - set(hf.names())
     assert added == {"moe/dispatch/argsort", "moe/dispatch/sorted_indices", "moe/expert/up_offset",
-                     "moe/expert/permuted_probs", "moe/expert/weighted_down_input"}
+                     "moe/expert/permuted_probs", "moe/expert/act_up_product"}
     # the non-MoE terms are untouched: the HF-trace equality of the default dispatcher is not at stake
     assert [t for t in hf if not t.name.startswith("moe/")] == [t for t in megatron if not t.name.startswith("moe/")]
 
@@ -195,8 +195,8 @@ def test_fused_swiglu_and_moe_act_under_megatrons_dispatcher():
     inv = _megatron_single_rank()
     fused = set(inv.names()) - set(fused_expert_activation(inv).names())
     recomputed = set(inv.names()) - set(expert_activation_recompute(inv).names())
-    assert fused == {"moe/expert/act_output", "moe/expert/up_offset", "moe/expert/down_input"}
-    assert recomputed == fused | {"moe/expert/weighted_down_input"}
+    assert fused == {"moe/expert/act_output", "moe/expert/up_offset", "moe/expert/act_up_product"}
+    assert recomputed == fused | {"moe/expert/down_input"}
     assert "moe/expert/permuted_probs" in fused_expert_activation(inv).names()
 
 
@@ -423,7 +423,8 @@ def test_mixtral_at_one_layout_the_readme_figures():
     f = {line.name: line.value for line in hf.lines if line.ledger == "activations"}
     assert m["moe/dispatch/argsort"] == 8 * E * N * L == 4_194_304
     assert m["moe/dispatch/sorted_indices"] == 8 * N * k * L == 1_048_576
-    assert m["moe/expert/up_offset"] == m["moe/expert/weighted_down_input"] == 2 * rows * narrow * L == 3_758_096_384
+    assert m["moe/expert/up_offset"] == m["moe/expert/act_up_product"] == 2 * rows * narrow * L == 3_758_096_384
+    assert m["moe/expert/down_input"] == f["moe/expert/down_input"]
     assert m["moe/expert/permuted_probs"] == 2 * rows * L
     assert f["moe/expert/down_output"] == f["moe/expert/combine_input"] == 2 * rows * h * L == 2_147_483_648
     assert f["moe/expert/token_index"] == 16 * rows * L and f["moe/expert/routing_weight"] == 4 * rows * L

@@ -300,9 +300,11 @@ class Layout:
     def _validate_dispatcher(self, model: ModelConfig) -> None:
         """The MoE dispatcher and capacity padding, against the model."""
         if self.moe_dispatcher not in MOE_DISPATCHERS:
-            raise ConfigError(f"moe-dispatcher must be one of {', '.join(MOE_DISPATCHERS)}, not {self.moe_dispatcher!r}")
+            raise ConfigError(f"moe-dispatcher must be one of {', '.join(MOE_DISPATCHERS)}, "
+                              f"not {self.moe_dispatcher!r}")
         if not model.experts:
-            raise ConfigError(f"--moe-dispatcher and --moe-pad-to-capacity act on routed experts; {model.name} has none")
+            raise ConfigError("--moe-dispatcher and --moe-pad-to-capacity act on routed experts; "
+                              f"{model.name} has none")
         if self.moe_pad_to_capacity and self.moe_dispatcher != "alltoall":
             raise ConfigError("--moe-pad-to-capacity is Megatron-Core's moe_pad_expert_input_to_capacity: "
                               "add --moe-dispatcher alltoall")

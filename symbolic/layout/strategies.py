@@ -199,8 +199,8 @@ def megatron_alltoall_dispatch(inventory: Inventory, pad_to_capacity: bool = Fal
 
     Under ``fused_expert_activation`` (``weighted_bias_swiglu_impl``: saves fc1's output and
     the probabilities) and ``moe_act`` recompute (``CheckpointWithoutOutput`` keeps the same two
-    inputs) the SiLU output, the offset sum and the unweighted product go; the weighted product
-    stays under the fused kernel (fc2's input) and goes under ``moe_act``.
+    inputs) the SiLU output, the offset sum and the unweighted product go; fc2's input stays
+    under the fused kernel and goes under ``moe_act``.
 
     Not changed (stated, not modelled): the router's own saved tensors stay the family's HF
     router's (Megatron's ``TopKRouter`` is not itemised here).
@@ -229,12 +229,11 @@ def megatron_alltoall_dispatch(inventory: Inventory, pad_to_capacity: bool = Fal
     experts = (
         replace(narrow, name="moe/expert/up_offset", group=Group.EXPERT_ACTIVATION, source=MEGATRON_EXPERTS,
                 note="x_linear + glu_linear_offset, a new tensor kept by the GLU multiply"),
-        replace(narrow, group=Group.EXPERT_ACTIVATION, source=MEGATRON_EXPERTS,
+        replace(narrow, name="moe/expert/act_up_product", group=Group.EXPERT_ACTIVATION, source=MEGATRON_EXPERTS,
                 note="act(gate)·up, kept by the probabilities multiply"),
         replace(weight, name="moe/expert/permuted_probs", dtype=probs_dtype, source=MEGATRON_EXPERTS,
                 note="the token's probability for this expert, permuted with it, kept by the multiply"),
-        replace(narrow, name="moe/expert/weighted_down_input", group=Group.EXPERT_ACTIVATION_OUTPUT,
-                source=MEGATRON_EXPERTS, note="act(gate)·up·p cast back, fc2's input"),
+        replace(narrow, source=MEGATRON_EXPERTS, note="act(gate)·up·p cast back: fc2's input"),
     )
     kept = []
     for term in inventory:

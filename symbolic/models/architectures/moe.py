@@ -27,6 +27,12 @@ the ``e`` GPUs holds E/e experts and receives their tokens from all ``e``
 ranks, so under balanced routing the activations per GPU do not shrink while
 the expert parameters do.
 
+The routed MLP is a recipe of the parts the composed families use
+(:func:`.parts.moe_layer`: :func:`.parts.moe_router`, :func:`.parts.routed_experts`,
+:func:`.parts.shared_experts` with or without its gate) — one code path for
+Mixtral, Qwen2-MoE and the composed Qwen-MoE/DeepSeek layers; this module adds
+the LLaMA attention around it and its Mixtral/Qwen2-MoE routing conventions.
+
 The bill, plan and solve split these terms with the layout's
 ``symbolic.layout.strategies.expert_dispatch`` (expert parallelism e, expert
 tensor parallelism e_t, TP/SP/CP, capacity factor, Megatron-Core's rank grids);
@@ -45,8 +51,6 @@ from . import llama, parts
 from .conventions import CUDA, conventions
 
 HF_MIXTRAL = "HF transformers 5.24.0 MixtralSparseMoeBlock"
-MOE = "Fedus et al. 2021 §2.1; Jiang et al. 2024 §2.1 (Mixtral)"
-SHARED = "DeepSeekMoE (Dai et al. 2024 §3.2); traced in Qwen2MoeSparseMoeBlock"
 
 #: Balanced routing: every expert receives the same share of the s·b·k assignments.
 BALANCED = parts.balanced_tokens(E, k)
