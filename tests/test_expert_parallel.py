@@ -320,7 +320,7 @@ def test_gpt_selective_without_core_attn_recomputes_nothing():
 
 @pytest.mark.parametrize("argv, message", [
     (["--recompute-modules", "moe_act"], "add --recompute selective"),
-    (["--recompute", "selective", "--recompute-modules", "mla_up_proj"], "'mla_up_proj' is not modelled"),
+    (["--recompute", "selective", "--recompute-modules", "mlp"], "'mlp' is not modelled"),
 ])
 def test_recompute_modules_refused_with_one_line(capsys, argv, message):
     assert main(["bill", "mixtral-8x7b", *argv]) == 2

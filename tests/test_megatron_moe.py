@@ -431,3 +431,34 @@ def test_mixtral_at_one_layout_the_readme_figures():
     added = 4_194_304 + 1_048_576 + 2 * 3_758_096_384 + 2 * rows * L
     removed = 2 * 2_147_483_648 + 16 * rows * L + 4 * rows * L
     assert megatron.totals["activation_bytes"] - hf.totals["activation_bytes"] == added - removed
+
+
+# --- mla_up_proj: MLA's up projections and RoPE under CheckpointWithoutOutput --------------------
+
+def test_mla_up_proj_recompute_term_by_term():
+    """The kernel's Q, K, V go; the checkpoint's inputs stay (the two latents, declared) and the
+    rotary key is added: a view of the kv down projection's output without SP, all-gathered to
+    (s, b, d_r) on every TP rank with SP (multi_latent_attention.py at d98e8a6)."""
+    from symbolic.bill.derive import inventories
+    from symbolic.core.dims import b, d_r, r_kv, s
+    from symbolic.layout.strategies import mla_up_proj_recompute
+    saved = inventories(preset("deepseek-v3"))[1]
+    for sp, kept in ((False, 2 * s * b * (r_kv + d_r)), (True, 2 * s * b * d_r)):
+        after = mla_up_proj_recompute(saved, sequence_parallel=sp)
+        assert set(saved.names()) - set(after.names()) == {"attention/query", "attention/key", "attention/value"}
+        assert set(after.names()) - set(saved.names()) == {"attention/k_pos_emb"}
+        assert after["attention/k_pos_emb"].bytes == kept
+        assert {"attention/q_b_input", "attention/kv_b_input"} <= set(after.names())
+    # in the bill: the three go per GPU, /t by heads; the gathered rotary key stays whole
+    kw = dict(seq=4096, tp=2, sp=True, dp=8, ep=8, recompute="selective")
+    base, up = (make_bill(preset("deepseek-v3"), Layout(**kw, recompute_modules=modules))
+                for modules in (("core_attn",), ("core_attn", "mla_up_proj")))
+    lines = {line.name: line.value for line in base.lines if line.ledger == "activations"}
+    gone = sum(lines[name] for name in ("attention/query", "attention/key", "attention/value"))
+    assert base.totals["activation_bytes"] - up.totals["activation_bytes"] == gone - 2 * 4096 * 64 * 61
+    assert base.totals["flops_per_iteration"] == up.totals["flops_per_iteration"]
+
+
+def test_mla_up_proj_refused_without_mla(capsys):
+    assert main(["bill", "mixtral-8x7b", "--recompute", "selective", "--recompute-modules", "mla_up_proj"]) == 2
+    assert "multi-head latent attention" in capsys.readouterr().err

@@ -270,7 +270,7 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
                        help="tokens of the busiest expert over the balanced share s·b·k/E (1.25, 5/4; default 1)")
     group.add_argument("--recompute-modules", metavar="LIST", default="",
                        help="with --recompute selective: Megatron-Core's modules recomputed, comma-separated "
-                            "(core_attn, moe_act, layernorm; default core_attn)")
+                            "(core_attn, moe_act, layernorm, mla_up_proj; default core_attn)")
     group.add_argument("--fused-swiglu", action="store_true",
                        help="the experts' SwiGLU as one fused kernel (keeps only its input)")
     group.add_argument("--moe-dispatcher", choices=MOE_DISPATCHERS, default="hf",

@@ -7,8 +7,9 @@ ZERO_STAGES = (0, 1, 2, 3)  #: ZeRO stages over the data-parallel ranks (Rajbhan
 #: Megatron-Core's ``recompute_modules`` (TransformerConfig, with recompute_granularity "selective";
 #: default ["core_attn"]) that this engine models: the attention core (Korthikanti §5), the
 #: experts' activation function (output-discarding checkpoint, needs moe_grouped_gemm) and the
-#: input and pre-MLP norms (output-discarding checkpoint, ``transformer_layer.py``).
-RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm")
+#: input and pre-MLP norms (output-discarding checkpoint, ``transformer_layer.py``) and MLA's up
+#: projections with RoPE (output-discarding checkpoint, ``multi_latent_attention.py``).
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj")
 #: Who dispatches the tokens to the routed experts, as far as saved tensors care: ``hf`` — HF
 #: transformers' eager experts loop (a gather per expert, index_add_ back; what the trace tests
 #: hold the inventories to); ``alltoall`` — Megatron-Core's MoEAlltoAllTokenDispatcher with its

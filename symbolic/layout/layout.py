@@ -292,6 +292,9 @@ class Layout:
             raise ConfigError("recompute modules are Megatron-Core's selective recompute: add --recompute selective")
         if ("moe_act" in self.recompute_modules or self.fused_swiglu) and not model.experts:
             raise ConfigError(f"moe_act and the fused expert SwiGLU act on routed experts; {model.name} has none")
+        if "mla_up_proj" in self.recompute_modules and (model.recipe is None or model.recipe.attention != "mla"):
+            raise ConfigError(f"the mla_up_proj recompute module acts on multi-head latent attention; {model.name} "
+                              "has none: drop mla_up_proj")
         if "layernorm" in self.recompute_modules and model.recipe is not None and model.recipe.placement == "post":
             raise ConfigError(f"the layernorm recompute module recomputes Megatron-Core's input_layernorm and "
                               f"pre_mlp_layernorm, the norms before attention and the MLP; {model.name} normalises "

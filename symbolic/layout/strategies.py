@@ -299,6 +299,57 @@ def norm_recompute(inventory: Inventory, dtype: str = "bf16") -> Inventory:
     return Inventory(tuple(kept), inventory.applied + ("norm_recompute",))
 
 
+#: The tensors the attention kernel keeps of an MLA layer's up projections and RoPE (parts.attention_core).
+MLA_UP_PROJ_OUTPUTS = ("attention/query", "attention/key", "attention/value")
+
+
+def mla_up_proj_recompute(inventory: Inventory, sequence_parallel: bool = False) -> Inventory:
+    """Megatron-Core's ``recompute_modules = ["mla_up_proj"]`` (``MLASelfAttention``,
+    ``multi_latent_attention.py`` at d98e8a6): ``qkv_up_proj_and_rope_apply`` — the q and kv up
+    projections, RoPE on their rotary slices, the concatenations into Q and K — runs under a
+    ``CheckpointWithoutOutput``: under ``torch.no_grad`` (nothing inside is kept), its tensor inputs
+    saved, its outputs Q, K, V freed once the core attention has run
+    (``discard_output_and_register_recompute(core_attn_out)``) and recomputed for the kernel's
+    backward. Term by term, on an MLA layer (``attention/kv_b_input`` declared):
+
+    * the kernel's Q, K, V go (:data:`MLA_UP_PROJ_OUTPUTS`; HF's V is a slice of the kv up
+      projection's output, kept whole — gone all the same);
+    * the checkpoint's inputs stay: ``q_compressed`` and ``kv_compressed``, the normalised latents
+      the up projections read (``attention/q_b_input``, ``attention/kv_b_input``, declared), and
+      ``k_pos_emb``, the rotary key, added: with sequence parallelism over t > 1 ranks Megatron
+      all-gathers it (``gather_from_sequence_parallel_region``) into a new (s, b, d_r) tensor,
+      whole on every TP rank; otherwise it is a ``torch.split`` view of the kv down projection's
+      (s, b, r_kv + d_r) output, which it keeps whole (``attention/k_pos_emb``).
+
+    Condition: Megatron's TE layer spec (``linear_kv_down_proj`` a plain, duplicated linear), the
+    unfused RoPE; the norms around the latents are outside the checkpoint and stay. Element-wise
+    work and the two up projections are re-run: their FLOPs are not counted (the FLOPs ledger's
+    recompute is the attention core's)."""
+    from ..core.dims import d_r, r_kv
+
+    if "attention/kv_b_input" not in inventory.names():
+        return inventory
+    latent = inventory["attention/kv_b_input"]
+    if sequence_parallel:
+        rotary_key = replace(latent, name="attention/k_pos_emb", shape=(s, b, d_r), split=Axis.NONE, split_dim=None,
+                             source="Megatron-Core d98e8a6 multi_latent_attention.py",
+                             note="the rotary key all-gathered from the sequence-parallel region, kept by the "
+                                  "mla_up_proj checkpoint")
+    else:
+        rotary_key = replace(latent, name="attention/k_pos_emb", shape=(*latent.shape[:-1], r_kv + d_r),
+                             source="Megatron-Core d98e8a6 multi_latent_attention.py",
+                             note="a view of the kv down projection's output, kept whole by the mla_up_proj "
+                                  "checkpoint")
+    kept = []
+    for term in inventory:
+        if term.name in MLA_UP_PROJ_OUTPUTS:
+            continue
+        kept.append(term)
+        if term.name == "attention/kv_b_input":
+            kept.append(rotary_key)
+    return Inventory(tuple(kept), inventory.applied + ("mla_up_proj_recompute",))
+
+
 def full_recompute(inventory: Inventory, dtype: str | None = None) -> Inventory:
     """Keep only each layer's input, 2sbh, and recompute the layer in backward.
 
@@ -507,6 +558,8 @@ class Strategy:
                 inventory = expert_activation_recompute(inventory)
             if "layernorm" in modules:
                 inventory = norm_recompute(inventory, self.dtype)
+            if "mla_up_proj" in modules:
+                inventory = mla_up_proj_recompute(inventory, self.sequence_parallel)
         elif self.recompute == "full":
             inventory = full_recompute(inventory, self.dtype)
         return inventory
