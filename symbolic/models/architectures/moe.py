@@ -51,6 +51,7 @@ from . import llama, parts
 from .conventions import CUDA, conventions
 
 HF_MIXTRAL = "HF transformers 5.24.0 MixtralSparseMoeBlock"
+MOE = "Fedus et al. 2021 §2.1; Jiang et al. 2024 §2.1 (Mixtral)"
 
 #: Balanced routing: every expert receives the same share of the s·b·k assignments.
 BALANCED = parts.balanced_tokens(E, k)
@@ -102,7 +103,7 @@ def moe_part(expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k, shared_
     style = routing(style)
     shared = None if shared_experts == 0 else shared_experts * expert_ffn
     return parts.moe_layer(_router_of(style), expert_ffn, experts, top_k, shared, style.shared_gate,
-                           tokens_per_expert=tokens_per_expert, source=style.source)
+                           tokens_per_expert=tokens_per_expert, source=style.source, paper=MOE)
 
 
 def moe_block(expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k, shared_experts: Expr = E_s,

@@ -439,13 +439,13 @@ def balanced_tokens(experts: Expr = E, top_k: Expr = k) -> Expr:
 
 
 def moe_router(router: Router, experts: Expr = E, top_k: Expr = k, share: Expr = Integer(1),
-               source: str = HF) -> Part:
+               source: str = HF, paper: str = MOE_SOURCE) -> Part:
     """The router: its weight (h → E, fp32 in DeepSeek), its matmul over every token, and what
     its scoring and top-k keep per token (input, scores, the k indices, the renormalised k
     weights and their sum when ``router.renormalize``, the router's ``extra`` terms)."""
-    params = (_weight("moe/router_weight", (h, experts), MOE_SOURCE,
+    params = (_weight("moe/router_weight", (h, experts), paper,
                       "fp32 (DeepSeek keeps it in fp32)" if router.logits_fp32 else "", share=share),)
-    mms = (Matmul("layer/moe/router", share, b * s, h, experts, True, "layer", MOE_SOURCE),)
+    mms = (Matmul("layer/moe/router", share, b * s, h, experts, True, "layer", paper),)
     saved = [_tokens("moe/router_input", h, note="the router's and the experts' gathers' input", source=source,
                      share=share)]
     if router.logits_fp32:
@@ -466,7 +466,7 @@ def moe_router(router: Router, experts: Expr = E, top_k: Expr = k, share: Expr =
 
 def routed_experts(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k,
                    tokens_per_expert: Expr | None = None, share: Expr = Integer(1), activation: str = "silu",
-                   source: str = MOE_SOURCE) -> Part:
+                   source: str = MOE_SOURCE, paper: str = MOE_SOURCE) -> Part:
     """E routed experts of width f_e as HF's eager experts loop runs them (a gather of each
     expert's tokens, fused gate|up, the activation, down, the routing weight's multiply, the
     index_add_ back): stacked weights E×h×2f_e and E×f_e×h, each expert's matmuls over its
@@ -477,12 +477,12 @@ def routed_experts(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, to
     tokens = per_expert * share  # saved tensors: the layers' average
     note = "all E experts (N_total)"
     params = (
-        _weight("moe/experts_gate_up_weight", (experts * h, 2 * expert_ffn), MOE_SOURCE, note, share=share),
-        _weight("moe/experts_down_weight", (experts * expert_ffn, h), MOE_SOURCE, note, share=share),
+        _weight("moe/experts_gate_up_weight", (experts * h, 2 * expert_ffn), paper, note, share=share),
+        _weight("moe/experts_down_weight", (experts * expert_ffn, h), paper, note, share=share),
     )
     mms = (
-        Matmul("layer/moe/experts_gate_up", experts * share, per_expert, h, 2 * expert_ffn, True, "layer", MOE_SOURCE),
-        Matmul("layer/moe/experts_down", experts * share, per_expert, expert_ffn, h, True, "layer", MOE_SOURCE),
+        Matmul("layer/moe/experts_gate_up", experts * share, per_expert, h, 2 * expert_ffn, True, "layer", paper),
+        Matmul("layer/moe/experts_down", experts * share, per_expert, expert_ffn, h, True, "layer", paper),
     )
 
     def expert(name, last, dtype="bf16", note="", group=Group.BODY):
@@ -525,13 +525,16 @@ def shared_experts(width: Expr, activation: str = "silu", gate: bool = False, sh
 
 def moe_layer(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k,
               shared_width: Expr | None = None, shared_gate: bool = False, share: Expr = Integer(1),
-              tokens_per_expert: Expr | None = None, activation: str = "silu", source: str | None = None) -> Part:
+              tokens_per_expert: Expr | None = None, activation: str = "silu", source: str | None = None,
+              paper: str = MOE_SOURCE) -> Part:
     """The MoE block as a recipe: :func:`moe_router` + :func:`routed_experts` (+
     :func:`shared_experts` when ``shared_width`` is given). ``source``: the implementation the
-    saved tensors are cited from (None: each part's own default)."""
+    saved tensors are cited from (None: each part's own default); ``paper``: the source the
+    router's and the routed experts' weights and matmuls cite."""
     cite = {} if source is None else {"source": source}
-    part = (moe_router(router, experts, top_k, share, **cite)
-            + routed_experts(router, expert_ffn, experts, top_k, tokens_per_expert, share, activation, **cite))
+    part = (moe_router(router, experts, top_k, share, paper=paper, **cite)
+            + routed_experts(router, expert_ffn, experts, top_k, tokens_per_expert, share, activation,
+                             paper=paper, **cite))
     if shared_width is not None:
         part = part + shared_experts(shared_width, activation, shared_gate, share, **cite)
     return part
