@@ -246,7 +246,7 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
          gpus_per_node: int | None = None, lora: int = 0, lora_targets: str = "all-linear",
          base_dtype: str = "bf16", double_quant: bool = True, offload: str = "none",
          optimizer_impl: str = "foreach", flash_attention: bool = False, activation_offload: bool = False,
-         cpu_memory=None) -> Bill:
+         cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False) -> Bill:
     """``symbolic bill``: the four ledgers of ``model`` (a built-in name, an HF
     ``config.json`` path or a ModelConfig) under a layout, against ``gpu_memory``
     (``"80GB"``, ``"80GiB"`` or bytes), and the step time on ``hardware`` (a GPU
@@ -263,7 +263,8 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      recompute_modules=tuple(x.strip() for x in recompute_modules.split(",") if x.strip()),
                      fused_swiglu=fused_swiglu, lora=lora, lora_targets=lora_targets, base_dtype=base_dtype,
                      double_quant=double_quant, offload=offload, optimizer_impl=optimizer_impl,
-                     flash_attention=flash_attention, activation_offload=activation_offload)
+                     flash_attention=flash_attention, activation_offload=activation_offload,
+                     moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity)
     layout = _engine_errors(lambda: layout.validate(config))
     params_hand = _count(params, "--params")
     memory = _size(gpu_memory, "--gpu-memory")

@@ -88,8 +88,10 @@ def dispatch(s, b, k, E, t, c, d, ep, etp, sp):
 
 def _width_elements(term, h, f_e, etp):
     """The per-assignment elements of an expert-side term, from its name (the simulation's own table)."""
-    widths = {"token_index": 2, "input": h, "gate_up_output": 2 * f_e // etp, "silu_output": f_e // etp,
-              "down_input": f_e // etp, "routing_weight": 1, "down_output": h, "combine_input": h}
+    widths = {"token_index": 2, "input": h, "gate_up_output": 2 * f_e // etp, "act_output": f_e // etp,
+              "down_input": f_e // etp, "routing_weight": 1, "down_output": h, "combine_input": h,
+              # Megatron-Core's dispatcher and grouped experts (strategies.megatron_alltoall_dispatch)
+              "up_offset": f_e // etp, "permuted_probs": 1, "act_up_product": f_e // etp}
     return widths[term.rsplit("/", 1)[-1]]
 
 
@@ -104,13 +106,18 @@ LAYOUTS = [  # (t, c, d, ep, etp, sp)
 ]
 
 
+@pytest.mark.parametrize("dispatcher", ["hf", "alltoall"])
 @pytest.mark.parametrize("t,c,d,ep,etp,sp", LAYOUTS)
-def test_expert_terms_equal_a_simulated_dispatch(t, c, d, ep, etp, sp):
+def test_expert_terms_equal_a_simulated_dispatch(t, c, d, ep, etp, sp, dispatcher):
+    from symbolic.layout.strategies import megatron_alltoall_dispatch
     S, B, K, E, H, FE = 16, 2, 2, 8, 64, 48
     local, own = dispatch(S, B, K, E, t, c, d, ep, etp, sp)
     model = _small_moe(E, K, FE)
-    layout = Layout(seq=S, micro_batch=B, tp=t, cp=c, dp=d, ep=ep, etp=etp, sp=sp).validate(model)
+    layout = Layout(seq=S, micro_batch=B, tp=t, cp=c, dp=d, ep=ep, etp=etp, sp=sp,
+                    moe_dispatcher=dispatcher).validate(model)
     values = layout.values(model)
+    single = moe.saved_tensors(shared_experts=0)
+    single = megatron_alltoall_dispatch(single) if dispatcher == "alltoall" else single
     inventory = layout.strategy().shard(moe.saved_tensors(shared_experts=0))
     # every rank holds E/ep experts, and balanced routing gives each the same load
     assert {len(counts) for counts in local.values()} == {E // ep}
@@ -121,8 +128,8 @@ def test_expert_terms_equal_a_simulated_dispatch(t, c, d, ep, etp, sp):
             for r, counts in local.items():
                 want = sum(counts.values()) * _width_elements(term.name, H, FE, etp) * term.bytes_per_element
                 assert got == want, (term.name, r)
-        elif term.name.startswith("moe/"):  # router side: one row per token the rank routes
-            per_token = exact(moe.saved_tensors(shared_experts=0)[term.name].bytes, values) / (S * B)
+        elif term.name.startswith("moe/"):  # router and dispatcher side: one row per token the rank routes
+            per_token = exact(single[term.name].bytes, values) / (S * B)
             assert {got} == {per_token * own[r] for r in own}, term.name
 
 
@@ -156,7 +163,7 @@ def test_under_tp_sp_every_expert_line_has_its_split(capsys):
     assert main(["bill", "mixtral-8x7b", "--tp", "2", "--sp", "--seq", "4096", "--json"]) == 0
     lines = {line["name"]: line for line in json.loads(capsys.readouterr().out)["lines"]
              if line["ledger"] == "activations"}
-    for name in ("moe/expert/gate_up_output", "moe/expert/silu_output", "moe/expert/down_input"):
+    for name in ("moe/expert/gate_up_output", "moe/expert/act_output", "moe/expert/down_input"):
         assert lines[name]["formula"].endswith("/t") and "width /t" in lines[name]["condition"]
     for name in ("moe/expert/input", "moe/expert/down_output", "moe/expert/combine_input"):
         assert "/t" not in lines[name]["formula"] and "tokens ×1·t/t" in lines[name]["condition"]
@@ -205,7 +212,9 @@ def test_states_and_activations_per_gpu_do_not_grow_with_ep(tp, dp, ep, zero, sp
 
 @pytest.mark.parametrize("layout", [Layout(tp=2, sp=True, dp=4, ep=8, etp=1, seq=4096, zero=1),
                                     Layout(tp=2, sp=True, dp=4, pp=2, ep=2, etp=2, seq=4096, recompute="full",
-                                           moe_capacity=Fraction(5, 4))])
+                                           moe_capacity=Fraction(5, 4)),
+                                    Layout(tp=2, sp=True, dp=4, ep=4, seq=4096, recompute="selective",
+                                           recompute_modules=("moe_act", "layernorm"))])
 def test_plan_expressions_equal_the_bill(layout):
     bill = make_bill(MIXTRAL, layout)
     totals = exact_totals(MIXTRAL, layout)
@@ -285,7 +294,7 @@ def test_fused_swiglu_keeps_only_its_input():
     base = Layout(tp=8, sp=True, seq=4096)
     plain, before = _expert_lines(base)
     fused, after = _expert_lines(Layout(tp=8, sp=True, seq=4096, fused_swiglu=True))
-    assert set(before) - set(after) == {"moe/expert/silu_output"}
+    assert set(before) - set(after) == {"moe/expert/act_output"}
     # SiLU(gate): s·b·k rows of f_e/t, 2 B, L layers
     assert plain.totals["activation_bytes"] - fused.totals["activation_bytes"] == 32 * 4096 * 2 * 14336 // 8 * 2
     assert after["moe/expert/gate_up_output"] == before["moe/expert/gate_up_output"]
@@ -295,7 +304,7 @@ def test_moe_act_recompute_frees_the_activation_and_costs_no_matmul():
     plain, before = _expert_lines(Layout(tp=8, sp=True, seq=4096, recompute="selective"))
     moe_act, after = _expert_lines(Layout(tp=8, sp=True, seq=4096, recompute="selective",
                                           recompute_modules=("moe_act",)))
-    assert set(before) - set(after) == {"moe/expert/silu_output", "moe/expert/down_input"}
+    assert set(before) - set(after) == {"moe/expert/act_output", "moe/expert/down_input"}
     assert moe_act.totals["flops_per_iteration"] == plain.totals["flops_per_iteration"]
     layout = Layout(tp=8, sp=True, seq=4096, recompute="selective", recompute_modules=("core_attn", "moe_act"),
                     fused_swiglu=True, dp=2, ep=2, etp=4)
@@ -311,7 +320,7 @@ def test_gpt_selective_without_core_attn_recomputes_nothing():
 
 @pytest.mark.parametrize("argv, message", [
     (["--recompute-modules", "moe_act"], "add --recompute selective"),
-    (["--recompute", "selective", "--recompute-modules", "layernorm"], "'layernorm' is not modelled"),
+    (["--recompute", "selective", "--recompute-modules", "mlp"], "'mlp' is not modelled"),
 ])
 def test_recompute_modules_refused_with_one_line(capsys, argv, message):
     assert main(["bill", "mixtral-8x7b", *argv]) == 2

@@ -270,6 +270,16 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
         recomputed = flops.recompute_extra(recompute, alone) != 0
         add("flops", mm.name, flops.hardware_training(recompute, alone) * micro_batches, mm.source,
             FORWARD_BACKWARD + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
+    if layout.moe_pad_to_capacity:
+        # drop-and-pad: every expert computes on its capacity; the padded rows are their own lines
+        shards = (c if layout.cp > 1 else 1) * (t if layout.sp else 1)
+        for mm in flops.capacity_padding(mm_inv, shards):
+            alone = type(mm_inv)((mm,))
+            recomputed = flops.recompute_extra(recompute, alone) != 0
+            add("flops", mm.name, flops.hardware_training(recompute, alone) * micro_batches,
+                "Megatron-Core d98e8a6 moe_utils.get_capacity, token_dispatcher.py (moe_pad_expert_input_to_capacity)",
+                "hardware FLOPs on zero-padded rows: " + FORWARD_BACKWARD
+                + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
     if fused_attention(saved_inv):
         # The fused attention kernel keeps only the log-sum-exp: its backward recomputes Q·Kᵀ.
         add("flops", "layer/attention/scores (fused kernel's backward recompute)",

@@ -135,7 +135,9 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             "levers": [layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
                        layout.optimizer_impl, layout.flash_attention, layout.activation_offload],
             **({"fp8_activations": True} if layout.fp8_activations else {}),
-            **({"uneven_stages": True} if layout.uneven_stages else {})}
+            **({"uneven_stages": True} if layout.uneven_stages else {}),
+            **({"moe_dispatcher": layout.moe_dispatcher} if layout.moe_dispatcher != "hf" else {}),
+            **({"moe_pad_to_capacity": True} if layout.moe_pad_to_capacity else {})}
 
 
 def whole(value: Fraction) -> int | Fraction:

@@ -133,4 +133,7 @@ def not_priced(layout: Layout) -> list[str]:
                    "no time is counted for it")
     if layout.uneven_stages:
         out.append("uneven pipeline stages: every stage is priced at L/p layers, not the slowest stage's")
+    if layout.moe_pad_to_capacity:
+        out.append("the experts' zero-padded rows (--moe-pad-to-capacity): the step is priced on the routed "
+                   "tokens' GEMMs; the bill's flops lines count the padded rows")
     return out

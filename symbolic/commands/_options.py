@@ -31,8 +31,8 @@ from fractions import Fraction
 from pathlib import Path
 
 from ..core.inputs import clean
-from ..layout.choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LORA_TARGETS, OFFLOAD, OPTIMIZER_IMPLS,
-                              RECOMPUTE, ZERO_STAGES)
+from ..layout.choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD,
+                              OPTIMIZER_IMPLS, RECOMPUTE, ZERO_STAGES)
 from ..layout.layout import Layout
 from ..layout.recipes import RECIPES
 from ..models.builtin import preset
@@ -270,9 +270,15 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
                        help="tokens of the busiest expert over the balanced share s·b·k/E (1.25, 5/4; default 1)")
     group.add_argument("--recompute-modules", metavar="LIST", default="",
                        help="with --recompute selective: Megatron-Core's modules recomputed, comma-separated "
-                            "(core_attn, moe_act; default core_attn)")
+                            "(core_attn, moe_act, layernorm, mla_up_proj; default core_attn)")
     group.add_argument("--fused-swiglu", action="store_true",
                        help="the experts' SwiGLU as one fused kernel (keeps only its input)")
+    group.add_argument("--moe-dispatcher", choices=MOE_DISPATCHERS, default="hf",
+                       help="hf: HF's eager experts loop (what the traces check); alltoall: Megatron-Core's "
+                            "alltoall token dispatcher (permute/unpermute) and grouped experts")
+    group.add_argument("--moe-pad-to-capacity", action="store_true",
+                       help="Megatron-Core's moe_pad_expert_input_to_capacity: every expert computes on its "
+                            "capacity C_f·s·b·k/E rows (with --moe-capacity-factor > 1, --moe-dispatcher alltoall)")
     add_stage_layer_options(group)
     add_fp8_activations_option(group)
     group.add_argument("--sp", action="store_true", help="sequence parallelism over the TP group")
@@ -324,7 +330,9 @@ def layout_from_args(args) -> Layout:
                   activation_offload=getattr(args, "activation_offload", False),
                   fp8_activations=getattr(args, "fp8_activations", False),
                   first_stage_layers=getattr(args, "first_stage_layers", 0),
-                  last_stage_layers=getattr(args, "last_stage_layers", 0))
+                  last_stage_layers=getattr(args, "last_stage_layers", 0),
+                  moe_dispatcher=getattr(args, "moe_dispatcher", "hf"),
+                  moe_pad_to_capacity=getattr(args, "moe_pad_to_capacity", False))
 
 
 def parse_ratio(text: str, field: str, limit: int = 1000) -> Fraction:

@@ -44,6 +44,9 @@ def run(args) -> int:
     if layout.recompute_modules or layout.fused_swiglu:
         raise ConfigError("--recompute-modules / --fused-swiglu: the calculator page has no input for them; "
                           "use `symbolic bill`")
+    if layout.moe_dispatcher != "hf" or layout.moe_pad_to_capacity:
+        raise ConfigError("--moe-dispatcher / --moe-pad-to-capacity: the calculator page has no input for them; "
+                          "use `symbolic bill`")
     if args.params is None:  # the model's size label, where it reads as a count
         try:
             params_hand = _options.parse_count(model.params_label) if model.params_label else None

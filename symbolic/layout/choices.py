@@ -5,9 +5,16 @@ RECOMPUTE = ("none", "selective", "full")  #: activation recompute policies (Kor
 FLOAT_ACTIVATION_DTYPES = ("bf16", "fp16", "fp32", "fp8")  #: storage dtypes of float activations
 ZERO_STAGES = (0, 1, 2, 3)  #: ZeRO stages over the data-parallel ranks (Rajbhandari et al. §5)
 #: Megatron-Core's ``recompute_modules`` (TransformerConfig, with recompute_granularity "selective";
-#: default ["core_attn"]) that this engine models: the attention core (Korthikanti §5) and the
-#: experts' activation function (output-discarding checkpoint, needs moe_grouped_gemm).
-RECOMPUTE_MODULES = ("core_attn", "moe_act")
+#: default ["core_attn"]) that this engine models: the attention core (Korthikanti §5), the
+#: experts' activation function (output-discarding checkpoint, needs moe_grouped_gemm) and the
+#: input and pre-MLP norms (output-discarding checkpoint, ``transformer_layer.py``) and MLA's up
+#: projections with RoPE (output-discarding checkpoint, ``multi_latent_attention.py``).
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj")
+#: Who dispatches the tokens to the routed experts, as far as saved tensors care: ``hf`` — HF
+#: transformers' eager experts loop (a gather per expert, index_add_ back; what the trace tests
+#: hold the inventories to); ``alltoall`` — Megatron-Core's MoEAlltoAllTokenDispatcher with its
+#: unfused permute/unpermute and TEGroupedMLP multiplying the probabilities after the activation.
+MOE_DISPATCHERS = ("hf", "alltoall")
 BASE_DTYPES = ("bf16", "int8", "nf4")  #: storage of frozen base weights under LoRA (QLoRA: nf4)
 LORA_TARGETS = ("all-linear", "attention")  #: the weights LoRA adapts (QLoRA: every linear layer)
 OFFLOAD = ("none", "optimizer", "params")  #: what lives in CPU memory (ZeRO-Offload; FSDP CPU offload)

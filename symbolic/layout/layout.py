@@ -14,6 +14,7 @@ from .choices import (
     BASE_DTYPES,
     FLOAT_ACTIVATION_DTYPES,
     LORA_TARGETS,
+    MOE_DISPATCHERS,
     OFFLOAD,
     OPTIMIZER_IMPLS,
     RECOMPUTE,
@@ -101,8 +102,13 @@ class Layout:
     moe_capacity: tokens of the busiest expert over the balanced share
     (capacity or imbalance factor, a positive rational; 1 = balanced routing):
     it scales the routed-expert activations of the GPU accounted, not the FLOPs
-    (the whole step's work is the same for any routing; drop-and-pad's padded
-    rows, (C_f − 1) more expert work, are not counted).
+    (the whole step's work is the same for any routing), unless
+    moe_pad_to_capacity: Megatron-Core's ``moe_pad_expert_input_to_capacity``
+    (drop-and-pad): every expert computes on its capacity, C_f × the balanced
+    share, so the routed experts' FLOPs are C_f × (needs moe_capacity > 1 and
+    the alltoall dispatcher). moe_dispatcher: ``hf`` (HF's eager experts loop,
+    what the traces check) or ``alltoall`` (Megatron-Core's dispatcher:
+    ``strategies.megatron_alltoall_dispatch``).
     Rules: :func:`symbolic.layout.experts.validate_expert_parallel`.
     recompute_modules: with ``recompute="selective"``, Megatron-Core's
     ``recompute_modules`` (``choices.RECOMPUTE_MODULES``); empty means its
@@ -166,6 +172,8 @@ class Layout:
     fp8_activations: bool = False
     first_stage_layers: int = 0
     last_stage_layers: int = 0
+    moe_dispatcher: str = "hf"
+    moe_pad_to_capacity: bool = False
 
     @property
     def uneven_stages(self) -> bool:
@@ -197,7 +205,8 @@ class Layout:
                         expert_capacity=Fraction(self.moe_capacity) != 1,
                         recompute_modules=tuple(self.recompute_modules), fused_swiglu=self.fused_swiglu,
                         in_flight=self.in_flight_expression(stage), stage=stage,
-                        fp8_gemm_inputs=self.fp8_activations, uneven_stages=self.uneven_stages)
+                        fp8_gemm_inputs=self.fp8_activations, uneven_stages=self.uneven_stages,
+                        moe_dispatcher=self.moe_dispatcher, pad_to_capacity=self.moe_pad_to_capacity)
 
     def values(self, model: ModelConfig) -> dict[str, int]:
         """Dimension values, papers' letters, for the model under this layout."""
@@ -224,7 +233,8 @@ class Layout:
     @property
     def sweep_levers(self) -> bool:
         """Levers the vectorised plan/solve expressions do not carry (the bill and the timeline do)."""
-        return self.levers or self.flash_attention or self.activation_offload
+        return (self.levers or self.flash_attention or self.activation_offload or self.moe_dispatcher != "hf"
+                or self.moe_pad_to_capacity)
 
     @property
     def gpus(self) -> int:
@@ -282,6 +292,28 @@ class Layout:
             raise ConfigError("recompute modules are Megatron-Core's selective recompute: add --recompute selective")
         if ("moe_act" in self.recompute_modules or self.fused_swiglu) and not model.experts:
             raise ConfigError(f"moe_act and the fused expert SwiGLU act on routed experts; {model.name} has none")
+        if "mla_up_proj" in self.recompute_modules and (model.recipe is None or model.recipe.attention != "mla"):
+            raise ConfigError(f"the mla_up_proj recompute module acts on multi-head latent attention; {model.name} "
+                              "has none: drop mla_up_proj")
+        if "layernorm" in self.recompute_modules and model.recipe is not None and model.recipe.placement == "post":
+            raise ConfigError(f"the layernorm recompute module recomputes Megatron-Core's input_layernorm and "
+                              f"pre_mlp_layernorm, the norms before attention and the MLP; {model.name} normalises "
+                              "after them (post-norm): drop layernorm")
+
+    def _validate_dispatcher(self, model: ModelConfig) -> None:
+        """The MoE dispatcher and capacity padding, against the model."""
+        if self.moe_dispatcher not in MOE_DISPATCHERS:
+            raise ConfigError(f"moe-dispatcher must be one of {', '.join(MOE_DISPATCHERS)}, "
+                              f"not {self.moe_dispatcher!r}")
+        if not model.experts:
+            raise ConfigError("--moe-dispatcher and --moe-pad-to-capacity act on routed experts; "
+                              f"{model.name} has none")
+        if self.moe_pad_to_capacity and self.moe_dispatcher != "alltoall":
+            raise ConfigError("--moe-pad-to-capacity is Megatron-Core's moe_pad_expert_input_to_capacity: "
+                              "add --moe-dispatcher alltoall")
+        if self.moe_pad_to_capacity and Fraction(self.moe_capacity) <= 1:
+            raise ConfigError("--moe-pad-to-capacity pads every expert to its capacity C_f·s·b·k/E: "
+                              "set --moe-capacity-factor above 1 (at 1 no row is padded under balanced routing)")
 
     def validate(self, model: ModelConfig) -> "Layout":
         """This layout for ``model``, or :class:`ConfigError` naming the field
@@ -296,6 +328,8 @@ class Layout:
             raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
         if self.recompute_modules or self.fused_swiglu:
             self._validate_modules(model)
+        if self.moe_dispatcher != "hf" or self.moe_pad_to_capacity:
+            self._validate_dispatcher(model)
         if self.zero not in ZERO_STAGES:
             raise ConfigError(f"zero must be one of 0, 1, 2, 3, not {self.zero!r}")
         if self.optimizer not in RECIPES:

@@ -13,7 +13,7 @@ from sympy import Expr, Integer, sympify
 
 from ..core.dims import C_f, L, L_1, L_p, T_e, a, b, c, e, e_t, f_e, p, s, t, v
 from ..core.tensors import DTYPE_BYTES, Axis, Group, Inventory, SavedTensor
-from .choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, RECOMPUTE_MODULES
+from .choices import FLOAT_ACTIVATION_DTYPES, MOE_DISPATCHERS, RECOMPUTE, RECOMPUTE_MODULES
 
 
 def tensor_parallel(inventory: Inventory, ways: Expr = t) -> Inventory:
@@ -155,6 +155,201 @@ def expert_activation_recompute(inventory: Inventory) -> Inventory:
     return inventory.map(lambda x: None if x.group in dropped else x, "expert_activation_recompute")
 
 
+#: Megatron-Core at NVIDIA/Megatron-LM d98e8a6 (the dispatcher, its permute/unpermute and the experts read there).
+MEGATRON_MOE = "Megatron-Core d98e8a6 moe/token_dispatcher.py (MoEAlltoAllTokenDispatcher), moe/moe_utils.py"
+MEGATRON_EXPERTS = "Megatron-Core d98e8a6 moe/experts.py (TEGroupedMLP.forward, bias_act_func)"
+
+#: The HF eager loop's own dispatch and combine terms, which Megatron's dispatcher does not create:
+#: the per-expert torch.where index, the weight multiply after the down projection (its weight and
+#: the down output it keeps) and index_add_'s bf16 source.
+HF_DISPATCH_TERMS = ("moe/expert/token_index", "moe/expert/routing_weight", "moe/expert/down_output",
+                     "moe/expert/combine_input")
+
+
+def megatron_alltoall_dispatch(inventory: Inventory, pad_to_capacity: bool = False, capacity: Expr = C_f,
+                               probs_dtype: str = "bf16") -> Inventory:
+    """The routed MLP's saved tensors when Megatron-Core's alltoall dispatcher feeds
+    ``TEGroupedMLP`` (``moe_token_dispatcher_type="alltoall"``, ``moe_permute_fusion=False``,
+    ``bias_activation_fusion=False``, ``use_te_activation_func=False``: the unfused path), on
+    the single-rank inventory (``expert_dispatch`` then splits it as any other). Term by term,
+    N this rank's tokens, E experts, k per token (``moe_utils.permute``/``unpermute``):
+
+    * dropless (no ``moe_pad_expert_input_to_capacity``): ``permute`` sorts the routing map
+      ``routing_map.bool().T`` [E, N] with one ``argsort`` of E·N int64, and the probabilities'
+      gather ``probs.T.contiguous().reshape(-1)[flat_sorted]`` keeps ``flat_sorted``, a view of
+      it — the whole E·N storage (``moe/dispatch/argsort``, the router scores' shape);
+      ``sorted_indices = flat_sorted % N`` (N·k int64) is kept by the tokens'
+      ``index_select`` and, as the same storage, by ``unpermute``'s ``scatter_add_`` (its
+      index; ``moe/dispatch/sorted_indices``, the top-k indices' shape);
+    * drop-and-pad (``pad_to_capacity``): each expert's rows are the first ``capacity`` =
+      C_f·N·k/E of ``argsort(routing_map.T, dim=-1)`` (``get_capacity``, its ceiling left out as
+      in ``expert_dispatch``): ``sorted_indices`` (E·capacity int64, kept by ``index_select``)
+      and the probabilities' flat ``indices_1D`` (E·capacity int64, kept by ``index_select``);
+    * the all-to-all, the expert-TP all-gather/reduce-scatter and ``sort_chunks_by_idxs``
+      (``split`` + ``cat``) keep nothing; ``unpermute`` gets no probabilities (they were
+      applied in the experts), so nothing of the h-wide combine is kept;
+    * the experts (``bias_act_func``'s GLU): ``silu(x_glu) * (x_linear + glu_linear_offset)``
+      keeps SiLU's output and the offset sum (a new [T, f_e] tensor even at offset 0.0,
+      ``moe/expert/up_offset``), ``act·up × permuted_probs`` keeps the product
+      (``moe/expert/down_input``, now the probabilities multiply's) and the probabilities
+      (``moe/expert/permuted_probs``, [T, 1] in the router's dtype: ``probs.type_as(logits)``,
+      bf16 unless ``moe_router_dtype`` is fp32), and fc2 keeps the weighted product cast back
+      (``moe/expert/weighted_down_input``). The HF loop's own terms
+      (:data:`HF_DISPATCH_TERMS`) go.
+
+    Under ``fused_expert_activation`` (``weighted_bias_swiglu_impl``: saves fc1's output and
+    the probabilities) and ``moe_act`` recompute (``CheckpointWithoutOutput`` keeps the same two
+    inputs) the SiLU output, the offset sum and the unweighted product go; fc2's input stays
+    under the fused kernel and goes under ``moe_act``.
+
+    Not changed (stated, not modelled): the router's own saved tensors stay the family's HF
+    router's (Megatron's ``TopKRouter`` is not itemised here).
+    """
+    names = inventory.names()
+    if "moe/router_scores" not in names or "moe/expert/down_input" not in names:
+        return inventory
+    scores, topk = inventory["moe/router_scores"], inventory["moe/topk_indices"]
+    narrow = inventory["moe/expert/down_input"]
+    weight = inventory["moe/expert/routing_weight"]
+
+    def index(name, like, last, note):
+        return replace(like, name=name, shape=(*like.shape[:-1], last), dtype="int64", source=MEGATRON_MOE, note=note)
+
+    if pad_to_capacity:
+        dispatcher = (index("moe/dispatch/sorted_indices", topk, topk.shape[-1] * capacity,
+                            "drop-and-pad: each expert's first capacity rows (E·capacity = C_f·N·k), kept by "
+                            "the tokens' index_select and unpermute's scatter_add_"),
+                      index("moe/dispatch/probs_indices", topk, topk.shape[-1] * capacity,
+                            "drop-and-pad: the probabilities' flat indices (E·capacity), kept by their index_select"))
+    else:
+        dispatcher = (index("moe/dispatch/argsort", scores, scores.shape[-1],
+                            "argsort of the [E, N] routing map, kept whole: the probabilities' gather keeps a view"),
+                      index("moe/dispatch/sorted_indices", topk, topk.shape[-1],
+                            "the token of each of the N·k rows, kept by index_select and unpermute's scatter_add_"))
+    experts = (
+        replace(narrow, name="moe/expert/up_offset", group=Group.EXPERT_ACTIVATION, source=MEGATRON_EXPERTS,
+                note="x_linear + glu_linear_offset, a new tensor kept by the GLU multiply"),
+        replace(narrow, name="moe/expert/act_up_product", group=Group.EXPERT_ACTIVATION, source=MEGATRON_EXPERTS,
+                note="act(gate)·up, kept by the probabilities multiply"),
+        replace(weight, name="moe/expert/permuted_probs", dtype=probs_dtype, source=MEGATRON_EXPERTS,
+                note="the token's probability for this expert, permuted with it, kept by the multiply"),
+        replace(narrow, source=MEGATRON_EXPERTS, note="act(gate)·up·p cast back: fc2's input"),
+    )
+    kept = []
+    for term in inventory:
+        if term.name in HF_DISPATCH_TERMS:
+            continue
+        if term.name == "moe/expert/down_input":
+            kept += experts
+            continue
+        kept.append(term)
+        if term.name == "moe/topk_indices":
+            kept += dispatcher
+    applied = "megatron_alltoall_dispatch" + ("(pad to capacity)" if pad_to_capacity else "")
+    return Inventory(tuple(kept), inventory.applied + (applied,))
+
+
+#: Megatron-Core's two recomputable norms (``TransformerLayer.input_layernorm`` and
+#: ``pre_mlp_layernorm``) as the inventories name their terms, and the terms that keep each
+#: norm's output (its consumers' saved inputs).
+RECOMPUTED_NORMS = {
+    "attention/": (("attention/norm_", "attention/layernorm_"), ("attention/qkv_input",)),
+    "mlp/": (("mlp/norm_", "mlp/layernorm_"), ("mlp/input", "mlp/gate_up_input", "mlp/fc1_input",
+                                                "moe/router_input")),
+}
+
+
+def norm_recompute(inventory: Inventory, dtype: str = "bf16") -> Inventory:
+    """Megatron-Core's ``recompute_modules = ["layernorm"]`` (``transformer_layer.py``:
+    ``input_layernorm`` and ``pre_mlp_layernorm`` each run under
+    ``tensor_parallel.CheckpointWithoutOutput``): the norm runs under ``torch.no_grad`` and
+    ``save_for_backward`` keeps only its input; ``discard_output_and_register_recompute`` frees
+    its output's storage once the consumers (QKV; the router and the experts' dispatch, or the
+    dense MLP) have run, and recomputes it when their gradient arrives. Term by term, for
+    each of the two norms (:data:`RECOMPUTED_NORMS`):
+
+    * the norm's own saved tensors go (an eager RMSNorm's fp32 input copy, rstd and x·rstd; a
+      LayerNorm's input and statistics);
+    * its output as its consumers keep it goes (``attention/qkv_input``, ``moe/router_input``,
+      ``mlp/...input``): the storage is resized to 0 until backward;
+    * the checkpoint keeps the norm's input in the activation dtype ``dtype`` — the term the
+      norm declared for its input, at that dtype (a norm that reads an input another term
+      already declares, GPT-NeoX's second norm of x, adds nothing).
+
+    Element-wise work only: no matmul FLOPs are added. Post-norms (Gemma-2's, OLMo-2's) are not
+    Megatron's two norms and stay."""
+    kept = []
+    for term in inventory:
+        block = next((b for b in RECOMPUTED_NORMS if term.name.startswith(b)), None)
+        if block is None:
+            if term.name in RECOMPUTED_NORMS["mlp/"][1]:  # moe/router_input
+                continue
+            kept.append(term)
+            continue
+        prefixes, consumers = RECOMPUTED_NORMS[block]
+        if term.name in consumers:
+            continue
+        if term.name.startswith(prefixes):
+            if term.name.endswith(("_input", "_input_fp32")):
+                name = term.name.removesuffix("_fp32")
+                kept.append(replace(term, name=name, dtype=dtype,
+                                    note="the norm's input, kept by CheckpointWithoutOutput (layernorm recompute)"))
+            continue
+        kept.append(term)
+    return Inventory(tuple(kept), inventory.applied + ("norm_recompute",))
+
+
+#: The tensors the attention kernel keeps of an MLA layer's up projections and RoPE (parts.attention_core).
+MLA_UP_PROJ_OUTPUTS = ("attention/query", "attention/key", "attention/value")
+
+
+def mla_up_proj_recompute(inventory: Inventory, sequence_parallel: bool = False) -> Inventory:
+    """Megatron-Core's ``recompute_modules = ["mla_up_proj"]`` (``MLASelfAttention``,
+    ``multi_latent_attention.py`` at d98e8a6): ``qkv_up_proj_and_rope_apply`` — the q and kv up
+    projections, RoPE on their rotary slices, the concatenations into Q and K — runs under a
+    ``CheckpointWithoutOutput``: under ``torch.no_grad`` (nothing inside is kept), its tensor inputs
+    saved, its outputs Q, K, V freed once the core attention has run
+    (``discard_output_and_register_recompute(core_attn_out)``) and recomputed for the kernel's
+    backward. Term by term, on an MLA layer (``attention/kv_b_input`` declared):
+
+    * the kernel's Q, K, V go (:data:`MLA_UP_PROJ_OUTPUTS`; HF's V is a slice of the kv up
+      projection's output, kept whole — gone all the same);
+    * the checkpoint's inputs stay: ``q_compressed`` and ``kv_compressed``, the normalised latents
+      the up projections read (``attention/q_b_input``, ``attention/kv_b_input``, declared), and
+      ``k_pos_emb``, the rotary key, added: with sequence parallelism over t > 1 ranks Megatron
+      all-gathers it (``gather_from_sequence_parallel_region``) into a new (s, b, d_r) tensor,
+      whole on every TP rank; otherwise it is a ``torch.split`` view of the kv down projection's
+      (s, b, r_kv + d_r) output, which it keeps whole (``attention/k_pos_emb``).
+
+    Condition: Megatron's TE layer spec (``linear_kv_down_proj`` a plain, duplicated linear), the
+    unfused RoPE; the norms around the latents are outside the checkpoint and stay. Element-wise
+    work and the two up projections are re-run: their FLOPs are not counted (the FLOPs ledger's
+    recompute is the attention core's)."""
+    from ..core.dims import d_r, r_kv
+
+    if "attention/kv_b_input" not in inventory.names():
+        return inventory
+    latent = inventory["attention/kv_b_input"]
+    if sequence_parallel:
+        rotary_key = replace(latent, name="attention/k_pos_emb", shape=(s, b, d_r), split=Axis.NONE, split_dim=None,
+                             source="Megatron-Core d98e8a6 multi_latent_attention.py",
+                             note="the rotary key all-gathered from the sequence-parallel region, kept by the "
+                                  "mla_up_proj checkpoint")
+    else:
+        rotary_key = replace(latent, name="attention/k_pos_emb", shape=(*latent.shape[:-1], r_kv + d_r),
+                             source="Megatron-Core d98e8a6 multi_latent_attention.py",
+                             note="a view of the kv down projection's output, kept whole by the mla_up_proj "
+                                  "checkpoint")
+    kept = []
+    for term in inventory:
+        if term.name in MLA_UP_PROJ_OUTPUTS:
+            continue
+        kept.append(term)
+        if term.name == "attention/kv_b_input":
+            kept.append(rotary_key)
+    return Inventory(tuple(kept), inventory.applied + ("mla_up_proj_recompute",))
+
+
 def full_recompute(inventory: Inventory, dtype: str | None = None) -> Inventory:
     """Keep only each layer's input, 2sbh, and recompute the layer in backward.
 
@@ -277,6 +472,10 @@ class Strategy:
     fp8_gemm_inputs: the linear layers' saved inputs in FP8 (:func:`fp8_gemm_inputs`).
     uneven_stages: the first pipeline stage holds L_1 layers (Megatron-Core's
     first/last-stage layer counts) instead of L/p.
+    moe_dispatcher: ``hf`` (the inventory as HF's eager loop keeps it) or ``alltoall``
+    (Megatron-Core's dispatcher and grouped experts, :func:`megatron_alltoall_dispatch`).
+    pad_to_capacity: Megatron-Core's ``moe_pad_expert_input_to_capacity``: every expert
+    computes on C_f × the balanced share of rows (needs expert_capacity).
     """
 
     tensor_parallel: bool = False
@@ -295,8 +494,12 @@ class Strategy:
     stage: str = "first"
     fp8_gemm_inputs: bool = False
     uneven_stages: bool = False
+    moe_dispatcher: str = "hf"
+    pad_to_capacity: bool = False
 
     def __post_init__(self) -> None:
+        if self.moe_dispatcher not in MOE_DISPATCHERS:
+            raise ValueError(f"moe dispatcher must be one of {', '.join(MOE_DISPATCHERS)}, not {self.moe_dispatcher!r}")
         unknown = set(self.recompute_modules) - set(RECOMPUTE_MODULES)
         if unknown:
             raise ValueError(f"recompute modules must be among {', '.join(RECOMPUTE_MODULES)}, not {sorted(unknown)}")
@@ -317,6 +520,8 @@ class Strategy:
         """The dtype and the TP/SP sharding of this strategy, without recompute
         (what the output side — final norm, logits, loss — is subject to),
         and the context-parallel split of the sequence when on."""
+        if self.moe_dispatcher == "alltoall":
+            inventory = megatron_alltoall_dispatch(inventory, self.pad_to_capacity)
         if self.context_parallel:
             inventory = context_parallel(inventory)
         inventory = self.dispatch(inventory)
@@ -351,6 +556,10 @@ class Strategy:
                 inventory = selective_recompute(inventory)
             if "moe_act" in modules:
                 inventory = expert_activation_recompute(inventory)
+            if "layernorm" in modules:
+                inventory = norm_recompute(inventory, self.dtype)
+            if "mla_up_proj" in modules:
+                inventory = mla_up_proj_recompute(inventory, self.sequence_parallel)
         elif self.recompute == "full":
             inventory = full_recompute(inventory, self.dtype)
         return inventory
@@ -401,6 +610,9 @@ class Strategy:
                      + (f" ({', '.join(self.recompute_modules)})" if self.recompute_modules else ""))
         if self.fused_swiglu:
             parts.append("fused expert SwiGLU")
+        if self.moe_dispatcher == "alltoall":
+            parts.append("Megatron-Core alltoall dispatcher" + (", experts padded to capacity"
+                                                                if self.pad_to_capacity else ""))
         parts.append(f"{self.dtype} activations ({DTYPE_BYTES[self.dtype]} B/elem), 1 B masks")
         if self.fp8_gemm_inputs:
             parts.append("linear layers' saved inputs in FP8")

@@ -68,3 +68,29 @@ def kaplan_forward_per_token(inventory: Inventory | None = None) -> Expr:
     weights = _forward(inventory, lambda mm: mm.scope == "layer" and mm.weight)
     attention = _forward(inventory, lambda mm: mm.scope == "layer" and not mm.weight) / 2
     return per_token(weights + attention)
+
+
+def capacity_padding(inventory: Inventory, shards: Expr, capacity: Expr | None = None) -> Inventory:
+    """The routed experts' matmuls over their padded rows only (Megatron-Core's
+    ``moe_pad_expert_input_to_capacity`` with ``moe_expert_capacity_factor`` C_f; the
+    alltoall dispatcher's ``preprocess``, ``moe/token_dispatcher.py`` at d98e8a6).
+
+    Each of the ``shards`` ranks a micro-batch's s·b tokens are split over (c·t under sequence
+    parallelism, c without: the ranks whose routing maps differ) routes N = s·b/shards tokens
+    and sends every expert exactly ``capacity = ceil(N·k/E·C_f)`` rows (``get_capacity``),
+    real or zero-padded; the experts' GEMMs run on all of them. Per expert and micro-batch:
+    shards·ceil(s·b·k·C_f/(shards·E)) rows against the balanced s·b·k/E of the inventory —
+    the difference, (C_f − 1)·s·b·k/E when the capacity is whole, is hardware work, not model
+    work (model FLOPs count the routed tokens). Exact, the ceiling included. Condition:
+    balanced routing (no token dropped: C_f ≥ 1 covers every expert's share)."""
+    from dataclasses import replace
+
+    from sympy import ceiling
+
+    from ..core.dims import C_f, E, k
+
+    capacity = C_f if capacity is None else capacity
+    padded = shards * ceiling(s * b * k * capacity / (shards * E))
+    return Inventory(tuple(replace(mm, name=f"{mm.name} (padding to capacity)", M=padded - mm.M,
+                                   note="zero rows padded to each expert's capacity ceil(N·k/E·C_f)")
+                           for mm in inventory if mm.name.startswith("layer/moe/experts_")))

@@ -109,8 +109,8 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     _check_arch(model)
     if layout.sweep_levers:
         raise ConfigError("solve does not model LoRA, a quantised base, offload, "
-                          "--flash-attention or activation offload yet; "
-                          "`symbolic bill` itemises them")
+                          "--flash-attention, activation offload, --moe-dispatcher alltoall or "
+                          "--moe-pad-to-capacity yet; `symbolic bill` itemises them")
     if target not in TARGETS:
         raise ConfigError(f"--max must be one of micro-batch, seq; not {target!r}")
     positive_int("gpu_memory", gpu_memory)

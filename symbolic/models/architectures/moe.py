@@ -27,6 +27,12 @@ the ``e`` GPUs holds E/e experts and receives their tokens from all ``e``
 ranks, so under balanced routing the activations per GPU do not shrink while
 the expert parameters do.
 
+The routed MLP is a recipe of the parts the composed families use
+(:func:`.parts.moe_layer`: :func:`.parts.moe_router`, :func:`.parts.routed_experts`,
+:func:`.parts.shared_experts` with or without its gate) — one code path for
+Mixtral, Qwen2-MoE and the composed Qwen-MoE/DeepSeek layers; this module adds
+the LLaMA attention around it and its Mixtral/Qwen2-MoE routing conventions.
+
 The bill, plan and solve split these terms with the layout's
 ``symbolic.layout.strategies.expert_dispatch`` (expert parallelism e, expert
 tensor parallelism e_t, TP/SP/CP, capacity factor, Megatron-Core's rank grids);
@@ -40,16 +46,15 @@ from dataclasses import dataclass, replace
 from sympy import Expr
 
 from ...core.dims import E, E_s, b, e, f_e, g, h, k, s
-from ...core.tensors import Axis, Group, Inventory, Matmul, Parameter, SavedTensor
-from . import llama
+from ...core.tensors import Axis, Inventory, SavedTensor
+from . import llama, parts
 from .conventions import CUDA, conventions
 
 HF_MIXTRAL = "HF transformers 5.24.0 MixtralSparseMoeBlock"
 MOE = "Fedus et al. 2021 §2.1; Jiang et al. 2024 §2.1 (Mixtral)"
-SHARED = "DeepSeekMoE (Dai et al. 2024 §3.2); traced in Qwen2MoeSparseMoeBlock"
 
 #: Balanced routing: every expert receives the same share of the s·b·k assignments.
-BALANCED = s * b * k / E
+BALANCED = parts.balanced_tokens(E, k)
 
 HF_QWEN2_MOE = "HF transformers 5.24.0 Qwen2MoeSparseMoeBlock"
 
@@ -85,64 +90,26 @@ def routing(style) -> Routing:
     return ROUTINGS[style]
 
 
-def _router(name, last, dtype, note):
-    return SavedTensor(name, (s, b, last), dtype, Axis.SEQUENCE, 0, Group.BODY, HF_MIXTRAL, note)
+def _router_of(style: Routing) -> parts.Router:
+    """The :class:`parts.Router` of a :class:`Routing` (the parts name what is saved)."""
+    return parts.Router(style.name, renormalize=style.renormalize, weight_dtype=style.weight_dtype)
 
 
-def _expert(name, experts, tokens, last, dtype="bf16", note="", source=HF_MIXTRAL, group=Group.BODY):
-    """A per-expert tensor (experts, tokens, last); expert parallelism splits axis 0."""
-    return SavedTensor(name, (experts, tokens, last), dtype, Axis.EXPERT, 0, group, source, note)
+def moe_part(expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k, shared_experts: Expr = E_s,
+             tokens_per_expert: Expr | None = None, style=MIXTRAL) -> parts.Part:
+    """The routed MLP (after its RMSNorm) as a recipe of parts — router, routed experts, and
+    ``shared_experts`` shared experts of width ``expert_ffn`` each (one gated MLP of width E_s·f_e,
+    as HF builds it) — the same parts the composed families use (``parts.moe_layer``)."""
+    style = routing(style)
+    shared = None if shared_experts == 0 else shared_experts * expert_ffn
+    return parts.moe_layer(_router_of(style), expert_ffn, experts, top_k, shared, style.shared_gate,
+                           tokens_per_expert=tokens_per_expert, source=style.source, paper=MOE)
 
 
 def moe_block(expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k, shared_experts: Expr = E_s,
               tokens_per_expert: Expr | None = None, style=MIXTRAL) -> tuple[SavedTensor, ...]:
     """The saved tensors of the routed MLP (after its RMSNorm); ``style``: a :class:`Routing`."""
-    style = routing(style)
-    tokens = BALANCED.subs({E: experts, k: top_k}) if tokens_per_expert is None else tokens_per_expert
-    terms = [
-        _router("moe/router_input", h, "bf16", "RMSNorm output: the router's and the experts' gathers' input"),
-        _router("moe/router_probabilities", experts, "fp32", "softmax of the router logits, fp32"),
-        _router("moe/topk_indices", top_k, "int64", "the k chosen experts of each token"),
-    ]
-    if style.renormalize:
-        terms += [
-            _router("moe/routing_weights", top_k, "fp32", "the k probabilities, renormalised to sum 1"),
-            SavedTensor("moe/routing_weight_sum", (s, b), "fp32", Axis.SEQUENCE, 0, Group.BODY, style.source,
-                        "sum of the k probabilities (the renormalising divisor)"),
-        ]
-    terms += [
-        _expert("moe/expert/token_index", experts, tokens, 2, "int64",
-                "(slot, token) pairs of the expert's assignments: one torch.where storage, kept by the gathers"),
-        _expert("moe/expert/input", experts, tokens, h, note="the expert's tokens, gathered"),
-        _expert("moe/expert/gate_up_output", experts, tokens, 2 * expert_ffn,
-                note="fused gate|up projection output: SiLU's input and the up half"),
-        _expert("moe/expert/silu_output", experts, tokens, expert_ffn, note="SiLU(gate), kept for ·up",
-                group=Group.EXPERT_ACTIVATION),
-        _expert("moe/expert/down_input", experts, tokens, expert_ffn, note="SiLU(gate)·up",
-                group=Group.EXPERT_ACTIVATION_OUTPUT),
-        _expert("moe/expert/routing_weight", experts, tokens, 1, style.weight_dtype,
-                "the token's weight for this expert"),
-        _expert("moe/expert/down_output", experts, tokens, h, note="kept for the routing weight's gradient"),
-        _expert("moe/expert/combine_input", experts, tokens, h,
-                note="weighted output cast back to bf16, kept by index_add_"),
-    ]
-    if shared_experts != 0:
-        terms += [
-            SavedTensor(f"moe/shared/{n}", (shared_experts, s, b, width), "bf16", Axis.TENSOR, 3, Group.BODY,
-                        SHARED, note)
-            for n, width, note in (("gate_output", expert_ffn, "SiLU's input"),
-                                   ("silu_output", expert_ffn, "kept for ·up"),
-                                   ("up_output", expert_ffn, "kept for ·SiLU"),
-                                   ("down_input", expert_ffn, "SiLU(gate)·up"))
-        ]
-        if style.shared_gate:
-            terms += [
-                SavedTensor("moe/shared/gate_sigmoid", (s, b, 1), "bf16", Axis.SEQUENCE, 0, Group.BODY,
-                            style.source, "sigmoid of the shared-expert gate, one per token"),
-                SavedTensor("moe/shared/output", (s, b, h), "bf16", Axis.SEQUENCE, 0, Group.BODY, style.source,
-                            "the shared experts' output, kept by the gating multiply"),
-            ]
-    return tuple(terms)
+    return moe_part(expert_ffn, experts, top_k, shared_experts, tokens_per_expert, style).saved
 
 
 def saved_tensors(expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k, shared_experts: Expr = E_s,
@@ -166,20 +133,10 @@ def parameters(expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k, share
     (model states); ``active=True``: N_active, the k experts a token uses
     (FLOPs per token)."""
     dense = llama.parameters(tied=tied, positions=positions, kv_heads=kv_heads)
-    held = top_k if active else experts
-    note = "k experts (N_active)" if active else "all E experts (N_total)"
-    moe = [
-        Parameter("layer/moe/router_weight", (h, experts), "layer", MOE),
-        Parameter("layer/moe/experts_gate_up_weight", (held * h, 2 * expert_ffn), "layer", MOE,
-                  note + ": stacked h×2f_e matrices"),
-        Parameter("layer/moe/experts_down_weight", (held * expert_ffn, h), "layer", MOE,
-                  note + ": stacked f_e×h matrices"),
-    ]
-    if shared_experts != 0:
-        moe += [Parameter("layer/moe/shared_gate_up_weight", (shared_experts * h, 2 * expert_ffn), "layer", SHARED),
-                Parameter("layer/moe/shared_down_weight", (shared_experts * expert_ffn, h), "layer", SHARED)]
-        if routing(style).shared_gate:
-            moe.append(Parameter("layer/moe/shared_gate_weight", (h,), "layer", routing(style).source, "h -> 1"))
+    moe = list(moe_part(expert_ffn, experts, top_k, shared_experts, style=style).params)
+    if active:  # the k experts a token goes through: the routed part's stacked weights at k of E
+        held = {p.name: p for p in parts.routed_experts(_router_of(routing(style)), expert_ffn, top_k, top_k).params}
+        moe = [replace(held[p.name], note="k experts (N_active)") if p.name in held else p for p in moe]
     terms = [t for t in dense if not t.name.startswith("layer/mlp/") or t.name == "layer/mlp/norm_weight"]
     return Inventory(tuple(terms[:6] + moe + terms[6:]))
 
@@ -189,18 +146,8 @@ def matmuls(expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k, shared_e
     """The matmuls of one MoE layer and the logits: attention as LLaMA, the
     router, each expert over its tokens (E·T_e = s·b·k in total), the shared
     experts over every token."""
-    tokens = BALANCED.subs({E: experts, k: top_k}) if tokens_per_expert is None else tokens_per_expert
     dense = llama.matmuls(kv_heads=kv_heads)
-    moe = [
-        Matmul("layer/moe/router", 1, b * s, h, experts, True, "layer", MOE),
-        Matmul("layer/moe/experts_gate_up", experts, tokens, h, 2 * expert_ffn, True, "layer", MOE),
-        Matmul("layer/moe/experts_down", experts, tokens, expert_ffn, h, True, "layer", MOE),
-    ]
-    if shared_experts != 0:
-        moe += [Matmul("layer/moe/shared_gate_up", shared_experts, b * s, h, 2 * expert_ffn, True, "layer", SHARED),
-                Matmul("layer/moe/shared_down", shared_experts, b * s, expert_ffn, h, True, "layer", SHARED)]
-        if routing(style).shared_gate:
-            moe.append(Matmul("layer/moe/shared_gate", 1, b * s, h, 1, True, "layer", routing(style).source))
+    moe = list(moe_part(expert_ffn, experts, top_k, shared_experts, tokens_per_expert, style).matmuls)
     attention = [mm for mm in dense if mm.name.startswith("layer/attention/")]
     output = [mm for mm in dense if mm.scope == "output"]
     return Inventory(tuple(attention + moe + output))

@@ -505,62 +505,7 @@ def moe(router: Router, expert_ffn: Expr = f_e, shared_width: Expr | None = None
     Parameters: router E×h; stacked gate|up E×2f_e×h and down E×h×f_e.
     Tokens per expert: balanced routing s·b·k/E unless given.
     """
-    per_expert = s * b * k / E if tokens_per_expert is None else tokens_per_expert
-    tokens = per_expert * share  # saved tensors: the layers' average
-    params = [
-        _weight("moe/router_weight", (h, E), MOE_SOURCE, "fp32 (DeepSeek keeps it in fp32)" if router.logits_fp32
-                else "", share=share),
-        _weight("moe/experts_gate_up_weight", (E * h, 2 * expert_ffn), MOE_SOURCE, "all E experts (N_total)",
-                share=share),
-        _weight("moe/experts_down_weight", (E * expert_ffn, h), MOE_SOURCE, "all E experts (N_total)", share=share),
-    ]
-    mms = [
-        Matmul("layer/moe/router", share, b * s, h, E, True, "layer", MOE_SOURCE),
-        Matmul("layer/moe/experts_gate_up", E * share, per_expert, h, 2 * expert_ffn, True, "layer", MOE_SOURCE),
-        Matmul("layer/moe/experts_down", E * share, per_expert, expert_ffn, h, True, "layer", MOE_SOURCE),
-    ]
-
-    def expert(name, last, dtype="bf16", note="", group=Group.BODY):
-        return SavedTensor(name, (E, tokens, last), dtype, Axis.EXPERT, 0, group, MOE_SOURCE, note)
-
-    saved = [_tokens("moe/router_input", h, note="the router's and the experts' gathers' input", share=share)]
-    if router.logits_fp32:
-        saved.append(_tokens("moe/router_input_fp32", h, "fp32", note="router input upcast to fp32", share=share))
-    saved.append(_tokens("moe/router_scores", E, "fp32", note=f"{router.score} of the router logits, fp32",
-                         share=share))
-    saved.append(_tokens("moe/topk_indices", k, "int64", note="the k chosen experts", share=share))
-    if router.renormalize:
-        saved += [_tokens("moe/routing_weights", k, "fp32", note="the k weights, renormalised", share=share),
-                  _tokens("moe/routing_weight_sum", 1, "fp32", note="their sum (the divisor)", share=share)]
-    saved += [replace(term, shape=(share, *term.shape), split_dim=term.split_dim + 1) if share != 1 else term
-              for term in router.extra]
-    act = activation
-    saved += [
-        expert("moe/expert/token_index", 2, "int64", "(slot, token) pairs of the expert's assignments"),
-        expert("moe/expert/input", h, note="the expert's tokens, gathered"),
-        expert("moe/expert/gate_up_output", 2 * expert_ffn, note=f"gate|up output: {act}'s input and the up half"),
-        # the groups a fused expert SwiGLU and Megatron-Core's moe_act recompute drop (layout.strategies)
-        expert("moe/expert/act_output", expert_ffn, note=f"{act}(gate), kept for ·up", group=Group.EXPERT_ACTIVATION),
-        expert("moe/expert/down_input", expert_ffn, note=f"{act}(gate)·up", group=Group.EXPERT_ACTIVATION_OUTPUT),
-        expert("moe/expert/routing_weight", 1, router.weight_dtype, "the token's weight for this expert"),
-        expert("moe/expert/down_output", h, note="kept for the routing weight's gradient"),
-        expert("moe/expert/combine_input", h, note="weighted output cast back, kept by index_add_"),
-    ]
-    part = Part(tuple(params), tuple(saved), tuple(mms))
-    if shared_width is not None:
-        shared = mlp("gated", shared_width, activation, prefix="moe/shared", input_name="moe/shared/input",
-                     share=share)
-        # the shared experts read the router's input: that storage is declared once
-        shared = Part(shared.params, shared.saved[1:], shared.matmuls)
-        part = part + shared
-        if shared_gate:
-            part = part + Part(
-                (_weight("moe/shared_gate_weight", (h,), MOE_SOURCE, "h -> 1", share=share),),
-                (_tokens("moe/shared/gate_sigmoid", 1, note="sigmoid of the shared-expert gate", share=share),
-                 _tokens("moe/shared/output", h, note="the shared experts' output, kept by the gating multiply",
-                         share=share)),
-                (Matmul("layer/moe/shared_gate", share, b * s, h, 1, True, "layer", MOE_SOURCE),))
-    return part
+    return moe_layer(router, expert_ffn, E, k, shared_width, shared_gate, share, tokens_per_expert, activation)
 
 
 def dense_share(dense_layers: bool) -> tuple[Expr, Expr]:
@@ -587,3 +532,115 @@ def embeddings(tied: bool, final_norm: str, positions: Expr | None = None, sourc
         params.append(Parameter("output/projection_weight", (h, V), "output", source, "untied output layer"))
     mms = (Matmul("output/logits", 1, b * s, h, V, True, "output", source, "hidden states × output weight"),)
     return Part(tuple(params), (), mms)
+
+
+# --- mixture of experts, one part per component ---------------------------------------
+# The router, the routed experts and the shared experts as separate parts, so the hand-named MoE
+# layer (:mod:`.moe`, Mixtral/Qwen2-MoE with E_s shared experts of width f_e) and the composed
+# families (:func:`moe`) are one code path: each is a sum of these.
+
+def balanced_tokens(experts: Expr = E, top_k: Expr = k) -> Expr:
+    """Tokens per expert under balanced routing: the s·b·k assignments shared by the E experts."""
+    return s * b * top_k / experts
+
+
+def moe_router(router: Router, experts: Expr = E, top_k: Expr = k, share: Expr = Integer(1),
+               source: str = HF, paper: str = MOE_SOURCE) -> Part:
+    """The router: its weight (h → E, fp32 in DeepSeek), its matmul over every token, and what
+    its scoring and top-k keep per token (input, scores, the k indices, the renormalised k
+    weights and their sum when ``router.renormalize``, the router's ``extra`` terms)."""
+    params = (_weight("moe/router_weight", (h, experts), paper,
+                      "fp32 (DeepSeek keeps it in fp32)" if router.logits_fp32 else "", share=share),)
+    mms = (Matmul("layer/moe/router", share, b * s, h, experts, True, "layer", paper),)
+    saved = [_tokens("moe/router_input", h, note="the router's and the experts' gathers' input", source=source,
+                     share=share)]
+    if router.logits_fp32:
+        saved.append(_tokens("moe/router_input_fp32", h, "fp32", note="router input upcast to fp32", source=source,
+                             share=share))
+    saved.append(_tokens("moe/router_scores", experts, "fp32", note=f"{router.score} of the router logits, fp32",
+                         source=source, share=share))
+    saved.append(_tokens("moe/topk_indices", top_k, "int64", note="the k chosen experts", source=source, share=share))
+    if router.renormalize:
+        saved += [_tokens("moe/routing_weights", top_k, "fp32", note="the k weights, renormalised", source=source,
+                          share=share),
+                  _tokens("moe/routing_weight_sum", 1, "fp32", note="their sum (the divisor)", source=source,
+                          share=share)]
+    saved += [replace(term, shape=(share, *term.shape), split_dim=term.split_dim + 1) if share != 1 else term
+              for term in router.extra]
+    return Part(params, tuple(saved), mms)
+
+
+def routed_experts(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k,
+                   tokens_per_expert: Expr | None = None, share: Expr = Integer(1), activation: str = "silu",
+                   source: str = MOE_SOURCE, paper: str = MOE_SOURCE) -> Part:
+    """E routed experts of width f_e as HF's eager experts loop runs them (a gather of each
+    expert's tokens, fused gate|up, the activation, down, the routing weight's multiply, the
+    index_add_ back): stacked weights E×h×2f_e and E×f_e×h, each expert's matmuls over its
+    tokens (balanced routing s·b·k/E unless ``tokens_per_expert``), and the per-expert saved
+    tensors on the ``EXPERT`` axis (shape: experts, tokens per expert, width) that
+    ``layout.strategies.expert_dispatch`` splits."""
+    per_expert = balanced_tokens(experts, top_k) if tokens_per_expert is None else tokens_per_expert
+    tokens = per_expert * share  # saved tensors: the layers' average
+    note = "all E experts (N_total)"
+    params = (
+        _weight("moe/experts_gate_up_weight", (experts * h, 2 * expert_ffn), paper, note, share=share),
+        _weight("moe/experts_down_weight", (experts * expert_ffn, h), paper, note, share=share),
+    )
+    mms = (
+        Matmul("layer/moe/experts_gate_up", experts * share, per_expert, h, 2 * expert_ffn, True, "layer", paper),
+        Matmul("layer/moe/experts_down", experts * share, per_expert, expert_ffn, h, True, "layer", paper),
+    )
+
+    def expert(name, last, dtype="bf16", note="", group=Group.BODY):
+        return SavedTensor(name, (experts, tokens, last), dtype, Axis.EXPERT, 0, group, source, note)
+
+    act = activation
+    saved = (
+        expert("moe/expert/token_index", 2, "int64", "(slot, token) pairs of the expert's assignments: one "
+               "torch.where storage, kept by the gathers"),
+        expert("moe/expert/input", h, note="the expert's tokens, gathered"),
+        expert("moe/expert/gate_up_output", 2 * expert_ffn, note=f"gate|up output: {act}'s input and the up half"),
+        # the groups a fused expert SwiGLU and Megatron-Core's moe_act recompute drop (layout.strategies)
+        expert("moe/expert/act_output", expert_ffn, note=f"{act}(gate), kept for ·up", group=Group.EXPERT_ACTIVATION),
+        expert("moe/expert/down_input", expert_ffn, note=f"{act}(gate)·up", group=Group.EXPERT_ACTIVATION_OUTPUT),
+        expert("moe/expert/routing_weight", 1, router.weight_dtype, "the token's weight for this expert"),
+        expert("moe/expert/down_output", h, note="kept for the routing weight's gradient"),
+        expert("moe/expert/combine_input", h, note="weighted output cast back, kept by index_add_"),
+    )
+    return Part(params, saved, mms)
+
+
+def shared_experts(width: Expr, activation: str = "silu", gate: bool = False, share: Expr = Integer(1),
+                   source: str = MOE_SOURCE) -> Part:
+    """The shared expert(s) every token goes through: one gated MLP of total width ``width``
+    (DeepSeekMoE §3.2; HF builds one MLP of n_shared × f_e), reading the router's input (declared
+    once, by :func:`moe_router`); with ``gate``, a sigmoid gate h → 1 scales its output
+    (Qwen2-MoE), which keeps the sigmoid and the shared output for the multiply."""
+    dense = mlp("gated", width, activation, prefix="moe/shared", input_name="moe/shared/input", share=share)
+    part = Part(dense.params, dense.saved[1:], dense.matmuls)
+    if gate:
+        part = part + Part(
+            (_weight("moe/shared_gate_weight", (h,), source, "h -> 1", share=share),),
+            (_tokens("moe/shared/gate_sigmoid", 1, note="sigmoid of the shared-expert gate", source=source,
+                     share=share),
+             _tokens("moe/shared/output", h, note="the shared experts' output, kept by the gating multiply",
+                     source=source, share=share)),
+            (Matmul("layer/moe/shared_gate", share, b * s, h, 1, True, "layer", source),))
+    return part
+
+
+def moe_layer(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k,
+              shared_width: Expr | None = None, shared_gate: bool = False, share: Expr = Integer(1),
+              tokens_per_expert: Expr | None = None, activation: str = "silu", source: str | None = None,
+              paper: str = MOE_SOURCE) -> Part:
+    """The MoE block as a recipe: :func:`moe_router` + :func:`routed_experts` (+
+    :func:`shared_experts` when ``shared_width`` is given). ``source``: the implementation the
+    saved tensors are cited from (None: each part's own default); ``paper``: the source the
+    router's and the routed experts' weights and matmuls cite."""
+    cite = {} if source is None else {"source": source}
+    part = (moe_router(router, experts, top_k, share, paper=paper, **cite)
+            + routed_experts(router, expert_ffn, experts, top_k, tokens_per_expert, share, activation,
+                             paper=paper, **cite))
+    if shared_width is not None:
+        part = part + shared_experts(shared_width, activation, shared_gate, share, **cite)
+    return part
