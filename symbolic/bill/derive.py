@@ -77,7 +77,15 @@ def inventories(model: ModelConfig):
 def architecture_inventories(arch: str, symbolic_ffn: bool = False, tied: bool = True,
                              positions: str = "learned", shared_experts: bool = False, *extra):
     """:func:`inventories` by :func:`structure` key (cached: the inventories are immutable).
-    ``extra``: ``"position_table"`` (a learned table of P rows) and a composed layer's recipe key."""
+    ``extra``: ``"position_table"`` (a learned table of P rows), a composed layer's recipe key and
+    ``"flash_attention"`` (the fused attention kernel: ``strategies.flash_attention`` on the saved
+    tensors; :func:`symbolic.bill.evaluate.layout_structure`)."""
+    if "flash_attention" in extra:
+        from ..layout.strategies import flash_attention
+        rest = tuple(item for item in extra if item != "flash_attention")
+        parameters, saved, matmuls = architecture_inventories(arch, symbolic_ffn, tied, positions, shared_experts,
+                                                              *rest)
+        return parameters, flash_attention(saved), matmuls
     table = "position_table" in extra
     if arch == "composed":
         recipe_key = next((item for item in extra if isinstance(item, tuple)), None)

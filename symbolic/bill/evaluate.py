@@ -116,6 +116,14 @@ def structure(model: ModelConfig) -> tuple:
     return key
 
 
+def layout_structure(model: ModelConfig, layout: Layout) -> tuple:
+    """:func:`structure` with the layout's attention kernel: ``"flash_attention"`` added when the
+    layout asks for the fused kernel (``Layout.flash_attention``), so every ledger built from the
+    key — the plan's expressions, the step time — sees the inventory the bill bills."""
+    key = structure(model)
+    return key + ("flash_attention",) if layout.flash_attention else key
+
+
 def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> dict:
     """Everything :func:`derive`'s text depends on (the key of the cache): the
     model's structure and the layout's strategy, recipe and ZeRO stage — not

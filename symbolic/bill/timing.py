@@ -15,7 +15,7 @@ from ..layout.layout import Layout
 from ..ledgers.hardware import Hardware
 from ..ledgers.time import CommClass, ComputeLine, Overlap, StepTime, TimeDerivation, derive_time, price
 from ..models.config import ModelConfig
-from .evaluate import structure
+from .evaluate import layout_structure
 
 
 @lru_cache(maxsize=None)
@@ -33,7 +33,7 @@ def time_derivation(model_structure: tuple, sp: bool, recompute: str, zero: int,
 
 
 def _key(model: ModelConfig, layout: Layout) -> tuple:
-    return (structure(model), layout.sp, layout.recompute, layout.zero, layout.pp > 1, layout.interleave > 1,
+    return (layout_structure(model, layout), layout.sp, layout.recompute, layout.zero, layout.pp > 1, layout.interleave > 1,
             layout.cp > 1, layout.optimizer, layout.dtype)
 
 

@@ -223,8 +223,9 @@ class Layout:
 
     @property
     def sweep_levers(self) -> bool:
-        """Levers the vectorised plan/solve expressions do not carry (the bill and the timeline do)."""
-        return self.levers or self.flash_attention or self.activation_offload
+        """Levers the vectorised plan/solve expressions do not carry (the bill and the timeline do);
+        the fused attention kernel they carry in the model's structure key (``bill.evaluate.layout_structure``)."""
+        return self.levers or self.activation_offload
 
     @property
     def gpus(self) -> int:

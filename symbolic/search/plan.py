@@ -347,9 +347,9 @@ class Group:
 
     @classmethod
     def of(cls, model: ModelConfig, layout: Layout) -> "Group":
-        from ..bill.derive import structure
+        from ..bill.evaluate import layout_structure
         return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
-                   layout.dtype, structure(model), layout.cp > 1, layout.ep > 1, layout.etp not in (0, layout.tp),
+                   layout.dtype, layout_structure(model, layout), layout.cp > 1, layout.ep > 1, layout.etp not in (0, layout.tp),
                    layout.moe_capacity != 1, tuple(layout.recompute_modules), layout.fused_swiglu,
                    layout.optimizer_impl, layout.fp8_activations, layout.uneven_stages)
 
@@ -550,6 +550,8 @@ class Planned:
             out.update(first_stage_layers=lay.first_stage_layers, last_stage_layers=lay.last_stage_layers)
         if lay.fp8_activations:
             out["fp8_activations"] = True
+        if lay.flash_attention:
+            out["flash_attention"] = True
         out.update({k: _jsonable(val) for k, val in self.totals.items()})
         out.update(headroom_bytes=_jsonable(self.headroom_bytes), fits=self.fits,
                    step_seconds=self.step_seconds, bubble=self.bubble,
@@ -589,6 +591,7 @@ class Plan:
     fp8_activations: bool = False  #: the layouts keep their linear layers' saved inputs in FP8
     first_stage_layers: int = 0  #: uneven stages, every layout (0: even)
     last_stage_layers: int = 0
+    flash_attention: bool = False  #: the layouts run the fused attention kernel
 
     @property
     def usable(self) -> int:
@@ -601,7 +604,7 @@ class Plan:
     def layout_at(self, i: int) -> Layout:
         return replace(_layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
                                     self.moe_capacity, self.optimizer_impl), fp8_activations=self.fp8_activations,
-                       first_stage_layers=self.first_stage_layers, last_stage_layers=self.last_stage_layers)
+                       flash_attention=self.flash_attention, first_stage_layers=self.first_stage_layers, last_stage_layers=self.last_stage_layers)
 
     def planned(self, i: int) -> Planned:
         """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
@@ -843,7 +846,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
          hardware: Hardware | None = None, max_micro_batch: int = 16, gpus_per_node: int | None = None,
          fixed: Mapping[str, object] | None = None, moe_capacity=1, overlap: Overlap = Overlap(),
          optimizer_impl: str = "foreach", fp8_activations: bool = False, first_stage_layers: int = 0,
-         last_stage_layers: int = 0) -> Plan:
+         last_stage_layers: int = 0, flash_attention: bool = False) -> Plan:
     """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
 
     Keeps those whose verdict (the step's peak on the busiest GPU) ≤ ``gpu_memory − margin``
@@ -856,11 +859,13 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     valid at all (as opposed to none fitting). ``fp8_activations``: every
     layout keeps its linear layers' saved inputs in FP8. ``first_stage_layers``,
     ``last_stage_layers``: uneven pipeline stages for every layout (Megatron-Core's).
+    ``flash_attention``: every layout runs the fused attention kernel (no s×s tensor saved, its
+    backward recomputes Q·Kᵀ; ``strategies.flash_attention``) — memory and time both.
     """
-    from ..bill.derive import structure
+    from ..bill.evaluate import layout_structure
 
     _check_arch(model)
-    model_structure = structure(model)
+    model_structure = layout_structure(model, Layout(flash_attention=flash_attention))
     positive_int("gpu_memory", gpu_memory)
     if margin < 0 or margin >= gpu_memory:
         raise ConfigError(f"margin ({margin:,} B) must be at least 0 and below the GPU memory ({gpu_memory:,} B)")
@@ -927,7 +932,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     near = np.flatnonzero(np.abs(out["total_bytes"] - usable) <= 1e-9 * usable)
     for i in near:
         layout = replace(_layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity, optimizer_impl),
-                         fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
+                         fp8_activations=fp8_activations, flash_attention=flash_attention,
+                         first_stage_layers=first_stage_layers,
                          last_stage_layers=last_stage_layers)
         fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
     bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
@@ -967,7 +973,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                 table, order, rules, moe_capacity=Fraction(moe_capacity), overlap=overlap,
                 gpus_per_node=gpus_per_node, optimizer_impl=optimizer_impl,
                 fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
-                last_stage_layers=last_stage_layers)
+                last_stage_layers=last_stage_layers, flash_attention=flash_attention)
 
 
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:

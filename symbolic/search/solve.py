@@ -109,7 +109,7 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     _check_arch(model)
     if layout.sweep_levers:
         raise ConfigError("solve does not model LoRA, a quantised base, offload, "
-                          "--flash-attention or activation offload yet; "
+                          "or activation offload yet; "
                           "`symbolic bill` itemises them")
     if target not in TARGETS:
         raise ConfigError(f"--max must be one of micro-batch, seq; not {target!r}")
