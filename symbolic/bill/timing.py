@@ -20,7 +20,8 @@ from .evaluate import layout_structure
 
 @lru_cache(maxsize=None)
 def time_derivation(model_structure: tuple, sp: bool, recompute: str, zero: int, pipeline: bool,
-                    interleaved: bool, context_parallel: bool, optimizer: str, dtype: str) -> TimeDerivation:
+                    interleaved: bool, context_parallel: bool, optimizer: str, dtype: str,
+                    expert_parallel: bool = False) -> TimeDerivation:
     """The time model's expressions for a model structure and the layout's discrete choices."""
     from .derive import architecture_inventories, fused_backward_recompute, recompute_for_flops
 
@@ -29,12 +30,12 @@ def time_derivation(model_structure: tuple, sp: bool, recompute: str, zero: int,
                        flops_recompute=recompute_for_flops(recompute, saved), zero=zero, pipeline=pipeline,
                        interleaved=interleaved, context_parallel=context_parallel, optimizer=optimizer,
                        dtype=dtype, tied=model_structure[2],
-                       fused_backward=fused_backward_recompute(saved, matmuls))
+                       fused_backward=fused_backward_recompute(saved, matmuls), expert_parallel=expert_parallel)
 
 
 def _key(model: ModelConfig, layout: Layout) -> tuple:
     return (layout_structure(model, layout), layout.sp, layout.recompute, layout.zero, layout.pp > 1, layout.interleave > 1,
-            layout.cp > 1, layout.optimizer, layout.dtype)
+            layout.cp > 1, layout.optimizer, layout.dtype, layout.ep > 1)
 
 
 def derivation_for(model: ModelConfig, layout: Layout) -> TimeDerivation:
@@ -129,8 +130,8 @@ def not_priced(layout: Layout) -> list[str]:
     """What of ``layout`` the step-time model leaves out, so a printed step time never hides it."""
     out = []
     if layout.ep > 1:
-        out.append("the expert-parallel all-to-all (dispatch and combine, forward and backward): "
-                   "no time is counted for it")
+        out.append("the expert-parallel all-to-all is priced for balanced routing (each rank sends (e−1)/e of its "
+                   "k·tokens rows): routing imbalance and the capacity factor's padding are not")
     if layout.uneven_stages:
         out.append("uneven pipeline stages: every stage is priced at L/p layers, not the slowest stage's")
     return out

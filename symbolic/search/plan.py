@@ -303,7 +303,7 @@ def time_function(group: "Group"):
 
     from ..bill.timing import time_derivation
     derivation = time_derivation(group.structure, group.sp, group.recompute, group.zero, group.schedule != "none",
-                                 group.schedule == "interleaved", group.cp, group.optimizer, group.dtype)
+                                 group.schedule == "interleaved", group.cp, group.optimizer, group.dtype, group.ep)
     exprs = derivation.expressions()
     missing = set().union(*(x.free_symbols for x in exprs)) - set(TIME_ARGS)
     if missing:
@@ -945,7 +945,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         idx = np.flatnonzero((key == choice) & fits)
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
-                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]))
+                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
+                      bool(expert[i0]))
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         vals["Psi"] = out["params"][idx] if params_hand is None else float(params_hand)
         priced = time_sweep(group, vals, sequences[idx], hardware, overlap, gpus_per_node)
