@@ -200,3 +200,16 @@ def test_what_the_time_model_leaves_out_is_printed(capsys):
     assert json.loads(capsys.readouterr().out)["time_model"]["not_priced"] == []
     assert main(["bill", "mixtral-8x7b", "--ep", "8", "--dp", "8"]) == 0
     assert "not priced: the expert-parallel all-to-all" in capsys.readouterr().out
+
+
+def test_collectives_sharing_a_window_are_hidden_together_not_one_by_one():
+    """ZeRO-3's backward gathers and gradient scatters run on one link behind one backward: their sum,
+    not each class alone, is set against the window (each alone fits; together they do not)."""
+    step = _bill_step(Layout(dp=1536, zero=3, recompute="full", micro_batch=1, global_batch=1536))
+    zero3 = [line for line in step.comm_lines if line["class"].startswith("zero3")]
+    total = sum(float(line["seconds"]) for line in zero3)
+    compute = float(step.breakdown["compute"] + step.breakdown["elementwise"])
+    assert all(float(line["seconds"]) < compute for line in zero3)
+    exposed = float(step.breakdown["zero3_exposed"])
+    assert exposed >= total - compute - 1e-9
+    assert sum(float(line["exposed"]) for line in zero3) == pytest.approx(exposed)

@@ -358,7 +358,12 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
 
     zero = np.zeros(np.broadcast(tp, pp, dp, cp).shape)
     parts = {k: zero.copy() for k in ("tp", "cp", "ep", "pp", "dp", "zero3")}
+    #: overlapped collectives that share one compute window, summed over their classes (a link
+    #: carries one collective at a time, so each class cannot hide behind the whole window)
+    shared = {k: zero.copy() for k in ("tp", "cp", "zero3_forward", "zero3_backward")}
+    first = {k: zero.copy() for k in ("zero3_forward", "zero3_backward")}
     comm_lines = []
+    window_of: list[str | None] = []        # per detail line: the shared window its class is summed into
     for cls in derivation.comm:
         n, calls, traffic = next(it), next(it), next(it)
         group = cls.group
@@ -366,12 +371,19 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
         active = n > 1
         seconds = np.where(active, calls * lat + _rf(cls.collective, n) * traffic / bus, 0.0)
         prefix = cls.key.split(":")[0]
+        window_key = None
         one_call = np.where(calls > 0, seconds / np.maximum(calls, 1e-300), 0.0)
         if prefix == "tp":
-            exposed = np.maximum(seconds - gemm, 0.0) if overlap.tp_comm else seconds
+            # Overlapped TP collectives share one window, the GEMMs: summed over the classes below.
+            if overlap.tp_comm:
+                shared["tp"] = shared["tp"] + seconds
+                exposed, window_key = zero, "tp"
+            else:
+                exposed = seconds
             bucket = "tp"
         elif prefix == "cp":
-            exposed, bucket = np.maximum(seconds - attention, 0.0), "cp"
+            shared["cp"] = shared["cp"] + seconds       # the ring hides behind the attention core, all classes together
+            exposed, bucket, window_key = zero, "cp", "cp"
         elif prefix == "ep":
             exposed, bucket = seconds, "ep"
         elif prefix == "pp":
@@ -389,10 +401,16 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
             exposed_call = np.maximum(per_call_seconds - window, per_bucket) if hidden else per_call_seconds
             exposed, bucket = np.where(active, exposed_call * calls, 0.0), "dp"
         elif prefix == "zero3":
-            window = window_forward if cls.phase == "forward" else window_backward
             # Prefetched gathers hide behind the phase's compute; the first call of each micro-batch cannot.
-            exposed = np.maximum(seconds - window, one_call * m) if overlap.param_gather else seconds
-            exposed, bucket = np.where(active, exposed, 0.0), "zero3"
+            # The classes of one phase share its window and the link: summed below, not hidden one by one.
+            if overlap.param_gather:
+                key = "zero3_forward" if cls.phase == "forward" else "zero3_backward"
+                shared[key] = shared[key] + np.where(active, seconds, 0.0)
+                first[key] = np.maximum(first[key], np.where(active, one_call * m, 0.0))
+                exposed, window_key = zero, key
+            else:
+                exposed = np.where(active, seconds, 0.0)
+            bucket = "zero3"
         else:
             raise ValueError(f"unknown communication class {cls.key}")
         parts[bucket] = parts[bucket] + exposed
@@ -401,6 +419,17 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
                                "phase": cls.phase, "ranks": n, "calls": calls, "bytes": traffic,
                                "ring_factor": _rf(cls.collective, n), "latency_per_call": lat, "bus_bandwidth": bus,
                                "link": np.where(cross, "network", "NVLink"), "seconds": seconds, "exposed": exposed})
+            window_of.append(window_key)
+    exposed_of = {"tp": np.maximum(shared["tp"] - gemm, 0.0), "cp": np.maximum(shared["cp"] - attention, 0.0)}
+    for key, window in (("zero3_forward", window_forward), ("zero3_backward", window_backward)):
+        exposed_of[key] = np.maximum(shared[key] - window, first[key])
+        parts["zero3"] = parts["zero3"] + exposed_of[key]
+    for line, key in zip(comm_lines, window_of):    # a shared window's exposure, pro rata to each class's time
+        if key is not None:
+            line["exposed"] = np.where(shared[key] > 0, line["seconds"] / np.maximum(shared[key], 1e-300), 0.0) \
+                * exposed_of[key]
+    parts["tp"] = parts["tp"] + exposed_of["tp"]
+    parts["cp"] = parts["cp"] + exposed_of["cp"]
     pipelined = compute + parts["tp"] + parts["cp"] + parts["ep"] + parts["pp"]
     bubble = np.where(pp > 1, (pp - 1) / (vv * m), 0.0) * pipelined
     optimizer = opt_bytes / hbm
