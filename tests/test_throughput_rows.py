@@ -135,3 +135,30 @@ def test_plan_with_the_fused_kernel_gives_the_bills_totals():
         assert item.totals["flops_per_iteration"] == bill.totals["flops_per_iteration"]
     plain = plan(model, 8, 80 * 10**9, global_batch=16)
     assert result.ranked(1)[0].step_seconds < plain.ranked(1)[0].step_seconds
+
+
+def test_fp8_training_runs_the_weight_gemms_at_the_fp8_peak():
+    """Transformer Engine's FP8 recipe: the weight GEMMs at the FP8 peak, the attention core in BF16;
+    a GPU without FP8 Tensor Cores prices BF16 and says so."""
+    model, h100 = preset("llama-3-8b"), load_hardware("h100")
+    plain = step_time(model, Layout(dp=8, global_batch=64), h100)
+    fp8 = step_time(model, Layout(dp=8, global_batch=64, fp8_activations=True), h100)
+    assert fp8.factors["gemm_dtype"] == "fp8" and plain.factors["gemm_dtype"] == "bf16"
+    by_name = {line["name"]: line["seconds"] for line in plain.compute_lines}
+    core = [line for line in fp8.compute_lines if "attention/scores" in line["name"]
+            or "attention/context" in line["name"]]
+    weights = [line for line in fp8.compute_lines if line not in core]
+    assert core and weights
+    assert all(line["seconds"] == pytest.approx(by_name[line["name"]]) for line in core)
+    assert all(line["seconds"] < by_name[line["name"]] for line in weights)
+    assert fp8.step_seconds < plain.step_seconds
+    a100 = step_time(model, Layout(dp=8, global_batch=64, fp8_activations=True), load_hardware("a100"))
+    assert "no FP8" in a100.factors["gemm_dtype"]
+    assert Layout(optimizer="fp8-adam").gemm_dtype == "fp8" and Layout().gemm_dtype == "bf16"
+
+
+def test_an_fp8_row_is_priced_in_fp8():
+    bf16 = throughput.predict(_row(**{"layout.precision": "bf16"}))
+    fp8 = throughput.predict(_row(**{"layout.precision": "FP8 (Transformer Engine)"}))
+    assert "fp8" in fp8.chosen and "fp8" not in bf16.chosen
+    assert fp8.step_seconds < bf16.step_seconds

@@ -120,8 +120,10 @@ def step_time(model: ModelConfig, layout: Layout, hardware: Hardware, *, overlap
     text = stored(model, layout)
     values = letters(model, layout, params_hand, params_count)
     numbers = [float(evaluate_formula(formula, values)) for formula in text.formulas]
+    # The weight GEMMs at the FP8 peak when the layout trains in FP8 (Layout.gemm_dtype), else BF16:
+    # --dtype is the activations' storage, not the GEMMs' precision.
     step = price(text.shell(), numbers, values, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
-                 detail=True)  # GEMMs at the BF16 peak: --dtype is the activations' storage
+                 gemm_dtype=layout.gemm_dtype, detail=True)
     step.factors["not_priced"] = not_priced(layout)
     return step
 

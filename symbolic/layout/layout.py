@@ -228,6 +228,14 @@ class Layout:
         return self.levers or self.activation_offload
 
     @property
+    def gemm_dtype(self) -> str:
+        """The weight GEMMs' precision for the step time: ``fp8`` when the layout trains in FP8 — its
+        linear layers' inputs kept in FP8 (Transformer Engine's FP8 recipe casts them for its FP8
+        GEMMs) or FP8 working weights (an ``fp8-*`` optimizer recipe) — else ``bf16``."""
+        fp8_weights = self.optimizer in RECIPES and RECIPES[self.optimizer].bytes_of("parameters") == 1
+        return "fp8" if self.fp8_activations or fp8_weights else "bf16"
+
+    @property
     def gpus(self) -> int:
         """GPUs the layout occupies: t·p·d·c."""
         return self.tp * self.pp * self.dp * self.cp

@@ -324,7 +324,12 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     (arrays or floats, same order); ``letters``: arrays for t p d c v b B and s.
     ``gpus_per_node``: the NVLink domain (default: the hardware's)."""
     G = gpus_per_node or hw.nvlink_domain
-    peak = hw.peak(gemm_dtype)
+    peak = hw.peak("bf16")             # the throughput figures' denominator (MFU, HFU): the dense BF16 peak
+    # FP8 training (Transformer Engine's recipe) runs the weight GEMMs in FP8; the attention core stays
+    # in BF16 (TE's FP8 attention is its own option). The GEMM efficiency table is the BF16 one, used
+    # for FP8 too: a named approximation.
+    fp8_missing = gemm_dtype == "fp8" and not hw.peak_fp8_flops
+    weight_peak = hw.peak("bf16" if fp8_missing else gemm_dtype)
     it = iter(np.asarray(x, dtype=np.float64) for x in numbers)
     tp, pp, dp = (np.asarray(letters[k], dtype=np.float64) for k in ("t", "p", "d"))
     cp = np.asarray(letters.get("c", 1.0), dtype=np.float64)
@@ -341,7 +346,7 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
         eff = hw.efficiency(call)
         # Calculon's "no_overlap" processing mode (calculon/system.py): a kernel's time is its FLOP time
         # plus its HBM time, the two not overlapped.
-        seconds = f / (peak * eff) + moved / hbm
+        seconds = f / ((peak if line.attention_core else weight_peak) * eff) + moved / hbm
         gemm = gemm + seconds
         paced_flops = paced_flops + f
         if line.attention_core:
@@ -440,7 +445,8 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     breakdown = {k: np.broadcast_to(np.asarray(val, dtype=np.float64), step.shape) for k, val in breakdown.items()}
     tokens = np.asarray(letters["B"], dtype=np.float64) * np.asarray(letters["s"], dtype=np.float64)
     gpus = tp * pp * dp * cp
-    factors = {"hardware": hw.name, "peak_flops": peak, "gpus_per_node": G, "overlap": overlap.describe(),
+    factors = {"hardware": hw.name, "peak_flops": peak,
+               "gemm_dtype": "bf16 (no FP8 Tensor Cores on this GPU)" if fp8_missing else gemm_dtype, "gpus_per_node": G, "overlap": overlap.describe(),
                "hbm_bandwidth_effective": hbm, "elementwise_passes": ELEMENTWISE_PASSES,
                "bubble_fraction": np.where(pp > 1, (pp - 1) / (vv * m), 0.0), "micro_batches_per_pipeline": m}
     return StepTime(step, breakdown, compute_lines, comm_lines, factors, model_flops, hardware_flops,

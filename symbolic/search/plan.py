@@ -312,15 +312,17 @@ def time_function(group: "Group"):
 
 
 def time_sweep(group: "Group", values: Mapping[str, object], sequences, hardware: Hardware, overlap: Overlap,
-               gpus_per_node: int):
+               gpus_per_node: int, gemm_dtype: str = "bf16"):
     """The step time of arrays of layouts sharing ``group`` (``values`` as for :func:`sweep`, with
     Psi set; ``sequences``: B per layout)."""
     derivation, fn = time_function(group)
     vals = dict(values, B=np.asarray(sequences, dtype=np.float64))
     numbers = fn(*(vals.get(x.name, 1.0) for x in TIME_ARGS))
     letters = {k: vals[k] for k in ("t", "p", "d", "c", "v", "b", "B", "s")}
-    # GEMMs at the BF16 peak: the layout's dtype is how activations are stored, not the GEMMs' precision.
-    return price(derivation, list(numbers), letters, hardware, overlap=overlap, gpus_per_node=gpus_per_node)
+    # The weight GEMMs at the FP8 peak when the layouts train in FP8 (Layout.gemm_dtype), else BF16: the
+    # layout's dtype is how activations are stored, not the GEMMs' precision.
+    return price(derivation, list(numbers), letters, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
+                 gemm_dtype=gemm_dtype)
 
 
 @dataclass(frozen=True)
@@ -949,7 +951,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                       bool(expert[i0]))
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         vals["Psi"] = out["params"][idx] if params_hand is None else float(params_hand)
-        priced = time_sweep(group, vals, sequences[idx], hardware, overlap, gpus_per_node)
+        priced = time_sweep(group, vals, sequences[idx], hardware, overlap, gpus_per_node,
+                            Layout(optimizer=optimizer, fp8_activations=fp8_activations).gemm_dtype)
         step[idx] = priced.step_seconds
         for name, arr in priced.breakdown.items():
             times[name][idx] = arr

@@ -289,6 +289,8 @@ def predict(row: dict, gpu_memory: int | None = None) -> Prediction:
     optimizer = "bf16-adam" if _text(lay.get("precision")).startswith("fp16") else "bf16-adam-fp32-grads"
     overlap = _overlap(row)
     flash = _flash(row)
+    # FP8 training (Transformer Engine): the weight GEMMs at the FP8 peak, their inputs kept in FP8.
+    fp8 = "fp8" in _text(lay.get("precision"))
     gpus = hw_row.get("gpus") or fixed["tp"] * fixed["pp"] * fixed["dp"] * fixed["cp"]
     memory = gpu_memory or int(hardware.hbm_bytes)
     per_node = hw_row.get("gpus_per_node") or hardware.nvlink_domain
@@ -302,7 +304,8 @@ def predict(row: dict, gpu_memory: int | None = None) -> Prediction:
         try:
             result = plan(model, gpus, memory, global_batch=lay.get("gbs") or 0, optimizer=optimizer,
                           hardware=hardware, gpus_per_node=per_node, fixed=dict(fixed, zero=stage),
-                          overlap=OVERLAPS[overlap], max_micro_batch=16, flash_attention=flash)
+                          overlap=OVERLAPS[overlap], max_micro_batch=16, flash_attention=flash,
+                          fp8_activations=fp8)
         except ConfigError as error:
             return _nothing(row, name, hardware.name, layout_text, measured, convention, f"no valid layout: {error}")
         best += result.ranked(1)
@@ -316,7 +319,7 @@ def predict(row: dict, gpu_memory: int | None = None) -> Prediction:
     predicted = counted / item.step_seconds / 1e12
     chosen = (f"b={chosen_layout.micro_batch} v={chosen_layout.interleave} {chosen_layout.recompute} recompute"
               f"{' SP' if chosen_layout.sp else ''} ZeRO-{chosen_layout.zero}"
-              f"{' flash' if flash else ''}; overlap {overlap}")
+              f"{' flash' if flash else ''}{' fp8' if fp8 else ''}; overlap {overlap}")
     return Prediction(row, name, hardware.name, layout_text, measured, predicted, convention, item.step_seconds,
                       item.binding, chosen)
 
