@@ -135,5 +135,6 @@ def not_priced(layout: Layout) -> list[str]:
         out.append("the expert-parallel all-to-all is priced for balanced routing (each rank sends (e−1)/e of its "
                    "k·tokens rows): routing imbalance and the capacity factor's padding are not")
     if layout.uneven_stages:
-        out.append("uneven pipeline stages: every stage is priced at L/p layers, not the slowest stage's")
+        out.append("uneven pipeline stages: the slowest stage is judged on compute alone (its collectives scale "
+                   "with its layers); the gradient reduce and optimizer step are priced at Ψ/(t·p) per GPU")
     return out

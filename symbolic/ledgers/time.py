@@ -277,6 +277,24 @@ def link(group: str, collective: str, n, st, gpus_per_node: int, hw: Hardware):
     return lat, bus, cross
 
 
+def pacing_stage(letters: dict, pp, layer_seconds, output_seconds):
+    """With uneven stages (``letters`` holds L, L_1 and L_p): (the pacing stage's layers over the L/p
+    priced, 1 if it holds the output side else 0, its name) — the slowest of the first stage (L_1
+    layers), the last (L_p layers and the output side) and a middle one ((L − L_1 − L_p)/(p − 2)
+    layers), judged on compute; None for even stages, priced at L/p layers and the output side."""
+    if not all(key in letters for key in ("L", "L_1", "L_p")):
+        return None
+    layers, first, last = (np.asarray(letters[key], dtype=np.float64) for key in ("L", "L_1", "L_p"))
+    per_stage = layers / pp
+    k_first, k_last = first / per_stage, last / per_stage
+    k_mid = np.where(pp > 2, (layers - first - last) / np.maximum(pp - 2, 1) / per_stage, 0.0)
+    t_first, t_last, t_mid = layer_seconds * k_first, layer_seconds * k_last + output_seconds, layer_seconds * k_mid
+    last_paces = (t_last >= t_first) & (t_last >= t_mid)
+    factor = np.where(last_paces, k_last, np.where(t_first >= t_mid, k_first, k_mid))
+    name = np.where(last_paces, "last", np.where(t_first >= t_mid, "first", "middle"))
+    return factor, np.where(last_paces, 1.0, 0.0), name
+
+
 def _rf(collective: str, n):
     n = np.asarray(n, dtype=np.float64)
     return {"all-reduce": 2 * (n - 1) / n, "send-recv": np.ones_like(n)}.get(collective, (n - 1) / n)
@@ -337,6 +355,7 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     m = np.asarray(letters["B"], dtype=np.float64) / (np.asarray(letters["b"], dtype=np.float64) * dp)
 
     gemm = 0.0
+    gemm_output = 0.0                  # the output side's lines (the logits): on the last stage only
     attention = 0.0
     paced_flops = 0.0
     compute_lines = []
@@ -348,6 +367,8 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
         # plus its HBM time, the two not overlapped.
         seconds = f / ((peak if line.attention_core else weight_peak) * eff) + moved / hbm
         gemm = gemm + seconds
+        if line.name.startswith("output/"):
+            gemm_output = gemm_output + seconds
         paced_flops = paced_flops + f
         if line.attention_core:
             attention = attention + seconds
@@ -356,6 +377,16 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
                                   "efficiency": eff, "hbm_bytes": moved, "seconds": seconds})
     model_flops, hardware_flops, elem_bytes, opt_bytes, grad_elements = (next(it) for _ in range(5))
     elementwise = elem_bytes / hbm
+    # Uneven stages (L_1 layers on the first, L_p on the last): the slowest stage paces the pipeline,
+    # its layers' compute (and later their TP/CP/EP collectives) scaled from the L/p priced.
+    pacing = pacing_stage(letters, pp, gemm - gemm_output + elementwise, gemm_output)
+    if pacing is not None:
+        layers_factor, output_on, stage_name = pacing
+        gemm = (gemm - gemm_output) * layers_factor + gemm_output * output_on
+        attention = attention * layers_factor
+        elementwise = elementwise * layers_factor
+        for line in compute_lines:
+            line["seconds"] = line["seconds"] * (output_on if line["name"].startswith("output/") else layers_factor)
     compute = gemm + elementwise
     forward_share = np.where(paced_flops > 0, model_flops / 3 / np.maximum(hardware_flops, 1e-300), 0.0)
     window_forward = compute * forward_share            # all micro-batches' forward on this GPU
@@ -435,6 +466,9 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
                 * exposed_of[key]
     parts["tp"] = parts["tp"] + exposed_of["tp"]
     parts["cp"] = parts["cp"] + exposed_of["cp"]
+    if pacing is not None:              # the per-layer collectives of the pacing stage's layers
+        for key in ("tp", "cp", "ep"):
+            parts[key] = parts[key] * pacing[0]
     pipelined = compute + parts["tp"] + parts["cp"] + parts["ep"] + parts["pp"]
     bubble = np.where(pp > 1, (pp - 1) / (vv * m), 0.0) * pipelined
     optimizer = opt_bytes / hbm
@@ -448,6 +482,7 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     factors = {"hardware": hw.name, "peak_flops": peak,
                "gemm_dtype": "bf16 (no FP8 Tensor Cores on this GPU)" if fp8_missing else gemm_dtype, "gpus_per_node": G, "overlap": overlap.describe(),
                "hbm_bandwidth_effective": hbm, "elementwise_passes": ELEMENTWISE_PASSES,
+               "pacing_stage": "last (L/p layers and the output side)" if pacing is None else pacing[2],
                "bubble_fraction": np.where(pp > 1, (pp - 1) / (vv * m), 0.0), "micro_batches_per_pipeline": m}
     return StepTime(step, breakdown, compute_lines, comm_lines, factors, model_flops, hardware_flops,
                     tokens, peak, gpus)

@@ -86,6 +86,7 @@ def time_json(step) -> dict:
             "hardware": f["hardware"], "peak_flops": f["peak_flops"], "gemm_dtype": f.get("gemm_dtype", "bf16"),
             "gpus_per_node": f["gpus_per_node"],
             "overlap": f["overlap"], "micro_batches_per_pipeline": _f(f["micro_batches_per_pipeline"]),
+            "pacing_stage": str(np.asarray(f.get("pacing_stage", "last")).reshape(-1)[0]),
             "not_priced": list(f.get("not_priced", ())),
             "compute": [{"name": x["name"], "flops_on_pacing_stage": _f(x["flops_on_pacing_stage"]),
                          "gemm_flops_per_call": _f(x["gemm_flops_per_call"]), "efficiency": _f(x["efficiency"]),

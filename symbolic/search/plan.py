@@ -319,6 +319,8 @@ def time_sweep(group: "Group", values: Mapping[str, object], sequences, hardware
     vals = dict(values, B=np.asarray(sequences, dtype=np.float64))
     numbers = fn(*(vals.get(x.name, 1.0) for x in TIME_ARGS))
     letters = {k: vals[k] for k in ("t", "p", "d", "c", "v", "b", "B", "s")}
+    if group.uneven:  # the slowest of the uneven stages paces the step (ledgers.time.pacing_stage)
+        letters.update({k: vals[k] for k in ("L", "L_1", "L_p")})
     # The weight GEMMs at the FP8 peak when the layouts train in FP8 (Layout.gemm_dtype), else BF16: the
     # layout's dtype is how activations are stored, not the GEMMs' precision.
     return price(derivation, list(numbers), letters, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
@@ -948,7 +950,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
                       SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
-                      bool(expert[i0]))
+                      bool(expert[i0]), uneven=bool(first_stage_layers or last_stage_layers))
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         vals["Psi"] = out["params"][idx] if params_hand is None else float(params_hand)
         priced = time_sweep(group, vals, sequences[idx], hardware, overlap, gpus_per_node,
