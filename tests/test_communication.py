@@ -182,10 +182,59 @@ def test_context_parallel_ring_passes_kv_c_minus_1_times_per_layer():
     assert terms["dp/gradient_all_reduce"].size == SYMBOLS["d"] * c
 
 
-def test_expert_parallel_hook_adds_all_to_alls_over_e():
-    terms = [x for x in _terms(expert_parallel=True) if x.group == "ep"]
+def test_expert_parallel_adds_the_dispatchers_all_to_alls_over_e():
+    parameters, saved, matmuls = architecture_inventories("moe", False, False, "rope")
+    terms = [x for x in comm.terms(parameters, saved, matmuls, expert_parallel=True) if x.group == "ep"]
     assert {x.collective for x in terms} == {"all-to-all"} and len(terms) == 4
     assert all(x.size == SYMBOLS["e"] for x in terms)
+    full = [x for x in comm.terms(parameters, saved, matmuls, expert_parallel=True, recompute="full")
+            if x.group == "ep"]
+    assert len(full) == 6                         # the recomputed forward dispatches and combines again
+    # A dense layer routes nothing: no expert-parallel term at all.
+    assert not [x for x in _terms(expert_parallel=True) if x.group == "ep"]
+
+
+def _simulated_dispatch(ranks: int, experts: int, tokens: int, top_k: int, row_bytes: int) -> list[int]:
+    """Bytes each rank sends in one dispatch: every token of every rank picks top_k experts in a fixed,
+    balanced rotation; experts are split evenly over the ranks (rank r holds experts
+    r·E/e … (r+1)·E/e − 1); a row for an expert on another rank crosses the network."""
+    local = experts // ranks
+    sent = [0] * ranks
+    for rank in range(ranks):
+        for token in range(tokens):
+            for j in range(top_k):
+                expert = (rank * tokens * top_k + token * top_k + j) % experts
+                if expert // local != rank:
+                    sent[rank] += row_bytes
+    return sent
+
+
+@pytest.mark.parametrize("ranks, experts, top_k", [(2, 8, 2), (4, 8, 2), (8, 8, 1), (4, 16, 4)])
+def test_the_dispatch_all_to_all_sends_what_a_simulated_routing_sends(ranks, experts, top_k):
+    """Each call's traffic (ring factor (e−1)/e × b·s·k·h bytes) equals the bytes that leave a rank
+    when a fixed, balanced routing sends its tokens' rows to the experts' owners."""
+    parameters, saved, matmuls = architecture_inventories("moe", False, False, "rope")
+    dispatch = next(x for x in comm.terms(parameters, saved, matmuls, expert_parallel=True, tensor_parallel=False)
+                    if x.name == "ep/forward_dispatch_all_to_all")
+    values = dict(VALUES, e=ranks, E=experts, k=top_k, t=1, c=1)
+    per_call = exact(dispatch.ring_factor * dispatch.bytes, values)
+    row_bytes = values["h"] * 2
+    sent = _simulated_dispatch(ranks, experts, values["b"] * values["s"], top_k, row_bytes)
+    assert all(x == per_call for x in sent)
+    # Calls per iteration: the MoE layers a GPU holds × micro-batches per pipeline.
+    assert exact(dispatch.calls, values) == Fraction(values["L"], values["p"]) * Fraction(
+        values["B"], values["b"] * values["d"])
+
+
+def test_only_the_moe_layers_dispatch():
+    """Dense layers first (DeepSeek's first_k_dense_replace): the router repeats (L − L_d)/L times."""
+    from symbolic.models.builtin import preset
+    from symbolic.bill.derive import inventories
+    model = preset("deepseek-v3")
+    parameters, saved, matmuls = inventories(model)
+    share = comm.moe_share(matmuls)
+    values = dict(model.values(), **dict(model.dims))
+    assert exact(share, values) == Fraction(58, 61)
 
 
 def test_a_bad_term_is_refused():

@@ -113,7 +113,8 @@ def test_ranking_and_time_model(plan_175b):
     """Ranked by the step-time model of symbolic.ledgers.time (its own tests: tests/test_time.py);
     the bubble column is still (p − 1)/(v m)."""
     per_sequence = plan_175b.table["seconds_per_sequence"][plan_175b.order]
-    assert np.all(np.diff(per_sequence) >= 0)
+    # ranked at 12 significant digits (float noise between twins ties, plan._significant)
+    assert np.all(np.diff(per_sequence) >= -1e-12 * per_sequence[1:])
     item = next(x for x in plan_175b.ranked(0) if _key(x.layout) == (8, 8, 1, 1, 1, True, "selective", 0))
     bubble = Rational(8 - 1, 64)  # 1F1B: (p - 1)/m, m = 64 micro-batches per pipeline
     assert item.bubble == pytest.approx(float(bubble))

@@ -2,6 +2,7 @@
 import json
 
 import pytest
+from sympy import Rational
 from sympy import expand, sqrt
 
 from symbolic.bill.derive import make_bill
@@ -97,6 +98,9 @@ def test_margin_is_subtracted():
 def test_nothing_fits():
     limit = solve_limit(preset("gpt-175b"), Layout(), "micro_batch", 80 * GB)
     assert limit.answer is None and limit.bound is None and not limit.answer_fits()
+    # The polynomial shown is the instant most over the memory at b = 1: the verdict's own total there.
+    shown = limit.polynomial.xreplace({limit.symbol: 1})
+    assert shown == Rational(limit.total_at_answer)
 
 
 def test_bad_layout_names_the_field():

@@ -200,3 +200,32 @@ def test_what_the_time_model_leaves_out_is_printed(capsys):
     assert json.loads(capsys.readouterr().out)["time_model"]["not_priced"] == []
     assert main(["bill", "mixtral-8x7b", "--ep", "8", "--dp", "8"]) == 0
     assert "not priced: the expert-parallel all-to-all" in capsys.readouterr().out
+
+
+def test_collectives_sharing_a_window_are_hidden_together_not_one_by_one():
+    """ZeRO-3's backward gathers and gradient scatters run on one link behind one backward: their sum,
+    not each class alone, is set against the window (each alone fits; together they do not)."""
+    step = _bill_step(Layout(dp=1536, zero=3, recompute="full", micro_batch=1, global_batch=1536))
+    zero3 = [line for line in step.comm_lines if line["class"].startswith("zero3")]
+    total = sum(float(line["seconds"]) for line in zero3)
+    compute = float(step.breakdown["compute"] + step.breakdown["elementwise"])
+    assert all(float(line["seconds"]) < compute for line in zero3)
+    exposed = float(step.breakdown["zero3_exposed"])
+    assert exposed >= total - compute - 1e-9
+    assert sum(float(line["exposed"]) for line in zero3) == pytest.approx(exposed)
+
+
+def test_uneven_stages_are_paced_by_the_slowest_stage():
+    """32 layers on 4 stages with 4 on the first and 4 on the last: the middle stages hold 12, 1.5×
+    the L/p = 8 priced for even stages — their layers' compute paces the pipeline; plan agrees."""
+    even = _bill_step(Layout(pp=4, global_batch=64), model="gpt-7b")
+    uneven = _bill_step(Layout(pp=4, global_batch=64, first_stage_layers=4, last_stage_layers=4), model="gpt-7b")
+    assert str(np.asarray(uneven.factors["pacing_stage"]).reshape(-1)[0]) == "middle"
+    layers = float(even.breakdown["compute"] + even.breakdown["elementwise"])
+    output = sum(float(x["seconds"]) for x in even.compute_lines if x["name"].startswith("output/"))
+    assert float(uneven.breakdown["compute"] + uneven.breakdown["elementwise"]) == pytest.approx(
+        (layers - output) * 1.5)
+    result = plan(preset("gpt-7b"), 4, 80 * GB, global_batch=64, first_stage_layers=4, last_stage_layers=4,
+                  fixed={"pp": 4, "micro_batch": 1, "interleave": 1, "recompute": "none", "sp": False, "zero": 0})
+    best = result.ranked(1)[0]
+    assert best.step_seconds == pytest.approx(float(uneven.step_seconds), rel=1e-9)

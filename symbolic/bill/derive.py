@@ -77,7 +77,15 @@ def inventories(model: ModelConfig):
 def architecture_inventories(arch: str, symbolic_ffn: bool = False, tied: bool = True,
                              positions: str = "learned", shared_experts: bool = False, *extra):
     """:func:`inventories` by :func:`structure` key (cached: the inventories are immutable).
-    ``extra``: ``"position_table"`` (a learned table of P rows) and a composed layer's recipe key."""
+    ``extra``: ``"position_table"`` (a learned table of P rows), a composed layer's recipe key and
+    ``"flash_attention"`` (the fused attention kernel: ``strategies.flash_attention`` on the saved
+    tensors; :func:`symbolic.bill.evaluate.layout_structure`)."""
+    if "flash_attention" in extra:
+        from ..layout.strategies import flash_attention
+        rest = tuple(item for item in extra if item != "flash_attention")
+        parameters, saved, matmuls = architecture_inventories(arch, symbolic_ffn, tied, positions, shared_experts,
+                                                              *rest)
+        return parameters, flash_attention(saved), matmuls
     table = "position_table" in extra
     if arch == "composed":
         recipe_key = next((item for item in extra if isinstance(item, tuple)), None)
@@ -386,4 +394,24 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
             raise ConfigError(f"{name} {value!r}: make_bill takes a positive int of {what}; "
                               "symbolic.bill(..., gpu_memory='80GB', params='7B') reads text with units")
     layout.validate(model)
-    return evaluate(derive(model, layout, params_hand), model, layout, params_hand, gpu_memory, cpu_memory)
+    return evaluate(derived(model, layout, params_hand), model, layout, params_hand, gpu_memory, cpu_memory)
+
+
+#: Derivations kept per process, by :func:`derivation_key` (what derive's text depends on — the
+#: disk cache's key too): a loop over layouts derives each kind once and evaluates the rest.
+_DERIVED: dict[str, DerivedBill] = {}
+DERIVED_MAX = 4096
+
+
+def derived(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> DerivedBill:
+    """:func:`derive`, memoised in the process by :func:`derivation_key` (a DerivedBill is text)."""
+    import json
+
+    key = json.dumps(derivation_key(model, layout, params_hand), sort_keys=True)
+    found = _DERIVED.get(key)
+    if found is None:
+        found = derive(model, layout, params_hand)
+        if len(_DERIVED) >= DERIVED_MAX:
+            _DERIVED.clear()
+        _DERIVED[key] = found
+    return found

@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
-from ..core.expressions import evaluate_formula
+from ..core.expressions import evaluate_formula, exact_values
 from ..layout.layout import Layout
 from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig  # noqa: F401 (re-exported for the bill)
 
@@ -116,6 +116,14 @@ def structure(model: ModelConfig) -> tuple:
     return key
 
 
+def layout_structure(model: ModelConfig, layout: Layout) -> tuple:
+    """:func:`structure` with the layout's attention kernel: ``"flash_attention"`` added when the
+    layout asks for the fused kernel (``Layout.flash_attention``), so every ledger built from the
+    key — the plan's expressions, the step time — sees the inventory the bill bills."""
+    key = structure(model)
+    return key + ("flash_attention",) if layout.flash_attention else key
+
+
 def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> dict:
     """Everything :func:`derive`'s text depends on (the key of the cache): the
     model's structure and the layout's strategy, recipe and ZeRO stage — not
@@ -149,7 +157,7 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
              gpu_memory: int | None = None, cpu_memory: int | None = None) -> Bill:
     """The bill's numbers: every line and total of ``derived`` at the model's
     and the layout's dimension values, exactly."""
-    values = layout.values(model)
+    values = exact_values(layout.values(model))
     params_config = whole(evaluate_formula(derived.formulas["params"], values))
     routed = (whole(evaluate_formula(derived.formulas["params_routed_experts"], values))
               if "params_routed_experts" in derived.formulas else None)
@@ -158,13 +166,20 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
                           "model states split Psi into the dense part (Psi minus the experts) and the experts; "
                           "give at least the experts' count")
     n_states = params_hand if params_hand is not None else params_config
-    at = dict(values, Psi=n_states)  # the model states are per Psi: the hand-filled N or the config count
-    lines = [Line(d.ledger, d.name, d.formula, whole(evaluate_formula(d.formula, at)), d.source, d.condition,
+    at = exact_values(dict(values, Psi=n_states))  # the model states are per Psi: the hand-filled N or the config count
+    known: dict[str, object] = {}  # a formula many lines share (2*b*h*s, ...) is evaluated once
+
+    def value_of(formula: str):
+        if formula not in known:
+            known[formula] = whole(evaluate_formula(formula, at))
+        return known[formula]
+
+    lines = [Line(d.ledger, d.name, d.formula, value_of(d.formula), d.source, d.condition,
                   d.per_micro_batch, d.micro_batches)
              for d in derived.lines]
 
     def total(ledger: str) -> Fraction:
-        return sum((Fraction(line.value) for line in lines if line.ledger == ledger), Fraction(0))
+        return Fraction(sum(line.value for line in lines if line.ledger == ledger))
 
     states_bytes, activation_bytes = total("model_states"), total("activations")
     hardware_flops = whole(total("flops"))

@@ -15,12 +15,13 @@ from ..layout.layout import Layout
 from ..ledgers.hardware import Hardware
 from ..ledgers.time import CommClass, ComputeLine, Overlap, StepTime, TimeDerivation, derive_time, price
 from ..models.config import ModelConfig
-from .evaluate import structure
+from .evaluate import layout_structure
 
 
 @lru_cache(maxsize=None)
 def time_derivation(model_structure: tuple, sp: bool, recompute: str, zero: int, pipeline: bool,
-                    interleaved: bool, context_parallel: bool, optimizer: str, dtype: str) -> TimeDerivation:
+                    interleaved: bool, context_parallel: bool, optimizer: str, dtype: str,
+                    expert_parallel: bool = False) -> TimeDerivation:
     """The time model's expressions for a model structure and the layout's discrete choices."""
     from .derive import architecture_inventories, fused_backward_recompute, recompute_for_flops
 
@@ -29,12 +30,12 @@ def time_derivation(model_structure: tuple, sp: bool, recompute: str, zero: int,
                        flops_recompute=recompute_for_flops(recompute, saved), zero=zero, pipeline=pipeline,
                        interleaved=interleaved, context_parallel=context_parallel, optimizer=optimizer,
                        dtype=dtype, tied=model_structure[2],
-                       fused_backward=fused_backward_recompute(saved, matmuls))
+                       fused_backward=fused_backward_recompute(saved, matmuls), expert_parallel=expert_parallel)
 
 
 def _key(model: ModelConfig, layout: Layout) -> tuple:
-    return (structure(model), layout.sp, layout.recompute, layout.zero, layout.pp > 1, layout.interleave > 1,
-            layout.cp > 1, layout.optimizer, layout.dtype)
+    return (layout_structure(model, layout), layout.sp, layout.recompute, layout.zero, layout.pp > 1, layout.interleave > 1,
+            layout.cp > 1, layout.optimizer, layout.dtype, layout.ep > 1)
 
 
 def derivation_for(model: ModelConfig, layout: Layout) -> TimeDerivation:
@@ -119,8 +120,10 @@ def step_time(model: ModelConfig, layout: Layout, hardware: Hardware, *, overlap
     text = stored(model, layout)
     values = letters(model, layout, params_hand, params_count)
     numbers = [float(evaluate_formula(formula, values)) for formula in text.formulas]
+    # The weight GEMMs at the FP8 peak when the layout trains in FP8 (Layout.gemm_dtype), else BF16:
+    # --dtype is the activations' storage, not the GEMMs' precision.
     step = price(text.shell(), numbers, values, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
-                 detail=True)  # GEMMs at the BF16 peak: --dtype is the activations' storage
+                 gemm_dtype=layout.gemm_dtype, detail=True)
     step.factors["not_priced"] = not_priced(layout)
     return step
 
@@ -129,10 +132,11 @@ def not_priced(layout: Layout) -> list[str]:
     """What of ``layout`` the step-time model leaves out, so a printed step time never hides it."""
     out = []
     if layout.ep > 1:
-        out.append("the expert-parallel all-to-all (dispatch and combine, forward and backward): "
-                   "no time is counted for it")
+        out.append("the expert-parallel all-to-all is priced for balanced routing (each rank sends (e−1)/e of its "
+                   "k·tokens rows): routing imbalance and the capacity factor's padding are not")
     if layout.uneven_stages:
-        out.append("uneven pipeline stages: every stage is priced at L/p layers, not the slowest stage's")
+        out.append("uneven pipeline stages: the slowest stage is judged on compute alone (its collectives scale "
+                   "with its layers); the gradient reduce and optimizer step are priced at Ψ/(t·p) per GPU")
     if layout.moe_pad_to_capacity:
         out.append("the experts' zero-padded rows (--moe-pad-to-capacity): the step is priced on the routed "
                    "tokens' GEMMs; the bill's flops lines count the padded rows")

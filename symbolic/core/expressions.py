@@ -66,7 +66,7 @@ def _ceiling(x):
 
 
 def _build(text: str, names: Mapping, number: Callable[[str], object], maximum: Callable = max,
-           ceiling: Callable = _ceiling):
+           ceiling: Callable = _ceiling, binary: Mapping = _BINARY, negate: Callable = lambda x: -x):
     source = text.replace("^", "**")
     try:
         tree = ast.parse(source, mode="eval")
@@ -77,10 +77,10 @@ def _build(text: str, names: Mapping, number: Callable[[str], object], maximum: 
         if isinstance(node, ast.Expression):
             return build(node.body)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            return _BINARY[type(node.op)](build(node.left), build(node.right))
+            return binary[type(node.op)](build(node.left), build(node.right))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             operand = build(node.operand)
-            return -operand if isinstance(node.op, ast.USub) else operand
+            return negate(operand) if isinstance(node.op, ast.USub) else operand
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
             return number(ast.get_source_segment(source, node))
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Max"
@@ -110,8 +110,114 @@ def parse_formula(text: str, names: Mapping):
     return _build(text, names, number, Max, ceiling)
 
 
+class _Name:
+    """A name of a compiled formula, looked up when it is evaluated."""
+
+    __slots__ = ("name", "text")
+
+    def __init__(self, name: str, text: str):
+        self.name, self.text = name, text
+
+
+def _compile(text: str):
+    """``text`` read once (the same guarded :func:`_build`) into a function of the values: every
+    number an exact Fraction, every name looked up at evaluation. Cached by text, so a bill's
+    formulas are parsed once per process, not once per configuration."""
+    names = _Names(text)
+
+    def closure(x):
+        if isinstance(x, _Name):
+            return lambda env: names.lookup(env, x.name)
+        if callable(x):
+            return x
+        return lambda env, x=x: x
+
+    def binary(op):
+        return lambda a, b: (lambda env, fa=closure(a), fb=closure(b): op(fa(env), fb(env)))
+
+    def number(digits: str):
+        value = Fraction(_decimal(digits))
+        return value.numerator if value.denominator == 1 else value
+
+    # The same guarded reading (_build), with closures in place of values; integers stay Python ints
+    # (exact and fast) and become Fractions only where a division does not come out whole.
+    tree = _build(text, names, number,
+                  maximum=lambda *args: (lambda env, fs=tuple(closure(a) for a in args): max(f(env) for f in fs)),
+                  ceiling=lambda arg: (lambda env, f=closure(arg): _ceiling(f(env))),
+                  binary={kind: binary(op) for kind, op in _EXACT.items()},
+                  negate=lambda arg: (lambda env, f=closure(arg): -f(env)))
+    return closure(tree)
+
+
+class _Names(dict):
+    """Every name is accepted while compiling (the values come later) and checked when evaluated."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def __contains__(self, name) -> bool:
+        return True
+
+    def __getitem__(self, name):
+        return _Name(name, self.text)
+
+    def lookup(self, env, name):
+        try:
+            return env[name]
+        except KeyError:
+            raise FormulaError(f"unknown name {name!r} in {self.text!r}; known: {', '.join(sorted(env))}") from None
+
+
+_COMPILED: dict = {}
+#: Compiled formulas kept per process (a bill has a few hundred; a plan's exact totals a few thousand).
+COMPILED_MAX = 1 << 16
+
+
+def _exact_div(x, y):
+    if type(x) is int and type(y) is int:
+        quotient, remainder = divmod(x, y)
+        return quotient if remainder == 0 else Fraction(x, y)
+    return Fraction(x) / y
+
+
+def _exact_power(x, y):
+    if type(x) is int and type(y) is int and 0 <= y <= MAX_EXPONENT and abs(x).bit_length() * y <= MAX_POWER_BITS:
+        return x**y  # the common case (s**2, h**2): within _power's bounds, no check needed
+    value = _power(x, y)
+    if type(value) is float:  # an int to a negative int power
+        return Fraction(x) ** y
+    return value
+
+
+#: The compiled formulas' operations: exact on ints and Fractions alike (no float ever appears).
+_EXACT = dict(_BINARY)
+_EXACT.update({ast.Div: _exact_div, ast.Pow: _exact_power})
+
+
+class ExactValues(dict):
+    """Dimension values as Fractions, converted once for many formulas (:func:`exact_values`)."""
+
+
+def exact_values(values: Mapping[str, int | Fraction]) -> ExactValues:
+    """``values`` as Fractions, ready for :func:`evaluate_formula` (a bill evaluates hundreds of
+    formulas at one configuration: the conversion is done once)."""
+    if isinstance(values, ExactValues):
+        return values
+    out = ExactValues()
+    for name, value in values.items():
+        value = value if isinstance(value, Fraction) else Fraction(value)
+        out[name] = value.numerator if value.denominator == 1 else value
+    return out
+
+
 def evaluate_formula(text: str, values: Mapping[str, int | Fraction]) -> Fraction:
     """``text`` evaluated exactly at ``values`` (dimension letters to numbers)."""
-    result = _build(text, {name: Fraction(value) for name, value in values.items()},
-                    lambda digits: Fraction(_decimal(digits)))
-    return Fraction(result)
+    function = _COMPILED.get(text)
+    if function is None:
+        function = _compile(text)
+        if len(_COMPILED) >= COMPILED_MAX:
+            _COMPILED.clear()
+        _COMPILED[text] = function
+    result = function(exact_values(values))
+    return result if type(result) is Fraction else Fraction(result)

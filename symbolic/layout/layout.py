@@ -232,9 +232,18 @@ class Layout:
 
     @property
     def sweep_levers(self) -> bool:
-        """Levers the vectorised plan/solve expressions do not carry (the bill and the timeline do)."""
-        return (self.levers or self.flash_attention or self.activation_offload or self.moe_dispatcher != "hf"
+        """Levers the vectorised plan/solve expressions do not carry (the bill and the timeline do);
+        the fused attention kernel they carry in the model's structure key (``bill.evaluate.layout_structure``)."""
+        return (self.levers or self.activation_offload or self.moe_dispatcher != "hf"
                 or self.moe_pad_to_capacity)
+
+    @property
+    def gemm_dtype(self) -> str:
+        """The weight GEMMs' precision for the step time: ``fp8`` when the layout trains in FP8 — its
+        linear layers' inputs kept in FP8 (Transformer Engine's FP8 recipe casts them for its FP8
+        GEMMs) or FP8 working weights (an ``fp8-*`` optimizer recipe) — else ``bf16``."""
+        fp8_weights = self.optimizer in RECIPES and RECIPES[self.optimizer].bytes_of("parameters") == 1
+        return "fp8" if self.fp8_activations or fp8_weights else "bf16"
 
     @property
     def gpus(self) -> int:

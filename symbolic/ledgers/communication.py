@@ -138,6 +138,16 @@ def layer_blocks(matmuls: Inventory) -> list[str]:
     return blocks
 
 
+def moe_share(matmuls: Inventory) -> Expr:
+    """Share of the layers that are MoE layers: the router's repeat (``batch``) — 1 when every layer
+    routes, (L − L_d)/L with L_d dense layers first (DeepSeek's ``first_k_dense_replace``); 0 for a
+    dense model."""
+    for mm in matmuls:
+        if mm.name == "layer/moe/router":
+            return mm.batch
+    return Integer(0)
+
+
 def kv_width(saved: Inventory) -> Expr:
     """Elements per token of one of K or V: the saved key's elements / (s·b)
     (h with multi-head attention, g·h/a with grouped-query attention)."""
@@ -229,14 +239,18 @@ def terms(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, tensor
         add("cp/backward_dkv_exchange", "c", c, "send-recv", kv, steps, "backward", "attention", RING_ATTENTION,
             "the K, V gradients travel the ring back to their owners")
 
-    # Expert parallelism: the hook for the MoE token dispatcher (dispatch and combine, forward and
-    # backward), b·(s/c)·k tokens of h each over the e expert-parallel ranks.
-    if expert_parallel:
-        routed = b * tokens * k * h * act
+    # Expert parallelism: the MoE token dispatcher's all-to-alls over the e expert-parallel ranks —
+    # dispatch and combine in forward, their gradients (combine's then dispatch's) in backward, and
+    # the forward pair again under full recompute. A rank routes its b·(s/c) tokens (÷t under SP:
+    # Megatron-Core's MoE layer takes the sequence-sharded input) to k experts each, h elements a
+    # row in the activation dtype; only the MoE layers dispatch (the router's repeat, ``moe_share``).
+    if expert_parallel and moe_share(matmuls) != 0:
+        routed = b * tokens * k * h * act / (t if sequence_parallel and tensor_parallel else 1)
+        moe_layers = per_micro_batch * moe_share(matmuls)
         for phase in ("forward", "backward") + (("recompute",) if recompute == "full" else ()):
             for what in ("dispatch", "combine"):
-                add(f"ep/{phase}_{what}_all_to_all", "ep", e, "all-to-all", routed, per_micro_batch, phase, "none",
-                    EXPERT_A2A, "balanced routing: each rank sends (e−1)/e of its routed tokens")
+                add(f"ep/{phase}_{what}_all_to_all", "ep", e, "all-to-all", routed, moe_layers, phase, "none",
+                    EXPERT_A2A, "balanced routing: each rank sends (e−1)/e of its routed rows")
 
     # Pipeline parallelism: one send of the stage boundary per micro-batch and model chunk in
     # forward and one of its gradient in backward (interleaved: v chunks, v times the sends).
@@ -309,4 +323,4 @@ def group_attention_core(matmuls: Inventory) -> Inventory:
 
 
 __all__ = ["Collective", "terms", "traffic", "volume", "ring_factor", "ring_steps", "layer_blocks", "kv_width",
-           "modules", "MICRO_BATCHES", "COLLECTIVES", "GROUPS"]
+           "modules", "moe_share", "MICRO_BATCHES", "COLLECTIVES", "GROUPS"]

@@ -277,6 +277,24 @@ def link(group: str, collective: str, n, st, gpus_per_node: int, hw: Hardware):
     return lat, bus, cross
 
 
+def pacing_stage(letters: dict, pp, layer_seconds, output_seconds):
+    """With uneven stages (``letters`` holds L, L_1 and L_p): (the pacing stage's layers over the L/p
+    priced, 1 if it holds the output side else 0, its name) — the slowest of the first stage (L_1
+    layers), the last (L_p layers and the output side) and a middle one ((L − L_1 − L_p)/(p − 2)
+    layers), judged on compute; None for even stages, priced at L/p layers and the output side."""
+    if not all(key in letters for key in ("L", "L_1", "L_p")):
+        return None
+    layers, first, last = (np.asarray(letters[key], dtype=np.float64) for key in ("L", "L_1", "L_p"))
+    per_stage = layers / pp
+    k_first, k_last = first / per_stage, last / per_stage
+    k_mid = np.where(pp > 2, (layers - first - last) / np.maximum(pp - 2, 1) / per_stage, 0.0)
+    t_first, t_last, t_mid = layer_seconds * k_first, layer_seconds * k_last + output_seconds, layer_seconds * k_mid
+    last_paces = (t_last >= t_first) & (t_last >= t_mid)
+    factor = np.where(last_paces, k_last, np.where(t_first >= t_mid, k_first, k_mid))
+    name = np.where(last_paces, "last", np.where(t_first >= t_mid, "first", "middle"))
+    return factor, np.where(last_paces, 1.0, 0.0), name
+
+
 def _rf(collective: str, n):
     n = np.asarray(n, dtype=np.float64)
     return {"all-reduce": 2 * (n - 1) / n, "send-recv": np.ones_like(n)}.get(collective, (n - 1) / n)
@@ -324,7 +342,12 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     (arrays or floats, same order); ``letters``: arrays for t p d c v b B and s.
     ``gpus_per_node``: the NVLink domain (default: the hardware's)."""
     G = gpus_per_node or hw.nvlink_domain
-    peak = hw.peak(gemm_dtype)
+    peak = hw.peak("bf16")             # the throughput figures' denominator (MFU, HFU): the dense BF16 peak
+    # FP8 training (Transformer Engine's recipe) runs the weight GEMMs in FP8; the attention core stays
+    # in BF16 (TE's FP8 attention is its own option). The GEMM efficiency table is the BF16 one, used
+    # for FP8 too: a named approximation.
+    fp8_missing = gemm_dtype == "fp8" and not hw.peak_fp8_flops
+    weight_peak = hw.peak("bf16" if fp8_missing else gemm_dtype)
     it = iter(np.asarray(x, dtype=np.float64) for x in numbers)
     tp, pp, dp = (np.asarray(letters[k], dtype=np.float64) for k in ("t", "p", "d"))
     cp = np.asarray(letters.get("c", 1.0), dtype=np.float64)
@@ -332,6 +355,7 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     m = np.asarray(letters["B"], dtype=np.float64) / (np.asarray(letters["b"], dtype=np.float64) * dp)
 
     gemm = 0.0
+    gemm_output = 0.0                  # the output side's lines (the logits): on the last stage only
     attention = 0.0
     paced_flops = 0.0
     compute_lines = []
@@ -341,8 +365,10 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
         eff = hw.efficiency(call)
         # Calculon's "no_overlap" processing mode (calculon/system.py): a kernel's time is its FLOP time
         # plus its HBM time, the two not overlapped.
-        seconds = f / (peak * eff) + moved / hbm
+        seconds = f / ((peak if line.attention_core else weight_peak) * eff) + moved / hbm
         gemm = gemm + seconds
+        if line.name.startswith("output/"):
+            gemm_output = gemm_output + seconds
         paced_flops = paced_flops + f
         if line.attention_core:
             attention = attention + seconds
@@ -351,6 +377,16 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
                                   "efficiency": eff, "hbm_bytes": moved, "seconds": seconds})
     model_flops, hardware_flops, elem_bytes, opt_bytes, grad_elements = (next(it) for _ in range(5))
     elementwise = elem_bytes / hbm
+    # Uneven stages (L_1 layers on the first, L_p on the last): the slowest stage paces the pipeline,
+    # its layers' compute (and later their TP/CP/EP collectives) scaled from the L/p priced.
+    pacing = pacing_stage(letters, pp, gemm - gemm_output + elementwise, gemm_output)
+    if pacing is not None:
+        layers_factor, output_on, stage_name = pacing
+        gemm = (gemm - gemm_output) * layers_factor + gemm_output * output_on
+        attention = attention * layers_factor
+        elementwise = elementwise * layers_factor
+        for line in compute_lines:
+            line["seconds"] = line["seconds"] * (output_on if line["name"].startswith("output/") else layers_factor)
     compute = gemm + elementwise
     forward_share = np.where(paced_flops > 0, model_flops / 3 / np.maximum(hardware_flops, 1e-300), 0.0)
     window_forward = compute * forward_share            # all micro-batches' forward on this GPU
@@ -358,7 +394,12 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
 
     zero = np.zeros(np.broadcast(tp, pp, dp, cp).shape)
     parts = {k: zero.copy() for k in ("tp", "cp", "ep", "pp", "dp", "zero3")}
+    #: overlapped collectives that share one compute window, summed over their classes (a link
+    #: carries one collective at a time, so each class cannot hide behind the whole window)
+    shared = {k: zero.copy() for k in ("tp", "cp", "zero3_forward", "zero3_backward")}
+    first = {k: zero.copy() for k in ("zero3_forward", "zero3_backward")}
     comm_lines = []
+    window_of: list[str | None] = []        # per detail line: the shared window its class is summed into
     for cls in derivation.comm:
         n, calls, traffic = next(it), next(it), next(it)
         group = cls.group
@@ -366,12 +407,19 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
         active = n > 1
         seconds = np.where(active, calls * lat + _rf(cls.collective, n) * traffic / bus, 0.0)
         prefix = cls.key.split(":")[0]
+        window_key = None
         one_call = np.where(calls > 0, seconds / np.maximum(calls, 1e-300), 0.0)
         if prefix == "tp":
-            exposed = np.maximum(seconds - gemm, 0.0) if overlap.tp_comm else seconds
+            # Overlapped TP collectives share one window, the GEMMs: summed over the classes below.
+            if overlap.tp_comm:
+                shared["tp"] = shared["tp"] + seconds
+                exposed, window_key = zero, "tp"
+            else:
+                exposed = seconds
             bucket = "tp"
         elif prefix == "cp":
-            exposed, bucket = np.maximum(seconds - attention, 0.0), "cp"
+            shared["cp"] = shared["cp"] + seconds       # the ring hides behind the attention core, all classes together
+            exposed, bucket, window_key = zero, "cp", "cp"
         elif prefix == "ep":
             exposed, bucket = seconds, "ep"
         elif prefix == "pp":
@@ -389,10 +437,16 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
             exposed_call = np.maximum(per_call_seconds - window, per_bucket) if hidden else per_call_seconds
             exposed, bucket = np.where(active, exposed_call * calls, 0.0), "dp"
         elif prefix == "zero3":
-            window = window_forward if cls.phase == "forward" else window_backward
             # Prefetched gathers hide behind the phase's compute; the first call of each micro-batch cannot.
-            exposed = np.maximum(seconds - window, one_call * m) if overlap.param_gather else seconds
-            exposed, bucket = np.where(active, exposed, 0.0), "zero3"
+            # The classes of one phase share its window and the link: summed below, not hidden one by one.
+            if overlap.param_gather:
+                key = "zero3_forward" if cls.phase == "forward" else "zero3_backward"
+                shared[key] = shared[key] + np.where(active, seconds, 0.0)
+                first[key] = np.maximum(first[key], np.where(active, one_call * m, 0.0))
+                exposed, window_key = zero, key
+            else:
+                exposed = np.where(active, seconds, 0.0)
+            bucket = "zero3"
         else:
             raise ValueError(f"unknown communication class {cls.key}")
         parts[bucket] = parts[bucket] + exposed
@@ -401,6 +455,20 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
                                "phase": cls.phase, "ranks": n, "calls": calls, "bytes": traffic,
                                "ring_factor": _rf(cls.collective, n), "latency_per_call": lat, "bus_bandwidth": bus,
                                "link": np.where(cross, "network", "NVLink"), "seconds": seconds, "exposed": exposed})
+            window_of.append(window_key)
+    exposed_of = {"tp": np.maximum(shared["tp"] - gemm, 0.0), "cp": np.maximum(shared["cp"] - attention, 0.0)}
+    for key, window in (("zero3_forward", window_forward), ("zero3_backward", window_backward)):
+        exposed_of[key] = np.maximum(shared[key] - window, first[key])
+        parts["zero3"] = parts["zero3"] + exposed_of[key]
+    for line, key in zip(comm_lines, window_of):    # a shared window's exposure, pro rata to each class's time
+        if key is not None:
+            line["exposed"] = np.where(shared[key] > 0, line["seconds"] / np.maximum(shared[key], 1e-300), 0.0) \
+                * exposed_of[key]
+    parts["tp"] = parts["tp"] + exposed_of["tp"]
+    parts["cp"] = parts["cp"] + exposed_of["cp"]
+    if pacing is not None:              # the per-layer collectives of the pacing stage's layers
+        for key in ("tp", "cp", "ep"):
+            parts[key] = parts[key] * pacing[0]
     pipelined = compute + parts["tp"] + parts["cp"] + parts["ep"] + parts["pp"]
     bubble = np.where(pp > 1, (pp - 1) / (vv * m), 0.0) * pipelined
     optimizer = opt_bytes / hbm
@@ -411,8 +479,10 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     breakdown = {k: np.broadcast_to(np.asarray(val, dtype=np.float64), step.shape) for k, val in breakdown.items()}
     tokens = np.asarray(letters["B"], dtype=np.float64) * np.asarray(letters["s"], dtype=np.float64)
     gpus = tp * pp * dp * cp
-    factors = {"hardware": hw.name, "peak_flops": peak, "gpus_per_node": G, "overlap": overlap.describe(),
+    factors = {"hardware": hw.name, "peak_flops": peak,
+               "gemm_dtype": "bf16 (no FP8 Tensor Cores on this GPU)" if fp8_missing else gemm_dtype, "gpus_per_node": G, "overlap": overlap.describe(),
                "hbm_bandwidth_effective": hbm, "elementwise_passes": ELEMENTWISE_PASSES,
+               "pacing_stage": "last (L/p layers and the output side)" if pacing is None else pacing[2],
                "bubble_fraction": np.where(pp > 1, (pp - 1) / (vv * m), 0.0), "micro_batches_per_pipeline": m}
     return StepTime(step, breakdown, compute_lines, comm_lines, factors, model_flops, hardware_flops,
                     tokens, peak, gpus)

@@ -41,7 +41,7 @@ def time_lines(step, bill=None) -> list[str]:
     f = step.factors
     total = _f(step.step_seconds)
     out = [f"TIME (one iteration) on {f['hardware']}: peak {f['peak_flops'] / 1e12:g} TFLOP/s dense, "
-           f"NVLink domain {f['gpus_per_node']} GPUs, {f['overlap']}; "
+           f"weight GEMMs in {f.get('gemm_dtype', 'bf16')}, NVLink domain {f['gpus_per_node']} GPUs, {f['overlap']}; "
            f"m = {_f(f['micro_batches_per_pipeline']):g} micro-batches per pipeline"]
     out.append(f"  step {_seconds(total)}   tokens/s {_f(step.tokens_per_second):,.0f}   "
                f"model {_f(step.model_tflops_per_gpu):.1f} TFLOP/s per GPU (MFU {_f(step.mfu):.1%})   "
@@ -83,8 +83,10 @@ def time_json(step) -> dict:
         "hfu": _f(step.hfu),
         "time_breakdown": {name: _f(step.breakdown[name]) for name in PARTS},
         "time_model": {
-            "hardware": f["hardware"], "peak_flops": f["peak_flops"], "gpus_per_node": f["gpus_per_node"],
+            "hardware": f["hardware"], "peak_flops": f["peak_flops"], "gemm_dtype": f.get("gemm_dtype", "bf16"),
+            "gpus_per_node": f["gpus_per_node"],
             "overlap": f["overlap"], "micro_batches_per_pipeline": _f(f["micro_batches_per_pipeline"]),
+            "pacing_stage": str(np.asarray(f.get("pacing_stage", "last")).reshape(-1)[0]),
             "not_priced": list(f.get("not_priced", ())),
             "compute": [{"name": x["name"], "flops_on_pacing_stage": _f(x["flops_on_pacing_stage"]),
                          "gemm_flops_per_call": _f(x["gemm_flops_per_call"]), "efficiency": _f(x["efficiency"]),

@@ -303,7 +303,7 @@ def time_function(group: "Group"):
 
     from ..bill.timing import time_derivation
     derivation = time_derivation(group.structure, group.sp, group.recompute, group.zero, group.schedule != "none",
-                                 group.schedule == "interleaved", group.cp, group.optimizer, group.dtype)
+                                 group.schedule == "interleaved", group.cp, group.optimizer, group.dtype, group.ep)
     exprs = derivation.expressions()
     missing = set().union(*(x.free_symbols for x in exprs)) - set(TIME_ARGS)
     if missing:
@@ -312,15 +312,19 @@ def time_function(group: "Group"):
 
 
 def time_sweep(group: "Group", values: Mapping[str, object], sequences, hardware: Hardware, overlap: Overlap,
-               gpus_per_node: int):
+               gpus_per_node: int, gemm_dtype: str = "bf16"):
     """The step time of arrays of layouts sharing ``group`` (``values`` as for :func:`sweep`, with
     Psi set; ``sequences``: B per layout)."""
     derivation, fn = time_function(group)
     vals = dict(values, B=np.asarray(sequences, dtype=np.float64))
     numbers = fn(*(vals.get(x.name, 1.0) for x in TIME_ARGS))
     letters = {k: vals[k] for k in ("t", "p", "d", "c", "v", "b", "B", "s")}
-    # GEMMs at the BF16 peak: the layout's dtype is how activations are stored, not the GEMMs' precision.
-    return price(derivation, list(numbers), letters, hardware, overlap=overlap, gpus_per_node=gpus_per_node)
+    if group.uneven:  # the slowest of the uneven stages paces the step (ledgers.time.pacing_stage)
+        letters.update({k: vals[k] for k in ("L", "L_1", "L_p")})
+    # The weight GEMMs at the FP8 peak when the layouts train in FP8 (Layout.gemm_dtype), else BF16: the
+    # layout's dtype is how activations are stored, not the GEMMs' precision.
+    return price(derivation, list(numbers), letters, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
+                 gemm_dtype=gemm_dtype)
 
 
 @dataclass(frozen=True)
@@ -347,9 +351,9 @@ class Group:
 
     @classmethod
     def of(cls, model: ModelConfig, layout: Layout) -> "Group":
-        from ..bill.derive import structure
+        from ..bill.evaluate import layout_structure
         return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
-                   layout.dtype, structure(model), layout.cp > 1, layout.ep > 1, layout.etp not in (0, layout.tp),
+                   layout.dtype, layout_structure(model, layout), layout.cp > 1, layout.ep > 1, layout.etp not in (0, layout.tp),
                    layout.moe_capacity != 1, tuple(layout.recompute_modules), layout.fused_swiglu,
                    layout.optimizer_impl, layout.fp8_activations, layout.uneven_stages)
 
@@ -550,6 +554,8 @@ class Planned:
             out.update(first_stage_layers=lay.first_stage_layers, last_stage_layers=lay.last_stage_layers)
         if lay.fp8_activations:
             out["fp8_activations"] = True
+        if lay.flash_attention:
+            out["flash_attention"] = True
         out.update({k: _jsonable(val) for k, val in self.totals.items()})
         out.update(headroom_bytes=_jsonable(self.headroom_bytes), fits=self.fits,
                    step_seconds=self.step_seconds, bubble=self.bubble,
@@ -589,6 +595,7 @@ class Plan:
     fp8_activations: bool = False  #: the layouts keep their linear layers' saved inputs in FP8
     first_stage_layers: int = 0  #: uneven stages, every layout (0: even)
     last_stage_layers: int = 0
+    flash_attention: bool = False  #: the layouts run the fused attention kernel
 
     @property
     def usable(self) -> int:
@@ -601,7 +608,7 @@ class Plan:
     def layout_at(self, i: int) -> Layout:
         return replace(_layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
                                     self.moe_capacity, self.optimizer_impl), fp8_activations=self.fp8_activations,
-                       first_stage_layers=self.first_stage_layers, last_stage_layers=self.last_stage_layers)
+                       flash_attention=self.flash_attention, first_stage_layers=self.first_stage_layers, last_stage_layers=self.last_stage_layers)
 
     def planned(self, i: int) -> Planned:
         """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
@@ -843,7 +850,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
          hardware: Hardware | None = None, max_micro_batch: int = 16, gpus_per_node: int | None = None,
          fixed: Mapping[str, object] | None = None, moe_capacity=1, overlap: Overlap = Overlap(),
          optimizer_impl: str = "foreach", fp8_activations: bool = False, first_stage_layers: int = 0,
-         last_stage_layers: int = 0) -> Plan:
+         last_stage_layers: int = 0, flash_attention: bool = False) -> Plan:
     """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
 
     Keeps those whose verdict (the step's peak on the busiest GPU) ≤ ``gpu_memory − margin``
@@ -856,11 +863,13 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     valid at all (as opposed to none fitting). ``fp8_activations``: every
     layout keeps its linear layers' saved inputs in FP8. ``first_stage_layers``,
     ``last_stage_layers``: uneven pipeline stages for every layout (Megatron-Core's).
+    ``flash_attention``: every layout runs the fused attention kernel (no s×s tensor saved, its
+    backward recomputes Q·Kᵀ; ``strategies.flash_attention``) — memory and time both.
     """
-    from ..bill.derive import structure
+    from ..bill.evaluate import layout_structure
 
     _check_arch(model)
-    model_structure = structure(model)
+    model_structure = layout_structure(model, Layout(flash_attention=flash_attention))
     positive_int("gpu_memory", gpu_memory)
     if margin < 0 or margin >= gpu_memory:
         raise ConfigError(f"margin ({margin:,} B) must be at least 0 and below the GPU memory ({gpu_memory:,} B)")
@@ -927,7 +936,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     near = np.flatnonzero(np.abs(out["total_bytes"] - usable) <= 1e-9 * usable)
     for i in near:
         layout = replace(_layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity, optimizer_impl),
-                         fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
+                         fp8_activations=fp8_activations, flash_attention=flash_attention,
+                         first_stage_layers=first_stage_layers,
                          last_stage_layers=last_stage_layers)
         fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
     bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
@@ -939,10 +949,12 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         idx = np.flatnonzero((key == choice) & fits)
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
-                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]))
+                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
+                      bool(expert[i0]), uneven=bool(first_stage_layers or last_stage_layers))
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         vals["Psi"] = out["params"][idx] if params_hand is None else float(params_hand)
-        priced = time_sweep(group, vals, sequences[idx], hardware, overlap, gpus_per_node)
+        priced = time_sweep(group, vals, sequences[idx], hardware, overlap, gpus_per_node,
+                            Layout(optimizer=optimizer, fp8_activations=fp8_activations).gemm_dtype)
         step[idx] = priced.step_seconds
         for name, arr in priced.breakdown.items():
             times[name][idx] = arr
@@ -967,7 +979,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                 table, order, rules, moe_capacity=Fraction(moe_capacity), overlap=overlap,
                 gpus_per_node=gpus_per_node, optimizer_impl=optimizer_impl,
                 fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
-                last_stage_layers=last_stage_layers)
+                last_stage_layers=last_stage_layers, flash_attention=flash_attention)
 
 
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:

@@ -109,7 +109,7 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     _check_arch(model)
     if layout.sweep_levers:
         raise ConfigError("solve does not model LoRA, a quantised base, offload, "
-                          "--flash-attention, activation offload, --moe-dispatcher alltoall or "
+                          "activation offload, --moe-dispatcher alltoall or "
                           "--moe-pad-to-capacity yet; `symbolic bill` itemises them")
     if target not in TARGETS:
         raise ConfigError(f"--max must be one of micro-batch, seq; not {target!r}")
@@ -126,17 +126,18 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     values = {k: val for k, val in layout.values(model).items() if k != symbol.name}
     if target == "micro_batch" and layout.pp > 1 and layout.global_batch:
         return _search_micro_batch(model, layout, gpu_memory, margin, params_hand)
-    binding = None  # (bound, label, with_psi, polynomial, root): the candidate with the smallest bound
+    binding = None  # (key, bound, label, with_psi, polynomial, root): the candidate with the smallest bound
     for label, with_psi, total in memory_exprs(model, layout, params_hand):
         polynomial = expand(substitute(total, values).xreplace({symbol: x}))
         if polynomial.free_symbols - {x}:
             raise ConfigError(f"cannot solve for {target}: {polynomial.free_symbols - {x}} left in the memory")
         candidate = _largest_integer(polynomial, x, usable)
-        unbounded = float("inf")
-        if binding is None or (unbounded if candidate[0] is None else candidate[0]) < (
-                unbounded if binding[0] is None else binding[0]):
-            binding = (candidate[0], label, with_psi, polynomial, candidate[1])
-    bound, instant, with_psi, polynomial, root = binding
+        # Smallest bound first; between instants that bound it equally (above all when nothing fits,
+        # bound 0), the one most over the memory at the smallest value is the one to show.
+        key = (float("inf") if candidate[0] is None else candidate[0], -polynomial.xreplace({x: smallest}))
+        if binding is None or key < binding[0]:
+            binding = (key, candidate[0], label, with_psi, polynomial, candidate[1])
+    _, bound, instant, with_psi, polynomial, root = binding
     bound = bound or None  # 0: not even the smallest value fits (b and s are positive)
     if bound is not None and bound > MAX_ANSWER[target]:
         raise ConfigError(f"the largest {target.replace('_', '-')} that fits ({bound:,}) is beyond the stated range "

@@ -23,6 +23,8 @@ names ``--overlap-grad-reduce --overlap-param-gather --tp-comm-overlap``
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +34,14 @@ from ..models.config import ConfigError, ModelConfig
 from .plan import plan
 
 DATA = Path(__file__).resolve().parents[2] / "derivations" / "throughput" / "public.json"
-GPU_KINDS = {"A100-SXM4-80GB": "a100-80gb", "H100 80GB": "h100-sxm"}
+#: GPU names as sources print them → the hardware file (first match wins; lower case, spaces and
+#: dashes ignored). A GPU without a file (H800, H100 PCIe, L40S, MI300X ...) is not priced: its row
+#: says so instead of borrowing another GPU's figures.
+GPU_KINDS = (("gb200", "gb200-nvl72"), ("b200", "b200"), ("h200", "h200"), ("h100pcie", None),
+             ("h100", "h100-sxm"), ("a10040", "a100-40gb"), ("a100", "a100-80gb"))
+#: FlashAttention's first release (Dao et al., arXiv 2205.14135, May 2022): a run published
+#: before it ran the unfused s×s attention.
+FLASH_ATTENTION_ARXIV = 2205
 
 
 @dataclass
@@ -57,85 +66,262 @@ def rows(path: Path = DATA) -> list[dict]:
     return json.loads(Path(path).read_text())
 
 
+def _text(value) -> str:
+    return str(value or "").lower()
+
+
+def _number(mapping: dict, *names):
+    """The first of ``names`` in ``mapping`` that holds a positive number (None if none does)."""
+    for name in names:
+        value = mapping.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def hardware_kind(row: dict) -> str:
+    """The hardware file of the row's GPU (:data:`GPU_KINDS`); ConfigError when there is none."""
+    gpu = row.get("hardware", {}).get("gpu_type", "")
+    key = "".join(ch for ch in _text(gpu) if ch.isalnum())
+    if re.search(r"h100[\s_-]*nvl\b", _text(gpu)):  # the H100 NVL is a PCIe card pair, not the SXM part
+        key = "h100pcie"
+    for pattern, kind in GPU_KINDS:
+        if pattern in key:
+            if kind is None:
+                break
+            return kind
+    raise ConfigError(f"no hardware file for GPU {gpu!r}: add one shaped like symbolic/data/hardware/a100-80gb.json")
+
+
+def _gated(dims: dict) -> bool:
+    """A gated MLP (SwiGLU/GeGLU): the row says so in an activation field."""
+    return any(word in _text(dims.get(name)) for name in ("activation", "mlp", "act", "ffn_type")
+               for word in ("swiglu", "silu", "geglu", "gated", "glu"))
+
+
 def _model(row: dict) -> ModelConfig:
+    """The row's model: a GPT of the papers unless its dimensions say otherwise — key/value heads
+    fewer than heads or a gated MLP (read as a Llama layer), routed experts (a Mixtral layer), or an
+    HF ``config`` given whole (read by the family reader)."""
+    from ..models.hf import from_hf_dict
+
     dims = row["dims"]
-    return ModelConfig(name=row["model"], layers=dims["L"], hidden=dims["h"], heads=dims["a"], vocab=dims["V"],
-                       seq=dims["s"], ffn=dims.get("ffn") or 0, source=row["source"])
+    name, source = row.get("model", "run"), row.get("source", "")
+    if isinstance(row.get("config"), dict):
+        return from_hf_dict(row["config"], name, source, where=f"{name}: config")
+    heads = dims["a"]
+    kv = _number(dims, "kv_heads", "num_query_groups", "g") or heads
+    experts = _number(dims, "experts", "num_experts", "E") or 0
+    gated = _gated(dims)
+    if experts > 1 or kv != heads or gated:
+        hf = {"num_hidden_layers": dims["L"], "hidden_size": dims["h"], "num_attention_heads": heads,
+              "num_key_value_heads": kv, "vocab_size": dims["V"], "max_position_embeddings": dims["s"],
+              "tie_word_embeddings": bool(dims.get("tied", False)), "model_type": "llama"}
+        ffn = _number(dims, "ffn")
+        if experts > 1:
+            hf.update(model_type="mixtral", num_local_experts=int(experts),
+                      num_experts_per_tok=int(_number(dims, "topk", "top_k", "experts_per_token", "k") or 2))
+            ffn = _number(dims, "expert_ffn", "moe_ffn", "ffn")
+        if ffn:
+            hf["intermediate_size"] = int(ffn)
+        elif not gated:
+            hf["intermediate_size"] = 4 * dims["h"]
+        else:
+            raise ConfigError(f"{name}: dims.ffn is needed for a gated MLP (its width is not 4h by convention)")
+        return from_hf_dict(hf, name, source, where=f"{name}: dims")
+    return ModelConfig(name=name, layers=dims["L"], hidden=dims["h"], heads=heads, vocab=dims["V"],
+                       seq=dims["s"], ffn=dims.get("ffn") or 0, source=source)
 
 
 def _convention(row: dict) -> str:
-    kind = row["measured"]["tflops_kind"]
-    return "model" if kind.startswith("Megatron-Core") else "eq3"
+    """The FLOP count the source's throughput divides by the step time:
+    ``eq3`` (Narayanan's Eq 3: the full-recompute forward counted), ``hardware`` (the FLOPs run,
+    recompute included), ``6n`` (6 × parameters × tokens, Kaplan et al. 2020), ``6n-causal``
+    / ``model-causal`` (attention halved for the causal mask) or ``model`` (forward + backward, full
+    s×s attention, nothing recomputed: Megatron-Core's logged FLOPs)."""
+    kind = _text(row["measured"].get("tflops_kind"))
+    if kind.startswith("as table") or "eq. 3" in kind or "eq 3" in kind:
+        return "eq3"
+    causal = "causal" in kind or "halv" in kind
+    if "6n" in kind.replace(" ", "").replace("·", "").replace("*", ""):
+        return "6n" + ("-causal" if causal else "")
+    if "hardware" in kind or "hfu" in kind:
+        return "hardware"
+    return "model" + ("-causal" if causal else "")
+
+
+def _measured(row: dict, peak_tflops: float) -> float:
+    """TFLOP/s per GPU as the source prints it, or its MFU / % of peak × the dense peak."""
+    measured = row["measured"]
+    value = _number(measured, "tflops_per_gpu")
+    if value is not None:
+        return float(value)
+    share = _number(measured, "mfu", "pct_of_peak")
+    if share is not None:
+        return float(share) / (100.0 if share > 1 else 1.0) * peak_tflops
+    return float("nan")
 
 
 def _overlap(row: dict) -> str:
     if row["layout"].get("overlaps"):
         return "all"
-    return "default" if row["layout"].get("zero") == 3 else "none"
+    return "default" if _zero_stage(row["layout"].get("zero"), row) == 3 else "none"
 
 
-def predict(row: dict, gpu_memory: int = 80 * 10**9) -> Prediction:
-    """Price one published run (module docstring)."""
+def _zero_stage(value, row: dict | None = None):
+    """The ZeRO stage a row names (0-3; FSDP's full sharding is 3, its SHARD_GRAD_OP 2), None if unprinted."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value in (0, 1, 2, 3):
+        return value
+    text = _text(value)
+    if text in ("none", "no", "off", "ddp", "0"):
+        return 0
+    for stage in ("3", "2", "1"):
+        if text in (stage, f"zero-{stage}", f"zero{stage}", f"stage {stage}", f"zero-{stage} (fsdp)"):
+            return int(stage)
+    if "shard_grad_op" in text or "zero-2" in text or "zero2" in text:
+        return 2
+    if "fsdp" in text or "full_shard" in text or "zero-3" in text or "zero3" in text:
+        return 3
+    if "distributed optimizer" in text or "zero-1" in text or "zero1" in text:
+        return 1
+    return None
+
+
+def _flash(row: dict) -> bool:
+    """Whether the run's attention is a fused kernel: what the row says, else whether the source
+    could have had it — FlashAttention (arXiv 2205.14135) postdates an arXiv source numbered before
+    2205; any other run chooses it, as ``plan`` would (it is both faster and smaller)."""
+    said = " ".join(_text(row.get(k)) for k in ("notes",)) + " " + " ".join(
+        _text(v) for v in row.get("layout", {}).values() if isinstance(v, str))
+    if "no flash" in said or "unfused attention" in said or "without flash" in said:
+        return False
+    if "flash" in said or "fused attention" in said:
+        return True
+    arxiv = re.search(r"arxiv\s*:?\s*(\d{4})\.\d{4,5}", _text(row.get("source")))
+    return not (arxiv and int(arxiv.group(1)) < FLASH_ATTENTION_ARXIV)
+
+
+def _nothing(row: dict, model: str, gpu: str, layout: str, measured: float, convention: str, why: str) -> Prediction:
+    return Prediction(row, model, gpu, layout, measured, float("nan"), convention, float("nan"), why, "")
+
+
+def counted_flops(model: ModelConfig, layout, convention: str, totals: dict) -> float:
+    """FLOPs per GPU per iteration in the source's convention (:func:`_convention`), from the bill."""
+    from dataclasses import replace
+
     from ..bill.derive import make_bill
 
-    model = _model(row)
-    lay, hw_row = row["layout"], row["hardware"]
-    hardware = load_hardware(GPU_KINDS[hw_row["gpu_type"]])
-    fixed = {"tp": lay["tp"], "pp": lay["pp"], "dp": lay["dp"], "cp": lay.get("cp") or 1}
+    gpus = layout.gpus
+    if convention == "eq3":
+        return float(make_bill(model, replace(layout, recompute="full")).totals["flops_per_gpu_per_iteration"])
+    if convention == "hardware":
+        return float(totals["flops_per_iteration"]) / gpus
+    tokens = (layout.global_batch or layout.micro_batch * layout.dp) * (layout.seq or model.seq)
+    if convention.startswith("6n"):
+        from ..bill.derive import active_parameters
+        from ..core.numeric import exact
+        from ..ledgers import params as params_ledger
+
+        active = active_parameters(model)
+        n = float(exact(params_ledger.count(active), layout.values(model))) if active is not None \
+            else float(totals["params"])
+        return 6 * n * tokens / gpus
+    model_flops = float(totals["model_flops_per_iteration"]) / gpus
+    if convention == "model-causal":  # the causal mask halves the attention core's Q·Kᵀ and ·V
+        from ..bill.derive import inventories
+        from ..core.numeric import exact
+        from ..core.tensors import Group, Inventory
+        from ..ledgers import flops as flops_ledger
+
+        matmuls = inventories(model)[2]
+        core = Inventory(tuple(mm for mm in matmuls if mm.group is Group.ATTENTION_CORE))
+        per_micro_batch = float(exact(flops_ledger.model_training(core), layout.values(model)))
+        micro_batches = layout.iteration_micro_batches() * layout.dp
+        model_flops -= per_micro_batch * micro_batches / gpus / 2
+    return model_flops
+
+
+def predict(row: dict, gpu_memory: int | None = None) -> Prediction:
+    """Price one published run (module docstring). A row the engine cannot price (a GPU with no
+    hardware file, a model it cannot read, no layout that fits) comes back with a nan prediction
+    and the reason in ``binding``, never an exception."""
+    lay, hw_row = row.get("layout", {}), row.get("hardware", {})
+    name = str(row.get("model", "run"))
+    layout_text = f"t={lay.get('tp')} p={lay.get('pp')} d={lay.get('dp')} B={lay.get('gbs')}"
+    convention = _convention(row)
+    try:
+        hardware = load_hardware(hardware_kind(row))
+    except ConfigError as error:
+        return _nothing(row, name, str(hw_row.get("gpu_type")), layout_text, _measured(row, float("nan")),
+                        convention, str(error))
+    measured = _measured(row, hardware.peak_bf16_flops / 1e12)
+    try:
+        model = _model(row)
+    except (ConfigError, KeyError, TypeError) as error:
+        return _nothing(row, name, hardware.name, layout_text, measured, convention, f"model: {error}")
+    fixed = {"tp": lay.get("tp") or 1, "pp": lay.get("pp") or 1, "dp": lay.get("dp") or 1, "cp": lay.get("cp") or 1}
+    if (lay.get("ep") or 1) > 1:
+        fixed["ep"] = lay["ep"]
     if lay.get("mbs"):
         fixed["micro_batch"] = lay["mbs"]
     if lay.get("vp"):
         fixed["interleave"] = lay["vp"]
-    zero = lay.get("zero")
-    if zero in ("none", 0):
-        fixed["zero"] = 0
-    elif zero == 3:
-        fixed["zero"] = 3
-    recompute = lay.get("recompute")
-    if isinstance(recompute, str) and recompute.startswith("full"):
+    zero = _zero_stage(lay.get("zero"))
+    if zero is not None:
+        fixed["zero"] = zero
+    recompute = _text(lay.get("recompute"))
+    if recompute.startswith("full"):
         fixed["recompute"] = "full"
-    if lay.get("sp") is False:
-        fixed["sp"] = False
-    if row["source"].startswith("arXiv 2104.04473"):
+    elif recompute.startswith("selective"):
+        fixed["recompute"] = "selective"
+    elif recompute in ("none", "no", "off", "false"):
+        fixed["recompute"] = "none"
+    if isinstance(lay.get("sp"), bool):
+        fixed["sp"] = lay["sp"] and fixed["tp"] > 1
+    if str(row.get("source", "")).startswith("arXiv 2104.04473"):
         # Narayanan et al. 2021 predate sequence parallelism and selective recompute (Korthikanti
         # 2022); their Eq 3 counts the full-recompute forward, which their runs used (§5.1).
         fixed.update(sp=False, recompute="full")
     # Megatron-LM reduces bf16 gradients in fp32 (arguments.py: bf16 forces
     # accumulate_allreduce_grads_in_fp32); Narayanan's fp16 runs reduce fp16 gradients.
-    optimizer = "bf16-adam" if (lay.get("precision") or "").startswith("fp16") else "bf16-adam-fp32-grads"
+    optimizer = "bf16-adam" if _text(lay.get("precision")).startswith("fp16") else "bf16-adam-fp32-grads"
     overlap = _overlap(row)
-    convention = _convention(row)
-    layout_text = f"t={lay['tp']} p={lay['pp']} d={lay['dp']} B={lay['gbs']}"
+    flash = _flash(row)
+    # FP8 training (Transformer Engine): the weight GEMMs at the FP8 peak, their inputs kept in FP8.
+    fp8 = "fp8" in _text(lay.get("precision"))
+    gpus = hw_row.get("gpus") or fixed["tp"] * fixed["pp"] * fixed["dp"] * fixed["cp"]
+    memory = gpu_memory or int(hardware.hbm_bytes)
+    per_node = hw_row.get("gpus_per_node") or hardware.nvlink_domain
+    if hardware.nvlink_domain > per_node and "nvl" in _text(hw_row.get("gpu_type")):
+        per_node = hardware.nvlink_domain   # an NVL72 rack is one NVLink domain across its trays
     # Megatron-LM (the Megatron-Core table) offers DDP or its distributed optimizer (ZeRO-1's
     # sharding), not ZeRO-2/3: where the stage is not printed, the faster of those two.
-    stages = [fixed.get("zero")] if "zero" in fixed else [0, 1]
+    stages = [fixed["zero"]] if "zero" in fixed else [0, 1]
     best = []
     for stage in stages:
         try:
-            result = plan(model, hw_row["gpus"], gpu_memory, global_batch=lay["gbs"], optimizer=optimizer,
-                          hardware=hardware, gpus_per_node=hw_row.get("gpus_per_node") or 8,
-                          fixed=dict(fixed, zero=stage), overlap=OVERLAPS[overlap], max_micro_batch=16)
+            result = plan(model, gpus, memory, global_batch=lay.get("gbs") or 0, optimizer=optimizer,
+                          hardware=hardware, gpus_per_node=per_node, fixed=dict(fixed, zero=stage),
+                          overlap=OVERLAPS[overlap], max_micro_batch=16, flash_attention=flash,
+                          fp8_activations=fp8)
         except ConfigError as error:
-            return Prediction(row, row["model"], hardware.name, layout_text, row["measured"]["tflops_per_gpu"],
-                              float("nan"), convention, float("nan"), f"no valid layout: {error}", "")
+            return _nothing(row, name, hardware.name, layout_text, measured, convention, f"no valid layout: {error}")
         best += result.ranked(1)
     best = sorted(best, key=lambda item: item.step_seconds)
     if not best:
-        return Prediction(row, row["model"], hardware.name, layout_text, row["measured"]["tflops_per_gpu"],
-                          float("nan"), convention, float("nan"), "nothing fits 80 GB", "")
+        return _nothing(row, name, hardware.name, layout_text, measured, convention,
+                        f"nothing fits {memory / 1e9:g} GB")
     item = best[0]
     chosen_layout = item.layout
-    if convention == "eq3":
-        from dataclasses import replace
-        flops_layout = replace(chosen_layout, recompute="full")
-        counted = make_bill(model, flops_layout).totals["flops_per_gpu_per_iteration"]
-    else:
-        counted = item.totals["model_flops_per_iteration"] / chosen_layout.gpus
-    predicted = float(counted) / item.step_seconds / 1e12
+    counted = counted_flops(model, chosen_layout, convention, item.totals)
+    predicted = counted / item.step_seconds / 1e12
     chosen = (f"b={chosen_layout.micro_batch} v={chosen_layout.interleave} {chosen_layout.recompute} recompute"
-              f"{' SP' if chosen_layout.sp else ''} ZeRO-{chosen_layout.zero}; overlap {overlap}")
-    return Prediction(row, row["model"], hardware.name, layout_text, row["measured"]["tflops_per_gpu"], predicted,
-                      convention, item.step_seconds, item.binding, chosen)
+              f"{' SP' if chosen_layout.sp else ''} ZeRO-{chosen_layout.zero}"
+              f"{' flash' if flash else ''}{' fp8' if fp8 else ''}; overlap {overlap}")
+    return Prediction(row, name, hardware.name, layout_text, measured, predicted, convention, item.step_seconds,
+                      item.binding, chosen)
 
 
 def predict_all(path: Path = DATA) -> list[Prediction]:

@@ -1,0 +1,164 @@
+"""Published-run rows the engine has not seen: every shape of row is priced or refused with a
+reason, never a traceback (symbolic.search.throughput), and the fused attention kernel is priced
+by the step time, the plan and the bill alike."""
+import copy
+import math
+
+import pytest
+
+from symbolic.bill.derive import make_bill
+from symbolic.bill.timing import step_time
+from symbolic.layout.layout import Layout
+from symbolic.ledgers.hardware import load as load_hardware
+from symbolic.models.builtin import preset
+from symbolic.search import throughput
+from symbolic.search.plan import plan
+
+
+def _row(**changes):
+    """A small GPT run in the shape of derivations/throughput/public.json."""
+    row = {"source": "a source", "model": "GPT test", "dims": {"L": 4, "h": 1024, "a": 16, "kv_heads": None,
+                                                              "ffn": None, "V": 32000, "s": 2048},
+           "hardware": {"gpu_type": "H100 80GB", "gpus_per_node": 8, "gpus": 16},
+           "layout": {"tp": 2, "pp": 1, "dp": 8, "cp": 1, "ep": 1, "vp": None, "mbs": 1, "gbs": 64,
+                      "recompute": None, "zero": None, "sp": None, "precision": None},
+           "measured": {"tflops_per_gpu": 300.0, "tflops_kind": "model FLOPs"}}
+    for path, value in changes.items():
+        where = row
+        *parents, leaf = path.split(".")
+        for key in parents:
+            where = where[key]
+        where[leaf] = value
+    return row
+
+
+@pytest.mark.parametrize("gpu, kind", [("A100-SXM4-80GB", "A100-SXM4-80GB"), ("A100 40GB", "A100-SXM4-40GB"),
+                                       ("H100 80GB", "H100-SXM5-80GB"), ("NVIDIA H200 SXM", "H200-SXM-141GB"),
+                                       ("B200", "B200-180GB"), ("GB200 NVL72", "GB200-NVL72")])
+def test_each_gpu_kind_with_a_hardware_file_is_priced_on_it(gpu, kind):
+    prediction = throughput.predict(_row(**{"hardware.gpu_type": gpu}))
+    assert prediction.gpu == kind
+    assert prediction.predicted > 0 and math.isfinite(prediction.error)
+
+
+@pytest.mark.parametrize("gpu", ["H800", "H100 PCIe", "H100 NVL", "MI300X", "L40S", ""])
+def test_a_gpu_without_a_hardware_file_is_not_priced_and_says_why(gpu):
+    prediction = throughput.predict(_row(**{"hardware.gpu_type": gpu}))
+    assert math.isnan(prediction.predicted) and "no hardware file" in prediction.binding
+
+
+def test_grouped_query_attention_and_a_gated_mlp_are_read_as_a_llama_layer():
+    row = _row(**{"dims.kv_heads": 4, "dims.ffn": 2816, "dims.activation": "swiglu"})
+    model = throughput._model(row)
+    assert model.arch == "llama" and model.kv_heads == 4 and model.ffn == 2816 and model.mlp == "swiglu"
+    assert throughput.predict(row).predicted > 0
+
+
+def test_a_gated_mlp_without_its_width_is_refused_not_guessed():
+    prediction = throughput.predict(_row(**{"dims.activation": "swiglu"}))
+    assert math.isnan(prediction.predicted) and "dims.ffn" in prediction.binding
+
+
+def test_routed_experts_are_read_as_a_mixture_of_experts_and_priced_with_expert_parallelism():
+    row = _row(**{"dims.experts": 8, "dims.topk": 2, "dims.ffn": 2816, "dims.activation": "swiglu",
+                  "layout.ep": 2})
+    model = throughput._model(row)
+    assert model.experts == 8 and model.experts_per_token == 2 and model.expert_ffn == 2816
+    prediction = throughput.predict(row)
+    assert prediction.predicted > 0
+
+
+@pytest.mark.parametrize("kind, convention", [
+    ("Eq. 3 of the paper: 96*B*s*l*h^2*(1+s/6h+V/16lh) / time (includes recompute)", "eq3"),
+    ("as Table 1", "eq3"), ("Megatron-Core logged model TFLOP/s", "model"), ("MFU, 6ND", "6n"),
+    ("6N·D with causal attention halved", "6n-causal"), ("model FLOPs, causal attention halved", "model-causal"),
+    ("hardware FLOPs (HFU)", "hardware"), (None, "model")])
+def test_the_flop_convention_is_read_from_the_row(kind, convention):
+    assert throughput._convention(_row(**{"measured.tflops_kind": kind})) == convention
+
+
+def test_each_convention_counts_what_it_says():
+    """model ≥ model-causal (the core halved); 6N below model (no attention); hardware ≥ model."""
+    got = {}
+    for kind in ("model FLOPs", "model FLOPs causal", "6N", "hardware FLOPs"):
+        got[kind] = throughput.predict(_row(**{"measured.tflops_kind": kind, "layout.recompute": "full"})).predicted
+    assert got["model FLOPs causal"] < got["model FLOPs"] < got["hardware FLOPs"]
+    assert got["6N"] < got["model FLOPs"]
+
+
+def test_a_row_with_only_mfu_is_compared_at_mfu_times_the_peak():
+    row = _row(**{"measured": {"mfu": 40, "tflops_kind": "model FLOPs"}})
+    assert throughput.predict(row).measured == pytest.approx(0.40 * 989)
+
+
+@pytest.mark.parametrize("text, stage", [("FSDP", 3), ("full_shard", 3), ("ZeRO-2", 2), ("shard_grad_op", 2),
+                                         ("distributed optimizer", 1), ("none", 0), (3, 3), (None, None)])
+def test_zero_stages_as_sources_name_them(text, stage):
+    assert throughput._zero_stage(text) == stage
+
+
+def test_the_attention_kernel_follows_what_the_source_could_have_run():
+    """FlashAttention (arXiv 2205.14135) postdates Narayanan 2021 (2104.04473): unfused there, fused
+    for a later source unless the row says otherwise."""
+    assert not throughput._flash(_row(source="arXiv 2104.04473 (Narayanan et al. 2021) Table 1"))
+    assert throughput._flash(_row(source="arXiv 2406.12345 a later run"))
+    assert throughput._flash(_row())
+    assert not throughput._flash(_row(notes="unfused attention (no flash)"))
+
+
+def test_every_stored_row_is_priced_or_says_why():
+    for row in throughput.rows():
+        prediction = throughput.predict(copy.deepcopy(row))
+        assert prediction.predicted > 0 or prediction.binding
+
+
+def test_the_fused_attention_kernel_is_priced_by_the_step_time():
+    """--flash-attention drops the s×s tensors from the element-wise traffic and the attention core's
+    HBM bytes, and adds the backward's recomputed Q·Kᵀ to the FLOPs: the step time sees it."""
+    model, hardware = preset("gpt-7b"), load_hardware("h100")
+    plain = step_time(model, Layout(micro_batch=1), hardware)
+    fused = step_time(model, Layout(micro_batch=1, flash_attention=True), hardware)
+    assert fused.breakdown["elementwise"] < plain.breakdown["elementwise"]
+    assert fused.step_seconds < plain.step_seconds
+    core = [line for line in fused.compute_lines if "scores" in line["name"] or "context" in line["name"]]
+    assert core and all(line["hbm_bytes"] == 0 for line in core if "fused" not in line["name"])
+
+
+def test_plan_with_the_fused_kernel_gives_the_bills_totals():
+    model = preset("gpt-7b")
+    result = plan(model, 8, 80 * 10**9, global_batch=16, flash_attention=True)
+    best = result.ranked(3)
+    assert best and all(item.layout.flash_attention for item in best)
+    for item in best:
+        bill = make_bill(model, item.layout)
+        assert item.totals["total_bytes"] == bill.totals["total_bytes"]
+        assert item.totals["flops_per_iteration"] == bill.totals["flops_per_iteration"]
+    plain = plan(model, 8, 80 * 10**9, global_batch=16)
+    assert result.ranked(1)[0].step_seconds < plain.ranked(1)[0].step_seconds
+
+
+def test_fp8_training_runs_the_weight_gemms_at_the_fp8_peak():
+    """Transformer Engine's FP8 recipe: the weight GEMMs at the FP8 peak, the attention core in BF16;
+    a GPU without FP8 Tensor Cores prices BF16 and says so."""
+    model, h100 = preset("llama-3-8b"), load_hardware("h100")
+    plain = step_time(model, Layout(dp=8, global_batch=64), h100)
+    fp8 = step_time(model, Layout(dp=8, global_batch=64, fp8_activations=True), h100)
+    assert fp8.factors["gemm_dtype"] == "fp8" and plain.factors["gemm_dtype"] == "bf16"
+    by_name = {line["name"]: line["seconds"] for line in plain.compute_lines}
+    core = [line for line in fp8.compute_lines if "attention/scores" in line["name"]
+            or "attention/context" in line["name"]]
+    weights = [line for line in fp8.compute_lines if line not in core]
+    assert core and weights
+    assert all(line["seconds"] == pytest.approx(by_name[line["name"]]) for line in core)
+    assert all(line["seconds"] < by_name[line["name"]] for line in weights)
+    assert fp8.step_seconds < plain.step_seconds
+    a100 = step_time(model, Layout(dp=8, global_batch=64, fp8_activations=True), load_hardware("a100"))
+    assert "no FP8" in a100.factors["gemm_dtype"]
+    assert Layout(optimizer="fp8-adam").gemm_dtype == "fp8" and Layout().gemm_dtype == "bf16"
+
+
+def test_an_fp8_row_is_priced_in_fp8():
+    bf16 = throughput.predict(_row(**{"layout.precision": "bf16"}))
+    fp8 = throughput.predict(_row(**{"layout.precision": "FP8 (Transformer Engine)"}))
+    assert "fp8" in fp8.chosen and "fp8" not in bf16.chosen
+    assert fp8.step_seconds < bf16.step_seconds
