@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from decimal import Decimal
 from pathlib import Path
 
@@ -24,7 +26,8 @@ from sympy.printing.jscode import JavascriptCodePrinter
 
 from ..claims.quantities import evaluate
 from ..claims.sources import cite, keys, reference
-from ..core.dims import E, E_s, L, Psi, V, a, b, d, f, f_e, g, h, k, m, p, s, t, v
+from ..core.dims import (E, E_s, L, L_d, P, Psi, V, a, b, d, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, k, m, p, r_kv,
+                         r_q, s, t, v)
 from ..layout.layout import Layout
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy, in_flight_formula
 from ..ledgers import activations, flops, params, states
@@ -43,14 +46,52 @@ m_last = Symbol("m_last", positive=True, integer=True)
 
 #: The arguments of every generated function, in this order: the GPT letters, then the
 #: LLaMA/MoE ones (key/value heads, experts, top-k, shared experts, expert width), then the
-#: chunks in flight on the first and the last stage.
-ARGUMENTS = (s, b, h, a, L, V, t, p, d, f, v, Psi, G, g, E, k, E_s, f_e, m, m_last)
+#: chunks in flight on the first and the last stage, then the composed layers' own letters
+#: (``symbolic.models.architectures.composed``: head width, dense layers, shared-expert width,
+#: MLA's ranks and head widths) and a learned table's rows.
+ARGUMENTS = (s, b, h, a, L, V, t, p, d, f, v, Psi, G, g, E, k, E_s, f_e, m, m_last,
+             d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, P)
+
+#: The page's inputs of the model's letters beyond the GPT ones, each shown for the inventories
+#: whose formulas use it (``page_archs``), with its label and the least value it takes.
+MODEL_FIELDS = {"g": ("g KV heads", 1), "E": ("E experts", 1), "k": ("k experts/token", 1),
+                "E_s": ("E_s shared experts", 0), "f_e": ("f_e expert FFN", 1), "d_h": ("d_h head width", 1),
+                "L_d": ("L_d dense layers", 0), "f_s": ("f_s shared-expert FFN", 0), "r_q": ("r_q query rank", 1),
+                "r_kv": ("r_kv KV latent rank", 1), "d_n": ("d_n Q/K width, no RoPE", 1),
+                "d_r": ("d_r Q/K RoPE width", 1), "d_v": ("d_v value width", 1), "P": ("P position rows", 1)}
 
 #: Activation dtypes with the same bytes: the verdict's formulas are printed once for them.
 PEAK_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp32": "fp32", "fp8": "fp8"}
 
-#: The inventories the page has formulas for; keys of the non-GPT ones start with ``arch:``.
+#: The inventories the page always has formulas for; keys of the non-GPT ones start with ``arch:``.
+#: Every other model (a composed family, HF's GPT-2) gets its own by :func:`page_arch`.
 PAGE_ARCHITECTURES = ("gpt", "llama", "moe")
+
+
+def page_arch(model: ModelConfig) -> str:
+    """The page's name of ``model``'s layer inventory: ``gpt``, ``llama`` or ``moe`` for the three
+    the page always has, else ``<family>-<hash of its structure>`` (a composed recipe; HF's GPT-2
+    with its gelu_new chain and n_positions table), whose formulas :func:`model_formulas` generates
+    from the inventories the bill itemises for it."""
+    from ..bill.derive import structure
+
+    key = structure(model)
+    if model.arch in PAGE_ARCHITECTURES and model.recipe is None and len(key) == 5:
+        return model.arch
+    family = model.recipe.family if model.recipe is not None else f"{model.arch}-{model.mlp}"
+    digest = hashlib.sha256(repr(structure(replace(model, tied=True))).encode()).hexdigest()[:8]
+    return f"{family}-{digest}".replace("_", "-")
+
+
+def page_models(extra: tuple[ModelConfig, ...] = ()) -> dict[str, ModelConfig]:
+    """One model per inventory beyond the three the page always has: the built-in models', and
+    ``extra`` (the page's own model), by :func:`page_arch`."""
+    out: dict[str, ModelConfig] = {}
+    for model in (*builtin_presets().values(), *extra):
+        arch = page_arch(model)
+        if arch not in PAGE_ARCHITECTURES:
+            out.setdefault(arch, model)
+    return out
 
 PIPELINES = {"none": dict(pipeline=False), "1f1b": dict(pipeline=True),
              "interleaved": dict(pipeline=True, interleaved=True)}
@@ -68,10 +109,7 @@ class Formula:
     def parts(self) -> tuple[Expr, Expr]:
         """Numerator and denominator with integer coefficients (the page
         evaluates both exactly while they stay below 2^53)."""
-        if isinstance(self.expr, Piecewise):  # integer-valued branches (counts, buffer sizes)
-            num, den = self.expr, Integer(1)
-        else:
-            num, den = fraction(factor_terms(together(self.expr)))
+        num, den = _numerator_denominator(self.expr)
         for part in (num, den):
             for coefficient in part.atoms(Rational):
                 if not coefficient.is_Integer:
@@ -79,6 +117,26 @@ class Formula:
             if part.free_symbols - set(ARGUMENTS):
                 raise ValueError(f"{self.key}: {part.free_symbols - set(ARGUMENTS)} not among the page inputs")
         return num, den
+
+
+@lru_cache(maxsize=None)
+def _numerator_denominator(expr: Expr) -> tuple[Expr, Expr]:
+    """``expr`` as (numerator, denominator), common factors pulled out (cached: a third of the
+    page's expressions repeat — fp16 as bf16, the instants' terms every recompute shares)."""
+    if isinstance(expr, Piecewise):  # integer-valued branches (counts, buffer sizes)
+        return expr, Integer(1)
+    return fraction(factor_terms(together(expr)))
+
+
+@lru_cache(maxsize=None)
+def _printed(expr: Expr) -> tuple[str, str]:
+    """(text, text with f = 4h) of ``expr``, as the page shows its formulas (cached as above)."""
+    return sstr(expr), sstr(expr.subs(f, gpt.GPT_FFN))
+
+
+@lru_cache(maxsize=None)
+def _javascript_code(expr: Expr) -> str:
+    return JavascriptCodePrinter().doprint(expr)
 
 
 def activation_key(sp: bool, recompute: str, pipeline: str, dtype: str) -> str:
@@ -107,7 +165,7 @@ def page_strategy(sp: bool, recompute: str, pipeline: str, dtype: str, stage: st
                     in_flight=in_flight, stage=stage, **PIPELINES[pipeline])
 
 
-def peak_formulas(prefix: str, arch: str, saved) -> list[Formula]:
+def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_inv=None) -> list[Formula]:
     """The terms of the verdict's candidate instants (``symbolic.ledgers.peak.basis``) for every
     strategy the page offers, keyed ``prefix + peak/SP/RECOMPUTE/DTYPE/TERM`` (RECOMPUTE ``any`` for
     the terms recompute does not change: work tensors and the output side). The page composes them
@@ -122,7 +180,7 @@ def peak_formulas(prefix: str, arch: str, saved) -> list[Formula]:
             by_policy = {}
             for recompute in RECOMPUTE:
                 strategy = page_strategy(sp, recompute, "none", dtype)
-                kept = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[arch]))
+                kept = strategy.shard(output.saved_tensors(norm=norm or OUTPUT_NORM[arch]))
                 by_policy[recompute] = peak.basis(strategy, saved, kept)
             for name in peak.BASIS:
                 if name == "gathered_weights":
@@ -134,7 +192,7 @@ def peak_formulas(prefix: str, arch: str, saved) -> list[Formula]:
                                        exprs["none" if recompute == "any" else recompute], peak.SOURCE,
                                        f"{name.replace('_', ' ')}: one micro-batch, one layer"
                                        + (" (every recompute policy)" if recompute == "any" else "")))
-    param_inv = architecture_inventories_for_page(arch, saved)
+    param_inv = param_inv if param_inv is not None else architecture_inventories_for_page(arch, saved)
     for size in sorted({recipe.bytes_of("parameters") for recipe in page_recipes().values()}):
         out.append(Formula(f"{prefix}peak/gathered/{size}", peak.gathered_weights(param_inv, Integer(size), 3),
                            peak.SOURCE, f"ZeRO-3: the largest weight matrix gathered and one prefetched, {size} B each"))
@@ -226,13 +284,16 @@ def page_recipes() -> dict:
     return {name: recipe for name, recipe in states.RECIPES.items() if not recipe.factored}
 
 
-def formulas() -> list[Formula]:
+def formulas(models: dict[str, ModelConfig] | None = None) -> list[Formula]:
     """Every expression the page evaluates, keyed as the page selects them.
 
     Parameters, model states, activations and FLOPs come from the ledgers over
     the GPT inventories with the FFN width ``f`` (the page sets f = 4h unless
-    given), exactly as :func:`symbolic.bill.derive.make_bill` builds them.
+    given), exactly as :func:`symbolic.bill.derive.make_bill` builds them; then the
+    LLaMA and MoE inventories', and those of ``models`` (:func:`page_models`, the
+    built-in models' by default), keyed ``arch:`` + the GPT key.
     """
+    models = page_models() if models is None else models
     out: list[Formula] = []
     for tied in (True, False):
         for positions in ("learned", "rope"):
@@ -266,33 +327,49 @@ def formulas() -> list[Formula]:
                        "Kaplan et al. 2020 §2.1", "6N·tokens: N without embeddings, short context, no recompute"))
     for arch in PAGE_ARCHITECTURES[1:]:
         out += native_formulas(arch)
+    for arch, model in models.items():
+        out += native_formulas(arch, model)
     return out
 
 
-def native_formulas(arch: str) -> list[Formula]:
-    """The LLaMA or MoE formulas, keyed ``arch:`` + the GPT key, from the inventories
-    :func:`symbolic.bill.derive.make_bill` itemises (RoPE; the MoE's shared experts as the
-    symbol E_s, 0 for none), with the fused attention kernel's backward recompute in
-    the hardware FLOPs and, for MoE, N_active (``moe:params_active/...``)."""
-    from ..bill.derive import architecture_inventories, fused_backward_recompute, recompute_for_flops
-    from ..models.architectures import ARCHITECTURES
+def native_formulas(arch: str, model: ModelConfig | None = None) -> list[Formula]:
+    """The LLaMA or MoE formulas — or, with ``model``, those of its own inventory (a composed
+    family, HF's GPT-2) — keyed ``arch:`` + the GPT key, from the inventories
+    :func:`symbolic.bill.derive.make_bill` itemises (the LLaMA/MoE ones with RoPE and the MoE's
+    shared experts as the symbol E_s, 0 for none; a model's at its positions), with the fused
+    attention kernel's backward recompute in the hardware FLOPs and, for a mixture of experts,
+    N_active (``ARCH:params_active/...``)."""
+    from ..bill.derive import (active_parameters, architecture_inventories, fused_backward_recompute,
+                               inventories, output_norm, recompute_for_flops)
+    from ..models.architectures import ARCHITECTURES, composed
 
+    positions = "rope" if model is None else model.positions
+    experts = arch == "moe" if model is None else bool(model.experts)
     out: list[Formula] = []
     for tied in (True, False):
-        param_inv, saved, matmuls = architecture_inventories(arch, True, tied, "rope", True)
-        source = param_inv.terms[0].source
-        out.append(Formula(f"{arch}:params/{'tied' if tied else 'untied'}/rope", params.count(param_inv), source,
-                           "every parameter tensor of the inventory, layers × L"
-                           + ("; N_total: every expert" if arch == "moe" else "")))
+        if model is None:
+            param_inv, saved, matmuls = architecture_inventories(arch, True, tied, "rope", True)
+            active = ARCHITECTURES["moe"].parameters(tied=tied, active=True) if experts else None
+        else:
+            param_inv, saved, matmuls = inventories(replace(model, tied=tied))
+            active = active_parameters(replace(model, tied=tied))
         if tied:
-            out.append(Formula(f"{arch}:params_eq2/rope", params.count(param_inv, params.eq2_scopes()), source,
+            tied_params = param_inv
+        source = param_inv.terms[0].source
+        out.append(Formula(f"{arch}:params/{'tied' if tied else 'untied'}/{positions}", params.count(param_inv),
+                           source, "every parameter tensor of the inventory, layers × L"
+                           + ("; N_total: every expert" if experts else "")))
+        if tied:
+            out.append(Formula(f"{arch}:params_eq2/{positions}", params.count(param_inv, params.eq2_scopes()), source,
                                "Megatron Eq 2 scopes: layers + word embedding"))
-        if arch == "moe":
-            active = ARCHITECTURES["moe"].parameters(tied=tied, active=True)
-            out.append(Formula(f"moe:params_active/{'tied' if tied else 'untied'}/rope", params.count(active),
-                               source, "N_active: the k experts a token goes through"))
+        if active is not None:
+            out.append(Formula(f"{arch}:params_active/{'tied' if tied else 'untied'}/{positions}",
+                               params.count(active), source, "N_active: the k experts a token goes through"))
     out += activation_formulas(f"{arch}:", saved, saved.terms[0].source)
-    out += peak_formulas(f"{arch}:", arch, saved)
+    if model is None:
+        out += peak_formulas(f"{arch}:", arch, saved)
+    else:
+        out += peak_formulas(f"{arch}:", arch, saved, output_norm(model), tied_params)
     micro_batches = d * G
     fused = fused_backward_recompute(saved, matmuls)
     mm_source = matmuls.terms[0].source
@@ -305,27 +382,31 @@ def native_formulas(arch: str) -> list[Formula]:
                            + " + the fused attention kernel's Q·Kᵀ recompute, d·G micro-batches"))
     out.append(Formula(f"{arch}:flops/model", flops.model_training(matmuls) * micro_batches, mm_source,
                        "model FLOPs per iteration: forward + backward, no recompute"))
-    out.append(Formula(f"{arch}:flops/kaplan",
-                       evaluate("flops.kaplan_training_per_token", arch=arch, context=False) * b * s * micro_batches,
+    # the named quantity reads a model's own layer under its registered name (composed.register)
+    named = arch if model is None else (composed.register(model) if model.recipe is not None else None)
+    kaplan = (evaluate("flops.kaplan_training_per_token", arch=named, context=False) if named is not None
+              else flops.per_token(flops.model_training(type(matmuls)(
+                  tuple(mm for mm in matmuls if mm.weight and mm.scope == "layer")))))
+    out.append(Formula(f"{arch}:flops/kaplan", kaplan * b * s * micro_batches,
                        "Kaplan et al. 2020 §2.1", "6N·tokens: N the weights a token multiplies by"
-                       + (" (N_active)" if arch == "moe" else "") + ", no embeddings, short context"))
+                       + (" (N_active)" if experts else "") + ", no embeddings, short context"))
     return out
 
 
 def javascript(items: list[Formula] | None = None) -> str:
     """The generated ``FORMULAS`` table: key -> {num, den, text, text4h, source,
     condition}; ``text4h`` is the expression with the GPT FFN width f = 4h."""
-    printer = JavascriptCodePrinter()
     args = ", ".join(symbol.name for symbol in ARGUMENTS)
     entries = []
     for item in items if items is not None else formulas():
         num, den = item.parts()
+        text, text4h = _printed(item.expr)
         entries.append(
             f"  {json.dumps(item.key)}: {{\n"
-            f"    num: function ({args}) {{ return {printer.doprint(num)}; }},\n"
-            f"    den: function ({args}) {{ return {printer.doprint(den)}; }},\n"
-            f"    text: {json.dumps(sstr(item.expr))},\n"
-            f"    text4h: {json.dumps(sstr(item.expr.subs(f, gpt.GPT_FFN)))},\n"
+            f"    num: function ({args}) {{ return {_javascript_code(num)}; }},\n"
+            f"    den: function ({args}) {{ return {_javascript_code(den)}; }},\n"
+            f"    text: {json.dumps(text)},\n"
+            f"    text4h: {json.dumps(text4h)},\n"
             f"    source: {json.dumps(cite(item.source))},\n"
             f"    condition: {json.dumps(item.condition)}\n  }}")
     return ("// GENERATED by symbolic.render.html from the engine's sympy expressions; do not edit.\n"
@@ -364,26 +445,66 @@ def _preset_data(model: ModelConfig, layout: Layout | None = None, params_hand: 
             "s": (layout.seq if layout is not None and layout.seq else model.seq), "f": model.ffn,
             "tied": model.tied, "positions": model.positions,
             "source": model.source, "label": model.params_label,
-            "arch": model.arch, "g": values.get("g", model.heads), "E": model.experts,
+            "arch": page_arch(model), "g": values.get("g", model.heads), "E": model.experts,
             "k": model.experts_per_token, "E_s": model.shared_experts, "f_e": values.get("f_e", 0),
+            # a composed layer's own letters (d_h, L_d, f_s, MLA's), a learned table's rows (P)
+            **{letter: values[letter] for letter in MODEL_FIELDS if letter not in ("g", "E", "k", "E_s", "f_e")
+               and letter in values},
             "approximations": list(getattr(model, "approximations", ())),
             "N": label, "layout": _layout_fields(layout if layout is not None else reference),
             "layout_source": layout_source or reference_source}
 
 
-def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_memory: int | None) -> dict:
-    """The page's defaults and choices (no formulas: those are in ``FORMULAS``)."""
-    catalogue = builtin_presets()
-    # The built-in models the page's inventories model exactly, and the page's own model
-    # (whose approximations, if any, the page shows next to it).
-    presets = {name: _preset_data(m) for name, m in catalogue.items()
-               if m.arch in PAGE_ARCHITECTURES and not m.approximations}
+#: What the page's inventory menu says of the three inventories it always has.
+ARCH_TITLES = {"gpt": "GPT (LayerNorm, MHA, GeLU MLP, dropout)",
+               "llama": "LLaMA (RMSNorm, GQA, SwiGLU, fused attention)",
+               "moe": "MoE (LLaMA attention, routed SwiGLU experts)"}
+
+
+def page_archs(items: list[Formula], models: dict[str, ModelConfig]) -> dict[str, dict]:
+    """The page's inventories: for each, its menu title, the model fields its formulas use
+    (:data:`MODEL_FIELDS`, read off their free symbols), the positions it has formulas for,
+    whether its heads have their own width (no h/a rule) and whether it routes experts."""
+    from ..bill.derive import structure_has_experts
+    from ..bill.evaluate import structure
+
+    used: dict[str, set] = {}
+    positions: dict[str, set] = {}
+    for item in items:
+        arch, _, rest = item.key.rpartition(":") if ":" in item.key else ("gpt", "", item.key)
+        used.setdefault(arch, set()).update(x.name for x in item.expr.free_symbols)
+        if rest.startswith("params/"):
+            positions.setdefault(arch, set()).add(rest.rsplit("/", 1)[1])
+    out = {}
+    for arch in (*PAGE_ARCHITECTURES, *models):
+        model = models.get(arch)
+        if model is None:
+            title = ARCH_TITLES[arch]
+        else:
+            title = (f"{model.recipe.family} composed layer, as {model.name}" if model.recipe is not None
+                     else f"HF {model.arch.upper()} layer ({model.mlp}, learned table of P rows), as {model.name}")
+        fields = [name for name in MODEL_FIELDS if name in used.get(arch, ())]
+        out[arch] = {"title": title, "fields": fields, "positions": sorted(positions.get(arch, ())),
+                     "own_width": "d_h" in fields or "d_v" in fields,
+                     "experts": arch == "moe" or (model is not None and structure_has_experts(structure(model)))}
+    return out
+
+
+def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_memory: int | None,
+              items: list[Formula] | None = None) -> dict:
+    """The page's defaults and choices (no formulas: those are in ``FORMULAS``, ``items``)."""
+    models = page_models((model,))
+    items = formulas(models) if items is None else items
+    # Every built-in model (its approximations, if any, listed next to it), and the page's own model.
+    presets = {name: _preset_data(m) for name, m in builtin_presets().items()}
     # The page's own model opens on the layout and N it was written with; picking it again restores them.
     presets[model.name] = _preset_data(model, layout, params_hand, "the layout this page was written with")
-    cited = dict.fromkeys(key for item in formulas() for key in keys(item.source))
+    cited = dict.fromkeys(key for item in items for key in keys(item.source))
     cited.update(dict.fromkeys(keys("seed 001")))
     return {
         "presets": presets,
+        "archs": page_archs(items, models),
+        "fields": {name: {"label": label, "min": least} for name, (label, least) in MODEL_FIELDS.items()},
         "references": [reference(key) for key in cited],
         "instants": instant_compositions(),
         "peak_dtype": PEAK_DTYPE,
@@ -423,19 +544,18 @@ def render(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
            gpu_memory: int | None = None) -> str:
     """The calculator page, defaults from ``model`` and ``layout``.
 
-    The page evaluates the GPT, LLaMA and MoE inventories, as
-    :func:`symbolic.bill.derive.make_bill` does. A model with approximations (mapped
-    onto the GPT layer, or a feature its inventory leaves out) opens with them
-    listed next to its name.
+    The page evaluates the GPT, LLaMA and MoE inventories and those of every built-in
+    model and of ``model`` (a composed family, HF's GPT-2: :func:`page_models`), as
+    :func:`symbolic.bill.derive.make_bill` does. A model with approximations (a feature
+    its inventory leaves out) opens with them listed next to its name.
     """
-    if model.arch not in PAGE_ARCHITECTURES:
-        raise ConfigError(f"model {model.name!r} uses the {model.arch!r} inventory; the calculator page has "
-                          f"formulas for {', '.join(PAGE_ARCHITECTURES)}: use `symbolic bill` for it")
     layout.validate(model)
+    items = formulas(page_models((model,)))
     template = (Path(__file__).with_name("calculator.html")).read_text(encoding="utf-8")
     # "</" inside a <script> would end it early; JSON allows the escaped form.
-    data = json.dumps(page_data(model, layout, params_hand, gpu_memory), ensure_ascii=False).replace("</", "<\\/")
+    data = json.dumps(page_data(model, layout, params_hand, gpu_memory, items),
+                      ensure_ascii=False).replace("</", "<\\/")
     return (template
-            .replace("/*@FORMULAS@*/", javascript())
+            .replace("/*@FORMULAS@*/", javascript(items))
             .replace("/*@DATA@*/", f"const DATA = {data};")
             .replace("@TITLE@", html.escape(f"symbolic calculator: {model.name}")))
