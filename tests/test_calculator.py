@@ -49,12 +49,15 @@ def test_every_formula_is_its_engine_expression_as_num_over_den():
     # it changes them: GPT 5 × 3 + 4 = 19, LLaMA and MoE (fused attention) 4 × 3 + 5 = 17; and ZeRO-3's
     # gathered weights per inventory at each parameter width of the recipes. Each built-in model's own
     # inventory (the composed families): as LLaMA (fused attention), + 2 N_active with routed experts.
+    # Every mixture of experts (MoE and the composed ones with a router) also has its expert grid: the
+    # model states per ZeRO stage and recipe, 2 optimizer-step temporaries, 2 communication buffers (SP).
     per_parameter = len(html.page_recipes())
     widths = len({recipe.bytes_of("parameters") for recipe in html.page_recipes().values()})
     own = html.page_models()
     assert len(own) == 4
+    grids = 1 + sum(bool(model.experts) for model in own.values())
     assert len(items) == 84 + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths + sum(
-        80 + 2 * bool(model.experts) + 6 * 17 + widths for model in own.values())
+        80 + 2 * bool(model.experts) + 6 * 17 + widths for model in own.values()) + grids * (4 * per_parameter + 4)
     for item in items:
         num, den = item.parts()
         assert expand(num / den - item.expr) == 0, item.key
@@ -170,9 +173,21 @@ CASES = {
     "gemma-2-9b-fp32-untied": Case(replace(preset("gemma-2-9b"), tied=False),
                                    Layout(seq=2048, micro_batch=2, tp=8, dtype="fp32", optimizer="fp32-adam"),
                                    "", "80GB"),
+    # expert parallelism (--ep): the routed experts over e ranks, ZeRO over edp = t·d/e, the all-to-all's
+    # staging and the expert grid's communicators
+    "mixtral-ep4-zero1": Case(preset("mixtral-8x7b"), Layout(seq=4096, tp=2, dp=4, ep=4, sp=True, zero=1,
+                                                            recompute="selective"), "", "80GB",
+                              preset="mixtral-8x7b"),
+    "qwen3-30b-a3b-ep8-1f1b": Case(preset("qwen3-30b-a3b"), Layout(seq=4096, tp=2, pp=2, dp=8, ep=8, sp=True,
+                                                                   global_batch=32), "", "141GB",
+                                   preset="qwen3-30b-a3b"),
+    "custom-moe-ep-nosp": Case(ModelConfig("custom", 4, 1024, 16, 32000, 1024, ffn=2816, tied=False,
+                                           positions="rope", arch="moe", kv_heads=8, experts=16,
+                                           experts_per_token=4, shared_experts=2, expert_ffn=512),
+                               Layout(micro_batch=2, dp=4, ep=2, zero=3), "", "16GB"),
     "deepseek-v3-1f1b": Case(replace(preset("deepseek-v3"), name="custom", layers=8, dims=tuple(
         (letter, 2 if letter == "L_d" else value) for letter, value in preset("deepseek-v3").dims)),
-                             Layout(seq=2048, tp=8, pp=2, dp=2, sp=True, zero=1, global_batch=8), "", "141GB"),
+                             Layout(seq=2048, tp=2, pp=2, dp=8, ep=8, sp=True, zero=1, global_batch=16), "", "141GB"),
 }
 
 
@@ -243,6 +258,8 @@ def fill(page, case: Case) -> None:
                   v=layout.interleave, G=layout.iteration_micro_batches(), N=case.params, gpu=case.gpu)
     for key, value in fields.items():
         page.fill(f"#{key}", str(value))
+    if page.is_visible("#e"):  # a mixture of experts: the expert-parallel size
+        page.fill("#e", str(layout.ep))
     page.set_checked("#sp", layout.sp)
     for key in ("optimizer", "zero", "recompute", "dtype"):
         page.select_option(f"#{key}", str(getattr(layout, key)))
@@ -497,3 +514,33 @@ def test_every_inventory_on_the_page_is_the_bills(tmp_path):
         assert exact(acts, values) == bill.totals["activation_bytes"], model.name
         flops = items[f"{prefix}flops/hardware/selective"].expr
         assert exact(flops, values) == bill.totals["flops_per_iteration"], model.name
+
+
+def test_the_calculator_takes_expert_parallelism(tmp_path, capsys):
+    """--ep is a page input for a mixture of experts; what the page cannot express (its own e_t, a
+    capacity factor) and --ep on a dense model are one line each, exit 2."""
+    out = tmp_path / "ep.html"
+    assert main(["calculator", "--model", "mixtral-8x7b", "--tp", "2", "--dp", "4", "--ep", "4", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert '"e": 4' in out.read_text()
+    for argv, words in ((["--model", "mixtral-8x7b", "--tp", "2", "--dp", "4", "--ep", "4", "--etp", "1"],
+                         "--etp 1: the calculator page splits each expert's width over the tensor-parallel ranks"),
+                        (["--model", "mixtral-8x7b", "--moe-capacity-factor", "1.25"], "--moe-capacity-factor"),
+                        (["--model", "gpt-7b", "--ep", "2"], "apply to mixture-of-experts models"),
+                        (["--model", "mixtral-8x7b", "--tp", "2", "--ep", "3"], "ep (3) must divide the routed experts")):
+        assert main(["calculator", *argv, "-o", str(tmp_path / "x.html")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], err
+
+
+def test_the_page_checks_expert_parallelism_in_the_bills_words(page):
+    fill(page, CASES["mixtral-ep4-zero1"])
+    assert page.get_attribute("body", "data-state") == "ok"
+    for value, layout in (("3", Layout(seq=4096, tp=2, dp=4, ep=3, sp=True)),
+                          ("8", Layout(seq=4096, tp=2, dp=4, ep=8, sp=True))):
+        page.fill("#e", value)
+        with pytest.raises(ConfigError) as refused:
+            layout.validate(preset("mixtral-8x7b"))
+        assert page.inner_text("#error") == str(refused.value)
+    fill(page, SEED_7B)
+    assert page.is_hidden("#e")

@@ -38,9 +38,15 @@ def run(args) -> int:
     if layout.cp > 1:
         raise ConfigError(f"--cp {layout.cp}: the calculator page has no context-parallel input; "
                           "use `symbolic bill` or `symbolic plan` with --cp")
-    if layout.ep > 1 or layout.etp not in (0, layout.tp) or layout.moe_capacity != 1:
-        raise ConfigError(f"--ep {layout.ep} / --etp {layout.etp or layout.tp}: the calculator page has no expert-"
-                          "parallel input; use `symbolic bill` or `symbolic plan` with --ep/--etp")
+    # --ep is a page input (the routed experts over e ranks, each expert's width over e_t = t);
+    # the page has no e_t of its own nor a capacity factor
+    if layout.etp not in (0, layout.tp):
+        raise ConfigError(f"--etp {layout.etp}: the calculator page splits each expert's width over the "
+                          f"tensor-parallel ranks (e_t = t = {layout.tp}, Megatron-Core's default); use "
+                          "`symbolic bill` or `symbolic plan` with --etp")
+    if layout.moe_capacity != 1:
+        raise ConfigError(f"--moe-capacity-factor {layout.moe_capacity}: the calculator page routes tokens "
+                          "balanced (C_f = 1); use `symbolic bill` or `symbolic plan` with it")
     if layout.recompute_modules or layout.fused_swiglu:
         raise ConfigError("--recompute-modules / --fused-swiglu: the calculator page has no input for them; "
                           "use `symbolic bill`")

@@ -21,13 +21,13 @@ from functools import lru_cache
 from decimal import Decimal
 from pathlib import Path
 
-from sympy import Expr, Integer, Piecewise, Rational, Symbol, factor_terms, fraction, sstr, together
+from sympy import Add, Expr, Integer, Piecewise, Rational, Symbol, factor_terms, fraction, sstr, together
 from sympy.printing.jscode import JavascriptCodePrinter
 
 from ..claims.quantities import evaluate
 from ..claims.sources import cite, keys, reference
-from ..core.dims import (E, E_s, L, L_d, P, Psi, V, a, b, d, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, k, m, p, r_kv,
-                         r_q, s, t, v)
+from ..core.dims import (E, E_s, L, L_d, P, Psi, V, a, b, d, d_h, d_n, d_r, d_v, e, f, f_e, f_s, g, h, k, m, p,
+                         r_kv, r_q, s, t, v)
 from ..layout.layout import Layout
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy, in_flight_formula
 from ..ledgers import activations, flops, params, states
@@ -48,9 +48,10 @@ m_last = Symbol("m_last", positive=True, integer=True)
 #: LLaMA/MoE ones (key/value heads, experts, top-k, shared experts, expert width), then the
 #: chunks in flight on the first and the last stage, then the composed layers' own letters
 #: (``symbolic.models.architectures.composed``: head width, dense layers, shared-expert width,
-#: MLA's ranks and head widths) and a learned table's rows.
+#: MLA's ranks and head widths), a learned table's rows, and the expert-parallel size e (the
+#: routed experts over e ranks, each expert's width over e_t = t: Megatron-Core's default).
 ARGUMENTS = (s, b, h, a, L, V, t, p, d, f, v, Psi, G, g, E, k, E_s, f_e, m, m_last,
-             d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, P)
+             d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, P, e)
 
 #: The page's inputs of the model's letters beyond the GPT ones, each shown for the inventories
 #: whose formulas use it (``page_archs``), with its label and the least value it takes.
@@ -143,29 +144,34 @@ def activation_key(sp: bool, recompute: str, pipeline: str, dtype: str) -> str:
     return f"activations/{'sp' if sp else 'nosp'}/{recompute}/{pipeline}/{dtype}"
 
 
-def activation_formulas(prefix: str, saved, source: str) -> list[Formula]:
+def activation_formulas(prefix: str, saved, source: str, experts: bool = False) -> list[Formula]:
     """The stage's activation bytes for every strategy the page offers (SP ×
-    recompute × pipeline schedule × dtype), keyed ``prefix + activation_key``."""
+    recompute × pipeline schedule × dtype), keyed ``prefix + activation_key``;
+    ``experts``: the routed experts dispatched over e expert-parallel ranks."""
     out = []
     for sp in (False, True):
         for recompute in RECOMPUTE:
             for pipeline, pipe_options in PIPELINES.items():
                 for dtype in FLOAT_ACTIVATION_DTYPES:
-                    strategy = page_strategy(sp, recompute, pipeline, dtype)
+                    strategy = page_strategy(sp, recompute, pipeline, dtype, experts=experts)
                     out.append(Formula(prefix + activation_key(sp, recompute, pipeline, dtype),
                                        activations.stage(strategy, saved), source,
                                        strategy.describe() + "; transformer layers only"))
     return out
 
 
-def page_strategy(sp: bool, recompute: str, pipeline: str, dtype: str, stage: str = "first") -> Strategy:
-    """The bill's strategy of ``stage`` with its chunks in flight as the page's m (m_last on the last stage)."""
+def page_strategy(sp: bool, recompute: str, pipeline: str, dtype: str, stage: str = "first",
+                  experts: bool = False) -> Strategy:
+    """The bill's strategy of ``stage`` with its chunks in flight as the page's m (m_last on the last stage).
+    ``experts``: expert parallelism over the letter e (``Layout.strategy``'s with ep > 1; at e = 1 its
+    terms are those of no expert parallelism, so one formula serves every e)."""
     in_flight = None if pipeline == "none" else (m if stage == "first" else m_last)
     return Strategy(tensor_parallel=True, sequence_parallel=sp, recompute=recompute, dtype=dtype,
-                    in_flight=in_flight, stage=stage, **PIPELINES[pipeline])
+                    in_flight=in_flight, stage=stage, expert_parallel=experts, **PIPELINES[pipeline])
 
 
-def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_inv=None) -> list[Formula]:
+def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_inv=None,
+                  experts: bool = False) -> list[Formula]:
     """The terms of the verdict's candidate instants (``symbolic.ledgers.peak.basis``) for every
     strategy the page offers, keyed ``prefix + peak/SP/RECOMPUTE/DTYPE/TERM`` (RECOMPUTE ``any`` for
     the terms recompute does not change: work tensors and the output side). The page composes them
@@ -179,7 +185,7 @@ def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_
         for dtype in sorted(set(PEAK_DTYPE.values())):
             by_policy = {}
             for recompute in RECOMPUTE:
-                strategy = page_strategy(sp, recompute, "none", dtype)
+                strategy = page_strategy(sp, recompute, "none", dtype, experts=experts)
                 kept = strategy.shard(output.saved_tensors(norm=norm or OUTPUT_NORM[arch]))
                 by_policy[recompute] = peak.basis(strategy, saved, kept)
             for name in peak.BASIS:
@@ -365,11 +371,13 @@ def native_formulas(arch: str, model: ModelConfig | None = None) -> list[Formula
         if active is not None:
             out.append(Formula(f"{arch}:params_active/{'tied' if tied else 'untied'}/{positions}",
                                params.count(active), source, "N_active: the k experts a token goes through"))
-    out += activation_formulas(f"{arch}:", saved, saved.terms[0].source)
+    out += activation_formulas(f"{arch}:", saved, saved.terms[0].source, experts)
     if model is None:
-        out += peak_formulas(f"{arch}:", arch, saved)
+        out += peak_formulas(f"{arch}:", arch, saved, experts=experts)
     else:
-        out += peak_formulas(f"{arch}:", arch, saved, output_norm(model), tied_params)
+        out += peak_formulas(f"{arch}:", arch, saved, output_norm(model), tied_params, experts)
+    if experts:
+        out += expert_grid_formulas(arch, tied_params)
     micro_batches = d * G
     fused = fused_backward_recompute(saved, matmuls)
     mm_source = matmuls.terms[0].source
@@ -390,6 +398,50 @@ def native_formulas(arch: str, model: ModelConfig | None = None) -> list[Formula
     out.append(Formula(f"{arch}:flops/kaplan", kaplan * b * s * micro_batches,
                        "Kaplan et al. 2020 §2.1", "6N·tokens: N the weights a token multiplies by"
                        + (" (N_active)" if experts else "") + ", no embeddings, short context"))
+    return out
+
+
+def expert_grid_formulas(arch: str, param_inv) -> list[Formula]:
+    """What a mixture of experts holds on Megatron-Core's expert grid, keyed ``arch:``: the model
+    states with the routed experts split e·e_t·p ways (e_t = t), ZeRO over edp = t·d/(e·e_t) = d/e
+    (``states.expert_blocks``, as the bill's ``model_state_blocks``); the optimizer step's fp32
+    temporaries the same way; and the communication buffers with the expert-parallel all-to-all's
+    staging and the expert grid's communicators (``transients.communication_buffers``). At e = 1
+    each equals the dense grid's formula."""
+    from sympy import And, Gt, Piecewise
+
+    from ..bill.derive import routed_expert_parameters
+    from ..layout.experts import MEGATRON
+    from ..ledgers import peak
+    from ..ledgers.transients import CommSettings, all_to_all_staging
+
+    routed = routed_expert_parameters(param_inv)
+    out = []
+    for name, recipe in page_recipes().items():
+        for zero in states.ZERO_STAGES:
+            blocks = states.expert_blocks(recipe, zero, routed, Psi, expert_parallel=e)
+            out.append(Formula(f"{arch}:states/{name}/{zero}", Add(*blocks.values()), recipe.source,
+                               f"{recipe.condition}; {recipe.tally} B/param; ZeRO-{zero}; dense part over t·p, "
+                               f"routed experts over e·t·p (ZeRO over edp = d/e); {MEGATRON}"))
+    for sharded in (False, True):
+        temporaries = states.expert_blocks(states.FP32_TEMPORARY, 1 if sharded else 0, routed, Psi, expert_parallel=e)
+        out.append(Formula(f"{arch}:peak/optimizer/{int(sharded)}", Add(*temporaries.values()), peak.SOURCE,
+                           "optimizer step: one fp32 temporary per parameter of the shard (expert grid)"))
+    settings = CommSettings()
+    staging = Integer(settings.nccl_buffsize * settings.channels)
+    dense = next(item.expr for item in verdict_formulas() if item.key == "comm")
+    # Megatron-Core's expert grid (transients.expert_groups): the expert-parallel group (e > 1) and the
+    # expert-data-parallel one, edp = t·d/(e·e_t) = d/e with e_t = t, where it differs from d (e > 1)
+    # and is wider than one (d > e)
+    groups = (Piecewise((staging, Gt(e, 1)), (Integer(0), True))
+              + Piecewise((staging, And(Gt(e, 1), Gt(d, e))), (Integer(0), True)))
+    for sp in (False, True):
+        all_to_all = Add(*(size for _, size in all_to_all_staging(sequence_parallel=sp)))
+        out.append(Formula(f"{arch}:comm/{'sp' if sp else 'nosp'}",
+                           dense + groups + Piecewise((all_to_all, Gt(e, 1)), (Integer(0), True)),
+                           "seed 004 §02.4, §05.4 (NCCL staging; DDP bucket; EP all-to-all staging)",
+                           "NCCL staging per group wider than one (TP, DP, PP, EP, EDP); one 25 MiB bucket; "
+                           "with e > 1 the all-to-all's dispatch and combine buffers, rows s·b·k" + ("/t" if sp else "")))
     return out
 
 
@@ -431,7 +483,7 @@ ONE_GPU = (Layout(), "no published layout: one GPU")
 def _layout_fields(layout: Layout) -> dict:
     """The page's layout fields of ``layout`` (the preset menu sets them all)."""
     return {"b": layout.micro_batch, "t": layout.tp, "p": layout.pp, "d": layout.dp, "v": layout.interleave,
-            "G": layout.iteration_micro_batches(), "sp": layout.sp}
+            "G": layout.iteration_micro_batches(), "sp": layout.sp, "e": layout.ep}
 
 
 def _preset_data(model: ModelConfig, layout: Layout | None = None, params_hand: int | None = None,
@@ -513,7 +565,7 @@ def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_m
                     for name, r in page_recipes().items()},
         "defaults": {**_preset_data(model), "model": model.name, "b": layout.micro_batch,
                      "s": layout.seq or model.seq, "t": layout.tp, "p": layout.pp, "d": layout.dp,
-                     "sp": layout.sp, "v": layout.interleave, "G": layout.iteration_micro_batches(),
+                     "sp": layout.sp, "v": layout.interleave, "G": layout.iteration_micro_batches(), "e": layout.ep,
                      "recompute": layout.recompute, "zero": layout.zero, "optimizer": layout.optimizer,
                      "dtype": layout.dtype, "N": _count_text(params_hand),
                      "gpu": _memory_text(gpu_memory)},
