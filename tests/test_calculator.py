@@ -514,6 +514,17 @@ def test_every_inventory_on_the_page_is_the_bills(tmp_path):
         assert exact(acts, values) == bill.totals["activation_bytes"], model.name
         flops = items[f"{prefix}flops/hardware/selective"].expr
         assert exact(flops, values) == bill.totals["flops_per_iteration"], model.name
+        if model.experts:  # the expert grid at e = 2: states, the EP all-to-all's buffers, activations
+            layout = Layout(seq=min(model.seq, 512), tp=2, dp=2, ep=2, sp=True, zero=1)
+            bill = make_bill(model, layout)
+            values = {SYMBOLS[name]: value for name, value in bill.values.items()} | {
+                html.G: 1, SYMBOLS["m"]: 1, SYMBOLS["E_s"]: bill.values.get("E_s", 0)}
+            states = exact(items[f"{prefix}states/bf16-adam/1"].expr, values | {SYMBOLS["Psi"]: bill.totals["params"]})
+            assert states == bill.totals["model_states_bytes"], model.name
+            comm = sum(line.value for line in bill.ledger("communication") if line.name.startswith("communication/"))
+            assert exact(items[f"{prefix}comm/sp"].expr, values) == comm, model.name
+            acts = items[prefix + html.activation_key(True, "none", "none", "bf16")].expr
+            assert exact(acts, values) == bill.totals["activation_bytes"], model.name
 
 
 def test_the_calculator_takes_expert_parallelism(tmp_path, capsys):
