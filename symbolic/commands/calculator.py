@@ -4,7 +4,9 @@ One self-contained file (no network at run time) whose formulas are generated
 from the engine's expressions. Without options its defaults are seed 001 §5's
 Figure 5-1: the 7B example, b = 4, t = 8, sequence parallelism, N = 7B, 80 GB.
 The hand-filled N defaults to the model's size label (7B, 175B), as the seed
-fills it in.
+fills it in. Every built-in model is on the page, each with the formulas of its
+own inventory; a mixture of experts takes ``--ep`` (its experts' width split
+over e_t = t, Megatron-Core's default: ``--etp`` otherwise is refused).
 """
 from __future__ import annotations
 

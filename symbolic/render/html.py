@@ -9,16 +9,20 @@ rounds their ratio half-up with integer arithmetic, as
 :func:`symbolic.core.numeric.round_half_up` does. Above 2^53 (FLOPs of large steps)
 it falls back to doubles and marks the number ``data-exact="false"``.
 
+Every built-in model is on the page with the formulas of its own inventory
+(the composed families' letters as page fields), and a mixture of experts takes
+the expert-parallel size e, as ``bill --ep`` does.
+
 The page needs no network: its CSS, data and script are inline.
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import json
-import hashlib
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from decimal import Decimal
+from functools import lru_cache
 from pathlib import Path
 
 from sympy import Add, Expr, Integer, Piecewise, Rational, Symbol, factor_terms, fraction, sstr, together
@@ -72,7 +76,7 @@ PAGE_ARCHITECTURES = ("gpt", "llama", "moe")
 def page_arch(model: ModelConfig) -> str:
     """The page's name of ``model``'s layer inventory: ``gpt``, ``llama`` or ``moe`` for the three
     the page always has, else ``<family>-<hash of its structure>`` (a composed recipe; HF's GPT-2
-    with its gelu_new chain and n_positions table), whose formulas :func:`model_formulas` generates
+    with its gelu_new chain and n_positions table), whose formulas :func:`native_formulas` generates
     from the inventories the bill itemises for it."""
     from ..bill.derive import structure
 

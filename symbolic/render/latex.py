@@ -522,9 +522,9 @@ def family_forms(model) -> dict[str, Expr]:
             "flops_all": flops.per_token(flops.model_training(mm_inv))}
 
 
-#: The units a family page collects its forms in: saved bytes in s·b·h (Korthikanti's), parameters
-#: and FLOPs per token of a layer in h² (Narayanan's 12h², 24h²).
 def family_units() -> dict[str, Expr]:
+    """The units a family page collects its forms in: saved bytes in s·b·h (Korthikanti's),
+    parameters and FLOPs per token in h² (Narayanan's 12h² and 24h² per GPT layer)."""
     s_, b_, h_ = SYMBOLS["s"], SYMBOLS["b"], SYMBOLS["h"]
     return {"saved": s_ * b_ * h_, "params": h_**2, "flops": h_**2, "params_all": h_**2, "flops_all": h_**2}
 
