@@ -84,8 +84,14 @@ def page_arch(model: ModelConfig) -> str:
     if model.arch in PAGE_ARCHITECTURES and model.recipe is None and len(key) == 5:
         return model.arch
     family = model.recipe.family if model.recipe is not None else f"{model.arch}-{model.mlp}"
-    digest = hashlib.sha256(repr(structure(replace(model, tied=True))).encode()).hexdigest()[:8]
+    digest = hashlib.sha256(repr(structure(_symbolic_ffn(model, tied=True))).encode()).hexdigest()[:8]
     return f"{family}-{digest}".replace("_", "-")
+
+
+def _symbolic_ffn(model: ModelConfig, **changes) -> ModelConfig:
+    """``model`` with its FFN width given (GPT's 0 means 4h), so its inventories carry the letter f
+    the page sets (a GPT layer of ffn 0 would be derived at 4h, whatever the page's f)."""
+    return replace(model, ffn=model.ffn or 4 * model.hidden, **changes)
 
 
 def page_models(extra: tuple[ModelConfig, ...] = ()) -> dict[str, ModelConfig]:
@@ -361,8 +367,8 @@ def native_formulas(arch: str, model: ModelConfig | None = None) -> list[Formula
             param_inv, saved, matmuls = architecture_inventories(arch, True, tied, "rope", True)
             active = ARCHITECTURES["moe"].parameters(tied=tied, active=True) if experts else None
         else:
-            param_inv, saved, matmuls = inventories(replace(model, tied=tied))
-            active = active_parameters(replace(model, tied=tied))
+            param_inv, saved, matmuls = inventories(_symbolic_ffn(model, tied=tied))
+            active = active_parameters(_symbolic_ffn(model, tied=tied))
         if tied:
             tied_params = param_inv
         source = param_inv.terms[0].source
