@@ -486,10 +486,6 @@ def test_a_composed_model_on_the_page_equals_bill_json(page, capsys):
     assert page.errors == []
 
 
-def items_of(models, key):
-    return next(item.expr for item in html.formulas(models) if item.key == key)
-
-
 def test_every_inventory_on_the_page_is_the_bills(tmp_path):
     """Without a browser: each page inventory's parameter count, first-stage activations and hardware
     FLOPs at a layout equal the bill's, for every built-in model and HF's GPT-2 (its own inventory:
@@ -502,9 +498,9 @@ def test_every_inventory_on_the_page_is_the_bills(tmp_path):
                             "n_positions": 512}, "gpt2-tiny")
     models = html.page_models((gpt2,))
     assert html.page_arch(gpt2) in models
-    # n_inner null is 4h: the page's formulas keep the letter f, which the page's FFN field sets
-    assert f in items_of(models, f"{html.page_arch(gpt2)}:params/tied/learned").free_symbols
     items = {item.key: item for item in html.formulas(models)}
+    # n_inner null is 4h: the page's formulas keep the letter f, which the page's FFN field sets
+    assert f in items[f"{html.page_arch(gpt2)}:params/tied/learned"].expr.free_symbols
     for model in (*PRESETS.values(), gpt2):
         arch = html.page_arch(model)
         prefix = "" if arch == "gpt" else arch + ":"
