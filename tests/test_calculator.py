@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -47,10 +47,17 @@ def test_every_formula_is_its_engine_expression_as_num_over_den():
     # schedule and stage), the communication buffers, 2 in-flight counts, 2 optimizer-step temporaries;
     # per inventory, SP × 3 dtypes (fp16 as bf16) × the instants' 9 terms, one per recompute policy where
     # it changes them: GPT 5 × 3 + 4 = 19, LLaMA and MoE (fused attention) 4 × 3 + 5 = 17; and ZeRO-3's
-    # gathered weights per inventory at each parameter width of the recipes.
+    # gathered weights per inventory at each parameter width of the recipes. Each built-in model's own
+    # inventory (the composed families): as LLaMA (fused attention), + 2 N_active with routed experts.
+    # Every mixture of experts (MoE and the composed ones with a router) also has its expert grid: the
+    # model states per ZeRO stage and recipe, 2 optimizer-step temporaries, 2 communication buffers (SP).
     per_parameter = len(html.page_recipes())
     widths = len({recipe.bytes_of("parameters") for recipe in html.page_recipes().values()})
-    assert len(items) == 84 + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths
+    own = html.page_models()
+    assert len(own) == 4
+    grids = 1 + sum(bool(model.experts) for model in own.values())
+    assert len(items) == 84 + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths + sum(
+        80 + 2 * bool(model.experts) + 6 * 17 + widths for model in own.values()) + grids * (4 * per_parameter + 4)
     for item in items:
         num, den = item.parts()
         assert expand(num / den - item.expr) == 0, item.key
@@ -74,13 +81,19 @@ def test_cli_writes_the_page_and_refuses_bad_input(tmp_path, capsys):
 
 
 def test_llama_and_moe_models_have_their_own_formulas(tmp_path):
-    """Every built-in model of the page's inventories is on it; the LLaMA/MoE formulas are keyed
-    ``arch:`` and generated from the inventories the bill itemises. Composed families (Qwen3,
-    Gemma-2, DeepSeek-V3) have no page formulas: `symbolic bill` itemises them."""
+    """Every built-in model is on the page; the LLaMA/MoE formulas are keyed ``arch:`` and generated
+    from the inventories the bill itemises, and so are each composed family's (Qwen3, Qwen3-MoE,
+    Gemma-2, DeepSeek-V3), keyed by the page's name of their inventory, with their own letters."""
     data = html.page_data(preset("gpt-7b"), Layout(), None, None)
     composed = {name for name, model in PRESETS.items() if model.arch == "composed"}
     assert composed == {"qwen3-8b", "qwen3-30b-a3b", "gemma-2-9b", "deepseek-v3"}
-    assert set(data["presets"]) == set(PRESETS) - composed
+    assert set(data["presets"]) == set(PRESETS)
+    deepseek = data["presets"]["deepseek-v3"]
+    arch = data["archs"][deepseek["arch"]]
+    assert arch["experts"] and arch["own_width"] and {"L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v"} <= set(
+        arch["fields"]) and "g" not in arch["fields"]  # MLA: no key/value grouping
+    assert (deepseek["L_d"], deepseek["r_kv"]) == (3, 512)
+    assert data["presets"]["gemma-2-9b"]["approximations"]  # listed next to it, never silent
     assert (data["presets"]["mixtral-8x7b"]["arch"], data["presets"]["mixtral-8x7b"]["g"]) == ("moe", 8)
     keys = {item.key for item in html.formulas()}
     assert {"llama:params/untied/rope", "moe:params_active/untied/rope", "moe:flops/hardware/full",
@@ -150,6 +163,31 @@ CASES = {
     "custom-zero1-sgd-1f1b": Case(ModelConfig("custom", 12, 768, 12, 50257, 1024),
                                   Layout(micro_batch=3, tp=4, pp=2, dp=6, zero=1, optimizer="bf16-sgd-momentum",
                                          recompute="selective", dtype="fp8"), "1.5B", "24GB"),
+    # the composed families (issue 10): their own inventories and letters, as the bill itemises them
+    "qwen3-8b-pp-selective": Case(preset("qwen3-8b"), Layout(seq=4096, tp=4, pp=2, dp=2, sp=True,
+                                                             recompute="selective", zero=1, global_batch=16),
+                                  "", preset="qwen3-8b"),
+    "qwen3-30b-a3b-zero3-full": Case(preset("qwen3-30b-a3b"), Layout(seq=4096, tp=4, dp=4, sp=True, zero=3,
+                                                                     recompute="full"), "", "141GB",
+                                     preset="qwen3-30b-a3b"),
+    "gemma-2-9b-fp32-untied": Case(replace(preset("gemma-2-9b"), tied=False),
+                                   Layout(seq=2048, micro_batch=2, tp=8, dtype="fp32", optimizer="fp32-adam"),
+                                   "", "80GB"),
+    # expert parallelism (--ep): the routed experts over e ranks, ZeRO over edp = t·d/e, the all-to-all's
+    # staging and the expert grid's communicators
+    "mixtral-ep4-zero1": Case(preset("mixtral-8x7b"), Layout(seq=4096, tp=2, dp=4, ep=4, sp=True, zero=1,
+                                                            recompute="selective"), "", "80GB",
+                              preset="mixtral-8x7b"),
+    "qwen3-30b-a3b-ep8-1f1b": Case(preset("qwen3-30b-a3b"), Layout(seq=4096, tp=2, pp=2, dp=8, ep=8, sp=True,
+                                                                   global_batch=32), "", "141GB",
+                                   preset="qwen3-30b-a3b"),
+    "custom-moe-ep-nosp": Case(ModelConfig("custom", 4, 1024, 16, 32000, 1024, ffn=2816, tied=False,
+                                           positions="rope", arch="moe", kv_heads=8, experts=16,
+                                           experts_per_token=4, shared_experts=2, expert_ffn=512),
+                               Layout(micro_batch=2, dp=4, ep=2, zero=3), "", "16GB"),
+    "deepseek-v3-1f1b": Case(replace(preset("deepseek-v3"), name="custom", layers=8, dims=tuple(
+        (letter, 2 if letter == "L_d" else value) for letter, value in preset("deepseek-v3").dims)),
+                             Layout(seq=2048, tp=2, pp=2, dp=8, ep=8, sp=True, zero=1, global_batch=16), "", "141GB"),
 }
 
 
@@ -161,7 +199,12 @@ def expected(case: Case) -> dict[str, str]:
     totals = bill.totals
     tokens = totals["tokens_per_iteration"]
     # Kaplan's 6N·tokens, N = the layers' weight matrices at the model's own FFN width f
-    if case.model.arch == "gpt":
+    if case.model.recipe is not None:  # a composed layer, under its registered name
+        from symbolic.models.architectures import composed
+
+        kaplan = exact(evaluate("flops.kaplan_training_per_token", arch=composed.register(case.model),
+                                context=False), bill.values) * tokens
+    elif case.model.arch == "gpt":
         kaplan_n = params.non_embedding_weights(gpt.parameters(ffn=f))
         kaplan = exact(evaluate("flops.per_param_per_token") * kaplan_n, bill.values) * tokens
     else:  # 6 × the weights a token multiplies by (MoE: N_active's), no embeddings
@@ -203,15 +246,20 @@ def fill(page, case: Case) -> None:
     if case.preset == "custom":
         values = model.values()
         fields = dict(L=model.layers, h=model.hidden, a=model.heads, V=model.vocab, s=model.seq, f=model.ffn,
-                      positions=model.positions, arch=model.arch)
-        fields.update({key: values[key] for key in ("g", "E", "k", "E_s", "f_e") if key in values})
+                      positions=model.positions, arch=html.page_arch(model))
+        fields.update({key: values[key] for key in html.MODEL_FIELDS if key in values})
         for key, value in fields.items():
-            (page.select_option if key in ("positions", "arch") else page.fill)(f"#{key}", str(value))
+            if key in ("positions", "arch"):
+                page.select_option(f"#{key}", str(value))
+            elif page.is_visible(f"#{key}"):  # the letters the inventory uses (the others are not read)
+                page.fill(f"#{key}", str(value))
         page.set_checked("#tied", model.tied)
     fields = dict(s=layout.seq or model.seq, b=layout.micro_batch, t=layout.tp, p=layout.pp, d=layout.dp,
                   v=layout.interleave, G=layout.iteration_micro_batches(), N=case.params, gpu=case.gpu)
     for key, value in fields.items():
         page.fill(f"#{key}", str(value))
+    if page.is_visible("#e"):  # a mixture of experts: the expert-parallel size
+        page.fill("#e", str(layout.ep))
     page.set_checked("#sp", layout.sp)
     for key in ("optimizer", "zero", "recompute", "dtype"):
         page.select_option(f"#{key}", str(getattr(layout, key)))
@@ -403,3 +451,109 @@ def test_the_page_checks_the_llama_and_moe_fields(page):
     assert page.is_visible("#E") and page.is_visible("#out-params-active")
     fill(page, SEED_7B)
     assert page.is_hidden("#g") and page.is_hidden("#E") and page.inner_text("#out-paper-total") == "66.08 GB"
+
+
+def test_a_composed_model_on_the_page_equals_bill_json(page, capsys):
+    """Issue 10: the composed families are on the page, their numbers those of ``bill --json``."""
+    fill(page, SEED_7B)
+    page.select_option("#model", "deepseek-v3")
+    assert page.input_value("#arch") == html.page_arch(preset("deepseek-v3"))
+    assert page.is_visible("#r_kv") and page.is_visible("#L_d") and page.is_hidden("#g") and page.is_hidden("#E_s")
+    assert "approximated:" in page.inner_text("#model-source")  # DeepSeek-V3's MTP, stated apart
+    for key, value in dict(s="4096", t="8", d="8", G="1").items():
+        page.fill(f"#{key}", value)
+    page.set_checked("#sp", True)
+    page.select_option("#recompute", "full")
+    page.select_option("#zero", "1")
+    page.fill("#gpu", "141GB")
+    assert page.input_value("#N") == "671B"  # its size label, as the seed fills N in
+    _shown_against_bill(page, _bill_json(["deepseek-v3", "--seq", "4096", "--tp", "8", "--dp", "8", "--sp",
+                                          "--recompute", "full", "--zero", "1", "--params", "671B",
+                                          "--gpu-memory", "141GB"], capsys))
+    assert page.inner_text("#out-params-config") == "671,026,404,352 params"
+    page.select_option("#model", "qwen3-30b-a3b")  # opens on one GPU with its size label as N
+    hand = page.input_value("#N")
+    page.select_option("#zero", "0")  # the preset sets the layout's sizes, not the policies nor the GPU
+    page.select_option("#recompute", "none")
+    page.fill("#gpu", "80GB")
+    page.fill("#t", "4")
+    page.set_checked("#sp", True)
+    _shown_against_bill(page, _bill_json(["qwen3-30b-a3b", "--tp", "4", "--sp", "--gpu-memory", "80GB"]
+                                         + (["--params", hand] if hand else []), capsys))
+    page.select_option("#model", "deepseek-v3")
+    page.fill("#L_d", "62")  # the page's own rule for a letter the reader takes from the config
+    assert page.inner_text("#error") == "dense layers (62) must be at most the layers (61)"
+    assert page.errors == []
+
+
+def test_every_inventory_on_the_page_is_the_bills(tmp_path):
+    """Without a browser: each page inventory's parameter count, first-stage activations and hardware
+    FLOPs at a layout equal the bill's, for every built-in model and HF's GPT-2 (its own inventory:
+    gelu_new, a table of n_positions rows)."""
+    from symbolic.core.dims import SYMBOLS
+    from symbolic.core.numeric import exact
+    from symbolic.models import hf
+
+    gpt2 = hf.from_hf_dict({"model_type": "gpt2", "n_layer": 4, "n_embd": 256, "n_head": 8, "vocab_size": 1000,
+                            "n_positions": 512}, "gpt2-tiny")
+    models = html.page_models((gpt2,))
+    assert html.page_arch(gpt2) in models
+    items = {item.key: item for item in html.formulas(models)}
+    # n_inner null is 4h: the page's formulas keep the letter f, which the page's FFN field sets
+    assert f in items[f"{html.page_arch(gpt2)}:params/tied/learned"].expr.free_symbols
+    for model in (*PRESETS.values(), gpt2):
+        arch = html.page_arch(model)
+        prefix = "" if arch == "gpt" else arch + ":"
+        pp = 2 if model.layers % 2 == 0 else 1  # GPT-530B's 105 layers, DeepSeek-V3's 61
+        layout = Layout(seq=min(model.seq, 512), tp=2, pp=pp, sp=True, recompute="selective", global_batch=4)
+        bill = make_bill(model, layout)
+        values = {SYMBOLS[name]: value for name, value in bill.values.items()} | {
+            html.G: layout.iteration_micro_batches(), SYMBOLS["m"]: layout.in_flight("first"),
+            SYMBOLS["E_s"]: bill.values.get("E_s", 0)}
+        tied = "tied" if model.tied else "untied"
+        assert exact(items[f"{prefix}params/{tied}/{model.positions}"].expr, values) == bill.totals["params"], model.name
+        acts = items[prefix + html.activation_key(True, "selective", "1f1b" if pp > 1 else "none", "bf16")].expr
+        assert exact(acts, values) == bill.totals["activation_bytes"], model.name
+        flops = items[f"{prefix}flops/hardware/selective"].expr
+        assert exact(flops, values) == bill.totals["flops_per_iteration"], model.name
+        if model.experts:  # the expert grid at e = 2: states, the EP all-to-all's buffers, activations
+            layout = Layout(seq=min(model.seq, 512), tp=2, dp=2, ep=2, sp=True, zero=1)
+            bill = make_bill(model, layout)
+            values = {SYMBOLS[name]: value for name, value in bill.values.items()} | {
+                html.G: 1, SYMBOLS["m"]: 1, SYMBOLS["E_s"]: bill.values.get("E_s", 0)}
+            states = exact(items[f"{prefix}states/bf16-adam/1"].expr, values | {SYMBOLS["Psi"]: bill.totals["params"]})
+            assert states == bill.totals["model_states_bytes"], model.name
+            comm = sum(line.value for line in bill.ledger("communication") if line.name.startswith("communication/"))
+            assert exact(items[f"{prefix}comm/sp"].expr, values) == comm, model.name
+            acts = items[prefix + html.activation_key(True, "none", "none", "bf16")].expr
+            assert exact(acts, values) == bill.totals["activation_bytes"], model.name
+
+
+def test_the_calculator_takes_expert_parallelism(tmp_path, capsys):
+    """--ep is a page input for a mixture of experts; what the page cannot express (its own e_t, a
+    capacity factor) and --ep on a dense model are one line each, exit 2."""
+    out = tmp_path / "ep.html"
+    assert main(["calculator", "--model", "mixtral-8x7b", "--tp", "2", "--dp", "4", "--ep", "4", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert '"e": 4' in out.read_text()
+    for argv, words in ((["--model", "mixtral-8x7b", "--tp", "2", "--dp", "4", "--ep", "4", "--etp", "1"],
+                         "--etp 1: the calculator page splits each expert's width over the tensor-parallel ranks"),
+                        (["--model", "mixtral-8x7b", "--moe-capacity-factor", "1.25"], "--moe-capacity-factor"),
+                        (["--model", "gpt-7b", "--ep", "2"], "apply to mixture-of-experts models"),
+                        (["--model", "mixtral-8x7b", "--tp", "2", "--ep", "3"], "ep (3) must divide the routed experts")):
+        assert main(["calculator", *argv, "-o", str(tmp_path / "x.html")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], err
+
+
+def test_the_page_checks_expert_parallelism_in_the_bills_words(page):
+    fill(page, CASES["mixtral-ep4-zero1"])
+    assert page.get_attribute("body", "data-state") == "ok"
+    for value, layout in (("3", Layout(seq=4096, tp=2, dp=4, ep=3, sp=True)),
+                          ("8", Layout(seq=4096, tp=2, dp=4, ep=8, sp=True))):
+        page.fill("#e", value)
+        with pytest.raises(ConfigError) as refused:
+            layout.validate(preset("mixtral-8x7b"))
+        assert page.inner_text("#error") == str(refused.value)
+    fill(page, SEED_7B)
+    assert page.is_hidden("#e")

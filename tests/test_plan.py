@@ -2,6 +2,7 @@
 import itertools
 import json
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -279,3 +280,26 @@ def test_cli_plan_llama(capsys):
                                                    recompute=first["recompute"], zero=first["zero"],
                                                    interleave=first["interleave"]))
     assert first["total_bytes"] == bill.totals["total_bytes"] and first["params"] == 6_738_415_616
+
+
+def test_a_learned_table_shorter_than_seq_is_the_bills_one_line_everywhere(tmp_path, capsys):
+    """Issue 10: `plan gpt2 --seq 4096` said "no valid layout"; every command now gives the bill's
+    refusal (the field, the table's rows, the fix), exit 2 — and solve --max seq names the table."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 100,
+                                "n_positions": 256}))
+    refusal = "seq (4096) exceeds the learned position table of "  # the field and its value
+    lines = []
+    for argv in (["bill", str(path), "--seq", "4096"],
+                 ["plan", str(path), "--gpus", "8", "--seq", "4096", "--gpu-memory", "80GB"],
+                 ["solve", str(path), "--max", "micro-batch", "--seq", "4096", "--gpu-memory", "80GB"],
+                 ["timeline", str(path), "--seq", "4096"]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, (argv, err)
+        assert refusal in err and "(256 rows, n_positions)" in err and "choose --seq 256 or less" in err, err
+        lines.append(err.strip().split("error: ", 1)[1])
+    assert len(set(lines)) == 1  # the same words from every command
+    with pytest.raises(ConfigError, match=r"seq \(4096\) exceeds the learned position table"):
+        plan(replace(preset("gpt-7b"), position_table=2048), 8, 80 * GB, seq=4096)
+    code, out, _ = run(capsys, "solve", str(path), "--max", "seq", "--gpu-memory", "80GB")
+    assert code == 0 and "largest seq: s = 256 (the largest valid value: the learned position table has 256 rows" in out

@@ -13,7 +13,7 @@ from symbolic.claims.claims import check, load_all
 from symbolic.cli import main
 from symbolic.core.dims import LATEX_NAMES
 from symbolic.claims.quantities import evaluate
-from symbolic.render.latex import LEDGERS, NATIVE, breakable, ledger_of, simplified, tex
+from symbolic.render.latex import FAMILY_PAGES, LEDGERS, NATIVE, breakable, ledger_of, simplified, tex
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_every_claim_has_a_ledger(results):
 
 def test_sheet_source(source, results):
     assert source.isascii()
-    assert source.count(r"\section{") == 1 + len(NATIVE) + sum(
+    assert source.count(r"\section{") == 1 + len(NATIVE) + len(FAMILY_PAGES) + sum(
         1 for name, _, _ in LEDGERS if name != "units" or any(ledger_of(r.claim) == "units" for r in results))
     # The saved-tensor table: one row per tensor, with its shape, bytes and split axis.
     assert r"\texttt{attention/softmax\_output} & $b \times a \times s \times s$ & bf16 (2 B) & $2 a b s^{2}$ & " \
@@ -107,7 +107,7 @@ def test_sheet_compiles_into_pages_worth_printing(tmp_path, capsys, results):
              if (lines := sum(1 for line in _page_text(pdf, page).splitlines() if line.strip())) < 10}
     assert not short, short
     titles = {name: title for name, title, _ in LEDGERS} | {"errata": "Errata"} | {
-        arch: title for arch, title, _ in NATIVE}
+        arch: title for arch, title, _ in NATIVE} | {f"fam_{label}": f"Family: {title}" for label, title, *_ in FAMILY_PAGES}
     for label, page in labels.items():
         assert titles[label.removeprefix("sec:")] in _page_text(pdf, page), (label, page)
     # the errata start a page: its first lines are the section's number and title
@@ -160,3 +160,55 @@ def test_sheet_sets_the_papers_count_beside_the_kernels(source):
     paper = total_bytes(paper_form(with_conventions(gpt.saved_tensors(), "cuda")))
     assert expand(paper - evaluate("activations.per_layer")) == 0  # Eq 1, recovered by removing named terms
     assert latex(simplified(paper), symbol_names=LATEX_NAMES) in source
+
+
+def _family_section(source, label):
+    start = source.index(rf"\label{{sec:fam_{label}}}")
+    return source[start:source.index(r"\section", start)]
+
+
+def test_every_family_has_a_page_of_its_coefficients(source):
+    """Issue 10 item 6: a page per family, its per-layer coefficients summed from the inventories the
+    bill itemises — the saved bytes collected in s·b·h, parameters and forward FLOPs per token in h² —
+    each the latex of the engine's own expression, never typed."""
+    from symbolic.core.dims import SYMBOLS
+    from symbolic.render.latex import family_forms, family_model, family_units, layer_kinds
+
+    covered = {model_type for _, _, model_type, _ in FAMILY_PAGES}
+    assert {"llama", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo2", "gpt_neox", "mixtral", "qwen2_moe",
+            "qwen3_moe", "deepseek_v2", "deepseek_v3"} <= covered
+    units = family_units()
+    for label, title, model_type, builtin in FAMILY_PAGES:
+        page = _family_section(source, label)
+        model = family_model(model_type, builtin)
+        forms = family_forms(model)
+        for kind, subs in layer_kinds(model):
+            for name in ("saved", "params", "flops"):
+                inner = expand(forms[name].subs(subs) / units[name])
+                assert latex(inner, symbol_names=LATEX_NAMES) in page, (label, name, kind)
+        if builtin:  # its numbers at the built-in model's dimensions
+            assert f"At {builtin} (s = {model.seq:,}, b = 1)" in page
+    # The paper's GPT layer is the gelu-fused recipe: 34 and 5. HF's GPT-2 runs gelu_new, a chain of
+    # element-wise ops that keeps 24 sbh more (the issue's traced figure), which its page shows.
+    s, b, h, a = (SYMBOLS[x] for x in "sbha")
+    gpt2 = family_forms(family_model("gpt2", None))["saved"]
+    assert expand(evaluate("activations.per_layer") - s * b * h * (34 + 5 * a * s / h)) == 0
+    assert expand(gpt2 - s * b * h * (34 + 5 * a * s / h)) == 24 * s * b * h
+
+
+def test_the_family_pages_show_what_each_part_adds(source):
+    """Differences of two family forms are the parts that tell them apart: Qwen3's per-head Q/K
+    RMSNorms add s·b·(6a·d + 6g·d + 4a + 4g) bytes over Llama (heads of width d = h/a), as the
+    issue traced; DeepSeek-V3's dense layer and its MoE layer are both shown whole."""
+    from symbolic.core.dims import SYMBOLS
+    from symbolic.render.latex import family_forms, family_model
+
+    s, b, h, a, g = (SYMBOLS[x] for x in "sbhag")
+    llama = family_forms(family_model("llama", "llama-3-8b"))
+    qwen3 = family_forms(family_model("qwen3", "qwen3-8b"))
+    d = h / a
+    assert expand(qwen3["saved"] - llama["saved"] - s * b * (6 * a * d + 6 * g * d + 4 * a + 4 * g)) == 0
+    assert expand(qwen3["flops"] - llama["flops"]) == 0  # the norms do no matmul
+    deepseek = _family_section(source, "deepseek_v3")
+    assert "An MoE layer (L\\_d = 0)" in deepseek and "A dense layer (L\\_d = L), no parallelism" in deepseek
+    assert "671,026,404,352 parameters" in deepseek  # the issue's count, summed by the sheet's own forms

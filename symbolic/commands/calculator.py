@@ -4,7 +4,9 @@ One self-contained file (no network at run time) whose formulas are generated
 from the engine's expressions. Without options its defaults are seed 001 §5's
 Figure 5-1: the 7B example, b = 4, t = 8, sequence parallelism, N = 7B, 80 GB.
 The hand-filled N defaults to the model's size label (7B, 175B), as the seed
-fills it in.
+fills it in. Every built-in model is on the page, each with the formulas of its
+own inventory; a mixture of experts takes ``--ep`` (its experts' width split
+over e_t = t, Megatron-Core's default: ``--etp`` otherwise is refused).
 """
 from __future__ import annotations
 
@@ -38,9 +40,15 @@ def run(args) -> int:
     if layout.cp > 1:
         raise ConfigError(f"--cp {layout.cp}: the calculator page has no context-parallel input; "
                           "use `symbolic bill` or `symbolic plan` with --cp")
-    if layout.ep > 1 or layout.etp not in (0, layout.tp) or layout.moe_capacity != 1:
-        raise ConfigError(f"--ep {layout.ep} / --etp {layout.etp or layout.tp}: the calculator page has no expert-"
-                          "parallel input; use `symbolic bill` or `symbolic plan` with --ep/--etp")
+    # --ep is a page input (the routed experts over e ranks, each expert's width over e_t = t);
+    # the page has no e_t of its own nor a capacity factor
+    if layout.etp not in (0, layout.tp):
+        raise ConfigError(f"--etp {layout.etp}: the calculator page splits each expert's width over the "
+                          f"tensor-parallel ranks (e_t = t = {layout.tp}, Megatron-Core's default); use "
+                          "`symbolic bill` or `symbolic plan` with --etp")
+    if layout.moe_capacity != 1:
+        raise ConfigError(f"--moe-capacity-factor {layout.moe_capacity}: the calculator page routes tokens "
+                          "balanced (C_f = 1); use `symbolic bill` or `symbolic plan` with it")
     if layout.recompute_modules or layout.fused_swiglu:
         raise ConfigError("--recompute-modules / --fused-swiglu: the calculator page has no input for them; "
                           "use `symbolic bill`")

@@ -102,6 +102,9 @@ def _details(limit) -> str:
 
 def _why(limit) -> str:
     lay = limit.layout
+    table = limit.model.position_table
+    if limit.target == "seq" and table and limit.answer is not None and limit.answer + _step_of(lay) > table:
+        return f"the learned position table has {table} rows, n_positions"
     if limit.target == "seq" and lay.cp > 1:
         return (f"s must be a multiple of t·c = {lay.tp}·{lay.cp} under sequence and context parallelism" if lay.sp
                 else f"s must be a multiple of c = {lay.cp} under context parallelism")
@@ -110,6 +113,11 @@ def _why(limit) -> str:
     if limit.target == "micro_batch" and lay.global_batch:
         return f"b·d must divide the global batch {lay.global_batch}"
     return "the layout's divisibility rules"
+
+
+def _step_of(layout) -> int:
+    """Valid sequence lengths are multiples of this (c; t·c under SP)."""
+    return layout.cp * (layout.tp if layout.sp else 1)
 
 
 def render_json(limit) -> str:

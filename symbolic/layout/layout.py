@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Callable
 
-from ..models.config import ConfigError, ModelConfig, positive_int
+from ..models.config import ConfigError, ModelConfig, check_position_table, positive_int
 from .choices import (
     BASE_DTYPES,
     FLOAT_ACTIVATION_DTYPES,
@@ -365,10 +365,7 @@ class Layout:
         validate_expert_parallel(model, self)  # expert width by etp, ep by E, ep·etp by t·d·c
         if values["f"] % self.tp:
             raise ConfigError(f"ffn width ({values['f']}) must be divisible by tp ({self.tp})")
-        if model.position_table and values["s"] > model.position_table:
-            raise ConfigError(f"seq ({values['s']}) exceeds the learned position table of {model.name} "
-                              f"({model.position_table} rows, n_positions): it cannot run longer sequences; "
-                              f"choose --seq {model.position_table} or less")
+        check_position_table(model, values["s"])
         if values["s"] % self.cp:
             raise ConfigError(f"seq ({values['s']}) must be divisible by cp ({self.cp}): "
                               "each context-parallel rank holds s/cp tokens; choose a cp that divides it")

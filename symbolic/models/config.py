@@ -190,5 +190,16 @@ def check_ranges(model: "ModelConfig") -> None:
                               f"{name} = {value:,} is beyond the stated range (at most {limit:,}); check the config")
 
 
+def check_position_table(model: "ModelConfig", seq: int) -> None:
+    """A learned position table has ``position_table`` rows (GPT-2's n_positions): a sequence
+    longer than it has no position embedding, so the model cannot run it (issue 10 item 3).
+    One :class:`ConfigError` naming the field, the limit and the fix; nothing for RoPE or for
+    the papers' tables sized by s."""
+    if model.position_table and seq > model.position_table:
+        raise ConfigError(f"seq ({seq}) exceeds the learned position table of {model.name} "
+                          f"({model.position_table} rows, n_positions): it cannot run longer sequences; "
+                          f"choose --seq {model.position_table} or less")
+
+
 def field_names() -> list[str]:
     return [f.name for f in fields(ModelConfig)]

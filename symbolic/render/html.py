@@ -9,22 +9,29 @@ rounds their ratio half-up with integer arithmetic, as
 :func:`symbolic.core.numeric.round_half_up` does. Above 2^53 (FLOPs of large steps)
 it falls back to doubles and marks the number ``data-exact="false"``.
 
+Every built-in model is on the page with the formulas of its own inventory
+(the composed families' letters as page fields), and a mixture of experts takes
+the expert-parallel size e, as ``bill --ep`` does.
+
 The page needs no network: its CSS, data and script are inline.
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
+from functools import lru_cache
 from pathlib import Path
 
-from sympy import Expr, Integer, Piecewise, Rational, Symbol, factor_terms, fraction, sstr, together
+from sympy import Add, Expr, Integer, Piecewise, Rational, Symbol, factor_terms, fraction, sstr, together
 from sympy.printing.jscode import JavascriptCodePrinter
 
 from ..claims.quantities import evaluate
 from ..claims.sources import cite, keys, reference
-from ..core.dims import E, E_s, L, Psi, V, a, b, d, f, f_e, g, h, k, m, p, s, t, v
+from ..core.dims import (E, E_s, L, L_d, P, Psi, V, a, b, d, d_h, d_n, d_r, d_v, e, f, f_e, f_s, g, h, k, m, p,
+                         r_kv, r_q, s, t, v)
 from ..layout.layout import Layout
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy, in_flight_formula
 from ..ledgers import activations, flops, params, states
@@ -43,14 +50,59 @@ m_last = Symbol("m_last", positive=True, integer=True)
 
 #: The arguments of every generated function, in this order: the GPT letters, then the
 #: LLaMA/MoE ones (key/value heads, experts, top-k, shared experts, expert width), then the
-#: chunks in flight on the first and the last stage.
-ARGUMENTS = (s, b, h, a, L, V, t, p, d, f, v, Psi, G, g, E, k, E_s, f_e, m, m_last)
+#: chunks in flight on the first and the last stage, then the composed layers' own letters
+#: (``symbolic.models.architectures.composed``: head width, dense layers, shared-expert width,
+#: MLA's ranks and head widths), a learned table's rows, and the expert-parallel size e (the
+#: routed experts over e ranks, each expert's width over e_t = t: Megatron-Core's default).
+ARGUMENTS = (s, b, h, a, L, V, t, p, d, f, v, Psi, G, g, E, k, E_s, f_e, m, m_last,
+             d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, P, e)
+
+#: The page's inputs of the model's letters beyond the GPT ones, each shown for the inventories
+#: whose formulas use it (``page_archs``), with its label and the least value it takes.
+MODEL_FIELDS = {"g": ("g KV heads", 1), "E": ("E experts", 1), "k": ("k experts/token", 1),
+                "E_s": ("E_s shared experts", 0), "f_e": ("f_e expert FFN", 1), "d_h": ("d_h head width", 1),
+                "L_d": ("L_d dense layers", 0), "f_s": ("f_s shared-expert FFN", 0), "r_q": ("r_q query rank", 1),
+                "r_kv": ("r_kv KV latent rank", 1), "d_n": ("d_n Q/K width, no RoPE", 1),
+                "d_r": ("d_r Q/K RoPE width", 1), "d_v": ("d_v value width", 1), "P": ("P position rows", 1)}
 
 #: Activation dtypes with the same bytes: the verdict's formulas are printed once for them.
 PEAK_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp32": "fp32", "fp8": "fp8"}
 
-#: The inventories the page has formulas for; keys of the non-GPT ones start with ``arch:``.
+#: The inventories the page always has formulas for; keys of the non-GPT ones start with ``arch:``.
+#: Every other model (a composed family, HF's GPT-2) gets its own by :func:`page_arch`.
 PAGE_ARCHITECTURES = ("gpt", "llama", "moe")
+
+
+def page_arch(model: ModelConfig) -> str:
+    """The page's name of ``model``'s layer inventory: ``gpt``, ``llama`` or ``moe`` for the three
+    the page always has, else ``<family>-<hash of its structure>`` (a composed recipe; HF's GPT-2
+    with its gelu_new chain and n_positions table), whose formulas :func:`native_formulas` generates
+    from the inventories the bill itemises for it."""
+    from ..bill.derive import structure
+
+    key = structure(model)
+    if model.arch in PAGE_ARCHITECTURES and model.recipe is None and len(key) == 5:
+        return model.arch
+    family = model.recipe.family if model.recipe is not None else f"{model.arch}-{model.mlp}"
+    digest = hashlib.sha256(repr(structure(_symbolic_ffn(model, tied=True))).encode()).hexdigest()[:8]
+    return f"{family}-{digest}".replace("_", "-")
+
+
+def _symbolic_ffn(model: ModelConfig, **changes) -> ModelConfig:
+    """``model`` with its FFN width given (GPT's 0 means 4h), so its inventories carry the letter f
+    the page sets (a GPT layer of ffn 0 would be derived at 4h, whatever the page's f)."""
+    return replace(model, ffn=model.ffn or 4 * model.hidden, **changes)
+
+
+def page_models(extra: tuple[ModelConfig, ...] = ()) -> dict[str, ModelConfig]:
+    """One model per inventory beyond the three the page always has: the built-in models', and
+    ``extra`` (the page's own model), by :func:`page_arch`."""
+    out: dict[str, ModelConfig] = {}
+    for model in (*builtin_presets().values(), *extra):
+        arch = page_arch(model)
+        if arch not in PAGE_ARCHITECTURES:
+            out.setdefault(arch, model)
+    return out
 
 PIPELINES = {"none": dict(pipeline=False), "1f1b": dict(pipeline=True),
              "interleaved": dict(pipeline=True, interleaved=True)}
@@ -68,10 +120,7 @@ class Formula:
     def parts(self) -> tuple[Expr, Expr]:
         """Numerator and denominator with integer coefficients (the page
         evaluates both exactly while they stay below 2^53)."""
-        if isinstance(self.expr, Piecewise):  # integer-valued branches (counts, buffer sizes)
-            num, den = self.expr, Integer(1)
-        else:
-            num, den = fraction(factor_terms(together(self.expr)))
+        num, den = _numerator_denominator(self.expr)
         for part in (num, den):
             for coefficient in part.atoms(Rational):
                 if not coefficient.is_Integer:
@@ -81,33 +130,58 @@ class Formula:
         return num, den
 
 
+@lru_cache(maxsize=None)
+def _numerator_denominator(expr: Expr) -> tuple[Expr, Expr]:
+    """``expr`` as (numerator, denominator), common factors pulled out (cached: a third of the
+    page's expressions repeat — fp16 as bf16, the instants' terms every recompute shares)."""
+    if isinstance(expr, Piecewise):  # integer-valued branches (counts, buffer sizes)
+        return expr, Integer(1)
+    return fraction(factor_terms(together(expr)))
+
+
+@lru_cache(maxsize=None)
+def _printed(expr: Expr) -> tuple[str, str]:
+    """(text, text with f = 4h) of ``expr``, as the page shows its formulas (cached as above)."""
+    return sstr(expr), sstr(expr.subs(f, gpt.GPT_FFN))
+
+
+@lru_cache(maxsize=None)
+def _javascript_code(expr: Expr) -> str:
+    return JavascriptCodePrinter().doprint(expr)
+
+
 def activation_key(sp: bool, recompute: str, pipeline: str, dtype: str) -> str:
     return f"activations/{'sp' if sp else 'nosp'}/{recompute}/{pipeline}/{dtype}"
 
 
-def activation_formulas(prefix: str, saved, source: str) -> list[Formula]:
+def activation_formulas(prefix: str, saved, source: str, experts: bool = False) -> list[Formula]:
     """The stage's activation bytes for every strategy the page offers (SP ×
-    recompute × pipeline schedule × dtype), keyed ``prefix + activation_key``."""
+    recompute × pipeline schedule × dtype), keyed ``prefix + activation_key``;
+    ``experts``: the routed experts dispatched over e expert-parallel ranks."""
     out = []
     for sp in (False, True):
         for recompute in RECOMPUTE:
             for pipeline, pipe_options in PIPELINES.items():
                 for dtype in FLOAT_ACTIVATION_DTYPES:
-                    strategy = page_strategy(sp, recompute, pipeline, dtype)
+                    strategy = page_strategy(sp, recompute, pipeline, dtype, experts=experts)
                     out.append(Formula(prefix + activation_key(sp, recompute, pipeline, dtype),
                                        activations.stage(strategy, saved), source,
                                        strategy.describe() + "; transformer layers only"))
     return out
 
 
-def page_strategy(sp: bool, recompute: str, pipeline: str, dtype: str, stage: str = "first") -> Strategy:
-    """The bill's strategy of ``stage`` with its chunks in flight as the page's m (m_last on the last stage)."""
+def page_strategy(sp: bool, recompute: str, pipeline: str, dtype: str, stage: str = "first",
+                  experts: bool = False) -> Strategy:
+    """The bill's strategy of ``stage`` with its chunks in flight as the page's m (m_last on the last stage).
+    ``experts``: expert parallelism over the letter e (``Layout.strategy``'s with ep > 1; at e = 1 its
+    terms are those of no expert parallelism, so one formula serves every e)."""
     in_flight = None if pipeline == "none" else (m if stage == "first" else m_last)
     return Strategy(tensor_parallel=True, sequence_parallel=sp, recompute=recompute, dtype=dtype,
-                    in_flight=in_flight, stage=stage, **PIPELINES[pipeline])
+                    in_flight=in_flight, stage=stage, expert_parallel=experts, **PIPELINES[pipeline])
 
 
-def peak_formulas(prefix: str, arch: str, saved) -> list[Formula]:
+def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_inv=None,
+                  experts: bool = False) -> list[Formula]:
     """The terms of the verdict's candidate instants (``symbolic.ledgers.peak.basis``) for every
     strategy the page offers, keyed ``prefix + peak/SP/RECOMPUTE/DTYPE/TERM`` (RECOMPUTE ``any`` for
     the terms recompute does not change: work tensors and the output side). The page composes them
@@ -121,8 +195,8 @@ def peak_formulas(prefix: str, arch: str, saved) -> list[Formula]:
         for dtype in sorted(set(PEAK_DTYPE.values())):
             by_policy = {}
             for recompute in RECOMPUTE:
-                strategy = page_strategy(sp, recompute, "none", dtype)
-                kept = strategy.shard(output.saved_tensors(norm=OUTPUT_NORM[arch]))
+                strategy = page_strategy(sp, recompute, "none", dtype, experts=experts)
+                kept = strategy.shard(output.saved_tensors(norm=norm or OUTPUT_NORM[arch]))
                 by_policy[recompute] = peak.basis(strategy, saved, kept)
             for name in peak.BASIS:
                 if name == "gathered_weights":
@@ -134,7 +208,7 @@ def peak_formulas(prefix: str, arch: str, saved) -> list[Formula]:
                                        exprs["none" if recompute == "any" else recompute], peak.SOURCE,
                                        f"{name.replace('_', ' ')}: one micro-batch, one layer"
                                        + (" (every recompute policy)" if recompute == "any" else "")))
-    param_inv = architecture_inventories_for_page(arch, saved)
+    param_inv = param_inv if param_inv is not None else architecture_inventories_for_page(arch, saved)
     for size in sorted({recipe.bytes_of("parameters") for recipe in page_recipes().values()}):
         out.append(Formula(f"{prefix}peak/gathered/{size}", peak.gathered_weights(param_inv, Integer(size), 3),
                            peak.SOURCE, f"ZeRO-3: the largest weight matrix gathered and one prefetched, {size} B each"))
@@ -226,13 +300,16 @@ def page_recipes() -> dict:
     return {name: recipe for name, recipe in states.RECIPES.items() if not recipe.factored}
 
 
-def formulas() -> list[Formula]:
+def formulas(models: dict[str, ModelConfig] | None = None) -> list[Formula]:
     """Every expression the page evaluates, keyed as the page selects them.
 
     Parameters, model states, activations and FLOPs come from the ledgers over
     the GPT inventories with the FFN width ``f`` (the page sets f = 4h unless
-    given), exactly as :func:`symbolic.bill.derive.make_bill` builds them.
+    given), exactly as :func:`symbolic.bill.derive.make_bill` builds them; then the
+    LLaMA and MoE inventories', and those of ``models`` (:func:`page_models`, the
+    built-in models' by default), keyed ``arch:`` + the GPT key.
     """
+    models = page_models() if models is None else models
     out: list[Formula] = []
     for tied in (True, False):
         for positions in ("learned", "rope"):
@@ -266,33 +343,51 @@ def formulas() -> list[Formula]:
                        "Kaplan et al. 2020 §2.1", "6N·tokens: N without embeddings, short context, no recompute"))
     for arch in PAGE_ARCHITECTURES[1:]:
         out += native_formulas(arch)
+    for arch, model in models.items():
+        out += native_formulas(arch, model)
     return out
 
 
-def native_formulas(arch: str) -> list[Formula]:
-    """The LLaMA or MoE formulas, keyed ``arch:`` + the GPT key, from the inventories
-    :func:`symbolic.bill.derive.make_bill` itemises (RoPE; the MoE's shared experts as the
-    symbol E_s, 0 for none), with the fused attention kernel's backward recompute in
-    the hardware FLOPs and, for MoE, N_active (``moe:params_active/...``)."""
-    from ..bill.derive import architecture_inventories, fused_backward_recompute, recompute_for_flops
-    from ..models.architectures import ARCHITECTURES
+def native_formulas(arch: str, model: ModelConfig | None = None) -> list[Formula]:
+    """The LLaMA or MoE formulas — or, with ``model``, those of its own inventory (a composed
+    family, HF's GPT-2) — keyed ``arch:`` + the GPT key, from the inventories
+    :func:`symbolic.bill.derive.make_bill` itemises (the LLaMA/MoE ones with RoPE and the MoE's
+    shared experts as the symbol E_s, 0 for none; a model's at its positions), with the fused
+    attention kernel's backward recompute in the hardware FLOPs and, for a mixture of experts,
+    N_active (``ARCH:params_active/...``)."""
+    from ..bill.derive import (active_parameters, architecture_inventories, fused_backward_recompute,
+                               inventories, output_norm, recompute_for_flops)
+    from ..models.architectures import ARCHITECTURES, composed
 
+    positions = "rope" if model is None else model.positions
+    experts = arch == "moe" if model is None else bool(model.experts)
     out: list[Formula] = []
     for tied in (True, False):
-        param_inv, saved, matmuls = architecture_inventories(arch, True, tied, "rope", True)
-        source = param_inv.terms[0].source
-        out.append(Formula(f"{arch}:params/{'tied' if tied else 'untied'}/rope", params.count(param_inv), source,
-                           "every parameter tensor of the inventory, layers × L"
-                           + ("; N_total: every expert" if arch == "moe" else "")))
+        if model is None:
+            param_inv, saved, matmuls = architecture_inventories(arch, True, tied, "rope", True)
+            active = ARCHITECTURES["moe"].parameters(tied=tied, active=True) if experts else None
+        else:
+            param_inv, saved, matmuls = inventories(_symbolic_ffn(model, tied=tied))
+            active = active_parameters(_symbolic_ffn(model, tied=tied))
         if tied:
-            out.append(Formula(f"{arch}:params_eq2/rope", params.count(param_inv, params.eq2_scopes()), source,
+            tied_params = param_inv
+        source = param_inv.terms[0].source
+        out.append(Formula(f"{arch}:params/{'tied' if tied else 'untied'}/{positions}", params.count(param_inv),
+                           source, "every parameter tensor of the inventory, layers × L"
+                           + ("; N_total: every expert" if experts else "")))
+        if tied:
+            out.append(Formula(f"{arch}:params_eq2/{positions}", params.count(param_inv, params.eq2_scopes()), source,
                                "Megatron Eq 2 scopes: layers + word embedding"))
-        if arch == "moe":
-            active = ARCHITECTURES["moe"].parameters(tied=tied, active=True)
-            out.append(Formula(f"moe:params_active/{'tied' if tied else 'untied'}/rope", params.count(active),
-                               source, "N_active: the k experts a token goes through"))
-    out += activation_formulas(f"{arch}:", saved, saved.terms[0].source)
-    out += peak_formulas(f"{arch}:", arch, saved)
+        if active is not None:
+            out.append(Formula(f"{arch}:params_active/{'tied' if tied else 'untied'}/{positions}",
+                               params.count(active), source, "N_active: the k experts a token goes through"))
+    out += activation_formulas(f"{arch}:", saved, saved.terms[0].source, experts)
+    if model is None:
+        out += peak_formulas(f"{arch}:", arch, saved, experts=experts)
+    else:
+        out += peak_formulas(f"{arch}:", arch, saved, output_norm(model), tied_params, experts)
+    if experts:
+        out += expert_grid_formulas(arch, tied_params)
     micro_batches = d * G
     fused = fused_backward_recompute(saved, matmuls)
     mm_source = matmuls.terms[0].source
@@ -305,27 +400,75 @@ def native_formulas(arch: str) -> list[Formula]:
                            + " + the fused attention kernel's Q·Kᵀ recompute, d·G micro-batches"))
     out.append(Formula(f"{arch}:flops/model", flops.model_training(matmuls) * micro_batches, mm_source,
                        "model FLOPs per iteration: forward + backward, no recompute"))
-    out.append(Formula(f"{arch}:flops/kaplan",
-                       evaluate("flops.kaplan_training_per_token", arch=arch, context=False) * b * s * micro_batches,
+    # the named quantity reads a model's own layer under its registered name (composed.register)
+    named = arch if model is None else (composed.register(model) if model.recipe is not None else None)
+    kaplan = (evaluate("flops.kaplan_training_per_token", arch=named, context=False) if named is not None
+              else flops.per_token(flops.model_training(type(matmuls)(
+                  tuple(mm for mm in matmuls if mm.weight and mm.scope == "layer")))))
+    out.append(Formula(f"{arch}:flops/kaplan", kaplan * b * s * micro_batches,
                        "Kaplan et al. 2020 §2.1", "6N·tokens: N the weights a token multiplies by"
-                       + (" (N_active)" if arch == "moe" else "") + ", no embeddings, short context"))
+                       + (" (N_active)" if experts else "") + ", no embeddings, short context"))
+    return out
+
+
+def expert_grid_formulas(arch: str, param_inv) -> list[Formula]:
+    """What a mixture of experts holds on Megatron-Core's expert grid, keyed ``arch:``: the model
+    states with the routed experts split e·e_t·p ways (e_t = t), ZeRO over edp = t·d/(e·e_t) = d/e
+    (``states.expert_blocks``, as the bill's ``model_state_blocks``); the optimizer step's fp32
+    temporaries the same way; and the communication buffers with the expert-parallel all-to-all's
+    staging and the expert grid's communicators (``transients.communication_buffers``). At e = 1
+    each equals the dense grid's formula."""
+    from sympy import And, Gt, Piecewise
+
+    from ..bill.derive import routed_expert_parameters
+    from ..layout.experts import MEGATRON
+    from ..ledgers import peak
+    from ..ledgers.transients import CommSettings, all_to_all_staging
+
+    routed = routed_expert_parameters(param_inv)
+    out = []
+    for name, recipe in page_recipes().items():
+        for zero in states.ZERO_STAGES:
+            blocks = states.expert_blocks(recipe, zero, routed, Psi, expert_parallel=e)
+            out.append(Formula(f"{arch}:states/{name}/{zero}", Add(*blocks.values()), recipe.source,
+                               f"{recipe.condition}; {recipe.tally} B/param; ZeRO-{zero}; dense part over t·p, "
+                               f"routed experts over e·t·p (ZeRO over edp = d/e); {MEGATRON}"))
+    for sharded in (False, True):
+        temporaries = states.expert_blocks(states.FP32_TEMPORARY, 1 if sharded else 0, routed, Psi, expert_parallel=e)
+        out.append(Formula(f"{arch}:peak/optimizer/{int(sharded)}", Add(*temporaries.values()), peak.SOURCE,
+                           "optimizer step: one fp32 temporary per parameter of the shard (expert grid)"))
+    settings = CommSettings()
+    staging = Integer(settings.nccl_buffsize * settings.channels)
+    dense = next(item.expr for item in verdict_formulas() if item.key == "comm")
+    # Megatron-Core's expert grid (transients.expert_groups): the expert-parallel group (e > 1) and the
+    # expert-data-parallel one, edp = t·d/(e·e_t) = d/e with e_t = t, where it differs from d (e > 1)
+    # and is wider than one (d > e)
+    groups = (Piecewise((staging, Gt(e, 1)), (Integer(0), True))
+              + Piecewise((staging, And(Gt(e, 1), Gt(d, e))), (Integer(0), True)))
+    for sp in (False, True):
+        all_to_all = Add(*(size for _, size in all_to_all_staging(sequence_parallel=sp)))
+        out.append(Formula(f"{arch}:comm/{'sp' if sp else 'nosp'}",
+                           dense + groups + Piecewise((all_to_all, Gt(e, 1)), (Integer(0), True)),
+                           "seed 004 §02.4, §05.4 (NCCL staging; DDP bucket; EP all-to-all staging)",
+                           "NCCL staging per group wider than one (TP, DP, PP, EP, EDP); one 25 MiB bucket; "
+                           "with e > 1 the all-to-all's dispatch and combine buffers, rows s·b·k" + ("/t" if sp else "")))
     return out
 
 
 def javascript(items: list[Formula] | None = None) -> str:
     """The generated ``FORMULAS`` table: key -> {num, den, text, text4h, source,
     condition}; ``text4h`` is the expression with the GPT FFN width f = 4h."""
-    printer = JavascriptCodePrinter()
     args = ", ".join(symbol.name for symbol in ARGUMENTS)
     entries = []
     for item in items if items is not None else formulas():
         num, den = item.parts()
+        text, text4h = _printed(item.expr)
         entries.append(
             f"  {json.dumps(item.key)}: {{\n"
-            f"    num: function ({args}) {{ return {printer.doprint(num)}; }},\n"
-            f"    den: function ({args}) {{ return {printer.doprint(den)}; }},\n"
-            f"    text: {json.dumps(sstr(item.expr))},\n"
-            f"    text4h: {json.dumps(sstr(item.expr.subs(f, gpt.GPT_FFN)))},\n"
+            f"    num: function ({args}) {{ return {_javascript_code(num)}; }},\n"
+            f"    den: function ({args}) {{ return {_javascript_code(den)}; }},\n"
+            f"    text: {json.dumps(text)},\n"
+            f"    text4h: {json.dumps(text4h)},\n"
             f"    source: {json.dumps(cite(item.source))},\n"
             f"    condition: {json.dumps(item.condition)}\n  }}")
     return ("// GENERATED by symbolic.render.html from the engine's sympy expressions; do not edit.\n"
@@ -350,7 +493,7 @@ ONE_GPU = (Layout(), "no published layout: one GPU")
 def _layout_fields(layout: Layout) -> dict:
     """The page's layout fields of ``layout`` (the preset menu sets them all)."""
     return {"b": layout.micro_batch, "t": layout.tp, "p": layout.pp, "d": layout.dp, "v": layout.interleave,
-            "G": layout.iteration_micro_batches(), "sp": layout.sp}
+            "G": layout.iteration_micro_batches(), "sp": layout.sp, "e": layout.ep}
 
 
 def _preset_data(model: ModelConfig, layout: Layout | None = None, params_hand: int | None = None,
@@ -364,26 +507,66 @@ def _preset_data(model: ModelConfig, layout: Layout | None = None, params_hand: 
             "s": (layout.seq if layout is not None and layout.seq else model.seq), "f": model.ffn,
             "tied": model.tied, "positions": model.positions,
             "source": model.source, "label": model.params_label,
-            "arch": model.arch, "g": values.get("g", model.heads), "E": model.experts,
+            "arch": page_arch(model), "g": values.get("g", model.heads), "E": model.experts,
             "k": model.experts_per_token, "E_s": model.shared_experts, "f_e": values.get("f_e", 0),
+            # a composed layer's own letters (d_h, L_d, f_s, MLA's), a learned table's rows (P)
+            **{letter: values[letter] for letter in MODEL_FIELDS if letter not in ("g", "E", "k", "E_s", "f_e")
+               and letter in values},
             "approximations": list(getattr(model, "approximations", ())),
             "N": label, "layout": _layout_fields(layout if layout is not None else reference),
             "layout_source": layout_source or reference_source}
 
 
-def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_memory: int | None) -> dict:
-    """The page's defaults and choices (no formulas: those are in ``FORMULAS``)."""
-    catalogue = builtin_presets()
-    # The built-in models the page's inventories model exactly, and the page's own model
-    # (whose approximations, if any, the page shows next to it).
-    presets = {name: _preset_data(m) for name, m in catalogue.items()
-               if m.arch in PAGE_ARCHITECTURES and not m.approximations}
+#: What the page's inventory menu says of the three inventories it always has.
+ARCH_TITLES = {"gpt": "GPT (LayerNorm, MHA, GeLU MLP, dropout)",
+               "llama": "LLaMA (RMSNorm, GQA, SwiGLU, fused attention)",
+               "moe": "MoE (LLaMA attention, routed SwiGLU experts)"}
+
+
+def page_archs(items: list[Formula], models: dict[str, ModelConfig]) -> dict[str, dict]:
+    """The page's inventories: for each, its menu title, the model fields its formulas use
+    (:data:`MODEL_FIELDS`, read off their free symbols), the positions it has formulas for,
+    whether its heads have their own width (no h/a rule) and whether it routes experts."""
+    from ..bill.derive import structure_has_experts
+    from ..bill.evaluate import structure
+
+    used: dict[str, set] = {}
+    positions: dict[str, set] = {}
+    for item in items:
+        arch, _, rest = item.key.rpartition(":") if ":" in item.key else ("gpt", "", item.key)
+        used.setdefault(arch, set()).update(x.name for x in item.expr.free_symbols)
+        if rest.startswith("params/"):
+            positions.setdefault(arch, set()).add(rest.rsplit("/", 1)[1])
+    out = {}
+    for arch in (*PAGE_ARCHITECTURES, *models):
+        model = models.get(arch)
+        if model is None:
+            title = ARCH_TITLES[arch]
+        else:
+            title = (f"{model.recipe.family} composed layer, as {model.name}" if model.recipe is not None
+                     else f"HF {model.arch.upper()} layer ({model.mlp}, learned table of P rows), as {model.name}")
+        fields = [name for name in MODEL_FIELDS if name in used.get(arch, ())]
+        out[arch] = {"title": title, "fields": fields, "positions": sorted(positions.get(arch, ())),
+                     "own_width": "d_h" in fields or "d_v" in fields,
+                     "experts": arch == "moe" or (model is not None and structure_has_experts(structure(model)))}
+    return out
+
+
+def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_memory: int | None,
+              items: list[Formula] | None = None) -> dict:
+    """The page's defaults and choices (no formulas: those are in ``FORMULAS``, ``items``)."""
+    models = page_models((model,))
+    items = formulas(models) if items is None else items
+    # Every built-in model (its approximations, if any, listed next to it), and the page's own model.
+    presets = {name: _preset_data(m) for name, m in builtin_presets().items()}
     # The page's own model opens on the layout and N it was written with; picking it again restores them.
     presets[model.name] = _preset_data(model, layout, params_hand, "the layout this page was written with")
-    cited = dict.fromkeys(key for item in formulas() for key in keys(item.source))
+    cited = dict.fromkeys(key for item in items for key in keys(item.source))
     cited.update(dict.fromkeys(keys("seed 001")))
     return {
         "presets": presets,
+        "archs": page_archs(items, models),
+        "fields": {name: {"label": label, "min": least} for name, (label, least) in MODEL_FIELDS.items()},
         "references": [reference(key) for key in cited],
         "instants": instant_compositions(),
         "peak_dtype": PEAK_DTYPE,
@@ -392,7 +575,7 @@ def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_m
                     for name, r in page_recipes().items()},
         "defaults": {**_preset_data(model), "model": model.name, "b": layout.micro_batch,
                      "s": layout.seq or model.seq, "t": layout.tp, "p": layout.pp, "d": layout.dp,
-                     "sp": layout.sp, "v": layout.interleave, "G": layout.iteration_micro_batches(),
+                     "sp": layout.sp, "v": layout.interleave, "G": layout.iteration_micro_batches(), "e": layout.ep,
                      "recompute": layout.recompute, "zero": layout.zero, "optimizer": layout.optimizer,
                      "dtype": layout.dtype, "N": _count_text(params_hand),
                      "gpu": _memory_text(gpu_memory)},
@@ -423,19 +606,18 @@ def render(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
            gpu_memory: int | None = None) -> str:
     """The calculator page, defaults from ``model`` and ``layout``.
 
-    The page evaluates the GPT, LLaMA and MoE inventories, as
-    :func:`symbolic.bill.derive.make_bill` does. A model with approximations (mapped
-    onto the GPT layer, or a feature its inventory leaves out) opens with them
-    listed next to its name.
+    The page evaluates the GPT, LLaMA and MoE inventories and those of every built-in
+    model and of ``model`` (a composed family, HF's GPT-2: :func:`page_models`), as
+    :func:`symbolic.bill.derive.make_bill` does. A model with approximations (a feature
+    its inventory leaves out) opens with them listed next to its name.
     """
-    if model.arch not in PAGE_ARCHITECTURES:
-        raise ConfigError(f"model {model.name!r} uses the {model.arch!r} inventory; the calculator page has "
-                          f"formulas for {', '.join(PAGE_ARCHITECTURES)}: use `symbolic bill` for it")
     layout.validate(model)
+    items = formulas(page_models((model,)))
     template = (Path(__file__).with_name("calculator.html")).read_text(encoding="utf-8")
     # "</" inside a <script> would end it early; JSON allows the escaped form.
-    data = json.dumps(page_data(model, layout, params_hand, gpu_memory), ensure_ascii=False).replace("</", "<\\/")
+    data = json.dumps(page_data(model, layout, params_hand, gpu_memory, items),
+                      ensure_ascii=False).replace("</", "<\\/")
     return (template
-            .replace("/*@FORMULAS@*/", javascript())
+            .replace("/*@FORMULAS@*/", javascript(items))
             .replace("/*@DATA@*/", f"const DATA = {data};")
             .replace("@TITLE@", html.escape(f"symbolic calculator: {model.name}")))

@@ -451,6 +451,178 @@ def native_derivation(arch: str, intro: str) -> list[str]:
     return out
 
 
+#: The families the sheet gives a page each, as the bill reads them (:mod:`symbolic.models.hf`):
+#: label, title, HF ``model_type``, and the built-in model whose config gives the page its
+#: structure and its numbers — or None: the structure transformers 5.24.0's defaults give the type
+#: (:data:`STRUCTURE_CONFIG`; only letters are shown, no numbers).
+FAMILY_PAGES = (
+    ("llama", "Llama / Mistral", "llama", "llama-3-8b"),
+    ("qwen2", "Qwen2", "qwen2", None),
+    ("qwen3", "Qwen3", "qwen3", "qwen3-8b"),
+    ("gemma", "Gemma", "gemma", None),
+    ("gemma2", "Gemma-2", "gemma2", "gemma-2-9b"),
+    ("gemma3", "Gemma-3 (text)", "gemma3_text", None),
+    ("phi3", "Phi-3", "phi3", None),
+    ("olmo2", "OLMo-2", "olmo2", None),
+    ("gpt_neox", "GPT-NeoX", "gpt_neox", None),
+    ("gpt2", "GPT-2 (HF)", "gpt2", None),
+    ("mixtral", "Mixtral", "mixtral", "mixtral-8x22b"),
+    ("qwen2_moe", "Qwen2-MoE", "qwen2_moe", None),
+    ("qwen3_moe", "Qwen3-MoE", "qwen3_moe", "qwen3-30b-a3b"),
+    ("deepseek_v2", "DeepSeek-V2", "deepseek_v2", None),
+    ("deepseek_v3", "DeepSeek-V3", "deepseek_v3", "deepseek-v3"),
+)
+
+#: The sizes a family page without a built-in model is read at: only its structure (the parts,
+#: which letters appear) is used, never these values. 32 heads of 128 over h = 4096: a family whose
+#: default head_dim differs from h/a (Gemma's 256) gets heads of width d_h, as its published models
+#: have. DeepSeek-V2's config class has no top-k default (None): 6, DeepSeek-V2's own.
+STRUCTURE_CONFIG = {"num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 32000}
+STRUCTURE_EXTRA = {"deepseek_v2": {"num_experts_per_tok": 6}}
+
+
+def family_model(model_type: str, builtin: str | None):
+    """The :class:`ModelConfig` a family page derives from: the built-in model, or the HF reader's
+    model of :data:`STRUCTURE_CONFIG` with the family's defaults."""
+    from ..models.builtin import preset
+    from ..models.hf import from_hf_dict
+
+    if builtin is not None:
+        return preset(builtin)
+    raw = {"model_type": model_type, **STRUCTURE_CONFIG, **STRUCTURE_EXTRA.get(model_type, {})}
+    return from_hf_dict(raw, model_type, where=f"the {model_type} structure")
+
+
+def collected(expr: Expr, unit: Expr) -> str:
+    """``expr`` as ``unit`` times its expanded quotient (inline math that breaks at each top-level
+    + or −, so a long family form stays on the page); the coefficients are the quotient's
+    :meth:`as_coefficients_dict`: the GPT layer's bytes read sbh·(34 + 5as/h)."""
+    inner = expand(expr / unit)
+    return (f"${latex(unit, symbol_names=LATEX_NAMES)}" + r" \cdot {}$(" + "$\\displaystyle "
+            + latex(inner, symbol_names=LATEX_NAMES) + "$)")
+
+
+def _layer_only(inventory: Inventory) -> Inventory:
+    return Inventory(tuple(term for term in inventory if term.scope == "layer"))
+
+
+def family_forms(model) -> dict[str, Expr]:
+    """A family's per-layer quantities, summed from the inventories the bill itemises
+    (:func:`symbolic.bill.derive.inventories`): saved bytes of one layer and one micro-batch (no
+    parallelism), parameters of one layer, forward FLOPs of one layer per token, and model FLOPs
+    per token of the whole model (forward + backward, the logits included)."""
+    from ..bill.derive import inventories
+
+    param_inv, saved_inv, mm_inv = inventories(model)
+    L_ = SYMBOLS["L"]
+    return {"saved": activations.total_bytes(saved_inv),
+            "params": params.count(_layer_only(param_inv)) / L_,
+            "params_all": params.count(param_inv),
+            "flops": flops.per_token(flops.forward(_layer_only(mm_inv))) / L_,
+            "flops_all": flops.per_token(flops.model_training(mm_inv))}
+
+
+def family_units() -> dict[str, Expr]:
+    """The units a family page collects its forms in: saved bytes in s·b·h (Korthikanti's),
+    parameters and FLOPs per token in h² (Narayanan's 12h² and 24h² per GPT layer)."""
+    s_, b_, h_ = SYMBOLS["s"], SYMBOLS["b"], SYMBOLS["h"]
+    return {"saved": s_ * b_ * h_, "params": h_**2, "flops": h_**2, "params_all": h_**2, "flops_all": h_**2}
+
+
+def _recipe_words(model) -> str:
+    """The parts of a family's layer, from its :class:`Recipe` (the fields that differ from a plain
+    pre-norm RMSNorm GQA SwiGLU layer), or the inventory the model is billed with."""
+    from dataclasses import fields as dataclass_fields
+
+    from ..models.config import Recipe
+
+    if model.recipe is None:
+        return {"llama": "the LLaMA inventory (pre-norm RMSNorm, GQA, RoPE, SwiGLU, fused attention)",
+                "moe": "the mixture-of-experts inventory (LLaMA attention, a router, top-k routed SwiGLU experts)",
+                "gpt": "the GPT inventory (LayerNorm, MHA, GeLU MLP" + (f" as HF's {model.mlp} chain" if
+                                                                         model.mlp != "gelu" else "")
+                       + ", learned positions)"}.get(model.arch, model.arch)
+    plain = Recipe(model.recipe.family)
+    words = [f"{field.name} = {getattr(model.recipe, field.name)}" for field in dataclass_fields(Recipe)
+             if field.name != "family" and getattr(model.recipe, field.name) != getattr(plain, field.name)]
+    return "a composed layer (symbolic.models.architectures.composed): " + (
+        ", ".join(words) if words else "the plain recipe (pre-norm RMSNorm, GQA, SwiGLU)")
+
+
+def layer_kinds(model) -> list[tuple[str, dict]]:
+    """The kinds of layer a family page shows, each with the substitution that selects it: one
+    layer; or, for an MoE model with L_d dense layers (DeepSeek's first_k_dense_replace), whose
+    per-layer terms the bill averages as (L − L_d)/L MoE + L_d/L dense, the MoE layer (L_d = 0)
+    and the dense one (L_d = L)."""
+    if model.recipe is None or not model.recipe.dense_layers:
+        return [("one layer", {})]
+    L_d, L_ = SYMBOLS["L_d"], SYMBOLS["L"]
+    return [("an MoE layer (L_d = 0)", {L_d: 0}), ("a dense layer (L_d = L)", {L_d: L_})]
+
+
+def family_page(label: str, title: str, model_type: str, builtin: str | None) -> list[str]:
+    """A family's page: its parts, then its saved bytes per layer collected in s·b·h (and under the
+    strategies), its parameters and FLOPs per token per layer in h², all summed from the inventories
+    the bill itemises — and, for a built-in model, their values at its dimensions."""
+    from ..bill.derive import inventories
+    from ..core.numeric import exact_int, fmt
+
+    model = family_model(model_type, builtin)
+    forms, units = family_forms(model), family_units()
+    kinds = layer_kinds(model)
+    (first_kind, first), others = kinds[0], kinds[1:]
+    where = (f"read from the built-in model {builtin} ({model.source})" if builtin else
+             f"the structure transformers 5.24.0's defaults give model_type {model_type}")
+    out = [r"\clearpage", rf"\section{{Family: {tex(title)}}}\label{{sec:fam_{label}}}",
+           # sloppy, breakable: module paths and recipe fields are long words
+           r"\begin{sloppypar}" + breakable(
+               f"HF model_type {model_type}, {where}; billed as {_recipe_words(model)}. Every form below "
+               "is summed from the inventories the bill itemises (the tests trace them against the real HF "
+               "decoder layer)." + (" The bill's per-layer terms are the average over the L layers, L_d of "
+                                    "them dense: (L - L_d)/L of an MoE layer and L_d/L of a dense one; each "
+                                    "kind is shown whole." if others else "")) + r"\end{sloppypar}",
+           rf"\subsection*{{Saved bytes per layer, collected in $s b h$}}",
+           r"\noindent " + tex(f"{first_kind[0].upper()}{first_kind[1:]}, one micro-batch, no parallelism:")
+           + " " + collected(forms["saved"].subs(first), units["saved"]) + r"\par"]
+    saved_inv = inventories(model)[1]
+    out += [r"\begin{longtable}{@{}>{\raggedright\arraybackslash}p{0.25\textwidth}"
+            r">{\raggedright\arraybackslash}p{0.71\textwidth}@{}}", r"\toprule strategy & bytes per layer \\",
+            r"\midrule\endhead"]
+    for strategy_label, options in STRATEGIES[1:]:
+        expr = activations.per_layer(Strategy(**options), saved_inv).subs(first)
+        out.append(rf"{tex(strategy_label)} & {collected(expr, units['saved'])} \\")
+    out += [r"\bottomrule\end{longtable}"]
+    for kind, at in others:
+        out.append(r"\noindent " + tex(f"{kind[0].upper()}{kind[1:]}, no parallelism:") + " "
+                   + collected(forms["saved"].subs(at), units["saved"]) + r"\par")
+    out.append(r"\subsection*{Parameters and FLOPs, collected in $h^2$}")
+    for kind, at in kinds:
+        name = "" if kind == "one layer" else " (" + kind + ")"
+        out += [r"\noindent " + tex(f"Parameters of one layer{name}:") + " "
+                + collected(forms["params"].subs(at), units["params"]) + r"\par",
+                r"\noindent " + tex(f"Forward FLOPs of one layer{name}, per token:") + " "
+                + collected(forms["flops"].subs(at), units["flops"]) + r"\par"]
+    out += [r"\noindent All parameters (layers $\times L$, embeddings, final norm"
+            + (", untied output" if not model.tied else "") + "): "
+            + collected(forms["params_all"], units["params_all"]) + r"\par",
+            r"\noindent Model FLOPs per token, whole model (forward + backward $= 3\times$ forward, logits "
+            "included): " + collected(forms["flops_all"], units["flops_all"]) + r"\par"]
+    if builtin is not None:
+        values = {SYMBOLS[k]: v for k, v in model.values().items() if k in SYMBOLS} | {SYMBOLS["b"]: 1}
+        words = []
+        for kind, subs in kinds:
+            at = values | {letter: exact_int(Integer(0) + value, values) for letter, value in subs.items()}
+            saved = exact_int(forms["saved"], at)
+            words.append(f"{kind.split(' (')[0]} saves {fmt(saved, 'MB')} ({saved:,} B) for one sequence, holds "
+                         f"{exact_int(forms['params'], at):,} parameters and does {exact_int(forms['flops'], at):,} "
+                         "forward FLOPs per token")
+        out.append(r"\noindent " + tex(
+            f"At {builtin} (s = {model.seq:,}, b = 1): " + "; ".join(words) + ". The model: "
+            f"{exact_int(forms['params_all'], values):,} parameters, {exact_int(forms['flops_all'], values):,} "
+            "model FLOPs per token.") + r"\par")
+    return out
+
+
 def units_derivation() -> list[str]:
     return [tex("GB = 10^9 B, GiB = 2^30 B, MiB = 2^20 B; FLOPs counted as 2 per multiply-accumulate. "
                 "Claims on quantities outside the four ledgers are listed here too.")]
@@ -532,6 +704,8 @@ def sheet(results: list[Result] | None = None) -> str:
         out += [rf"\section{{{title}}}\label{{sec:{name}}}", *DERIVATIONS[name](), *claims_block(by_ledger[name])]
     for arch, title, intro in NATIVE:
         out += [rf"\section{{{title}}}\label{{sec:{arch}}}", *native_derivation(arch, intro)]
+    for page in FAMILY_PAGES:
+        out += family_page(*page)
     out += [r"\clearpage", r"\section{Errata}\label{sec:errata}", *errata(results),
             r"\label{sheet:end}", r"\end{document}", ""]
     return "\n".join(out)

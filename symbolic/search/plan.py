@@ -63,7 +63,7 @@ from ..ledgers.hardware import Hardware
 from ..ledgers.hardware import load as load_hardware
 from ..ledgers.time import Overlap, price
 from ..ledgers.transients import CommSettings
-from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig, positive_int
+from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig, check_position_table, positive_int
 
 #: The argument list of every vectorised ledger function (unused ones are ignored):
 #: the GPT letters, then the LLaMA/MoE ones (key/value heads, experts, top-k, shared, expert width),
@@ -887,6 +887,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     hardware = hardware or default_hardware()
     gpus_per_node = gpus_per_node or hardware.nvlink_domain
     seq = positive_int("seq", seq) if seq else model.seq
+    check_position_table(model, seq)  # no layout can run it: the bill's one line, not "no valid layout"
     table, rules = enumerate_layouts(model, gpus, seq=seq, global_batch=global_batch,
                                      max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node, fixed=fixed,
                                      moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
