@@ -135,7 +135,18 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             "levers": [layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
                        layout.optimizer_impl, layout.flash_attention, layout.activation_offload],
             **({"fp8_activations": True} if layout.fp8_activations else {}),
-            **({"uneven_stages": True} if layout.uneven_stages else {})}
+            **({"uneven_stages": True} if layout.uneven_stages else {}),
+            **_stage_mix_key(model, layout)}
+
+
+def _stage_mix_key(model: ModelConfig, layout: Layout) -> dict:
+    """A stage accounted by its own layers (``layout.stages``): the text holds its layer counts and
+    moments as integers, so they key the derivation."""
+    from ..layout.stages import exact_stages, stage_mix
+    if not exact_stages(model, layout):
+        return {}
+    stages = ("first", "last") if layout.pp > 1 else ("first",)
+    return {"stage_mix": [list(map(repr, stage_mix(model, layout, stage).key())) for stage in stages]}
 
 
 def whole(value: Fraction) -> int | Fraction:

@@ -31,8 +31,12 @@ MEGATRON_STAGES = ("Megatron-Core megatron/core/transformer/transformer_block.py
                    "(num_layers_in_first/last_pipeline_stage; --decoder-first/last-pipeline-num-layers)")
 
 
-def stage_layers(layers: int, pp: int, interleave: int = 1, first: int = 0, last: int = 0) -> tuple[int, ...]:
+def stage_layers(layers: int, pp: int, interleave: int = 1, first: int = 0, last: int = 0,
+                 layout: str = "") -> tuple[int, ...]:
     """Transformer layers on each of the ``pp`` pipeline stages, first to last.
+
+    ``layout``: a Megatron-Core ``pipeline_model_parallel_layout`` string; each stage then holds the
+    decoder layers of its v chunks (:func:`symbolic.layout.stages.chunk_ranges`), any counts.
 
     Megatron-Core's ``get_num_layers_to_build``: with neither ``first`` nor
     ``last`` (0 = Megatron's None) every stage holds L/p; with either, that
@@ -44,11 +48,15 @@ def stage_layers(layers: int, pp: int, interleave: int = 1, first: int = 0, last
     refused here (Megatron builds them empty). Raises :class:`ConfigError`
     naming the field and the fix when the split is not valid.
     """
+    if layout:
+        if first or last:
+            raise ConfigError("pipeline-layout cannot be set with first/last-stage layers (Megatron-Core: "
+                              "pipeline_model_parallel_layout cannot be set with other pipeline layout arguments)")
+        from .stages import chunk_ranges
+        return tuple(sum(len(r) for r in chunks) for chunks in chunk_ranges(layers, pp, interleave, layout=layout))
     if not (first or last):
         if layers % (pp * interleave):
-            raise ConfigError(f"layers ({layers}) must be divisible by pp×interleave ({pp}×{interleave}): choose "
-                              "sizes that divide the layer count, or uneven stages (--first-stage-layers, "
-                              "--last-stage-layers)")
+            raise ConfigError(indivisible_layers(layers, pp, interleave))
         return (layers // pp,) * pp
     for name, value in (("first_stage_layers", first), ("last_stage_layers", last)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -58,8 +66,9 @@ def stage_layers(layers: int, pp: int, interleave: int = 1, first: int = 0, last
     if interleave > 1 and layers % interleave:
         raise ConfigError(f"with interleave {interleave} every stage's layer count must be divisible by {interleave} "
                           f"(Megatron-Core: num_layers_per_pipeline_rank % vp_size == 0), and {layers} is not a "
-                          f"multiple of {interleave}, so no first/last split can be: choose interleave 1 or one "
-                          f"that divides {layers}")
+                          f"multiple of {interleave}, so no first/last split can be: choose interleave 1, one "
+                          f"that divides {layers}, or a per-chunk layout such as --pipeline-layout "
+                          f"'{_suggested_layout(layers, pp, interleave)}'")
     given = (first > 0) + (last > 0)
     left, rest = pp - given, layers - first - last
     if rest < 0 or (left == 0 and rest):
@@ -76,6 +85,23 @@ def stage_layers(layers: int, pp: int, interleave: int = 1, first: int = 0, last
                           f"{interleave} (Megatron-Core: num_layers_per_pipeline_rank % vp_size == 0), not "
                           f"{'/'.join(map(str, stages))}: choose other counts or interleave 1")
     return stages
+
+
+def _suggested_layout(layers: int, pp: int, interleave: int) -> str:
+    from .stages import balanced_layout
+    return balanced_layout(layers, pp, interleave)
+
+
+def indivisible_layers(layers: int, pp: int, interleave: int) -> str:
+    """The refusal of L layers that do not divide over pp × interleave, with Megatron-Core's rule and the fixes."""
+    rule = ("Megatron-Core: num_layers % pipeline_model_parallel_size == 0 and each stage's layers % vp_size == 0"
+            if interleave > 1 else "Megatron-Core: num_layers % pipeline_model_parallel_size == 0")
+    fixes = ("uneven stages (--first-stage-layers/--last-stage-layers, each a multiple of the interleave)"
+             if interleave > 1 and layers % interleave == 0 else
+             "uneven stages (--first-stage-layers, --last-stage-layers)" if interleave == 1 else "")
+    layout = f"a per-chunk layout such as --pipeline-layout '{_suggested_layout(layers, pp, interleave)}'"
+    return (f"layers ({layers}) must be divisible by pp×interleave ({pp}×{interleave}) ({rule}): choose sizes "
+            f"that divide the layer count, " + (f"{fixes}, or " if fixes else "or ") + layout)
 
 
 @dataclass(frozen=True)
@@ -130,6 +156,8 @@ class Layout:
 
     fp8_activations: the linear layers' saved inputs kept in FP8 for backward
     (``strategies.fp8_gemm_inputs``: Transformer Engine, DeepSeek-V3 §3.3.3).
+    pipeline_layout: Megatron-Core's ``pipeline_model_parallel_layout``, the layers of each of the p·v
+    virtual stages ("Et*3|(t*4|)*14,t*2L"; :mod:`symbolic.layout.stages`); "" means none.
     first_stage_layers, last_stage_layers: uneven pipeline stages, Megatron-Core's
     ``num_layers_in_first_pipeline_stage`` / ``num_layers_in_last_pipeline_stage``
     (0 means even, its None): :func:`stage_layers`. The first stage then holds
@@ -166,21 +194,26 @@ class Layout:
     fp8_activations: bool = False
     first_stage_layers: int = 0
     last_stage_layers: int = 0
+    pipeline_layout: str = ""
 
     @property
     def uneven_stages(self) -> bool:
-        """Whether the pipeline's stages hold given layer counts (Megatron-Core's first/last stage)."""
-        return bool(self.first_stage_layers or self.last_stage_layers)
+        """Whether the pipeline's stages hold given layer counts (Megatron-Core's first/last stage, or a
+        per-chunk ``pipeline_layout``)."""
+        return bool(self.first_stage_layers or self.last_stage_layers or self.pipeline_layout)
+
+    def stage_layer_counts(self, model: ModelConfig) -> tuple[int, ...]:
+        """Transformer layers on each pipeline stage, first to last (:func:`stage_layers`)."""
+        return stage_layers(model.layers, self.pp, self.interleave, self.first_stage_layers,
+                            self.last_stage_layers, self.pipeline_layout)
 
     def first_stage_layer_count(self, model: ModelConfig) -> int:
         """Transformer layers on the first pipeline stage, the stage accounted (L/p when even)."""
-        return stage_layers(model.layers, self.pp, self.interleave, self.first_stage_layers,
-                            self.last_stage_layers)[0]
+        return self.stage_layer_counts(model)[0]
 
     def last_stage_layer_count(self, model: ModelConfig) -> int:
         """Transformer layers on the last pipeline stage (L/p when even)."""
-        return stage_layers(model.layers, self.pp, self.interleave, self.first_stage_layers,
-                            self.last_stage_layers)[-1]
+        return self.stage_layer_counts(model)[-1]
 
     def strategy(self, stage: str = "first") -> "Strategy":
         """The activation strategy of pipeline ``stage`` (``first`` or ``last``;
@@ -209,8 +242,7 @@ class Layout:
         if self.lora:
             values["r"] = self.lora
         if self.uneven_stages:
-            stages = stage_layers(model.layers, self.pp, self.interleave, self.first_stage_layers,
-                                  self.last_stage_layers)
+            stages = self.stage_layer_counts(model)
             values.update(L_1=stages[0], L_p=stages[-1])
         return values
 
@@ -334,11 +366,12 @@ class Layout:
             raise ConfigError(f"seq ({values['s']}) must be divisible by tp×cp ({self.tp}×{self.cp}) under "
                               "sequence parallelism" if self.cp > 1 else
                               f"seq ({values['s']}) must be divisible by tp ({self.tp}) under sequence parallelism")
+        if self.pipeline_layout and self.pp == 1:
+            raise ConfigError("pipeline-layout lays out a pipeline: set pp > 1, or drop it")
         if self.uneven_stages:
-            stage_layers(model.layers, self.pp, self.interleave, self.first_stage_layers, self.last_stage_layers)
+            self.stage_layer_counts(model)
         elif model.layers % (self.pp * self.interleave):
-            raise ConfigError(f"layers ({model.layers}) must be divisible by pp×interleave "
-                              f"({self.pp}×{self.interleave}): choose sizes that divide the layer count")
+            raise ConfigError(indivisible_layers(model.layers, self.pp, self.interleave))
         if self.interleave > 1 and self.pp == 1:
             raise ConfigError("interleave needs a pipeline: set pp > 1 or interleave 1")
         if self.global_batch:
