@@ -31,7 +31,7 @@ moments hold different layers, so every moment not dominated by another is a can
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..models.config import ConfigError, ModelConfig
 
@@ -215,6 +215,8 @@ class Moment:
     direction: str
     chunk: int
     held: tuple[tuple[str, int], ...]
+    #: the other chunk instances in flight (not part of the moment's identity: only their layers count)
+    chunks_held: int = field(default=0, compare=False)
 
     def held_count(self, kind: str) -> int:
         return dict(self.held).get(kind, 0)
@@ -321,7 +323,7 @@ def stage_mix(model: ModelConfig, layout, stage: str = "first") -> StageMix:
             for k in chunks[c]:
                 counts[k] += 1
         moments.append(Moment("forward" if op == "F" else "backward", chunk,
-                              tuple((k, counts[k]) for k in KINDS if counts[k])))
+                              tuple((k, counts[k]) for k in KINDS if counts[k]), len(others)))
     return StageMix(stage, rank, chunks, _prune(moments), embedding=rank == 0, loss=rank == pp - 1)
 
 
