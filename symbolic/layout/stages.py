@@ -127,7 +127,6 @@ def chunk_ranges(layers: int, pp: int, interleave: int = 1, first: int = 0, last
         validate_pipeline_layout(stages, layers, pp, v)
         sizes = [stage.count("t") for stage in stages]
     else:
-        from .layout import stage_layers  # the first/last rule and its one-line refusals
         per_stage = stage_layers(layers, pp, v, first, last)
         sizes = [per_stage[rank] // v for _ in range(v) for rank in range(pp)]
     out: list[list[range]] = [[] for _ in range(pp)]
@@ -163,6 +162,84 @@ def balanced_layout(layers: int, pp: int, interleave: int) -> str:
         out.append(f"({parts[i]}|)*{run}" if run > 1 else parts[i] + "|")
         i = j + 1
     return "".join(out)[:-1]
+
+
+# --- stage layer counts: Megatron-Core's first/last rule ------------------------------------------
+
+MEGATRON_STAGES = ("Megatron-Core megatron/core/transformer/transformer_block.py get_num_layers_to_build "
+                   "(num_layers_in_first/last_pipeline_stage; --decoder-first/last-pipeline-num-layers)")
+
+
+def stage_layers(layers: int, pp: int, interleave: int = 1, first: int = 0, last: int = 0,
+                 layout: str = "") -> tuple[int, ...]:
+    """Transformer layers on each of the ``pp`` pipeline stages, first to last.
+
+    ``layout``: a Megatron-Core ``pipeline_model_parallel_layout`` string; each stage then holds the
+    decoder layers of its v chunks (:func:`symbolic.layout.stages.chunk_ranges`), any counts.
+
+    Megatron-Core's ``get_num_layers_to_build``: with neither ``first`` nor
+    ``last`` (0 = Megatron's None) every stage holds L/p; with either, that
+    stage holds the given count and the layers left are divided evenly over
+    the stages left — "With uneven pipelineing the left over layers must be
+    divisible by left over stages" — and under the interleaved schedule every
+    stage's count must be divisible by the chunks per stage (its assertion
+    ``num_layers_per_pipeline_rank % vp_size == 0``). Stages with no layer are
+    refused here (Megatron builds them empty). Raises :class:`ConfigError`
+    naming the field and the fix when the split is not valid.
+    """
+    if layout:
+        if first or last:
+            raise ConfigError("pipeline-layout cannot be set with first/last-stage layers (Megatron-Core: "
+                              "pipeline_model_parallel_layout cannot be set with other pipeline layout arguments)")
+        return tuple(sum(len(r) for r in chunks) for chunks in chunk_ranges(layers, pp, interleave, layout=layout))
+    if not (first or last):
+        if layers % (pp * interleave):
+            raise ConfigError(indivisible_layers(layers, pp, interleave))
+        return (layers // pp,) * pp
+    for name, value in (("first_stage_layers", first), ("last_stage_layers", last)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"{name} must be a whole number of layers (0: even stages), not {value!r}")
+    if pp == 1:
+        raise ConfigError("first/last-stage layers split a pipeline: set pp > 1, or drop them")
+    if interleave > 1 and layers % interleave:
+        raise ConfigError(f"with interleave {interleave} every stage's layer count must be divisible by {interleave} "
+                          f"(Megatron-Core: num_layers_per_pipeline_rank % vp_size == 0), and {layers} is not a "
+                          f"multiple of {interleave}, so no first/last split can be: choose interleave 1, one "
+                          f"that divides {layers}, or a per-chunk layout such as --pipeline-layout "
+                          f"'{_suggested_layout(layers, pp, interleave)}'")
+    given = (first > 0) + (last > 0)
+    left, rest = pp - given, layers - first - last
+    if rest < 0 or (left == 0 and rest):
+        raise ConfigError(f"first_stage_layers + last_stage_layers ({first}+{last}) must "
+                          + (f"equal the layers ({layers}) with pp {pp}" if left == 0 and rest > 0 else
+                             f"not exceed the layers ({layers})"))
+    if left and (rest <= 0 or rest % left):
+        raise ConfigError(f"the {rest} layers left after the first/last stages must divide evenly over the "
+                          f"{left} other stages ({MEGATRON_STAGES}): choose counts that leave a multiple of {left}")
+    middle = rest // left if left else 0
+    stages = ((first or middle),) + (middle,) * (pp - 2) + ((last or middle),)
+    if interleave > 1 and any(n % interleave for n in stages):
+        raise ConfigError(f"with interleave {interleave} every stage's layer count must be divisible by "
+                          f"{interleave} (Megatron-Core: num_layers_per_pipeline_rank % vp_size == 0), not "
+                          f"{'/'.join(map(str, stages))}: choose other counts or interleave 1")
+    return stages
+
+
+def _suggested_layout(layers: int, pp: int, interleave: int) -> str:
+    return balanced_layout(layers, pp, interleave)
+
+
+def indivisible_layers(layers: int, pp: int, interleave: int) -> str:
+    """The refusal of L layers that do not divide over pp × interleave, with Megatron-Core's rule and the fixes."""
+    rule = ("Megatron-Core: num_layers % pipeline_model_parallel_size == 0 and each stage's layers % vp_size == 0"
+            if interleave > 1 else "Megatron-Core: num_layers % pipeline_model_parallel_size == 0")
+    fixes = ("uneven stages (--first-stage-layers/--last-stage-layers, each a multiple of the interleave)"
+             if interleave > 1 and layers % interleave == 0 else
+             "uneven stages (--first-stage-layers, --last-stage-layers)" if interleave == 1 else "")
+    layout = f"a per-chunk layout such as --pipeline-layout '{_suggested_layout(layers, pp, interleave)}'"
+    return (f"layers ({layers}) must be divisible by pp×interleave ({pp}×{interleave}) ({rule}): choose sizes "
+            f"that divide the layer count, " + (f"{fixes}, or " if fixes else "or ") + layout)
+
 
 
 # --- the schedule ---------------------------------------------------------------------------------
