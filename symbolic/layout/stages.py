@@ -208,6 +208,11 @@ def stage_layers(layers: int, pp: int, interleave: int = 1, first: int = 0, last
                           f"that divides {layers}, or a per-chunk layout such as --pipeline-layout "
                           f"'{_suggested_layout(layers, pp, interleave)}'")
     given = (first > 0) + (last > 0)
+    if interleave > 1 and first and last and pp == 2:
+        # get_transformer_layer_offset divides the middle chunk's layers by the middle stages, 0 here
+        raise ConfigError("first- and last-stage layers both set with pp 2 and interleave: Megatron-Core has no middle "
+                          "stage to divide by (get_transformer_layer_offset raises ZeroDivisionError at d98e8a6); "
+                          "set one of them, or give a per-chunk --pipeline-layout")
     left, rest = pp - given, layers - first - last
     if rest < 0 or (left == 0 and rest):
         raise ConfigError(f"first_stage_layers + last_stage_layers ({first}+{last}) must "
