@@ -57,7 +57,8 @@ DSV3_LAYOUT = Layout(pp=4, interleave=4, ep=64, dp=64, seq=4096, global_batch=15
 DENSE_FIRST_LAYOUTS = (DSV3_LAYOUT, replace(DSV3_LAYOUT, recompute="full"),
                        Layout(tp=2, sp=True, pp=4, ep=8, dp=8, seq=1024, global_batch=64, first_stage_layers=13,
                               recompute="selective"),
-                       Layout(tp=8, sp=True, micro_batch=2, seq=1024))
+                       Layout(tp=8, sp=True, micro_batch=2, seq=1024),
+                       replace(DSV3_LAYOUT, activation_offload=True), replace(DSV3_LAYOUT, fp8_activations=True))
 
 
 @pytest.mark.parametrize("name", sorted(set(presets()) - set(DENSE_FIRST)))
@@ -74,7 +75,8 @@ def test_bill_total_is_the_timeline_peak_on_the_busiest_stage(name):
 
 
 @pytest.mark.parametrize("name", DENSE_FIRST)
-@pytest.mark.parametrize("layout", DENSE_FIRST_LAYOUTS, ids=("seed-004", "seed-004-full", "1f1b-uneven", "tp8"))
+@pytest.mark.parametrize("layout", DENSE_FIRST_LAYOUTS, ids=("seed-004", "seed-004-full", "1f1b-uneven", "tp8",
+                                                            "seed-004-offload", "seed-004-fp8"))
 def test_dense_first_models_bill_and_timeline_agree_stage_by_stage(name, layout):
     """The stage by its own layers: the verdict is the larger stage's peak, and each stage's peak is the
     timeline's of that stage, walked instant by instant."""
