@@ -255,3 +255,18 @@ def test_seed_004_layout_without_a_per_chunk_layout_is_refused_with_megatrons_ru
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
     assert "Megatron-Core" in err and "--pipeline-layout 'Et*3|t*3|(t*4|)*13t*3L'" in err
+
+
+def test_the_derivation_cache_keys_each_layout_apart(tmp_path, monkeypatch):
+    """The derived text holds a stage's layer counts as integers: two layouts of the same kind (the same
+    letters, other chunks) get their own entries, each equal to the bill derived afresh."""
+    from symbolic.bill.cache import derivation
+    from symbolic.bill.evaluate import evaluate
+    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
+    model = presets()["deepseek-v3"]
+    other = Layout(**{**SEED_004.__dict__, "pipeline_layout": "Et*4|t*4|(t*4|)*13t*1L"})
+    for layout in (SEED_004, other, SEED_004):
+        cached = evaluate(derivation(model, layout), model, layout).totals["total_bytes"]
+        assert cached == make_bill(model, layout).totals["total_bytes"]
+    assert len(list(tmp_path.glob("*/*.json"))) == 2
+    assert make_bill(model, other).totals["total_bytes"] != make_bill(model, SEED_004).totals["total_bytes"]
