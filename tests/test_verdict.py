@@ -252,3 +252,14 @@ def test_plan_and_solve_with_a_fused_optimizer_step_agree_with_the_bill():
     limit = solve_limit(presets()["gpt-7b"], Layout(tp=8, sp=True, seq=4096, optimizer_impl="fused"),
                         "micro_batch", 80 * GB, params_hand=7 * 10**9)
     assert limit.answer_fits() and limit.next_fits() is False
+
+
+@pytest.mark.parametrize("name,layout", [
+    ("mixtral-8x7b", Layout(ep=8, dp=8, seq=4096, recompute="selective", recompute_modules=("moe_act", "core_attn"))),
+    ("mixtral-8x7b", Layout(ep=8, dp=8, seq=4096, recompute="selective", recompute_modules=("moe_act",))),
+    ("deepseek-v3", replace(DSV3_LAYOUT, recompute="selective", recompute_modules=("moe_act", "core_attn")))])
+def test_moe_act_recomputes_in_the_mlp_half_in_the_verdict_as_in_the_timeline(name, layout):
+    """Megatron-Core's moe_act: the experts' activation is re-created while the MLP half back-propagates,
+    in the bill's verdict (ledgers.peak.step_terms) as in the timeline."""
+    model = presets()[name]
+    assert make_bill(model, layout).totals["total_bytes"] == timeline_peak(model, layout)

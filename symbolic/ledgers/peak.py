@@ -92,7 +92,8 @@ def step_terms(strategy: Strategy, base: Inventory) -> StepTerms:
     Recompute windows: full recompute re-creates the whole layer but its input
     (MLP half) and the attention block (attention half); selective recompute
     re-creates the attention core while the attention half runs (seed 004
-    §03.1, §06.3). Work tensors are in the compute dtype (fp32 training makes
+    §03.1, §06.3), and with Megatron-Core's ``moe_act`` the experts' activation
+    while the MLP half runs. Work tensors are in the compute dtype (fp32 training makes
     the 2-byte ones fp32; FP8 *storage* leaves them alone) and sharded as the
     strategy shards (TP; SP when on; s/c per rank under context parallelism).
     """
@@ -107,8 +108,11 @@ def step_terms(strategy: Strategy, base: Inventory) -> StepTerms:
         window_mlp = Inventory(tuple(x for x in whole if x.group is not Group.LAYER_INPUT))
         window_attention = Inventory(tuple(x for x in whole.select("attention") if x.group is not Group.LAYER_INPUT))
     elif strategy.recompute == "selective":
-        window_mlp = Inventory(())
-        window_attention = Inventory(tuple(x for x in whole if x.name not in kept))
+        # Megatron-Core's moe_act recomputes the experts' activation in the MLP half's backward;
+        # core_attn the attention core in the attention half's (as the timeline places them)
+        expert_activation = (Group.EXPERT_ACTIVATION, Group.EXPERT_ACTIVATION_OUTPUT)
+        window_mlp = Inventory(tuple(x for x in whole if x.name not in kept and x.group in expert_activation))
+        window_attention = Inventory(tuple(x for x in whole if x.name not in kept and x.group not in expert_activation))
     else:
         window_mlp = window_attention = Inventory(())
     if strategy.dtype == "fp32":
