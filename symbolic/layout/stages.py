@@ -205,7 +205,7 @@ def stage_layers(layers: int, pp: int, interleave: int = 1, first: int = 0, last
         raise ConfigError(f"with interleave {interleave} every stage's layer count must be divisible by {interleave} "
                           f"(Megatron-Core: num_layers_per_pipeline_rank % vp_size == 0), and {layers} is not a "
                           f"multiple of {interleave}, so no first/last split can be: choose interleave 1, one "
-                          f"that divides {layers}, or a per-chunk layout such as --pipeline-layout "
+                          f"that divides {layers}, or a per-chunk layout (bill, timeline) such as --pipeline-layout "
                           f"'{_suggested_layout(layers, pp, interleave)}'")
     given = (first > 0) + (last > 0)
     if interleave > 1 and first and last and pp == 2:
@@ -241,7 +241,8 @@ def indivisible_layers(layers: int, pp: int, interleave: int) -> str:
     fixes = ("uneven stages (--first-stage-layers/--last-stage-layers, each a multiple of the interleave)"
              if interleave > 1 and layers % interleave == 0 else
              "uneven stages (--first-stage-layers, --last-stage-layers)" if interleave == 1 else "")
-    layout = f"a per-chunk layout such as --pipeline-layout '{_suggested_layout(layers, pp, interleave)}'"
+    layout = (f"a per-chunk layout (bill, timeline) such as --pipeline-layout "
+              f"'{_suggested_layout(layers, pp, interleave)}'")
     return (f"layers ({layers}) must be divisible by pp×interleave ({pp}×{interleave}) ({rule}): choose sizes "
             f"that divide the layer count, " + (f"{fixes}, or " if fixes else "or ") + layout)
 
@@ -252,11 +253,18 @@ def indivisible_layers(layers: int, pp: int, interleave: int) -> str:
 def schedule(pp: int, interleave: int, micro_batches: int, rank: int) -> list[tuple[str, int, int]]:
     """The ops of pp ``rank`` in Megatron-LM's order: ("F" | "B", micro-batch, chunk).
 
-    Interleaved (v > 1): warm-up ``(p − rank − 1)·2 + (v − 1)·p`` forwards (all m·v when m = p), then
-    one forward and one backward per step, then the remaining backwards; the k-th forward runs chunk
-    ``(k mod p·v) // p`` of micro-batch ``(k // p·v)·p + k mod p``, the k-th backward chunk
-    ``v − 1 − (k mod p·v) // p`` (``get_model_chunk_id``, micro-batch groups of p). v = 1: 1F1B,
-    warm-up ``min(p − rank − 1, m)`` forwards.
+    Interleaved (v > 1): warm-up ``(p − rank − 1)·2 + (v − 1)·p`` forwards, capped at the m·v of the
+    iteration, then one forward and one backward per step, then the remaining backwards; the k-th
+    forward runs chunk ``(k mod p·v) // p`` of micro-batch ``(k // p·v)·p + k mod p``, the k-th backward
+    chunk ``v − 1 − (k mod p·v) // p`` (``get_schedule_table`` with ``microbatch_group_size_per_vp_stage``
+    = p, its default, and ``get_model_chunk_id``). v = 1: 1F1B, warm-up ``min(p − rank − 1, m)``.
+
+    With m = p every rank runs all m·v forwards first, as :func:`symbolic.layout.layout.in_flight`
+    counts it (Megatron-LM's ``num_microbatches == pipeline_parallel_size`` rule before the schedule
+    table). At d98e8a6 only the ranks whose warm-up reaches m·v do (``num_warmup_microbatches >=
+    total_num_microbatches``): the first stage always, the last stage not — there it holds
+    (v − 1)·p + 1 chunk instances, not m·v. The engine keeps the one rule of ``in_flight`` for every
+    path; the difference is named here and only arises at m = p on the later stages.
     """
     p, v, m = pp, interleave, micro_batches
     total = m * v
