@@ -31,6 +31,9 @@ def test_the_errata_are_the_ones_found():
                       "004/constant/unsharded-at-v3-size", "004/cublas/workspace-config",
                       "004/ep/all-to-all-staging-combine", "004/full-recompute/formula",
                       "004/nccl/ll128", "004/pp/degrees-across-sections", "004/pp/multiplier-1.25",
+                      "004/v3-budget/activations", "004/v3-budget/constant",
+                      "004/v3-budget/master-and-optimizer", "004/v3-budget/unoptimised-timeline",
+                      "004/v3-budget/unoptimised-total", "004/v3-budget/weights-and-gradients",
                       "004/v3/four-classes-total"]
     assert all(r.claim.erratum.reason for r in RESULTS if r.status == "erratum")
 

@@ -1,6 +1,7 @@
 """The verdict: the bill's total is the peak of the step on the busiest GPU, the same number the
 timeline finds walking every instant (issue 15); one layout rule set for every command."""
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -45,9 +46,19 @@ def timeline_peak(model, layout) -> int:
     return max(T.build(model, layout, stage=stage).evaluate().peak for stage in stages)
 
 
-#: Built-in models the timeline refuses: a mixture of experts with dense-first layers (DeepSeek-V3's
-#: first_k_dense_replace) has a layer inventory that is the layers' average, not whole per layer.
+#: Built-in models with dense-first layers (DeepSeek-V3's first_k_dense_replace): each stage is accounted by
+#: its own dense and MoE layers (symbolic.layout.stages); fewer than three candidates divide their 61 layers.
 DENSE_FIRST = sorted(name for name, model in presets().items() if dict(model.dims).get("L_d"))
+
+#: The layouts DeepSeek-V3 is checked under: seed 004's PP4 × VPP4 × EP64 on 256 GPUs (a per-chunk layout:
+#: 61 layers), with and without full recompute, and plain 1F1B with an uneven first stage, TP + SP, EP 8.
+DSV3_LAYOUT = Layout(pp=4, interleave=4, ep=64, dp=64, seq=4096, global_batch=15360, zero=1,
+                     pipeline_layout="Et*3|t*3|(t*4|)*13t*3L")
+DENSE_FIRST_LAYOUTS = (DSV3_LAYOUT, replace(DSV3_LAYOUT, recompute="full"),
+                       Layout(tp=2, sp=True, pp=4, ep=8, dp=8, seq=1024, global_batch=64, first_stage_layers=13,
+                              recompute="selective"),
+                       Layout(tp=8, sp=True, micro_batch=2, seq=1024),
+                       replace(DSV3_LAYOUT, activation_offload=True), replace(DSV3_LAYOUT, fp8_activations=True))
 
 
 @pytest.mark.parametrize("name", sorted(set(presets()) - set(DENSE_FIRST)))
@@ -64,13 +75,34 @@ def test_bill_total_is_the_timeline_peak_on_the_busiest_stage(name):
 
 
 @pytest.mark.parametrize("name", DENSE_FIRST)
-def test_the_timeline_refuses_dense_first_layers_in_one_line(name):
+@pytest.mark.parametrize("layout", DENSE_FIRST_LAYOUTS, ids=("seed-004", "seed-004-full", "1f1b-uneven", "tp8",
+                                                            "seed-004-offload", "seed-004-fp8"))
+def test_dense_first_models_bill_and_timeline_agree_stage_by_stage(name, layout):
+    """The stage by its own layers: the verdict is the larger stage's peak, and each stage's peak is the
+    timeline's of that stage, walked instant by instant."""
     model = presets()[name]
-    layout = Layout(tp=8, sp=True, micro_batch=2, seq=1024)
+    bill = make_bill(model, layout)
+    stages = ("first", "last") if layout.pp > 1 else ("first",)
+    peaks = {stage: T.build(model, layout, stage=stage).evaluate().peak for stage in stages}
+    assert bill.totals["total_bytes"] == max(peaks.values())
+    if layout.pp > 1:
+        assert bill.totals["peak_first_stage_bytes"] == peaks["first"]
+        assert bill.totals["peak_last_stage_bytes"] == peaks["last"]
+    assert sum(line.value for line in bill.ledger("verdict")) == bill.totals["total_bytes"]
+
+
+def test_dense_layers_at_unknown_places_are_refused_by_the_timeline_in_one_line():
+    """Qwen2-MoE's mlp_only_layers is read as a count: the timeline cannot place them, and says so."""
+    from symbolic.models.hf import from_hf_dict
+    raw = {"model_type": "qwen2_moe", "num_hidden_layers": 4, "hidden_size": 48, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
+           "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 24,
+           "shared_expert_intermediate_size": 56, "mlp_only_layers": [1]}
+    model = from_hf_dict(raw, "qwen2-moe-tiny")
     with pytest.raises(ConfigError, match="dense MLP") as error:
-        T.build(model, layout)
+        T.build(model, Layout(pp=2, global_batch=2))
     assert "\n" not in str(error.value)
-    assert make_bill(model, layout).totals["total_bytes"] > 0  # the bill still counts it
+    assert make_bill(model, Layout(pp=2, global_batch=2)).totals["total_bytes"] > 0  # the bill still averages it
 
 
 def test_the_timeline_refuses_a_fraction_of_a_byte_in_one_line():
@@ -220,3 +252,14 @@ def test_plan_and_solve_with_a_fused_optimizer_step_agree_with_the_bill():
     limit = solve_limit(presets()["gpt-7b"], Layout(tp=8, sp=True, seq=4096, optimizer_impl="fused"),
                         "micro_batch", 80 * GB, params_hand=7 * 10**9)
     assert limit.answer_fits() and limit.next_fits() is False
+
+
+@pytest.mark.parametrize("name,layout", [
+    ("mixtral-8x7b", Layout(ep=8, dp=8, seq=4096, recompute="selective", recompute_modules=("moe_act", "core_attn"))),
+    ("mixtral-8x7b", Layout(ep=8, dp=8, seq=4096, recompute="selective", recompute_modules=("moe_act",))),
+    ("deepseek-v3", replace(DSV3_LAYOUT, recompute="selective", recompute_modules=("moe_act", "core_attn")))])
+def test_moe_act_recomputes_in_the_mlp_half_in_the_verdict_as_in_the_timeline(name, layout):
+    """Megatron-Core's moe_act: the experts' activation is re-created while the MLP half back-propagates,
+    in the bill's verdict (ledgers.peak.step_terms) as in the timeline."""
+    model = presets()[name]
+    assert make_bill(model, layout).totals["total_bytes"] == timeline_peak(model, layout)

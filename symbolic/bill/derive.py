@@ -13,6 +13,7 @@ from ..core.dims import E_s, L, L_1, L_p, P, Psi, c, e, e_t, f, p, s, t
 from ..core.tensors import Group
 from ..layout.experts import MEGATRON, routed_expert
 from ..layout.layout import Layout
+from ..layout.stages import exact_stages, in_kind, stage_mix, stage_parameters
 from ..layout.strategies import DISPATCHED
 from ..ledgers import activations, flops, params, peak, states
 from ..models.architectures import composed, gpt, llama, moe, output
@@ -175,13 +176,24 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     if levers and expert_grid:
         raise ConfigError("LoRA, a quantised base and offload are modelled on the dense grid only: with --ep/--etp "
                           "the routed experts' states are not; drop --ep/--etp or the lever")
-    split = ("; the first stage's L_1 of L layers: Psi·L_1/L per stage, t ways (first order)"
-             if layout.uneven_stages else "; even split over t·p (first order)")
     stages = ("first", "last") if layout.pp > 1 else ("first",)
+    exact = exact_stages(model, layout)
+    mixes = {stage: stage_mix(model, layout, stage) for stage in stages} if exact else {}
+    staged_states = exact and layout.pp > 1  # each stage's model states from its own layers
+    if staged_states and params_hand is not None:
+        raise ConfigError("--params with a stage accounted by its own layers: the stage's model states count its "
+                          "layers' parameters, not a share of a hand-filled N; drop --params")
+    if staged_states and levers:
+        raise ConfigError("LoRA, a quantised base and offload are modelled with even pipeline stages: drop "
+                          "--pipeline-layout or the lever")
+    first_mix = mixes.get("first")
+    split = (f"; the first stage's own layers ({_mix_words(first_mix)}), t ways (first order)" if staged_states else
+             "; the first stage's L_1 of L layers: Psi·L_1/L per stage, t ways (first order)"
+             if layout.uneven_stages else "; even split over t·p (first order)")
     # per stage: (model-state bytes by block on the GPU, the optimizer step's fp32 temporaries);
     # the stages differ only with uneven stages (L_1 and L_p layers)
     stage_states: dict[str, tuple[dict, Expr]] = {}
-    if levers or not model.experts:
+    if (levers or not model.experts) and not staged_states:
         for stage in stages:
             state_terms, trainable = states.state_terms(
                 recipe, layout.zero, param_inv, context_parallel=c if cp else 1, lora=bool(layout.lora),
@@ -207,9 +219,11 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
                      + ((" over d·c" if layout.zero else "") + "; weights replicated on the c context-parallel ranks"
                         if cp else "")
                      + split
-                     + ("; Psi = hand-filled N" if params_hand is not None else "; Psi = config count")
-                     + "; routed experts split e·e_t·p ways" + (", ZeRO over edp = t·d·c/(e·e_t)" if layout.zero else "")
-                     + f" ({MEGATRON})")
+                     + ("; Psi = hand-filled N" if params_hand is not None else
+                        "" if staged_states else "; Psi = config count")
+                     + ("; routed experts split e·e_t ways" + ("" if staged_states else "·p")
+                        + (", ZeRO over edp = t·d·c/(e·e_t)" if layout.zero else "") + f" ({MEGATRON})"
+                        if model.experts else ""))
         for stage in stages:
             # the optimizer step's fp32 temporaries, one per parameter of each part's shard
             stage_states[stage] = (model_state_blocks(model, layout, param_inv, recipe, stage=stage),
@@ -222,10 +236,16 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     strategy = layout.strategy()
     in_flight, layers_held = strategy.layers_held()
     saved_inv = lora_saved(saved_inv, param_inv, layout)
+    fullest = fullest_forward(first_mix) if exact else None
     for term in activations.layer_inventory(strategy, saved_inv):
-        add("activations", term.name, in_flight * layers_held * term.bytes, term.source, _split(term))
+        if fullest is not None:  # the stage's own layers at its fullest forward moment, kind by kind
+            held_bytes = Add(*(n * in_kind(term.bytes, kind) for kind, n in fullest))
+            condition = f"{_split(term)}; {_fullest_words(first_mix, fullest, layout.interleave)}"
+        else:
+            held_bytes, condition = in_flight * layers_held * term.bytes, _split(term)
+        add("activations", term.name, held_bytes, term.source, condition)
         if layout.activation_offload:  # streamed out as produced: the stage's saved tensors live in CPU memory
-            add("cpu_memory", f"offloaded activations/{term.name}", in_flight * layers_held * term.bytes,
+            add("cpu_memory", f"offloaded activations/{term.name}", held_bytes,
                 "seed 004 §05.2 (activation offload)", "saved activations in CPU memory; a 2-layer double buffer "
                 "stays on the GPU (in the verdict)")
 
@@ -264,9 +284,15 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
             # bytes, rounded up (under 1 B a block), as the timeline counts it
             state_blocks = {name: ceiling(expr) for name, expr in state_blocks.items()}
             temporary = ceiling(temporary)
-        for instant in peak.stage_instants(stage, layout.strategy(stage), saved_inv, output_saved, state_blocks,
+        if exact:
+            instants = peak.mixed_stage_instants(mixes[stage], layout.interleave, layout.strategy(stage), saved_inv,
+                                                 output_saved, state_blocks, temporary, comm, gathered=gathered,
+                                                 activation_offload=layout.activation_offload)
+        else:
+            instants = peak.stage_instants(stage, layout.strategy(stage), saved_inv, output_saved, state_blocks,
                                            temporary, comm, has_loss=layout.pp == 1 or stage == "last",
-                                           gathered=gathered, activation_offload=layout.activation_offload):
+                                           gathered=gathered, activation_offload=layout.activation_offload)
+        for instant in instants:
             for cls, expr in instant.parts.items():
                 formulas[f"{PEAK_PREFIX}{stage}|{instant.phase}|{cls}"] = sstr(expr)
 
@@ -294,13 +320,13 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
             fused_backward_recompute(saved_inv, mm_inv) * micro_batches, llama.FLASH,
             "hardware FLOPs: FlashAttention recomputes Q·Kᵀ", micro_batches)
 
+    per_gpu = (stage_params_per_gpu(param_inv, first_mix, layout) if staged_states else
+               params.per_gpu(param_inv, layout.pp > 1, expert_parallel=expert_ways(layout)[0],
+                              expert_tensor_parallel=expert_ways(layout)[1], pipeline_parallel=stage_ways(layout)))
     formulas.update({"params": sstr(params.count(param_inv)),
                      "params_eq2": sstr(params.count(param_inv, params.eq2_scopes())),
                      "model_flops": sstr(flops.model_training(mm_inv) * micro_batches),
-                     "params_per_gpu": sstr(params.per_gpu(param_inv, layout.pp > 1,
-                                                           expert_parallel=expert_ways(layout)[0],
-                                                           expert_tensor_parallel=expert_ways(layout)[1],
-                                                           pipeline_parallel=stage_ways(layout)))})
+                     "params_per_gpu": sstr(per_gpu)})
     active = active_parameters(model)
     if active is not None:
         formulas["params_active"] = sstr(params.count(active))
@@ -319,12 +345,64 @@ def model_state_blocks(model: ModelConfig, layout: Layout, param_inv, recipe, ze
     pipeline stage whose layers are counted (they differ with uneven stages)."""
     zero = layout.zero if zero is None else zero
     context = c if layout.cp > 1 else Integer(1)
+    routed = routed_expert_parameters(param_inv)
+    pipeline = stage_ways(layout, stage)
+    if layout.pp > 1 and exact_stages(model, layout):
+        # the stage's own layers, by kind, and its embedding or output side (layout.stages)
+        mix = stage_mix(model, layout, stage)
+        params = stage_parameters(param_inv, mix, pipeline=True)
+        routed = stage_parameters(param_inv, mix, pipeline=True, select=lambda term: routed_expert(term.name))
+        pipeline = Integer(1)
     if not model.experts:
-        return states.blocks(recipe, zero, params, context_parallel=context, pipeline_parallel=stage_ways(layout, stage))
+        return states.blocks(recipe, zero, params, context_parallel=context, pipeline_parallel=pipeline)
     ep_ways, etp_ways = expert_ways(layout)
-    return states.expert_blocks(recipe, zero, routed_expert_parameters(param_inv), params, context_parallel=context,
+    return states.expert_blocks(recipe, zero, routed, params, context_parallel=context,
                                 expert_parallel=ep_ways, expert_tensor_parallel=etp_ways,
-                                pipeline_parallel=stage_ways(layout, stage))
+                                pipeline_parallel=pipeline)
+
+
+def stage_params_per_gpu(param_inv, mix, layout: Layout) -> Expr:
+    """The parameters one GPU of stage ``mix`` holds (``params_per_gpu`` of a stage accounted by its own
+    layers): as :func:`symbolic.ledgers.params.per_gpu` term by term — routed experts over e·e_t,
+    what TP keeps whole once, the rest over t — over the stage's layers, embedding and output side."""
+    from ..layout.experts import replicated_over_tensor_parallel
+    ep_ways, etp_ways = expert_ways(layout)
+
+    def ways(term):
+        if routed_expert(term.name):
+            return ep_ways * etp_ways
+        return Integer(1) if replicated_over_tensor_parallel(term.name) else t
+    return stage_parameters(param_inv, mix, pipeline=layout.pp > 1, ways=ways)
+
+
+def fullest_forward(mix) -> tuple[tuple[str, int], ...]:
+    """The layers a stage holds (by kind) at its fullest forward moment: the moment held + its whole
+    chunk with the most layers (ties: the most MoE layers) — what the bill's activation lines (the
+    papers' in-flight activations) count; the verdict takes every moment."""
+    best, best_key = (), None
+    for moment in mix.moments:
+        if moment.direction != "forward":
+            continue
+        counts = dict(moment.held)
+        for kind in mix.chunks[moment.chunk]:
+            counts[kind] = counts.get(kind, 0) + 1
+        key = (sum(counts.values()), counts.get("moe", 0))
+        if best_key is None or key > best_key:
+            best, best_key = tuple(sorted(counts.items())), key
+    return best
+
+
+def _mix_words(mix) -> str:
+    if mix is None:
+        return ""
+    kinds = [f"{mix.layers(kind)} {kind}" for kind in mix.kinds() if kind != "layer"] or [f"{mix.layers()} layers"]
+    return " + ".join(kinds) + (" + embedding" if mix.embedding else "") + (" + output side" if mix.loss else "")
+
+
+def _fullest_words(mix, fullest, v: int) -> str:
+    held = " + ".join(f"{n} {kind}" for kind, n in fullest)
+    return (f"{mix.stage} stage at its fullest forward moment ({held} layer copies in flight; "
+            f"Megatron's {'interleaved ' if v > 1 else ''}1F1B schedule simulated, layout.stages)")
 
 
 def stage_ways(layout: Layout, stage: str = "first") -> Expr:

@@ -145,7 +145,18 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             **({"fp8_activations": True} if layout.fp8_activations else {}),
             **({"uneven_stages": True} if layout.uneven_stages else {}),
             **({"moe_dispatcher": layout.moe_dispatcher} if layout.moe_dispatcher != "hf" else {}),
-            **({"moe_pad_to_capacity": True} if layout.moe_pad_to_capacity else {})}
+            **({"moe_pad_to_capacity": True} if layout.moe_pad_to_capacity else {}),
+            **_stage_mix_key(model, layout)}
+
+
+def _stage_mix_key(model: ModelConfig, layout: Layout) -> dict:
+    """A stage accounted by its own layers (``layout.stages``): the text holds its layer counts and
+    moments as integers, so they key the derivation."""
+    from ..layout.stages import exact_stages, stage_mix
+    if not exact_stages(model, layout):
+        return {}
+    stages = ("first", "last") if layout.pp > 1 else ("first",)
+    return {"stage_mix": [list(map(repr, stage_mix(model, layout, stage).key())) for stage in stages]}
 
 
 def whole(value: Fraction) -> int | Fraction:

@@ -196,6 +196,14 @@ def add_stage_layer_options(group, help_suffix: str = "") -> None:
                             + help_suffix)
 
 
+def add_pipeline_layout_option(parser) -> None:
+    """Megatron-Core's per-chunk pipeline layout (bill and timeline: the commands that account stages by their layers)."""
+    parser.add_argument("--pipeline-layout", metavar="LAYOUT", default="",
+                        help="Megatron-Core's --pipeline-model-parallel-layout: the p·v virtual stages' layers in "
+                             "layer order, | between stages (E embedding, t layer, L loss; t*3, (tt|)*2 repeat), "
+                             "e.g. 'Et*3|t*3|(t*4|)*13t*3L' for 61 layers on --pp 4 --interleave 4")
+
+
 def add_fp8_activations_option(group, help_suffix: str = "") -> None:
     group.add_argument("--fp8-activations", action="store_true",
                        help="the linear layers' saved inputs kept in FP8 for backward (Transformer Engine; "
@@ -332,7 +340,8 @@ def layout_from_args(args) -> Layout:
                   first_stage_layers=getattr(args, "first_stage_layers", 0),
                   last_stage_layers=getattr(args, "last_stage_layers", 0),
                   moe_dispatcher=getattr(args, "moe_dispatcher", "hf"),
-                  moe_pad_to_capacity=getattr(args, "moe_pad_to_capacity", False))
+                  moe_pad_to_capacity=getattr(args, "moe_pad_to_capacity", False),
+                  pipeline_layout=getattr(args, "pipeline_layout", ""))
 
 
 def parse_ratio(text: str, field: str, limit: int = 1000) -> Fraction:

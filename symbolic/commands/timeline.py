@@ -14,6 +14,7 @@ HELP = "memory over one training step: the four lifetime classes per instant, th
 def add_arguments(parser) -> None:
     _options.add_model_argument(parser)
     _options.add_layout_options(parser)
+    _options.add_pipeline_layout_option(parser)
     parser.add_argument("--optimize", action="append", default=[], metavar="NAME",
                         help="apply an optimisation (repeatable): zero, fp8-weights, fp8-optimizer, optimizer-offload, "
                              "activation-offload, fp8-activations, flash-attention, fused-cross-entropy")

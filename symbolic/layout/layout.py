@@ -23,60 +23,10 @@ from .choices import (
 )
 from .experts import validate_expert_parallel
 from .recipes import RECIPES
+from .stages import MEGATRON_STAGES, indivisible_layers, stage_layers  # noqa: F401 (re-exported: the layout's rule)
 
 if TYPE_CHECKING:
     from .strategies import Strategy
-
-
-MEGATRON_STAGES = ("Megatron-Core megatron/core/transformer/transformer_block.py get_num_layers_to_build "
-                   "(num_layers_in_first/last_pipeline_stage; --decoder-first/last-pipeline-num-layers)")
-
-
-def stage_layers(layers: int, pp: int, interleave: int = 1, first: int = 0, last: int = 0) -> tuple[int, ...]:
-    """Transformer layers on each of the ``pp`` pipeline stages, first to last.
-
-    Megatron-Core's ``get_num_layers_to_build``: with neither ``first`` nor
-    ``last`` (0 = Megatron's None) every stage holds L/p; with either, that
-    stage holds the given count and the layers left are divided evenly over
-    the stages left — "With uneven pipelineing the left over layers must be
-    divisible by left over stages" — and under the interleaved schedule every
-    stage's count must be divisible by the chunks per stage (its assertion
-    ``num_layers_per_pipeline_rank % vp_size == 0``). Stages with no layer are
-    refused here (Megatron builds them empty). Raises :class:`ConfigError`
-    naming the field and the fix when the split is not valid.
-    """
-    if not (first or last):
-        if layers % (pp * interleave):
-            raise ConfigError(f"layers ({layers}) must be divisible by pp×interleave ({pp}×{interleave}): choose "
-                              "sizes that divide the layer count, or uneven stages (--first-stage-layers, "
-                              "--last-stage-layers)")
-        return (layers // pp,) * pp
-    for name, value in (("first_stage_layers", first), ("last_stage_layers", last)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ConfigError(f"{name} must be a whole number of layers (0: even stages), not {value!r}")
-    if pp == 1:
-        raise ConfigError("first/last-stage layers split a pipeline: set pp > 1, or drop them")
-    if interleave > 1 and layers % interleave:
-        raise ConfigError(f"with interleave {interleave} every stage's layer count must be divisible by {interleave} "
-                          f"(Megatron-Core: num_layers_per_pipeline_rank % vp_size == 0), and {layers} is not a "
-                          f"multiple of {interleave}, so no first/last split can be: choose interleave 1 or one "
-                          f"that divides {layers}")
-    given = (first > 0) + (last > 0)
-    left, rest = pp - given, layers - first - last
-    if rest < 0 or (left == 0 and rest):
-        raise ConfigError(f"first_stage_layers + last_stage_layers ({first}+{last}) must "
-                          + (f"equal the layers ({layers}) with pp {pp}" if left == 0 and rest > 0 else
-                             f"not exceed the layers ({layers})"))
-    if left and (rest <= 0 or rest % left):
-        raise ConfigError(f"the {rest} layers left after the first/last stages must divide evenly over the "
-                          f"{left} other stages ({MEGATRON_STAGES}): choose counts that leave a multiple of {left}")
-    middle = rest // left if left else 0
-    stages = ((first or middle),) + (middle,) * (pp - 2) + ((last or middle),)
-    if interleave > 1 and any(n % interleave for n in stages):
-        raise ConfigError(f"with interleave {interleave} every stage's layer count must be divisible by "
-                          f"{interleave} (Megatron-Core: num_layers_per_pipeline_rank % vp_size == 0), not "
-                          f"{'/'.join(map(str, stages))}: choose other counts or interleave 1")
-    return stages
 
 
 @dataclass(frozen=True)
@@ -136,6 +86,8 @@ class Layout:
 
     fp8_activations: the linear layers' saved inputs kept in FP8 for backward
     (``strategies.fp8_gemm_inputs``: Transformer Engine, DeepSeek-V3 §3.3.3).
+    pipeline_layout: Megatron-Core's ``pipeline_model_parallel_layout``, the layers of each of the p·v
+    virtual stages ("Et*3|(t*4|)*14,t*2L"; :mod:`symbolic.layout.stages`); "" means none.
     first_stage_layers, last_stage_layers: uneven pipeline stages, Megatron-Core's
     ``num_layers_in_first_pipeline_stage`` / ``num_layers_in_last_pipeline_stage``
     (0 means even, its None): :func:`stage_layers`. The first stage then holds
@@ -174,21 +126,26 @@ class Layout:
     last_stage_layers: int = 0
     moe_dispatcher: str = "hf"
     moe_pad_to_capacity: bool = False
+    pipeline_layout: str = ""
 
     @property
     def uneven_stages(self) -> bool:
-        """Whether the pipeline's stages hold given layer counts (Megatron-Core's first/last stage)."""
-        return bool(self.first_stage_layers or self.last_stage_layers)
+        """Whether the pipeline's stages hold given layer counts (Megatron-Core's first/last stage, or a
+        per-chunk ``pipeline_layout``)."""
+        return bool(self.first_stage_layers or self.last_stage_layers or self.pipeline_layout)
+
+    def stage_layer_counts(self, model: ModelConfig) -> tuple[int, ...]:
+        """Transformer layers on each pipeline stage, first to last (:func:`stage_layers`)."""
+        return stage_layers(model.layers, self.pp, self.interleave, self.first_stage_layers,
+                            self.last_stage_layers, self.pipeline_layout)
 
     def first_stage_layer_count(self, model: ModelConfig) -> int:
         """Transformer layers on the first pipeline stage, the stage accounted (L/p when even)."""
-        return stage_layers(model.layers, self.pp, self.interleave, self.first_stage_layers,
-                            self.last_stage_layers)[0]
+        return self.stage_layer_counts(model)[0]
 
     def last_stage_layer_count(self, model: ModelConfig) -> int:
         """Transformer layers on the last pipeline stage (L/p when even)."""
-        return stage_layers(model.layers, self.pp, self.interleave, self.first_stage_layers,
-                            self.last_stage_layers)[-1]
+        return self.stage_layer_counts(model)[-1]
 
     def strategy(self, stage: str = "first") -> "Strategy":
         """The activation strategy of pipeline ``stage`` (``first`` or ``last``;
@@ -218,8 +175,7 @@ class Layout:
         if self.lora:
             values["r"] = self.lora
         if self.uneven_stages:
-            stages = stage_layers(model.layers, self.pp, self.interleave, self.first_stage_layers,
-                                  self.last_stage_layers)
+            stages = self.stage_layer_counts(model)
             values.update(L_1=stages[0], L_p=stages[-1])
         return values
 
@@ -374,11 +330,12 @@ class Layout:
             raise ConfigError(f"seq ({values['s']}) must be divisible by tp×cp ({self.tp}×{self.cp}) under "
                               "sequence parallelism" if self.cp > 1 else
                               f"seq ({values['s']}) must be divisible by tp ({self.tp}) under sequence parallelism")
+        if self.pipeline_layout and self.pp == 1:
+            raise ConfigError("pipeline-layout lays out a pipeline: set pp > 1, or drop it")
         if self.uneven_stages:
-            stage_layers(model.layers, self.pp, self.interleave, self.first_stage_layers, self.last_stage_layers)
+            self.stage_layer_counts(model)
         elif model.layers % (self.pp * self.interleave):
-            raise ConfigError(f"layers ({model.layers}) must be divisible by pp×interleave "
-                              f"({self.pp}×{self.interleave}): choose sizes that divide the layer count")
+            raise ConfigError(indivisible_layers(model.layers, self.pp, self.interleave))
         if self.interleave > 1 and self.pp == 1:
             raise ConfigError("interleave needs a pipeline: set pp > 1 or interleave 1")
         if self.global_batch:

@@ -92,7 +92,8 @@ def step_terms(strategy: Strategy, base: Inventory) -> StepTerms:
     Recompute windows: full recompute re-creates the whole layer but its input
     (MLP half) and the attention block (attention half); selective recompute
     re-creates the attention core while the attention half runs (seed 004
-    §03.1, §06.3). Work tensors are in the compute dtype (fp32 training makes
+    §03.1, §06.3), and with Megatron-Core's ``moe_act`` the experts' activation
+    while the MLP half runs. Work tensors are in the compute dtype (fp32 training makes
     the 2-byte ones fp32; FP8 *storage* leaves them alone) and sharded as the
     strategy shards (TP; SP when on; s/c per rank under context parallelism).
     """
@@ -107,8 +108,11 @@ def step_terms(strategy: Strategy, base: Inventory) -> StepTerms:
         window_mlp = Inventory(tuple(x for x in whole if x.group is not Group.LAYER_INPUT))
         window_attention = Inventory(tuple(x for x in whole.select("attention") if x.group is not Group.LAYER_INPUT))
     elif strategy.recompute == "selective":
-        window_mlp = Inventory(())
-        window_attention = Inventory(tuple(x for x in whole if x.name not in kept))
+        # Megatron-Core's moe_act recomputes the experts' activation in the MLP half's backward;
+        # core_attn the attention core in the attention half's (as the timeline places them)
+        expert_activation = (Group.EXPERT_ACTIVATION, Group.EXPERT_ACTIVATION_OUTPUT)
+        window_mlp = Inventory(tuple(x for x in whole if x.name not in kept and x.group in expert_activation))
+        window_attention = Inventory(tuple(x for x in whole if x.name not in kept and x.group not in expert_activation))
     else:
         window_mlp = window_attention = Inventory(())
     if strategy.dtype == "fp32":
@@ -246,3 +250,100 @@ def comm_buffers(model, layout, settings: CommSettings = CommSettings()) -> list
     (:func:`symbolic.ledgers.transients.communication_buffers`: NCCL staging,
     the gradient bucket, the expert-parallel all-to-all's staging)."""
     return communication_buffers(model, layout, settings)
+
+
+# --- stages accounted by their own layers (symbolic.layout.stages) ---------------------------------
+
+def kind_basis(strategy: Strategy, base: Inventory, output_saved: Inventory, kinds,
+               gathered: Expr = Integer(0)) -> dict[str, dict[str, Expr]]:
+    """:func:`basis` for one layer of each kind (``symbolic.layout.stages.in_kind``: the averaged
+    layer of a model with dense layers made an MoE or a dense one)."""
+    from ..layout.stages import in_kind
+    terms = basis(strategy, base, output_saved, gathered)
+    return {kind: {name: in_kind(expr, kind) for name, expr in terms.items()} for kind in kinds}
+
+
+def moment_compositions(mix, moment, v: int, activation_offload: bool = False
+                        ) -> list[tuple[str, list[tuple[int, str, str]]]]:
+    """The candidate instants of one moment of a stage's schedule as (phase, [(multiplicity, kind,
+    basis term)]): the chunk run walked layer by layer, the other in-flight chunks held whole.
+
+    Forward: for each kind in the chunk, its last layer (layers 1..i saved, that layer's forward
+    work); the loss after the last chunk's forward on the stage that computes it. Backward: for each
+    kind, its last layer's MLP half (layers 1..i saved, the MLP window and work) and attention half
+    (layers 1..i − 1, the layer's attention half, the attention window and work). Each family grows
+    with i (saved tensors are non-negative), so within a run of one kind its last layer is its
+    largest instant; the other instants are below one of these. ``activation_offload``: two layers
+    of the kind on the GPU (the double buffer), nothing held."""
+    chunk = mix.chunks[moment.chunk]
+    label = moment.label(v)
+    one = 1
+    out = []
+
+    def held():
+        return [] if activation_offload else [(n, kind, "per_layer") for kind, n in moment.held]
+
+    def prefix(upto: int) -> list[tuple[int, str, str]]:
+        if activation_offload:
+            return []
+        counts: dict[str, int] = {}
+        for kind in chunk[:upto]:
+            counts[kind] = counts.get(kind, 0) + 1
+        return [(n, kind, "per_layer") for kind, n in counts.items()]
+
+    def last_index(kind: str) -> int:
+        return max(index for index, k in enumerate(chunk, 1) if k == kind)
+
+    def named(kind: str) -> str:
+        return "" if kind == "layer" else f"{kind} "
+
+    kinds_here = [k for k in dict.fromkeys(chunk)]
+    for kind in kinds_here:
+        n = last_index(kind)
+        double = [(2, kind, "per_layer")] if activation_offload else []
+        gathered = [(one, kind, "gathered_weights")]
+        if moment.direction == "forward":
+            out.append((f"forward, last {named(kind)}layer of the chunk ({label})",
+                        held() + prefix(n) + double + [(one, kind, "forward_work")] + gathered))
+        else:
+            out.append((f"backward, last {named(kind)}layer (MLP half) ({label})",
+                        held() + prefix(n) + double + [(one, kind, "window_mlp"), (one, kind, "mlp_work")] + gathered))
+            attention = ([(-1, kind, "per_layer"), (one, kind, "attention_half")] if not activation_offload else [])
+            out.append((f"backward, last {named(kind)}layer (attention half) ({label})",
+                        held() + prefix(n) + double + attention
+                        + [(one, kind, "window_attention"), (one, kind, "attention_work")] + gathered))
+    if moment.direction == "forward" and mix.loss and moment.chunk == len(mix.chunks) - 1:
+        kind = chunk[-1] if chunk else mix.kinds()[0]
+        double = [(2, kind, "per_layer")] if activation_offload else []
+        out.append((f"loss ({label})", held() + prefix(len(chunk)) + double
+                    + [(one, kind, "loss_work"), (one, kind, "output_side"), (one, kind, "gathered_weights")]))
+    return out
+
+
+def mixed_stage_instants(mix, v: int, strategy: Strategy, base: Inventory, output_saved: Inventory,
+                         state_blocks: dict[str, Expr], optimizer_temporary: Expr, comm: list[tuple[str, int]],
+                         gathered: Expr = Integer(0), activation_offload: bool = False) -> list[Instant]:
+    """The candidate peak instants of a stage accounted by its own layers
+    (:func:`symbolic.layout.stages.stage_mix`): every moment of its schedule not dominated by
+    another (:func:`moment_compositions`), and the optimizer step. The timeline walks the largest
+    forward and the largest backward moment; the two agree instant for instant."""
+    terms = kind_basis(strategy, base, output_saved, mix.kinds(), gathered)
+    states_bytes = Add(*state_blocks.values())
+    communication = Add(*(sympify(size) for _, size in comm))
+
+    def instant(phase: str, parts: dict[str, Expr]) -> Instant:
+        return Instant(mix.stage, phase, {"model_states": states_bytes,
+                                          "activations": parts.get("activations", Integer(0)),
+                                          "output_side": parts.get("output_side", Integer(0)),
+                                          "transients": parts.get("transients", Integer(0)),
+                                          "communication": communication})
+
+    out = []
+    for moment in mix.moments:
+        for phase, composition in moment_compositions(mix, moment, v, activation_offload):
+            parts: dict[str, Expr] = {}
+            for multiplicity, kind, name in composition:
+                parts[BASIS[name]] = parts.get(BASIS[name], Integer(0)) + multiplicity * terms[kind][name]
+            out.append(instant(phase, parts))
+    out.append(instant("optimizer step", {"transients": optimizer_temporary}))
+    return out

@@ -452,9 +452,16 @@ def _moe_fields(model_type: str, raw: dict, defaults: dict, where: str, layers: 
     if dense:
         extra["dense_layers"] = True
         dims["L_d"] = dense
-        notes.append(f"{dense} of the {layers} layers have a dense MLP (width {ffn}) instead of the MoE: parameters, "
-                     "FLOPs and activations over the whole model are exact; a layer's terms are the layers' average, "
-                     "so under pipeline parallelism (pp > 1) the stage holding the dense layers is not itemised apart")
+        if model_type in ("deepseek_v2", "deepseek_v3"):  # the first L_d: bill and timeline place them
+            notes.append(f"{dense} of the {layers} layers (the first {dense}) have a dense MLP (width {ffn}) instead of "
+                         "the MoE: parameters, FLOPs and activations over the whole model are exact; the inventory's "
+                         "layer is the layers' average, which bill and timeline resolve stage by stage (each stage "
+                         "its own dense and MoE layers, layout.stages); plan and solve price a stage at L/p average "
+                         "layers")
+        else:
+            notes.append(f"{dense} of the {layers} layers have a dense MLP (width {ffn}) instead of the MoE: parameters, "
+                         "FLOPs and activations over the whole model are exact; a layer's terms are the layers' average, "
+                         "so under pipeline parallelism (pp > 1) the stage holding the dense layers is not itemised apart")
     return (experts, top_k, expert_ffn, shared), extra, dims, notes
 
 

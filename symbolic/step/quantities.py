@@ -133,3 +133,95 @@ def _nccl_buffsize() -> Expr:
     documented default for the Simple protocol, 4 MiB per channel."""
     from .timeline import CommSettings
     return Integer(CommSettings().nccl_buffsize)
+
+
+# --- a built-in model under a layout (seed 004's DeepSeek-V3 budget) --------------------------------
+
+def _model_and_layout(model: str, layout: dict):
+    from ..layout.layout import Layout
+    from ..models.builtin import presets
+    if model not in presets():
+        raise ValueError(f"unknown built-in model {model!r}")
+    return presets()[model], Layout(**layout).validate(presets()[model])
+
+
+@quantity("model.params", "1")
+def _model_params(model="deepseek-v3") -> Expr:
+    """A built-in model's parameter count, from its inventory (``bill --json`` ``params``)."""
+    from ..bill.derive import inventories
+    from ..core.numeric import exact
+    from ..ledgers.params import count
+    built = _model_and_layout(model, {})[0]
+    return exact(count(inventories(built)[0]), built.values())
+
+
+@quantity("model.quantity_at", "1")
+def _model_quantity_at(model="deepseek-v3", quantity_name="", options=None, at=None) -> Expr:
+    """Quantity ``quantity_name`` (with ``options``) at a built-in model's own dimensions (its h, k, E,
+    f_e, L, ... from ``ModelConfig.values``) and at ``at`` (the layout's letters: s, b, t, e, ...; given first, so
+    ``at``'s s replaces the model's, its position table)."""
+    from ..core.numeric import substitute
+    from ..core.registry import REGISTRY
+    built = _model_and_layout(model, {})[0]
+    if quantity_name not in REGISTRY:
+        raise ValueError(f"unknown quantity {quantity_name!r}")
+    expr = REGISTRY[quantity_name].fn(**(options or {}))
+    # the layout's letters first: the model's own s is its position table, not the training sequence
+    return substitute(substitute(expr, {k: Integer(v) for k, v in (at or {}).items()}), built.values())
+
+
+@quantity("bill.total", "B")
+def _bill_total(model="deepseek-v3", key="total_bytes", **layout) -> Expr:
+    """One total of a built-in model's bill under the layout whose fields are the other options
+    (``Layout``'s: pp, interleave, ep, dp, seq, global_batch, zero, optimizer, recompute,
+    pipeline_layout, ...): ``total_bytes`` (the verdict), ``model_states_bytes``, ``activation_bytes``,
+    ``paper_total_bytes``, ``peak_first_stage_bytes``, ``peak_last_stage_bytes``, ``params_per_gpu``."""
+    from fractions import Fraction
+
+    from sympy import Rational
+
+    from ..bill.derive import make_bill
+    built, lay = _model_and_layout(model, layout)
+    totals = make_bill(built, lay).totals
+    if key not in totals or not isinstance(totals[key], (int, Fraction)):
+        raise ValueError(f"bill total {key!r} is not a number of the bill")
+    value = Fraction(totals[key])
+    return Rational(value.numerator, value.denominator)
+
+
+@quantity("bill.state_kinds", "B")
+def _bill_state_kinds(model="deepseek-v3", kinds=("parameters", "gradients"), stage="busiest", **layout) -> Expr:
+    """Model-state bytes per GPU of the recipe's blocks of ``kinds`` (``parameters``, ``gradients``,
+    ``optimizer``) on pipeline ``stage`` (``first``, ``last``, or ``busiest``: the stage whose whole
+    model states are the larger) — the bill's model-state lines of those kinds, each block in whole bytes
+    as the verdict counts it."""
+    from sympy import ceiling
+
+    from ..bill.derive import inventories, model_state_blocks
+    from ..core.numeric import exact
+    from ..ledgers import params as params_ledger
+    from ..ledgers import states as states_ledger
+    built, lay = _model_and_layout(model, layout)
+    recipe = states_ledger.RECIPES[lay.optimizer]
+    param_inv = inventories(built)[0]
+    values = dict(lay.values(built), Psi=exact(params_ledger.count(param_inv), built.values()))
+
+    def on(stage_name, wanted):
+        sub = states_ledger.Recipe(recipe.name, tuple(b for b in recipe.blocks if b.kind in wanted), recipe.source,
+                                   recipe.condition)
+        blocks = model_state_blocks(built, lay, param_inv, sub, stage=stage_name) if sub.blocks else {}
+        return sum((exact(ceiling(size) if lay.uneven_stages else size, values) for size in blocks.values()),
+                   Integer(0))
+    if stage == "busiest":
+        every = ("parameters", "gradients", "optimizer")
+        stage = max(("first", "last") if lay.pp > 1 else ("first",), key=lambda name: on(name, every))
+    return on(stage, tuple(kinds))
+
+
+@quantity("timeline.peak", "B")
+def _timeline_peak(model="deepseek-v3", stage="first", **layout) -> Expr:
+    """The peak of the timeline of a built-in model's step on pipeline ``stage``, walked instant by
+    instant (``symbolic timeline``)."""
+    from .timeline import build
+    built, lay = _model_and_layout(model, layout)
+    return Integer(build(built, lay, stage=stage).evaluate().peak)

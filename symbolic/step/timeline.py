@@ -163,6 +163,9 @@ class PhaseFamily:
     indexed: bool = False
     order: int = 1
     loop: str = ""
+    #: the layer indices walked, start..stop (1-based, inclusive); 0: 1..n, the chunk's layers
+    start: int = 0
+    stop: int = 0
 
     def label(self, index: int | None = None) -> str:
         return self.name.replace("{i}", str(index)) if self.indexed else self.name
@@ -210,7 +213,8 @@ class Timeline:
                 slope = expand(total).coeff(i)
                 if slope.is_nonnegative is not True:  # the end i = n is the family's maximum only if so
                     raise AssertionError(f"{family.name}: bytes not increasing in the layer index")
-                out.append((family.label("n"), total.xreplace({i: self.layers})))
+                end = family.stop or self.layers
+                out.append((family.label(str(family.stop) if family.stop else "n"), total.xreplace({i: end})))
             else:
                 out.append((family.label(), total))
         return out
@@ -228,7 +232,8 @@ class Timeline:
         n = exact_int(self.layers, self.values())
         groups: list[list[PhaseFamily]] = []
         for family in self.families:
-            if groups and family.loop and groups[-1][0].loop == family.loop:
+            if (groups and family.loop and groups[-1][0].loop == family.loop
+                    and (groups[-1][0].start, groups[-1][0].stop) == (family.start, family.stop)):
                 groups[-1].append(family)
             else:
                 groups.append([family])
@@ -237,7 +242,8 @@ class Timeline:
             if not first.indexed:
                 yield first.label(), first, None
                 continue
-            for index in (range(1, n + 1) if first.order > 0 else range(n, 0, -1)):
+            lo, hi = (first.start, first.stop) if first.stop else (1, n)
+            for index in (range(lo, hi + 1) if first.order > 0 else range(hi, lo - 1, -1)):
                 for family in group:
                     yield family.label(index), family, index
 
@@ -529,16 +535,28 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     if layout.cp > 1:
         raise ConfigError(f"cp {layout.cp}: the timeline does not model context parallelism (its ring buffers "
                           "and work tensors); use cp 1 here — bill, plan and solve model it")
+    from ..layout.stages import dense_layer_ids, exact_stages
     dense = dict(model.dims).get("L_d", 0)
-    if dense:
-        raise ConfigError(f"{model.name}: {dense} of its {model.layers} layers have a dense MLP and the rest the MoE; "
-                          "its layer inventory is their average, which the timeline cannot walk layer by layer "
-                          "(a layer's bytes would not be whole); `symbolic bill` and plan count it")
+    if dense and dense_layer_ids(model) is None:
+        raise ConfigError(f"{model.name}: {dense} of its {model.layers} layers have a dense MLP and the rest the MoE, "
+                          "and the config gives their count, not their places; its layer inventory is their average, "
+                          "which the timeline cannot walk layer by layer (a layer's bytes would not be whole); "
+                          "`symbolic bill` and plan count it")
     from ..bill.derive import model_state_blocks
 
     param_inv, base, _ = inventories(model)
     strategy = layout.strategy(stage)
-    k, n, notes = in_flight(layout, stage)
+    exact = exact_stages(model, layout)
+    if exact:  # the stage by its own layers: Megatron's schedule simulated (layout.stages)
+        from ..layout.stages import stage_mix
+        mix = stage_mix(model, layout, stage)
+        k = Integer(max(mo.chunks_held for mo in mix.moments) + 1)
+        n = Integer(max(len(chunk) for chunk in mix.chunks))
+        notes = [f"{stage} stage by its own layers ({', '.join(f'{mix.layers(kind)} {kind}' for kind in mix.kinds())})"
+                 f"; Megatron's {'interleaved ' if layout.interleave > 1 else ''}1F1B schedule simulated: the "
+                 "fullest forward moment walked, then the fullest backward moment"]
+    else:
+        k, n, notes = in_flight(layout, stage)
     held_layers = exact_int(k * n, layout.values(model))
     if held_layers > MAX_LAYERS_HELD:
         raise ConfigError(f"layers {model.layers:,} on a stage holding {held_layers:,} layer copies at its fullest: "
@@ -637,6 +655,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     families = [PhaseFamily("fwd layer {i}", fixed + gathered + held() + (current(i),)
                             + work_item("transients/forward kernel work (attention scores)", forward_work, "fwd"),
                             indexed=True, order=1)]
+    kept_output = Inventory(())
     if has_loss:
         # The output side's saved tensors (final norm, logits input, fp32 log-softmax, targets: the
         # bill's output_side lines) and the loss's work tensors (bf16 logits, fp32 grad of the logits).
@@ -668,6 +687,15 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     families.append(PhaseFamily("bwd layer {i} (attention)", attention_items, indexed=True, order=-1,
                                 loop="backward"))
 
+    if exact:
+        terms = {"per_layer": saved, "attention_half": saved_attention, "window_mlp": window_mlp,
+                 "window_attention": window_attention, "forward_work": forward_work, "mlp_work": mlp_work,
+                 "attention_work": attention_work, "loss_work": loss_work}
+        output_items = ((Item("activations", "activations/output side (final norm, log-softmax, targets)",
+                              _bytes(kept_output), Integer(1), "output", Integer(1)),) if has_loss else ())
+        families, k, n = _stage_families(model, layout, options, strategy, mix, terms, fixed, gathered_bytes,
+                                         output_items, offload, notes)
+
     # Optimizer step: activations are gone; one fp32 temporary per (sharded) parameter.
     if not options.optimizer_offload and layout.optimizer_impl == "foreach":  # a fused kernel keeps none
         shard = layout.zero >= 1
@@ -686,6 +714,145 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
         notes.append("optimisations: " + ", ".join(options.applied))
     notes.extend(model.approximations)
     return Timeline(model, layout, options, families, n, k, strategy, notes)
+
+
+def _stage_families(model, layout, options, strategy, mix, terms: dict, fixed: tuple, gathered_bytes: Expr,
+                    output_items: tuple, offload: bool, notes: list) -> tuple[list, Expr, Expr]:
+    """The phases of a stage accounted by its own layers (``layout.stages``): the forward of the
+    chunk of its fullest forward moment, layer by layer in runs of one kind (an MoE or a dense layer
+    of the averaged inventory, ``stages.in_kind``), the other in-flight chunks held whole; the loss
+    after it when that chunk is the last one on the stage computing it; the backward of the chunk
+    of its fullest backward moment. Which moment is fullest is evaluated at the configuration, over
+    every moment :func:`symbolic.layout.stages.stage_mix` keeps — the bill's verdict takes the same
+    maximum (``ledgers.peak.mixed_stage_instants``). (families, chunk instances in flight, layers
+    of the forward chunk)."""
+    from ..layout.stages import in_kind
+
+    def kinded(inv, kind):
+        return tuple((name, in_kind(size, kind)) for name, size in _bytes(inv))
+
+    per_kind = {kind: {name: kinded(inv, kind) for name, inv in terms.items()} for kind in mix.kinds()}
+    v = layout.interleave
+
+    def gathered(kind):
+        size = in_kind(gathered_bytes, kind)
+        return ((Item("transients", "transients/ZeRO-3 gathered weights (running + prefetched)",
+                      (("zero3/gathered weights", size),), Integer(1), "gathered"),) if size != 0 else ())
+
+    def runs(chunk):
+        out, start = [], 1
+        for index in range(1, len(chunk) + 1):
+            if index == len(chunk) or chunk[index] != chunk[index - 1]:
+                out.append((chunk[index - 1], start, index))
+                start = index + 1
+        return out
+
+    def held_items(moment):
+        if offload:
+            return ()
+        return tuple(Item("activations", f"activations/saved, earlier micro-batch chunks ({kind} layers)",
+                          per_kind[kind]["per_layer"], Integer(count), f"held/{kind}")
+                     for kind, count in moment.held if count)
+
+    def before(chunk, upto, kind=None):
+        counts: dict[str, int] = {}
+        for k in chunk[:upto]:
+            counts[k] = counts.get(k, 0) + 1
+        return counts if kind is None else counts.get(kind, 0)
+
+    def current(chunk, kind, start, upto_expr, exclude_kind=False):
+        """The current chunk's saved layers below the run (whole) and of the run up to ``upto_expr``."""
+        if offload:
+            return (Item("activations", "activations/saved, current micro-batch (on-GPU double buffer)",
+                         per_kind[kind]["per_layer"], Integer(2), f"current/{kind}"),)
+        items = []
+        for other, count in before(chunk, start - 1).items():
+            if other != kind and count:
+                items.append(Item("activations", f"activations/saved, current chunk ({other} layers)",
+                                  per_kind[other]["per_layer"], Integer(count), f"current/{other}"))
+        items.append(Item("activations", f"activations/saved, current chunk ({kind} layers)",
+                          per_kind[kind]["per_layer"], before(chunk, start - 1, kind) + upto_expr, f"current/{kind}"))
+        return tuple(items)
+
+    def work(kind, name, term, group):
+        tensors = per_kind[kind][term]
+        return (Item("transients", name, tensors, Integer(1), group, i),) if any(size != 0 for _, size in tensors) else ()
+
+    def window(kind, name, term):
+        tensors = per_kind[kind][term]
+        return ((Item("activations", name, tensors, Integer(1), "window", i),)
+                if any(size != 0 for _, size in tensors) else ())
+
+    def forward_families(moment):
+        chunk = mix.chunks[moment.chunk]
+        label = moment.label(v)
+        out = []
+        for kind, start, stop in runs(chunk):
+            out.append(PhaseFamily(f"fwd layer {{i}} ({kind}; {label})", fixed + gathered(kind) + held_items(moment)
+                                   + current(chunk, kind, start, i - start + 1)
+                                   + work(kind, "transients/forward kernel work (attention scores)", "forward_work",
+                                          "fwd"),
+                                   indexed=True, order=1, start=start, stop=stop))
+        if mix.loss and moment.chunk == len(mix.chunks) - 1:
+            kind = chunk[-1] if chunk else mix.kinds()[0]
+            whole = before(chunk, len(chunk))
+            saved_now = () if offload else tuple(
+                Item("activations", f"activations/saved, current chunk ({other} layers)", per_kind[other]["per_layer"],
+                     Integer(count), f"current/{other}") for other, count in whole.items())
+            if offload:
+                saved_now = current(chunk, kind, 1, 0)
+            loss_work = per_kind[kind]["loss_work"]
+            out.append(PhaseFamily(f"loss ({label})", fixed + gathered(kind) + held_items(moment) + saved_now
+                                   + output_items + ((Item("transients", "transients/logits and cross-entropy",
+                                                           loss_work, Integer(1), "loss", Integer(1)),)
+                                                     if loss_work else ())))
+        return out
+
+    def backward_families(moment):
+        chunk = mix.chunks[moment.chunk]
+        label = moment.label(v)
+        out = []
+        for kind, start, stop in reversed(runs(chunk)):
+            mlp = (fixed + gathered(kind) + held_items(moment) + current(chunk, kind, start, i - start + 1)
+                   + window(kind, "activations/recompute window (MLP and attention)", "window_mlp")
+                   + work(kind, "transients/MLP backward work tensors", "mlp_work", "bwd-mlp"))
+            if offload:
+                attention = fixed + gathered(kind) + current(chunk, kind, start, i - start + 1)
+            else:
+                attention = (fixed + gathered(kind) + held_items(moment) + current(chunk, kind, start, i - start)
+                             + (Item("activations", "activations/saved, layer i attention half",
+                                     per_kind[kind]["attention_half"], Integer(1), f"current/{kind}",
+                                     before(chunk, start - 1, kind) + i - start + 1),))
+            attention += window(kind, "activations/recompute window (attention)", "window_attention")
+            attention += work(kind, "transients/attention backward work tensors", "attention_work", "bwd-attn")
+            out.append(PhaseFamily(f"bwd layer {{i}} ({kind}; {label}) (mlp)", mlp, indexed=True, order=-1,
+                                   loop=f"backward/{start}", start=start, stop=stop))
+            out.append(PhaseFamily(f"bwd layer {{i}} ({kind}; {label}) (attention)", attention, indexed=True,
+                                   order=-1, loop=f"backward/{start}", start=start, stop=stop))
+        return out
+
+    def fullest(direction, build_families):
+        best, best_peak = None, None
+        for moment in mix.moments:
+            if moment.direction != direction or not mix.chunks[moment.chunk] and direction == "backward":
+                continue
+            families = build_families(moment)
+            if not families:
+                continue
+            size = Timeline(model, layout, options, families, Integer(len(mix.chunks[moment.chunk])), Integer(1),
+                            strategy).evaluate().peak
+            if best_peak is None or size > best_peak:
+                best, best_peak = moment, size
+        return best
+
+    forward_moment = fullest("forward", forward_families)
+    backward_moment = fullest("backward", backward_families)
+    families = forward_families(forward_moment) + backward_families(backward_moment)
+    notes.append(f"fullest forward moment: {forward_moment.label(v)}; fullest backward moment: "
+                 f"{backward_moment.label(v)}")
+    if mix.loss and forward_moment.chunk != len(mix.chunks) - 1:
+        notes.append("the loss runs after the stage's last chunk, not at its fullest forward moment")
+    return families, Integer(forward_moment.chunks_held + 1), Integer(len(mix.chunks[forward_moment.chunk]))
 
 
 def _whole_bytes(size: Expr, layout: Layout) -> Expr:

@@ -1,0 +1,456 @@
+"""Which layers each pipeline stage and each of its model chunks holds, and what a stage keeps alive.
+
+Megatron-Core (NVIDIA/Megatron-LM at d98e8a6, 2026-08-22) assigns the L decoder layers to p
+pipeline ranks × v virtual chunks in one of three ways, and this module follows each:
+
+* even (``megatron/core/transformer/transformer_block.py`` ``get_num_layers_to_build``): every
+  chunk L/(p·v) layers; ``num_layers % pipeline_model_parallel_size == 0`` and the stage's layers
+  ``% vp_size == 0`` are asserted;
+* uneven first/last stages (``num_layers_in_first_pipeline_stage`` /
+  ``num_layers_in_last_pipeline_stage``): the given stages hold their counts, the others divide the
+  rest evenly, and under the interleaved schedule every stage's count must be a multiple of v (each
+  chunk of a stage holds count/v layers; ``transformer_config.py`` raises "number of layers at
+  first stage ... must be divisible by virtual pipeline parallel degree");
+* a per-chunk layout (``pipeline_model_parallel_layout``,
+  ``megatron/core/transformer/pipeline_parallel_layer_layout.py``): a string of the p·v virtual
+  stages separated by ``|`` in layer order — virtual stage ``vpp_rank·p + pp_rank`` — each a run of
+  ``E`` (embedding), ``t`` (decoder layer), ``m`` (MTP layer), ``L`` (loss); ``x*n`` and ``(…)*n``
+  repeat, commas are cosmetic, empty stages are allowed. It is the only way to lay 61 layers on
+  PP4 × VPP4 (61 is not a multiple of 4, so no first/last split is valid).
+
+In every case layer ids follow the chunks in that flat order (``get_transformer_layer_offset``):
+round j of the virtual stages holds the layers after round j − 1's.
+
+A stage's fullest moments come from Megatron-LM's interleaved 1F1B schedule
+(``megatron/core/pipeline_parallel/schedules.py`` ``forward_backward_pipelining_with_interleaving``,
+``get_model_chunk_id``; v = 1 is plain 1F1B), simulated op by op: which (micro-batch, chunk)
+forwards are alive when each forward or backward runs. With chunks of different layer mixes (the
+dense-first layers of DeepSeek-V3 in the first chunk, a short chunk beside the embedding) those
+moments hold different layers, so every moment not dominated by another is a candidate of the peak.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..models.config import ConfigError, ModelConfig
+
+MEGATRON_COMMIT = "NVIDIA/Megatron-LM d98e8a6"
+LAYOUT_SOURCE = (f"Megatron-Core pipeline_model_parallel_layout (megatron/core/transformer/"
+                 f"pipeline_parallel_layer_layout.py, {MEGATRON_COMMIT})")
+SCHEDULE_SOURCE = (f"Megatron-LM schedules.py forward_backward_pipelining_with_interleaving / "
+                   f"get_model_chunk_id ({MEGATRON_COMMIT})")
+
+#: The characters of a layout string (PipelineParallelLayerLayout.parse_str_to_list's char2layer_type).
+LAYOUT_CHARS = {"E": "embedding", "t": "decoder", "m": "mtp", "L": "loss"}
+#: The longest layout a user may give, unrolled (the largest published models have ~10^2 layers).
+MAX_LAYOUT_ITEMS = 100_000
+
+#: The kind of a layer whose model has one kind only; ``moe`` and ``dense`` split a model with dense layers.
+KINDS = ("layer", "moe", "dense")
+
+
+def parse_pipeline_layout(text: str, pp: int) -> tuple[str, ...]:
+    """The virtual stages of a Megatron-Core layout string, in its flat (layer) order.
+
+    Parsed as ``PipelineParallelLayerLayout.parse_str_to_list``: commas removed, ``(…)*n`` then
+    ``x*n`` unrolled, split at ``|``. Each stage is a string over E, t, m, L. Raises
+    :class:`ConfigError` (one line) on a character Megatron does not know, on a length that is not
+    a multiple of ``pp``, and on a layout too long to be a model's."""
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError("pipeline-layout must be a Megatron-Core layout string such as 'Et|(tt|)*3,tL'")
+    flat = text.replace(",", "").replace(" ", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        def unroll(match: re.Match) -> str:
+            count = int(match.group(2)) if len(match.group(2)) <= 6 else MAX_LAYOUT_ITEMS + 1
+            if len(match.group(1)) * count > MAX_LAYOUT_ITEMS:
+                raise ConfigError(f"pipeline-layout {text[:40]!r} unrolls to more than {MAX_LAYOUT_ITEMS:,} "
+                                  "items: give one layer per 't', a model's layer count")
+            return match.group(1) * count
+        flat = re.sub(pattern, unroll, flat)
+        if len(flat) > MAX_LAYOUT_ITEMS:
+            raise ConfigError(f"pipeline-layout unrolls to more than {MAX_LAYOUT_ITEMS:,} items")
+    stages = tuple(flat.split("|"))
+    for stage in stages:
+        bad = next((ch for ch in stage if ch not in LAYOUT_CHARS), None)
+        if bad is not None:
+            raise ConfigError(f"pipeline-layout: {bad!r} is not a layer of Megatron-Core's layout (E embedding, "
+                              "t decoder layer, m MTP layer, L loss; | between stages, x*n and (...)*n repeat)")
+    if len(stages) % pp:
+        raise ConfigError(f"pipeline-layout has {len(stages)} stages, not a multiple of pp ({pp}): Megatron-Core "
+                          "needs p·v virtual stages (pipeline_model_parallel_layout must be divisible by "
+                          "pipeline_model_parallel_size)")
+    return stages
+
+
+def validate_pipeline_layout(stages: tuple[str, ...], layers: int, pp: int, interleave: int) -> None:
+    """Megatron-Core's ``validate_layer_layout`` rules the engine needs, and its own placement.
+
+    The layout's virtual stages over p must be the layout's v (Megatron asserts
+    ``virtual_pipeline_model_parallel_size`` equals the detected one); the flat order starts with the
+    embedding and ends with the loss, once each; the decoder layers number L. MTP layers (``m``)
+    are refused: the engine states DeepSeek-V3's MTP module apart and does not bill it. The engine
+    accounts the embedding on the first stage and the loss on the last: E must open pp rank 0's first
+    chunk and L close pp rank p − 1's last."""
+    v = len(stages) // pp
+    if v != interleave:
+        raise ConfigError(f"pipeline-layout has {len(stages)} stages = pp {pp} × {v}: set --interleave {v} "
+                          f"(Megatron-Core: virtual_pipeline_model_parallel_size conflicts with the layout)")
+    flat = "".join(stages)
+    if flat.count("E") != 1 or flat.count("L") != 1 or not flat.startswith("E") or not flat.endswith("L"):
+        raise ConfigError("pipeline-layout must start with the embedding E and end with the loss L, each once "
+                          "(Megatron-Core validate_layer_layout)")
+    if not stages[0].startswith("E") or not stages[-1].endswith("L"):
+        raise ConfigError("pipeline-layout: the embedding E must open the first stage and the loss L close the "
+                          "last (the engine accounts them on the first and the last pipeline stage)")
+    if "m" in flat:
+        raise ConfigError("pipeline-layout: MTP layers (m) are not billed — DeepSeek-V3's MTP module is stated "
+                          "apart; drop the m (Megatron-Core with mtp_num_layers = 0)")
+    decoders = flat.count("t")
+    if decoders != layers:
+        raise ConfigError(f"pipeline-layout has {decoders} decoder layers (t), the model {layers}: Megatron-Core "
+                          "requires them equal (validate_layer_layout); give one t per layer")
+
+
+def chunk_ranges(layers: int, pp: int, interleave: int = 1, first: int = 0, last: int = 0,
+                 layout: str = "") -> tuple[tuple[range, ...], ...]:
+    """The decoder layer ids of each pp rank's v chunks: ``out[rank][chunk]`` is a ``range``.
+
+    ``layout``: a Megatron-Core layout string (:func:`parse_pipeline_layout`); else ``first`` /
+    ``last`` (0: Megatron's None) with its rule that every stage's count is a multiple of v; else
+    even chunks. Layer ids run through the virtual stages in flat order (round by round, rank by
+    rank), as ``get_transformer_layer_offset``. Raises :class:`ConfigError` where Megatron refuses.
+    """
+    v = interleave
+    if layout:
+        stages = parse_pipeline_layout(layout, pp)
+        validate_pipeline_layout(stages, layers, pp, v)
+        sizes = [stage.count("t") for stage in stages]
+    else:
+        per_stage = stage_layers(layers, pp, v, first, last)
+        sizes = [per_stage[rank] // v for _ in range(v) for rank in range(pp)]
+    out: list[list[range]] = [[] for _ in range(pp)]
+    start = 0
+    for index, size in enumerate(sizes):  # flat order: virtual stage vpp_rank·p + pp_rank
+        out[index % pp].append(range(start, start + size))
+        start += size
+    return tuple(tuple(chunks) for chunks in out)
+
+
+def balanced_layout(layers: int, pp: int, interleave: int) -> str:
+    """A layout string for ``layers`` over pp × interleave virtual stages, as even as whole layers
+    allow, the shorter chunks beside the embedding and the loss (first and last virtual stage, then
+    inwards): what the refusal of an indivisible count suggests."""
+    n = pp * interleave
+    base, extra = divmod(layers, n)
+    sizes = [base + 1] * n
+    short = n - extra
+    order = [i for pair in zip(range(n), range(n - 1, -1, -1)) for i in pair]
+    for index in list(dict.fromkeys(order))[:short]:
+        sizes[index] = base
+    parts = []
+    for index, size in enumerate(sizes):
+        body = f"t*{size}" if size > 1 else ("t" if size else "")
+        parts.append(("E" if index == 0 else "") + body + ("L" if index == n - 1 else ""))
+    # run-length: consecutive equal stages as (x|)*k (the first holds E and the last L: never in a run)
+    out, i = [], 0
+    while i < len(parts):
+        j = i
+        while j + 1 < len(parts) and parts[j + 1] == parts[i]:
+            j += 1
+        run = j - i + 1
+        out.append(f"({parts[i]}|)*{run}" if run > 1 else parts[i] + "|")
+        i = j + 1
+    return "".join(out)[:-1]
+
+
+# --- stage layer counts: Megatron-Core's first/last rule ------------------------------------------
+
+MEGATRON_STAGES = ("Megatron-Core megatron/core/transformer/transformer_block.py get_num_layers_to_build "
+                   "(num_layers_in_first/last_pipeline_stage; --decoder-first/last-pipeline-num-layers)")
+
+
+def stage_layers(layers: int, pp: int, interleave: int = 1, first: int = 0, last: int = 0,
+                 layout: str = "") -> tuple[int, ...]:
+    """Transformer layers on each of the ``pp`` pipeline stages, first to last.
+
+    ``layout``: a Megatron-Core ``pipeline_model_parallel_layout`` string; each stage then holds the
+    decoder layers of its v chunks (:func:`symbolic.layout.stages.chunk_ranges`), any counts.
+
+    Megatron-Core's ``get_num_layers_to_build``: with neither ``first`` nor
+    ``last`` (0 = Megatron's None) every stage holds L/p; with either, that
+    stage holds the given count and the layers left are divided evenly over
+    the stages left — "With uneven pipelineing the left over layers must be
+    divisible by left over stages" — and under the interleaved schedule every
+    stage's count must be divisible by the chunks per stage (its assertion
+    ``num_layers_per_pipeline_rank % vp_size == 0``). Stages with no layer are
+    refused here (Megatron builds them empty). Raises :class:`ConfigError`
+    naming the field and the fix when the split is not valid.
+    """
+    if layout:
+        if first or last:
+            raise ConfigError("pipeline-layout cannot be set with first/last-stage layers (Megatron-Core: "
+                              "pipeline_model_parallel_layout cannot be set with other pipeline layout arguments)")
+        return tuple(sum(len(r) for r in chunks) for chunks in chunk_ranges(layers, pp, interleave, layout=layout))
+    if not (first or last):
+        if layers % (pp * interleave):
+            raise ConfigError(indivisible_layers(layers, pp, interleave))
+        return (layers // pp,) * pp
+    for name, value in (("first_stage_layers", first), ("last_stage_layers", last)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"{name} must be a whole number of layers (0: even stages), not {value!r}")
+    if pp == 1:
+        raise ConfigError("first/last-stage layers split a pipeline: set pp > 1, or drop them")
+    if interleave > 1 and layers % interleave:
+        raise ConfigError(f"with interleave {interleave} every stage's layer count must be divisible by {interleave} "
+                          f"(Megatron-Core: num_layers_per_pipeline_rank % vp_size == 0), and {layers} is not a "
+                          f"multiple of {interleave}, so no first/last split can be: choose interleave 1, one "
+                          f"that divides {layers}, or a per-chunk layout (bill, timeline) such as --pipeline-layout "
+                          f"'{_suggested_layout(layers, pp, interleave)}'")
+    given = (first > 0) + (last > 0)
+    if interleave > 1 and first and last and pp == 2:
+        # get_transformer_layer_offset divides the middle chunk's layers by the middle stages, 0 here
+        raise ConfigError("first- and last-stage layers both set with pp 2 and interleave: Megatron-Core has no middle "
+                          "stage to divide by (get_transformer_layer_offset raises ZeroDivisionError at d98e8a6); "
+                          "set one of them, or give a per-chunk --pipeline-layout")
+    left, rest = pp - given, layers - first - last
+    if rest < 0 or (left == 0 and rest):
+        raise ConfigError(f"first_stage_layers + last_stage_layers ({first}+{last}) must "
+                          + (f"equal the layers ({layers}) with pp {pp}" if left == 0 and rest > 0 else
+                             f"not exceed the layers ({layers})"))
+    if left and (rest <= 0 or rest % left):
+        raise ConfigError(f"the {rest} layers left after the first/last stages must divide evenly over the "
+                          f"{left} other stages ({MEGATRON_STAGES}): choose counts that leave a multiple of {left}")
+    middle = rest // left if left else 0
+    stages = ((first or middle),) + (middle,) * (pp - 2) + ((last or middle),)
+    if interleave > 1 and any(n % interleave for n in stages):
+        raise ConfigError(f"with interleave {interleave} every stage's layer count must be divisible by "
+                          f"{interleave} (Megatron-Core: num_layers_per_pipeline_rank % vp_size == 0), not "
+                          f"{'/'.join(map(str, stages))}: choose other counts or interleave 1")
+    return stages
+
+
+def _suggested_layout(layers: int, pp: int, interleave: int) -> str:
+    return balanced_layout(layers, pp, interleave)
+
+
+def indivisible_layers(layers: int, pp: int, interleave: int) -> str:
+    """The refusal of L layers that do not divide over pp × interleave, with Megatron-Core's rule and the fixes."""
+    rule = ("Megatron-Core: num_layers % pipeline_model_parallel_size == 0 and each stage's layers % vp_size == 0"
+            if interleave > 1 else "Megatron-Core: num_layers % pipeline_model_parallel_size == 0")
+    fixes = ("uneven stages (--first-stage-layers/--last-stage-layers, each a multiple of the interleave)"
+             if interleave > 1 and layers % interleave == 0 else
+             "uneven stages (--first-stage-layers, --last-stage-layers)" if interleave == 1 else "")
+    layout = (f"a per-chunk layout (bill, timeline) such as --pipeline-layout "
+              f"'{_suggested_layout(layers, pp, interleave)}'")
+    return (f"layers ({layers}) must be divisible by pp×interleave ({pp}×{interleave}) ({rule}): choose sizes "
+            f"that divide the layer count, " + (f"{fixes}, or " if fixes else "or ") + layout)
+
+
+
+# --- the schedule ---------------------------------------------------------------------------------
+
+def schedule(pp: int, interleave: int, micro_batches: int, rank: int) -> list[tuple[str, int, int]]:
+    """The ops of pp ``rank`` in Megatron-LM's order: ("F" | "B", micro-batch, chunk).
+
+    Interleaved (v > 1): warm-up ``(p − rank − 1)·2 + (v − 1)·p`` forwards, capped at the m·v of the
+    iteration, then one forward and one backward per step, then the remaining backwards; the k-th
+    forward runs chunk ``(k mod p·v) // p`` of micro-batch ``(k // p·v)·p + k mod p``, the k-th backward
+    chunk ``v − 1 − (k mod p·v) // p`` (``get_schedule_table`` with ``microbatch_group_size_per_vp_stage``
+    = p, its default, and ``get_model_chunk_id``). v = 1: 1F1B, warm-up ``min(p − rank − 1, m)``.
+
+    With m = p every rank runs all m·v forwards first, as :func:`symbolic.layout.layout.in_flight`
+    counts it (Megatron-LM's ``num_microbatches == pipeline_parallel_size`` rule before the schedule
+    table). At d98e8a6 only the ranks whose warm-up reaches m·v do (``num_warmup_microbatches >=
+    total_num_microbatches``): the first stage always, the last stage not — there it holds
+    (v − 1)·p + 1 chunk instances, not m·v. The engine keeps the one rule of ``in_flight`` for every
+    path; the difference is named here and only arises at m = p on the later stages.
+    """
+    p, v, m = pp, interleave, micro_batches
+    total = m * v
+    if v == 1:
+        warm_up = min(p - rank - 1, m)
+    else:
+        warm_up = total if m == p else min((p - rank - 1) * 2 + (v - 1) * p, total)
+    group = p * v
+
+    def forward(k):
+        return ("F", (k // group) * p + k % p, (k % group) // p)
+
+    def backward(k):
+        return ("B", (k // group) * p + k % p, v - 1 - (k % group) // p)
+
+    ops = [forward(k) for k in range(warm_up)]
+    for k in range(total - warm_up):
+        ops += [forward(warm_up + k), backward(k)]
+    ops += [backward(k) for k in range(total - warm_up, total)]
+    return ops
+
+
+def simulated_micro_batches(pp: int, interleave: int, micro_batches: int) -> int:
+    """The micro-batches the schedule is simulated with: m itself up to 8p; beyond, 8p (with the same
+    remainder mod p). The schedule is periodic: its warm-up (< (v + 1)·p forwards) and its cool-down
+    do not depend on m once m ≥ 2p, and its steady state repeats every p·v ops, so more micro-batches
+    add no new moment (``tests/test_stages.py`` holds 8p and 12p equal)."""
+    if micro_batches <= 8 * pp:
+        return micro_batches
+    return 8 * pp + micro_batches % pp
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One op of a stage's schedule, as far as memory goes: the ``chunk`` run (``forward`` or
+    ``backward``), and the layers of every other in-flight chunk instance, held whole, by kind."""
+
+    direction: str
+    chunk: int
+    held: tuple[tuple[str, int], ...]
+    #: the other chunk instances in flight (not part of the moment's identity: only their layers count)
+    chunks_held: int = field(default=0, compare=False)
+
+    def held_count(self, kind: str) -> int:
+        return dict(self.held).get(kind, 0)
+
+    def label(self, v: int) -> str:
+        held = " + ".join(f"{n} {kind}" for kind, n in self.held if n) or "none"
+        return f"chunk {self.chunk + 1}/{v}, held: {held}"
+
+
+@dataclass(frozen=True)
+class StageMix:
+    """What one pipeline stage holds: its chunks' layer kinds (in layer order), whether it holds the
+    embedding and the loss, and the moments of its schedule that can be its peak."""
+
+    stage: str
+    rank: int
+    chunks: tuple[tuple[str, ...], ...]
+    moments: tuple[Moment, ...]
+    embedding: bool
+    loss: bool
+
+    def layers(self, kind: str | None = None) -> int:
+        """The stage's decoder layers (of ``kind``)."""
+        return sum(1 for chunk in self.chunks for k in chunk if kind is None or k == kind)
+
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(k for k in KINDS if self.layers(k))
+
+    def key(self) -> tuple:
+        """Hashable and JSON-able: the derivation cache's key."""
+        return (self.stage, self.chunks, tuple((m.direction, m.chunk, m.held) for m in self.moments),
+                self.embedding, self.loss)
+
+
+def dense_layer_ids(model: ModelConfig) -> frozenset | None:
+    """The layer ids with a dense MLP, when the model says where they are; None when it does not.
+
+    DeepSeek-V2/V3 (HF ``DeepseekV3DecoderLayer``: a dense MLP iff ``layer_idx <
+    first_k_dense_replace``): the first L_d. A model without dense layers: none. Other families
+    (Qwen2-MoE's ``mlp_only_layers`` / ``decoder_sparse_step``) are stored as a count only: None."""
+    dense = dict(model.dims).get("L_d", 0)
+    if not dense:
+        return frozenset()
+    if model.recipe is not None and model.recipe.family in ("deepseek_v2", "deepseek_v3"):
+        return frozenset(range(dense))
+    return None
+
+
+def exact_stages(model: ModelConfig, layout) -> bool:
+    """Whether the stages are accounted by their real layers (:func:`stage_mix`): a per-chunk
+    layout, or a model whose dense layers are placed (DeepSeek's first L_d). Otherwise every layer is
+    the inventory's one layer and a stage L/p (or L_1, L_p) of them, as the papers count."""
+    if getattr(layout, "pipeline_layout", ""):
+        return True
+    ids = dense_layer_ids(model)
+    return bool(ids)
+
+
+def _prune(moments: list[Moment]) -> tuple[Moment, ...]:
+    """The moments no other moment of the same direction and chunk holds at least as much of, every kind."""
+    unique = list(dict.fromkeys(moments))
+    kept = []
+    for m in unique:
+        dominated = any(o is not m and o.direction == m.direction and o.chunk == m.chunk
+                        and all(o.held_count(k) >= m.held_count(k) for k in KINDS)
+                        and any(o.held_count(k) > m.held_count(k) for k in KINDS)
+                        for o in unique)
+        if not dominated:
+            kept.append(m)
+    return tuple(kept)
+
+
+def stage_mix(model: ModelConfig, layout, stage: str = "first") -> StageMix:
+    """The layers pipeline ``stage`` (``first`` or ``last``) of ``layout`` holds for ``model``, and
+    the moments of its schedule that can be its peak (see the module docstring)."""
+    pp, v = layout.pp, layout.interleave
+    ranges = chunk_ranges(model.layers, pp, v, layout.first_stage_layers, layout.last_stage_layers,
+                          getattr(layout, "pipeline_layout", ""))
+    rank = 0 if stage == "first" else pp - 1
+    dense = dense_layer_ids(model)
+    if dense is None:
+        raise ConfigError(f"{model.name}: its dense layers are stored as a count, not their places; the stages "
+                          "cannot be accounted layer by layer (drop --pipeline-layout; the bill averages them)")
+
+    def kind(layer: int) -> str:
+        if not dense:
+            return "layer"
+        return "dense" if layer in dense else "moe"
+
+    chunks = tuple(tuple(kind(i) for i in r) for r in ranges[rank])
+    m = simulated_micro_batches(pp, v, layout.iteration_micro_batches()) if pp > 1 else 1
+    live: list[tuple[int, int]] = []
+    moments = []
+    ops = schedule(pp, v, m, rank) if pp > 1 else [("F", 0, 0), ("B", 0, 0)]
+    for op, micro_batch, chunk in ops:
+        if op == "F":
+            others = list(live)
+            live.append((micro_batch, chunk))
+        else:
+            live.remove((micro_batch, chunk))
+            others = list(live)
+        counts = {k: 0 for k in KINDS}
+        for _, c in others:
+            for k in chunks[c]:
+                counts[k] += 1
+        moments.append(Moment("forward" if op == "F" else "backward", chunk,
+                              tuple((k, counts[k]) for k in KINDS if counts[k]), len(others)))
+    return StageMix(stage, rank, chunks, _prune(moments), embedding=rank == 0, loss=rank == pp - 1)
+
+
+def kind_substitution(kind: str) -> dict:
+    """What makes the inventory's averaged layer one layer of ``kind``: its MoE terms carry the share
+    (L − L_d)/L and its dense MLP L_d/L (``models.architectures.parts.dense_share``), so L_d = 0 is
+    an MoE layer and L_d = L a dense one; ``layer`` (one kind only) leaves it as it is."""
+    from ..core.dims import L, L_d
+    return {"layer": {}, "moe": {L_d: 0}, "dense": {L_d: L}}[kind]
+
+
+def in_kind(expr, kind: str):
+    """``expr`` (a per-layer term of the averaged inventory) for one layer of ``kind``."""
+    from sympy import sympify
+    substitution = kind_substitution(kind)
+    return sympify(expr).xreplace(substitution) if substitution else sympify(expr)
+
+
+def stage_parameters(param_inv, mix: StageMix, pipeline: bool, select=None, ways=None):
+    """The parameters pipeline stage ``mix`` holds, term by term: each layer term once per layer of the
+    stage in its kind, the embedding on the first stage, the final norm and the untied output layer
+    on the last (a tied word embedding on the last stage too when ``pipeline``: Megatron-Core keeps
+    the output layer's copy there, ``shared_embedding_or_output_weight``). ``select(term)``: only
+    those terms; ``ways(term)``: each term divided so (its split over the GPU's group)."""
+    from sympy import Add, Integer
+    out = []
+    tied_output = pipeline and mix.loss and not mix.embedding and not any(
+        term.scope == "output" and term.name.endswith("projection_weight") for term in param_inv)
+    for term in param_inv:
+        if select is not None and not select(term):
+            continue
+        if term.scope == "layer":
+            count = Add(*(mix.layers(kind) * in_kind(term.count, kind) for kind in mix.kinds()))
+        elif term.scope == "embedding":
+            held = mix.embedding or (tied_output and term.name == "embedding/word")
+            count = term.count if held else Integer(0)
+        else:  # the output side: final norm, untied output layer
+            count = term.count if (mix.loss or not pipeline) else Integer(0)
+        out.append(count / (ways(term) if ways is not None else 1))
+    return Add(*out)
