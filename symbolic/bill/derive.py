@@ -268,8 +268,21 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     for mm in mm_inv:
         alone = type(mm_inv)((mm,))
         recomputed = flops.recompute_extra(recompute, alone) != 0
-        add("flops", mm.name, flops.hardware_training(recompute, alone) * micro_batches, mm.source,
-            FORWARD_BACKWARD + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
+        work, words = flops.hardware_training(recompute, alone), FORWARD_BACKWARD
+        if layout.lora and mm.weight:
+            # LoRA: every base weight is frozen, so its backward computes the input gradient only
+            work, words = work - flops.forward(alone), FROZEN_FORWARD_BACKWARD
+        add("flops", mm.name, work * micro_batches, mm.source,
+            words + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
+    model_flops = flops.model_training(mm_inv)
+    if layout.lora:
+        model_flops -= flops.forward(type(mm_inv)(tuple(mm for mm in mm_inv if mm.weight)))
+        for name, forward in lora_forward_flops(param_inv, layout.lora_targets):
+            # the adapters train: forward, input and weight gradients (3×), and full recompute repeats the forward
+            redo = forward if recompute == "full" else 0
+            add("flops", name, (3 * forward + redo) * micro_batches, states.LORA,
+                FORWARD_BACKWARD + (" + full recompute (1× forward)" if redo else ""), micro_batches)
+            model_flops += 3 * forward
     if fused_attention(saved_inv):
         # The fused attention kernel keeps only the log-sum-exp: its backward recomputes Q·Kᵀ.
         add("flops", "layer/attention/scores (fused kernel's backward recompute)",
@@ -278,7 +291,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
 
     formulas.update({"params": sstr(params.count(param_inv)),
                      "params_eq2": sstr(params.count(param_inv, params.eq2_scopes())),
-                     "model_flops": sstr(flops.model_training(mm_inv) * micro_batches),
+                     "model_flops": sstr(model_flops * micro_batches),
                      "params_per_gpu": sstr(params.per_gpu(param_inv, layout.pp > 1,
                                                            expert_parallel=expert_ways(layout)[0],
                                                            expert_tensor_parallel=expert_ways(layout)[1],
@@ -335,6 +348,19 @@ def routed_expert_parameters(param_inv) -> Expr:
 #: gradient with respect to the input and the one with respect to the weight, each a matmul of
 #: the forward's size; Narayanan et al. 2021 §5.1).
 FORWARD_BACKWARD = "forward (1×) + backward (2×: input and weight gradients)"
+#: The same of a frozen weight's matmul under LoRA: the backward needs the input gradient (to reach the
+#: adapters below), not the weight gradient (Hu et al. 2021 §4.1: the base receives no update). First
+#: order: the first layer's input gradient, which nothing trainable needs, is counted too.
+FROZEN_FORWARD_BACKWARD = "forward (1×) + backward (1×: the input gradient; frozen weight, no weight gradient)"
+
+
+def lora_forward_flops(param_inv, targets: str) -> list[tuple[str, Expr]]:
+    """Forward FLOPs of one micro-batch through each adapted matrix's adapters, all L layers: x·A
+    (b·s × d_in × r) then (A·x)·B (b·s × r × d_out), 2 FLOPs a multiply-add (Hu et al. 2021 §4.1)."""
+    from ..core.dims import b, r, s
+    return [(f"lora/{term.name.removeprefix('layer/')} (adapters A, B)",
+             2 * b * s * r * (term.shape[-2] + term.shape[-1]) * L)
+            for term in states.weight_matrices(param_inv, targets)]
 
 
 def lora_saved(saved_inv, param_inv, layout: Layout):

@@ -133,4 +133,7 @@ def not_priced(layout: Layout) -> list[str]:
                    "no time is counted for it")
     if layout.uneven_stages:
         out.append("uneven pipeline stages: every stage is priced at L/p layers, not the slowest stage's")
+    if layout.lora:
+        out.append("LoRA: the step is priced as full training's GEMMs (the frozen weights' weight gradients, "
+                   "which the FLOPs lines leave out, are timed; the adapters' small GEMMs are not)")
     return out
