@@ -166,6 +166,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # with --ep/--etp the levers' terms take Megatron-Core's expert grid too (states.state_terms: the routed
     # experts' frozen banks or states e·e_t·p ways, ZeRO over edp; the adapters on the dense part)
     expert_grid = bool(model.experts) and (layout.ep > 1 or layout.etp not in (0, layout.tp))
+    grid = dict(zip(("expert_parallel", "expert_tensor_parallel"), expert_ways(layout))) if expert_grid else {}
     split = ("; the first stage's L_1 of L layers: Psi·L_1/L per stage, t ways (first order)"
              if layout.uneven_stages else "; even split over t·p (first order)")
     stages = ("first", "last") if layout.pp > 1 else ("first",)
@@ -177,8 +178,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
             state_terms, trainable = states.state_terms(
                 recipe, layout.zero, param_inv, context_parallel=c if cp else 1, lora=bool(layout.lora),
                 lora_targets=layout.lora_targets, base_dtype=layout.base_dtype, double_quant=layout.double_quant,
-                offload=layout.offload, pipeline_parallel=stage_ways(layout, stage),
-                **(dict(zip(("expert_parallel", "expert_tensor_parallel"), expert_ways(layout))) if expert_grid else {}))
+                offload=layout.offload, pipeline_parallel=stage_ways(layout, stage), **grid)
             # the optimizer step's fp32 temporaries: one per trainable parameter of the shard
             stage_states[stage] = ({term.name: term.bytes for term in state_terms if term.device == "gpu"},
                                    peak.optimizer_temporary(layout.zero, c if cp else 1, trainable,

@@ -80,11 +80,13 @@ BIBLIOGRAPHY: tuple[Source, ...] = (
            "2305.14314", "4-bit NormalFloat weights, double-quantised constants (0.127 bits/param), paged optimizers",
            r"QLoRA|Dettmers et al\. 2023"),
     Source("Dettmers2022", "Dettmers et al. 2022 (LLM.int8())", "LLM.int8(): 8-bit Matrix Multiplication for "
-           "Transformers at Scale", "2208.07339", "int8 weights with fp32 row scales", r"LLM\.int8|Dettmers et al\. 2022"),
+           "Transformers at Scale", "2208.07339", "int8 weights with fp32 row scales",
+           r"LLM\.int8|Dettmers et al\. 2022"),
     Source("Dettmers2021", "Dettmers et al. 2021 (8-bit optimizers)", "8-bit Optimizers via Block-wise Quantization",
            "2110.02861", "8-bit Adam: int8 m and v with an fp32 absmax per 2048", r"Dettmers et al\. 2021"),
     Source("Ren2021", "Ren et al. 2021 (ZeRO-Offload)", "ZeRO-Offload: Democratizing Billion-Scale Model Training",
-           "2101.06840", "gradients and optimizer states in CPU memory, the update on the CPU", r"ZeRO-Offload|Ren et al"),
+           "2101.06840", "gradients and optimizer states in CPU memory, the update on the CPU",
+           r"ZeRO-Offload|Ren et al"),
     Source("Shazeer2018", "Shazeer & Stern 2018 (Adafactor)", "Adafactor: Adaptive Learning Rates with Sublinear "
            "Memory Cost", "1804.04235", "the factored second moment: rows + columns of each matrix",
            r"Shazeer & Stern|Adafactor"),
