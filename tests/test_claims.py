@@ -34,8 +34,86 @@ def test_the_errata_are_the_ones_found():
                       "004/v3-budget/activations", "004/v3-budget/constant",
                       "004/v3-budget/master-and-optimizer", "004/v3-budget/unoptimised-timeline",
                       "004/v3-budget/unoptimised-total", "004/v3-budget/weights-and-gradients",
-                      "004/v3/four-classes-total"]
+                      "004/v3/four-classes-total", *KORTHIKANTI_ERRATA, *QLORA_ERRATA]
     assert all(r.claim.erratum.reason for r in RESULTS if r.status == "erratum")
+
+
+#: derivations/korthikanti.toml: the paper's §4–§6 and appendices against the engine (see each reason).
+KORTHIKANTI_ERRATA = [
+    "korthikanti/4.3/extra-terms-22b", "korthikanti/5/selective-flops/gpt3",
+    "korthikanti/5/selective-flops/mt-nlg", "korthikanti/6.1/5x/22b", "korthikanti/6.1/full-at-10pct/175b",
+    "korthikanti/6.1/full-at-10pct/22b", "korthikanti/6.1/selective-half/1t",
+    "korthikanti/6.1/selective-half/530b", "korthikanti/6.1/sp-half/175b",
+    "korthikanti/6.1/sp-half/22b", "korthikanti/6.1/under-20pct/1t", "korthikanti/6.1/under-20pct/530b",
+    "korthikanti/appA/eq8", "korthikanti/appA/eq9", "korthikanti/appB/embedding-spike",
+    "korthikanti/appB/sbhp-2.73", "korthikanti/appC/175b-mfu-gain", "korthikanti/table5/hfu/175b",
+    "korthikanti/table5/hfu/1t", "korthikanti/table5/hfu/22b", "korthikanti/table5/hfu/530b"]
+
+
+#: derivations/qlora.toml: a MiB printed as MB, a measured 5,048 MB against the 4-bit base's storage, Table 6's
+#: undefined Memory column, and 2 B × the 33B label.
+QLORA_ERRATA = [
+    "qlora/2/4-bit-base-5048mb", "qlora/2/lora-0.2pct-26mb", "qlora/table6/16-bit/open-assistant-33b",
+    "qlora/table6/4-bit/13b", "qlora/table6/4-bit/33b", "qlora/table6/4-bit/65b",
+    "qlora/table6/4-bit/7b"]
+
+
+def test_korthikanti_sections_are_covered():
+    """Every section the issue names has claims: §4.1–§4.3, §5, Table 2–5, §6.1–§6.3, Appendix A and B."""
+    sections = {r.claim.section.split(" ")[0].rstrip(";") for r in RESULTS
+                if r.claim.document == "Korthikanti et al. 2022"}
+    assert {"§4.1", "§4.2.1", "§4.2.2", "§4.2.3", "§4.3", "§5", "§6.1", "§6.2", "§6.3", "Table",
+            "App."} <= sections
+
+
+def test_an_interval_claim_holds_inside_and_fails_outside(tmp_path):
+    body = ('id = "x"\nkind = "number"\nexpr = "x/y"\nlet.x = {{ number = "3" }}\nlet.y = {{ number = "10" }}\n'
+            'within = {}\nunit = "%"\n')
+    assert _one(tmp_path, body.format('["30", "40"]')).status == "reproduced"
+    assert _one(tmp_path, body.format('["", "30"]')).status == "reproduced"  # a bound: "at most 30%"
+    outside = _one(tmp_path, body.format('["31", ""]'))
+    assert outside.status == "failed" and outside.engine == "30.00"
+    recorded = _one(tmp_path, body.format('["31", ""]') + 'erratum = { reason = "r", corrected = "30.0" }\n')
+    assert recorded.status == "erratum" and recorded.engine == "30.0"
+
+
+def test_a_tolerance_claim_is_exact_about_its_bound(tmp_path):
+    body = ('id = "x"\nkind = "number"\nexpr = "x"\nlet.x = {{ number = "29.09" }}\nvalue = "29.0"\n'
+            'tolerance = "{}"\nunit = "1"\n')
+    assert _one(tmp_path, body.format("0.09")).status == "reproduced"   # |29.09 − 29.0| = 0.09 exactly
+    assert _one(tmp_path, body.format("0.089")).status == "failed"
+
+
+def test_interval_keys_are_for_numbers(tmp_path):
+    path = tmp_path / "x.toml"
+    path.write_text('[[claim]]\nid = "x"\nquantity = "activations.per_layer"\nform = "34*s*b*h"\n'
+                    'within = ["1", "2"]\n')
+    with pytest.raises(ValueError, match="for numbers"):
+        load(path)
+    path.write_text('[[claim]]\nid = "x"\nexpr = "1"\nwithin = ["1"]\n')
+    with pytest.raises(ValueError, match="two strings"):
+        load(path)
+
+
+def test_a_bill_value_is_the_bills_own_number():
+    """``bill.value`` is the bill's exact total, line or not-counted item — the same as ``make_bill``."""
+    from fractions import Fraction
+
+    from symbolic.bill.derive import make_bill
+    from symbolic.claims.quantities import evaluate
+    from symbolic.layout.layout import Layout
+    from symbolic.models.builtin import preset
+
+    layout = dict(tp=8, pp=8, sp=True, recompute="selective", global_batch=64)
+    bill = make_bill(preset("gpt-175b"), Layout(**layout))
+    assert evaluate("bill.value", model="gpt-175b", **layout) == bill.totals["total_bytes"]
+    line = bill.ledger("model_states")[0]
+    assert evaluate("bill.value", model="gpt-175b", line=line.name, **layout) == Fraction(line.value)
+    assert evaluate("bill.value", model="gpt-175b", not_counted="embedding", **layout) == bill.not_counted[0][1]
+    with pytest.raises(ValueError, match="no number"):
+        evaluate("bill.value", model="gpt-175b", key="nothing", **layout)
+    with pytest.raises(ValueError, match="inside the repository"):
+        evaluate("bill.value", model="../../etc/passwd.json")
 
 
 def _one(tmp_path: Path, body: str):

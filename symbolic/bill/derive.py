@@ -172,10 +172,10 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     recipe = states.RECIPES[layout.optimizer]
     cp = layout.cp > 1
     levers = bool(layout.lora) or layout.offload != "none" or layout.base_dtype != "bf16"
+    # with --ep/--etp the levers' terms take Megatron-Core's expert grid too (states.state_terms: the routed
+    # experts' frozen banks or states e·e_t·p ways, ZeRO over edp; the adapters on the dense part)
     expert_grid = bool(model.experts) and (layout.ep > 1 or layout.etp not in (0, layout.tp))
-    if levers and expert_grid:
-        raise ConfigError("LoRA, a quantised base and offload are modelled on the dense grid only: with --ep/--etp "
-                          "the routed experts' states are not; drop --ep/--etp or the lever")
+    grid = dict(zip(("expert_parallel", "expert_tensor_parallel"), expert_ways(layout))) if expert_grid else {}
     stages = ("first", "last") if layout.pp > 1 else ("first",)
     exact = exact_stages(model, layout)
     mixes = {stage: stage_mix(model, layout, stage) for stage in stages} if exact else {}
@@ -198,7 +198,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
             state_terms, trainable = states.state_terms(
                 recipe, layout.zero, param_inv, context_parallel=c if cp else 1, lora=bool(layout.lora),
                 lora_targets=layout.lora_targets, base_dtype=layout.base_dtype, double_quant=layout.double_quant,
-                offload=layout.offload, pipeline_parallel=stage_ways(layout, stage))
+                offload=layout.offload, pipeline_parallel=stage_ways(layout, stage), **grid)
             # the optimizer step's fp32 temporaries: one per trainable parameter of the shard
             stage_states[stage] = ({term.name: term.bytes for term in state_terms if term.device == "gpu"},
                                    peak.optimizer_temporary(layout.zero, c if cp else 1, trainable,
@@ -302,8 +302,12 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     for mm in mm_inv:
         alone = type(mm_inv)((mm,))
         recomputed = flops.recompute_extra(recompute, alone) != 0
-        add("flops", mm.name, flops.hardware_training(recompute, alone) * micro_batches, mm.source,
-            FORWARD_BACKWARD + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
+        work, words = flops.hardware_training(recompute, alone), FORWARD_BACKWARD
+        if layout.lora and mm.weight:
+            # LoRA: every base weight is frozen, so its backward computes the input gradient only
+            work, words = work - flops.forward(alone), FROZEN_FORWARD_BACKWARD
+        add("flops", mm.name, work * micro_batches, mm.source,
+            words + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
     if layout.moe_pad_to_capacity:
         # drop-and-pad: every expert computes on its capacity; the padded rows are their own lines
         shards = (c if layout.cp > 1 else 1) * (t if layout.sp else 1)
@@ -314,6 +318,15 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
                 "Megatron-Core d98e8a6 moe_utils.get_capacity, token_dispatcher.py (moe_pad_expert_input_to_capacity)",
                 "hardware FLOPs on zero-padded rows: " + FORWARD_BACKWARD
                 + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
+    model_flops = flops.model_training(mm_inv)
+    if layout.lora:
+        model_flops -= flops.forward(type(mm_inv)(tuple(mm for mm in mm_inv if mm.weight)))
+        for name, forward in lora_forward_flops(param_inv, layout.lora_targets):
+            # the adapters train: forward, input and weight gradients (3×), and full recompute repeats the forward
+            redo = forward if recompute == "full" else 0
+            add("flops", name, (3 * forward + redo) * micro_batches, states.LORA,
+                FORWARD_BACKWARD + (" + full recompute (1× forward)" if redo else ""), micro_batches)
+            model_flops += 3 * forward
     if fused_attention(saved_inv):
         # The fused attention kernel keeps only the log-sum-exp: its backward recomputes Q·Kᵀ.
         add("flops", "layer/attention/scores (fused kernel's backward recompute)",
@@ -325,7 +338,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
                               expert_tensor_parallel=expert_ways(layout)[1], pipeline_parallel=stage_ways(layout)))
     formulas.update({"params": sstr(params.count(param_inv)),
                      "params_eq2": sstr(params.count(param_inv, params.eq2_scopes())),
-                     "model_flops": sstr(flops.model_training(mm_inv) * micro_batches),
+                     "model_flops": sstr(model_flops * micro_batches),
                      "params_per_gpu": sstr(per_gpu)})
     active = active_parameters(model)
     if active is not None:
@@ -431,6 +444,19 @@ def routed_expert_parameters(param_inv) -> Expr:
 #: gradient with respect to the input and the one with respect to the weight, each a matmul of
 #: the forward's size; Narayanan et al. 2021 §5.1).
 FORWARD_BACKWARD = "forward (1×) + backward (2×: input and weight gradients)"
+#: The same of a frozen weight's matmul under LoRA: the backward needs the input gradient (to reach the
+#: adapters below), not the weight gradient (Hu et al. 2021 §4.1: the base receives no update). First
+#: order: the first layer's input gradient, which nothing trainable needs, is counted too.
+FROZEN_FORWARD_BACKWARD = "forward (1×) + backward (1×: the input gradient; frozen weight, no weight gradient)"
+
+
+def lora_forward_flops(param_inv, targets: str) -> list[tuple[str, Expr]]:
+    """Forward FLOPs of one micro-batch through each adapted matrix's adapters, all L layers: x·A
+    (b·s × d_in × r) then (A·x)·B (b·s × r × d_out), 2 FLOPs a multiply-add (Hu et al. 2021 §4.1)."""
+    from ..core.dims import b, r, s
+    return [(f"lora/{term.name.removeprefix('layer/')} (adapters A, B)",
+             2 * b * s * r * (term.shape[-2] + term.shape[-1]) * L)
+            for term in states.weight_matrices(param_inv, targets)]
 
 
 def lora_saved(saved_inv, param_inv, layout: Layout):

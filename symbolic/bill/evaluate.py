@@ -250,8 +250,9 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         totals["cpu_headroom_bytes"] = cpu_memory - totals["cpu_bytes"]
     notes = []
     if layout.lora:
-        notes.append("LoRA: the FLOPs lines are full training's; frozen weights skip their weight-gradient matmuls "
-                     "(about 1/3 of a matmul's training FLOPs), so they overstate the step's FLOPs")
+        notes.append("LoRA: frozen weights skip their weight-gradient matmuls (the FLOPs lines count forward + "
+                     "input gradient) and the adapters' matmuls are their own lines; the step time prices full "
+                     "training's GEMMs")
     if params_hand is not None and layout.lora:
         notes.append("LoRA: the model states count the inventory's parameters, not the hand-filled N")
     if params_hand is not None:

@@ -140,4 +140,7 @@ def not_priced(layout: Layout) -> list[str]:
     if layout.moe_pad_to_capacity:
         out.append("the experts' zero-padded rows (--moe-pad-to-capacity): the step is priced on the routed "
                    "tokens' GEMMs; the bill's flops lines count the padded rows")
+    if layout.lora:
+        out.append("LoRA: the step is priced as full training's GEMMs (the frozen weights' weight gradients, "
+                   "which the FLOPs lines leave out, are timed; the adapters' small GEMMs are not)")
     return out

@@ -56,7 +56,16 @@ class Claim:
     def decimals(self) -> int:
         if "decimals" in self.spec:
             return int(self.spec["decimals"])
-        return max(0, -Decimal(self.stated).as_tuple().exponent) if self.kind == "number" else 0
+        if self.kind != "number":
+            return 0
+        if "within" in self.spec:  # an interval: the corrected value's precision, if one is recorded
+            return _places(self.erratum.corrected) if self.erratum is not None else 2
+        return _places(self.stated)
+
+
+def _places(number: str) -> int:
+    """Decimal places of a number as written ("2.73" → 2)."""
+    return max(0, -Decimal(number).as_tuple().exponent)
 
 
 @dataclass(frozen=True)
@@ -78,7 +87,7 @@ class Result:
 # --- loading ---------------------------------------------------------------
 
 _CLAIM_KEYS = {"id", "section", "text", "kind", "unit", "conditions", "value", "form", "note", "erratum",
-               "quantity", "options", "at", "let", "expr", "decimals"}
+               "quantity", "options", "at", "let", "expr", "decimals", "within", "tolerance"}
 
 
 def load(path: Path) -> list[Claim]:
@@ -92,7 +101,16 @@ def load(path: Path) -> list[Claim]:
         if unknown:
             raise ValueError(f"{path.name}: claim {raw.get('id')!r} has unknown keys {sorted(unknown)}")
         kind = raw.get("kind", "form" if "form" in raw else "number")
-        stated = raw["form"] if kind == "form" else str(raw["value"])
+        if ("within" in raw or "tolerance" in raw) and kind != "number":
+            raise ValueError(f"{path.name}: claim {raw.get('id')!r}: 'within' and 'tolerance' are for numbers")
+        if "within" in raw:
+            bounds = raw["within"]
+            if not (isinstance(bounds, list) and len(bounds) == 2 and all(isinstance(x, str) for x in bounds)):
+                raise ValueError(f"{path.name}: claim {raw.get('id')!r}: 'within' is two strings, [low, high] "
+                                 "(\"\" for no bound)")
+            stated = str(raw["value"]) if "value" in raw else f"[{bounds[0] or '-inf'}, {bounds[1] or 'inf'}]"
+        else:
+            stated = raw["form"] if kind == "form" else str(raw["value"])
         erratum = raw.get("erratum")
         claims.append(Claim(
             id=raw["id"], document=document, section=raw.get("section", ""), text=raw.get("text", ""),
@@ -175,6 +193,20 @@ def _matches_number(engine: Rational, stated: str, claim: Claim) -> bool:
     return round_half_up(engine / _unit_factor(claim.unit), claim.decimals) == Decimal(stated)
 
 
+def _matches_stated_number(engine: Rational, claim: Claim) -> bool:
+    """The engine against the source's number. ``within = [low, high]`` (formulas, "" for no bound):
+    the source states an interval or a bound ("30–40%", "under 20%", or a value known only to its
+    printed rounding), and the exact value must lie in it. ``tolerance``: |engine − value| ≤ tolerance,
+    in the claim's unit. Otherwise the exact value rounded half-up to the stated decimals."""
+    value = engine / _unit_factor(claim.unit)
+    if "within" in claim.spec:
+        low, high = (parse_formula(bound, {}) if bound.strip() else None for bound in claim.spec["within"])
+        return (low is None or value >= low) and (high is None or value <= high)
+    if "tolerance" in claim.spec:
+        return abs(value - parse_formula(claim.stated, {})) <= parse_formula(str(claim.spec["tolerance"]), {})
+    return _matches_number(engine, claim.stated, claim)
+
+
 def check(claim: Claim) -> Result:
     """Check one claim against the engine."""
     try:
@@ -183,16 +215,18 @@ def check(claim: Claim) -> Result:
         return Result(claim, "failed", "", f"could not evaluate: {error}")
     if claim.kind == "form":
         matches = lambda text: _matches_form(engine, text, claim)  # noqa: E731
+        stated_matches = matches(claim.stated)
         shown = sstr(expand(engine / _unit_factor(claim.unit)))
     elif claim.kind == "number":
         if engine.free_symbols or not engine.is_Rational:
             return Result(claim, "failed", sstr(engine), "does not evaluate to a number: give every dimension in 'at'")
         matches = lambda text: _matches_number(engine, text, claim)  # noqa: E731
+        stated_matches = _matches_stated_number(engine, claim)
         shown = str(round_half_up(engine / _unit_factor(claim.unit), claim.decimals))
     else:
         return Result(claim, "failed", "", f"unknown kind {claim.kind!r}")
 
-    if matches(claim.stated):
+    if stated_matches:
         if claim.erratum is not None:
             return Result(claim, "failed", shown, "an erratum is recorded but the engine reproduces the stated value")
         return Result(claim, "reproduced", shown, "")

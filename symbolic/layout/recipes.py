@@ -71,6 +71,12 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     _recipe("fp32-adam", "seed 001 §3", "fp32 training, Adam",
             ("fp32 parameters", 4, "parameters"), ("fp32 gradients", 4, "gradients"),
             ("Adam m (fp32)", 4, "optimizer"), ("Adam v (fp32)", 4, "optimizer")),
+    _recipe("bf16-adam-no-master", "Dettmers et al. 2023 (QLoRA) qlora.py (artidoro/qlora: LoRA layers "
+            ".to(torch.bfloat16), optim paged_adamw_32bit); HF Trainer with bf16 modules",
+            "bf16 weights and gradients, Adam m and v in fp32, no fp32 master copy (the update is applied to the "
+            "bf16 weights)",
+            ("bf16 parameters", 2, "parameters"), ("bf16 gradients", 2, "gradients"),
+            ("Adam m (fp32)", 4, "optimizer"), ("Adam v (fp32)", 4, "optimizer")),
     _recipe("adam8bit", "Dettmers et al. 2021 (8-bit optimizers, arXiv 2110.02861) §2; bitsandbytes Adam8bit",
             "bf16 mixed precision, 8-bit Adam: m and v block-wise quantised (blocks of 2048, fp32 absmax)",
             ("bf16 parameters", 2, "parameters"), ("bf16 gradients", 2, "gradients"),

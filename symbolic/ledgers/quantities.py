@@ -51,6 +51,16 @@ def _activations_stage(arch="gpt", select=None, **strategy) -> Expr:
     return in_flight * layers * _activations_per_layer(arch, select, **strategy)
 
 
+@quantity("activations.output_side", "B")
+def _activations_output_side(norm="layernorm", select=None, **strategy) -> Expr:
+    """Bytes the output side keeps for one micro-batch — the final norm, the logits' input,
+    the fp32 log-softmax, the targets (:func:`symbolic.models.architectures.output.saved_tensors`)
+    — under the strategy's dtype and TP/SP sharding (no recompute applies to it), as the bill's
+    ``output_side`` lines (optionally only the terms matching ``select``)."""
+    from ..models.architectures import output
+    return activations.total_bytes(select_terms(_strategy(strategy).shard(output.saved_tensors(norm=norm)), select))
+
+
 @quantity("activations.interleave_factor", "1")
 def _interleave_factor(arch="gpt", **strategy) -> Expr:
     """First-stage activations of the interleaved schedule over those of 1F1B."""
@@ -142,15 +152,16 @@ def _flops_layer_forward(arch="gpt") -> Expr:
 
 
 @quantity("flops.model_training", "FLOPs")
-def _flops_model(arch="gpt") -> Expr:
-    """Model FLOPs of one training micro-batch: forward + backward."""
-    return flops.model_training(_arch(arch).matmuls())
+def _flops_model(arch="gpt", select=None) -> Expr:
+    """Model FLOPs of one training micro-batch: forward + backward (optionally only
+    the matmuls matching ``select``, e.g. ``"layer/*"`` for the L layers alone)."""
+    return flops.model_training(select_terms(_arch(arch).matmuls(), select))
 
 
 @quantity("flops.hardware_training", "FLOPs")
-def _flops_hardware(arch="gpt", recompute="none") -> Expr:
-    """Hardware FLOPs of one training micro-batch, recompute included."""
-    return flops.hardware_training(recompute, _arch(arch).matmuls())
+def _flops_hardware(arch="gpt", recompute="none", select=None) -> Expr:
+    """Hardware FLOPs of one training micro-batch, recompute included (``select``: as above)."""
+    return flops.hardware_training(recompute, select_terms(_arch(arch).matmuls(), select))
 
 
 @quantity("flops.recompute_ratio", "1")

@@ -14,6 +14,7 @@ from sympy import Add, Expr, Integer, Mul, Rational
 from ..core.dims import L, Psi, d, p, r, t
 from ..core.tensors import DTYPE_BYTES
 from ..layout.choices import ZERO_STAGES
+from ..layout.experts import routed_expert
 from ..layout.recipes import KINDS, RECIPES, Block, Recipe  # noqa: F401 (re-exported: the ledger's recipes)
 
 
@@ -125,19 +126,33 @@ class StateTerm:
     condition: str = ""
 
 
+#: Layer weights that are not ``nn.Linear`` modules in transformers 5.24.0's mixture-of-experts families
+#: (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3): the routed experts' fused ``gate_up_proj``/``down_proj``
+#: (``*Experts``) and the router's ``weight`` (``*TopKRouter``) are ``nn.Parameter``s, so PEFT's
+#: ``all-linear`` (``nn.Linear`` and ``Conv1D`` modules, the output layer excluded) adapts neither.
+NOT_LINEAR_MODULES = ("layer/moe/experts_", "layer/moe/router")
+
+
 def weight_matrices(param_inv, targets: str | None = None) -> list:
     """The layer weight matrices (2-D and more; a 3-D expert bank counts E matrices) — the ones
-    LoRA adapts (``targets``: ``all-linear`` or ``attention``) or a quantised base stores."""
+    a quantised base stores (``targets`` None) or LoRA adapts (``targets``: ``all-linear`` or
+    ``attention``): PEFT's targets, the ``nn.Linear`` modules — not the routed experts' banks nor
+    the router (:data:`NOT_LINEAR_MODULES`), which stay frozen, unadapted."""
     out = []
     for term in param_inv:
         if term.scope != "layer" or len(term.shape) < 2:
             continue
         if targets == "attention" and not term.name.startswith("layer/attention/"):
             continue
-        if targets is not None and len(term.shape) > 2:
-            continue  # adapters on dense matrices only: expert banks stay frozen, not adapted
+        if targets is not None and (len(term.shape) > 2 or term.name.startswith(NOT_LINEAR_MODULES)):
+            continue  # adapters on the linear modules only: expert banks and the router stay frozen
         out.append(term)
     return out
+
+
+def _routed(term) -> bool:
+    """Whether a parameter term is a routed expert's (on the expert grid under --ep)."""
+    return routed_expert(term.name)
 
 
 def _factored_entries(shapes) -> Expr:
@@ -154,7 +169,8 @@ def _factored_entries(shapes) -> Expr:
 def state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, context_parallel: Expr = Integer(1),
                 lora: bool = False, lora_targets: str = "all-linear", base_dtype: str = "bf16",
                 double_quant: bool = True, offload: str = "none",
-                pipeline_parallel: Expr = p) -> tuple[list[StateTerm], Expr]:
+                pipeline_parallel: Expr = p, expert_parallel: Expr | None = None,
+                expert_tensor_parallel: Expr = t) -> tuple[list[StateTerm], Expr]:
     """The model-state terms per GPU of a layout and the trainable parameter count.
 
     Full training: the recipe's blocks over ``params`` (:func:`blocks`; Adafactor's factored block
@@ -172,11 +188,38 @@ def state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, con
     ``pipeline_parallel``: what a stage divides the layers' parameters by — p
     for even stages, L/L_1 or L/L_p for the first or last of uneven ones
     (``bill.derive.stage_ways``; first order, as the even split).
+
+    ``expert_parallel`` (e, with ``expert_tensor_parallel`` e_t): a mixture of experts on
+    Megatron-Core's expert grid, as :func:`expert_blocks` shards it — each term is then split into
+    its dense part (t·p ways, ZeRO's kinds over d·c) and its routed experts (e·e_t·p ways, ZeRO's
+    kinds over edp = t·d·c/(e·e_t)). Under LoRA the experts' banks are frozen base weights (NF4,
+    int8 or bf16 as the rest; no gradients, no states) and the adapters sit on the dense part's
+    linear modules (:func:`weight_matrices`), so every trainable term is on the dense grid. Offload
+    moves each part's offloaded kinds to CPU memory alike. None: the dense grid for every term.
     """
     ways_tp = t * pipeline_parallel
+    grid = expert_parallel is not None
+    if grid:
+        expert_ways = expert_parallel * expert_tensor_parallel * pipeline_parallel
+        expert_data = t * d * context_parallel / (expert_parallel * expert_tensor_parallel)
 
-    def shard(kind: str) -> Expr:
+    def shard(kind: str, experts: bool = False) -> Expr:
+        if experts:
+            return expert_ways * (expert_data if sharded_over_data(kind, zero) else 1)
         return ways_tp * (d * context_parallel if sharded_over_data(kind, zero) else 1)
+
+    def parts(count_of) -> list[tuple[str, Expr, bool]]:
+        """(suffix, amount, experts?) of a quantity ``count_of(predicate)`` over parameter terms: the
+        whole on the dense grid, or its dense part and routed experts on the expert grid."""
+        if not grid:
+            found = [("", count_of(lambda term: True), False)]
+        else:
+            found = [(" (dense part)", count_of(lambda term: not _routed(term)), False),
+                     (" (routed experts)", count_of(_routed), True)]
+        return [(suffix, amount, experts) for suffix, amount, experts in found if amount != 0]
+
+    grid_note = ("; routed experts split e·e_t·p ways" + (", ZeRO over edp = t·d·c/(e·e_t)" if zero else "")
+                 + " (Megatron-Core's expert grid)") if grid else ""
 
     def device(kind: str) -> str:
         if offload == "params" or (offload == "optimizer" and kind in ("gradients", "optimizer")):
@@ -191,49 +234,79 @@ def state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, con
         adapter_shapes = [(shape, L) for term in adapted for shape in ((term.shape[-2], r), (r, term.shape[-1]))]
         trainable = Add(*(L * r * (term.shape[-2] + term.shape[-1]) for term in adapted))
         weights = weight_matrices(param_inv)
-        frozen_weights = Add(*(L * term.count for term in weights))
         others = Add(*((L if term.scope == "layer" else 1) * term.count for term in param_inv
                        if term not in weights))
-        base = []
-        if base_dtype == "nf4":
-            base.append(("frozen base weights (NF4, 4 bit)", BASE_DTYPE_BYTES["nf4"] * frozen_weights, QLORA,
-                         "4-bit NormalFloat, blocks of 64"))
-            if double_quant:
-                constants = frozen_weights * (Rational(1, NF4_BLOCK) + Rational(FP32, NF4_BLOCK * DQ_BLOCK))
-                base.append(("NF4 constants, double-quantised (8 bit per 64 + fp32 per 256·64)", constants, QLORA,
-                             "0.127 bits/param (QLoRA §3 'Double Quantization')"))
+        # bitsandbytes quantises the nn.Linear modules only (transformers 5.24.0 replace_with_bnb_linear;
+        # the 4-bit quantizer's param_needs_quantization: Linear4bit weights): the fused expert banks
+        # and the router, nn.Parameters (NOT_LINEAR_MODULES), stay bf16
+        quantised = weight_matrices(param_inv, "all-linear") if base_dtype != "bf16" else weights
+        kept_bf16 = [term for term in weights if term not in quantised]
+
+        def count(terms):
+            return lambda keep: Add(*(L * x.count for x in terms if keep(x)))
+
+        for suffix, frozen_weights, experts in parts(count(quantised)):
+            base = []
+            if base_dtype == "nf4":
+                base.append(("frozen base weights (NF4, 4 bit)", BASE_DTYPE_BYTES["nf4"] * frozen_weights, QLORA,
+                             "4-bit NormalFloat, blocks of 64"))
+                if double_quant:
+                    constants = frozen_weights * (Rational(1, NF4_BLOCK) + Rational(FP32, NF4_BLOCK * DQ_BLOCK))
+                    base.append(("NF4 constants, double-quantised (8 bit per 64 + fp32 per 256·64)", constants,
+                                 QLORA, "0.127 bits/param (QLoRA §3 'Double Quantization')"))
+                else:
+                    base.append(("NF4 constants (fp32 per 64)", frozen_weights * Rational(FP32, NF4_BLOCK), QLORA,
+                                 "0.5 bits/param"))
+            elif base_dtype == "int8":
+                rows = Add(*(L * Mul(*x.shape[:-2]) * x.shape[-1] for x in quantised
+                             if not grid or _routed(x) == experts))
+                base += [("frozen base weights (int8)", BASE_DTYPE_BYTES["int8"] * frozen_weights, LLM_INT8,
+                          "1 B/param"),
+                         ("int8 row scales (fp32 per output row)", FP32 * rows, LLM_INT8, "vector-wise quantisation")]
             else:
-                base.append(("NF4 constants (fp32 per 64)", frozen_weights * Rational(FP32, NF4_BLOCK), QLORA,
-                             "0.5 bits/param"))
-        elif base_dtype == "int8":
-            rows = Add(*(L * Mul(*term.shape[:-2]) * term.shape[-1] for term in weights))
-            base += [("frozen base weights (int8)", BASE_DTYPE_BYTES["int8"] * frozen_weights, LLM_INT8, "1 B/param"),
-                     ("int8 row scales (fp32 per output row)", FP32 * rows, LLM_INT8, "vector-wise quantisation")]
-        else:
-            base.append(("frozen base weights (bf16)", BASE_DTYPE_BYTES["bf16"] * frozen_weights, LORA,
-                         "frozen: no gradient, no states"))
-        base.append(("frozen norms, embeddings, output layer (bf16)", BASE_DTYPE_BYTES["bf16"] * others, LORA,
-                     "kept in bf16, frozen"))
-        for name, expr, source, note in base:
-            out.append(StateTerm(name, expr / shard("parameters"), "parameters", device("parameters"), source,
-                                 note + where))
-        count, shapes, prefix = trainable, adapter_shapes, f"LoRA adapters ({lora_targets}, rank r): "
+                base.append(("frozen base weights (bf16)", BASE_DTYPE_BYTES["bf16"] * frozen_weights, LORA,
+                             "frozen: no gradient, no states"))
+            for name, expr, source, note in base:
+                out.append(StateTerm(name + suffix, expr / shard("parameters", experts), "parameters",
+                                     device("parameters"), source, note + where + (grid_note if experts else "")))
+        for suffix, amount, experts in parts(count(kept_bf16)):
+            out.append(StateTerm("frozen expert banks and router (bf16, not quantised)" + suffix,
+                                 BASE_DTYPE_BYTES["bf16"] * amount / shard("parameters", experts), "parameters",
+                                 device("parameters"), QLORA if base_dtype == "nf4" else LLM_INT8,
+                                 "nn.Parameters, not nn.Linear modules (transformers 5.24.0 MoE families): "
+                                 "bitsandbytes leaves them in bf16" + where + (grid_note if experts else "")))
+        out.append(StateTerm("frozen norms, embeddings, output layer (bf16)" + (" (dense part)" if grid else ""),
+                             BASE_DTYPE_BYTES["bf16"] * others / shard("parameters"), "parameters",
+                             device("parameters"), LORA, "kept in bf16, frozen" + where))
+        amounts = [("", trainable, adapter_shapes, False)]  # the adapters: all on the dense grid
+        prefix = f"LoRA adapters ({lora_targets}, rank r): "
     else:
-        count, shapes, prefix = params, [(term.shape, L if term.scope == "layer" else 1) for term in param_inv], ""
         trainable = params
+        shapes_of = lambda keep: [(x.shape, L if x.scope == "layer" else 1) for x in param_inv if keep(x)]  # noqa: E731
+        if grid:  # the dense part is Psi less the routed experts (Psi may be a hand-filled N)
+            expert_count = Add(*(L * x.count for x in param_inv if _routed(x)))
+            amounts = [(" (dense part)", params - expert_count, shapes_of(lambda x: not _routed(x)), False),
+                       (" (routed experts)", expert_count, shapes_of(_routed), True)]
+        else:
+            amounts = [("", params, shapes_of(lambda x: True), False)]
+        prefix = ""
     for block in recipe.blocks:
         factored = recipe.factored and "factored" in block.name
-        amount = _factored_entries(shapes) if factored else count
-        out.append(StateTerm(prefix + block.name, Rational(block.bytes) * amount / shard(block.kind), block.kind,
-                             device(block.kind), recipe.source if not lora else f"{LORA}; {recipe.source}",
-                             recipe.condition + where))
+        for suffix, count, shapes, experts in amounts:
+            amount = _factored_entries(shapes) if factored else count
+            out.append(StateTerm(prefix + block.name + suffix, Rational(block.bytes) * amount
+                                 / shard(block.kind, experts), block.kind, device(block.kind),
+                                 recipe.source if not lora else f"{LORA}; {recipe.source}",
+                                 recipe.condition + where + (grid_note if experts else "")))
     if offload == "params":
-        layer = Add(*(term.count for term in param_inv if term.scope == "layer"))
         # two layers (the running and the prefetched one) in the dtype they compute in: the frozen
-        # base's under LoRA, else the recipe's parameter blocks (bf16 2 B, fp32 4 B, FP8 1 B)
+        # base's under LoRA, else the recipe's parameter blocks (bf16 2 B, fp32 4 B, FP8 1 B); on the
+        # expert grid a GPU gathers only its own experts' share of a layer
         weight_bytes = BASE_DTYPE_BYTES[base_dtype] if lora else Rational(recipe.bytes_of("parameters"))
-        layer_bytes = 2 * weight_bytes * layer
-        out.append(StateTerm("gathered weights of the running and the prefetched layer", layer_bytes / ways_tp,
+        layer_of = lambda keep: Add(*(x.count for x in param_inv if x.scope == "layer" and keep(x)))  # noqa: E731
+        gathered = Add(*(2 * weight_bytes * amount / (expert_ways if experts else ways_tp)
+                         for _, amount, experts in parts(layer_of)))
+        out.append(StateTerm("gathered weights of the running and the prefetched layer", gathered,
                              "parameters", "gpu", PARAM_OFFLOAD, "two layers' weights on the GPU at a time"))
     return out, trainable
 

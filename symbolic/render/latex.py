@@ -720,7 +720,9 @@ def errata(results: list[Result]) -> list[str]:
                "the value the engine gives instead.")]
     for result in found:
         claim = result.claim
-        out += [rf"\subsection*{{{_id(claim)} ({_cite(claim)})}}",
+        # sloppy: a long claim id (unbreakable monospace runs) stretches the heading's spaces instead of
+        # running off the page
+        out += [rf"\subsection*{{\sloppy {_id(claim)} ({_cite(claim)})}}",
                 r"\noindent Stated: " + _stated(claim, claim.stated) + r"\par",
                 r"\noindent Engine (the recorded correction): " + (_stated(claim, claim.erratum.corrected) if claim.erratum
                                          else tex(result.engine)) + r"\par",
