@@ -134,3 +134,15 @@ def test_cli_fp8_activations_and_plan_agree_with_the_bill(capsys):
 def test_derive_fp8_activations(capsys):
     assert main(["derive", "activations", "--tp", "--fp8-activations"]) == 0
     assert "8 + 20/t" in capsys.readouterr().out
+
+
+def test_a_composed_gated_mlp_input_is_kept_in_fp8():
+    """Qwen3's gated MLP saves one input for its gate and up projections (``mlp/input``): under FP8
+    GEMM inputs it is stored in FP8, as Llama's ``mlp/gate_up_input``."""
+    from symbolic.bill.derive import inventories
+    from symbolic.layout.strategies import fp8_gemm_inputs
+    from symbolic.models.builtin import preset
+
+    saved = fp8_gemm_inputs(inventories(preset("qwen3-8b"))[1])
+    assert saved["mlp/input"].dtype == "fp8" and saved["mlp/down_input"].dtype == "fp8"
+    assert saved["mlp/norm_input_fp32"].dtype == "fp32"

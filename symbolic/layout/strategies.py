@@ -395,8 +395,9 @@ def activation_dtype(inventory: Inventory, dtype: str) -> Inventory:
 #: attention kernel's backward reads the same tensor in bf16; DeepSeek-V3 keeps it in E5M6), the
 #: router's input (the gating stays in high precision, DeepSeek-V3 §3.3.1) and the output head's
 #: input (§3.3.1 again).
-FP8_GEMM_INPUTS = ("*/qkv_input", "*/fc1_input", "*/fc2_input", "*/gate_up_input", "*/down_input",
-                   "moe/expert/input")
+#: ``*/input``: a composed family's gated MLP input (``mlp/input``, read by its gate and up projections,
+#: as Llama's ``gate_up_input``) and the experts' input.
+FP8_GEMM_INPUTS = ("*/qkv_input", "*/fc1_input", "*/fc2_input", "*/gate_up_input", "*/down_input", "*/input")
 
 
 def fp8_gemm_inputs(inventory: Inventory) -> Inventory:
