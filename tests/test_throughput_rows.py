@@ -162,3 +162,13 @@ def test_an_fp8_row_is_priced_in_fp8():
     fp8 = throughput.predict(_row(**{"layout.precision": "FP8 (Transformer Engine)"}))
     assert "fp8" in fp8.chosen and "fp8" not in bf16.chosen
     assert fp8.step_seconds < bf16.step_seconds
+
+
+def test_a_file_of_runs_is_read_as_a_list_or_under_runs(tmp_path):
+    """benchmarks/throughput.py --data FILE: the runs as a JSON list, or an object holding them under ``runs``."""
+    import json
+
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps({"runs": [_row(), _row(**{"hardware.gpu_type": "MI300X"})]}))
+    predictions = throughput.predict_all(path)
+    assert len(predictions) == 2 and predictions[0].predicted > 0 and math.isnan(predictions[1].predicted)

@@ -63,7 +63,11 @@ class Prediction:
 
 
 def rows(path: Path = DATA) -> list[dict]:
-    return json.loads(Path(path).read_text())
+    """The runs of ``path``: a JSON list of rows, or an object holding it under ``runs``."""
+    data = json.loads(Path(path).read_text())
+    if isinstance(data, dict):
+        data = data.get("runs", [])
+    return [row for row in data if isinstance(row, dict)]
 
 
 def _text(value) -> str:
