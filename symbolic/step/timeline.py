@@ -61,17 +61,16 @@ from sympy import Add, Expr, Integer, Max, Symbol, ceiling, expand, sympify
 
 from ..core.dims import s
 from ..core.numeric import exact_int
-from ..core.tensors import Group, Inventory
+from ..core.tensors import Inventory
 from ..layout.layout import Layout
 from ..layout.strategies import (  # noqa: F401 (flash_attention re-exported: the timeline's option)
     Strategy,
     flash_attention,
     interleave_in_flight,
-    sequence_parallel,
-    tensor_parallel,
 )
 from ..ledgers import params as params_ledger
 from ..ledgers import states
+from ..ledgers.peak import step_terms
 # The work tensors and communication buffers are ledger terms (the bill's verdict sums them too).
 from ..ledgers.transients import (  # noqa: F401 (re-exported: the timeline's classes)
     MiB,
@@ -84,7 +83,6 @@ from ..ledgers.transients import (  # noqa: F401 (re-exported: the timeline's cl
     expert_all_to_all_staging,
     expert_groups,
     layer_work_tensors,
-    without_all_to_all,
     work_tensors,
 )
 from ..models.config import ConfigError, ModelConfig
@@ -566,49 +564,20 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     pipeline = layout.pp > 1
     has_loss = not pipeline or stage == "last"
 
-    # Saved tensors per layer under the strategy, and the whole layer without recompute.
-    work = layer_work_tensors(base)
-    if layout.ep == 1:  # no all-to-all: the permuted tokens go straight to the expert-TP gather
-        work = without_all_to_all(work)
+    # Saved tensors per layer under the strategy, the recompute windows and the work tensors: the
+    # bill's own rule (ledgers.peak.step_terms), so the two cannot drift apart.
     flash = options.flash_attention or layout.flash_attention
     if flash:
         base = flash_attention(base)
-    saved = strategy.apply(base)
-    # What recompute re-creates, and what forward produces and drops, is in the compute dtype:
-    # FP8 *storage* applies to saved tensors only (seed 004 §05.2).
-    compute_dtype = "bf16" if strategy.dtype == "fp8" else strategy.dtype
-    whole = replace(strategy, recompute="none", dtype=compute_dtype).apply(base)
-    saved_attention = saved.select("attention")
-    kept = set(saved.names())
-    if strategy.recompute == "full":
-        window_mlp = Inventory(tuple(x for x in whole if x.group is not Group.LAYER_INPUT))
-        window_attention = Inventory(tuple(x for x in whole.select("attention") if x.group is not Group.LAYER_INPUT))
-    elif strategy.recompute == "selective":
-        # Megatron-Core's moe_act recomputes the experts' activation in the MLP half's backward;
-        # core_attn the attention core in the attention half's.
-        expert_activation = (Group.EXPERT_ACTIVATION, Group.EXPERT_ACTIVATION_OUTPUT)
-        window_mlp = Inventory(tuple(x for x in whole if x.name not in kept and x.group in expert_activation))
-        window_attention = Inventory(tuple(x for x in whole if x.name not in kept and x.group not in expert_activation))
-    else:
-        window_mlp = window_attention = Inventory(())
-
-    # Work tensors, sharded as the strategy shards (TP always; SP when on). They are in the
-    # compute dtype: fp32 training makes the 2-byte ones fp32; FP8 *storage* leaves them alone.
-    if strategy.dtype == "fp32":
-        work = work.map(lambda x: replace(x, dtype="fp32") if x.dtype == "bf16" else x, "dtype")
-    work = tensor_parallel(work)
-    if strategy.sequence_parallel:
-        work = sequence_parallel(work)
-    work = strategy.dispatch(work)  # the experts' gradients as their activations: after dispatch (f_e/e_t wide)
-    if flash:
-        work = Inventory(tuple(x for x in work if x.shape[-2:] != (s, s)), work.applied)
-    forward_work = work.select("forward")
-    if strategy.recompute != "none":
-        # the tensors recompute drops are still produced in forward, in the same kernel window
-        forward_work = Inventory(forward_work.terms + tuple(
-            x for x in whole if x.group is Group.ATTENTION_CORE and x.name not in kept))
-    mlp_work, attention_work = work.select("backward/mlp"), work.select("backward/attention")
-    loss_work = work.select("loss")
+    terms = step_terms(strategy, base)
+    saved, saved_attention = terms.saved, terms.saved_attention
+    window_mlp, window_attention = terms.window_mlp, terms.window_attention
+    forward_work, mlp_work, attention_work, loss_work = (terms.forward_work, terms.mlp_work, terms.attention_work,
+                                                         terms.loss_work)
+    if flash:  # the fused kernel keeps its s×s tiles on chip: no such work tensor either
+        forward_work, mlp_work, attention_work, loss_work = (
+            Inventory(tuple(x for x in w if x.shape[-2:] != (s, s)), w.applied)
+            for w in (forward_work, mlp_work, attention_work, loss_work))
     if options.fused_cross_entropy:
         loss_work = loss_work.select("loss/logits")
 
