@@ -38,33 +38,32 @@ def _model(model) -> ModelConfig:
                       "config.json, or a ModelConfig")
 
 
+def _positive(value, field: str, example: str, what: str, parse) -> int | None:
+    """An int as it is (positive), text through ``parse`` (the CLI's reader), ``None`` as ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ConfigError(f"{field} {value!r}: give {example}")
+    if isinstance(value, int):
+        if value <= 0:
+            raise ConfigError(f"{field} {value}: {what} must be positive")
+        return value
+    return parse(value, field)
+
+
 def _size(value, field: str) -> int | None:
     """Bytes from ``"80GB"``/``"80GiB"`` or an int of bytes; ``None`` stays ``None``."""
     from .commands._options import parse_memory
 
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ConfigError(f"{field} {value!r}: give a size with a unit such as '80GB' or '80GiB', or bytes as an int")
-    if isinstance(value, int):
-        if value <= 0:
-            raise ConfigError(f"{field} {value}: a memory size must be a positive number of bytes")
-        return value
-    return parse_memory(value, field)
+    return _positive(value, field, "a size with a unit such as '80GB' or '80GiB', or bytes as an int",
+                     "a memory size in bytes", parse_memory)
 
 
 def _count(value, field: str) -> int | None:
+    """A count from ``"7B"`` or an int; ``None`` stays ``None``."""
     from .commands._options import parse_count
 
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ConfigError(f"{field} {value!r}: give a count such as '7B' or 7000000000")
-    if isinstance(value, int):
-        if value <= 0:
-            raise ConfigError(f"{field} {value}: a parameter count must be positive")
-        return value
-    return parse_count(value, field)
+    return _positive(value, field, "a count such as '7B' or 7000000000", "a parameter count", parse_count)
 
 
 def _layout(**options):
