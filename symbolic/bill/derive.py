@@ -28,6 +28,7 @@ from .evaluate import (  # noqa: F401 (the bill's types)
     Line,
     derivation_key,
     evaluate,
+    layout_structure,
     structure,
 )
 
@@ -149,10 +150,9 @@ def fused_backward_recompute(saved_inv, mm_inv) -> Expr:
 def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | None = None) -> DerivedBill:
     """Every ledger of ``model`` under ``layout`` as formulas in the papers'
     letters: the symbolic half of :func:`make_bill`."""
-    param_inv, saved_inv, mm_inv = inventories(model)
-    if layout.flash_attention:  # the fused kernel: no s×s tensor saved (its FLOPs: the recomputed Q·Kᵀ)
-        from ..layout.strategies import flash_attention
-        saved_inv = flash_attention(saved_inv)
+    # the layout's attention kernel is part of the key: --flash-attention saves no s×s tensor (its
+    # FLOPs: the recomputed Q·Kᵀ), as the plan and the step time see it
+    param_inv, saved_inv, mm_inv = architecture_inventories(*layout_structure(model, layout))
     lines: list[DerivedLine] = []
 
     def add(ledger: str, name: str, expr: Expr, source: str, condition: str = "", micro_batches: int = 0) -> None:

@@ -113,10 +113,10 @@ def parse_formula(text: str, names: Mapping):
 class _Name:
     """A name of a compiled formula, looked up when it is evaluated."""
 
-    __slots__ = ("name", "text")
+    __slots__ = ("name",)
 
-    def __init__(self, name: str, text: str):
-        self.name, self.text = name, text
+    def __init__(self, name: str):
+        self.name = name
 
 
 def _compile(text: str):
@@ -160,7 +160,7 @@ class _Names(dict):
         return True
 
     def __getitem__(self, name):
-        return _Name(name, self.text)
+        return _Name(name)
 
     def lookup(self, env, name):
         try:

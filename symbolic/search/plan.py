@@ -946,6 +946,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     # The step-time model, priced for the layouts that fit (the others are never ranked).
     step = np.full(n, np.inf)
     times = {name: np.full(n, np.nan) for name in TIME_COLUMNS}
+    gemm_dtype = Layout(optimizer=optimizer, fp8_activations=fp8_activations).gemm_dtype
     for choice in np.unique(key[fits]):
         idx = np.flatnonzero((key == choice) & fits)
         i0 = idx[0]
@@ -954,8 +955,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                       bool(expert[i0]), uneven=bool(first_stage_layers or last_stage_layers))
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         vals["Psi"] = out["params"][idx] if params_hand is None else float(params_hand)
-        priced = time_sweep(group, vals, sequences[idx], hardware, overlap, gpus_per_node,
-                            Layout(optimizer=optimizer, fp8_activations=fp8_activations).gemm_dtype)
+        priced = time_sweep(group, vals, sequences[idx], hardware, overlap, gpus_per_node, gemm_dtype)
         step[idx] = priced.step_seconds
         for name, arr in priced.breakdown.items():
             times[name][idx] = arr

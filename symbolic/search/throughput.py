@@ -169,10 +169,10 @@ def _measured(row: dict, peak_tflops: float) -> float:
 def _overlap(row: dict) -> str:
     if row["layout"].get("overlaps"):
         return "all"
-    return "default" if _zero_stage(row["layout"].get("zero"), row) == 3 else "none"
+    return "default" if _zero_stage(row["layout"].get("zero")) == 3 else "none"
 
 
-def _zero_stage(value, row: dict | None = None):
+def _zero_stage(value):
     """The ZeRO stage a row names (0-3; FSDP's full sharding is 3, its SHARD_GRAD_OP 2), None if unprinted."""
     if isinstance(value, bool):
         return None
@@ -182,7 +182,7 @@ def _zero_stage(value, row: dict | None = None):
     if text in ("none", "no", "off", "ddp", "0"):
         return 0
     for stage in ("3", "2", "1"):
-        if text in (stage, f"zero-{stage}", f"zero{stage}", f"stage {stage}", f"zero-{stage} (fsdp)"):
+        if text in (stage, f"zero-{stage}", f"zero{stage}", f"stage {stage}"):
             return int(stage)
     if "shard_grad_op" in text or "zero-2" in text or "zero2" in text:
         return 2
