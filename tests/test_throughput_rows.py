@@ -54,6 +54,11 @@ def test_grouped_query_attention_and_a_gated_mlp_are_read_as_a_llama_layer():
     assert throughput.predict(row).predicted > 0
 
 
+def test_routed_experts_without_top_k_are_refused_not_guessed():
+    prediction = throughput.predict(_row(**{"dims.experts": 8, "dims.ffn": 2816, "dims.activation": "swiglu"}))
+    assert math.isnan(prediction.predicted) and "dims.topk" in prediction.binding
+
+
 def test_a_gated_mlp_without_its_width_is_refused_not_guessed():
     prediction = throughput.predict(_row(**{"dims.activation": "swiglu"}))
     assert math.isnan(prediction.predicted) and "dims.ffn" in prediction.binding

@@ -123,8 +123,10 @@ def _model(row: dict) -> ModelConfig:
               "tie_word_embeddings": bool(dims.get("tied", False)), "model_type": "llama"}
         ffn = _number(dims, "ffn")
         if experts > 1:
-            hf.update(model_type="mixtral", num_local_experts=int(experts),
-                      num_experts_per_tok=int(_number(dims, "topk", "top_k", "experts_per_token", "k") or 2))
+            top_k = _number(dims, "topk", "top_k", "experts_per_token", "k")
+            if top_k is None:
+                raise ConfigError(f"{name}: dims.topk is needed for routed experts (the experts each token uses)")
+            hf.update(model_type="mixtral", num_local_experts=int(experts), num_experts_per_tok=int(top_k))
             ffn = _number(dims, "expert_ffn", "moe_ffn", "ffn")
         if ffn:
             hf["intermediate_size"] = int(ffn)
