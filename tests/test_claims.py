@@ -155,3 +155,37 @@ def test_formula_reader_refuses_anything_but_arithmetic():
     for bad in ('__import__("os").system("true")', "s.__class__", "lambda: 1", "x[0]", "unknown_name"):
         with pytest.raises(FormulaError):
             parse_formula(bad, SYMBOLS)
+
+
+def test_compiled_formulas_equal_the_reader_and_refuse_the_same_texts():
+    """compile_formulas (the bill's one-call evaluation) gives evaluate_formula's exact numbers on
+    every formula of real derivations, refuses what the guarded reader refuses, and falls back to
+    the per-formula closures on a text too deep to compile."""
+    from fractions import Fraction
+
+    from symbolic.bill.derive import derived
+    from symbolic.core.expressions import compile_formulas, evaluate_formula
+    from symbolic.layout.layout import Layout
+    from symbolic.models.builtin import PRESETS
+
+    for name, layout in (("gpt-175b", Layout(tp=8, pp=8, sp=True, recompute="selective", global_batch=64)),
+                         ("mixtral-8x7b", Layout(tp=2, dp=4, ep=4, zero=3, micro_batch=3)),
+                         ("llama-3-8b", Layout(dp=3, zero=2))):
+        model = PRESETS[name]
+        bill = derived(model, layout)
+        texts = [line.formula for line in bill.lines] + list(bill.formulas.values())
+        values = dict(layout.values(model), Psi=7 * 10**9 + 1)
+        got = compile_formulas(texts)(values)
+        want = [evaluate_formula(text, values) for text in texts]
+        assert got == tuple(want) and all(type(g) in (int, Fraction) for g in got)
+    assert compile_formulas(["s/3", "0.1000000000000000001*s"])({"s": 2}) == (
+        Fraction(2, 3), Fraction(10**18 + 1, 10**19) * 2)
+    for bad in ('__import__("os").system("true")', "s.real", "Max(s, key=1)", "lambda: 1", "x[0]"):
+        with pytest.raises(FormulaError):
+            compile_formulas(["s", bad])
+    with pytest.raises(FormulaError, match="unknown name 'h'"):
+        compile_formulas(["s*h"])({"s": 1})
+    with pytest.raises(FormulaError, match="beyond"):
+        compile_formulas(["s**100"])({"s": 2})
+    deep = "+".join(["s"] * 400)  # deeper than the tree rewrite's recursion: the closures take it
+    assert compile_formulas([deep])({"s": 3}) == (1200,)

@@ -164,33 +164,79 @@ def whole(value: Fraction) -> int | Fraction:
     return value.numerator if value.denominator == 1 else value
 
 
+@dataclass(frozen=True)
+class _CompiledBill:
+    """A derivation's formulas compiled once (:func:`~symbolic.core.expressions.compile_formulas`):
+    ``before_states`` gives params and the routed experts' params (None if no experts) at the
+    dimension values; ``at_states`` every other distinct formula at them and Psi; ``line_slots``
+    and ``slots`` say where each line's and each named total's number is; ``peaks`` the verdict's
+    (stage, phase, class, formula, slot)."""
+
+    before_states: object
+    at_states: object
+    line_slots: tuple[int, ...]
+    slots: dict[str, int]
+    peaks: tuple[tuple[str, str, str, str, int], ...]
+
+
+#: Compiled derivations by id (the DerivedBill is kept with it, so the id stays its own).
+_COMPILED_BILLS: dict[int, tuple[DerivedBill, _CompiledBill]] = {}
+
+
+def _compiled(derived: DerivedBill) -> _CompiledBill:
+    found = _COMPILED_BILLS.get(id(derived))
+    if found is not None and found[0] is derived:
+        return found[1]
+    from ..core.expressions import compile_formulas
+
+    order: dict[str, int] = {}
+
+    def slot(formula: str) -> int:
+        return order.setdefault(formula, len(order))
+
+    line_slots = tuple(slot(line.formula) for line in derived.lines)
+    slots = {key: slot(derived.formulas[key]) for key in ("params_eq2", "model_flops", "params_per_gpu",
+                                                           "params_active") if key in derived.formulas}
+    peaks = tuple((*key[len(PEAK_PREFIX):].split("|"), formula, slot(formula))
+                  for key, formula in derived.formulas.items() if key.startswith(PEAK_PREFIX))
+    first = compile_formulas([derived.formulas["params"], derived.formulas.get("params_routed_experts", "0")])
+    has_routed = "params_routed_experts" in derived.formulas
+    compiled = _CompiledBill(
+        before_states=(lambda values: first(values)) if has_routed else (lambda values: (first(values)[0], None)),
+        at_states=compile_formulas(list(order)), line_slots=line_slots, slots=slots, peaks=peaks)
+    if len(_COMPILED_BILLS) >= 4096:
+        _COMPILED_BILLS.clear()
+    _COMPILED_BILLS[id(derived)] = (derived, compiled)
+    return compiled
+
+
 def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_hand: int | None = None,
              gpu_memory: int | None = None, cpu_memory: int | None = None) -> Bill:
     """The bill's numbers: every line and total of ``derived`` at the model's
     and the layout's dimension values, exactly."""
     values = exact_values(layout.values(model))
-    params_config = whole(evaluate_formula(derived.formulas["params"], values))
-    routed = (whole(evaluate_formula(derived.formulas["params_routed_experts"], values))
-              if "params_routed_experts" in derived.formulas else None)
+    compiled = _compiled(derived)
+    params_config, routed = compiled.before_states(values)
+    params_config, routed = whole(params_config), (None if routed is None else whole(routed))
     if routed is not None and params_hand is not None and params_hand < routed:
         raise ConfigError(f"--params {params_hand:,} is below the routed experts' own {routed:,} parameters: the "
                           "model states split Psi into the dense part (Psi minus the experts) and the experts; "
                           "give at least the experts' count")
     n_states = params_hand if params_hand is not None else params_config
-    at = exact_values(dict(values, Psi=n_states))  # the model states are per Psi: the hand-filled N or the config count
-    known: dict[str, object] = {}  # a formula many lines share (2*b*h*s, ...) is evaluated once
+    # The model states are per Psi: the hand-filled N or the config count. Every other formula is
+    # evaluated in one call of the derivation's compiled function (a formula many lines share once).
+    numbers = [whole(v) for v in compiled.at_states(dict(values, Psi=n_states))]
+    lines = [Line(d.ledger, d.name, d.formula, numbers[i], d.source, d.condition, d.per_micro_batch,
+                  d.micro_batches) for d, i in zip(derived.lines, compiled.line_slots)]
+    sums: dict[str, int | Fraction] = {}
+    for line in lines:
+        sums[line.ledger] = sums.get(line.ledger, 0) + line.value
 
-    def value_of(formula: str):
-        if formula not in known:
-            known[formula] = whole(evaluate_formula(formula, at))
-        return known[formula]
+    def total(ledger: str) -> int | Fraction:
+        return sums.get(ledger, 0)
 
-    lines = [Line(d.ledger, d.name, d.formula, value_of(d.formula), d.source, d.condition,
-                  d.per_micro_batch, d.micro_batches)
-             for d in derived.lines]
-
-    def total(ledger: str) -> Fraction:
-        return Fraction(sum(line.value for line in lines if line.ledger == ledger))
+    def formula_value(key: str):
+        return numbers[compiled.slots[key]] if key in compiled.slots else None
 
     states_bytes, activation_bytes = total("model_states"), total("activations")
     hardware_flops = whole(total("flops"))
@@ -198,7 +244,7 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     gpus = layout.gpus  # t·p·d·c: the whole model's FLOPs are the same with CP, spread over c times the GPUs
     totals = {
         "params": params_config,
-        "params_eq2": whole(evaluate_formula(derived.formulas["params_eq2"], values)),
+        "params_eq2": formula_value("params_eq2"),
         "params_hand": params_hand,
         "params_for_states": n_states,
         "model_states_bytes": whole(states_bytes),
@@ -206,7 +252,7 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         "output_side_bytes": whole(total("output_side")),
         "gpu_memory_bytes": gpu_memory,
         "flops_per_iteration": hardware_flops,
-        "model_flops_per_iteration": whole(evaluate_formula(derived.formulas["model_flops"], values)),
+        "model_flops_per_iteration": formula_value("model_flops"),
         "flops_per_gpu_per_iteration": whole(Fraction(hardware_flops, gpus)),
         "tokens_per_iteration": micro_batches * values["b"] * values["s"],
         "gpus": gpus,
@@ -214,19 +260,17 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     if routed is not None:  # the routed experts' share of params, on the expert grid (the rest: the dense part)
         totals["params_routed_experts"] = routed
     if "params_per_gpu" in derived.formulas:  # the parameters one GPU holds, on the stage accounted
-        totals["params_per_gpu"] = whole(evaluate_formula(derived.formulas["params_per_gpu"], values))
+        totals["params_per_gpu"] = formula_value("params_per_gpu")
     if "params_active" in derived.formulas:  # seed 001 §07: N_total for the states, N_active for the FLOPs
-        totals["params_active"] = whole(evaluate_formula(derived.formulas["params_active"], values))
+        totals["params_active"] = formula_value("params_active")
     # The verdict: the largest candidate instant over the stages (ledgers.peak).
-    instants: dict[tuple[str, str], dict[str, tuple[str, Fraction]]] = {}
-    for key, formula in derived.formulas.items():
-        if key.startswith(PEAK_PREFIX):
-            stage, phase, cls = key[len(PEAK_PREFIX):].split("|")
-            instants.setdefault((stage, phase), {})[cls] = (formula, evaluate_formula(formula, at))
+    instants: dict[tuple[str, str], dict[str, tuple[str, int | Fraction]]] = {}
+    for stage, phase, cls, formula, slot in compiled.peaks:
+        instants.setdefault((stage, phase), {})[cls] = (formula, numbers[slot])
     paper_total = states_bytes + activation_bytes
     totals["paper_total_bytes"] = whole(paper_total)
     if instants:
-        sums = {where: sum((value for _, value in parts.values()), Fraction(0)) for where, parts in instants.items()}
+        sums = {where: sum(value for _, value in parts.values()) for where, parts in instants.items()}
         (stage, phase) = max(sums, key=lambda where: sums[where])  # the first of equal ones: stage order
         totals["total_bytes"] = whole(sums[(stage, phase)])
         totals["verdict_stage"] = stage
@@ -237,7 +281,7 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
                 totals[f"peak_{name}_stage_bytes"] = whole(max(stage_sums))
         where = f"{stage} pipeline stage, {phase}" if layout.pp > 1 else phase
         for cls in PEAK_CLASSES:
-            formula, value = instants[(stage, phase)].get(cls, ("0", Fraction(0)))
+            formula, value = instants[(stage, phase)].get(cls, ("0", 0))
             lines.append(Line("verdict", f"peak/{cls}", formula, whole(value),
                               "seed 004 §02–§03; symbolic.ledgers.peak", f"alive at the peak: {where}"))
     else:  # a derivation without the verdict's formulas (none is written so): the papers' total

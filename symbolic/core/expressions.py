@@ -206,8 +206,10 @@ def exact_values(values: Mapping[str, int | Fraction]) -> ExactValues:
         return values
     out = ExactValues()
     for name, value in values.items():
-        value = value if isinstance(value, Fraction) else Fraction(value)
-        out[name] = value.numerator if value.denominator == 1 else value
+        if type(value) is not int:  # an int is exact as it is (the common case: dimensions)
+            value = value if isinstance(value, Fraction) else Fraction(value)
+            value = value.numerator if value.denominator == 1 else value
+        out[name] = value
     return out
 
 
@@ -221,3 +223,95 @@ def evaluate_formula(text: str, values: Mapping[str, int | Fraction]) -> Fractio
         _COMPILED[text] = function
     result = function(exact_values(values))
     return result if type(result) is Fraction else Fraction(result)
+
+
+def _ast_number(digits: str, constants: dict) -> ast.AST:
+    """A number of a formula as an exact constant: an int stays a literal, a decimal becomes a named
+    Fraction (``constants``), read from its digits by the same :func:`_decimal` as :func:`evaluate_formula`."""
+    value = Fraction(_decimal(digits))
+    if value.denominator == 1:
+        return ast.Constant(value.numerator)
+    name = f"_c{len(constants)}"
+    constants[name] = value
+    return ast.Name(name, ast.Load())
+
+
+class _Exact(ast.NodeTransformer):
+    """A formula's tree (already accepted by :func:`_build`) rewritten into exact Python: ``/`` and
+    ``**`` through the bounded helpers, ``Max`` as ``max``, ``ceiling`` as the exact ceiling, every
+    name a local bound once per call."""
+
+    def __init__(self, source: str, constants: dict, names: set):
+        self.source, self.constants, self.names = source, constants, names
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        helper = {ast.Div: "_div", ast.Pow: "_pow"}.get(type(node.op))
+        if helper is None:
+            return node
+        return ast.Call(ast.Name(helper, ast.Load()), [node.left, node.right], [])
+
+    def visit_Call(self, node):
+        node.args = [self.visit(arg) for arg in node.args]
+        node.func = ast.Name({"Max": "max", "ceiling": "_ceil"}[node.func.id], ast.Load())
+        return node
+
+    def visit_Constant(self, node):
+        return _ast_number(ast.get_source_segment(self.source, node), self.constants)
+
+    def visit_Name(self, node):
+        self.names.add(node.id)
+        return ast.Name("v_" + node.id, ast.Load())
+
+
+def compile_formulas(texts) -> Callable[[Mapping], tuple]:
+    """One function computing every formula of ``texts`` exactly at a mapping of values, in order:
+    the numbers :func:`evaluate_formula` gives (ints where whole, Fractions otherwise), without its
+    per-formula dispatch. A bill evaluates its few dozen formulas at many configurations: compiled
+    once per derivation, each configuration is one call.
+
+    Every text is first accepted by the guarded reader (:func:`_build`: numbers, names, + - * / **,
+    Max, ceiling); only that accepted tree is turned into Python, so nothing but arithmetic on the
+    given values can run. A text too deep to compile falls back to the per-formula closures."""
+    texts = list(texts)
+    for text in texts:  # the guard: raises on anything that is not plain arithmetic in names
+        _build(text, _Names(text), lambda digits: None, maximum=lambda *args: None, ceiling=lambda arg: None,
+               binary={kind: (lambda a, b: None) for kind in _BINARY}, negate=lambda arg: None)
+    try:
+        formulas = _exact_function(texts)
+    except (RecursionError, MemoryError, SyntaxError, ValueError):  # deeper than Python compiles
+        compiled = [_compile(text) for text in texts]
+        return lambda env: tuple(f(exact_values(env)) for f in compiled)
+
+    def evaluate_all(env: Mapping) -> tuple:
+        try:
+            return formulas(env)
+        except KeyError as missing:
+            raise FormulaError(f"unknown name {missing.args[0]!r} in the formulas; known: "
+                               f"{', '.join(sorted(env))}") from None
+
+    return evaluate_all
+
+
+def _exact_function(texts: list[str]):
+    """``def formulas(env): v_s, v_b = env["s"], env["b"]; return (<text 0>, <text 1>, ...)``
+    built as a tree from the accepted texts (:class:`_Exact`) and compiled."""
+    constants: dict[str, Fraction] = {}
+    names: set[str] = set()
+    bodies = []
+    for text in texts:
+        source = text.replace("^", "**")
+        bodies.append(_Exact(source, constants, names).visit(ast.parse(source, mode="eval").body))
+    known = sorted(names)
+    function = ast.FunctionDef(
+        name="formulas", args=ast.arguments([], [ast.arg("env")], None, [], [], None, []),
+        body=[ast.Assign([ast.Tuple([ast.Name("v_" + n, ast.Store()) for n in known], ast.Store())],
+                         ast.Tuple([ast.Subscript(ast.Name("env", ast.Load()), ast.Constant(n), ast.Load())
+                                    for n in known], ast.Load()))] if known else [],
+        decorator_list=[], returns=None)
+    function.body.append(ast.Return(ast.Tuple(bodies, ast.Load())))
+    module = ast.fix_missing_locations(ast.Module([function], []))
+    scope = {"__builtins__": {"max": max}, "_div": _exact_div, "_pow": _exact_power, "_ceil": _ceiling,
+             **constants}
+    exec(compile(module, "<symbolic formulas>", "exec"), scope)  # the tree built above: arithmetic only
+    return scope["formulas"]
