@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
 from ..core.expressions import evaluate_formula, exact_values
+from ..layout.experts import expert_groups
 from ..layout.layout import Layout
 from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig  # noqa: F401 (re-exported for the bill)
 
@@ -139,7 +140,9 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             # the chunks in flight when the micro-batches per iteration cap them (the text holds the
             # integer), and the communication groups wider than one (their buffers are lines)
             "in_flight": [layout.in_flight_capped(stage) for stage in ("first", "last")] if layout.pp > 1 else None,
-            "comm": [layout.tp > 1, layout.dp > 1, layout.pp > 1, layout.cp > 1],
+            "comm": [layout.tp > 1, layout.dp > 1, layout.pp > 1, layout.cp > 1,
+                     # the expert grid's own communicators (EP, expert TP ≠ t, expert DP ≠ d) hold buffers too
+                     *[group for group, size in expert_groups(layout) if size > 1]],
             "levers": [layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
                        layout.optimizer_impl, layout.flash_attention, layout.activation_offload],
             **({"fp8_activations": True} if layout.fp8_activations else {}),
@@ -228,12 +231,12 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     numbers = [whole(v) for v in compiled.at_states(dict(values, Psi=n_states))]
     lines = [Line(d.ledger, d.name, d.formula, numbers[i], d.source, d.condition, d.per_micro_batch,
                   d.micro_batches) for d, i in zip(derived.lines, compiled.line_slots)]
-    sums: dict[str, int | Fraction] = {}
+    ledger_sums: dict[str, int | Fraction] = {}
     for line in lines:
-        sums[line.ledger] = sums.get(line.ledger, 0) + line.value
+        ledger_sums[line.ledger] = ledger_sums.get(line.ledger, 0) + line.value
 
     def total(ledger: str) -> int | Fraction:
-        return sums.get(ledger, 0)
+        return ledger_sums.get(ledger, 0)
 
     def formula_value(key: str):
         return numbers[compiled.slots[key]] if key in compiled.slots else None

@@ -73,6 +73,21 @@ def expert_data_parallel(layout: "Layout") -> int:
     return layout.tp * layout.dp * layout.cp // (layout.ep * expert_tensor_parallel(layout))
 
 
+def expert_groups(layout: "Layout") -> tuple[tuple[str, int], ...]:
+    """The expert grid's communicators beside the dense grid's (Megatron-Core's
+    parallel_state builds them apart): the expert-parallel group (the dispatch
+    and combine all-to-all, seed 004 §05.4's EP staging), the expert
+    tensor-parallel group when e_t ≠ t, and the expert-data-parallel group (the
+    experts' gradient reduce) when it differs from the data-parallel one."""
+    if layout.ep == 1 and layout.etp in (0, layout.tp):
+        return ()
+    etp = expert_tensor_parallel(layout)
+    edp = expert_data_parallel(layout)
+    return ((("expert-parallel all-to-all", layout.ep),)
+            + ((("expert tensor-parallel", etp),) if etp != layout.tp else ())
+            + ((("expert data-parallel", edp),) if edp != layout.dp else ()))
+
+
 def validate_expert_parallel(model: ModelConfig, layout: "Layout") -> None:
     """The expert-parallel rules, one :class:`ConfigError` line each (see the module docstring).
 

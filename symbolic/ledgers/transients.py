@@ -17,7 +17,7 @@ from ..core.dims import C_f, V, a, b, c, h, s
 from ..core.dims import k as top_k  # experts per token
 from ..core.dims import t as tensor_ways  # the tensor-parallel letter (the EP staging's rows under SP)
 from ..core.tensors import Axis, Group, Inventory, SavedTensor
-from ..layout.experts import expert_data_parallel, expert_tensor_parallel
+from ..layout.experts import expert_groups
 from ..layout.layout import Layout
 from ..models.config import ModelConfig
 
@@ -54,20 +54,6 @@ class CommSettings:
             out.append(("communication/gradient bucket (data-parallel)", self.bucket_bytes))
         return out
 
-
-def expert_groups(layout: Layout) -> tuple[tuple[str, int], ...]:
-    """The expert grid's communicators beside the dense grid's (Megatron-Core's
-    parallel_state builds them apart): the expert-parallel group (the dispatch
-    and combine all-to-all, seed 004 §05.4's EP staging), the expert
-    tensor-parallel group when e_t ≠ t, and the expert-data-parallel group (the
-    experts' gradient reduce) when it differs from the data-parallel one."""
-    if layout.ep == 1 and layout.etp in (0, layout.tp):
-        return ()
-    etp = expert_tensor_parallel(layout)
-    edp = expert_data_parallel(layout)
-    return ((("expert-parallel all-to-all", layout.ep),)
-            + ((("expert tensor-parallel", etp),) if etp != layout.tp else ())
-            + ((("expert data-parallel", edp),) if edp != layout.dp else ()))
 
 
 #: DeepSeek-V3's FP8 tiles (arXiv 2412.19437 §3.3.2 "Fine-Grained Quantization"): one fp32 scale for

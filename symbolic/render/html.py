@@ -440,7 +440,7 @@ def expert_grid_formulas(arch: str, param_inv) -> list[Formula]:
     settings = CommSettings()
     staging = Integer(settings.nccl_buffsize * settings.channels)
     dense = next(item.expr for item in verdict_formulas() if item.key == "comm")
-    # Megatron-Core's expert grid (transients.expert_groups): the expert-parallel group (e > 1) and the
+    # Megatron-Core's expert grid (layout.experts.expert_groups): the expert-parallel group (e > 1) and the
     # expert-data-parallel one, edp = t·d/(e·e_t) = d/e with e_t = t, where it differs from d (e > 1)
     # and is wider than one (d > e)
     groups = (Piecewise((staging, Gt(e, 1)), (Integer(0), True))
