@@ -33,6 +33,9 @@ FIGURES = {
     "internode_efficiency": "achievable ring bus bandwidth / network bandwidth",
 }
 LATENCIES = ("base", "nvlink_step", "network_step")
+#: Calculon's default share of the SMs an overlapped collective occupies (calculon-ai/calculon
+#: systems/a100_80g.json, h100_80g_nvl8.json: networks[].processor_usage), for a file that gives none.
+PROCESSOR_USAGE = {"nvlink": 0.15, "network": 0.02}
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,9 @@ class Hardware:
     nvlink_efficiency: float
     internode_efficiency: float
     latency: dict = field(default_factory=dict)       #: NCCL ring model: base, nvlink_step, network_step (s)
+    #: fraction of the GPU's compute a collective's kernels take while they run behind compute, by link
+    #: (Calculon's ``processor_usage``: NVLink 0.15, network 0.02 in its systems/*.json)
+    processor_usage: dict = field(default_factory=lambda: dict(PROCESSOR_USAGE))
     sources: dict = field(default_factory=dict)
     note: str = ""
     path: str = ""
@@ -125,6 +131,14 @@ def from_dict(data, where: str = "hardware file") -> Hardware:
         value = latency.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
             raise ConfigError(f"{where}: latency.{key} must be a number of seconds in [0, 1); got {value!r}")
+    usage = data.get("processor_usage", PROCESSOR_USAGE)
+    if not isinstance(usage, dict) or set(usage) - set(PROCESSOR_USAGE):
+        raise ConfigError(f"{where}: processor_usage must be an object with {', '.join(PROCESSOR_USAGE)}: the "
+                          "fraction of compute an overlapped collective takes on that link, in [0, 1)")
+    usage = dict(PROCESSOR_USAGE, **usage)
+    for key, value in usage.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise ConfigError(f"{where}: processor_usage.{key} must be a fraction in [0, 1); got {value!r}")
     sources = data.get("sources", {})
     if not isinstance(sources, dict):
         raise ConfigError(f"{where}: sources must be an object: figure name → where it comes from")
@@ -132,7 +146,8 @@ def from_dict(data, where: str = "hardware file") -> Hardware:
                     figures["nvlink_bandwidth"], figures["nvlink_domain"], figures["internode_bandwidth"],
                     tuple((float(x), float(y)) for x, y in table), figures["hbm_efficiency"],
                     figures["nvlink_efficiency"], figures["internode_efficiency"],
-                    {key: float(latency[key]) for key in LATENCIES}, dict(sources), str(data.get("note", "")), where)
+                    {key: float(latency[key]) for key in LATENCIES},
+                    {key: float(value) for key, value in usage.items()}, dict(sources), str(data.get("note", "")), where)
 
 
 @cache

@@ -26,7 +26,10 @@ One iteration on one GPU is priced from the ledgers, nothing fitted to runs:
   except its last bucket; the distributed optimizer's parameter all-gather
   behind the next forward, except its first bucket; ZeRO-3's prefetched
   gathers behind forward and backward; context parallelism's ring behind the
-  attention core; TP collectives exposed unless ``tp_comm``;
+  attention core; TP collectives exposed unless ``tp_comm``; a hidden
+  collective still slows the compute it overlaps by the share of the SMs its
+  kernels take (the hardware file's ``processor_usage`` per link, Calculon's
+  0.15 on NVLink and 0.02 on the network);
 * **bubble** — (p − 1)/(v·m) × the pipelined part (compute, element-wise, TP,
   CP and the stage sends) (Narayanan et al. 2021 §2.2);
 * **optimizer** — the step reads every state byte of its shard and writes back
@@ -399,6 +402,7 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     shared = {k: zero.copy() for k in ("tp", "cp", "zero3_forward", "zero3_backward")}
     first = {k: zero.copy() for k in ("zero3_forward", "zero3_backward")}
     comm_lines = []
+    seen = []                               # per class: seconds, exposed, shared window, on the network, bucket
     window_of: list[str | None] = []        # per detail line: the shared window its class is summed into
     for cls in derivation.comm:
         n, calls, traffic = next(it), next(it), next(it)
@@ -450,6 +454,7 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
         else:
             raise ValueError(f"unknown communication class {cls.key}")
         parts[bucket] = parts[bucket] + exposed
+        seen.append((seconds, exposed, window_key, cross, bucket))
         if detail:
             comm_lines.append({"class": cls.key, "names": cls.names, "group": group, "collective": cls.collective,
                                "phase": cls.phase, "ranks": n, "calls": calls, "bytes": traffic,
@@ -466,16 +471,30 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
                 * exposed_of[key]
     parts["tp"] = parts["tp"] + exposed_of["tp"]
     parts["cp"] = parts["cp"] + exposed_of["cp"]
+    # A collective hidden behind compute still takes its share of the SMs while it runs (Calculon's
+    # processor_usage): the compute it overlaps is slowed by that share of the hidden time.
+    slow_pipelined, slow_other = zero.copy(), zero.copy()
+    for seconds, exposed, key, cross, bucket in seen:
+        if key is not None:
+            exposed = np.where(shared[key] > 0, seconds / np.maximum(shared[key], 1e-300), 0.0) * exposed_of[key]
+        slow = np.maximum(seconds - exposed, 0.0) * np.where(cross, hw.processor_usage["network"],
+                                                             hw.processor_usage["nvlink"])
+        if bucket in ("tp", "cp", "ep", "pp"):
+            slow_pipelined = slow_pipelined + slow
+        else:
+            slow_other = slow_other + slow
     if pacing is not None:              # the per-layer collectives of the pacing stage's layers
         for key in ("tp", "cp", "ep"):
             parts[key] = parts[key] * pacing[0]
-    pipelined = compute + parts["tp"] + parts["cp"] + parts["ep"] + parts["pp"]
+        slow_pipelined = slow_pipelined * pacing[0]
+    pipelined = compute + parts["tp"] + parts["cp"] + parts["ep"] + parts["pp"] + slow_pipelined
     bubble = np.where(pp > 1, (pp - 1) / (vv * m), 0.0) * pipelined
     optimizer = opt_bytes / hbm
-    step = pipelined + bubble + parts["dp"] + parts["zero3"] + optimizer
+    step = pipelined + bubble + parts["dp"] + parts["zero3"] + slow_other + optimizer
     breakdown = {"compute": gemm, "elementwise": elementwise, "tp_exposed": parts["tp"], "cp_exposed": parts["cp"],
                  "ep_exposed": parts["ep"], "pp_exposed": parts["pp"], "bubble": bubble,
-                 "dp_exposed": parts["dp"], "zero3_exposed": parts["zero3"], "optimizer": optimizer}
+                 "dp_exposed": parts["dp"], "zero3_exposed": parts["zero3"],
+                 "overlap_slowdown": slow_pipelined + slow_other, "optimizer": optimizer}
     breakdown = {k: np.broadcast_to(np.asarray(val, dtype=np.float64), step.shape) for k, val in breakdown.items()}
     tokens = np.asarray(letters["B"], dtype=np.float64) * np.asarray(letters["s"], dtype=np.float64)
     gpus = tp * pp * dp * cp

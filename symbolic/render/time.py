@@ -18,6 +18,7 @@ PARTS = {
     "bubble": "pipeline bubble (p−1)/(v·m) × the pipelined part",
     "dp_exposed": "data-parallel reduce / parameter gather not hidden",
     "zero3_exposed": "ZeRO-3 parameter gathers and gradient scatters not hidden",
+    "overlap_slowdown": "hidden collectives' share of the SMs × their time (processor_usage per link)",
     "optimizer": "optimizer step: state bytes read and written / (HBM × efficiency)",
 }
 

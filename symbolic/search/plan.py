@@ -662,7 +662,7 @@ def _binding(plan: Plan, i: int, layout: Layout, headroom) -> str:
 TIME_PARTS = {"elementwise": "element-wise kernels (HBM)", "tp_exposed": "TP communication",
               "cp_exposed": "CP ring exposed", "ep_exposed": "EP all-to-all", "pp_exposed": "pipeline sends",
               "bubble": "pipeline bubble", "dp_exposed": "DP reduce exposed", "zero3_exposed": "ZeRO-3 gathers exposed",
-              "optimizer": "optimizer step"}
+              "overlap_slowdown": "compute slowed by hidden collectives", "optimizer": "optimizer step"}
 
 
 def time_binding(breakdown: Mapping[str, float], recompute_overhead: float, layout: Layout) -> str:
@@ -705,7 +705,7 @@ def step_seconds(flops_per_gpu, bubble, peak_flops: float = 312e12, utilisation:
 
 #: The time model's columns a plan keeps per layout (seconds, and the throughput figures).
 TIME_COLUMNS = ("compute", "elementwise", "tp_exposed", "cp_exposed", "ep_exposed", "pp_exposed", "bubble",
-                "dp_exposed", "zero3_exposed", "optimizer", "model_tflops_per_gpu", "mfu")
+                "dp_exposed", "zero3_exposed", "overlap_slowdown", "optimizer", "model_tflops_per_gpu", "mfu")
 
 
 def _fixed(fixed: Mapping[str, object] | None) -> dict[str, object]:
