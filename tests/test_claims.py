@@ -187,5 +187,5 @@ def test_compiled_formulas_equal_the_reader_and_refuse_the_same_texts():
         compile_formulas(["s*h"])({"s": 1})
     with pytest.raises(FormulaError, match="beyond"):
         compile_formulas(["s**100"])({"s": 2})
-    deep = "+".join(["s"] * 400)  # deeper than the tree rewrite's recursion: the closures take it
+    deep = "+".join(["s"] * 400)  # a long sum: written as one flat line, no nested parentheses
     assert compile_formulas([deep])({"s": 3}) == (1200,)

@@ -42,6 +42,8 @@ def test_gemm_efficiency_is_a_step_function_of_the_call_size():
     ({"gemm_efficiency": [[0, 0.5], [10, 0.9]]}, "thresholds must descend"),
     ({"latency": {"base": 1e-5}}, "latency.nvlink_step"),
     ({"name": ""}, "name must be a non-empty string"),
+    ({"processor_usage": {"nvlink": 1.2}}, "processor_usage.nvlink must be a fraction"),
+    ({"processor_usage": {"pcie": 0.1}}, "processor_usage must be an object with nvlink, network"),
 ])
 def test_a_bad_hardware_file_is_one_line_naming_the_field(tmp_path, capsys, edit, message):
     data = json.loads((hardware.HARDWARE_DIR / "a100-80gb.json").read_text())
@@ -222,10 +224,48 @@ def test_uneven_stages_are_paced_by_the_slowest_stage():
     uneven = _bill_step(Layout(pp=4, global_batch=64, first_stage_layers=4, last_stage_layers=4), model="gpt-7b")
     assert str(np.asarray(uneven.factors["pacing_stage"]).reshape(-1)[0]) == "middle"
     layers = float(even.breakdown["compute"] + even.breakdown["elementwise"])
-    output = sum(float(x["seconds"]) for x in even.compute_lines if x["name"].startswith("output/"))
+    output = sum(float(x["seconds"]) for x in even.compute_lines if x["name"].startswith("output/")) + float(
+        even.factors["output_elementwise_seconds"])  # the logits GEMM and the loss kernels: the last stage's own
     assert float(uneven.breakdown["compute"] + uneven.breakdown["elementwise"]) == pytest.approx(
         (layers - output) * 1.5)
     result = plan(preset("gpt-7b"), 4, 80 * GB, global_batch=64, first_stage_layers=4, last_stage_layers=4,
                   fixed={"pp": 4, "micro_batch": 1, "interleave": 1, "recompute": "none", "sp": False, "zero": 0})
     best = result.ranked(1)[0]
     assert best.step_seconds == pytest.approx(float(uneven.step_seconds), rel=1e-9)
+
+
+def test_a_hidden_collective_slows_the_compute_it_overlaps_by_its_share_of_the_sms():
+    """Calculon's processor_usage: with TP comm overlapped, the step holds usage × the hidden TP time
+    (NVLink, 0.15); a hardware file with usage 0 prices the same layout that much faster."""
+    import dataclasses
+
+    layout = Layout(micro_batch=1, tp=8, dp=2, sp=True, recompute="selective", zero=1, global_batch=16)
+    step = _bill_step(layout, overlap=OVERLAPS["all"])
+    tp = [line for line in step.comm_lines if line["class"].startswith("tp")]
+    hidden_tp = sum(float(line["seconds"]) - float(line["exposed"]) for line in tp)
+    assert hidden_tp > 0 and A100.processor_usage == {"nvlink": 0.15, "network": 0.02}
+    dp = [line for line in step.comm_lines if line["class"].startswith("dp")]
+    hidden_dp = sum(float(line["seconds"]) - float(line["exposed"]) for line in dp)
+    assert float(step.breakdown["overlap_slowdown"]) == pytest.approx(0.15 * hidden_tp + 0.02 * hidden_dp)
+    free = dataclasses.replace(A100, processor_usage={"nvlink": 0.0, "network": 0.0})
+    unslowed = _bill_step(layout, overlap=OVERLAPS["all"], hw=free)
+    assert float(unslowed.breakdown["overlap_slowdown"]) == 0
+    assert float(step.step_seconds) - float(unslowed.step_seconds) == pytest.approx(
+        float(step.breakdown["overlap_slowdown"]), rel=1e-9)
+
+
+def test_the_loss_kernels_are_priced_on_the_last_stage_from_the_output_side_bytes():
+    """The output side (fp32 log-softmax over s·b·V/t, final norm, targets) moves its bill bytes
+    ELEMENTWISE_PASSES times per micro-batch at HBM speed, on the last stage only: with p = 2 and
+    4 micro-batches per pipeline, 4 × 5 × the bill's output-side bytes / effective HBM bandwidth."""
+    from symbolic.bill.derive import make_bill
+    from symbolic.ledgers.time import ELEMENTWISE_PASSES
+
+    layout = Layout(tp=2, pp=2, dp=1, sp=True, global_batch=4)
+    model = preset("llama-3-8b")
+    step = step_time(model, layout, A100)
+    output_bytes = make_bill(model, layout).totals["output_side_bytes"]
+    hbm = A100.hbm_bandwidth * A100.hbm_efficiency
+    assert float(step.factors["output_elementwise_seconds"]) == pytest.approx(
+        4 * ELEMENTWISE_PASSES * output_bytes / hbm, rel=1e-12)
+    assert float(step.breakdown["elementwise"]) > float(step.factors["output_elementwise_seconds"]) > 0

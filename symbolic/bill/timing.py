@@ -23,14 +23,17 @@ def time_derivation(model_structure: tuple, sp: bool, recompute: str, zero: int,
                     interleaved: bool, context_parallel: bool, optimizer: str, dtype: str,
                     expert_parallel: bool = False) -> TimeDerivation:
     """The time model's expressions for a model structure and the layout's discrete choices."""
-    from .derive import architecture_inventories, fused_backward_recompute, recompute_for_flops
+    from ..models.architectures import output
+    from .derive import architecture_inventories, fused_backward_recompute, recompute_for_flops, structure_output_norm
 
     parameters, saved, matmuls = architecture_inventories(*model_structure)
+    output_saved = output.saved_tensors(norm=structure_output_norm(model_structure))
     return derive_time(parameters, saved, matmuls, sp=sp, recompute=recompute,
                        flops_recompute=recompute_for_flops(recompute, saved), zero=zero, pipeline=pipeline,
                        interleaved=interleaved, context_parallel=context_parallel, optimizer=optimizer,
                        dtype=dtype, tied=model_structure[2],
-                       fused_backward=fused_backward_recompute(saved, matmuls), expert_parallel=expert_parallel)
+                       fused_backward=fused_backward_recompute(saved, matmuls), expert_parallel=expert_parallel,
+                       output_saved=output_saved)
 
 
 def _key(model: ModelConfig, layout: Layout) -> tuple:

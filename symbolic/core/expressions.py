@@ -225,43 +225,64 @@ def evaluate_formula(text: str, values: Mapping[str, int | Fraction]) -> Fractio
     return result if type(result) is Fraction else Fraction(result)
 
 
-def _ast_number(digits: str, constants: dict) -> ast.AST:
-    """A number of a formula as an exact constant: an int stays a literal, a decimal becomes a named
-    Fraction (``constants``), read from its digits by the same :func:`_decimal` as :func:`evaluate_formula`."""
-    value = Fraction(_decimal(digits))
-    if value.denominator == 1:
-        return ast.Constant(value.numerator)
-    name = f"_c{len(constants)}"
-    constants[name] = value
-    return ast.Name(name, ast.Load())
+class _Source:
+    """Python source of one accepted formula, built by the guarded reader (:func:`_build`) with these
+    callbacks in place of values: each returns ``(code, precedence)`` so that parentheses are written
+    only where the order needs them (a long sum stays one flat line, never nested parentheses)."""
+
+    ATOM, POWER, PRODUCT, SUM = 4, 3, 2, 1
+
+    def __init__(self, constants: dict, names: set):
+        self.constants, self.names = constants, names
+
+    def number(self, digits: str):
+        value = Fraction(_decimal(digits))
+        if value.denominator == 1:
+            return (repr(value.numerator), self.ATOM) if value.numerator >= 0 else (f"({value.numerator})", self.ATOM)
+        name = f"_c{len(self.constants)}"
+        self.constants[name] = value
+        return name, self.ATOM
+
+    def name(self, name: str):
+        self.names.add(name)
+        return "v_" + name, self.ATOM
+
+    @staticmethod
+    def _wrap(operand, least: int) -> str:
+        code, precedence = operand
+        return code if precedence >= least else f"({code})"
+
+    def binary(self, kind):
+        if kind is ast.Div:
+            return lambda a, b: (f"_div({a[0]}, {b[0]})", self.ATOM)
+        if kind is ast.Pow:
+            return lambda a, b: (f"_pow({a[0]}, {b[0]})", self.ATOM)
+        symbol, level = {ast.Add: ("+", self.SUM), ast.Sub: ("-", self.SUM), ast.Mult: ("*", self.PRODUCT)}[kind]
+        # left-associative: the left operand may be of the same level unparenthesised, the right not
+        return lambda a, b: (f"{self._wrap(a, level)} {symbol} {self._wrap(b, level + 1)}", level)
+
+    def maximum(self, *args):
+        return f"max({', '.join(code for code, _ in args)})", self.ATOM
+
+    def ceiling(self, arg):
+        return f"_ceil({arg[0]})", self.ATOM
+
+    def negate(self, arg):
+        return f"(-{self._wrap(arg, self.POWER)})", self.ATOM
 
 
-class _Exact(ast.NodeTransformer):
-    """A formula's tree (already accepted by :func:`_build`) rewritten into exact Python: ``/`` and
-    ``**`` through the bounded helpers, ``Max`` as ``max``, ``ceiling`` as the exact ceiling, every
-    name a local bound once per call."""
+class _Recorder(dict):
+    """Every name is accepted while reading (the values come later); each is recorded."""
 
-    def __init__(self, source: str, constants: dict, names: set):
-        self.source, self.constants, self.names = source, constants, names
+    def __init__(self, source: _Source):
+        super().__init__()
+        self.source = source
 
-    def visit_BinOp(self, node):
-        self.generic_visit(node)
-        helper = {ast.Div: "_div", ast.Pow: "_pow"}.get(type(node.op))
-        if helper is None:
-            return node
-        return ast.Call(ast.Name(helper, ast.Load()), [node.left, node.right], [])
+    def __contains__(self, name) -> bool:
+        return True
 
-    def visit_Call(self, node):
-        node.args = [self.visit(arg) for arg in node.args]
-        node.func = ast.Name({"Max": "max", "ceiling": "_ceil"}[node.func.id], ast.Load())
-        return node
-
-    def visit_Constant(self, node):
-        return _ast_number(ast.get_source_segment(self.source, node), self.constants)
-
-    def visit_Name(self, node):
-        self.names.add(node.id)
-        return ast.Name("v_" + node.id, ast.Load())
+    def __getitem__(self, name):
+        return self.source.name(name)
 
 
 def compile_formulas(texts) -> Callable[[Mapping], tuple]:
@@ -270,18 +291,31 @@ def compile_formulas(texts) -> Callable[[Mapping], tuple]:
     per-formula dispatch. A bill evaluates its few dozen formulas at many configurations: compiled
     once per derivation, each configuration is one call.
 
-    Every text is first accepted by the guarded reader (:func:`_build`: numbers, names, + - * / **,
-    Max, ceiling); only that accepted tree is turned into Python, so nothing but arithmetic on the
-    given values can run. A text too deep to compile falls back to the per-formula closures."""
+    Each text is read by the same guarded reader (:func:`_build`: numbers, names, + - * / **, Max,
+    ceiling; anything else is a :class:`FormulaError`), which writes the arithmetic it accepted as
+    Python (``/`` and ``**`` through the exact, bounded helpers, names as locals); only that text is
+    compiled, so nothing but arithmetic on the given values can run. A text too deep for Python's
+    compiler falls back to the per-formula closures."""
     texts = list(texts)
-    for text in texts:  # the guard: raises on anything that is not plain arithmetic in names
-        _build(text, _Names(text), lambda digits: None, maximum=lambda *args: None, ceiling=lambda arg: None,
-               binary={kind: (lambda a, b: None) for kind in _BINARY}, negate=lambda arg: None)
+    constants: dict[str, Fraction] = {}
+    names: set[str] = set()
+    writer = _Source(constants, names)
+    recorder = _Recorder(writer)
+    binary = {kind: writer.binary(kind) for kind in _BINARY}
+    bodies = [_build(text, recorder, writer.number, maximum=writer.maximum, ceiling=writer.ceiling,
+                     binary=binary, negate=writer.negate)[0] for text in texts]
+    known = sorted(names)
+    bind = (f"    {', '.join('v_' + n for n in known)}, = {', '.join(f'env[{n!r}]' for n in known)},\n"
+            if known else "")
+    source = f"def formulas(env):\n{bind}    return ({', '.join(bodies)},)\n"
+    scope = {"__builtins__": {"max": max}, "_div": _exact_div, "_pow": _exact_power, "_ceil": _ceiling,
+             **constants}
     try:
-        formulas = _exact_function(texts)
+        exec(compile(source, "<symbolic formulas>", "exec"), scope)  # arithmetic written by _Source only
     except (RecursionError, MemoryError, SyntaxError, ValueError):  # deeper than Python compiles
         compiled = [_compile(text) for text in texts]
         return lambda env: tuple(f(exact_values(env)) for f in compiled)
+    formulas = scope["formulas"]
 
     def evaluate_all(env: Mapping) -> tuple:
         try:
@@ -291,27 +325,3 @@ def compile_formulas(texts) -> Callable[[Mapping], tuple]:
                                f"{', '.join(sorted(env))}") from None
 
     return evaluate_all
-
-
-def _exact_function(texts: list[str]):
-    """``def formulas(env): v_s, v_b = env["s"], env["b"]; return (<text 0>, <text 1>, ...)``
-    built as a tree from the accepted texts (:class:`_Exact`) and compiled."""
-    constants: dict[str, Fraction] = {}
-    names: set[str] = set()
-    bodies = []
-    for text in texts:
-        source = text.replace("^", "**")
-        bodies.append(_Exact(source, constants, names).visit(ast.parse(source, mode="eval").body))
-    known = sorted(names)
-    function = ast.FunctionDef(
-        name="formulas", args=ast.arguments([], [ast.arg("env")], None, [], [], None, []),
-        body=[ast.Assign([ast.Tuple([ast.Name("v_" + n, ast.Store()) for n in known], ast.Store())],
-                         ast.Tuple([ast.Subscript(ast.Name("env", ast.Load()), ast.Constant(n), ast.Load())
-                                    for n in known], ast.Load()))] if known else [],
-        decorator_list=[], returns=None)
-    function.body.append(ast.Return(ast.Tuple(bodies, ast.Load())))
-    module = ast.fix_missing_locations(ast.Module([function], []))
-    scope = {"__builtins__": {"max": max}, "_div": _exact_div, "_pow": _exact_power, "_ceil": _ceiling,
-             **constants}
-    exec(compile(module, "<symbolic formulas>", "exec"), scope)  # the tree built above: arithmetic only
-    return scope["formulas"]

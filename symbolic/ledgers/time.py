@@ -13,7 +13,9 @@ One iteration on one GPU is priced from the ledgers, nothing fitted to runs:
   under the layout's TP/SP/CP split, no recompute) is moved
   :data:`ELEMENTWISE_PASSES` times — written and read in forward, read, and its
   gradient written and read, in backward; a recomputed forward moves it twice
-  more (a named approximation of the traffic, not a per-kernel count);
+  more (a named approximation of the traffic, not a per-kernel count); the
+  output side's saved tensors (the fp32 log-softmax over s·b·V/t, the final
+  norm, the targets) the same way, on the last stage once per micro-batch;
 * **communication** — every term of :mod:`symbolic.ledgers.communication`
   costs α + ring factor × bytes / bus bandwidth per call (NCCL's ring model:
   α = base + intra-node steps × NVLink step + inter-node steps × network step),
@@ -137,13 +139,15 @@ class TimeDerivation:
     comm: list[CommClass]
     collectives: tuple = ()     #: the communication ledger's terms themselves
     hardware_flops: "Expr" = 0  #: per GPU per iteration, averaged over all GPUs (the throughput's numerator)
+    #: HBM bytes of the loss kernels (final norm, log-softmax over s·b·V/t, targets) per GPU of the last stage
+    output_elementwise_bytes: "Expr" = 0
 
     def expressions(self) -> list[Expr]:
         out = []
         for line in self.compute:
             out += [line.flops, line.gemm_flops, line.hbm_bytes]
         out += [self.model_flops, self.hardware_flops, self.elementwise_bytes, self.optimizer_bytes,
-                self.grad_elements]
+                self.grad_elements, self.output_elementwise_bytes]
         for cls in self.comm:
             out += [cls.size, cls.calls, cls.traffic_bytes]
         from sympy import Integer
@@ -153,12 +157,14 @@ class TimeDerivation:
 def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, sp: bool, recompute: str,
                 flops_recompute: str, zero: int, pipeline: bool, interleaved: bool, context_parallel: bool,
                 optimizer: str, dtype: str, tied: bool, fused_backward=0,
-                expert_parallel: bool = False) -> TimeDerivation:
+                expert_parallel: bool = False, output_saved: Inventory | None = None) -> TimeDerivation:
     """The time model's expressions for one discrete choice of the layout.
 
     ``flops_recompute``: the recompute policy as the FLOPs see it (the bill's
     ``recompute_for_flops``); ``fused_backward``: FLOPs per micro-batch a fused
-    attention kernel recomputes in backward (the bill's line of that name).
+    attention kernel recomputes in backward (the bill's line of that name); ``output_saved``: the
+    output side's saved tensors (final norm, fp32 log-softmax over the vocabulary, targets), whose
+    loss kernels run on the last stage once per micro-batch under the same pass rule as a layer's.
     """
     from sympy import Integer
 
@@ -214,6 +220,10 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
     layer_bytes = activations.total_bytes(activations.layer_inventory(strategy, saved))
     passes = ELEMENTWISE_PASSES + (RECOMPUTE_PASSES if recompute == "full" else 0)
     elementwise = passes * layer_bytes * (L / p) * MICRO_BATCHES
+    # The loss side is element-wise too (upcast, log-softmax, its gradient over s·b·V/t values): the
+    # same passes over its saved bytes, once per micro-batch on the last stage (no recompute there).
+    output_bytes = activations.total_bytes(strategy.shard(output_saved)) if output_saved else Integer(0)
+    output_elementwise = ELEMENTWISE_PASSES * output_bytes * MICRO_BATCHES
 
     recipe = RECIPES[optimizer]
     shard = Psi / (t * p) / ((d * cp) if zero >= 1 else 1)
@@ -235,7 +245,7 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
             classes[key] = CommClass(key, x.group, x.collective, x.phase, x.overlap, x.size, old.calls + x.calls,
                                      old.traffic_bytes + x.calls * x.bytes, old.names + (x.name,))
     return TimeDerivation(compute, model, elementwise, optimizer_bytes, Psi / (t * p), list(classes.values()),
-                          collectives, average)
+                          collectives, average, output_elementwise)
 
 
 def _row_parallel(matmuls) -> set[str]:
@@ -378,16 +388,19 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
         if detail:
             compute_lines.append({"name": line.name, "flops_on_pacing_stage": f, "gemm_flops_per_call": call,
                                   "efficiency": eff, "hbm_bytes": moved, "seconds": seconds})
-    model_flops, hardware_flops, elem_bytes, opt_bytes, grad_elements = (next(it) for _ in range(5))
+    model_flops, hardware_flops, elem_bytes, opt_bytes, grad_elements, out_bytes = (next(it) for _ in range(6))
     elementwise = elem_bytes / hbm
+    elementwise_output = out_bytes / hbm     # the loss kernels: on the last stage only, like the logits
     # Uneven stages (L_1 layers on the first, L_p on the last): the slowest stage paces the pipeline,
     # its layers' compute (and later their TP/CP/EP collectives) scaled from the L/p priced.
-    pacing = pacing_stage(letters, pp, gemm - gemm_output + elementwise, gemm_output)
-    if pacing is not None:
+    pacing = pacing_stage(letters, pp, gemm - gemm_output + elementwise, gemm_output + elementwise_output)
+    if pacing is None:
+        elementwise = elementwise + elementwise_output
+    else:
         layers_factor, output_on, stage_name = pacing
         gemm = (gemm - gemm_output) * layers_factor + gemm_output * output_on
         attention = attention * layers_factor
-        elementwise = elementwise * layers_factor
+        elementwise = elementwise * layers_factor + elementwise_output * output_on
         for line in compute_lines:
             line["seconds"] = line["seconds"] * (output_on if line["name"].startswith("output/") else layers_factor)
     compute = gemm + elementwise
@@ -501,6 +514,7 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     factors = {"hardware": hw.name, "peak_flops": peak,
                "gemm_dtype": "bf16 (no FP8 Tensor Cores on this GPU)" if fp8_missing else gemm_dtype, "gpus_per_node": G, "overlap": overlap.describe(),
                "hbm_bandwidth_effective": hbm, "elementwise_passes": ELEMENTWISE_PASSES,
+               "output_elementwise_seconds": elementwise_output,  # the loss kernels, in "elementwise"
                "pacing_stage": "last (L/p layers and the output side)" if pacing is None else pacing[2],
                "bubble_fraction": np.where(pp > 1, (pp - 1) / (vv * m), 0.0), "micro_batches_per_pipeline": m}
     return StepTime(step, breakdown, compute_lines, comm_lines, factors, model_flops, hardware_flops,
