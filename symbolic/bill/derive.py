@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from sympy import Add, Expr, Integer, ceiling, sstr
+from sympy import Add, Expr, Integer, ceiling
+from sympy import sstr as _sympy_sstr
 
 from ..core.dims import E_s, L, L_1, L_p, P, Psi, c, e, e_t, f, p, s, t
 from ..core.tensors import Group
@@ -31,6 +32,11 @@ from .evaluate import (  # noqa: F401 (the bill's types)
     layout_structure,
     structure,
 )
+
+#: sympy's printer, memoised: a loop over layouts derives many kinds whose lines repeat the same few
+#: expressions (2,000 GPT layouts: 11,385 lines, 117 distinct), and printing is most of a derivation.
+sstr = lru_cache(maxsize=1 << 14)(_sympy_sstr)
+
 
 #: The final norm each architecture's output side has (``architectures.output``).
 OUTPUT_NORM = {"gpt": "layernorm", "llama": "rmsnorm-eager", "moe": "rmsnorm-eager"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from functools import lru_cache
 from typing import Callable, Mapping
 
 #: Bounds on a power in a formula: the engine's formulas hold s**2, h**2 (exponents ≤ 4); a text that
@@ -68,6 +69,7 @@ def _ceiling(x):
 def _build(text: str, names: Mapping, number: Callable[[str], object], maximum: Callable = max,
            ceiling: Callable = _ceiling, binary: Mapping = _BINARY, negate: Callable = lambda x: -x):
     source = text.replace("^", "**")
+    one_line = source.isascii() and "\n" not in source
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as error:
@@ -82,7 +84,9 @@ def _build(text: str, names: Mapping, number: Callable[[str], object], maximum: 
             operand = build(node.operand)
             return negate(operand) if isinstance(node.op, ast.USub) else operand
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-            return number(ast.get_source_segment(source, node))
+            digits = (source[node.col_offset:node.end_col_offset] if one_line  # offsets are UTF-8 bytes: ASCII
+                      else ast.get_source_segment(source, node))
+            return number(digits)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Max"
                 and node.args and not node.keywords):
             return maximum(*(build(arg) for arg in node.args))  # sympy's Max
@@ -239,7 +243,7 @@ class _Source:
         value = Fraction(_decimal(digits))
         if value.denominator == 1:
             return (repr(value.numerator), self.ATOM) if value.numerator >= 0 else (f"({value.numerator})", self.ATOM)
-        name = f"_c{len(self.constants)}"
+        name = f"_c{value.numerator}_{value.denominator}".replace("-", "m")  # named by its value: shareable
         self.constants[name] = value
         return name, self.ATOM
 
@@ -285,6 +289,18 @@ class _Recorder(dict):
         return self.source.name(name)
 
 
+@lru_cache(maxsize=1 << 16)
+def _formula_source(text: str) -> tuple[str, frozenset, tuple]:
+    """One formula as Python (:class:`_Source`), with the names it reads and the Fractions it names;
+    cached by text: derivations of many kinds repeat the same formulas."""
+    constants: dict[str, Fraction] = {}
+    names: set[str] = set()
+    writer = _Source(constants, names)
+    code, _ = _build(text, _Recorder(writer), writer.number, maximum=writer.maximum, ceiling=writer.ceiling,
+                     binary={kind: writer.binary(kind) for kind in _BINARY}, negate=writer.negate)
+    return code, frozenset(names), tuple(constants.items())
+
+
 def compile_formulas(texts) -> Callable[[Mapping], tuple]:
     """One function computing every formula of ``texts`` exactly at a mapping of values, in order:
     the numbers :func:`evaluate_formula` gives (ints where whole, Fractions otherwise), without its
@@ -299,11 +315,12 @@ def compile_formulas(texts) -> Callable[[Mapping], tuple]:
     texts = list(texts)
     constants: dict[str, Fraction] = {}
     names: set[str] = set()
-    writer = _Source(constants, names)
-    recorder = _Recorder(writer)
-    binary = {kind: writer.binary(kind) for kind in _BINARY}
-    bodies = [_build(text, recorder, writer.number, maximum=writer.maximum, ceiling=writer.ceiling,
-                     binary=binary, negate=writer.negate)[0] for text in texts]
+    bodies = []
+    for text in texts:
+        code, its_names, its_constants = _formula_source(text)
+        bodies.append(code)
+        names.update(its_names)
+        constants.update(dict(its_constants))
     known = sorted(names)
     bind = (f"    {', '.join('v_' + n for n in known)}, = {', '.join(f'env[{n!r}]' for n in known)},\n"
             if known else "")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import Enum
 from fnmatch import fnmatchcase
+from functools import cached_property
 from typing import Iterable, Iterator
 
 from sympy import Expr, Integer, Mul, sympify
@@ -104,11 +105,11 @@ class SavedTensor:
         shape[self.split_dim] = shape[self.split_dim] / self.sharded_by
         return tuple(shape)
 
-    @property
+    @cached_property  # a frozen term's product, built once (a derivation asks for it many times)
     def elements(self) -> Expr:
         return _product(self.local_shape)
 
-    @property
+    @cached_property
     def bytes(self) -> Expr:
         return self.elements * self.bytes_per_element
 

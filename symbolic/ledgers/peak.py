@@ -40,6 +40,7 @@ and kernel workspaces, and allocator fragmentation.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from sympy import Add, Expr, Integer, sympify
 
@@ -85,6 +86,7 @@ class StepTerms:
     loss_work: Inventory
 
 
+@lru_cache(maxsize=1024)  # strategies and inventories are frozen: a loop over layouts repeats them
 def step_terms(strategy: Strategy, base: Inventory) -> StepTerms:
     """The saved tensors, recompute windows and work tensors of one layer under
     ``strategy`` — the rule of :func:`symbolic.step.timeline.build`.
@@ -143,12 +145,18 @@ def basis(strategy: Strategy, base: Inventory, output_saved: Inventory,
           gathered: Expr = Integer(0)) -> dict[str, Expr]:
     """The bytes of each :data:`BASIS` term for one micro-batch and one layer (the output side: once;
     ``gathered``: ZeRO-3's gathered weights, :func:`gathered_weights`)."""
+    return dict(_basis(strategy, base, output_saved, gathered))
+
+
+@lru_cache(maxsize=1024)
+def _basis(strategy: Strategy, base: Inventory, output_saved: Inventory, gathered: Expr) -> tuple:
+    """:func:`basis`, memoised (its arguments are frozen: a loop over layouts repeats them), as items."""
     terms = step_terms(strategy, base)
-    return {"per_layer": _sum(terms.saved), "attention_half": _sum(terms.saved_attention),
-            "window_mlp": _sum(terms.window_mlp), "window_attention": _sum(terms.window_attention),
-            "forward_work": _sum(terms.forward_work), "mlp_work": _sum(terms.mlp_work),
-            "attention_work": _sum(terms.attention_work), "loss_work": _sum(terms.loss_work),
-            "output_side": _sum(output_saved), "gathered_weights": gathered}
+    return tuple({"per_layer": _sum(terms.saved), "attention_half": _sum(terms.saved_attention),
+                  "window_mlp": _sum(terms.window_mlp), "window_attention": _sum(terms.window_attention),
+                  "forward_work": _sum(terms.forward_work), "mlp_work": _sum(terms.mlp_work),
+                  "attention_work": _sum(terms.attention_work), "loss_work": _sum(terms.loss_work),
+                  "output_side": _sum(output_saved), "gathered_weights": gathered}.items())
 
 
 def compositions(in_flight: Expr, layers: Expr, has_loss: bool,
