@@ -34,14 +34,15 @@ def _row(**changes):
 
 @pytest.mark.parametrize("gpu, kind", [("A100-SXM4-80GB", "A100-SXM4-80GB"), ("A100 40GB", "A100-SXM4-40GB"),
                                        ("H100 80GB", "H100-SXM5-80GB"), ("NVIDIA H200 SXM", "H200-SXM-141GB"),
-                                       ("B200", "B200-180GB"), ("GB200 NVL72", "GB200-NVL72")])
+                                       ("B200", "B200-180GB"), ("GB200 NVL72", "GB200-NVL72"),
+                                       ("NVIDIA H800 SXM5", "H800-SXM5-80GB"), ("A800-SXM4-80GB", "A800-SXM4-80GB")])
 def test_each_gpu_kind_with_a_hardware_file_is_priced_on_it(gpu, kind):
     prediction = throughput.predict(_row(**{"hardware.gpu_type": gpu}))
     assert prediction.gpu == kind
     assert prediction.predicted > 0 and math.isfinite(prediction.error)
 
 
-@pytest.mark.parametrize("gpu", ["H800", "H100 PCIe", "H100 NVL", "MI300X", "L40S", ""])
+@pytest.mark.parametrize("gpu", ["H800 PCIe", "A800 40GB", "H100 PCIe", "H100 NVL", "MI300X", "L40S", ""])
 def test_a_gpu_without_a_hardware_file_is_not_priced_and_says_why(gpu):
     prediction = throughput.predict(_row(**{"hardware.gpu_type": gpu}))
     assert math.isnan(prediction.predicted) and "no hardware file" in prediction.binding
@@ -177,3 +178,27 @@ def test_a_file_of_runs_is_read_as_a_list_or_under_runs(tmp_path):
     path.write_text(json.dumps({"runs": [_row(), _row(**{"hardware.gpu_type": "MI300X"})]}))
     predictions = throughput.predict_all(path)
     assert len(predictions) == 2 and predictions[0].predicted > 0 and math.isnan(predictions[1].predicted)
+
+
+def test_h800_and_a800_price_the_same_compute_over_a_narrower_nvlink():
+    """The export-restricted parts keep their die's compute and memory and cut NVLink to 400 GB/s
+    bidirectional: a TP-heavy run is slower on them, a run on one GPU (no collective) is not."""
+    tp_heavy = {"layout.tp": 8, "layout.dp": 2, "layout.sp": False, "layout.recompute": "none", "layout.zero": 0}
+    for fast, slow in (("H100 80GB", "H800 80GB"), ("A100-SXM4-80GB", "A800 80GB")):
+        faster = throughput.predict(_row(**{"hardware.gpu_type": fast}, **tp_heavy))
+        slower = throughput.predict(_row(**{"hardware.gpu_type": slow}, **tp_heavy))
+        assert slower.step_seconds > faster.step_seconds
+        alone = {"layout.tp": 1, "layout.dp": 1, "layout.gbs": 8, "hardware.gpus": 1}
+        assert throughput.predict(_row(**{"hardware.gpu_type": slow}, **alone)).step_seconds == pytest.approx(
+            throughput.predict(_row(**{"hardware.gpu_type": fast}, **alone)).step_seconds, rel=1e-12)
+    for name, die in (("h800", "h100-sxm"), ("a800", "a100-80gb")):
+        part, full = load_hardware(name), load_hardware(die)
+        assert part.nvlink_bandwidth == 200e9 and part.peak_bf16_flops == full.peak_bf16_flops
+        assert part.hbm_bandwidth == full.hbm_bandwidth and part.gemm_efficiency == full.gemm_efficiency
+
+
+def test_a_run_with_one_data_parallel_rank_and_no_zero_printed_is_priced():
+    """The unprinted ZeRO stage is chosen among DDP and the distributed optimizer; with d·c = 1 only
+    DDP is a layout, and the row is priced on it rather than refused for the other."""
+    prediction = throughput.predict(_row(**{"layout.tp": 8, "layout.dp": 1, "layout.gbs": 8, "hardware.gpus": 8}))
+    assert prediction.predicted > 0 and "ZeRO-0" in prediction.chosen

@@ -38,7 +38,8 @@ DATA = Path(__file__).resolve().parents[2] / "derivations" / "throughput" / "pub
 #: dashes ignored). A GPU without a file (H800, H100 PCIe, L40S, MI300X ...) is not priced: its row
 #: says so instead of borrowing another GPU's figures.
 GPU_KINDS = (("gb200", "gb200-nvl72"), ("b200", "b200"), ("h200", "h200"), ("h100pcie", None),
-             ("h100", "h100-sxm"), ("a10040", "a100-40gb"), ("a100", "a100-80gb"))
+             ("h100", "h100-sxm"), ("h800pcie", None), ("h800", "h800"), ("a10040", "a100-40gb"),
+             ("a100", "a100-80gb"), ("a80040", None), ("a800pcie", None), ("a800", "a800-80gb"))
 #: FlashAttention's first release (Dao et al., arXiv 2205.14135, May 2022): a run published
 #: before it ran the unfused s×s attention.
 FLASH_ATTENTION_ARXIV = 2205
@@ -304,8 +305,9 @@ def predict(row: dict, gpu_memory: int | None = None) -> Prediction:
         per_node = hardware.nvlink_domain   # an NVL72 rack is one NVLink domain across its trays
     # Megatron-LM (the Megatron-Core table) offers DDP or its distributed optimizer (ZeRO-1's
     # sharding), not ZeRO-2/3: where the stage is not printed, the faster of those two.
+    # (ZeRO-1 shards over d·c: with one data-parallel rank only the plain optimizer is a layout.)
     stages = [fixed["zero"]] if "zero" in fixed else [0, 1]
-    best = []
+    best, refused = [], []
     for stage in stages:
         try:
             result = plan(model, gpus, memory, global_batch=lay.get("gbs") or 0, optimizer=optimizer,
@@ -313,8 +315,11 @@ def predict(row: dict, gpu_memory: int | None = None) -> Prediction:
                           overlap=OVERLAPS[overlap], max_micro_batch=16, flash_attention=flash,
                           fp8_activations=fp8)
         except ConfigError as error:
-            return _nothing(row, name, hardware.name, layout_text, measured, convention, f"no valid layout: {error}")
+            refused.append(str(error))
+            continue
         best += result.ranked(1)
+    if len(refused) == len(stages):  # no stage gives a valid layout: the first reason
+        return _nothing(row, name, hardware.name, layout_text, measured, convention, f"no valid layout: {refused[0]}")
     best = sorted(best, key=lambda item: item.step_seconds)
     if not best:
         return _nothing(row, name, hardware.name, layout_text, measured, convention,
