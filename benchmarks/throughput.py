@@ -30,7 +30,7 @@ def main() -> None:
         print("| source | model | GPUs | layout | measured | predicted | error | the model's choice | binding |")
         print("|---|---|---:|---|---:|---:|---:|---|---|")
     groups: dict[str, list[float]] = {}
-    unpriced = 0
+    unpriced = unmeasured = 0
     for p in predictions:
         raw = str(p.row.get("source", ""))
         if raw.startswith("arXiv 2104.04473"):
@@ -47,11 +47,16 @@ def main() -> None:
             groups.setdefault("all", []).append(abs(error))
         elif math.isnan(p.predicted):
             unpriced += 1
+        else:
+            unmeasured += 1
         if args.markdown:
             print(f"| {source} | {p.model} | {gpus} | {p.layout} | {p.measured:.1f} | "
                   f"{p.predicted:.1f} | {error:+.1%} | {p.chosen} | {p.binding} |")
         elif math.isnan(p.predicted):
             print(f"{source:28} {p.model:13} {p.layout:28} measured {p.measured:6.1f} not priced: {p.binding}")
+        elif math.isnan(p.measured):
+            print(f"{source:28} {p.model:13} {p.layout:28} predicted {p.predicted:6.1f} TFLOP/s ({p.convention}); "
+                  "no measurement read (tflops_per_gpu, mfu, a step time or tokens/s)")
         else:
             print(f"{source:28} {p.model:13} {p.layout:28} measured {p.measured:6.1f} predicted {p.predicted:6.1f} "
                   f"TFLOP/s ({p.convention}) error {error:+7.1%}  [{p.chosen}]")
@@ -60,6 +65,8 @@ def main() -> None:
         print(f"{name}: {len(errors)} runs, mean |error| {sum(errors) / len(errors):.1%}, max {max(errors):.1%}")
     if unpriced:
         print(f"{unpriced} runs not priced (the reason is on each row)")
+    if unmeasured:
+        print(f"{unmeasured} runs priced but with no measurement the benchmark reads")
     print(f"({elapsed:.1f} s)")
 
 

@@ -202,3 +202,18 @@ def test_a_run_with_one_data_parallel_rank_and_no_zero_printed_is_priced():
     DDP is a layout, and the row is priced on it rather than refused for the other."""
     prediction = throughput.predict(_row(**{"layout.tp": 8, "layout.dp": 1, "layout.gbs": 8, "hardware.gpus": 8}))
     assert prediction.predicted > 0 and "ZeRO-0" in prediction.chosen
+
+
+@pytest.mark.parametrize("field, scale", [("step_time_s", "seconds"), ("tokens_per_second_per_gpu", "per_gpu"),
+                                          ("tokens_per_second", "total")])
+def test_a_row_with_a_step_time_or_tokens_per_second_is_compared_on_that_time(field, scale):
+    """No TFLOP/s printed: the measured step (or B·s over the tokens/s) against the predicted step,
+    in the same counted FLOPs — a row measured at exactly the predicted step has zero error."""
+    base = throughput.predict(_row())
+    tokens = 64 * 2048
+    value = {"seconds": base.step_seconds, "per_gpu": tokens / 16 / base.step_seconds,
+             "total": tokens / base.step_seconds}[scale]
+    row = _row(**{"measured": {field: value * 1.25 if scale == "seconds" else value / 1.25}})
+    prediction = throughput.predict(row)
+    assert prediction.error == pytest.approx(0.25, rel=1e-9)
+    assert math.isnan(throughput.predict(_row(**{"measured": {"note": "nothing numeric"}})).error)

@@ -19,6 +19,11 @@ not printed. The overlap strategy is the source's framework's: Megatron-LM
 prefetches and overlaps its reduce (``default``); the Megatron-Core table
 names ``--overlap-grad-reduce --overlap-param-gather --tp-comm-overlap``
 (``all``). One hardware file per GPU kind; nothing is fitted to the rows.
+
+A row that prints no TFLOP/s or MFU but a step time or tokens per second (per
+GPU or in all, :data:`STEP_TIME_FIELDS`, :data:`TOKENS_PER_GPU_FIELDS`,
+:data:`TOKENS_FIELDS`) is compared on that time: its measured TFLOP/s are the
+same counted FLOPs over the measured step.
 """
 from __future__ import annotations
 
@@ -167,6 +172,29 @@ def _measured(row: dict, peak_tflops: float) -> float:
     if share is not None:
         return float(share) / (100.0 if share > 1 else 1.0) * peak_tflops
     return float("nan")
+
+
+#: A measured step time, as sources print it (seconds per iteration).
+STEP_TIME_FIELDS = ("step_time_s", "step_seconds", "iteration_time_s", "seconds_per_iteration", "time_per_iteration_s")
+#: A measured throughput in tokens per second per GPU (TGS) and in tokens per second in all.
+TOKENS_PER_GPU_FIELDS = ("tokens_per_second_per_gpu", "tokens_per_sec_per_gpu", "tokens_per_gpu_per_second", "tgs")
+TOKENS_FIELDS = ("tokens_per_second", "tokens_per_sec")
+
+
+def measured_step_seconds(row: dict, tokens_per_iteration: float, gpus: int) -> float | None:
+    """The measured step time a row gives directly or as tokens/s (per GPU or in all): the same
+    quantity the model predicts, compared without any FLOP convention. None if the row has none."""
+    measured = row.get("measured", {})
+    seconds = _number(measured, *STEP_TIME_FIELDS)
+    if seconds is not None:
+        return float(seconds)
+    per_gpu = _number(measured, *TOKENS_PER_GPU_FIELDS)
+    if per_gpu is not None:
+        return tokens_per_iteration / gpus / float(per_gpu)
+    total = _number(measured, *TOKENS_FIELDS)
+    if total is not None:
+        return tokens_per_iteration / float(total)
+    return None
 
 
 def _overlap(row: dict) -> str:
@@ -328,6 +356,12 @@ def predict(row: dict, gpu_memory: int | None = None) -> Prediction:
     chosen_layout = item.layout
     counted = counted_flops(model, chosen_layout, convention, item.totals)
     predicted = counted / item.step_seconds / 1e12
+    if math.isnan(measured):  # no TFLOP/s or MFU printed: a step time or tokens/s, in the same FLOPs
+        tokens = (chosen_layout.global_batch or chosen_layout.micro_batch * chosen_layout.dp) * (
+            chosen_layout.seq or model.seq)
+        seconds = measured_step_seconds(row, tokens, chosen_layout.gpus)
+        if seconds is not None:
+            measured = counted / seconds / 1e12
     chosen = (f"b={chosen_layout.micro_batch} v={chosen_layout.interleave} {chosen_layout.recompute} recompute"
               f"{' SP' if chosen_layout.sp else ''} ZeRO-{chosen_layout.zero}"
               f"{' flash' if flash else ''}{' fp8' if fp8 else ''}; overlap {overlap}")
