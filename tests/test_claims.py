@@ -189,3 +189,21 @@ def test_compiled_formulas_equal_the_reader_and_refuse_the_same_texts():
         compile_formulas(["s**100"])({"s": 2})
     deep = "+".join(["s"] * 400)  # a long sum: written as one flat line, no nested parentheses
     assert compile_formulas([deep])({"s": 3}) == (1200,)
+
+
+def test_a_bills_lines_are_the_frozen_lines_their_fields_make():
+    """evaluate builds its lines without the dataclass __init__ (speed): each equals, hashes as and is
+    as frozen as Line(...) of the same fields."""
+    import dataclasses
+
+    from symbolic.bill.derive import make_bill
+    from symbolic.bill.evaluate import Line
+    from symbolic.layout.layout import Layout
+    from symbolic.models.builtin import PRESETS
+
+    bill = make_bill(PRESETS["gpt-7b"], Layout(tp=2, pp=2, global_batch=8))
+    for line in bill.lines:
+        twin = Line(**{f.name: getattr(line, f.name) for f in dataclasses.fields(Line)})
+        assert line == twin and hash(line) == hash(twin) and repr(line) == repr(twin)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            line.value = 0
