@@ -117,12 +117,13 @@ def _assumptions(result) -> dict[str, str]:
                    "a lower bound: embedding/logits activations, workspaces, communication buffers and "
                    "fragmentation are not counted"),
         "time": (f"step = GEMMs (FLOPs per GPU / peak × GEMM efficiency of the call's size) + element-wise "
-                 "kernels (HBM) + exposed communication (α + ring factor × bytes / bus bandwidth; NVLink inside "
-                 f"a domain of {result.gpus_per_node} GPUs by Megatron's rank order t, c, d, p, else the network) "
-                 "+ pipeline bubble (p−1)/(v·m) + optimizer step (HBM); m = micro-batches per pipeline per "
+                 "kernels, the loss's too (HBM) + exposed communication (α + ring factor × bytes / bus bandwidth; "
+                 f"NVLink inside a domain of {result.gpus_per_node} GPUs by Megatron's rank order t, c, d, p, else the "
+                 "network) + the SMs hidden collectives take + pipeline bubble (p−1)/(v·m) + optimizer step (HBM); "
+                 "m = micro-batches per pipeline per "
                  f"iteration; {result.overlap.describe()}; {result.hardware.describe()}"),
         "rank": ("time per sequence (= step time at a fixed global batch), then fewest context-parallel ranks, "
-                 "then fewest expert-grid ranks e·e_t (the time model does not price the experts' all-to-all), "
+                 "then fewest expert-grid ranks e·e_t, "
                  "then headroom, then fewest t·p"),
     }
 

@@ -970,7 +970,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     # e·e_t for a mixture of experts (etp is stored as t there by default); a dense model has no expert grid.
     expert_ranks = table["ep"] * table["etp"] if model.experts else np.ones_like(table["ep"])
     # Fastest per sequence, then fewest context-parallel ranks, then fewest expert-grid ranks e·e_t
-    # (the time model does not price the experts' all-to-all), then most headroom, then fewest
+    # (of equal times, the smaller grid), then most headroom, then fewest
     # model-parallel ways. Times equal but for float rounding (a CP layout and its cp = 1 twin)
     # compare equal: 12 significant digits.
     order = fit_idx[np.lexsort((table["tp"][fit_idx] * table["pp"][fit_idx], -table["headroom"][fit_idx],
