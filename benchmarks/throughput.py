@@ -23,8 +23,13 @@ def main() -> None:
 
     from symbolic.search.throughput import DATA, predict_all
 
+    from symbolic.models.config import ConfigError
+
     start = time.perf_counter()
-    predictions = predict_all(Path(args.data) if args.data else DATA)
+    try:
+        predictions = predict_all(Path(args.data) if args.data else DATA)
+    except ConfigError as error:
+        raise SystemExit(f"throughput: {error}")
     elapsed = time.perf_counter() - start
     if args.markdown:
         print("| source | model | GPUs | layout | measured | predicted | error | the model's choice | binding |")

@@ -217,3 +217,50 @@ def test_a_row_with_a_step_time_or_tokens_per_second_is_compared_on_that_time(fi
     prediction = throughput.predict(row)
     assert prediction.error == pytest.approx(0.25, rel=1e-9)
     assert math.isnan(throughput.predict(_row(**{"measured": {"note": "nothing numeric"}})).error)
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"layout": True}, "row.layout must be an object"),
+    ({"hardware": -1}, "row.hardware must be an object"),
+    ({"measured": "fast"}, "row.measured must be an object"),
+    ({"dims": None}, "row.dims must be an object"),
+    ({"layout.tp": "abc"}, "layout.tp must be a positive whole number"),
+    ({"layout.dp": 1.5}, "layout.dp must be a positive whole number"),
+    ({"layout.gbs": -64}, "layout.gbs must be a positive whole number"),
+    ({"hardware.gpus_per_node": "eight"}, "hardware.gpus_per_node must be a positive whole number"),
+    ({"dims.L": "four"}, "dims.L must be a positive whole number"),
+    ({"dims.V": [32000]}, "dims.V must be a positive whole number"),
+    ({"dims.kv_heads": "some"}, "kv_heads must be a positive number"),
+    ({"measured.tflops_per_gpu": "n/a"}, "tflops_per_gpu must be a positive number"),
+])
+def test_a_row_with_a_field_of_the_wrong_kind_is_refused_with_the_field_named(change, reason):
+    """Hostile rows (found by mutating the published ones at random): one reason naming the field,
+    never a traceback, never a field of the wrong kind read as absent (a silent default)."""
+    row = _row(**{k: v for k, v in change.items() if "." in k})
+    row.update({k: v for k, v in change.items() if "." not in k})
+    prediction = throughput.predict(row)
+    assert math.isnan(prediction.predicted) and reason in prediction.binding, prediction.binding
+    assert math.isnan(throughput.predict([row]).predicted)  # not even an object
+
+
+def test_numeric_text_in_a_row_reads_as_its_number():
+    as_text = throughput.predict(_row(**{"layout.tp": "2", "dims.L": "4", "hardware.gpus": 16.0}))
+    assert as_text.predicted == pytest.approx(throughput.predict(_row()).predicted)
+
+
+def test_a_runs_file_that_is_no_list_is_one_line_and_its_entries_are_judged_one_by_one(tmp_path):
+    from symbolic.models.config import ConfigError
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{oops")
+    with pytest.raises(ConfigError, match="not JSON"):
+        throughput.rows(bad)
+    bad.write_text('{"runs": 3}')
+    with pytest.raises(ConfigError, match="JSON list of rows"):
+        throughput.rows(bad)
+    mixed = tmp_path / "mixed.json"
+    row = _row(**{"measured": {"tflops_per_gpu": 300.0, "mfu": float("nan")}})
+    import json
+    mixed.write_text(json.dumps([1, row]))  # NaN: an empty cell, read as not given
+    first, second = throughput.predict_all(mixed)
+    assert "not int" in first.binding and second.predicted > 0 and second.measured == 300.0

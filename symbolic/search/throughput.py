@@ -68,12 +68,23 @@ class Prediction:
         return (self.predicted - self.measured) / self.measured
 
 
-def rows(path: Path = DATA) -> list[dict]:
-    """The runs of ``path``: a JSON list of rows, or an object holding it under ``runs``."""
-    data = json.loads(Path(path).read_text())
+def rows(path: Path = DATA) -> list:
+    """The runs of ``path``: a JSON list of rows, or an object holding it under ``runs`` (a regular file
+    of at most 64 MiB; NaN reads as a value not given). Each entry is returned as it is — one that is
+    no row is refused by :func:`predict` with its reason; a file that holds no list is a ConfigError."""
+    from ..core.inputs import InputError, read_regular_file
+
+    try:
+        data = json.loads(read_regular_file(path, 64 * 2**20, "published runs file"))
+    except InputError as error:
+        raise ConfigError(str(error)) from None
+    except (ValueError, RecursionError) as error:
+        raise ConfigError(f"{path}: not JSON ({str(error)[:120]})") from None
     if isinstance(data, dict):
-        data = data.get("runs", [])
-    return [row for row in data if isinstance(row, dict)]
+        data = data.get("runs")
+    if not isinstance(data, list):
+        raise ConfigError(f"{path}: published runs are a JSON list of rows, or an object with the list under 'runs'")
+    return data
 
 
 def _text(value) -> str:
@@ -81,11 +92,25 @@ def _text(value) -> str:
 
 
 def _number(mapping: dict, *names):
-    """The first of ``names`` in ``mapping`` that holds a positive number (None if none does)."""
+    """The first of ``names`` in ``mapping`` that holds a positive number (None if none does; 0 or null
+    reads as not given). A value that is no number — text that is not one, a boolean, a negative or
+    non-finite number — is a ConfigError naming the field, never read as absent."""
     for name in names:
         value = mapping.get(name)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            return value
+        if value is None or value != value or (isinstance(value, str) and not value.strip()):
+            continue  # not given (NaN: a table's empty cell)
+        number = value
+        if isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                number = None
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or number != number \
+                or number in (float("inf"), float("-inf")) or number < 0:
+            raise ConfigError(f"{name} must be a positive number; got {value!r}")
+        if number > 0:
+            return int(number) if isinstance(number, float) and number.is_integer() and isinstance(value, str) \
+                else number
     return None
 
 
@@ -119,13 +144,20 @@ def _model(row: dict) -> ModelConfig:
     name, source = row.get("model", "run"), row.get("source", "")
     if isinstance(row.get("config"), dict):
         return from_hf_dict(row["config"], name, source, where=f"{name}: config")
-    heads = dims["a"]
+    # The dimensions every row gives: positive whole numbers, each named when it is not one.
+    sizes = {}
+    for key, meaning in (("L", "layers"), ("h", "hidden size"), ("a", "attention heads"), ("V", "vocabulary"),
+                         ("s", "sequence length")):
+        sizes[key] = _count(dims, key, "dims")
+        if sizes[key] is None:
+            raise ConfigError(f"{name}: dims.{key} ({meaning}) is missing")
+    heads = sizes["a"]
     kv = _number(dims, "kv_heads", "num_query_groups", "g") or heads
     experts = _number(dims, "experts", "num_experts", "E") or 0
     gated = _gated(dims)
     if experts > 1 or kv != heads or gated:
-        hf = {"num_hidden_layers": dims["L"], "hidden_size": dims["h"], "num_attention_heads": heads,
-              "num_key_value_heads": kv, "vocab_size": dims["V"], "max_position_embeddings": dims["s"],
+        hf = {"num_hidden_layers": sizes["L"], "hidden_size": sizes["h"], "num_attention_heads": heads,
+              "num_key_value_heads": kv, "vocab_size": sizes["V"], "max_position_embeddings": sizes["s"],
               "tie_word_embeddings": bool(dims.get("tied", False)), "model_type": "llama"}
         ffn = _number(dims, "ffn")
         if experts > 1:
@@ -137,12 +169,12 @@ def _model(row: dict) -> ModelConfig:
         if ffn:
             hf["intermediate_size"] = int(ffn)
         elif not gated:
-            hf["intermediate_size"] = 4 * dims["h"]
+            hf["intermediate_size"] = 4 * sizes["h"]
         else:
             raise ConfigError(f"{name}: dims.ffn is needed for a gated MLP (its width is not 4h by convention)")
         return from_hf_dict(hf, name, source, where=f"{name}: dims")
-    return ModelConfig(name=name, layers=dims["L"], hidden=dims["h"], heads=heads, vocab=dims["V"],
-                       seq=dims["s"], ffn=dims.get("ffn") or 0, source=source)
+    return ModelConfig(name=name, layers=sizes["L"], hidden=sizes["h"], heads=heads, vocab=sizes["V"],
+                       seq=sizes["s"], ffn=_count(dims, "ffn", "dims", 0), source=source)
 
 
 def _convention(row: dict) -> str:
@@ -278,11 +310,53 @@ def counted_flops(model: ModelConfig, layout, convention: str, totals: dict) -> 
     return model_flops
 
 
+#: The objects of a row (public.json's shape): the model's dimensions, the hardware, the layout, the measurement.
+ROW_OBJECTS = ("dims", "hardware", "layout", "measured")
+
+
+def _count(mapping: dict, key: str, where: str, default=None):
+    """A positive whole number the row gives under ``key`` (an int, or a float or text that is one);
+    ``default`` when absent or null; anything else is a ConfigError naming the field."""
+    value = mapping.get(key)
+    if value is None or value == "" or value != value:  # NaN: a table's empty cell
+        return default
+    whole = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        whole = value
+    elif isinstance(value, float) and value.is_integer():
+        whole = int(value)
+    elif isinstance(value, str) and value.strip().isdigit():
+        whole = int(value.strip())
+    if whole is None or whole <= 0:
+        raise ConfigError(f"{where}.{key} must be a positive whole number; got {value!r}")
+    return whole
+
+
 def predict(row: dict, gpu_memory: int | None = None) -> Prediction:
     """Price one published run (module docstring). A row the engine cannot price (a GPU with no
-    hardware file, a model it cannot read, no layout that fits) comes back with a nan prediction
-    and the reason in ``binding``, never an exception."""
-    lay, hw_row = row.get("layout", {}), row.get("hardware", {})
+    hardware file, a model it cannot read, no layout that fits, a field of the wrong kind) comes
+    back with a nan prediction and the reason in ``binding``, never an exception."""
+    nan = float("nan")
+    if not isinstance(row, dict):
+        return _nothing({}, "run", "", "", nan, "model", f"a row is a JSON object, not {type(row).__name__}")
+    name = str(row.get("model", "run"))
+    for key in ROW_OBJECTS:
+        if key in row and not isinstance(row[key], dict):
+            return _nothing(row, name, "", "", nan, "model", f"row.{key} must be an object; got {row[key]!r}"[:300])
+    if "dims" not in row:
+        return _nothing(row, name, "", "", nan, "model", "row.dims is missing: the model's L, h, a, V and s")
+    row = dict(row, **{key: row.get(key) or {} for key in ROW_OBJECTS[1:]})
+    try:
+        return _predict(row, gpu_memory)
+    except ConfigError as error:
+        return _nothing(row, name, str(row["hardware"].get("gpu_type")), "", nan, "model", str(error))
+    except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as error:  # never a traceback
+        return _nothing(row, name, str(row["hardware"].get("gpu_type")), "", nan, "model",
+                        f"row not read ({type(error).__name__}: {error})"[:300])
+
+
+def _predict(row: dict, gpu_memory: int | None) -> Prediction:
+    lay, hw_row = row["layout"], row["hardware"]
     name = str(row.get("model", "run"))
     layout_text = f"t={lay.get('tp')} p={lay.get('pp')} d={lay.get('dp')} B={lay.get('gbs')}"
     convention = _convention(row)
@@ -294,15 +368,16 @@ def predict(row: dict, gpu_memory: int | None = None) -> Prediction:
     measured = _measured(row, hardware.peak_bf16_flops / 1e12)
     try:
         model = _model(row)
-    except (ConfigError, KeyError, TypeError) as error:
+    except (ConfigError, KeyError, TypeError, ValueError, AttributeError) as error:
         return _nothing(row, name, hardware.name, layout_text, measured, convention, f"model: {error}")
-    fixed = {"tp": lay.get("tp") or 1, "pp": lay.get("pp") or 1, "dp": lay.get("dp") or 1, "cp": lay.get("cp") or 1}
-    if (lay.get("ep") or 1) > 1:
-        fixed["ep"] = lay["ep"]
-    if lay.get("mbs"):
-        fixed["micro_batch"] = lay["mbs"]
-    if lay.get("vp"):
-        fixed["interleave"] = lay["vp"]
+    fixed = {key: _count(lay, key, "layout", 1) for key in ("tp", "pp", "dp", "cp")}
+    experts = _count(lay, "ep", "layout", 1)
+    if experts > 1:
+        fixed["ep"] = experts
+    if _count(lay, "mbs", "layout"):
+        fixed["micro_batch"] = _count(lay, "mbs", "layout")
+    if _count(lay, "vp", "layout"):
+        fixed["interleave"] = _count(lay, "vp", "layout")
     zero = _zero_stage(lay.get("zero"))
     if zero is not None:
         fixed["zero"] = zero
@@ -326,9 +401,9 @@ def predict(row: dict, gpu_memory: int | None = None) -> Prediction:
     flash = _flash(row)
     # FP8 training (Transformer Engine): the weight GEMMs at the FP8 peak, their inputs kept in FP8.
     fp8 = "fp8" in _text(lay.get("precision"))
-    gpus = hw_row.get("gpus") or fixed["tp"] * fixed["pp"] * fixed["dp"] * fixed["cp"]
+    gpus = _count(hw_row, "gpus", "hardware") or fixed["tp"] * fixed["pp"] * fixed["dp"] * fixed["cp"]
     memory = gpu_memory or int(hardware.hbm_bytes)
-    per_node = hw_row.get("gpus_per_node") or hardware.nvlink_domain
+    per_node = _count(hw_row, "gpus_per_node", "hardware") or hardware.nvlink_domain
     if hardware.nvlink_domain > per_node and "nvl" in _text(hw_row.get("gpu_type")):
         per_node = hardware.nvlink_domain   # an NVL72 rack is one NVLink domain across its trays
     # Megatron-LM (the Megatron-Core table) offers DDP or its distributed optimizer (ZeRO-1's
@@ -338,7 +413,7 @@ def predict(row: dict, gpu_memory: int | None = None) -> Prediction:
     best, refused = [], []
     for stage in stages:
         try:
-            result = plan(model, gpus, memory, global_batch=lay.get("gbs") or 0, optimizer=optimizer,
+            result = plan(model, gpus, memory, global_batch=_count(lay, "gbs", "layout", 0), optimizer=optimizer,
                           hardware=hardware, gpus_per_node=per_node, fixed=dict(fixed, zero=stage),
                           overlap=OVERLAPS[overlap], max_micro_batch=16, flash_attention=flash,
                           fp8_activations=fp8)
