@@ -264,3 +264,14 @@ def test_a_runs_file_that_is_no_list_is_one_line_and_its_entries_are_judged_one_
     mixed.write_text(json.dumps([1, row]))  # NaN: an empty cell, read as not given
     first, second = throughput.predict_all(mixed)
     assert "not int" in first.binding and second.predicted > 0 and second.measured == 300.0
+
+
+def test_a_recompute_policy_that_does_not_fit_says_whether_full_recompute_would():
+    """A row's "selective" is read as Megatron's (core_attn); where that does not fit but full
+    recompute does, the refusal says so — another framework's selective policy may keep less."""
+    row = _row(**{"layout.recompute": "selective", "dims.s": 8192, "layout.gbs": 16})
+    refused = throughput.predict(row, gpu_memory=2 * 10**9)
+    assert math.isnan(refused.predicted)
+    assert "with selective recompute as this engine reads it" in refused.binding
+    assert "with full recompute the fastest layout fits" in refused.binding
+    assert throughput.predict(dict(row, layout=dict(row["layout"], recompute="full")), gpu_memory=2 * 10**9).predicted > 0

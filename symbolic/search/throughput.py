@@ -410,23 +410,34 @@ def _predict(row: dict, gpu_memory: int | None) -> Prediction:
     # sharding), not ZeRO-2/3: where the stage is not printed, the faster of those two.
     # (ZeRO-1 shards over d·c: with one data-parallel rank only the plain optimizer is a layout.)
     stages = [fixed["zero"]] if "zero" in fixed else [0, 1]
-    best, refused = [], []
-    for stage in stages:
-        try:
-            result = plan(model, gpus, memory, global_batch=_count(lay, "gbs", "layout", 0), optimizer=optimizer,
-                          hardware=hardware, gpus_per_node=per_node, fixed=dict(fixed, zero=stage),
-                          overlap=OVERLAPS[overlap], max_micro_batch=16, flash_attention=flash,
-                          fp8_activations=fp8)
-        except ConfigError as error:
-            refused.append(str(error))
-            continue
-        best += result.ranked(1)
+    def fastest(fixed_sizes):
+        best, refused = [], []
+        for stage in stages:
+            try:
+                result = plan(model, gpus, memory, global_batch=_count(lay, "gbs", "layout", 0), optimizer=optimizer,
+                              hardware=hardware, gpus_per_node=per_node, fixed=dict(fixed_sizes, zero=stage),
+                              overlap=OVERLAPS[overlap], max_micro_batch=16, flash_attention=flash,
+                              fp8_activations=fp8)
+            except ConfigError as error:
+                refused.append(str(error))
+                continue
+            best += result.ranked(1)
+        return sorted(best, key=lambda item: item.step_seconds), refused
+
+    best, refused = fastest(fixed)
     if len(refused) == len(stages):  # no stage gives a valid layout: the first reason
         return _nothing(row, name, hardware.name, layout_text, measured, convention, f"no valid layout: {refused[0]}")
-    best = sorted(best, key=lambda item: item.step_seconds)
     if not best:
-        return _nothing(row, name, hardware.name, layout_text, measured, convention,
-                        f"nothing fits {memory / 1e9:g} GB")
+        why = f"nothing fits {memory / 1e9:g} GB"
+        if fixed.get("recompute") in ("none", "selective"):
+            # The row's policy as this engine reads it (selective: Megatron's core_attn) does not fit;
+            # say whether full recompute would — a framework's own "selective" may keep less.
+            lighter, _ = fastest(dict(fixed, recompute="full"))
+            if lighter:
+                why += (f" with {fixed['recompute']} recompute as this engine reads it (selective: Megatron's "
+                        f"core_attn); with full recompute the fastest layout fits ({lighter[0].step_seconds:.3g} s "
+                        "a step): a framework's own selective policy may keep less")
+        return _nothing(row, name, hardware.name, layout_text, measured, convention, why)
     item = best[0]
     chosen_layout = item.layout
     counted = counted_flops(model, chosen_layout, convention, item.totals)
