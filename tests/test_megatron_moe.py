@@ -214,8 +214,8 @@ def _checkpoint_without_output(torch):
             return out
 
         @staticmethod
-        def backward(ctx, grad):  # not run by the count (forward only)
-            raise NotImplementedError
+        def backward(ctx, grad):  # the count runs forward only; a backward here would be a test bug
+            raise NotImplementedError("forward-only stand-in: the test counts what forward saves")
 
     class Checkpoint:
         def __init__(self, module):

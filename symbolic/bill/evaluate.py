@@ -181,12 +181,13 @@ def _line(derived: DerivedLine, value) -> Line:
 @dataclass(frozen=True)
 class _CompiledBill:
     """A derivation's formulas compiled once (:func:`~symbolic.core.expressions.compile_formulas`):
-    ``before_states`` gives params and the routed experts' params (None if no experts) at the
-    dimension values; ``at_states`` every other distinct formula at them and Psi; ``line_slots``
+    ``before_states`` gives params and the routed experts' params at the dimension values
+    (``has_routed``: whether the model has routed experts); ``at_states`` every other distinct formula at them and Psi; ``line_slots``
     and ``slots`` say where each line's and each named total's number is; ``peaks`` the verdict's
     (stage, phase, class, formula, slot)."""
 
     before_states: object
+    has_routed: bool
     at_states: object
     line_slots: tuple[int, ...]
     slots: dict[str, int]
@@ -213,10 +214,9 @@ def _compiled(derived: DerivedBill) -> _CompiledBill:
                                                            "params_active") if key in derived.formulas}
     peaks = tuple((*key[len(PEAK_PREFIX):].split("|"), formula, slot(formula))
                   for key, formula in derived.formulas.items() if key.startswith(PEAK_PREFIX))
-    first = compile_formulas([derived.formulas["params"], derived.formulas.get("params_routed_experts", "0")])
-    has_routed = "params_routed_experts" in derived.formulas
     compiled = _CompiledBill(
-        before_states=(lambda values: first(values)) if has_routed else (lambda values: (first(values)[0], None)),
+        before_states=compile_formulas([derived.formulas["params"], derived.formulas.get("params_routed_experts", "0")]),
+        has_routed="params_routed_experts" in derived.formulas,
         at_states=compile_formulas(list(order)), line_slots=line_slots, slots=slots, peaks=peaks)
     if len(_COMPILED_BILLS) >= 4096:
         _COMPILED_BILLS.clear()
@@ -230,8 +230,8 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     and the layout's dimension values, exactly."""
     values = exact_values(layout.values(model))
     compiled = _compiled(derived)
-    params_config, routed = compiled.before_states(values)
-    params_config, routed = whole(params_config), (None if routed is None else whole(routed))
+    params_config, routed = (whole(v) for v in compiled.before_states(values))
+    routed = routed if compiled.has_routed else None
     if routed is not None and params_hand is not None and params_hand < routed:
         raise ConfigError(f"--params {params_hand:,} is below the routed experts' own {routed:,} parameters: the "
                           "model states split Psi into the dense part (Psi minus the experts) and the experts; "

@@ -153,18 +153,27 @@ def _compile(text: str):
     return closure(tree)
 
 
-class _Names(dict):
-    """Every name is accepted while compiling (the values come later) and checked when evaluated."""
+class _AnyName(dict):
+    """Every name is accepted while reading (the values come later): ``make`` turns each into what
+    the reader builds with — a :class:`_Name` for the closures, a local for the compiled source."""
 
-    def __init__(self, text: str):
+    def __init__(self, make):
         super().__init__()
-        self.text = text
+        self.make = make
 
     def __contains__(self, name) -> bool:
         return True
 
     def __getitem__(self, name):
-        return _Name(name)
+        return self.make(name)
+
+
+class _Names(_AnyName):
+    """The closures' names: looked up, and checked, when the formula is evaluated."""
+
+    def __init__(self, text: str):
+        super().__init__(_Name)
+        self.text = text
 
     def lookup(self, env, name):
         try:
@@ -240,9 +249,9 @@ class _Source:
         self.constants, self.names = constants, names
 
     def number(self, digits: str):
-        value = Fraction(_decimal(digits))
+        value = Fraction(_decimal(digits))  # a literal is never negative: unary minus is its own node
         if value.denominator == 1:
-            return (repr(value.numerator), self.ATOM) if value.numerator >= 0 else (f"({value.numerator})", self.ATOM)
+            return repr(value.numerator), self.ATOM
         name = f"_c{value.numerator}_{value.denominator}".replace("-", "m")  # named by its value: shareable
         self.constants[name] = value
         return name, self.ATOM
@@ -275,20 +284,6 @@ class _Source:
         return f"(-{self._wrap(arg, self.POWER)})", self.ATOM
 
 
-class _Recorder(dict):
-    """Every name is accepted while reading (the values come later); each is recorded."""
-
-    def __init__(self, source: _Source):
-        super().__init__()
-        self.source = source
-
-    def __contains__(self, name) -> bool:
-        return True
-
-    def __getitem__(self, name):
-        return self.source.name(name)
-
-
 @lru_cache(maxsize=1 << 16)
 def _formula_source(text: str) -> tuple[str, frozenset, tuple]:
     """One formula as Python (:class:`_Source`), with the names it reads and the Fractions it names;
@@ -296,7 +291,7 @@ def _formula_source(text: str) -> tuple[str, frozenset, tuple]:
     constants: dict[str, Fraction] = {}
     names: set[str] = set()
     writer = _Source(constants, names)
-    code, _ = _build(text, _Recorder(writer), writer.number, maximum=writer.maximum, ceiling=writer.ceiling,
+    code, _ = _build(text, _AnyName(writer.name), writer.number, maximum=writer.maximum, ceiling=writer.ceiling,
                      binary={kind: writer.binary(kind) for kind in _BINARY}, negate=writer.negate)
     return code, frozenset(names), tuple(constants.items())
 

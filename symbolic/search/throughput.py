@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..ledgers.hardware import load as load_hardware
 from ..ledgers.time import OVERLAPS
-from ..models.config import ConfigError, ModelConfig
+from ..models.config import ConfigError, ModelConfig, positive_int
 from .plan import plan
 
 DATA = Path(__file__).resolve().parents[2] / "derivations" / "throughput" / "public.json"
@@ -274,6 +274,11 @@ def _nothing(row: dict, model: str, gpu: str, layout: str, measured: float, conv
     return Prediction(row, model, gpu, layout, measured, float("nan"), convention, float("nan"), why, "")
 
 
+def _tokens(model: ModelConfig, layout) -> int:
+    """Tokens of one iteration, all data-parallel replicas: B·s."""
+    return (layout.global_batch or layout.micro_batch * layout.dp) * (layout.seq or model.seq)
+
+
 def counted_flops(model: ModelConfig, layout, convention: str, totals: dict) -> float:
     """FLOPs per GPU per iteration in the source's convention (:func:`_convention`), from the bill."""
     from dataclasses import replace
@@ -285,7 +290,7 @@ def counted_flops(model: ModelConfig, layout, convention: str, totals: dict) -> 
         return float(make_bill(model, replace(layout, recompute="full")).totals["flops_per_gpu_per_iteration"])
     if convention == "hardware":
         return float(totals["flops_per_iteration"]) / gpus
-    tokens = (layout.global_batch or layout.micro_batch * layout.dp) * (layout.seq or model.seq)
+    tokens = _tokens(model, layout)
     if convention.startswith("6n"):
         from ..bill.derive import active_parameters
         from ..core.numeric import exact
@@ -315,21 +320,14 @@ ROW_OBJECTS = ("dims", "hardware", "layout", "measured")
 
 
 def _count(mapping: dict, key: str, where: str, default=None):
-    """A positive whole number the row gives under ``key`` (an int, or a float or text that is one);
-    ``default`` when absent or null; anything else is a ConfigError naming the field."""
+    """A positive whole number the row gives under ``key`` (:func:`positive_int`'s reading, a float
+    that is whole too); ``default`` when absent, null or NaN; anything else a ConfigError naming it."""
     value = mapping.get(key)
     if value is None or value == "" or value != value:  # NaN: a table's empty cell
         return default
-    whole = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        whole = value
-    elif isinstance(value, float) and value.is_integer():
-        whole = int(value)
-    elif isinstance(value, str) and value.strip().isdigit():
-        whole = int(value.strip())
-    if whole is None or whole <= 0:
-        raise ConfigError(f"{where}.{key} must be a positive whole number; got {value!r}")
-    return whole
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return positive_int(f"{where}.{key}", value)
 
 
 def predict(row: dict, gpu_memory: int | None = None) -> Prediction:
@@ -443,9 +441,7 @@ def _predict(row: dict, gpu_memory: int | None) -> Prediction:
     counted = counted_flops(model, chosen_layout, convention, item.totals)
     predicted = counted / item.step_seconds / 1e12
     if math.isnan(measured):  # no TFLOP/s or MFU printed: a step time or tokens/s, in the same FLOPs
-        tokens = (chosen_layout.global_batch or chosen_layout.micro_batch * chosen_layout.dp) * (
-            chosen_layout.seq or model.seq)
-        seconds = measured_step_seconds(row, tokens, chosen_layout.gpus)
+        seconds = measured_step_seconds(row, _tokens(model, chosen_layout), chosen_layout.gpus)
         if seconds is not None:
             measured = counted / seconds / 1e12
     chosen = (f"b={chosen_layout.micro_batch} v={chosen_layout.interleave} {chosen_layout.recompute} recompute"
