@@ -13,7 +13,7 @@ def run(args) -> int:
     import json
     from collections import Counter
 
-    from ..claims.claims import check_all, load_all
+    from ..claims.claims import STATUSES, check_all, load_all
 
     claims = load_all()
     if args.document:
@@ -23,7 +23,8 @@ def run(args) -> int:
     results = check_all(claims)
     counts = Counter(r.status for r in results)
     if args.json:
-        print(json.dumps({"counts": dict(counts), "claims": [r.to_dict() for r in results]},
+        print(json.dumps({"counts": {status: counts[status] for status in STATUSES},
+                          "claims": [r.to_dict() for r in results]},
                          ensure_ascii=False, indent=2))
     else:
         from ..render.terminal import output_width
@@ -32,30 +33,47 @@ def run(args) -> int:
     return 1 if counts["failed"] else 0
 
 
+def summary(results, counts) -> str:
+    """The answer's first line: how many claims reproduced, errata, underdetermined, failed."""
+    return (f"{len(results)} claims: {counts['reproduced']} reproduced, {counts['erratum']} errata recorded, "
+            f"{counts['underdetermined']} underdetermined, {counts['failed']} failed")
+
+
+MARKS = {"reproduced": "ok", "erratum": "ERRATUM", "underdetermined": "UNDECIDED", "failed": "FAILED"}
+
+
 def render_text(results, counts, width: int = 160) -> str:
-    """The answer first (how many claims reproduced, errata, failed), then one
-    entry per claim; below 120 columns the claim's text goes under its id."""
+    """The answer first (how many claims reproduced, errata, underdetermined, failed), then one
+    entry per claim; below 120 columns the claim's text goes under its id. A claim whose source
+    leaves an input open names the reading its verdict holds under and lists the others' values."""
     from ..render.summary import wrap
 
-    head = (f"{len(results)} claims: {counts['reproduced']} reproduced, {counts['erratum']} errata recorded, "
-            f"{counts['failed']} failed")
+    head = summary(results, counts)
     out = wrap(head, width)
     idw = max(len(r.claim.id) for r in results)
-    stacked = width < 8 + 2 + idw + 2 + 60
-    pad = " " * 10 if stacked else " " * (10 + idw + 2)
+    markw = max(len(m) for m in MARKS.values())
+    stacked = width < markw + 2 + idw + 2 + 60
+    pad = " " * (markw + 2) if stacked else " " * (markw + 2 + idw + 2)
     for r in results:
-        mark = {"reproduced": "ok", "erratum": "ERRATUM", "failed": "FAILED"}[r.status]
-        text = f"stated {r.claim.stated} {r.claim.unit}; engine {r.engine}"
+        mark = MARKS[r.status]
+        text = f"stated {r.claim.stated} {r.claim.unit}; engine {r.engine}" + (
+            f" {r.engine_unit}" if r.engine_unit != r.claim.unit else "")
         if stacked:
-            out.append(f"{mark:>8}  {r.claim.id}")
+            out.append(f"{mark:>{markw}}  {r.claim.id}")
             out += wrap(text, width, pad, pad + "  ")
         else:
             first, *rest = wrap(text, width - len(pad), "", "  ")
-            out.append(f"{mark:>8}  {r.claim.id:<{idw}}  {first}")
+            out.append(f"{mark:>{markw}}  {r.claim.id:<{idw}}  {first}")
             out += [pad + line for line in rest]
-        if r.status != "reproduced":
+        if r.status != "reproduced" or r.reading:
             out += wrap(r.message, width, pad, pad + "  ")
-            if r.claim.erratum is not None:
-                out += wrap(f"corrected: {r.claim.erratum.corrected} {r.claim.unit}", width, pad, pad + "  ")
+        if r.status == "erratum" and r.reading:
+            out += wrap(f"under: {r.reading}", width, pad, pad + "  ")
+        if r.other_readings:
+            others = "; ".join(f"{o.name}: {o.engine} {o.unit}" + (" (also reproduces)" if o.reproduces else "")
+                               for o in r.other_readings)
+            out += wrap(f"other readings ({r.claim.open}): {others}", width, pad, pad + "  ")
+        if r.status == "erratum" and r.claim.erratum is not None:
+            out += wrap(f"corrected: {r.claim.erratum.corrected} {r.claim.unit}", width, pad, pad + "  ")
     out.append(head)
     return "\n".join(out)

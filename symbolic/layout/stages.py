@@ -379,13 +379,25 @@ def _prune(moments: list[Moment]) -> tuple[Moment, ...]:
     return tuple(kept)
 
 
+def stage_rank(stage, pp: int) -> int:
+    """The pipeline rank a stage name means: ``first`` 0, ``last`` p − 1, an integer rank itself."""
+    if stage == "first":
+        return 0
+    if stage == "last":
+        return pp - 1
+    if isinstance(stage, int) and not isinstance(stage, bool) and 0 <= stage < pp:
+        return stage
+    raise ConfigError(f"stage {stage!r}: 'first', 'last' or a pipeline rank 0 … {pp - 1}")
+
+
 def stage_mix(model: ModelConfig, layout, stage: str = "first") -> StageMix:
-    """The layers pipeline ``stage`` (``first`` or ``last``) of ``layout`` holds for ``model``, and
-    the moments of its schedule that can be its peak (see the module docstring)."""
+    """The layers pipeline ``stage`` (``first``, ``last``, or a rank 0 … p−1 for a middle stage) of
+    ``layout`` holds for ``model``, and the moments of its schedule that can be its peak (see the module
+    docstring)."""
     pp, v = layout.pp, layout.interleave
     ranges = chunk_ranges(model.layers, pp, v, layout.first_stage_layers, layout.last_stage_layers,
                           getattr(layout, "pipeline_layout", ""))
-    rank = 0 if stage == "first" else pp - 1
+    rank = stage_rank(stage, pp)
     dense = dense_layer_ids(model)
     if dense is None:
         raise ConfigError(f"{model.name}: its dense layers are stored as a count, not their places; the stages "
