@@ -209,6 +209,11 @@ def _id(claim: Claim) -> str:
     return r"\texttt{" + breakable(claim.id) + "}"
 
 
+def _reading(result: Result) -> str:
+    """Where the source leaves an input open: the reading that reproduces the claim (issue 27)."""
+    return (r" \emph{(under: " + tex(result.reading) + ")}") if result.reading else ""
+
+
 def claims_block(results: list[Result]) -> list[str]:
     """The ledger's claims, each once: the engine's derived expression (one
     display per question the claims ask), and under it the claims that state
@@ -235,7 +240,7 @@ def claims_block(results: list[Result]) -> list[str]:
                 # \left( ... \right) group cannot break across lines).
                 stated = (f"stated as ${form}$" if len(form) < 48
                           else rf"stated as\\[1pt]\hspace*{{1.5em}}$\displaystyle {form}$")
-                out.append(rf"\item {_cite(claim)}, {_id(claim)}{unit}{conditions}; {stated}")
+                out.append(rf"\item {_cite(claim)}, {_id(claim)}{_reading(result)}{unit}{conditions}; {stated}")
             out.append(r"\end{itemize}")
     if numbers:
         out += [r"\subsection*{Worked numbers the engine reproduces}",
@@ -244,7 +249,7 @@ def claims_block(results: list[Result]) -> list[str]:
                 r"claim & source & value & unit \\", r"\midrule", r"\endhead"]
         for result in numbers:
             claim = result.claim
-            out.append(rf"{_id(claim)} & {_cite(claim)} & {tex(claim.stated)} & {tex(claim.unit)} \\")
+            out.append(rf"{_id(claim)}{_reading(result)} & {_cite(claim)} & {tex(claim.stated)} & {tex(claim.unit)} \\")
         out += [r"\bottomrule", r"\end{longtable}"]
     return out
 
@@ -493,12 +498,13 @@ def family_model(model_type: str, builtin: str | None):
     return from_hf_dict(raw, model_type, where=f"the {model_type} structure")
 
 
-def collected(expr: Expr, unit: Expr) -> str:
+def collected(expr: Expr, unit: Expr, display: bool = True) -> str:
     """``expr`` as ``unit`` times its expanded quotient (inline math that breaks at each top-level
     + or −, so a long family form stays on the page); the coefficients are the quotient's
-    :meth:`as_coefficients_dict`: the GPT layer's bytes read sbh·(34 + 5as/h)."""
+    :meth:`as_coefficients_dict`: the GPT layer's bytes read sbh·(34 + 5as/h). ``display``: full-size
+    fractions (a table row, one line); otherwise text-size ones, for a form that wraps in running text."""
     inner = expand(expr / unit)
-    return (f"${latex(unit, symbol_names=LATEX_NAMES)}" + r" \cdot {}$(" + "$\\displaystyle "
+    return (f"${latex(unit, symbol_names=LATEX_NAMES)}" + r" \cdot {}$(" + ("$\\displaystyle " if display else "$")
             + latex(inner, symbol_names=LATEX_NAMES) + "$)")
 
 
@@ -573,7 +579,10 @@ def family_page(label: str, title: str, model_type: str, builtin: str | None) ->
     (first_kind, first), others = kinds[0], kinds[1:]
     where = (f"read from the built-in model {builtin} ({model.source})" if builtin else
              f"the structure transformers 5.24.0's defaults give model_type {model_type}")
-    out = [r"\clearpage", rf"\section{{Family: {tex(title)}}}\label{{sec:fam_{label}}}",
+    # its long forms wrap in running text with text-size fractions (display=False), and lines closer than 1pt
+    # are set 1pt apart, on this page only: wrapped \displaystyle fractions collided (issue 23)
+    out = [r"\clearpage", r"\begingroup\setlength{\lineskiplimit}{1pt}\setlength{\lineskip}{1pt}",
+           rf"\section{{Family: {tex(title)}}}\label{{sec:fam_{label}}}",
            # sloppy, breakable: module paths and recipe fields are long words
            r"\begin{sloppypar}" + breakable(
                f"HF model_type {model_type}, {where}; billed as {_recipe_words(model)}. Every form below "
@@ -583,30 +592,33 @@ def family_page(label: str, title: str, model_type: str, builtin: str | None) ->
                                     "kind is shown whole." if others else "")) + r"\end{sloppypar}",
            rf"\subsection*{{Saved bytes per layer, collected in $s b h$}}",
            r"\noindent " + tex(f"{first_kind[0].upper()}{first_kind[1:]}, one micro-batch, no parallelism:")
-           + " " + collected(forms["saved"].subs(first), units["saved"]) + r"\par"]
+           + " " + collected(forms["saved"].subs(first), units["saved"], display=False) + r"\par"]
     saved_inv = inventories(model)[1]
     out += [r"\begin{longtable}{@{}>{\raggedright\arraybackslash}p{0.25\textwidth}"
             r">{\raggedright\arraybackslash}p{0.71\textwidth}@{}}", r"\toprule strategy & bytes per layer \\",
             r"\midrule\endhead"]
     for strategy_label, options in STRATEGIES[1:]:
         expr = activations.per_layer(Strategy(**options), saved_inv).subs(first)
-        out.append(rf"{tex(strategy_label)} & {collected(expr, units['saved'])} \\")
+        # 2.5pt between rows (booktabs' \addlinespace: space added whatever the content's depth): a row's
+        # \displaystyle denominators would otherwise touch the next row's numerators (a tabular row is as
+        # tall as its content, with no interline glue; issue 23)
+        out.append(rf"{tex(strategy_label)} & {collected(expr, units['saved'])} \\\addlinespace[2.5pt]")
     out += [r"\bottomrule\end{longtable}"]
     for kind, at in others:
         out.append(r"\noindent " + tex(f"{kind[0].upper()}{kind[1:]}, no parallelism:") + " "
-                   + collected(forms["saved"].subs(at), units["saved"]) + r"\par")
+                   + collected(forms["saved"].subs(at), units["saved"], display=False) + r"\par")
     out.append(r"\subsection*{Parameters and FLOPs, collected in $h^2$}")
     for kind, at in kinds:
         name = "" if kind == "one layer" else " (" + kind + ")"
         out += [r"\noindent " + tex(f"Parameters of one layer{name}:") + " "
-                + collected(forms["params"].subs(at), units["params"]) + r"\par",
+                + collected(forms["params"].subs(at), units["params"], display=False) + r"\par",
                 r"\noindent " + tex(f"Forward FLOPs of one layer{name}, per token:") + " "
-                + collected(forms["flops"].subs(at), units["flops"]) + r"\par"]
+                + collected(forms["flops"].subs(at), units["flops"], display=False) + r"\par"]
     out += [r"\noindent All parameters (layers $\times L$, embeddings, final norm"
             + (", untied output" if not model.tied else "") + "): "
-            + collected(forms["params_all"], units["params_all"]) + r"\par",
+            + collected(forms["params_all"], units["params_all"], display=False) + r"\par",
             r"\noindent Model FLOPs per token, whole model (forward + backward $= 3\times$ forward, logits "
-            "included): " + collected(forms["flops_all"], units["flops_all"]) + r"\par"]
+            "included): " + collected(forms["flops_all"], units["flops_all"], display=False) + r"\par"]
     if builtin is not None:
         values = {SYMBOLS[k]: v for k, v in model.values().items() if k in SYMBOLS} | {SYMBOLS["b"]: 1}
         words = []
@@ -620,7 +632,7 @@ def family_page(label: str, title: str, model_type: str, builtin: str | None) ->
             f"At {builtin} (s = {model.seq:,}, b = 1): " + "; ".join(words) + ". The model: "
             f"{exact_int(forms['params_all'], values):,} parameters, {exact_int(forms['flops_all'], values):,} "
             "model FLOPs per token.") + r"\par")
-    return out
+    return out + [r"\endgroup"]
 
 
 def units_derivation() -> list[str]:
@@ -712,12 +724,17 @@ def sheet(results: list[Result] | None = None) -> str:
 
 
 def errata(results: list[Result]) -> list[str]:
-    """Claims the engine does not reproduce, with the reason and the correction."""
+    """Claims the engine does not reproduce under any reading their source allows, with the reason and
+    the correction; then the claims the source's text cannot decide (underdetermined, counted apart:
+    what the source does not state, and what the engine gives under its own assumption)."""
     found = [r for r in results if r.status in ("erratum", "failed")]
-    if not found:
-        return ["No errata: every claim is reproduced."]
-    out = [tex(f"{len(found)} claims of the sources are not reproduced by the engine; each records why and "
-               "the value the engine gives instead.")]
+    undecided = [r for r in results if r.status == "underdetermined"]
+    out = [tex(f"{len(found)} claims of the sources are errata: the engine does not reproduce them under any "
+               "reading the source allows; each records why and the value the engine gives instead.")
+           if found else tex("No errata: every claim is reproduced under some reading its source allows.")]
+    if undecided:
+        out[0] += " " + tex(f"{len(undecided)} more are underdetermined, listed after them: the source does not "
+                            "state an input that decides them.")
     for result in found:
         claim = result.claim
         # sloppy: a long claim id (unbreakable monospace runs) stretches the heading's spaces instead of
@@ -727,6 +744,20 @@ def errata(results: list[Result]) -> list[str]:
                 r"\noindent Engine (the recorded correction): " + (_stated(claim, claim.erratum.corrected) if claim.erratum
                                          else tex(result.engine)) + r"\par",
                 r"\noindent " + tex(result.message or (claim.erratum.reason if claim.erratum else "")) + r"\par"]
+        if result.reading:
+            out.append(r"\noindent\emph{Under:} " + tex(result.reading) + r"\par")
+        if claim.conditions:
+            out.append(r"\noindent\emph{Conditions:} " + tex(claim.conditions) + r"\par")
+    if undecided:
+        out += [r"\bigskip\noindent\textbf{\large Underdetermined}\par\smallskip",
+                r"\noindent " + tex("Neither reproduced nor errata: the engine's value stands beside the source's "
+                                     "as its own estimate, under the assumption it names.") + r"\par"]
+    for result in undecided:
+        claim = result.claim
+        out += [rf"\subsection*{{\sloppy {_id(claim)} ({_cite(claim)})}}",
+                r"\noindent Stated: " + _stated(claim, claim.stated) + r"\par",
+                r"\noindent Engine: " + _stated(claim, claim.underdetermined.engine) + r"\par",
+                r"\noindent " + tex(result.message) + r"\par"]
         if claim.conditions:
             out.append(r"\noindent\emph{Conditions:} " + tex(claim.conditions) + r"\par")
     return out
