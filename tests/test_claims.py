@@ -316,3 +316,20 @@ def test_a_stage_reading_names_a_rank_of_the_pipeline():
     for bad in (4, -1, True, "middle"):
         with pytest.raises(ConfigError, match="a pipeline rank 0 … 3"):
             stage_rank(bad, 4)
+
+
+def test_the_model_states_of_a_middle_stage_and_the_busiest_of_all():
+    """bill.state_kinds at a pipeline rank: DeepSeek-V3 at seed 004's PP4 × VPP4 × EP64, stage 2 of 4 holds
+    15 MoE layers × 409,157,632 parameters per GPU at 6 B (bf16 weights, fp32 main gradients); 'busiest'
+    is the largest of the four stages (the last: 74.92 GB); a middle stage of an even split is refused."""
+    from symbolic.claims.quantities import evaluate
+
+    v3 = dict(model="deepseek-v3", pp=4, interleave=4, ep=64, dp=64, seq=4096, micro_batch=1, global_batch=15360,
+              zero=1, optimizer="bf16-adam-fp32-grads", pipeline_layout="Et*3|t*3|(t*4|)*13t*3L")
+    assert evaluate("bill.state_kinds", kinds=["parameters", "gradients"], stage=1, **v3) == 15 * 409_157_632 * 6
+    every = ["parameters", "gradients", "optimizer"]
+    by_stage = [evaluate("bill.state_kinds", kinds=every, stage=rank, **v3) for rank in range(4)]
+    assert evaluate("bill.state_kinds", kinds=every, stage="busiest", **v3) == max(by_stage) == by_stage[3] \
+        == 74_922_299_712
+    with pytest.raises(ValueError, match="a middle stage is counted by its own layers only"):
+        evaluate("bill.state_kinds", model="gpt-7b", kinds=["parameters"], stage=1, pp=4, global_batch=8)

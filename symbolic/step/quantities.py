@@ -192,9 +192,10 @@ def _bill_total(model="deepseek-v3", key="total_bytes", **layout) -> Expr:
 @quantity("bill.state_kinds", "B")
 def _bill_state_kinds(model="deepseek-v3", kinds=("parameters", "gradients"), stage="busiest", **layout) -> Expr:
     """Model-state bytes per GPU of the recipe's blocks of ``kinds`` (``parameters``, ``gradients``,
-    ``optimizer``) on pipeline ``stage`` (``first``, ``last``, or ``busiest``: the stage whose whole
-    model states are the larger) — the bill's model-state lines of those kinds, each block in whole bytes
-    as the verdict counts it."""
+    ``optimizer``) on pipeline ``stage`` (``first``, ``last``, a rank 0 … p−1 where the stages are
+    accounted by their own layers — a per-chunk layout, or DeepSeek's placed dense layers — or
+    ``busiest``: the stage whose whole model states are the largest) — the bill's model-state lines of
+    those kinds, each block in whole bytes as the verdict counts it."""
     from sympy import ceiling
 
     from ..bill.derive import inventories, model_state_blocks
@@ -212,9 +213,15 @@ def _bill_state_kinds(model="deepseek-v3", kinds=("parameters", "gradients"), st
         blocks = model_state_blocks(built, lay, param_inv, sub, stage=stage_name) if sub.blocks else {}
         return sum((exact(ceiling(size) if lay.uneven_stages else size, values) for size in blocks.values()),
                    Integer(0))
+    from ..layout.stages import exact_stages
+    by_layers = lay.pp > 1 and exact_stages(built, lay)
+    if isinstance(stage, int) and not by_layers:
+        raise ValueError(f"stage {stage}: a middle stage is counted by its own layers only with a per-chunk "
+                         "layout (pipeline_layout) or a model whose dense layers are placed; give first or last")
     if stage == "busiest":
         every = ("parameters", "gradients", "optimizer")
-        stage = max(("first", "last") if lay.pp > 1 else ("first",), key=lambda name: on(name, every))
+        candidates = tuple(range(lay.pp)) if by_layers else ("first", "last") if lay.pp > 1 else ("first",)
+        stage = max(candidates, key=lambda name: on(name, every))
     return on(stage, tuple(kinds))
 
 
