@@ -309,3 +309,21 @@ def test_the_family_pages_show_what_each_part_adds(source):
     deepseek = _family_section(source, "deepseek_v3")
     assert "An MoE layer (L\\_d = 0)" in deepseek and "A dense layer (L\\_d = L), no parallelism" in deepseek
     assert "671,026,404,352 parameters" in deepseek  # the issue's count, summed by the sheet's own forms
+
+
+def test_a_form_reproduced_under_a_reading_shows_that_readings_result(tmp_path):
+    """Issue 27: a form claim whose source leaves an input open is grouped under the engine's result of the
+    reading that reproduces it, and names the reading."""
+    from symbolic.claims.claims import load
+    from symbolic.render.latex import claims_block
+
+    path = tmp_path / "x.toml"
+    path.write_text('document = "test"\n[[claim]]\nid = "x"\nquantity = "activations.per_layer"\n'
+                    'form = "s*b*h*(10 + 24/t + 5*a*s/(h*t))"\nopen = "whether the source splits over t"\n'
+                    '[[claim.reading]]\nname = "no parallelism"\n'
+                    '[[claim.reading]]\nname = "tensor parallel"\noptions = { tensor_parallel = true }\n')
+    result = check(load(path)[0])
+    assert (result.status, result.reading) == ("reproduced", "tensor parallel")
+    block = "\n".join(claims_block([result]))
+    tp = evaluate("activations.per_layer", tensor_parallel=True)
+    assert latex(simplified(tp), symbol_names=LATEX_NAMES) in block and r"\emph{(under: tensor parallel)}" in block

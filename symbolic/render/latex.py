@@ -165,10 +165,13 @@ def form_groups(results: list[Result]) -> list[FormGroup]:
     groups: dict[tuple, FormGroup] = {}
     for result in results:
         claim = result.claim
-        key = _question(claim)
+        # the claim as the reading it is reproduced under reads it, where its source leaves an input open
+        reading = next((r for r in claim.readings if r.name == result.reading), None)
+        read = claim if reading is None else reading.of(claim)
+        key = _question(read)
         if key not in groups:
             try:
-                engine = engine_expression(claim) / _unit(claim.unit)
+                engine = engine_expression(read) / _unit(read.unit)
             except (ValueError, TypeError, KeyError):
                 engine = None
             groups[key] = FormGroup(engine, [])
