@@ -336,3 +336,21 @@ def test_the_model_states_of_a_middle_stage_and_the_busiest_of_all():
         == 74_922_299_712
     with pytest.raises(ValueError, match="a middle stage is counted by its own layers only"):
         evaluate("bill.state_kinds", model="gpt-7b", kinds=["parameters"], stage=1, pp=4, global_batch=8)
+
+
+def test_check_json_counts_the_verdicts_apart_and_names_the_readings(capsys):
+    import json
+
+    from symbolic.cli import main
+
+    assert main(["check", "--json", "--document", "seed 004"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["counts"] == {"reproduced": 28, "erratum": 13, "underdetermined": 4, "failed": 0}
+    by_id = {c["id"]: c for c in data["claims"]}
+    constant = by_id["004/v3-budget/constant"]
+    assert constant["reading"] == "stage 2 of 4 (15 MoE layers, no embedding, no output layer)"
+    assert constant["readings"][0] == {"name": constant["reading"], "engine": "69.19", "unit": "GB", "reproduces": True}
+    assert [r["engine"] for r in constant["readings"][1:]] == ["71.92", "73.80", "74.92"]
+    staging = by_id["004/ep/all-to-all-staging-combine"]
+    assert staging["status"] == "underdetermined" and staging["underdetermined"]["engine"] == "450"
+    assert staging["erratum"] is None and staging["reading"] is None
