@@ -110,3 +110,27 @@ def check_fields(raw: dict, where: str) -> None:
         if layers is not None and len(types) != layers:
             raise ConfigError(f"{where}: layer_types has {len(types)} entries for num_hidden_layers = {layers}: "
                               "give one per layer (transformers refuses the file too)")
+
+
+def resized(raw: dict, layers: int) -> dict:
+    """``raw`` with ``layers`` decoder layers and every field indexed by layer made to agree
+    (``trace --hf`` builds models of L and L + 1 layers from one file): the count under its
+    family's key, ``first_k_dense_replace`` at most ``layers`` (HF makes layers ``i < k``
+    dense: a model of n layers has min(k, n)), ``mlp_only_layers`` the indices below
+    ``layers``, ``layer_types`` its first ``layers`` entries — or, when the file has fewer,
+    removed: the caller building the HF model (:func:`symbolic.trace.hf_model`) lets
+    transformers rebuild its family's default pattern, after checking the file's list is
+    that default."""
+    out = dict(raw)
+    out["n_layer" if out.get("model_type") == "gpt2" else "num_hidden_layers"] = layers
+    if _is_int(out.get("first_k_dense_replace")):
+        out["first_k_dense_replace"] = min(out["first_k_dense_replace"], layers)
+    if isinstance(out.get("mlp_only_layers"), list):
+        out["mlp_only_layers"] = [index for index in out["mlp_only_layers"] if not _is_int(index) or index < layers]
+    types = out.get("layer_types")
+    if isinstance(types, list):
+        if len(types) >= layers:
+            out["layer_types"] = types[:layers]
+        else:
+            del out["layer_types"]
+    return out
