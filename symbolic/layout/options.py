@@ -149,6 +149,7 @@ def parse_memory_or_share(text, gpu_memory: int, field: str = "--margin") -> int
     return margin
 
 
+@functools.lru_cache(maxsize=None)  # one type object per range: the same flag has the same type everywhere
 def bounded_int(low: int, high: int, what: str = ""):
     """An argparse ``type``: an integer in [low, high] (``what`` names the range's reason)."""
     def parse(text: str) -> int:
@@ -223,7 +224,7 @@ def model_from_text(text: str) -> ModelConfig:
 #: The kinds of option :meth:`Option.read` knows (see the module's docstring).
 KINDS = ("int", "flag", "choice", "memory", "count", "ratio", "names", "text", "margin")
 
-_interned_int = functools.lru_cache(maxsize=None)(bounded_int)  # one ``type`` object per range: same flag, same type
+_interned_int = bounded_int  # (kept for commands/_options.py's imports)
 
 
 def _plain(value) -> str:
