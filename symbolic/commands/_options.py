@@ -1,9 +1,15 @@
-"""Options shared by the commands, and the parsers of user-typed quantities: one
-vocabulary for every command.
+"""Options shared by the commands: one vocabulary for every command, made from the
+option schema :data:`symbolic.layout.options.OPTIONS` (which the Python API reads
+its keywords through too; the readers of user-typed quantities live there and are
+re-exported here).
 
 The same flag means the same thing, with the same type and choices, in every
-command that has it (``tests/test_hostile.py`` walks every parser and checks it).
-To add a flag to a command, reuse what is here:
+command that has it (``tests/test_hostile.py`` walks every parser and checks it;
+``tests/test_api_contract.py`` checks each against the schema). To add an option
+shared by the CLI and the API: one :class:`~symbolic.layout.options.Option` entry
+in ``OPTIONS``, then ``add(group, "name")`` in the command's ``add_arguments``
+(the API function gets a keyword of the same name; ``_checked`` reads it through
+the entry). Otherwise reuse what is here:
 
 - counts and sizes: :func:`bounded_int` (an argparse ``type`` with a stated
   range), :func:`parse_count` (``7B``, ``1.5e9``), :func:`parse_memory`
