@@ -43,7 +43,7 @@ def test_gemm_efficiency_is_a_step_function_of_the_call_size():
     ({"internode_bandwidth": 1e-300}, "internode_bandwidth 1e-300 is outside the plausible range"),
     ({"nvlink_domain": 10**30}, "nvlink_domain an integer of 31 digits is outside the plausible range 1..100000"),
     ({"hbm_bytes": 1e-30}, "hbm_bytes 1e-30 is outside the plausible range 1e\\+09..1e\\+13 B"),
-    ({"hbm_bandwidth": 10**400}, "hbm_bandwidth an integer of 401 digits is outside"),
+    ({"hbm_bandwidth": 10**400}, "hbm_bandwidth is an integer of 401 digits, beyond any stated range"),
     ({"nvlink_bandwidth": "300GB/s"}, "nvlink_bandwidth must be a number"),
     ({"gemm_efficiency": [[1e300, 0.9], [0, 0.5]]}, r"gemm_efficiency\[0\]\[0\] 1e\+300 is outside"),
     ({"name": "x" * 201}, "name is 201 characters"),
