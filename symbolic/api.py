@@ -339,7 +339,9 @@ def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, p
         fixed={name: fixed.get(name) for name in FIXABLE}, overlap=hidden,
         moe_capacity=moe_capacity_factor))
     elapsed = time.perf_counter() - start
-    shown = result.ranked(top)
+    from .commands.plan import MAX_LISTED
+
+    shown = result.ranked(min(top or MAX_LISTED, MAX_LISTED))  # as the CLI: each listed layout is evaluated exactly
     return Plan(result, shown, None if shown else result.closest(), elapsed)
 
 
