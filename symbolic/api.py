@@ -7,9 +7,12 @@
     >>> print(bill)                      # the summary the CLI prints first  # doctest: +SKIP
 
 ``bill``, ``plan``, ``solve``, ``timeline`` and ``derive`` take the CLI's
-options as keyword arguments (``--micro-batch`` is ``micro_batch=``; sizes and
-counts as text, ``"80GB"``, ``"7B"``, or as integers of bytes and parameters)
-and return a result whose ``str()`` is the command's summary, whose
+options as keyword arguments (``--micro-batch`` is ``micro_batch=``), each read
+through the one option schema the CLI's parser is made from
+(:mod:`symbolic.layout.options`): the CLI's spellings and Python's natural
+types — counts as ints or their text, flags as ``True``/``False``, sizes as text
+with a unit (``"80GB"``, ``"80GiB"``; a bare number is refused), parameter
+counts as ``"7B"`` or an int — and return a result whose ``str()`` is the command's summary, whose
 ``to_dict()`` is exactly what the command prints with ``--json``, and which
 renders in Jupyter (``_repr_html_``, ``_repr_latex_``). Bad arguments raise
 :class:`~symbolic.models.config.ConfigError` with the one-line message the
@@ -28,85 +31,75 @@ WIDTH = 80
 
 
 def _model(model) -> ModelConfig:
-    from .commands._options import model_from_text
+    from .layout.options import model_from_text
 
     if isinstance(model, ModelConfig):
         return model
     if isinstance(model, (str, Path)):
         return model_from_text(str(model))
-    raise ConfigError(f"model {model!r}: give a built-in name (e.g. 'gpt-175b'), the path of an HF "
+    raise ConfigError(f"model {_plain(model)}: give a built-in name (e.g. 'gpt-175b'), the path of an HF "
                       "config.json, or a ModelConfig")
 
 
-def _positive(value, field: str, example: str, what: str, parse) -> int | None:
-    """An int as it is (positive), text through ``parse`` (the CLI's reader), ``None`` as ``None``."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ConfigError(f"{field} {value!r}: give {example}")
-    if isinstance(value, int):
-        if value <= 0:
-            raise ConfigError(f"{field} {value}: {what} must be positive")
-        return value
-    return parse(value, field)
+def _plain(value) -> str:
+    from .layout.options import _plain as plain
 
-
-def _size(value, field: str) -> int | None:
-    """Bytes from ``"80GB"``/``"80GiB"`` or an int of bytes; ``None`` stays ``None``."""
-    from .commands._options import parse_memory
-
-    return _positive(value, field, "a size with a unit such as '80GB' or '80GiB', or bytes as an int",
-                     "a memory size in bytes", parse_memory)
-
-
-def _count(value, field: str) -> int | None:
-    """A count from ``"7B"`` or an int; ``None`` stays ``None``."""
-    from .commands._options import parse_count
-
-    return _positive(value, field, "a count such as '7B' or 7000000000", "a parameter count", parse_count)
+    return plain(value)
 
 
 def _layout(**options):
     from .layout.layout import Layout
 
-    for name in ("sp",):
-        if not isinstance(options.get(name, False), bool):
-            raise ConfigError(f"{name} must be True or False, got {options[name]!r}")
     return Layout(**options)
 
 
-def _checked(function):
+def _read_options(arguments: dict, extra: str | None, read_extra: bool) -> dict:
+    """The keyword arguments of a call, every one the schema knows read through it
+    (:meth:`symbolic.layout.options.Option.read`); the ``**extra`` ones too when
+    ``read_extra`` (plan's fixed choices: ``None`` there is "swept")."""
+    from .layout.options import OPTIONS
+
+    out = {}
+    for name, value in arguments.items():
+        if name == extra:
+            for key, item in value.items():
+                out[key] = OPTIONS[key].read(item) if read_extra and key in OPTIONS and item is not None else item
+        else:
+            out[name] = OPTIONS[name].read(value) if name in OPTIONS else value
+    return out
+
+
+def _checked(function=None, *, read_extra: bool = True):
     """Call ``function`` with its arguments checked first: an unknown or missing
     option is a ConfigError naming it and the options there are (Python would
-    raise TypeError), like every other bad argument."""
+    raise TypeError), like every other bad argument; every keyword the option
+    schema knows is read through it (its type, range, choices, unit)."""
     import functools
     import inspect
 
+    if function is None:
+        return functools.partial(_checked, read_extra=read_extra)
     signature = inspect.signature(function)
     named = [name for name, p in signature.parameters.items() if p.kind is not p.VAR_KEYWORD]
+    extra = next((name for name, p in signature.parameters.items() if p.kind is p.VAR_KEYWORD), None)
 
     @functools.wraps(function)
     def call(*args, **kwargs):
         try:
-            signature.bind(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
         except TypeError as error:
             raise ConfigError(f"{function.__name__}(): {error}; options: {', '.join(named)}") from None
-        return function(*args, **kwargs)
+        bound.apply_defaults()  # the defaults are read too: the engine gets one kind of value either way
+        return function(**_read_options(bound.arguments, extra, read_extra))
 
     return call
 
 
 def _margin(margin, memory: int) -> int:
-    """``--margin``: a size ("4GB"), a share ("10%"), 0, or bytes as an int."""
-    from .commands.plan import parse_margin
+    """``--margin``: a size ("4GB"), a share ("10%") or 0 (read by the schema first)."""
+    from .layout.options import parse_memory_or_share
 
-    if isinstance(margin, bool) or not isinstance(margin, (int, str)):
-        raise ConfigError(f"--margin {margin!r}: give a size (4GB), a share of the GPU memory (10%) or bytes")
-    if isinstance(margin, int):
-        if margin < 0:
-            raise ConfigError(f"--margin {margin}: a margin is 0 or more bytes")
-        margin = f"{margin}B" if margin else "0"
-    return parse_margin(margin, memory)
+    return parse_memory_or_share(margin, memory, "--margin")
 
 
 def _engine_errors(call):
@@ -252,26 +245,29 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
     kind or a JSON file; default the A100-80GB). ``params`` is seed 001's
     hand-filled N (``"7B"``) for the model states."""
     from .bill.priced import priced_bill
-    from .commands._options import parse_ratio
 
     config = _model(model)
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=global_batch, cp=cp, ep=ep, etp=etp,
-                     moe_capacity=parse_ratio(moe_capacity_factor, "--moe-capacity-factor"),
-                     recompute_modules=tuple(x.strip() for x in recompute_modules.split(",") if x.strip()),
+                     moe_capacity=moe_capacity_factor, recompute_modules=recompute_modules,
                      fused_swiglu=fused_swiglu, lora=lora, lora_targets=lora_targets, base_dtype=base_dtype,
                      double_quant=double_quant, offload=offload, optimizer_impl=optimizer_impl,
                      flash_attention=flash_attention, activation_offload=activation_offload,
                      moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity)
     layout = _engine_errors(lambda: layout.validate(config))
-    params_hand = _count(params, "--params")
-    memory = _size(gpu_memory, "--gpu-memory")
     gpu, hidden = _time_model(hardware, overlap)
-    cpu = _size(cpu_memory, "--cpu-memory")
     engine, step = _engine_errors(lambda: priced_bill(config, layout, gpu, overlap=hidden, gpus_per_node=gpus_per_node,
-                                                      params_hand=params_hand, gpu_memory=memory, cpu_memory=cpu))
+                                                      params_hand=params, gpu_memory=gpu_memory,
+                                                      cpu_memory=cpu_memory))
     return Bill(engine, step)
+
+
+def _required(value, name: str, example: str):
+    """``value`` of a keyword the command requires (the schema reads ``None`` as not given)."""
+    if value is None:
+        raise ConfigError(f"{name} is required: give {example} (--{name.replace('_', '-')} on the command line)")
+    return value
 
 
 def _time_model(hardware, overlap):
@@ -279,8 +275,6 @@ def _time_model(hardware, overlap):
     from .ledgers.hardware import load
     from .ledgers.time import OVERLAPS
 
-    if overlap not in OVERLAPS:
-        raise ConfigError(f"--overlap {overlap!r}: choose one of {', '.join(OVERLAPS)}")
     return _engine_errors(lambda: load(hardware)), OVERLAPS[overlap]
 
 
@@ -326,8 +320,6 @@ def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, p
     ``cp``, ``interleave``)."""
     import time
 
-    from .models.config import positive_int
-    from .commands._options import parse_ratio
     from .search.plan import FIXABLE, plan as run_plan
 
     unknown = sorted(set(fixed) - set(FIXABLE))
@@ -335,23 +327,21 @@ def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, p
         raise ConfigError(f"plan() got unknown option(s) {', '.join(unknown)}; fixable choices: "
                           f"{', '.join(FIXABLE)}")
     config = _model(model)
-    memory = _size(gpu_memory, "--gpu-memory")
-    if memory is None:
-        raise ConfigError("--gpu-memory is required: give a size such as '80GB'")
-    positive_int("gpus", gpus)
-    if not isinstance(top, int) or isinstance(top, bool) or top < 0:
-        raise ConfigError(f"--top {top!r}: give 0 (all) or a positive count")
+    memory = _required(gpu_memory, "gpu_memory", "a size such as '80GB'")
+    _required(gpus, "gpus", "a GPU count such as 64")
     margin_bytes = _margin(margin, memory)
     gpu, hidden = _time_model(hardware, overlap)
     start = time.perf_counter()
     result = _engine_errors(lambda: run_plan(
         config, gpus, memory, seq=seq, global_batch=global_batch, margin=margin_bytes,
-        params_hand=_count(params, "--params"), optimizer=optimizer, dtype=dtype, hardware=gpu,
+        params_hand=params, optimizer=optimizer, dtype=dtype, hardware=gpu,
         max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node,
         fixed={name: fixed.get(name) for name in FIXABLE}, overlap=hidden,
-        moe_capacity=parse_ratio(moe_capacity_factor, "--moe-capacity-factor")))
+        moe_capacity=moe_capacity_factor))
     elapsed = time.perf_counter() - start
-    shown = result.ranked(top)
+    from .commands.plan import MAX_LISTED
+
+    shown = result.ranked(min(top or MAX_LISTED, MAX_LISTED))  # as the CLI: each listed layout is evaluated exactly
     return Plan(result, shown, None if shown else result.closest(), elapsed)
 
 
@@ -391,19 +381,16 @@ def solve(model, *, max: str, gpu_memory, margin="0", params=None, seq: int = 0,
     for which the layout fits ``gpu_memory``, solved exactly and checked by the bill."""
     from .search.solve import solve_limit
 
-    targets = {"micro-batch": "micro_batch", "micro_batch": "micro_batch", "seq": "seq"}
-    if max not in targets:
-        raise ConfigError(f"--max {max!r}: choose micro-batch or seq")
+    targets = {"micro-batch": "micro_batch", "seq": "seq"}
+    _required(max, "max", "'micro-batch' or 'seq'")
     config = _model(model)
-    memory = _size(gpu_memory, "--gpu-memory")
-    if memory is None:
-        raise ConfigError("--gpu-memory is required: give a size such as '80GB'")
+    memory = _required(gpu_memory, "gpu_memory", "a size such as '80GB'")
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=global_batch, cp=cp)
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
-                                                    _count(params, "--params"))))
+                                                    params)))
 
 
 class Timeline(Result):
@@ -454,15 +441,11 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
     from .step.timeline import CommSettings, MemoryOptions
 
     config = _model(model)
-    if isinstance(optimize, str):
-        optimize = [optimize]
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=global_batch, cp=cp)
-    if not isinstance(nccl_channels, int) or nccl_channels <= 0:
-        raise ConfigError("--nccl-channels must be a positive integer")
-    comm = CommSettings(_size(nccl_buffsize, "--nccl-buffsize"), nccl_channels, _size(bucket, "--bucket"))
-    memory = _size(gpu_memory, "--gpu-memory")
+    comm = CommSettings(nccl_buffsize, nccl_channels, bucket)
+    memory = gpu_memory
 
     def build():
         applied, options = apply(list(optimize), layout, MemoryOptions(comm=comm))
@@ -509,7 +492,47 @@ class Derivation(Result):
         return None
 
 
-@_checked
+def _derive_option(parser, name: str, value):
+    """One ``derive`` keyword read as its flag reads (``tp=True``: the letter t stays a
+    symbol; ``tp=8``: substituted): a switch takes only its own values, a letter
+    ``True``/``False`` or what the schema reads for it, a choice one of its choices."""
+    import argparse
+
+    from .layout.options import OPTIONS
+
+    actions = [action for action in parser._actions if action.dest == name and action.option_strings]
+    flag = actions[0].option_strings[0]
+
+    def same(x, y) -> bool:
+        return type(x) is type(y) and x == y
+
+    if all(action.nargs == 0 for action in actions):  # switches: store_true, store_false, store_const
+        allowed = [action.const for action in actions] + [actions[0].default]
+        if any(same(value, choice) for choice in allowed):
+            return value
+        raise ConfigError(f"{name}={_plain(value)}: give one of {', '.join(map(repr, dict.fromkeys(allowed)))} "
+                          f"({flag} on the command line)")
+    action = actions[0]
+    if action.const is True and isinstance(value, bool):  # --tp alone: t stays a letter
+        return value
+    if value is None and action.default is None:
+        return None
+    if name in OPTIONS:
+        return OPTIONS[name].read(value)
+    if action.choices is not None:
+        if isinstance(value, str) and value in action.choices:
+            return value
+        raise ConfigError(f"{name}={_plain(value)}: choose from {', '.join(map(str, action.choices))} "
+                          f"({flag} on the command line)")
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or action.type is None:
+        raise ConfigError(f"{name}={_plain(value)}: give what {flag} takes on the command line")
+    try:
+        return action.type(str(value))
+    except (argparse.ArgumentTypeError, ValueError) as error:
+        raise ConfigError(f"{name}={_plain(value)}: {error} ({flag} on the command line)") from None
+
+
+@_checked(read_extra=False)
 def derive(quantity: str, *, model=None, **options) -> Derivation:
     """``symbolic derive``: the expression of ``quantity`` (``"activations"``,
     ``"flops-hardware"``, a registry name) under the options of ``derive``
@@ -519,19 +542,19 @@ def derive(quantity: str, *, model=None, **options) -> Derivation:
 
     from .commands import derive as command
 
+    if not isinstance(quantity, str):
+        raise ConfigError(f"quantity {_plain(quantity)}: give a quantity's name, e.g. 'activations'")
+    if model is not None and not isinstance(model, (str, Path)):
+        raise ConfigError(f"derive(model={_plain(model)}) takes a built-in name or a config.json path")
     parser = argparse.ArgumentParser(add_help=False)
     command.add_arguments(parser)
-    args = parser.parse_args([str(quantity)])
+    args = parser.parse_args([quantity])
     known = set(vars(args)) - {"quantity", "model", "json", "latex"}
     unknown = sorted(set(options) - known)
     if unknown:
-        raise ConfigError(f"derive() got unknown option(s) {', '.join(unknown)}; options: {', '.join(sorted(known))}")
-    choices = {action.dest: action.choices for action in parser._actions if action.choices}
+        raise ConfigError(f"derive() got unknown option(s) {', '.join(map(_plain, unknown))}; options: "
+                          f"{', '.join(sorted(known))}")
     for name, value in options.items():
-        if name in choices and value not in choices[name]:
-            raise ConfigError(f"{name}={value!r}: choose from {', '.join(map(str, choices[name]))}")
-        setattr(args, name, value)
-    if isinstance(model, ModelConfig):
-        raise ConfigError("derive(model=...) takes a built-in name or a config.json path")
+        setattr(args, name, _derive_option(parser, name, value))
     args.model = None if model is None else str(model)
     return Derivation(_engine_errors(lambda: command.derivation(args)))

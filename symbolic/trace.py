@@ -672,6 +672,29 @@ def _hf_declared(cfg, backend: str):
     return saved, mms, extra
 
 
+def _resized(model_type: str, config: dict, layers: int) -> dict:
+    """``config`` (no ``model_type`` key) with ``layers`` layers, every per-layer field consistent
+    (:func:`symbolic.models.hf_fields.resized`); a ``layer_types`` shorter than ``layers`` is
+    rebuilt by transformers when it is the family's default for the file's own count (a one-layer
+    file as transformers saves it), else refused: extending a hand-written pattern would guess."""
+    from transformers import AutoConfig
+
+    from .models.config import ConfigError
+    from .models.hf_fields import resized
+
+    types = config.get("layer_types")
+    out = resized(dict(config, model_type=model_type), layers)
+    out.pop("model_type")
+    if isinstance(types, list) and "layer_types" not in out:
+        own = {key: value for key, value in config.items() if key != "layer_types"}
+        default = list(AutoConfig.for_model(model_type, **own).layer_types or [])
+        if default != types:
+            raise ConfigError(f"layer_types {types!r} is not {model_type}'s default pattern for "
+                              f"{len(types)} layers ({default!r}): a model of {layers} layers cannot be built from "
+                              "it without guessing; give a config with at least that many layers")
+    return out
+
+
 def hf_model(config: Mapping, attention: str = "sdpa", layers: int | None = None, dtype: str = "bfloat16",
              seed: int = 0):
     """A tiny causal LM of any family ``AutoConfig`` knows, from a ``config.json`` dict, with
@@ -686,7 +709,7 @@ def hf_model(config: Mapping, attention: str = "sdpa", layers: int | None = None
     for key in ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map"):
         config.pop(key, None)
     if layers is not None:
-        config["n_layer" if model_type == "gpt2" else "num_hidden_layers"] = layers
+        config = _resized(model_type, config, layers)
     cfg = AutoConfig.for_model(model_type, **config)
     for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
         if isinstance(getattr(cfg, key, None), int) and getattr(cfg, key) >= cfg.vocab_size:

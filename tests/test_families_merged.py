@@ -38,13 +38,14 @@ def test_deepseek_v3_mtp_is_stated_once_exactly():
     assert any("11,610,067,968" in note for note in notes)  # families' exact size, not main's generic line
 
 
-def test_a_hostile_symbolic_block_is_ignored(tmp_path):
+def test_a_hostile_symbolic_block_is_refused(tmp_path):
+    """Issue 22: a `_symbolic` that is not an object was ignored; it is refused, naming it."""
     raw = json.loads((hf.DATA / "qwen3-8b.json").read_text())
     raw["_symbolic"] = ["not", "an", "object"]
     path = tmp_path / "config.json"
     path.write_text(json.dumps(raw))
-    model = hf.load_hf_config(path)
-    assert model.arch == "composed" and model.params_label == ""
+    with pytest.raises(ConfigError, match=r"_symbolic = \[.not., .an., .object.\]: symbolic's own metadata"):
+        hf.load_hf_config(path)
 
 
 # --- the composed MoE on the expert grid ----------------------------------------------------

@@ -229,7 +229,9 @@ def _by_difference(config: dict, args) -> int:
     hf.from_hf_dict(config, "traced", where=clean(args.hf))  # a config the bill refuses is refused here too
 
     def dense_layers(n: int) -> int:
-        return dict(hf.from_hf_dict(dict(config, num_hidden_layers=n), "traced").dims).get("L_d", 0)
+        from ..models.hf_fields import resized
+
+        return dict(hf.from_hf_dict(resized(config, n), "traced").dims).get("L_d", 0)
 
     # the layer measured is the second of two: dense if the two-layer model has one more dense layer
     saved, layer, extra, values = tr.hf_family_declared(config, args.attention,

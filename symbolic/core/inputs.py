@@ -118,6 +118,52 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
+#: The most digits an integer of a user's JSON may have: beyond every stated range (10^18 B),
+#: and far below Python's 4,300-digit conversion limit, whose message names no field.
+JSON_MAX_INT_DIGITS = 100
+
+
+class _Refused:
+    """A JSON value parsed into a placeholder so the error can name the field that holds it."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+
+def _refuse_constant(name: str) -> _Refused:
+    return _Refused(f"is {name}, not a finite number")
+
+
+def _refuse_long(text: str):
+    digits = len(text.lstrip("-"))
+    return _Refused(f"is an integer of {digits:,} digits, beyond any stated range") \
+        if digits > JSON_MAX_INT_DIGITS else int(text)
+
+
+def _refuse_long_float(text: str):
+    if len(text) > 1000:
+        return _Refused(f"is a number of {len(text):,} characters")
+    value = float(text)
+    return _Refused(f"is {text[:40]}, beyond a float's range") if value in (float("inf"), float("-inf")) else value
+
+
+def _first_refused(value, path: str = ""):
+    """(path, reason) of the first placeholder in a parsed document, or None."""
+    if isinstance(value, _Refused):
+        return path or "the document", value.why
+    if isinstance(value, dict):
+        children = ((f"{path}.{key}" if path else str(key), item) for key, item in value.items())
+    elif isinstance(value, list):
+        children = ((f"{path}[{index}]", item) for index, item in enumerate(value))
+    else:
+        return None
+    for child, item in children:
+        found = _first_refused(item, child)
+        if found:
+            return found
+    return None
+
+
 def loads_json(text: str | bytes, where: str, max_depth: int = JSON_MAX_DEPTH):
     """Parse JSON ``text`` from ``where``: the depth is counted first (at most
     ``max_depth``), ``NaN``/``Infinity`` are refused, and any parse failure is
@@ -132,12 +178,18 @@ def loads_json(text: str | bytes, where: str, max_depth: int = JSON_MAX_DEPTH):
         raise InputError(f"{clean(where)}: JSON nested {deepest:,} levels deep, more than the {max_depth} "
                          "a configuration may have")
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        data = json.loads(text, parse_constant=_refuse_constant, parse_int=_refuse_long,
+                          parse_float=_refuse_long_float)
     except json.JSONDecodeError as error:
         raise InputError(f"{clean(where)}: not valid JSON ({error.msg} at line {error.lineno} "
                          f"column {error.colno})") from None
     except (ValueError, RecursionError) as error:  # an integer past Python's digit limit, NaN, ...
         raise InputError(f"{clean(where)}: not readable JSON ({clean(error)})") from None
+    refused = _first_refused(data)
+    if refused:  # NaN, Infinity, 1e999, a 5,000-digit integer: one line naming the field
+        field, why = refused
+        raise InputError(f"{clean(where)}: {clean(field)[:120]} {why}; give a number within its range")
+    return data
 
 
 def read_json_file(path: str | Path, max_bytes: int = CONFIG_MAX_BYTES, max_depth: int = JSON_MAX_DEPTH,

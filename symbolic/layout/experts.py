@@ -105,6 +105,13 @@ def validate_expert_parallel(model: ModelConfig, layout: "Layout") -> None:
     capacity = Fraction(layout.moe_capacity)
     if capacity <= 0:
         raise ConfigError(f"moe capacity factor must be positive, got {layout.moe_capacity}")
+    # The busiest expert holds at least the balanced share s·b·k/E (a factor below 1 would drop tokens,
+    # which is not modelled) and at most every token, s·b (each token picks k distinct experts): C_f ≤ E/k.
+    top_k = model.experts_per_token or 1
+    if capacity < 1 or capacity > Fraction(model.experts, top_k):
+        raise ConfigError(f"moe capacity factor {capacity} is outside 1..E/k = {model.experts}/{top_k}: the busiest "
+                          "expert holds at least the balanced share s·b·k/E and at most every token s·b "
+                          "(token dropping below 1 is not modelled)")
     etp = expert_tensor_parallel(layout)
     routed = model.experts
     if routed % layout.ep:

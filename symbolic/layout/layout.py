@@ -303,6 +303,9 @@ class Layout:
             raise ConfigError(f"dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}, not {self.dtype!r}")
         if isinstance(self.lora, bool) or not isinstance(self.lora, int) or self.lora < 0:
             raise ConfigError(f"lora must be a rank ≥ 1 (0: full training), not {self.lora!r}")
+        if self.lora > model.hidden:  # an adapter B·A of h×r, r×h has rank at most h: beyond it, no more rank
+            raise ConfigError(f"lora rank {self.lora} exceeds the hidden size h = {model.hidden}: a rank-r update "
+                              f"of an h-wide layer has rank at most h; choose a rank in 1..{model.hidden}")
         for name, allowed in (("lora_targets", LORA_TARGETS), ("base_dtype", BASE_DTYPES), ("offload", OFFLOAD),
                               ("optimizer_impl", OPTIMIZER_IMPLS)):
             if getattr(self, name) not in allowed:

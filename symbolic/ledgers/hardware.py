@@ -33,6 +33,63 @@ FIGURES = {
     "internode_efficiency": "achievable ring bus bandwidth / network bandwidth",
 }
 LATENCIES = ("base", "nvlink_step", "network_step")
+
+
+@dataclass(frozen=True)
+class Plausible:
+    """The physically plausible range of one hardware figure (inclusive), its unit and why."""
+
+    low: float
+    high: float
+    unit: str
+    why: str = ""
+
+
+#: What a hardware file's figures may be: wide enough for any GPU built or announced (an H100's
+#: 989 TFLOP/s, a GB200 NVL72's 72-GPU domain, 8 TB/s of HBM), narrow enough that no step time,
+#: rate or fraction computed from them leaves the floats (1e-300 FLOP/s would make a step of 1e300 s,
+#: and its products overflow to inf, then NaN). A new figure gets its range by one entry here;
+#: :func:`plausible` checks every entry a file gives (a field missing from this table is refused
+#: with "no stated range", so no unchecked number reaches the model).
+PLAUSIBLE: dict[str, Plausible] = {
+    "peak_bf16_flops": Plausible(1e12, 1e17, "FLOP/s", "1 TFLOP/s to 100 PFLOP/s per GPU"),
+    "peak_fp8_flops": Plausible(1e12, 1e17, "FLOP/s", "1 TFLOP/s to 100 PFLOP/s per GPU"),
+    "hbm_bytes": Plausible(1e9, 1e13, "B", "1 GB to 10 TB per GPU"),
+    "hbm_bandwidth": Plausible(1e10, 1e14, "B/s", "10 GB/s to 100 TB/s"),
+    "nvlink_bandwidth": Plausible(1e9, 1e13, "B/s", "1 GB/s to 10 TB/s per direction"),
+    "nvlink_domain": Plausible(1, 10**5, "GPUs", "1 to 100,000 GPUs on one NVLink fabric"),
+    "internode_bandwidth": Plausible(1e8, 1e13, "B/s", "0.1 GB/s to 10 TB/s per GPU"),
+    "hbm_efficiency": Plausible(0.01, 1, "", "a fraction from 0.01 to 1"),
+    "nvlink_efficiency": Plausible(0.01, 1, "", "a fraction from 0.01 to 1"),
+    "internode_efficiency": Plausible(0.01, 1, "", "a fraction from 0.01 to 1"),
+    "gemm_efficiency.threshold": Plausible(0, 1e18, "FLOP", "0 to 10^18 FLOPs per GEMM call"),
+    "gemm_efficiency.fraction": Plausible(0.01, 1, "", "a fraction from 0.01 to 1"),
+    "latency": Plausible(0, 0.999999, "s", "0 s to under 1 s"),
+    "processor_usage": Plausible(0, 0.999999, "", "a fraction from 0 to under 1"),
+}
+
+
+def plausible(value, name: str, where: str, *, integer: bool = False, table: str | None = None) -> float | int:
+    """``value`` of figure ``name`` as a float (an int if ``integer``), inside its range in :data:`PLAUSIBLE`
+    (``table`` names the entry when it is not ``name``: ``latency`` for ``latency.base``), else one
+    :class:`ConfigError` naming the field, the value and the range. Checked before any float is built,
+    so a 400-digit integer is refused, not overflowed."""
+    from ..core.inputs import clean
+
+    entry = PLAUSIBLE.get(table or name)
+    if entry is None:
+        raise ConfigError(f"{where}: {name} has no stated range (add it to ledgers.hardware.PLAUSIBLE)")
+    meaning = FIGURES.get(name, entry.unit)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: {name} must be a number ({meaning}); got {clean(repr(value))[:60]}")
+    if value != value or not entry.low <= value <= entry.high:
+        shown = f"{value:.6g}" if isinstance(value, float) else (f"{value:,}" if abs(value) < 10**30
+                                                                  else f"an integer of {len(str(abs(value)))} digits")
+        raise ConfigError(f"{where}: {name} {shown} is outside the plausible range {entry.low:g}..{entry.high:g}"
+                          f"{' ' + entry.unit if entry.unit else ''} ({entry.why})")
+    if integer and value != int(value):
+        raise ConfigError(f"{where}: {name} must be a whole number of {entry.unit}; got {value!r}")
+    return int(value) if integer else float(value)
 #: Calculon's default share of the SMs an overlapped collective occupies (calculon-ai/calculon
 #: systems/a100_80g.json, h100_80g_nvl8.json: networks[].processor_usage), for a file that gives none.
 PROCESSOR_USAGE = {"nvlink": 0.15, "network": 0.02}
@@ -89,25 +146,23 @@ class Hardware:
 
 
 def _number(data: dict, name: str, where: str, *, integer: bool = False, fraction: bool = False) -> float:
-    value = data.get(name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{where}: {name} must be a number ({FIGURES.get(name, name)}); got {value!r}")
-    if not value > 0 or value != value or value == float("inf"):
-        raise ConfigError(f"{where}: {name} must be positive ({FIGURES.get(name, name)}); got {value!r}")
-    if fraction and value > 1:
-        raise ConfigError(f"{where}: {name} is a fraction in (0, 1]; got {value!r}")
-    if integer and value != int(value):
-        raise ConfigError(f"{where}: {name} must be a whole number of GPUs; got {value!r}")
-    return int(value) if integer else float(value)
+    """Figure ``name`` of ``data``, through :func:`plausible` (``fraction`` kept for callers: the
+    efficiencies' range says it)."""
+    return plausible(data.get(name), name, where, integer=integer)
 
 
 def from_dict(data, where: str = "hardware file") -> Hardware:
     """Validate a hardware description (the shape of ``data/hardware/*.json``)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: a hardware file is a JSON object with {', '.join(FIGURES)}")
+    from ..core.inputs import clean
+
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"{where}: name must be a non-empty string")
+    if len(name) > 200:
+        raise ConfigError(f"{where}: name is {len(name):,} characters; give a GPU's name (at most 200)")
+    name = clean(name.strip())  # escaped as config names are: no control character reaches a terminal
     figures = {key: _number(data, key, where, integer=key == "nvlink_domain", fraction=key.endswith("efficiency"))
                for key in FIGURES}
     fp8 = data.get("peak_fp8_flops")
@@ -119,6 +174,9 @@ def from_dict(data, where: str = "hardware file") -> Hardware:
                                                             for x in row) for row in table):
         raise ConfigError(f"{where}: gemm_efficiency must be a list of [GEMM FLOPs threshold, fraction] pairs, "
                           "largest threshold first, the last one 0")
+    for index, (threshold, fraction) in enumerate(table):
+        plausible(threshold, f"gemm_efficiency[{index}][0]", where, table="gemm_efficiency.threshold")
+        plausible(fraction, f"gemm_efficiency[{index}][1]", where, table="gemm_efficiency.fraction")
     thresholds = [row[0] for row in table]
     if thresholds != sorted(thresholds, reverse=True) or thresholds[-1] != 0 or any(x < 0 for x in thresholds):
         raise ConfigError(f"{where}: gemm_efficiency thresholds must descend and end with 0; got {thresholds}")
@@ -128,26 +186,24 @@ def from_dict(data, where: str = "hardware file") -> Hardware:
     if not isinstance(latency, dict):
         raise ConfigError(f"{where}: latency must be an object with {', '.join(LATENCIES)} in seconds")
     for key in LATENCIES:
-        value = latency.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-            raise ConfigError(f"{where}: latency.{key} must be a number of seconds in [0, 1); got {value!r}")
+        plausible(latency.get(key), f"latency.{key}", where, table="latency")
     usage = data.get("processor_usage", PROCESSOR_USAGE)
     if not isinstance(usage, dict) or set(usage) - set(PROCESSOR_USAGE):
         raise ConfigError(f"{where}: processor_usage must be an object with {', '.join(PROCESSOR_USAGE)}: the "
                           "fraction of compute an overlapped collective takes on that link, in [0, 1)")
     usage = dict(PROCESSOR_USAGE, **usage)
     for key, value in usage.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-            raise ConfigError(f"{where}: processor_usage.{key} must be a fraction in [0, 1); got {value!r}")
+        plausible(value, f"processor_usage.{key}", where, table="processor_usage")
     sources = data.get("sources", {})
     if not isinstance(sources, dict):
         raise ConfigError(f"{where}: sources must be an object: figure name → where it comes from")
-    return Hardware(name.strip(), figures["peak_bf16_flops"], fp8, figures["hbm_bytes"], figures["hbm_bandwidth"],
+    return Hardware(name, figures["peak_bf16_flops"], fp8, figures["hbm_bytes"], figures["hbm_bandwidth"],
                     figures["nvlink_bandwidth"], figures["nvlink_domain"], figures["internode_bandwidth"],
                     tuple((float(x), float(y)) for x, y in table), figures["hbm_efficiency"],
                     figures["nvlink_efficiency"], figures["internode_efficiency"],
                     {key: float(latency[key]) for key in LATENCIES},
-                    {key: float(value) for key, value in usage.items()}, dict(sources), str(data.get("note", "")), where)
+                    {key: float(value) for key, value in usage.items()}, dict(sources), clean(data.get("note", ""))[:500],
+                    where)
 
 
 @cache

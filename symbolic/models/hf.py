@@ -66,6 +66,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .config import ConfigError, ModelConfig, Recipe
+from .hf_fields import canonical
 
 #: Each HF field and the other spellings HF's ``attribute_map`` gives it.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -213,6 +214,7 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a config.json holds one JSON object, not {type(raw).__name__}")
     model_type = _known(raw, where)
+    raw = canonical(raw, model_type, where)  # transformers' attribute_map spellings, cross-field checks
     defaults = DEFAULTS[model_type]
     missing = [field for field in REQUIRED if _field(raw, field) is None]
     if missing:

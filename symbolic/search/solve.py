@@ -181,8 +181,14 @@ def _search_micro_batch(model, layout, gpu_memory, margin, params_hand) -> Limit
     from ..bill.derive import make_bill
 
     usable = gpu_memory - margin
-    valid = [value for value in range(1, layout.global_batch // layout.dp + 1)
-             if replace(layout, micro_batch=value).is_valid(model)]
+    # b·d must divide B: the divisors of B/d (at most 1,344 below 10^9), not every integer up to B/d
+    # (a global batch of 10^9 made that a billion validations); within b's stated range
+    candidates = _micro_batches(layout) or []
+    valid = [value for value in candidates
+             if value <= MAX_ANSWER["micro_batch"] and replace(layout, micro_batch=value).is_valid(model)]
+    if not valid:
+        raise ConfigError(f"no micro-batch b with b·dp dividing the global batch {layout.global_batch:,} "
+                          f"(dp = {layout.dp}) is valid for {model.name}: choose another --global-batch")
     answer, total_at, next_value, total_next = None, None, None, None
     for value in valid:
         total = make_bill(model, replace(layout, micro_batch=value), params_hand=params_hand).totals["total_bytes"]
@@ -191,6 +197,10 @@ def _search_micro_batch(model, layout, gpu_memory, margin, params_hand) -> Limit
         else:
             next_value, total_next = value, total
             break
+    if answer is not None and answer == valid[-1] and max(candidates) > MAX_ANSWER["micro_batch"]:
+        raise ConfigError(f"every micro-batch up to {answer:,} fits, and larger ones beyond the stated range (at "
+                          f"most {MAX_ANSWER['micro_batch']:,}) may too: check --gpu-memory ({gpu_memory:,} B) "
+                          "and --global-batch")
     at = answer if answer is not None else valid[0]
     if answer is None:
         total_at = total_next

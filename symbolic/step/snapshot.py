@@ -209,6 +209,18 @@ def load(path: str | Path) -> dict:
         return _unpickle(handle, clean(path))
 
 
+#: Every integer of a snapshot (an address, a size, a stream, a time) is a 64-bit word in PyTorch's
+#: caching allocator; a larger one is refused before any arithmetic or printing (a 1-MB integer
+#: made the text output convert a 2.4-million-digit number).
+_WORD = 2**64
+
+
+def _word(value, key, where, name) -> None:
+    if type(value) is int and not -_WORD < value < _WORD:
+        raise SnapshotError(f"{name}: wrong structure: {where}[{key!r}] is an integer of {value.bit_length():,} bits; "
+                            "a snapshot's addresses, sizes and streams are 64-bit")
+
+
 def _need(obj, key, kind, where, name):
     if not isinstance(obj, dict) or key not in obj:
         raise SnapshotError(f"{name}: wrong structure: {where} has no {key!r} (not a torch.cuda.memory snapshot)")
@@ -216,6 +228,7 @@ def _need(obj, key, kind, where, name):
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
         raise SnapshotError(f"{name}: wrong structure: {where}[{key!r}] is {type(value).__name__}, not {want}")
+    _word(value, key, where, name)
     return value
 
 
@@ -230,6 +243,7 @@ def _optional(obj, key, kind, where, name):
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             want = "/".join(k.__name__ for k in kinds)
             raise SnapshotError(f"{name}: wrong structure: {where}[{key!r}] is {type(value).__name__}, not {want}")
+        _word(value, key, where, name)
 
 
 def _size(obj, key, where, name) -> int:
@@ -253,14 +267,15 @@ def _plain_entry(entry) -> bool:
     if type(entry) is not dict:
         return False
     action, size = entry.get("action"), entry.get("size")
-    if type(action) is not str or type(size) is not int or size < 0:
+    if type(action) is not str or type(size) is not int or not 0 <= size < _WORD:
         return False
-    if action in ADDRESSED and type(entry.get("addr")) is not int:
+    if action in ADDRESSED and (type(entry.get("addr")) is not int or not 0 <= entry["addr"] < _WORD):
         return False
     stream, when = entry.get("stream", 0), entry.get("time_us", 0)
     frames, free = entry.get("frames", _ABSENT), entry.get("device_free", 0)
-    return (type(stream) is int and (type(when) is int or type(when) is float)
-            and (frames is _ABSENT or type(frames) is list) and type(free) is int)
+    return (type(stream) is int and -_WORD < stream < _WORD and (type(when) is int or type(when) is float)
+            and -_WORD < when < _WORD and (frames is _ABSENT or type(frames) is list)
+            and type(free) is int and -_WORD < free < _WORD)
 
 
 def validate(obj, name: str = "snapshot") -> None:

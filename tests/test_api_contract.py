@@ -1,0 +1,401 @@
+"""One contract for every way in (issue 22): the Python API, hardware files, output paths and
+config fields keep the CLI's promises — a result, or one ConfigError naming the field, the
+value and the fix; never another exception, a hang, NaN, or a silently wrong number."""
+import ast
+import inspect
+import json
+import math
+import os
+import pickle
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import symbolic
+from symbolic import api
+from symbolic.cli import build_parser, main
+from symbolic.layout.options import OPTIONS
+from symbolic.ledgers import hardware
+
+# --- the schema: both ways in are made from it ----------------------------------------------
+
+API_FUNCTIONS = (api.bill, api.plan, api.solve, api.timeline)
+
+
+def test_api_does_not_import_the_clis_option_module():
+    tree = ast.parse(Path(api.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not any(name.endswith("_options") for name in imported), imported
+
+
+@pytest.mark.parametrize("function", API_FUNCTIONS, ids=lambda f: f.__name__)
+def test_every_api_keyword_is_a_schema_option(function):
+    """A keyword the schema does not know would be taken unchecked: each has an entry."""
+    keywords = [name for name, p in inspect.signature(function).parameters.items()
+                if p.kind is p.KEYWORD_ONLY]
+    assert keywords and [name for name in keywords if name not in OPTIONS] == []
+
+
+def _cli_actions():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    for command, cparser in sub.choices.items():
+        for action in cparser._actions:
+            yield command, action
+
+
+def test_every_cli_flag_of_a_schema_option_has_the_schemas_type_and_choices():
+    checked = 0
+    for command, action in _cli_actions():
+        option = OPTIONS.get(action.dest)
+        if option is None or option.flag not in action.option_strings or action.nargs == 0:
+            continue
+        if option.kind == "int":  # the same range object everywhere (a choice's reader may differ)
+            assert action.type is option.type, (command, option.flag)
+        if option.kind == "choice":
+            assert tuple(action.choices) == tuple(option.choices), (command, option.flag)
+        checked += 1
+    assert checked > 60  # bill, plan, solve, timeline, derive, calculator, snapshot share them
+
+
+# --- the API: the issue's corpus, table-driven ----------------------------------------------
+
+REFUSED = [
+    (lambda: symbolic.bill("llama-2-7b", tp=True), r"^tp=True: a bool is not a count"),
+    (lambda: symbolic.bill("gpt-7b", zero=True), r"^zero=True: a bool is not a choice; choose one of 0, 1, 2, 3"),
+    (lambda: symbolic.bill("gpt-7b", fused_swiglu="no"), r"^fused_swiglu='no': a flag is True or False"),
+    (lambda: symbolic.bill("gpt-7b", flash_attention="no"), r"^flash_attention='no': a flag is True or False"),
+    (lambda: symbolic.bill("mixtral-8x7b", moe_pad_to_capacity="no"), r"^moe_pad_to_capacity='no'"),
+    (lambda: symbolic.bill("llama-3-8b", gpu_memory=80), r"^gpu_memory=80: a bare number has no unit.*h100"),
+    (lambda: symbolic.bill("gpt-7b", gpu_memory=10**40), r"^gpu_memory=1000.*: a bare number has no unit"),
+    (lambda: symbolic.bill("gpt-7b", recompute_modules=5), r"^recompute_modules=5: give a name"),
+    (lambda: symbolic.bill("gpt-7b", hardware=5), r"^hardware=5: give text"),
+    (lambda: symbolic.bill("gpt-7b", gpus_per_node=0), r"^gpus_per_node=0: outside the stated range 1\.\."),
+    (lambda: symbolic.bill("gpt-7b", gpus_per_node=True), r"^gpus_per_node=True: a bool is not a count"),
+    (lambda: symbolic.bill("gpt-7b", seq=10**30), r"^seq=1000.*: outside the stated range 1\.\.100,000,000"),
+    (lambda: symbolic.bill("gpt-7b", micro_batch=10**30), r"^micro_batch=.*outside the stated range"),
+    (lambda: symbolic.bill("gpt-7b", dp=10**30), r"^dp=.*outside the stated range"),
+    (lambda: symbolic.bill("gpt-7b", global_batch=10**30), r"^global_batch=.*outside the stated range"),
+    (lambda: symbolic.bill("gpt-7b", params=10**30), r"^--params .*more than 10,000,000,000,000,000"),
+    (lambda: symbolic.bill("gpt-7b", lora=10**9), r"^lora=1000000000: outside the stated range"),
+    (lambda: symbolic.bill("gpt-7b", lora=100_000), r"lora rank 100000 exceeds the hidden size h = 4096"),
+    (lambda: symbolic.bill("gpt-7b", tp=-8), r"^tp=-8: outside the stated range"),
+    (lambda: symbolic.bill("gpt-7b", tp=8.0), r"^tp=8\.0: a float is not an integer"),
+    (lambda: symbolic.bill("gpt-7b", dtype="int3"), r"^dtype='int3': choose one of bf16, fp16, fp32, fp8"),
+    (lambda: symbolic.bill("mixtral-8x7b", moe_capacity_factor=0.5), r"must be at least 1"),
+    (lambda: symbolic.bill("mixtral-8x7b", moe_capacity_factor=float("nan")), r"^moe_capacity_factor=nan"),
+    (lambda: symbolic.bill("mixtral-8x7b", moe_capacity_factor=5), r"outside 1\.\.E/k = 8/2"),
+    (lambda: symbolic.plan("gpt-7b", gpus=10**30, gpu_memory="80GB"), r"^gpus=.*outside the stated range"),
+    (lambda: symbolic.plan("gpt-7b", gpus=8, gpu_memory="80GB", max_micro_batch=10**30), r"^max_micro_batch="),
+    (lambda: symbolic.plan("gpt-7b", gpus=8, gpu_memory="80GB", global_batch=10**30), r"^global_batch="),
+    (lambda: symbolic.plan("gpt-7b", gpus=8, gpu_memory="80GB", tp=True), r"^tp=True: a bool is not a count"),
+    (lambda: symbolic.plan("gpt-7b", gpus=8, gpu_memory="80GB", margin=4), r"^margin=4: give a size"),
+    (lambda: symbolic.plan("gpt-7b", gpus=8, gpu_memory="80GB", top=-1), r"^top=-1: outside"),
+    (lambda: symbolic.plan("gpt-7b", gpus=8), r"plan\(\): missing a required argument: 'gpu_memory'"),
+    (lambda: symbolic.solve("gpt-7b", max="seq"), r"solve\(\): missing a required argument: 'gpu_memory'"),
+    (lambda: symbolic.solve("gpt-7b", max="heads", gpu_memory="80GB"), r"^max='heads': choose one of"),
+    (lambda: symbolic.solve("gpt-7b", max="seq", gpu_memory="80GB", sp="yes"), r"^sp='yes': a flag"),
+    (lambda: symbolic.timeline("gpt-7b", optimize=5), r"^optimize=5: give a name"),
+    (lambda: symbolic.timeline("gpt-7b", optimize={"zero": 1}), r"^optimize=\{'zero': 1\}: give a name"),
+    (lambda: symbolic.timeline("gpt-7b", optimize=["teleport"]), r"unknown optimisation 'teleport'"),
+    (lambda: symbolic.timeline("gpt-7b", nccl_channels=0), r"^nccl_channels=0: outside the stated range 1\.\.1,024"),
+    (lambda: symbolic.timeline("gpt-7b", bucket=25 * 2**20), r"^bucket=26214400: a bare number has no unit"),
+    (lambda: symbolic.derive("activations", tp=True, sp="no"), r"^sp='no': give one of True, False"),
+    (lambda: symbolic.derive("activations", tp=-8), r"^tp=-8: outside the stated range"),
+    (lambda: symbolic.derive("activations", tp="eight"), r"^tp='eight': 'eight' is not an integer"),
+    (lambda: symbolic.derive("activations", zero=True), r"^zero=True: a bool is not a choice"),
+    (lambda: symbolic.derive("activations", tied="yes"), r"^tied='yes': give one of"),
+    (lambda: symbolic.derive(5), r"^quantity 5: give a quantity's name"),
+    (lambda: symbolic.bill(["gpt-7b"]), r"^model \['gpt-7b'\]: give a built-in name"),
+]
+
+
+@pytest.mark.parametrize("call, message", REFUSED, ids=[m for _, m in REFUSED])
+def test_the_api_refuses_what_the_cli_refuses_naming_the_keyword(call, message):
+    with pytest.raises(symbolic.ConfigError) as caught:
+        call()
+    text = str(caught.value)
+    assert re.search(message, text), text
+    assert "\n" not in text and len(text) < 400
+
+
+def test_text_counts_are_read_as_the_cli_reads_them():
+    """tp="8" is what `--tp 8` is: the same bill, not a TypeError deep in the layout."""
+    assert symbolic.bill("llama-2-7b", tp="8").to_dict() == symbolic.bill("llama-2-7b", tp=8).to_dict()
+    assert symbolic.bill("llama-2-7b", gpus_per_node="8").to_dict() == symbolic.bill("llama-2-7b").to_dict()
+    by_text = symbolic.plan("gpt-7b", gpus="8", gpu_memory="80GB", top=1, tp="8", micro_batch="1").to_dict()
+    assert by_text == symbolic.plan("gpt-7b", gpus=8, gpu_memory="80GB", top=1, tp=8, micro_batch=1).to_dict()
+    assert symbolic.bill("gpt-7b", dp=2, zero="1", dtype="bfloat16").to_dict() == \
+        symbolic.bill("gpt-7b", dp=2, zero=1, dtype="bf16").to_dict()
+
+
+def test_a_gpu_name_is_a_memory_size():
+    assert symbolic.bill("llama-2-7b", tp=8, gpu_memory="h100").gpu_memory_bytes == 80 * 10**9
+
+
+def test_capacity_factor_as_python_numbers():
+    from fractions import Fraction
+
+    kw = dict(seq=4096, dp=8, ep=8)
+    text = symbolic.bill("mixtral-8x7b", moe_capacity_factor="5/4", **kw).to_dict()
+    assert symbolic.bill("mixtral-8x7b", moe_capacity_factor=Fraction(5, 4), **kw).to_dict() == text
+    assert symbolic.bill("mixtral-8x7b", moe_capacity_factor=1.25, **kw).to_dict() == text
+
+
+# --- hardware files: plausible ranges, names escaped, no NaN anywhere -----------------------
+
+def _extreme_hardware(tmp_path, end: str) -> str:
+    """A hardware file with every figure at the low (or high) end of its plausible range."""
+    data = json.loads((hardware.HARDWARE_DIR / "a100-80gb.json").read_text())
+    for key, entry in hardware.PLAUSIBLE.items():
+        if key in data and not isinstance(data[key], dict):
+            data[key] = int(getattr(entry, end)) if key == "nvlink_domain" else getattr(entry, end)
+    data["peak_fp8_flops"] = getattr(hardware.PLAUSIBLE["peak_fp8_flops"], end)
+    fraction = getattr(hardware.PLAUSIBLE["gemm_efficiency.fraction"], end)
+    data["gemm_efficiency"] = [[1e18 if end == "high" else 1.0, fraction], [0, fraction]]
+    data["latency"] = {key: getattr(hardware.PLAUSIBLE["latency"], end) for key in hardware.LATENCIES}
+    data["processor_usage"] = {key: getattr(hardware.PLAUSIBLE["processor_usage"], end)
+                               for key in hardware.PROCESSOR_USAGE}
+    data["name"] = "\x1b]0;title\x07\x1b[2Jextreme-" + end
+    path = tmp_path / f"{end}.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+#: Every command's arguments for a run on a hostile hardware file (the commands with --hardware are
+#: found from the parser, and each must have a row here).
+HARDWARE_RUNS = {
+    "bill": [["gpt-7b", "--tp", "8", "--pp", "2", "--dp", "4", "--zero", "1"], ["mixtral-8x7b", "--ep", "8", "--dp", "8"],
+             ["llama-2-7b", "--lora", "16", "--offload", "optimizer"]],
+    "plan": [["gpt-7b", "--gpus", "64", "--gpu-memory", "80GB", "--top", "3"]],
+}
+
+
+def _no_constant(name):
+    raise AssertionError(f"{name} in a --json output")
+
+
+@pytest.mark.parametrize("end", ["low", "high"])
+def test_no_nan_or_infinity_in_any_json_output_on_a_hostile_hardware_file(end, tmp_path, capsys):
+    path = _extreme_hardware(tmp_path, end)
+    commands = sorted({command for command, action in _cli_actions() if "--hardware" in action.option_strings})
+    assert commands == sorted(HARDWARE_RUNS)
+    for command in commands:
+        for argv in HARDWARE_RUNS[command]:
+            code = main([command, *argv, "--hardware", path, "--json"])
+            out = capsys.readouterr().out
+            assert code in (0, 1), (command, argv)
+            data = json.loads(out, parse_constant=_no_constant)
+            assert "\x1b" not in out and "\x07" not in out
+            if command == "bill":
+                assert math.isfinite(data["step_seconds"]) and data["step_seconds"] > 0
+    bill = symbolic.bill("gpt-7b", tp=8, hardware=path)
+    json.dumps(bill.to_dict(), allow_nan=False)
+    assert "\x1b" not in bill.text()
+
+
+# --- output paths ---------------------------------------------------------------------------
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("argv", [["calculator", "-o", "{fifo}"], ["sheet", "-o", "{fifo}.tex"],
+                                  ["timeline", "gpt-7b", "--png", "{fifo}"]])
+def test_a_fifo_output_is_refused_before_any_work(argv, tmp_path, capsys):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    os.mkfifo(str(fifo) + ".tex")
+    assert main([part.format(fifo=fifo) for part in argv]) == 2
+    err = capsys.readouterr().err
+    assert "is a FIFO (named pipe), not a regular file" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_device_output_is_refused(capsys):
+    assert main(["calculator", "-o", os.devnull]) == 2
+    assert "is a character device, not a regular file" in capsys.readouterr().err
+
+
+def test_solve_with_a_huge_global_batch_answers_or_refuses(capsys):
+    """The issue's case ran past 60 s: every integer up to B/d was validated; now B/d's divisors."""
+    code = main(["solve", "gpt-7b", "--max", "micro-batch", "--pp", "4", "--global-batch", "1000000000",
+                 "--gpu-memory", "1000000000GB"])
+    err = capsys.readouterr().err
+    assert code == 2 and "every micro-batch up to 1,000,000 fits" in err
+
+
+def test_solve_with_a_pipeline_and_a_global_batch_checks_its_divisors(capsys):
+    limit = symbolic.solve("gpt-7b", max="micro-batch", pp=4, tp=8, global_batch=64, gpu_memory="80GB")
+    assert limit.answer is not None and 64 % limit.answer == 0
+
+
+def test_a_snapshot_with_a_huge_integer_is_refused_in_text_as_in_json(tmp_path, capsys):
+    snapshot = {"segments": [], "device_traces": [[{"action": "alloc", "addr": 4096, "size": 2**70,
+                                                   "stream": 0, "time_us": 1}]]}
+    path = tmp_path / "big.pickle"
+    path.write_bytes(pickle.dumps(snapshot, protocol=2))
+    for extra in ([], ["--json"]):
+        assert main(["snapshot", str(path), *extra]) == 2
+        err = capsys.readouterr().err
+        assert "['size'] is an integer of 71 bits; a snapshot's addresses, sizes and streams are 64-bit" in err
+
+
+# --- config fields: transformers' aliases, cross-field checks -------------------------------
+
+QWEN3_MOE = {"model_type": "qwen3_moe", "num_hidden_layers": 4, "hidden_size": 512, "intermediate_size": 1024,
+             "moe_intermediate_size": 256, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 64,
+             "vocab_size": 1000, "num_experts_per_tok": 4, "max_position_embeddings": 4096}
+
+
+def _config(tmp_path, raw, name="config.json") -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(raw) if not isinstance(raw, str) else raw)
+    return str(path)
+
+
+def test_qwen3_moe_as_transformers_5_saves_it_reads_its_experts(tmp_path):
+    """transformers 5.24 stores Qwen3-MoE's expert count as num_local_experts (attribute_map)."""
+    saved = symbolic.bill(_config(tmp_path, dict(QWEN3_MOE, num_local_experts=64), "a.json"))
+    old = symbolic.bill(_config(tmp_path, dict(QWEN3_MOE, num_experts=64), "b.json"))
+    assert saved.to_dict()["model_config"]["experts"] == 64 == old.to_dict()["model_config"]["experts"]
+    assert saved.to_dict()["params"] == old.to_dict()["params"]
+    with pytest.raises(symbolic.ConfigError, match="num_local_experts = 64 and num_experts = 32 are one field"):
+        symbolic.bill(_config(tmp_path, dict(QWEN3_MOE, num_local_experts=64, num_experts=32), "c.json"))
+
+
+def test_the_attribute_maps_are_transformers_own():
+    transformers = pytest.importorskip("transformers")
+    from transformers import AutoConfig
+
+    from symbolic.models.hf_attribute_maps import ATTRIBUTE_MAPS, TRANSFORMERS_VERSION
+
+    assert transformers.__version__ == TRANSFORMERS_VERSION
+    for model_type in ("qwen3_moe", "mixtral", "gpt2", "deepseek_v3", "deepseek_v2"):
+        assert ATTRIBUTE_MAPS[model_type] == AutoConfig.for_model(model_type).attribute_map, model_type
+
+
+GPT2 = {"model_type": "gpt2", "n_layer": 2, "n_embd": 256, "n_head": 4, "vocab_size": 1000, "n_positions": 512}
+LLAMA = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+         "vocab_size": 1000, "intermediate_size": 512}
+DEEPSEEK = json.loads((Path(symbolic.__file__).parent / "data" / "deepseek-v3.json").read_text())
+
+
+@pytest.mark.parametrize("raw, message", [
+    (dict(GPT2, add_cross_attention=True), r"add_cross_attention = true adds a cross-attention block"),
+    (dict(GPT2, add_cross_attention="yes"), r"add_cross_attention must be true or false"),
+    (dict(LLAMA, is_encoder_decoder=True), r"is_encoder_decoder = true adds an encoder stack"),
+    (dict(DEEPSEEK, first_k_dense_replace=99), r"first_k_dense_replace = 99 is more than num_hidden_layers = 61"),
+    (dict(QWEN3_MOE, num_experts=8, mlp_only_layers=[99, -1]), r"mlp_only_layers holds \[99, -1\], outside .*0\.\.3"),
+    (dict(LLAMA, model_type="mistral", sliding_window=-4096), r"sliding_window must be a positive number"),
+    (dict(LLAMA, model_type="gpt_neox", rotary_pct=2.0), r"rotary_pct must be a fraction in \(0, 1\]"),
+    (dict(LLAMA, partial_rotary_factor=0), r"partial_rotary_factor must be a fraction"),
+    (dict(LLAMA, layer_types=["full_attention"]), r"layer_types has 1 entries for num_hidden_layers = 4"),
+    (dict(LLAMA, _symbolic=5), r"_symbolic = 5: symbolic's own metadata is an object"),
+    (dict(LLAMA, _symbolic={"name": 5}), r"_symbolic\.name = 5 must be text"),
+    ('{"model_type": "llama", "num_hidden_layers": NaN}', r"num_hidden_layers is NaN, not a finite number"),
+    ('{"model_type": "llama", "hidden_size": ' + "9" * 5000 + "}", r"hidden_size is an integer of 5,000 digits"),
+    ('{"model_type": "llama", "rope_theta": 1e999}', r"rope_theta is 1e999, beyond a float's range"),
+])
+def test_a_config_field_that_does_not_fit_is_refused_naming_it(raw, message, tmp_path, capsys):
+    path = _config(tmp_path, raw)
+    with pytest.raises(symbolic.ConfigError, match=message):
+        symbolic.bill(path)
+    assert main(["bill", path]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bill", "gpt-7b", "--lora", "1000000"], "lora rank 1000000 exceeds the hidden size h = 4096"),
+    (["bill", "mixtral-8x7b", "--moe-capacity-factor", "0.5"], "'0.5' must be at least 1 (from 1 to 1000)"),
+    (["bill", "mixtral-8x7b", "--moe-capacity-factor", "4.5"], "outside 1..E/k = 8/2"),
+])
+def test_lever_ranges_on_the_command_line(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_trace_resizes_layer_types_with_the_layer_count():
+    from symbolic.models.hf_fields import resized
+
+    qwen3 = {"model_type": "qwen3", "num_hidden_layers": 1, "layer_types": ["full_attention"]}
+    assert "layer_types" not in resized(qwen3, 2)  # transformers rebuilds its default for 2 layers
+    gemma = {"model_type": "gemma3_text", "num_hidden_layers": 6, "layer_types": ["sliding_attention"] * 5 +
+             ["full_attention"], "first_k_dense_replace": 3, "mlp_only_layers": [0, 4]}
+    two = resized(gemma, 2)
+    assert two["layer_types"] == ["sliding_attention"] * 2 and two["num_hidden_layers"] == 2
+    assert two["first_k_dense_replace"] == 2 and two["mlp_only_layers"] == [0]
+
+
+def test_trace_hf_on_configs_as_transformers_saves_them(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    from transformers import Qwen3Config
+
+    Qwen3Config(num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=256, head_dim=16).save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["layer_types"] == ["full_attention"]
+    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--seq", "16", "--batch", "2"]) == 0
+    assert "traced == declared at every point" in capsys.readouterr().out
+
+
+# --- the keyword space: a result or a ConfigError, never another exception, never NaN --------
+
+VALUES = st.sampled_from([-1, 0, 1, 2, 8, 10**30, True, False, None, 1.5, float("nan"), float("inf"),
+                          "8", "no", "", "x", "80GB", "1.25", "5/4", "h100", "bf16", "selective", "core_attn",
+                          [], ["zero"], {"zero": 1}, (1,), b"8"])
+#: Each command's first argument and keywords; plan's sweep pinned to a handful of layouts (a draw may unpin one).
+BASE = {"bill": ("gpt-7b", {}),
+        "plan": ("gpt-7b", {"gpus": 8, "gpu_memory": "80GB", "top": 1, "tp": 8, "pp": 1, "micro_batch": 1,
+                            "recompute": "none", "zero": 0, "sp": True}),
+        "solve": ("gpt-7b", {"max": "micro-batch", "gpu_memory": "80GB", "tp": 8}),
+        "timeline": ("gpt-7b", {"tp": 8}), "derive": ("activations", {})}
+DERIVE_KEYWORDS = ("tp", "sp", "cp", "pp", "interleave", "dp", "seq", "micro_batch", "recompute", "dtype", "zero",
+                   "optimizer", "lora", "tied", "positions", "arch", "uneven", "pipeline")
+
+
+def _keywords(command: str) -> list[str]:
+    if command == "derive":
+        return list(DERIVE_KEYWORDS)
+    function = getattr(api, command)
+    names = [name for name, p in inspect.signature(function).parameters.items() if p.kind is p.KEYWORD_ONLY]
+    return names + (["tp", "pp", "sp", "zero", "recompute", "micro_batch"] if command == "plan" else [])
+
+
+def _valid(name: str) -> list:
+    """Values the schema accepts for keyword ``name`` (so that some draws run the engine)."""
+    option = OPTIONS.get(name)
+    if option is None:
+        return [True, False]
+    if option.kind == "int":
+        return [option.low, min(option.high, 8), option.default]
+    if option.kind in ("flag", "choice"):
+        return [True, False] if option.kind == "flag" else list(option.choices)
+    if option.kind == "names":
+        return [["zero"], "flash-attention"] if name == "optimize" else [""]
+    if option.kind == "text":
+        return ["h100-sxm", "a100-80gb"] if name == "hardware" else [""]
+    return {"memory": ["80GB", "h100", "4MiB"], "count": ["7B", 7 * 10**9], "ratio": ["1", 1.25],
+            "margin": ["0", "10%", "4GB"]}[option.kind]
+
+
+@st.composite
+def calls(draw):
+    command = draw(st.sampled_from(sorted(BASE)))
+    names = draw(st.lists(st.sampled_from(_keywords(command)), min_size=1, max_size=3, unique=True))
+    return command, {name: draw(st.one_of(st.sampled_from(_valid(name)), VALUES)) for name in names}
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls())
+def test_the_api_keyword_space_gives_a_result_or_a_config_error(call):
+    command, changes = call
+    first, base = BASE[command]
+    kwargs = dict(base, **changes)
+    try:
+        result = getattr(symbolic, command)(first, **kwargs)
+    except symbolic.ConfigError as error:
+        assert str(error) and "\n" not in str(error)
+        return
+    json.dumps(result.to_dict(), allow_nan=False)  # never NaN or Infinity
+    assert str(result)
