@@ -109,7 +109,7 @@ def _multiplier_note(lines: list[Line]) -> list[str]:
 
 def _measure(renderable) -> int:
     """The natural width of ``renderable`` in columns (no wrapping)."""
-    console = Console(file=io.StringIO(), width=10_000, color_system=None, emoji=False)
+    console = Console(file=io.StringIO(), width=10_000, color_system=None, emoji=False, force_jupyter=False)
     return console.measure(renderable).maximum
 
 
@@ -479,8 +479,10 @@ def run_wrapped(run, args) -> int:
 
 def render_renderables(items, width: int = PIPE_WIDTH, color: bool = False) -> str:
     """Rich renderables as text of ``width`` columns, trailing spaces removed."""
+    # force_jupyter=False: in a notebook kernel rich would otherwise display every print as its own
+    # output and leave the StringIO empty (the notebook's fold held nothing).
     console = Console(file=io.StringIO(), width=width, force_terminal=color, color_system="standard" if color
-                      else None, highlight=False, emoji=False)
+                      else None, highlight=False, emoji=False, force_jupyter=False)
     for item in items:
         console.print(item)
     return "\n".join(line.rstrip() for line in console.file.getvalue().rstrip("\n").split("\n"))
