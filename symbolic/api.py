@@ -59,6 +59,23 @@ def _size(value, field: str) -> int | None:
                      "a memory size in bytes", parse_memory)
 
 
+def _gpu_choice(gpu, gpu_memory, hardware, required: bool = False):
+    """``gpu=`` (a GPU's name: its memory and its hardware), ``gpu_memory=`` and ``hardware=`` overriding
+    it, as the CLI's ``--gpu``, ``--gpu-memory`` and ``--hardware`` (:mod:`symbolic.commands._gpu`)."""
+    from .commands._gpu import resolve
+
+    if gpu is not None and not isinstance(gpu, str):
+        raise ConfigError(f"--gpu {gpu!r}: give a GPU's name such as 'h100'")
+    if hardware is not None and not isinstance(hardware, (str, Path)):
+        raise ConfigError(f"--hardware {hardware!r}: give a GPU's name such as 'h100' or a JSON file's path")
+    if not isinstance(gpu_memory, str):  # bytes as an int (checked here), or None
+        gpu_memory = _size(gpu_memory, "--gpu-memory")
+    choice = _engine_errors(lambda: resolve(gpu, gpu_memory, None if hardware is None else str(hardware)))
+    if required and choice.memory is None:
+        raise ConfigError("--gpu-memory is required: give a GPU (gpu='h100') or a size such as gpu_memory='80GB'")
+    return choice
+
+
 def _count(value, field: str) -> int | None:
     """A count from ``"7B"`` or an int; ``None`` stays ``None``."""
     from .commands._options import parse_count
@@ -245,7 +262,7 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
          gpus_per_node: int | None = None, lora: int = 0, lora_targets: str = "all-linear",
          base_dtype: str = "bf16", double_quant: bool = True, offload: str = "none",
          optimizer_impl: str = "foreach", flash_attention: bool = False, activation_offload: bool = False,
-         cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False) -> Bill:
+         cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False, gpu: str | None = None) -> Bill:
     """``symbolic bill``: the four ledgers of ``model`` (a built-in name, an HF
     ``config.json`` path or a ModelConfig) under a layout, against ``gpu_memory``
     (``"80GB"``, ``"80GiB"`` or bytes), and the step time on ``hardware`` (a GPU
@@ -266,11 +283,13 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity)
     layout = _engine_errors(lambda: layout.validate(config))
     params_hand = _count(params, "--params")
-    memory = _size(gpu_memory, "--gpu-memory")
-    gpu, hidden = _time_model(hardware, overlap)
+    choice = _gpu_choice(gpu, gpu_memory, hardware)
+    _, hidden = _time_model(None, overlap)
     cpu = _size(cpu_memory, "--cpu-memory")
-    engine, step = _engine_errors(lambda: priced_bill(config, layout, gpu, overlap=hidden, gpus_per_node=gpus_per_node,
-                                                      params_hand=params_hand, gpu_memory=memory, cpu_memory=cpu))
+    engine, step = _engine_errors(lambda: priced_bill(config, layout, choice.hardware, overlap=hidden,
+                                                      gpus_per_node=gpus_per_node, params_hand=params_hand,
+                                                      gpu_memory=choice.memory, cpu_memory=cpu))
+    engine.gpu = choice
     return Bill(engine, step)
 
 
@@ -290,11 +309,11 @@ class Plan(Result):
 
     command = "plan"
 
-    def __init__(self, engine, shown, closest, elapsed: float = 0.0):
+    def __init__(self, engine, shown, closest, elapsed: float = 0.0, gpu=None):
         from .commands.plan import render_json
 
-        self.engine, self.shown, self.closest, self.elapsed = engine, shown, closest, elapsed
-        super().__init__(json.loads(render_json(engine, shown, closest)))
+        self.engine, self.shown, self.closest, self.elapsed, self.gpu = engine, shown, closest, elapsed, gpu
+        super().__init__(json.loads(render_json(engine, shown, closest, gpu)))
 
     @property
     def layouts(self) -> list[dict]:
@@ -312,14 +331,14 @@ class Plan(Result):
     def text(self, width: int = WIDTH) -> str:
         from .commands.plan import render_text
 
-        return render_text(self.engine, self.shown, self.closest, self.elapsed, width)
+        return render_text(self.engine, self.shown, self.closest, self.elapsed, width, gpu=self.gpu)
 
 
 @_checked
-def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, params=None,
+def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int = 0, params=None,
          optimizer: str = "bf16-adam", dtype: str = "bf16", top: int = 10, margin="0", hardware: str | None = None,
          overlap: str = "default", max_micro_batch: int = 16, gpus_per_node: int | None = None,
-         moe_capacity_factor="1", **fixed) -> Plan:
+         moe_capacity_factor="1", gpu: str | None = None, **fixed) -> Plan:
     """``symbolic plan``: sweep every valid layout of ``model`` on ``gpus`` GPUs
     of ``gpu_memory``; ``fixed`` pins a choice (``tp=8``, ``sp=True``,
     ``recompute="selective"``, ``zero=1``, ``micro_batch``, ``pp``, ``dp``,
@@ -335,24 +354,23 @@ def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, p
         raise ConfigError(f"plan() got unknown option(s) {', '.join(unknown)}; fixable choices: "
                           f"{', '.join(FIXABLE)}")
     config = _model(model)
-    memory = _size(gpu_memory, "--gpu-memory")
-    if memory is None:
-        raise ConfigError("--gpu-memory is required: give a size such as '80GB'")
+    choice = _gpu_choice(gpu, gpu_memory, hardware, required=True)
+    memory = choice.memory
     positive_int("gpus", gpus)
     if not isinstance(top, int) or isinstance(top, bool) or top < 0:
         raise ConfigError(f"--top {top!r}: give 0 (all) or a positive count")
     margin_bytes = _margin(margin, memory)
-    gpu, hidden = _time_model(hardware, overlap)
+    _, hidden = _time_model(None, overlap)
     start = time.perf_counter()
     result = _engine_errors(lambda: run_plan(
         config, gpus, memory, seq=seq, global_batch=global_batch, margin=margin_bytes,
-        params_hand=_count(params, "--params"), optimizer=optimizer, dtype=dtype, hardware=gpu,
+        params_hand=_count(params, "--params"), optimizer=optimizer, dtype=dtype, hardware=choice.hardware,
         max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node,
         fixed={name: fixed.get(name) for name in FIXABLE}, overlap=hidden,
         moe_capacity=parse_ratio(moe_capacity_factor, "--moe-capacity-factor")))
     elapsed = time.perf_counter() - start
     shown = result.ranked(top)
-    return Plan(result, shown, None if shown else result.closest(), elapsed)
+    return Plan(result, shown, None if shown else result.closest(), elapsed, choice)
 
 
 class Solve(Result):
@@ -361,11 +379,11 @@ class Solve(Result):
 
     command = "solve"
 
-    def __init__(self, engine):
+    def __init__(self, engine, gpu=None):
         from .commands.solve import render_json
 
-        self.engine = engine
-        super().__init__(json.loads(render_json(engine)))
+        self.engine, self.gpu = engine, gpu
+        super().__init__(json.loads(render_json(engine, gpu)))
 
     @property
     def answer(self) -> int | None:
@@ -379,14 +397,14 @@ class Solve(Result):
     def text(self, width: int = WIDTH) -> str:
         from .commands.solve import render_text
 
-        return render_text(self.engine, width)
+        return render_text(self.engine, width, gpu=self.gpu)
 
 
 @_checked
-def solve(model, *, max: str, gpu_memory, margin="0", params=None, seq: int = 0, micro_batch: int = 1,
+def solve(model, *, max: str, gpu_memory=None, margin="0", params=None, seq: int = 0, micro_batch: int = 1,
           tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1, sp: bool = False, recompute: str = "none",
           zero: int = 0, optimizer: str = "bf16-adam", interleave: int = 1, dtype: str = "bf16",
-          global_batch: int = 0) -> Solve:
+          global_batch: int = 0, gpu: str | None = None) -> Solve:
     """``symbolic solve``: the largest ``max`` (``"micro-batch"`` or ``"seq"``)
     for which the layout fits ``gpu_memory``, solved exactly and checked by the bill."""
     from .search.solve import solve_limit
@@ -395,15 +413,14 @@ def solve(model, *, max: str, gpu_memory, margin="0", params=None, seq: int = 0,
     if max not in targets:
         raise ConfigError(f"--max {max!r}: choose micro-batch or seq")
     config = _model(model)
-    memory = _size(gpu_memory, "--gpu-memory")
-    if memory is None:
-        raise ConfigError("--gpu-memory is required: give a size such as '80GB'")
+    choice = _gpu_choice(gpu, gpu_memory, None, required=True)
+    memory = choice.memory
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=global_batch, cp=cp)
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
-                                                    _count(params, "--params"))))
+                                                    _count(params, "--params"))), choice)
 
 
 class Timeline(Result):
@@ -446,7 +463,7 @@ class Timeline(Result):
 def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_channels: int = 16,
              bucket="25MiB", seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int = 1,
              cp: int = 1, sp: bool = False, recompute: str = "none", zero: int = 0, optimizer: str = "bf16-adam",
-             interleave: int = 1, dtype: str = "bf16", global_batch: int = 0) -> Timeline:
+             interleave: int = 1, dtype: str = "bf16", global_batch: int = 0, gpu: str | None = None) -> Timeline:
     """``symbolic timeline``: the four lifetime classes over one step, the peak
     and its phase t*; ``optimize`` names optimisations (``"flash-attention"``, ...)."""
     from .commands.timeline import report
@@ -462,11 +479,13 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
     if not isinstance(nccl_channels, int) or nccl_channels <= 0:
         raise ConfigError("--nccl-channels must be a positive integer")
     comm = CommSettings(_size(nccl_buffsize, "--nccl-buffsize"), nccl_channels, _size(bucket, "--bucket"))
-    memory = _size(gpu_memory, "--gpu-memory")
+    choice = _gpu_choice(gpu, gpu_memory, None)
+    memory = choice.memory
 
     def build():
         applied, options = apply(list(optimize), layout, MemoryOptions(comm=comm))
         data, tl, result, reserved = report(config, applied, options, memory)
+        data["gpu"] = choice.as_dict()
         return Timeline(data, tl.strategy.describe(), (result, reserved, f"{config.name}: {tl.strategy.describe()}",
                                                        memory))
 

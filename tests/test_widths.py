@@ -109,7 +109,8 @@ def test_bill_at_80_columns_answers_in_its_first_12_lines(monkeypatch, capsys):
 def test_bill_brief_is_the_summary_alone(monkeypatch, capsys):
     _, full = _run(COMMANDS["bill-7b-80GB"], 80, monkeypatch, capsys)
     _, brief = _run(COMMANDS["bill-7b-80GB"] + ["--brief"], 80, monkeypatch, capsys)
-    assert 5 <= len(brief) <= 12 and full[: len(brief)] == brief
+    assert 5 <= len(brief) <= 14 and full[: len(brief)] == brief
+    assert "GPU: 80.00 GB (--gpu-memory); step time on A100-SXM4-80GB (the default)" in brief  # the time's GPU
     from symbolic.core.units import fmt
     total = _json(COMMANDS["bill-7b-80GB"], monkeypatch, capsys)["total_bytes"]
     assert f"VERDICT: FITS in 80.00 GB: {fmt(total, 'GB')} per GPU" in "\n".join(brief)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from . import _options
+from . import _gpu, _options
 
 HELP = "sweep every valid layout (t, p, d, c, b, v, ZeRO, SP, recompute) on N GPUs; rank those that fit"
 
@@ -15,7 +15,9 @@ MAX_LISTED = 20_000
 
 def add_hardware_options(parser) -> None:
     group = parser.add_argument_group("memory and time model")
-    group.add_argument("--gpu-memory", metavar="SIZE", required=True, help="memory per GPU (80GB, 80GiB)")
+    group.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU (80GB, 80GiB, or a GPU's name: its "
+                       "memory and its hardware, as --gpu); this or --gpu is required")
+    _gpu.add_gpu_option(group)
     group.add_argument("--margin", metavar="SIZE", default="0",
                        help="memory reserved for what the ledgers leave out (workspaces, communication buffers, "
                             "fragmentation): a size (4GB) or a share of --gpu-memory (10%%); default 0")
@@ -79,10 +81,11 @@ def run(args) -> int:
     from ..search.plan import FIXABLE, plan
 
     model = _options.load_model(args)
-    gpu_memory = _options.parse_memory(args.gpu_memory)
+    gpu = required_gpu(args)
+    gpu_memory, hardware = gpu.memory, gpu.hardware
     margin = parse_margin(args.margin, gpu_memory)
     params_hand = _options.parse_count(args.params) if args.params is not None else None
-    hardware, overlap, _ = _options.time_options(args)
+    _, overlap, _ = _options.time_options(args)
     from ..render.progress import progress
 
     start = time.perf_counter()
@@ -100,12 +103,23 @@ def run(args) -> int:
     shown = result.ranked(min(args.top or MAX_LISTED, MAX_LISTED))  # each listed layout is evaluated exactly
     closest = None if shown else result.closest()
     if args.json:
-        print(render_json(result, shown, closest))
+        print(render_json(result, shown, closest, gpu))
     else:
         from ..render.terminal import output_width
 
-        print(render_text(result, shown, closest, elapsed, output_width(), args.brief))
+        print(render_text(result, shown, closest, elapsed, output_width(), args.brief, gpu))
     return 0 if shown else 1
+
+
+def required_gpu(args) -> _gpu.GpuChoice:
+    """``--gpu`` or ``--gpu-memory`` (one is required), with ``--hardware`` overriding the time's figures."""
+    from ..models.config import ConfigError
+
+    gpu = _gpu.from_args(args)
+    if gpu.memory is None:
+        raise ConfigError("give the GPU: --gpu NAME (e.g. --gpu h100: its memory and its hardware) or "
+                          "--gpu-memory SIZE (e.g. --gpu-memory 80GB)")
+    return gpu
 
 
 def _assumptions(result) -> dict[str, str]:
@@ -200,7 +214,7 @@ def _bindings(shown) -> list[str]:
     return [f"{binding}: " + ", ".join(f"#{rank}" for rank in ranks) for binding, ranks in groups.items()]
 
 
-def render_text(result, shown, closest, elapsed: float, width: int = 160, brief: bool = False) -> str:
+def render_text(result, shown, closest, elapsed: float, width: int = 160, brief: bool = False, gpu=None) -> str:
     """The plan as text ``width`` columns wide: the answer first (how many
     layouts fit, the best one against the GPU), the assumptions, the table
     (a compact form below 160 columns)."""
@@ -209,7 +223,7 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
 
     model = result.model
     s = result.seq or model.seq
-    out = plan_summary(json.loads(render_json(result, shown, closest)), width)
+    out = plan_summary(json.loads(render_json(result, shown, closest, gpu)), width)
     if brief:
         return "\n".join(out)
     out.append("")
@@ -309,7 +323,7 @@ def _describe(layout) -> str:
             f"ZeRO-{layout.zero}{' SP' if layout.sp else ''} {layout.recompute} recompute")
 
 
-def render_json(result, shown, closest) -> str:
+def render_json(result, shown, closest, gpu=None) -> str:
     import json
 
     data = {
@@ -325,6 +339,8 @@ def render_json(result, shown, closest) -> str:
         "layouts": [item.as_dict() for item in shown],
         "closest": closest.as_dict() if closest is not None else None,
     }
+    if gpu is not None:  # which option set the memory and the hardware (--gpu, --gpu-memory, --hardware)
+        data["gpu"] = gpu.as_dict()
     found = reference(result) if shown else None
     if found is not None:
         rank, ref = found

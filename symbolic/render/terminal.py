@@ -557,6 +557,8 @@ def bill_data(bill: Bill) -> dict:
         "approximations": list(bill.model.approximations),
         "model_config": model_config,
     }
+    if getattr(bill, "gpu", None) is not None:  # the GPU the memory and the step time are for (--gpu)
+        data["gpu"] = bill.gpu.as_dict()
     return data
 
 
