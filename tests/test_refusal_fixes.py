@@ -57,6 +57,17 @@ def test_the_suggested_fix_runs(argv, capsys):
     assert "VERDICT" in captured.out
 
 
+def test_every_alternative_of_the_expert_grid_refusal_runs(capsys):
+    """``ep×etp (8×2) must divide t·d·c (8)``: both fixes it names work (``--dp 8``, ``--ep 4``)."""
+    argv = ["bill", "mixtral-8x7b", "--seq", "4096", "--tp", "2", "--dp", "4", "--ep", "8", "--sp", "--brief"]
+    assert main(argv) == 2
+    fixes = re.findall(r"`([^`]+)`", capsys.readouterr().err)
+    assert fixes == ["--dp 8", "--ep 4"]
+    for fix in fixes:
+        assert main(_apply(argv, False, fix)) == 0
+        capsys.readouterr()
+
+
 def test_the_issues_refusal_names_dp_8(capsys):
     assert main(["bill", "mixtral-8x7b", "--ep", "8"]) == 2
     assert "try `--dp 8`" in capsys.readouterr().err

@@ -188,14 +188,22 @@ def narrow_table(bill: Bill, ledger: str, stacked: bool = False, keep_source: bo
     show_source = keep_source and _shared(lines, "source") is None
     table = _new_table(ledger)
     header = _formula_header(lines, narrow=True)
-    table.add_column(f"item / {header}" if stacked else "item", no_wrap=True)
-    table.add_column("value", justify="right", no_wrap=True)
+    values = [_value(line.value, kind) for line in lines] + [_value(sum((as_fraction(line.value) for line in lines),
+                                                                        Fraction(0)), kind)]
+    refs = [_references(line, numbers) for line in lines] if numbers else []
+    if stacked:
+        # The narrowest form: the value and note columns keep their whole width (a number and its unit are
+        # never cut); the item column, its formula under it, folds onto more lines instead.
+        table.add_column(f"item / {header}", overflow="fold")
+    else:
+        table.add_column("item", no_wrap=True)
+    table.add_column("value", justify="right", no_wrap=True, min_width=max(map(len, values + ["value"])))
     if not stacked:
         table.add_column(header, no_wrap=True, style="cyan")
     if show_source:
         table.add_column("source", no_wrap=True, style="dim")
     if numbers:
-        table.add_column("note", no_wrap=True, style="dim")
+        table.add_column("note", no_wrap=True, style="dim", min_width=max(map(len, refs + ["note"])))
     for index, line in enumerate(lines):
         item = Text(line.name)
         if stacked:
@@ -373,6 +381,17 @@ def fixes_section(bill: Bill, width: int = PIPE_WIDTH) -> list:
     return out
 
 
+def top_fix(bill: Bill, width: int = PIPE_WIDTH) -> list:
+    """``--brief``'s last line when the bill does not fit: the first lever of :func:`fixes_section`."""
+    fixes = getattr(bill, "fixes", None)
+    if not fixes:
+        return []
+    fix = fixes[0]
+    return [wrapped(f"top fix: {' + '.join(fix.levers)}: {fmt_bytes(fix.total_bytes)}, headroom "
+                    f"{fmt(fix.headroom_bytes, 'GB')} — cost: {fix.cost} ({len(fixes)} levers without --brief)",
+                    width, subsequent="  ")]
+
+
 def approximations_panel(bill: Bill) -> Panel | None:
     """What the inventory does not model of the source config, one bullet each."""
     notes = bill.model.approximations
@@ -405,8 +424,8 @@ def renderables(bill: Bill, width: int = PIPE_WIDTH, brief: bool = False, extra:
     """Everything the text bill prints, in order: the summary; unless
     ``brief``, the itemised ledgers after it."""
     out: list = summary(bill, width, extra)
-    if brief:
-        return out
+    if brief:  # the answer alone; when it does not fit, the first lever of the fix policy with it
+        return out + top_fix(bill, width)
     model, v = bill.model, bill.values
     dims = ("dimensions: " + " ".join(f"{k}={v[k]}" for k in MODEL_LETTERS if k in v)
             + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v)
