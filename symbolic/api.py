@@ -262,7 +262,8 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
          gpus_per_node: int | None = None, lora: int = 0, lora_targets: str = "all-linear",
          base_dtype: str = "bf16", double_quant: bool = True, offload: str = "none",
          optimizer_impl: str = "foreach", flash_attention: bool = False, activation_offload: bool = False,
-         cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False, gpu: str | None = None) -> Bill:
+         cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False,
+         gpu: str | None = None) -> Bill:
     """``symbolic bill``: the four ledgers of ``model`` (a built-in name, an HF
     ``config.json`` path or a ModelConfig) under a layout, against ``gpu_memory``
     (``"80GB"``, ``"80GiB"`` or bytes), and the step time on ``hardware`` (a GPU

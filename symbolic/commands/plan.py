@@ -264,7 +264,7 @@ def same_lines(same: dict) -> list[str]:
     """The notes of :func:`merge_identical`: ``#1: recompute none = selective here (the same numbers)``."""
     ranks: dict[str, list[int]] = {}
     for rank, choices in sorted(same.items()):
-        text = "; ".join(f"{header} {' = '.join(values)} here" if header == "recompute" else f"{' = '.join(values)} here"
+        text = "; ".join(("recompute " if header == "recompute" else "") + f"{' = '.join(values)} here"
                          for header, values in choices)
         ranks.setdefault(text, []).append(rank)
     return [f"* {', '.join(f'#{rank}' for rank in listed)}: {text} (the same numbers: one row shown)"

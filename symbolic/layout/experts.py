@@ -119,8 +119,9 @@ def validate_expert_parallel(model: ModelConfig, layout: "Layout") -> None:
         dp = dp_for_expert_grid(layout.tp, layout.dp, layout.cp, layout.ep * etp)
         raise ConfigError(f"ep×etp ({layout.ep}×{etp}) must divide tp×dp×cp ({layout.tp}×{layout.dp}×{layout.cp}"
                           f" = {folded}): Megatron-Core folds the expert grid into the tensor, data and context "
-                          f"ranks of a pipeline stage; choose ep and etp whose product divides it: " + try_flags(f"--dp {dp}", f"--ep {gcd(folded // etp, layout.ep)}"
-                                                                     if folded % etp == 0 else "--etp 1"))
+                          "ranks of a pipeline stage; choose ep and etp whose product divides it: "
+                          + try_flags(f"--dp {dp}", f"--ep {gcd(folded // etp, layout.ep)}" if folded % etp == 0
+                                      else "--etp 1"))
     width = model.expert_ffn or model.ffn
     if width and width % etp:
         raise ConfigError(f"expert ffn width ({width}) must be divisible by etp ({etp}); "

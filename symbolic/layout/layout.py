@@ -423,11 +423,12 @@ def _interleave_needs_whole_rounds(layout: Layout, model: ModelConfig) -> str | 
     # Megatron-LM's get_forward_backward_func asserts it for the interleaved schedule.
     m = layout.iteration_micro_batches()
     if layout.interleave > 1 and layout.pp > 1 and m % layout.pp:
+        rounds = smallest_multiple_at_least(max(m, 1), layout.pp)  # micro-batches per pipeline, whole rounds
         return (f"interleave {layout.interleave} with {m} micro-batch(es) per iteration: the interleaved "
                 f"schedule needs the micro-batches per pipeline (global_batch / (micro_batch × dp)) to be a "
                 f"multiple of pp ({layout.pp}) — set --global-batch to a multiple of "
                 f"{layout.pp * layout.micro_batch * layout.dp}, or interleave 1; "
-                + try_flags(f"--global-batch {smallest_multiple_at_least(max(m, 1), layout.pp) * layout.micro_batch * layout.dp}"))
+                + try_flags(f"--global-batch {rounds * layout.micro_batch * layout.dp}"))
     return None
 
 
@@ -436,8 +437,8 @@ def _params_offload_without_model_parallelism(layout: Layout, model: ModelConfig
     # ranks; neither runs with Megatron's tensor or pipeline parallelism.
     if layout.offload == "params" and (layout.tp > 1 or layout.pp > 1):
         return (f"offload params with tp {layout.tp}, pp {layout.pp}: parameter offload (FSDP CPU offload, "
-                "ZeRO-Infinity) runs without tensor or pipeline parallelism — use tp 1 and pp 1, or --offload optimizer; "
-                + try_flags("--offload optimizer"))
+                "ZeRO-Infinity) runs without tensor or pipeline parallelism — use tp 1 and pp 1, or --offload "
+                "optimizer; " + try_flags("--offload optimizer"))
     return None
 
 
