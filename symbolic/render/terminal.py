@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import textwrap
 import json
 import os
 import sys
@@ -177,7 +178,8 @@ def _references(line: Line, numbers: dict[str, int]) -> str:
     return ",".join(map(str, refs))
 
 
-def narrow_table(bill: Bill, ledger: str, stacked: bool = False, keep_source: bool = False) -> Table:
+def narrow_table(bill: Bill, ledger: str, stacked: bool = False, keep_source: bool = False,
+                 width: int = PIPE_WIDTH) -> Table:
     """The ledger for a narrower terminal: item, value, formula (``keep_source``:
     and the source) and the numbers of its notes (the conditions, and the
     sources unless kept, printed below the table). ``stacked`` puts the formula
@@ -204,10 +206,16 @@ def narrow_table(bill: Bill, ledger: str, stacked: bool = False, keep_source: bo
         table.add_column("source", no_wrap=True, style="dim")
     if numbers:
         table.add_column("note", no_wrap=True, style="dim", min_width=max(map(len, refs + ["note"])))
+    # the item column's share of the width (the value and note columns and their gaps taken out), where
+    # a stacked formula wraps at its spaces, its continuation lines indented under it
+    # (a gap is 3 columns: padding, the box's divider, padding)
+    room = width - max(map(len, values + ["value"])) - 3 - (max(map(len, refs + ["note"])) + 3 if numbers else 0) - 1
     for index, line in enumerate(lines):
         item = Text(line.name)
         if stacked:
-            item.append("\n  " + _formula(line), style="cyan")
+            item.append("\n" + "\n".join(textwrap.wrap(_formula(line), max(room, 20), initial_indent="  ",
+                                                       subsequent_indent="    ", break_on_hyphens=False)),
+                        style="cyan")
         row = [item, _value(line.value, kind)] + ([] if stacked else [_formula(line)])
         if show_source:
             row.append(_entry(line, "source"))
@@ -226,7 +234,7 @@ def ledger_table(bill: Bill, ledger: str, width: int = PIPE_WIDTH) -> tuple[Tabl
     if _measure(table) <= width:
         return table, []
     for keep_source, stacked in ((True, False), (False, False), (False, True)):
-        table = narrow_table(bill, ledger, stacked=stacked, keep_source=keep_source)
+        table = narrow_table(bill, ledger, stacked=stacked, keep_source=keep_source, width=width)
         if _measure(table) <= width or stacked:
             attributes = ("condition",) if keep_source else ("source", "condition")
             return table, [f"[{n}] {key}" for key, n in ledger_notes(bill, ledger, attributes).items()]
