@@ -47,6 +47,18 @@ def _plain(value) -> str:
     return plain(value)
 
 
+def _gpu_choice(gpu, gpu_memory, hardware, required: bool = False):
+    """``gpu=`` (a GPU's name: its memory and its hardware), ``gpu_memory=`` and ``hardware=`` overriding
+    it, as the CLI's ``--gpu``, ``--gpu-memory`` and ``--hardware`` (:mod:`symbolic.commands._gpu`); each
+    already read by the option schema (a size is bytes, a GPU's name stays text)."""
+    from .commands._gpu import resolve
+
+    choice = _engine_errors(lambda: resolve(gpu, gpu_memory, None if hardware is None else str(hardware)))
+    if required and choice.memory is None:
+        raise ConfigError("--gpu-memory is required: give a GPU (gpu='h100') or a size such as gpu_memory='80GB'")
+    return choice
+
+
 def _layout(**options):
     from .layout.layout import Layout
 
@@ -238,7 +250,8 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
          gpus_per_node: int | None = None, lora: int = 0, lora_targets: str = "all-linear",
          base_dtype: str = "bf16", double_quant: bool = True, offload: str = "none",
          optimizer_impl: str = "foreach", flash_attention: bool = False, activation_offload: bool = False,
-         cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False) -> Bill:
+         cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False,
+         gpu: str | None = None) -> Bill:
     """``symbolic bill``: the four ledgers of ``model`` (a built-in name, an HF
     ``config.json`` path or a ModelConfig) under a layout, against ``gpu_memory``
     (``"80GB"``, ``"80GiB"`` or bytes), and the step time on ``hardware`` (a GPU
@@ -256,10 +269,12 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      flash_attention=flash_attention, activation_offload=activation_offload,
                      moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity)
     layout = _engine_errors(lambda: layout.validate(config))
-    gpu, hidden = _time_model(hardware, overlap)
-    engine, step = _engine_errors(lambda: priced_bill(config, layout, gpu, overlap=hidden, gpus_per_node=gpus_per_node,
-                                                      params_hand=params, gpu_memory=gpu_memory,
-                                                      cpu_memory=cpu_memory))
+    choice = _gpu_choice(gpu, gpu_memory, hardware)
+    _, hidden = _time_model(None, overlap)
+    engine, step = _engine_errors(lambda: priced_bill(config, layout, choice.hardware, overlap=hidden,
+                                                      gpus_per_node=gpus_per_node, params_hand=params,
+                                                      gpu_memory=choice.memory, cpu_memory=cpu_memory))
+    engine.gpu = choice
     return Bill(engine, step)
 
 
@@ -284,11 +299,11 @@ class Plan(Result):
 
     command = "plan"
 
-    def __init__(self, engine, shown, closest, elapsed: float = 0.0):
+    def __init__(self, engine, shown, closest, elapsed: float = 0.0, gpu=None):
         from .commands.plan import render_json
 
-        self.engine, self.shown, self.closest, self.elapsed = engine, shown, closest, elapsed
-        super().__init__(json.loads(render_json(engine, shown, closest)))
+        self.engine, self.shown, self.closest, self.elapsed, self.gpu = engine, shown, closest, elapsed, gpu
+        super().__init__(json.loads(render_json(engine, shown, closest, gpu)))
 
     @property
     def layouts(self) -> list[dict]:
@@ -306,14 +321,14 @@ class Plan(Result):
     def text(self, width: int = WIDTH) -> str:
         from .commands.plan import render_text
 
-        return render_text(self.engine, self.shown, self.closest, self.elapsed, width)
+        return render_text(self.engine, self.shown, self.closest, self.elapsed, width, gpu=self.gpu)
 
 
 @_checked
-def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, params=None,
+def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int = 0, params=None,
          optimizer: str = "bf16-adam", dtype: str = "bf16", top: int = 10, margin="0", hardware: str | None = None,
          overlap: str = "default", max_micro_batch: int = 16, gpus_per_node: int | None = None,
-         moe_capacity_factor="1", **fixed) -> Plan:
+         moe_capacity_factor="1", gpu: str | None = None, **fixed) -> Plan:
     """``symbolic plan``: sweep every valid layout of ``model`` on ``gpus`` GPUs
     of ``gpu_memory``; ``fixed`` pins a choice (``tp=8``, ``sp=True``,
     ``recompute="selective"``, ``zero=1``, ``micro_batch``, ``pp``, ``dp``,
@@ -327,14 +342,15 @@ def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, p
         raise ConfigError(f"plan() got unknown option(s) {', '.join(unknown)}; fixable choices: "
                           f"{', '.join(FIXABLE)}")
     config = _model(model)
-    memory = _required(gpu_memory, "gpu_memory", "a size such as '80GB'")
+    choice = _gpu_choice(gpu, gpu_memory, hardware, required=True)
+    memory = choice.memory
     _required(gpus, "gpus", "a GPU count such as 64")
     margin_bytes = _margin(margin, memory)
-    gpu, hidden = _time_model(hardware, overlap)
+    _, hidden = _time_model(None, overlap)
     start = time.perf_counter()
     result = _engine_errors(lambda: run_plan(
         config, gpus, memory, seq=seq, global_batch=global_batch, margin=margin_bytes,
-        params_hand=params, optimizer=optimizer, dtype=dtype, hardware=gpu,
+        params_hand=params, optimizer=optimizer, dtype=dtype, hardware=choice.hardware,
         max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node,
         fixed={name: fixed.get(name) for name in FIXABLE}, overlap=hidden,
         moe_capacity=moe_capacity_factor))
@@ -342,7 +358,7 @@ def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, p
     from .commands.plan import MAX_LISTED
 
     shown = result.ranked(min(top or MAX_LISTED, MAX_LISTED))  # as the CLI: each listed layout is evaluated exactly
-    return Plan(result, shown, None if shown else result.closest(), elapsed)
+    return Plan(result, shown, None if shown else result.closest(), elapsed, choice)
 
 
 class Solve(Result):
@@ -351,11 +367,11 @@ class Solve(Result):
 
     command = "solve"
 
-    def __init__(self, engine):
+    def __init__(self, engine, gpu=None):
         from .commands.solve import render_json
 
-        self.engine = engine
-        super().__init__(json.loads(render_json(engine)))
+        self.engine, self.gpu = engine, gpu
+        super().__init__(json.loads(render_json(engine, gpu)))
 
     @property
     def answer(self) -> int | None:
@@ -369,14 +385,14 @@ class Solve(Result):
     def text(self, width: int = WIDTH) -> str:
         from .commands.solve import render_text
 
-        return render_text(self.engine, width)
+        return render_text(self.engine, width, gpu=self.gpu)
 
 
 @_checked
-def solve(model, *, max: str, gpu_memory, margin="0", params=None, seq: int = 0, micro_batch: int = 1,
+def solve(model, *, max: str, gpu_memory=None, margin="0", params=None, seq: int = 0, micro_batch: int = 1,
           tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1, sp: bool = False, recompute: str = "none",
           zero: int = 0, optimizer: str = "bf16-adam", interleave: int = 1, dtype: str = "bf16",
-          global_batch: int = 0) -> Solve:
+          global_batch: int = 0, gpu: str | None = None) -> Solve:
     """``symbolic solve``: the largest ``max`` (``"micro-batch"`` or ``"seq"``)
     for which the layout fits ``gpu_memory``, solved exactly and checked by the bill."""
     from .search.solve import solve_limit
@@ -384,13 +400,14 @@ def solve(model, *, max: str, gpu_memory, margin="0", params=None, seq: int = 0,
     targets = {"micro-batch": "micro_batch", "seq": "seq"}
     _required(max, "max", "'micro-batch' or 'seq'")
     config = _model(model)
-    memory = _required(gpu_memory, "gpu_memory", "a size such as '80GB'")
+    choice = _gpu_choice(gpu, gpu_memory, None, required=True)
+    memory = choice.memory
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=global_batch, cp=cp)
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
-                                                    params)))
+                                                    params)), choice)
 
 
 class Timeline(Result):
@@ -433,7 +450,7 @@ class Timeline(Result):
 def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_channels: int = 16,
              bucket="25MiB", seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int = 1,
              cp: int = 1, sp: bool = False, recompute: str = "none", zero: int = 0, optimizer: str = "bf16-adam",
-             interleave: int = 1, dtype: str = "bf16", global_batch: int = 0) -> Timeline:
+             interleave: int = 1, dtype: str = "bf16", global_batch: int = 0, gpu: str | None = None) -> Timeline:
     """``symbolic timeline``: the four lifetime classes over one step, the peak
     and its phase t*; ``optimize`` names optimisations (``"flash-attention"``, ...)."""
     from .commands.timeline import report
@@ -445,11 +462,13 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=global_batch, cp=cp)
     comm = CommSettings(nccl_buffsize, nccl_channels, bucket)
-    memory = gpu_memory
+    choice = _gpu_choice(gpu, gpu_memory, None)
+    memory = choice.memory
 
     def build():
         applied, options = apply(list(optimize), layout, MemoryOptions(comm=comm))
         data, tl, result, reserved = report(config, applied, options, memory)
+        data["gpu"] = choice.as_dict()
         return Timeline(data, tl.strategy.describe(), (result, reserved, f"{config.name}: {tl.strategy.describe()}",
                                                        memory))
 

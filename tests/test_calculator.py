@@ -409,6 +409,25 @@ def test_the_address_reproduces_the_configuration(page):
     fresh.close()
 
 
+def test_a_partial_address_starts_from_its_named_preset(page, capsys):
+    """Issue 23: ``#model=llama-3.1-70b`` showed that preset's name with gpt-7b's numbers (L = 32,
+    6,670,655,488 parameters, 67.23 GB). A partial address starts from the preset it names: its config,
+    N and layout, as choosing it in the menu does; the fields the address gives override them."""
+    fresh = page.context.browser.new_page()
+    base = page.url.split("#")[0]
+    fresh.goto(base + "#model=llama-3.1-70b")
+    assert fresh.input_value("#model") == "llama-3.1-70b"
+    assert fresh.input_value("#L") == "80" and fresh.input_value("#h") == "8192"
+    _shown_against_bill(fresh, _bill_json(["llama-3.1-70b", "--params", fresh.input_value("#N"),
+                                           "--gpu-memory", "80GB"], capsys))
+    fresh.goto(base + "#model=gpt-175b&t=4")  # the preset's layout (p = 8, SP, N = 175B), t from the address
+    fresh.reload()
+    assert [fresh.input_value(f"#{key}") for key in ("N", "t", "p")] == ["175B", "4", "8"]
+    _shown_against_bill(fresh, _bill_json(["gpt-175b", "--tp", "4", "--pp", "8", "--sp", "--params", "175B",
+                                           "--gpu-memory", "80GB"], capsys))
+    fresh.close()
+
+
 def test_the_summary_comes_first_and_cites_the_bibliography(page):
     fill(page, SEED_7B)
     # the verdict is the step's peak (67.23 GB; the papers' total is 66.08 GB), worded as the bill's summary
@@ -574,3 +593,17 @@ def test_dense_first_layers_across_stages_are_named_an_approximation(page):
     fill(page, Case(case.model, replace(case.layout, pp=2, dp=8), case.params, case.gpu))
     note = page.locator("#out-stage-mix")
     assert note.is_visible() and "averaged over the 2 stages" in note.text_content()
+
+
+def test_the_calculator_takes_gpu(tmp_path, capsys):
+    """``calculator --gpu h200`` opens the page on the H200's memory, as ``bill --gpu h200`` compares against."""
+    import json as _json
+
+    path = tmp_path / "page.html"
+    assert main(["calculator", "--gpu", "h200", "--output", str(path)]) == 0
+    capsys.readouterr()
+    assert '"gpu": "141GB"' in path.read_text()
+    assert main(["bill", "gpt-7b", "--gpu", "h200", "--json"]) == 0
+    assert _json.loads(capsys.readouterr().out)["gpu_memory_bytes"] == 141 * 10**9
+    assert main(["calculator", "--gpu", "h900", "--output", str(path)]) == 2
+    assert "unknown GPU" in capsys.readouterr().err

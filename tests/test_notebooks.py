@@ -67,3 +67,37 @@ def test_notebook_outputs_nbval_can_compare(path):
             assert not re.search(r"\b0x[0-9a-f]{6,}\b", text), f"{path.name}: a memory address in a compared cell"
             assert not re.search(r"\b\d+(\.\d+)? ?(ms|µs|us)\b|Wall time", text), \
                 f"{path.name}: a timing in a compared cell"
+
+
+def test_a_bill_shows_as_one_html_block_in_a_real_kernel():
+    """Showing a bill in a notebook gives one output: the summary, the bar and the whole text folded
+    (rich's console, bound to a StringIO, must not display each line into the notebook by itself)."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(
+        "import symbolic\nsymbolic.bill('gpt-7b', seq=2048, tp=2, gpu_memory='80GB')")]
+    nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    assert [output.output_type for output in outputs] == ["execute_result"], \
+        [output.output_type for output in outputs][:5]
+    page = outputs[0]["data"]["text/html"]
+    assert page.count("<details>") == 1
+    fold = re.search(r"<details><summary>details</summary><pre>(.*?)</pre></details>", page, re.S)
+    assert fold is not None, page[-300:]
+    text = fold.group(1)
+    assert "PARAMETERS" in text and "ACTIVATIONS" in text, text[:300]
+    assert len(text.splitlines()) > 20
+    assert "VERDICT" in page.split("<details>")[0]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_result_displays_are_one_block_with_a_full_fold(path):
+    """A stored result display holds its whole text in the fold (an empty ``<pre>`` there, or rich's
+    own ``display_data`` outputs beside it, is the console writing into the notebook)."""
+    for cell in _code_cells(path):
+        for output in cell["outputs"]:
+            page = "".join(output.get("data", {}).get("text/html", ""))
+            assert "<pre></pre></details>" not in page, f"{path.name}: an empty fold in a stored display"
+            assert not page.startswith('<pre style="white-space:pre;overflow-x:auto'), \
+                f"{path.name}: rich's own display output stored beside a result"

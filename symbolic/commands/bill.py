@@ -5,7 +5,7 @@ is evaluated from its stored formulas without importing sympy.
 """
 from __future__ import annotations
 
-from . import _options
+from . import _gpu, _options
 
 HELP = "print the four ledgers (params, model states, activations, FLOPs) of a model under a layout"
 
@@ -17,7 +17,9 @@ def add_arguments(parser) -> None:
     _options.add_lever_options(parser)
     parser.add_argument("--cpu-memory", metavar="SIZE", help="CPU memory per GPU's process, for what is offloaded")
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B, 175e9)")
-    parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU to compare against (80GB, 80GiB)")
+    parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU to compare against (80GB, 80GiB, "
+                        "or a GPU's name: its memory and its hardware, as --gpu)")
+    _gpu.add_gpu_option(parser)
     parser.add_argument("--json", action="store_true", help="exact integers under stable keys")
     _options.add_time_options(parser)
     parser.add_argument("--brief", action="store_true", help="the summary alone: verdict, total, dominant term")
@@ -34,11 +36,12 @@ def run(args) -> int:
     model = _options.load_model(args)
     layout = _options.layout_from_args(args).validate(model)
     params_hand = _options.parse_count(args.params) if args.params is not None else None
-    gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory is not None else None
+    gpu = _gpu.from_args(args)  # --gpu, --gpu-memory, --hardware: the memory and the step-time hardware
     cpu_memory = _options.parse_memory(args.cpu_memory, "--cpu-memory") if args.cpu_memory is not None else None
-    hardware, overlap, gpus_per_node = _options.time_options(args)
-    bill, step = priced_bill(model, layout, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
-                             params_hand=params_hand, gpu_memory=gpu_memory, cpu_memory=cpu_memory)
+    _, overlap, gpus_per_node = _options.time_options(args)
+    bill, step = priced_bill(model, layout, gpu.hardware, overlap=overlap, gpus_per_node=gpus_per_node,
+                             params_hand=params_hand, gpu_memory=gpu.memory, cpu_memory=cpu_memory)
+    bill.gpu = gpu
     if args.json:
         print(json.dumps(dict(bill_data(bill), **time_json(step)), indent=2, ensure_ascii=False))
     else:

@@ -10,7 +10,7 @@ over e_t = t, Megatron-Core's default: ``--etp`` otherwise is refused).
 """
 from __future__ import annotations
 
-from . import _options
+from . import _gpu, _options
 
 HELP = "write the HTML calculator (seed 001 §5), its formulas generated from the engine"
 
@@ -23,7 +23,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--params", metavar="N",
                         help="hand-filled parameter count the page opens with (default: the model's size label, "
                              "e.g. 7B; 'config' for none)")
-    parser.add_argument("--gpu-memory", metavar="SIZE", default="80GB", help="GPU memory (default 80GB)")
+    parser.add_argument("--gpu-memory", metavar="SIZE", default=None,
+                        help="GPU memory the page opens with (default 80GB, or the --gpu's)")
+    _gpu.add_gpu_option(parser)
     parser.set_defaults(micro_batch=4, tp=8, sp=True)
     parser.epilog = ("Defaults are seed 001's Figure 5-1: --model gpt-7b --micro-batch 4 --tp 8 --sp "
                      "--params 7B --gpu-memory 80GB.")
@@ -62,7 +64,8 @@ def run(args) -> int:
             params_hand = None
     else:
         params_hand = None if args.params in ("", "config") else _options.parse_count(args.params)
-    gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory is not None else None
+    # --gpu sets the memory the page opens with (the page prices no time: its hardware is not used)
+    gpu_memory = _gpu.resolve(args.gpu, args.gpu_memory if args.gpu or args.gpu_memory else "80GB").memory
     page = render(model, layout, params_hand=params_hand, gpu_memory=gpu_memory)
     size = _options.write_output(args.output, page, "--output")
     print(f"wrote {clean(args.output)} ({size:,} bytes)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from . import _options
+from . import _gpu, _options
 
 HELP = "sweep every valid layout (t, p, d, c, b, v, ZeRO, SP, recompute) on N GPUs; rank those that fit"
 
@@ -15,7 +15,9 @@ MAX_LISTED = 20_000
 
 def add_hardware_options(parser) -> None:
     group = parser.add_argument_group("memory and time model")
-    group.add_argument("--gpu-memory", metavar="SIZE", required=True, help="memory per GPU (80GB, 80GiB)")
+    group.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU (80GB, 80GiB, or a GPU's name: its "
+                       "memory and its hardware, as --gpu); this or --gpu is required")
+    _gpu.add_gpu_option(group)
     group.add_argument("--margin", metavar="SIZE", default="0",
                        help="memory reserved for what the ledgers leave out (workspaces, communication buffers, "
                             "fragmentation): a size (4GB) or a share of --gpu-memory (10%%); default 0")
@@ -79,10 +81,11 @@ def run(args) -> int:
     from ..search.plan import FIXABLE, plan
 
     model = _options.load_model(args)
-    gpu_memory = _options.parse_memory(args.gpu_memory)
+    gpu = required_gpu(args)
+    gpu_memory, hardware = gpu.memory, gpu.hardware
     margin = parse_margin(args.margin, gpu_memory)
     params_hand = _options.parse_count(args.params) if args.params is not None else None
-    hardware, overlap, _ = _options.time_options(args)
+    _, overlap, _ = _options.time_options(args)
     from ..render.progress import progress
 
     start = time.perf_counter()
@@ -100,22 +103,52 @@ def run(args) -> int:
     shown = result.ranked(min(args.top or MAX_LISTED, MAX_LISTED))  # each listed layout is evaluated exactly
     closest = None if shown else result.closest()
     if args.json:
-        print(render_json(result, shown, closest))
+        print(render_json(result, shown, closest, gpu))
     else:
         from ..render.terminal import output_width
 
-        print(render_text(result, shown, closest, elapsed, output_width(), args.brief))
+        print(render_text(result, shown, closest, elapsed, output_width(), args.brief, gpu))
     return 0 if shown else 1
+
+
+def top_fix(result, closest) -> str:
+    """When no layout fits: the first lever of the bill's fix policy (``symbolic.bill.levers``) for the
+    closest layout, against the usable memory — what ``bill`` of that layout would suggest first."""
+    from ..bill.cache import derivation
+    from ..bill.evaluate import evaluate
+    from ..bill.levers import what_would_fit
+    from ..core.units import fmt
+
+    model, layout, hand = result.model, closest.layout, result.params_hand
+    bill = evaluate(derivation(model, layout, hand), model, layout, hand, result.usable, None)
+    fixes = what_would_fit(bill, hand)
+    if not fixes:
+        return "top fix: none of the bill's levers makes the closest layout fit; more GPUs or a larger GPU (--gpu)"
+    fix = fixes[0]
+    return (f"top fix (closest layout): {' + '.join(fix.levers)}: {fmt(fix.total_bytes, 'GB')}, headroom "
+            f"{fmt(fix.headroom_bytes, 'GB')} — cost: {fix.cost}")
+
+
+def required_gpu(args) -> _gpu.GpuChoice:
+    """``--gpu`` or ``--gpu-memory`` (one is required), with ``--hardware`` overriding the time's figures."""
+    from ..models.config import ConfigError
+
+    gpu = _gpu.from_args(args)
+    if gpu.memory is None:
+        raise ConfigError("give the GPU: --gpu NAME (e.g. --gpu h100: its memory and its hardware) or "
+                          "--gpu-memory SIZE (e.g. --gpu-memory 80GB)")
+    return gpu
 
 
 def _assumptions(result) -> dict[str, str]:
     from ..core.numeric import fmt
 
     return {
-        "memory": (f"fits when model states + activations (the stage the bill accounts) ≤ "
-                   f"{fmt(result.gpu_memory, 'GB')} − margin {fmt(result.margin, 'GB')} = {fmt(result.usable, 'GB')}; "
-                   "a lower bound: embedding/logits activations, workspaces, communication buffers and "
-                   "fragmentation are not counted"),
+        "memory": (f"fits when the peak of the step on the busiest GPU (the bill's verdict: model states, the "
+                   "chunks in flight, the output side, transients and communication buffers alive at its peak "
+                   f"instant) ≤ {fmt(result.gpu_memory, 'GB')} − margin {fmt(result.margin, 'GB')} = "
+                   f"{fmt(result.usable, 'GB')}; kernel workspaces and allocator fragmentation are not counted "
+                   "(--margin reserves for them)"),
         "time": (f"step = GEMMs (FLOPs per GPU / peak × GEMM efficiency of the call's size) + element-wise "
                  "kernels, the loss's too (HBM) + exposed communication (α + ring factor × bytes / bus bandwidth; "
                  f"NVLink inside a domain of {result.gpus_per_node} GPUs by Megatron's rank order t, c, d, p, else the "
@@ -142,7 +175,7 @@ SCHEDULE_COLUMNS = (
     ("m", "", 4, False, lambda rank, item: str(item.micro_batches_per_pipeline)),
     ("ZeRO", "", 4, False, lambda rank, item: str(item.layout.zero)),
     ("SP", "", 3, False, lambda rank, item: "yes" if item.layout.sp else "no"),
-    ("recompute", "", 9, True, lambda rank, item: item.layout.recompute),
+    ("recompute", "", 10, True, lambda rank, item: item.layout.recompute),
 )
 
 FULL = (
@@ -181,15 +214,74 @@ def for_model(columns: tuple, moe: bool) -> tuple:
     return tuple(column for column in columns if moe or column is not EXPERT_GRID)
 
 
-def table_lines(shown, columns) -> list[str]:
-    """The ranked layouts as fixed-width lines under ``columns``."""
+def table_lines(shown, columns, marks: dict | None = None) -> list[str]:
+    """The ranked layouts as fixed-width lines under ``columns``; ``marks`` (rank → column headers)
+    puts a ``*`` after the cells of a choice that made no difference (:func:`merge_identical`)."""
+    marks = marks or {}
+
     def line(cells) -> str:
         return " ".join(cell.ljust(width) if left else cell.rjust(width)
                         for cell, (_, _, width, left, _) in zip(cells, columns)).rstrip()
 
     out = [line([header for header, *_ in columns]), line([unit for _, unit, *_ in columns])]
-    out += [line([cell(rank, item) for *_, cell in columns]) for rank, item in enumerate(shown, 1)]
+    out += [line([cell(rank, item) + ("*" if header in marks.get(rank, ()) else "")
+                  for header, *_, cell in columns]) for rank, item in enumerate(shown, 1)]
     return [text for text in out if text]
+
+
+#: The swept choices whose rows merge when they change no number: (column header, Layout field, printed as).
+MERGEABLE = (("recompute", "recompute", str), ("SP", "sp", lambda sp: "SP" if sp else "no SP"),
+             ("ZeRO", "zero", lambda zero: f"ZeRO-{zero}"))
+
+
+def merge_identical(shown) -> tuple[list, dict[int, list[tuple[str, list[str]]]]]:
+    """``shown`` with the layouts whose numbers are identical (exact totals, headroom and step time)
+    and that differ in one swept choice only merged into the first of them, and, by rank in the merged
+    list, the choices that made no difference: ``{1: [("recompute", ["none", "selective"])]}``."""
+    from dataclasses import replace
+
+    merged, same, index = [], {}, {}
+    for item in shown:
+        numbers = (tuple(sorted((key, str(value)) for key, value in item.totals.items())), str(item.headroom_bytes),
+                   item.step_seconds, item.bubble)
+        keys = [(header, replace(item.layout, **{field: None}), numbers) for header, field, _ in MERGEABLE]
+        hit = next((key for key in keys if key in index), None)
+        if hit is not None:
+            rank = index[hit]
+            header, field, show = next(choice for choice in MERGEABLE if choice[0] == hit[0])
+            entry = dict(same.setdefault(rank, []))
+            entry.setdefault(header, [show(getattr(merged[rank - 1].layout, field))]).append(
+                show(getattr(item.layout, field)))
+            same[rank] = list(entry.items())
+            continue
+        merged.append(item)
+        for key in keys:
+            index.setdefault(key, len(merged))
+    return merged, same
+
+
+def same_lines(same: dict) -> list[str]:
+    """The notes of :func:`merge_identical`: ``#1: recompute none = selective here (the same numbers)``."""
+    ranks: dict[str, list[int]] = {}
+    for rank, choices in sorted(same.items()):
+        text = "; ".join(("recompute " if header == "recompute" else "") + f"{' = '.join(values)} here"
+                         for header, values in choices)
+        ranks.setdefault(text, []).append(rank)
+    return [f"* {', '.join(f'#{rank}' for rank in listed)}: {text} (the same numbers: one row shown)"
+            for text, listed in ranks.items()]
+
+
+def block_lines(shown, columns, width: int) -> list[str]:
+    """The ranked layouts one block each (``#1 t·p·d·c 1·1·8·1, v 1, ...``), wrapped to ``width``: the
+    form below the compact table's width, where a column would cut a number."""
+    from ..render.summary import wrap
+
+    out = []
+    for rank, item in enumerate(shown, 1):
+        cells = [(header.strip(), unit, cell(rank, item)) for header, unit, _, _, cell in columns[1:]]
+        out += wrap(f"#{rank} " + ", ".join(f"{header} {value}" + (f" {unit}" if unit else "")
+                                            for header, unit, value in cells), width, subsequent="    ")
+    return out
 
 
 def _bindings(shown) -> list[str]:
@@ -200,7 +292,7 @@ def _bindings(shown) -> list[str]:
     return [f"{binding}: " + ", ".join(f"#{rank}" for rank in ranks) for binding, ranks in groups.items()]
 
 
-def render_text(result, shown, closest, elapsed: float, width: int = 160, brief: bool = False) -> str:
+def render_text(result, shown, closest, elapsed: float, width: int = 160, brief: bool = False, gpu=None) -> str:
     """The plan as text ``width`` columns wide: the answer first (how many
     layouts fit, the best one against the GPU), the assumptions, the table
     (a compact form below 160 columns)."""
@@ -209,9 +301,10 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
 
     model = result.model
     s = result.seq or model.seq
-    out = plan_summary(json.loads(render_json(result, shown, closest)), width)
+    out = plan_summary(json.loads(render_json(result, shown, closest, gpu)), width)
+    fix = top_fix(result, closest) if not shown and closest is not None else ""
     if brief:
-        return "\n".join(out)
+        return "\n".join(out + (wrap(fix, width, subsequent="  ") if fix else []))
     out.append("")
     out += wrap(f"{model.name} on {result.gpus} GPUs × {fmt(result.gpu_memory, 'GB')} "
                 f"({fmt(result.gpu_memory, 'GiB')}), s = {s}, "
@@ -233,19 +326,28 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
             out += wrap(f"closest: {_describe(closest.layout)} needs {fmt(closest.totals['total_bytes'], 'GB')} "
                         f"(states {fmt(closest.totals['model_states_bytes'], 'GB')} + activations "
                         f"{fmt(closest.totals['activation_bytes'], 'GB')}): misses by {fmt(miss, 'GB')}", width)
+        if fix:
+            out += wrap(fix, width, subsequent="  ")
         return "\n".join(out)
     moe = bool(model.experts)  # the expert grid's columns, e and e_t, for a mixture of experts only
+    listed = len(shown)
+    shown, same = merge_identical(shown)  # a choice that changes no number: one row, and said so
+    marks = {rank: {header for header, _ in choices} for rank, choices in same.items()}
     # The widest form that fits: every column; the binding constraint under the table; the compact columns.
-    full = table_lines(shown, for_model(FULL, moe))
-    medium = table_lines(shown, for_model(FULL, moe)[:-1])
+    full = table_lines(shown, for_model(FULL, moe), marks)
+    medium = table_lines(shown, for_model(FULL, moe)[:-1], marks)
+    compact = table_lines(shown, for_model(COMPACT, moe), marks)
     if max(map(len, full)) <= width:
         out += full
     else:
-        out += medium if max(map(len, medium)) <= width else table_lines(shown, for_model(COMPACT, moe))
+        out += medium if max(map(len, medium)) <= width else compact if max(map(len, compact)) <= width else \
+            block_lines(shown, for_model(COMPACT, moe), width)
         out += wrap("what limits each layout: " + "; ".join(_bindings(shown)), width, subsequent="  ")
-    if len(result.order) > len(shown):
-        out.append(f"... {len(result.order) - len(shown):,} more fit "
-                   + (f"(at most {MAX_LISTED:,} are listed)" if len(shown) == MAX_LISTED else "(--top 0 shows all)"))
+    for line in same_lines(same):
+        out += wrap(line, width, subsequent="  ")
+    if len(result.order) > listed:
+        out.append(f"... {len(result.order) - listed:,} more fit "
+                   + (f"(at most {MAX_LISTED:,} are listed)" if listed == MAX_LISTED else "(--top 0 shows all)"))
     for line in reference_lines(result, shown):
         out += wrap(line, width, subsequent="  ")
     out += wrap("m: micro-batches per pipeline per iteration; TFLOP/s and MFU: model FLOPs (no recompute) per GPU "
@@ -309,7 +411,7 @@ def _describe(layout) -> str:
             f"ZeRO-{layout.zero}{' SP' if layout.sp else ''} {layout.recompute} recompute")
 
 
-def render_json(result, shown, closest) -> str:
+def render_json(result, shown, closest, gpu=None) -> str:
     import json
 
     data = {
@@ -325,6 +427,8 @@ def render_json(result, shown, closest) -> str:
         "layouts": [item.as_dict() for item in shown],
         "closest": closest.as_dict() if closest is not None else None,
     }
+    if gpu is not None:  # which option set the memory and the hardware (--gpu, --gpu-memory, --hardware)
+        data["gpu"] = gpu.as_dict()
     found = reference(result) if shown else None
     if found is not None:
         rank, ref = found

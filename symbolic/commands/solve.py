@@ -2,7 +2,7 @@
 the largest micro-batch or sequence length that fits, solved exactly and checked by the bill."""
 from __future__ import annotations
 
-from . import _options
+from . import _gpu, _options
 
 HELP = "solve the memory inequality for the largest micro-batch or sequence length that fits"
 
@@ -17,7 +17,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
                         help="foreach: PyTorch's default step (fp32 temporaries of the shard); fused: FusedAdam (none)")
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B, 175e9)")
-    parser.add_argument("--gpu-memory", metavar="SIZE", required=True, help="memory per GPU (80GB, 80GiB)")
+    parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU (80GB, 80GiB, or a GPU's name); this "
+                        "or --gpu is required")
+    _gpu.add_gpu_option(parser)
     parser.add_argument("--margin", metavar="SIZE", default="0",
                         help="memory reserved for what the ledgers leave out: a size (4GB) or a share (10%%); default 0")
     parser.add_argument("--json", action="store_true", help="the answer and the inequality it solved, as JSON")
@@ -26,20 +28,21 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ..search.solve import solve_limit
-    from .plan import parse_margin
+    from .plan import parse_margin, required_gpu
 
     model = _options.load_model(args)
     layout = _options.layout_from_args(args)
-    gpu_memory = _options.parse_memory(args.gpu_memory)
+    gpu = required_gpu(args)
+    gpu_memory = gpu.memory
     margin = parse_margin(args.margin, gpu_memory)
     params_hand = _options.parse_count(args.params) if args.params is not None else None
     limit = solve_limit(model, layout, _TARGETS[args.max], gpu_memory, margin, params_hand)
     if args.json:
-        print(render_json(limit))
+        print(render_json(limit, gpu))
     else:
         from ..render.terminal import output_width
 
-        print(render_text(limit, output_width(), args.brief))
+        print(render_text(limit, output_width(), args.brief, gpu))
     return 0 if limit.answer is not None else 1
 
 
@@ -52,14 +55,14 @@ def _layout_words(layout) -> str:
             + (f", global batch {layout.global_batch}" if layout.global_batch else ""))
 
 
-def render_text(limit, width: int = 160, brief: bool = False) -> str:
+def render_text(limit, width: int = 160, brief: bool = False, gpu=None) -> str:
     """The answer first (the largest value, checked by the bill), then the
     inequality it solved, wrapped to ``width`` columns."""
     import json
 
     from ..render.summary import solve_summary, wrap
 
-    head = solve_summary(json.loads(render_json(limit)), width)
+    head = solve_summary(json.loads(render_json(limit, gpu)), width)
     if brief:
         return "\n".join(head)
     body = _details(limit).split("\n")
@@ -120,7 +123,7 @@ def _step_of(layout) -> int:
     return layout.cp * (layout.tp if layout.sp else 1)
 
 
-def render_json(limit) -> str:
+def render_json(limit, gpu=None) -> str:
     import json
 
     from sympy import sstr
@@ -153,4 +156,6 @@ def render_json(limit) -> str:
                   "fits": limit.answer_fits(), "next_value": limit.next_value,
                   "next_total_bytes": num(limit.total_at_next), "next_fits": limit.next_fits()},
     }
+    if gpu is not None:  # which option set the memory (--gpu, --gpu-memory)
+        data["gpu"] = gpu.as_dict()
     return json.dumps(data, indent=2, allow_nan=False)  # never Infinity/NaN: not JSON

@@ -6,7 +6,7 @@ value and its phase t*, the reserved memory of the caching-allocator model;
 """
 from __future__ import annotations
 
-from . import _options
+from . import _gpu, _options
 
 HELP = "memory over one training step: the four lifetime classes per instant, the peak and its phase t*"
 
@@ -18,7 +18,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--optimize", action="append", default=[], metavar="NAME",
                         help="apply an optimisation (repeatable): zero, fp8-weights, fp8-optimizer, optimizer-offload, "
                              "activation-offload, fp8-activations, flash-attention, fused-cross-entropy")
-    parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU to compare against (80GB, 80GiB)")
+    parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU to compare against (80GB, 80GiB, or "
+                        "a GPU's name)")
+    _gpu.add_gpu_option(parser)
     parser.add_argument("--stage", choices=("first", "last"), default="first",
                         help="pipeline stage: first (most micro-batches in flight) or last (the output side and loss)")
     parser.add_argument("--nccl-buffsize", metavar="SIZE", default="4MiB", help="NCCL_BUFFSIZE per channel (4MiB)")
@@ -77,8 +79,10 @@ def run(args) -> int:
     comm = CommSettings(_options.parse_memory(args.nccl_buffsize, "--nccl-buffsize"), args.nccl_channels,
                         _options.parse_memory(args.bucket, "--bucket"))
     layout, options = apply(args.optimize, layout, MemoryOptions(comm=comm))
-    gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory is not None else None
+    gpu = _gpu.from_args(args)
+    gpu_memory = gpu.memory
     data, tl, result, reserved = report(model, layout, options, gpu_memory, getattr(args, "stage", "first"))
+    data["gpu"] = gpu.as_dict()
     if args.png is not None:
         from ..render.memory_plot import timeline_figure, use_file_backend
         use_file_backend()

@@ -32,8 +32,10 @@ transformation of the saved tensors is :func:`symbolic.layout.strategies.expert_
 from __future__ import annotations
 
 from fractions import Fraction
+from math import gcd
 
 from ..models.config import ConfigError, ModelConfig, positive_int
+from .suggest import dp_for_expert_grid, largest_divisor, try_flags
 
 MEGATRON = "Megatron-Core parallel_state.initialize_model_parallel (expert grid etp-ep-edp-pp)"
 
@@ -114,18 +116,25 @@ def validate_expert_parallel(model: ModelConfig, layout: "Layout") -> None:
                           "(token dropping below 1 is not modelled)")
     etp = expert_tensor_parallel(layout)
     routed = model.experts
-    if routed % layout.ep:
-        raise ConfigError(f"ep ({layout.ep}) must divide the routed experts ({routed}): each expert-parallel "
-                          "rank holds E/ep whole experts (Megatron-LM: experts a multiple of ep)")
     folded = layout.tp * layout.dp * layout.cp
+    if routed % layout.ep:
+        fits = largest_divisor(layout.ep, routed, folded // gcd(folded, etp) if folded % etp == 0 else routed)
+        raise ConfigError(f"ep ({layout.ep}) must divide the routed experts ({routed}): each expert-parallel "
+                          "rank holds E/ep whole experts (Megatron-LM: experts a multiple of ep); "
+                          + try_flags(f"--ep {fits or 1}"))
     if folded % (layout.ep * etp):
+        dp = dp_for_expert_grid(layout.tp, layout.dp, layout.cp, layout.ep * etp)
         raise ConfigError(f"ep×etp ({layout.ep}×{etp}) must divide tp×dp×cp ({layout.tp}×{layout.dp}×{layout.cp}"
                           f" = {folded}): Megatron-Core folds the expert grid into the tensor, data and context "
-                          "ranks of a pipeline stage; choose ep and etp whose product divides it")
+                          "ranks of a pipeline stage; choose ep and etp whose product divides it: "
+                          + try_flags(f"--dp {dp}", f"--ep {gcd(folded // etp, layout.ep)}" if folded % etp == 0
+                                      else "--etp 1"))
     width = model.expert_ffn or model.ffn
     if width and width % etp:
-        raise ConfigError(f"expert ffn width ({width}) must be divisible by etp ({etp})")
+        raise ConfigError(f"expert ffn width ({width}) must be divisible by etp ({etp}); "
+                          + try_flags(f"--etp {largest_divisor(etp, width, folded // layout.ep) or 1}"))
     if layout.tp > 1 and not layout.sp and etp != layout.tp:
         raise ConfigError(f"etp ({etp}) differs from tp ({layout.tp}) without sequence parallelism: the TP ranks "
                           "hold the same tokens, so the expert grid would route them twice; add --sp "
-                          "(Megatron-Core requires SP for MoE under TP) or set etp = tp")
+                          "(Megatron-Core requires SP for MoE under TP) or set etp = tp; "
+                          + try_flags("--sp", f"--etp {layout.tp}"))

@@ -22,6 +22,7 @@ from .choices import (
     ZERO_STAGES,
 )
 from .experts import validate_expert_parallel
+from .suggest import largest_divisor, smallest_multiple_at_least, try_flags
 from .recipes import RECIPES
 from .stages import MEGATRON_STAGES, indivisible_layers, stage_layers  # noqa: F401 (re-exported: the layout's rule)
 
@@ -254,7 +255,8 @@ class Layout:
             raise ConfigError(f"recompute module {unknown[0]!r} is not modelled; choose from "
                               f"{', '.join(RECOMPUTE_MODULES)} (Megatron-Core's recompute_modules)")
         if self.recompute_modules and self.recompute != "selective":
-            raise ConfigError("recompute modules are Megatron-Core's selective recompute: add --recompute selective")
+            raise ConfigError("recompute modules are Megatron-Core's selective recompute: add --recompute selective; "
+                              + try_flags("--recompute selective"))
         if ("moe_act" in self.recompute_modules or self.fused_swiglu) and not model.experts:
             raise ConfigError(f"moe_act and the fused expert SwiGLU act on routed experts; {model.name} has none")
         if "mla_up_proj" in self.recompute_modules and (model.recipe is None or model.recipe.attention != "mla"):
@@ -275,10 +277,11 @@ class Layout:
                               f"{model.name} has none")
         if self.moe_pad_to_capacity and self.moe_dispatcher != "alltoall":
             raise ConfigError("--moe-pad-to-capacity is Megatron-Core's moe_pad_expert_input_to_capacity: "
-                              "add --moe-dispatcher alltoall")
+                              "add --moe-dispatcher alltoall; " + try_flags("--moe-dispatcher alltoall"))
         if self.moe_pad_to_capacity and Fraction(self.moe_capacity) <= 1:
-            raise ConfigError("--moe-pad-to-capacity pads every expert to its capacity C_f·s·b·k/E: "
-                              "set --moe-capacity-factor above 1 (at 1 no row is padded under balanced routing)")
+            raise ConfigError("--moe-pad-to-capacity pads every expert to its capacity C_f·s·b·k/E: set "
+                              "--moe-capacity-factor above 1 (at 1 no row is padded under balanced routing); "
+                              + try_flags("--moe-capacity-factor 1.25"))
 
     def validate(self, model: ModelConfig) -> "Layout":
         """This layout for ``model``, or :class:`ConfigError` naming the field
@@ -313,26 +316,32 @@ class Layout:
                                   f"not {getattr(self, name)!r}")
         if self.base_dtype != "bf16" and not self.lora:
             raise ConfigError(f"base-dtype {self.base_dtype}: a quantised base is frozen — train adapters on it "
-                              "with --lora R (QLoRA), or keep --base-dtype bf16")
+                              "with --lora R (QLoRA), or keep --base-dtype bf16; " + try_flags("--lora 16"))
         values = self.values(model)
+        # the largest tp ≤ this one that every tensor-parallel split divides (heads, K/V heads, FFN width)
+        tp_fix = try_flags(f"--tp {largest_divisor(self.tp, model.heads, values.get('g', model.heads), values['f'])}")
         if model.heads % self.tp:
             raise ConfigError(f"heads ({model.heads}) must be divisible by tp ({self.tp}): "
-                              "choose a tp that divides the head count")
+                              f"choose a tp that divides the head count; {tp_fix}")
         if "g" in values and values["g"] % self.tp:
             raise ConfigError(f"key/value heads ({values['g']}) must be divisible by tp ({self.tp}): "
-                              "each tensor-parallel rank holds whole K/V heads; choose a tp that divides them")
+                              f"each tensor-parallel rank holds whole K/V heads; {tp_fix}")
         validate_expert_parallel(model, self)  # expert width by etp, ep by E, ep·etp by t·d·c
         if values["f"] % self.tp:
-            raise ConfigError(f"ffn width ({values['f']}) must be divisible by tp ({self.tp})")
+            raise ConfigError(f"ffn width ({values['f']}) must be divisible by tp ({self.tp}); {tp_fix}")
         check_position_table(model, values["s"])
         if values["s"] % self.cp:
-            raise ConfigError(f"seq ({values['s']}) must be divisible by cp ({self.cp}): "
-                              "each context-parallel rank holds s/cp tokens; choose a cp that divides it")
+            cp_fix = try_flags(f"--cp {largest_divisor(self.cp, values['s'])}")
+            raise ConfigError(f"seq ({values['s']}) must be divisible by cp ({self.cp}): each context-parallel "
+                              f"rank holds s/cp tokens; {cp_fix}")
         if self.sp and values["s"] % (self.tp * self.cp):
             # Megatron-LM splits the sequence by cp first, then SP splits each rank's s/cp by t.
-            raise ConfigError(f"seq ({values['s']}) must be divisible by tp×cp ({self.tp}×{self.cp}) under "
-                              "sequence parallelism" if self.cp > 1 else
-                              f"seq ({values['s']}) must be divisible by tp ({self.tp}) under sequence parallelism")
+            split = self.tp * self.cp
+            shorter = values["s"] - values["s"] % split
+            raise ConfigError((f"seq ({values['s']}) must be divisible by tp×cp ({self.tp}×{self.cp}) under "
+                               "sequence parallelism" if self.cp > 1 else
+                               f"seq ({values['s']}) must be divisible by tp ({self.tp}) under sequence parallelism")
+                              + "; " + try_flags(f"--seq {shorter or smallest_multiple_at_least(values['s'], split)}"))
         if self.pipeline_layout and self.pp == 1:
             raise ConfigError("pipeline-layout lays out a pipeline: set pp > 1, or drop it")
         if self.uneven_stages:
@@ -340,12 +349,14 @@ class Layout:
         elif model.layers % (self.pp * self.interleave):
             raise ConfigError(indivisible_layers(model.layers, self.pp, self.interleave))
         if self.interleave > 1 and self.pp == 1:
-            raise ConfigError("interleave needs a pipeline: set pp > 1 or interleave 1")
+            raise ConfigError("interleave needs a pipeline: set pp > 1 or interleave 1; " + try_flags("--interleave 1"))
         if self.global_batch:
             positive_int("global_batch", self.global_batch)
             if self.global_batch % (self.micro_batch * self.dp):
+                step = self.micro_batch * self.dp
                 raise ConfigError(f"global_batch ({self.global_batch}) must be a multiple of "
-                                  f"micro_batch×dp ({self.micro_batch}×{self.dp})")
+                                  f"micro_batch×dp ({self.micro_batch}×{self.dp}); "
+                                  + try_flags(f"--global-batch {smallest_multiple_at_least(self.global_batch, step)}"))
         for rule in LAYOUT_RULES:
             refusal = rule(self, model)
             if refusal:
@@ -391,7 +402,8 @@ def _zero_with_pipeline(layout: Layout, model: ModelConfig) -> str | None:
     # and reduced once per micro-batch.
     if layout.zero >= 2 and layout.pp > 1:
         return (f"zero {layout.zero} with pp {layout.pp}: ZeRO-2/3 are not combined with pipeline "
-                "parallelism (DeepSpeed's pipeline engine supports ZeRO-1); use --zero 0 or 1, or pp 1")
+                "parallelism (DeepSpeed's pipeline engine supports ZeRO-1); use --zero 0 or 1, or pp 1; "
+                + try_flags("--zero 1"))
     return None
 
 
@@ -399,14 +411,14 @@ def _zero_needs_data_parallel(layout: Layout, model: ModelConfig) -> str | None:
     # ZeRO shards over the d·c ranks holding the same weights; over one rank it is ZeRO-0.
     if layout.zero and layout.dp * layout.cp == 1:
         return (f"zero {layout.zero} with dp 1: ZeRO shards the model states over the data-parallel ranks "
-                "(d·c); with one rank it changes nothing — use --zero 0, or dp > 1")
+                "(d·c); with one rank it changes nothing — use --zero 0, or dp > 1; " + try_flags("--zero 0"))
     return None
 
 
 def _sp_needs_tensor_parallel(layout: Layout, model: ModelConfig) -> str | None:
     if layout.sp and layout.tp == 1:
         return ("sp with tp 1: sequence parallelism splits over the tensor-parallel group; "
-                "with tp 1 it changes nothing — drop --sp, or set tp > 1")
+                "with tp 1 it changes nothing — drop --sp, or set tp > 1; try dropping `--sp`")
     return None
 
 
@@ -414,10 +426,12 @@ def _interleave_needs_whole_rounds(layout: Layout, model: ModelConfig) -> str | 
     # Megatron-LM's get_forward_backward_func asserts it for the interleaved schedule.
     m = layout.iteration_micro_batches()
     if layout.interleave > 1 and layout.pp > 1 and m % layout.pp:
+        rounds = smallest_multiple_at_least(max(m, 1), layout.pp)  # micro-batches per pipeline, whole rounds
         return (f"interleave {layout.interleave} with {m} micro-batch(es) per iteration: the interleaved "
                 f"schedule needs the micro-batches per pipeline (global_batch / (micro_batch × dp)) to be a "
                 f"multiple of pp ({layout.pp}) — set --global-batch to a multiple of "
-                f"{layout.pp * layout.micro_batch * layout.dp}, or interleave 1")
+                f"{layout.pp * layout.micro_batch * layout.dp}, or interleave 1; "
+                + try_flags(f"--global-batch {rounds * layout.micro_batch * layout.dp}"))
     return None
 
 
@@ -426,7 +440,8 @@ def _params_offload_without_model_parallelism(layout: Layout, model: ModelConfig
     # ranks; neither runs with Megatron's tensor or pipeline parallelism.
     if layout.offload == "params" and (layout.tp > 1 or layout.pp > 1):
         return (f"offload params with tp {layout.tp}, pp {layout.pp}: parameter offload (FSDP CPU offload, "
-                "ZeRO-Infinity) runs without tensor or pipeline parallelism — use tp 1 and pp 1, or --offload optimizer")
+                "ZeRO-Infinity) runs without tensor or pipeline parallelism — use tp 1 and pp 1, or --offload "
+                "optimizer; " + try_flags("--offload optimizer"))
     return None
 
 

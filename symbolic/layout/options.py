@@ -349,6 +349,8 @@ class Option:
             why = ("a bare number has no unit" if isinstance(value, (int, float)) and not isinstance(value, bool)
                    else f"a {type(value).__name__} is not a size")
             raise self._refuse(value, f"{why}; give text with its unit, {example}")
+        if self.name == "gpu_memory" and value.strip() and not any(c.isdigit() for c in value):
+            return value.strip()  # a GPU's name: its memory AND its hardware (commands._gpu.resolve checks it)
         return parse_memory(value, self.flag)
 
     def _read_margin(self, value):
@@ -472,6 +474,9 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
     # sizes and counts
     Option("gpu_memory", "memory", "memory per GPU to compare against (80GB, 80GiB, or h100, h200, b200)",
            None, unit="B", metavar="SIZE"),
+    Option("gpu", "text", "the GPU: sets --gpu-memory and --hardware from one hardware file (h100, h200, b200, "
+           "gb200, a100-40gb, a100-80gb, h800, a800); --gpu-memory and --hardware override it", None,
+           metavar="NAME"),
     Option("cpu_memory", "memory", "CPU memory per GPU's process, for what is offloaded", None, unit="B",
            metavar="SIZE"),
     Option("params", "count", "hand-filled parameter count for the model states (7B, 175e9)", None,

@@ -243,8 +243,14 @@ def indivisible_layers(layers: int, pp: int, interleave: int) -> str:
              "uneven stages (--first-stage-layers, --last-stage-layers)" if interleave == 1 else "")
     layout = (f"a per-chunk layout (bill, timeline) such as --pipeline-layout "
               f"'{_suggested_layout(layers, pp, interleave)}'")
+    # the largest pp ≤ this one whose stages hold whole chunks (a pipeline: pp ≥ 2 under interleaving)
+    from .suggest import largest_divisor, try_flags
+
+    fewer = largest_divisor(pp, layers // interleave if layers % interleave == 0 else 0, floor=2 if interleave > 1
+                            else 1) if layers % interleave == 0 else None
+    concrete = try_flags(f"--pp {fewer}" if fewer else "--interleave 1" if layers % pp == 0 else "--pp 1")
     return (f"layers ({layers}) must be divisible by pp×interleave ({pp}×{interleave}) ({rule}): choose sizes "
-            f"that divide the layer count, " + (f"{fixes}, or " if fixes else "or ") + layout)
+            f"that divide the layer count, " + (f"{fixes}, or " if fixes else "or ") + layout + f"; {concrete}")
 
 
 

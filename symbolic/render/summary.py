@@ -94,7 +94,7 @@ def verdict(total, capacity, what: str = "per GPU") -> str:
                 f"over by {fmt(-head, 'GB')}")
     fits = [name for size, name in COMMON_GPUS if total <= size]
     short = [(size, name) for size, name in COMMON_GPUS if total > size]
-    words = f"{fmt(total, 'GB')} {what}; no --gpu-memory given: "
+    words = f"{fmt(total, 'GB')} {what}; no --gpu or --gpu-memory given: "
     if fits:
         words += f"fits {fits[0]}"
         if short:
@@ -103,6 +103,23 @@ def verdict(total, capacity, what: str = "per GPU") -> str:
     else:
         size, name = COMMON_GPUS[-1]
         words += f"fits none of the common GPUs, over {name} by {fmt(total - size, 'GB')}"
+    return words
+
+
+def gpu_line(choice: dict | None, time: bool = True) -> str:
+    """The answer's GPU line from the ``gpu`` key of a command's JSON: which GPU, its memory, and the
+    hardware the step time is for (``time=False``: a command that prices no time)."""
+    if not choice:
+        return ""
+    memory = choice.get("memory_bytes")
+    hardware, hardware_from = choice.get("hardware", ""), choice.get("hardware_from", "")
+    if choice.get("name") and choice.get("memory_from") == hardware_from:
+        words = f"GPU: {choice['name']}, {fmt(memory, 'GB')} ({hardware_from})"
+        return words + ("; the step time is for it" if time else "")
+    words = "GPU: " + (f"{fmt(memory, 'GB')} ({choice.get('memory_from')})" if memory else
+                       "no memory given (--gpu NAME)")
+    if time:
+        words += f"; step time on {hardware} (" + ("the default" if hardware_from == "default" else hardware_from) + ")"
     return words
 
 
@@ -123,6 +140,8 @@ def bill_summary(data: dict, width: int = 80) -> list[str]:
     out = [f"{data['model']}" + (f" — {config['source']}" if config.get("source") else ""),
            "layout: " + layout_words(data.get("layout", {}), data.get("values"))]
     out.append("VERDICT: " + verdict(total, data.get("gpu_memory_bytes")))
+    if data.get("gpu"):  # which GPU the memory and the step time are for (--gpu, --gpu-memory, --hardware)
+        out.append(gpu_line(data["gpu"], time="step_seconds" in data))
     parts = f"model states {fmt(states, 'GB')} + activations {fmt(acts, 'GB')}"
     other = total - states - acts
     if other > 0:  # the verdict is the peak: the rest of what is alive then, and the papers' sum beside it
@@ -173,6 +192,8 @@ def plan_summary(data: dict, width: int = 80) -> list[str]:
         if closest:
             out.append("  closest: " + layout_words(closest))
             out.append("  " + verdict(number(closest["total_bytes"]), data.get("usable_bytes") or gpu))
+    if data.get("gpu"):
+        out.append(gpu_line(data["gpu"]))
     return [piece for line in out for piece in wrap(line, width, subsequent="    ")]
 
 
@@ -193,6 +214,8 @@ def solve_summary(data: dict, width: int = 80) -> list[str]:
         if check.get("next_value") is not None:
             out.append(f"  the next valid {letter} = {check['next_value']}: "
                        + verdict(number(check["next_total_bytes"]), data["usable_bytes"]))
+    if data.get("gpu"):
+        out.append(gpu_line(data["gpu"], time=False))
     return [piece for line in out for piece in wrap(line, width, subsequent="    ")]
 
 
@@ -207,6 +230,8 @@ def timeline_summary(data: dict, width: int = 80) -> list[str]:
                   else ""))
     if data.get("gpu_memory_bytes") and data.get("fits") is False and peak <= data["gpu_memory_bytes"]:
         out.append("  the caching allocator's reserved memory exceeds the GPU: DOES NOT FIT")
+    if data.get("gpu"):
+        out.append(gpu_line(data["gpu"], time=False))
     out.append(f"peak {fmt_bytes(peak)} at t* = {data['t_star']}")
     by_class = data.get("peak_by_class") or {}
     if by_class:

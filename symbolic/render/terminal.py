@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import textwrap
 import json
 import os
 import sys
@@ -109,7 +110,7 @@ def _multiplier_note(lines: list[Line]) -> list[str]:
 
 def _measure(renderable) -> int:
     """The natural width of ``renderable`` in columns (no wrapping)."""
-    console = Console(file=io.StringIO(), width=10_000, color_system=None, emoji=False)
+    console = Console(file=io.StringIO(), width=10_000, color_system=None, emoji=False, force_jupyter=False)
     return console.measure(renderable).maximum
 
 
@@ -177,7 +178,8 @@ def _references(line: Line, numbers: dict[str, int]) -> str:
     return ",".join(map(str, refs))
 
 
-def narrow_table(bill: Bill, ledger: str, stacked: bool = False, keep_source: bool = False) -> Table:
+def narrow_table(bill: Bill, ledger: str, stacked: bool = False, keep_source: bool = False,
+                 width: int = PIPE_WIDTH) -> Table:
     """The ledger for a narrower terminal: item, value, formula (``keep_source``:
     and the source) and the numbers of its notes (the conditions, and the
     sources unless kept, printed below the table). ``stacked`` puts the formula
@@ -188,18 +190,32 @@ def narrow_table(bill: Bill, ledger: str, stacked: bool = False, keep_source: bo
     show_source = keep_source and _shared(lines, "source") is None
     table = _new_table(ledger)
     header = _formula_header(lines, narrow=True)
-    table.add_column(f"item / {header}" if stacked else "item", no_wrap=True)
-    table.add_column("value", justify="right", no_wrap=True)
+    values = [_value(line.value, kind) for line in lines] + [_value(sum((as_fraction(line.value) for line in lines),
+                                                                        Fraction(0)), kind)]
+    refs = [_references(line, numbers) for line in lines] if numbers else []
+    if stacked:
+        # The narrowest form: the value and note columns keep their whole width (a number and its unit are
+        # never cut); the item column, its formula under it, folds onto more lines instead.
+        table.add_column(f"item / {header}", overflow="fold")
+    else:
+        table.add_column("item", no_wrap=True)
+    table.add_column("value", justify="right", no_wrap=True, min_width=max(map(len, values + ["value"])))
     if not stacked:
         table.add_column(header, no_wrap=True, style="cyan")
     if show_source:
         table.add_column("source", no_wrap=True, style="dim")
     if numbers:
-        table.add_column("note", no_wrap=True, style="dim")
+        table.add_column("note", no_wrap=True, style="dim", min_width=max(map(len, refs + ["note"])))
+    # the item column's share of the width (the value and note columns and their gaps taken out), where
+    # a stacked formula wraps at its spaces, its continuation lines indented under it
+    # (a gap is 3 columns: padding, the box's divider, padding)
+    room = width - max(map(len, values + ["value"])) - 3 - (max(map(len, refs + ["note"])) + 3 if numbers else 0) - 1
     for index, line in enumerate(lines):
         item = Text(line.name)
         if stacked:
-            item.append("\n  " + _formula(line), style="cyan")
+            item.append("\n" + "\n".join(textwrap.wrap(_formula(line), max(room, 20), initial_indent="  ",
+                                                       subsequent_indent="    ", break_on_hyphens=False)),
+                        style="cyan")
         row = [item, _value(line.value, kind)] + ([] if stacked else [_formula(line)])
         if show_source:
             row.append(_entry(line, "source"))
@@ -218,7 +234,7 @@ def ledger_table(bill: Bill, ledger: str, width: int = PIPE_WIDTH) -> tuple[Tabl
     if _measure(table) <= width:
         return table, []
     for keep_source, stacked in ((True, False), (False, False), (False, True)):
-        table = narrow_table(bill, ledger, stacked=stacked, keep_source=keep_source)
+        table = narrow_table(bill, ledger, stacked=stacked, keep_source=keep_source, width=width)
         if _measure(table) <= width or stacked:
             attributes = ("condition",) if keep_source else ("source", "condition")
             return table, [f"[{n}] {key}" for key, n in ledger_notes(bill, ledger, attributes).items()]
@@ -373,6 +389,17 @@ def fixes_section(bill: Bill, width: int = PIPE_WIDTH) -> list:
     return out
 
 
+def top_fix(bill: Bill, width: int = PIPE_WIDTH) -> list:
+    """``--brief``'s last line when the bill does not fit: the first lever of :func:`fixes_section`."""
+    fixes = getattr(bill, "fixes", None)
+    if not fixes:
+        return []
+    fix = fixes[0]
+    return [wrapped(f"top fix: {' + '.join(fix.levers)}: {fmt_bytes(fix.total_bytes)}, headroom "
+                    f"{fmt(fix.headroom_bytes, 'GB')} — cost: {fix.cost} ({len(fixes)} levers without --brief)",
+                    width, subsequent="  ")]
+
+
 def approximations_panel(bill: Bill) -> Panel | None:
     """What the inventory does not model of the source config, one bullet each."""
     notes = bill.model.approximations
@@ -405,8 +432,8 @@ def renderables(bill: Bill, width: int = PIPE_WIDTH, brief: bool = False, extra:
     """Everything the text bill prints, in order: the summary; unless
     ``brief``, the itemised ledgers after it."""
     out: list = summary(bill, width, extra)
-    if brief:
-        return out
+    if brief:  # the answer alone; when it does not fit, the first lever of the fix policy with it
+        return out + top_fix(bill, width)
     model, v = bill.model, bill.values
     dims = ("dimensions: " + " ".join(f"{k}={v[k]}" for k in MODEL_LETTERS if k in v)
             + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v)
@@ -479,8 +506,10 @@ def run_wrapped(run, args) -> int:
 
 def render_renderables(items, width: int = PIPE_WIDTH, color: bool = False) -> str:
     """Rich renderables as text of ``width`` columns, trailing spaces removed."""
+    # force_jupyter=False: in a notebook kernel rich would otherwise display every print as its own
+    # output and leave the StringIO empty (the notebook's fold held nothing).
     console = Console(file=io.StringIO(), width=width, force_terminal=color, color_system="standard" if color
-                      else None, highlight=False, emoji=False)
+                      else None, highlight=False, emoji=False, force_jupyter=False)
     for item in items:
         console.print(item)
     return "\n".join(line.rstrip() for line in console.file.getvalue().rstrip("\n").split("\n"))
@@ -555,6 +584,8 @@ def bill_data(bill: Bill) -> dict:
         "approximations": list(bill.model.approximations),
         "model_config": model_config,
     }
+    if getattr(bill, "gpu", None) is not None:  # the GPU the memory and the step time are for (--gpu)
+        data["gpu"] = bill.gpu.as_dict()
     return data
 
 

@@ -1,0 +1,32 @@
+"""The concrete flag change a layout refusal names: sizes that divide what they must, found by
+arithmetic, so that the fix works when applied as written (``try `--dp 8```).
+
+Each function returns the smallest change of one option that satisfies the rule it serves; the
+refusals in :mod:`symbolic.layout.layout`, :mod:`.experts` and :mod:`.stages` quote it.
+"""
+from __future__ import annotations
+
+from math import gcd
+
+
+def largest_divisor(cap: int, *numbers: int, floor: int = 1) -> int | None:
+    """The largest k in [floor, cap] dividing every one of ``numbers`` (None: there is none)."""
+    for k in range(max(cap, 0), floor - 1, -1):
+        if k >= 1 and all(n % k == 0 for n in numbers):
+            return k
+    return None
+
+
+def smallest_multiple_at_least(value: int, step: int) -> int:
+    """The least multiple of ``step`` that is ≥ ``value``."""
+    return -(-value // step) * step
+
+
+def dp_for_expert_grid(tp: int, dp: int, cp: int, grid: int) -> int:
+    """The least data-parallel size d' ≥ d, a multiple of d, for which e·e_t divides t·d'·c."""
+    return dp * (grid // gcd(tp * dp * cp, grid))
+
+
+def try_flags(*flags: str) -> str:
+    """``try `--dp 8``` (alternatives joined by ``or``): the phrase every refusal ends with."""
+    return "try " + " or ".join(f"`{flag}`" for flag in flags)
