@@ -349,8 +349,8 @@ class Option:
             why = ("a bare number has no unit" if isinstance(value, (int, float)) and not isinstance(value, bool)
                    else f"a {type(value).__name__} is not a size")
             raise self._refuse(value, f"{why}; give text with its unit, {example}")
-        if self.name == "gpu_memory" and value.strip() and not any(c.isdigit() for c in value):
-            return value.strip()  # a GPU's name: its memory AND its hardware (commands._gpu.resolve checks it)
+        if self.name == "gpu_memory":
+            return value  # a size or a GPU's name (its memory AND its hardware): commands._gpu.resolve reads it
         return parse_memory(value, self.flag)
 
     def _read_margin(self, value):
