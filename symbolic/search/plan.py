@@ -218,18 +218,24 @@ def peak_exprs(structure: tuple, sp: bool, recompute: str, dtype: str, schedule:
 
 
 def comm_bytes(tp, dp, pp, cp, ep=1, etp=None, settings: CommSettings = CommSettings()):
-    """The communication buffers of each layout (``CommSettings.items``), vectorised: evaluated once
-    per distinct (t, d, p, c, e, e_t) — the expert grid's communicators depend on the sizes, not only
-    on which groups are wider than one."""
-    arrays = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in
-                                   (tp, dp, pp, cp, ep, tp if etp is None else etp)))
-    shape = arrays[0].shape
-    rows = np.stack([x.reshape(-1) for x in arrays], axis=1)
-    unique, inverse = np.unique(rows, axis=0, return_inverse=True)
-    sizes = np.array([float(sum(size for _, size in settings.items(
-        Layout(tp=int(t_), dp=int(d_), pp=int(p_), cp=int(c_), ep=int(e_), etp=0 if e_t == t_ else int(e_t)))))
-        for t_, d_, p_, c_, e_, e_t in unique])
-    return sizes[np.asarray(inverse).reshape(-1)].reshape(shape)
+    """The communication buffers of each layout (:meth:`CommSettings.items`), vectorised as an
+    expression of the group sizes, no per-layout Python and no sort: NCCL's staging for every
+    communicator wider than one — the dense grid's (t, d, p, c), and with an expert grid
+    (e > 1 or e_t ≠ t, ``layout.experts.expert_groups``) the expert-parallel group, the expert
+    tensor-parallel group when e_t ≠ t, the expert-data-parallel group edp = t·d·c/(e·e_t) when
+    it differs from d — and the gradient bucket when d > 1. ``tests/test_plan.py`` holds it equal
+    to ``CommSettings.items`` over a grid of dense and expert layouts."""
+    t_, d_, p_, c_, e_ = (np.asarray(x) for x in (tp, dp, pp, cp, ep))  # ints or whole floats (the sweep's)
+    e_t = t_ if etp is None else np.asarray(etp)
+    per_communicator = float(settings.nccl_buffsize * settings.channels)
+    sizes = ((t_ > 1) * per_communicator + (d_ > 1) * (per_communicator + float(settings.bucket_bytes))
+             + (p_ > 1) * per_communicator + (c_ > 1) * per_communicator)
+    expert_grid = (e_ != 1) | (e_t != t_)
+    if np.any(expert_grid):  # a dense sweep skips the expert grid's three terms
+        edp = t_ * d_ * c_ // (e_ * e_t)
+        sizes = sizes + expert_grid * per_communicator * (
+            (e_ > 1) * 1.0 + ((e_t != t_) & (e_t > 1)) + ((edp != d_) & (edp > 1)))
+    return np.asarray(sizes, dtype=np.float64)
 
 
 def _state_blocks(recipe, zero: int, cp: bool, structure: tuple | None, ep: bool, etp: bool,
