@@ -52,6 +52,7 @@ from typing import Mapping
 
 import numpy as np
 from sympy import Add, Expr, Integer, Rational, Symbol, ceiling
+from sympy import divisors as sympy_divisors
 
 from ..core.dims import (B, C_f, E, E_s, L, L_1, L_d, L_p, P, Psi, V, a, b, c, d, d_h, d_n, d_r, d_v, e, e_t, f,
                           f_e, f_s, g, h, k, m, p, r_kv, r_q, s, t, v)
@@ -451,78 +452,14 @@ def _whole(x):
 
 # --- enumeration -------------------------------------------------------------
 
-_SMALL_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
-
-
-def _is_prime(n: int) -> bool:
-    """Miller–Rabin with the first 13 primes as bases: deterministic for n < 3.3·10^24
-    (Sorenson and Webster 2015); beyond that a probable prime (error < 4^-13)."""
-    if n < 2:
-        return False
-    for q in _SMALL_PRIMES:
-        if n % q == 0:
-            return n == q
-    d, r = n - 1, 0
-    while d % 2 == 0:
-        d, r = d // 2, r + 1
-    for base in _SMALL_PRIMES:
-        x = pow(base, d, n)
-        if x in (1, n - 1):
-            continue
-        for _ in range(r - 1):
-            x = x * x % n
-            if x == n - 1:
-                break
-        else:
-            return False
-    return True
-
-
-def _factor(n: int, out: dict[int, int]) -> None:
-    """Prime factors of ``n`` into ``out`` (prime -> exponent): trial division by
-    small primes, then Pollard's rho (Brent's variant) on what is left."""
-    for q in _SMALL_PRIMES:
-        while n % q == 0:
-            out[q] = out.get(q, 0) + 1
-            n //= q
-    stack = [n] if n > 1 else []
-    while stack:
-        m = stack.pop()
-        if _is_prime(m):
-            out[m] = out.get(m, 0) + 1
-            continue
-        root = math.isqrt(m)
-        if root * root == m:
-            stack += [root, root]
-            continue
-        c = 1
-        while True:  # Pollard–Brent: a nontrivial factor of the composite m
-            y, g, power, lam, x = 2, 1, 1, 1, 2
-            while g == 1:
-                x, lam = y, 0
-                for _ in range(power):
-                    y = (y * y + c) % m
-                    lam += 1
-                    g = math.gcd(abs(x - y), m)
-                    if g != 1:
-                        break
-                power *= 2
-            if g != m:
-                stack += [g, m // g]
-                break
-            c += 1
-
-
 def divisors(n: int) -> list[int]:
-    """Every divisor of ``n``, ascending, from its prime factorisation (not a trial
-    range: 10^16 GPUs are 289 divisors found in microseconds)."""
+    """Every divisor of ``n``, ascending: sympy's :func:`~sympy.ntheory.factor_.divisors`, from the
+    prime factorisation (``factorint``: trial division, Pollard rho and p−1), not a trial range.
+    At a plan's sizes (8–12,288) it takes 6–8 µs against 3–6 µs for the hand-written Miller–Rabin and
+    Pollard–Brent it replaces — under a millisecond over a whole plan's ~100 calls — and it is faster
+    on hard composites ((2^61−1)·(2^31−1): 1.5 ms against 28 ms; the prime 2^89−1: 66 µs against 154 µs)."""
     positive_int("n", n)
-    factors: dict[int, int] = {}
-    _factor(n, factors)
-    out = [1]
-    for prime, power in factors.items():
-        out = [d * prime**k for d in out for k in range(power + 1)]
-    return sorted(out)
+    return [int(x) for x in sympy_divisors(n)]
 
 
 #: The most layouts one plan enumerates (≈ 30 s on one core); a wider sweep is refused with what to fix.
