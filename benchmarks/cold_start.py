@@ -69,6 +69,7 @@ def main() -> None:
         print(f"(llm-analysis not timed: no interpreter at {args.llm_analysis_python}; see setup_llm_analysis.sh)")
     wall([py, "-m", "symbolic", "bill", args.model], 2, cache)  # warm the page cache, __pycache__, the bill cache
     wall([py, "-m", "symbolic", "bill", args.model, "--json"], 1, cache)
+    wall(next(argv for name, argv, *_ in cases if name.startswith("python -m symbolic plan")), 1, cache)  # its formulas
     print(f"{'command':<88} {'median':>8} {'best':>8}   ({args.runs} fresh processes each)")
     medians = {}
     for name, argv, *env in cases:
