@@ -30,6 +30,12 @@ def wall(argv: list[str], runs: int, env: dict | None = None) -> list[float]:
     return times
 
 
+def figure(name: str, value: float, goal: float, unit: str, higher: bool = True) -> None:
+    """One line ``benchmarks/all.sh`` collects: the figure beside the issue's goal."""
+    met = value >= goal if higher else value <= goal
+    print(f"figure: {name}: {value:.3g} {unit} (goal {'≥' if higher else '≤'} {goal:.3g}: {'met' if met else 'NOT met'})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -63,10 +69,24 @@ def main() -> None:
         print(f"(llm-analysis not timed: no interpreter at {args.llm_analysis_python}; see setup_llm_analysis.sh)")
     wall([py, "-m", "symbolic", "bill", args.model], 2, cache)  # warm the page cache, __pycache__, the bill cache
     wall([py, "-m", "symbolic", "bill", args.model, "--json"], 1, cache)
+    wall(next(argv for name, argv, *_ in cases if name.startswith("python -m symbolic plan")), 1, cache)  # its formulas
     print(f"{'command':<88} {'median':>8} {'best':>8}   ({args.runs} fresh processes each)")
+    medians = {}
     for name, argv, *env in cases:
         times = wall(argv, args.runs, env[0] if env else cache)
+        medians[name] = statistics.median(times)
         print(f"{name:<88} {statistics.median(times):>7.3f}s {min(times):>7.3f}s")
+    bill = medians[f"python -m symbolic bill {args.model} (derivation cached)"]
+    cold_plan = next(value for name, value in medians.items() if name.startswith("python -m symbolic plan"))
+    figure("plan gpt-175b for 1024 GPUs, a fresh process (its formulas cached), median", cold_plan, 1.0, "s",
+           higher=False)
+    theirs = next((value for name, value in medians.items() if name.startswith("llm-analysis CLI")), None)
+    if theirs:
+        figure(f"bill {args.model}, a fresh process (derivation cached), over llm-analysis's CLI in the same run",
+               bill / theirs, 0.3, "×", higher=False)
+    else:
+        print(f"figure: bill {args.model}, a fresh process (derivation cached): {bill:.3g} s "
+              "(goal ≤ 0.3× llm-analysis's CLI: not measured, no llm-analysis here)")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,29 @@ def check(data, groups, per_group, micro_batches) -> None:
     print(f"check: {len(groups)} configurations against make_bill, largest relative difference {worst:.1e}")
 
 
+def figure(name: str, value: float, goal: float, unit: str, higher: bool = True) -> None:
+    """One line ``benchmarks/all.sh`` collects: the figure beside the issue's goal."""
+    met = value >= goal if higher else value <= goal
+    print(f"figure: {name}: {value:.3g} {unit} (goal {'≥' if higher else '≤'} {goal:.3g}: {'met' if met else 'NOT met'})")
+
+
+def papers_totals(group, values, micro_batches):
+    """The papers' totals alone (model states + first-stage activations, Ψ counted), no verdict:
+    the group's cached formulas (``search.plan.group_formulas``) read into one numpy function."""
+    from symbolic.search.plan import ARG_NAMES, _array_function, group_formulas, in_flight_array
+
+    formulas = group_formulas(group)
+    env = dict.fromkeys(ARG_NAMES, 1.0)
+    env.update({k: np.asarray(x, dtype=np.float64) for k, x in values.items()})
+    env["c"] = 1.0
+    pp, vv = np.asarray(values["p"]).astype(np.int64), np.broadcast_to(np.asarray(values["v"]), np.shape(values["p"]))
+    env["m"] = in_flight_array(pp, vv, micro_batches // np.asarray(values["d"]), "first").astype(np.float64)
+    env["Psi"] = 0.0
+    (env["Psi"],) = _array_function((formulas.params,))(env)
+    states, acts = _array_function((formulas.model_states_bytes, formulas.activation_bytes))(env)
+    return states + acts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", type=int, default=4_000_000)
@@ -77,7 +100,8 @@ def main() -> None:
     for group in groups:  # build and lambdify the expressions once
         sweep(group, {k: (x[:2] if isinstance(x, np.ndarray) else x) for k, x in data.items()}, micro_batches[:2])
     built = time.perf_counter()
-    print(f"import {imported - start:.3f} s; build + lambdify {len(groups)} groups {built - imported:.3f} s")
+    print(f"import {imported - start:.3f} s; {len(groups)} groups derived (or read from the cache) and compiled "
+          f"{built - imported:.3f} s")
 
     per_group = args.configs // len(groups)
     best = float("inf")
@@ -97,6 +121,23 @@ def main() -> None:
     print(f"{evaluated:,} configurations × 5 totals (params, model states, activations, FLOPs, total) "
           f"in {best:.3f} s (best of {args.repeat}, chunks of {args.chunk:,}): "
           f"{evaluated / best:.3g} configurations/s on one thread")
+    one = {k: (x[:4096] if isinstance(x, np.ndarray) else x) for k, x in data.items()}
+    same = np.array_equal(papers_totals(groups[0], one, micro_batches[:4096]),
+                          sweep(groups[0], one, micro_batches[:4096])["paper_total_bytes"])
+    print(f"check: the papers' totals alone equal the sweep's paper_total_bytes: {same}")
+    papers = float("inf")
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        for g, group in enumerate(groups):
+            lo = g * per_group
+            for c0 in range(lo, lo + per_group, args.chunk):
+                c1 = min(c0 + args.chunk, lo + per_group)
+                papers_totals(group, {k: (x[c0:c1] if isinstance(x, np.ndarray) else x) for k, x in data.items()},
+                              micro_batches[c0:c1])
+        papers = min(papers, time.perf_counter() - t0)
+    print(f"the papers' totals alone (model states + activations): {evaluated / papers:.3g} configurations/s")
+    figure("sweep with the verdict as total, one thread", evaluated / best, 1e7, "configurations/s")
+    figure("the papers' totals (states + activations), one thread", evaluated / papers, 5e7, "configurations/s")
 
 
 if __name__ == "__main__":

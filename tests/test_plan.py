@@ -303,3 +303,28 @@ def test_a_learned_table_shorter_than_seq_is_the_bills_one_line_everywhere(tmp_p
         plan(replace(preset("gpt-7b"), position_table=2048), 8, 80 * GB, seq=4096)
     code, out, _ = run(capsys, "solve", str(path), "--max", "seq", "--gpu-memory", "80GB")
     assert code == 0 and "largest seq: s = 256 (the largest valid value: the learned position table has 256 rows" in out
+
+
+def test_comm_bytes_is_the_bills_communication_buffers_on_every_grid():
+    """The vectorised buffers (an expression of the group sizes, no sort) equal
+    ``CommSettings.items`` layout by layout: dense grids, expert grids (e, e_t, and the
+    expert-data-parallel group edp = t·d·c/(e·e_t) equal to d or not), one call for all of them."""
+    from symbolic.ledgers.transients import CommSettings
+    from symbolic.search.plan import comm_bytes
+
+    rows = []
+    for t, d, p, c, e, e_t in itertools.product((1, 2, 4, 8), (1, 2, 4, 16), (1, 2, 8), (1, 2, 4), (1, 2, 4, 8),
+                                                (1, 2, 4)):
+        if (t * d * c) % (e * e_t):
+            continue  # Megatron-Core's expert grid folds into t·d·c
+        rows.append((t, d, p, c, e, e_t))
+    t, d, p, c, e, e_t = (np.array(column) for column in zip(*rows))
+    for settings in (CommSettings(), CommSettings(nccl_buffsize=2**20, channels=3, bucket_bytes=0)):
+        expected = [sum(size for _, size in settings.items(Layout(tp=t_, dp=d_, pp=p_, cp=c_, ep=e_,
+                                                                  etp=0 if et_ == t_ else et_)))
+                    for t_, d_, p_, c_, e_, et_ in rows]
+        assert comm_bytes(t, d, p, c, e, e_t, settings).tolist() == expected
+        assert comm_bytes(*(x.astype(float) for x in (t, d, p, c, e, e_t)), settings=settings).tolist() == expected
+    assert len(rows) > 500 and len(set(expected)) > 5  # the grid reaches every communicator count
+    # Broadcasting as the sweep calls it: scalars beside arrays, e_t defaulting to t.
+    assert comm_bytes(np.array([1, 8]), 4, 1, 1).tolist() == [64 * 2**20 + 25 * 2**20, 2 * 64 * 2**20 + 25 * 2**20]

@@ -82,16 +82,22 @@ def stored(model: ModelConfig, layout: Layout) -> StoredTime:
     """The time derivation's text: from the bill's cache folder (an entry checked
     as the bill's are: :func:`symbolic.bill.cache.read_entry`), or derived (sympy)
     and stored there atomically."""
+    return stored_for(_key(model, layout))
+
+
+def stored_for(derivation_key: tuple, load=StoredTime.from_json) -> StoredTime:
+    """:func:`stored` by the arguments of :func:`time_derivation` (a plan's groups share the bill's
+    entries); ``load`` reads an entry's text and may refuse it (any exception: derived afresh)."""
     from .cache import folder, read_entry, write_entry
 
-    key = json.dumps({"time": list(_key(model, layout))}, sort_keys=True, default=list)
+    key = json.dumps({"time": list(derivation_key)}, sort_keys=True, default=list)
     where = folder()
     path = where / ("time-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
     if path is not None and (path.exists() or path.is_symlink()):
-        found = read_entry(path, key, StoredTime.from_json)
+        found = read_entry(path, key, load)
         if found is not None:
             return found
-    text = StoredTime.of(derivation_for(model, layout))
+    text = StoredTime.of(time_derivation(*derivation_key))
     if path is not None:
         write_entry(path, key, text.to_json())
     return text

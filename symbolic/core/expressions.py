@@ -337,3 +337,91 @@ def compile_formulas(texts) -> Callable[[Mapping], tuple]:
                                f"{', '.join(sorted(env))}") from None
 
     return evaluate_all
+
+
+def _float_maximum(*args):
+    import numpy as np
+    out = args[0]
+    for arg in args[1:]:
+        out = np.maximum(out, arg)
+    return out
+
+
+def _float_ceiling(x):
+    import numpy as np
+    return np.ceil(x)
+
+
+class _FloatSource(_Source):
+    """:class:`_Source` for arrays of floats: every number a float literal (as numpy would convert
+    it), so no operation converts a Python int."""
+
+    def number(self, digits: str):
+        return repr(float(Fraction(_decimal(digits)))), self.ATOM
+
+
+@lru_cache(maxsize=1 << 16)
+def _array_source(text: str) -> tuple[str, frozenset]:
+    """One formula as Python for float arrays (:class:`_FloatSource`), with the names it reads."""
+    names: set[str] = set()
+    writer = _FloatSource({}, names)
+    code, _ = _build(text, _AnyName(writer.name), writer.number, maximum=writer.maximum, ceiling=writer.ceiling,
+                     binary={kind: writer.binary(kind) for kind in _BINARY}, negate=writer.negate)
+    return code, frozenset(names)
+
+
+def compile_array_formulas(texts, common=()) -> Callable[[Mapping], tuple]:
+    """Every formula of ``texts`` over numpy arrays of floats, in order, after ``common``: (name,
+    text) pairs computed first, in order, each readable by name in those after it and in ``texts``
+    (common subexpressions, written once). For a plan's sweep, where floats screen and rank.
+
+    The same guarded reader writing Python as for :func:`compile_formulas` (numbers, names,
+    + - * / **, Max, ceiling; anything else is a :class:`FormulaError` here, before any
+    evaluation), with float literals and float helpers in place of the exact ones: ``/`` true
+    division, ``**`` a float power, Max the element-wise maximum, ceiling numpy's. Only that text is compiled. The function
+    takes a mapping of every name the formulas read (arrays or floats)."""
+    import operator
+
+    texts, common = list(texts), [(str(name), text) for name, text in common]
+    read: set[str] = set()
+    assigned: set[str] = set()
+    lines = []
+    for name, text in common:
+        if not name.isidentifier():
+            raise FormulaError(f"{name!r} is not a name for a common subexpression")
+        code, its_names = _array_source(text)
+        read.update(its_names - assigned)
+        lines.append(f"    v_{name} = {code}\n")
+        assigned.add(name)
+    bodies = []
+    for text in texts:
+        code, its_names = _array_source(text)
+        read.update(its_names - assigned)
+        bodies.append(code)
+    known = sorted(read)
+    bind = (f"    {', '.join('v_' + n for n in known)}, = {', '.join(f'env[{n!r}]' for n in known)},\n"
+            if known else "")
+    source = f"def formulas(env):\n{bind}{''.join(lines)}    return ({', '.join(bodies)},)\n"
+    scope = {"__builtins__": {}, "max": _float_maximum, "_div": operator.truediv, "_pow": operator.pow,
+             "_ceil": _float_ceiling}
+    try:
+        exec(compile(source, "<symbolic array formulas>", "exec"), scope)  # arithmetic written by _Source only
+    except (RecursionError, MemoryError, SyntaxError, ValueError):  # deeper than Python compiles
+        raise FormulaError("formulas too deep to compile for arrays") from None
+    formulas = scope["formulas"]
+
+    def evaluate_all(env: Mapping) -> tuple:
+        try:
+            return formulas(env)
+        except KeyError as missing:
+            raise FormulaError(f"unknown name {missing.args[0]!r} in the formulas; known: "
+                               f"{', '.join(sorted(env))}") from None
+
+    evaluate_all.names = frozenset(read)  # the names the formulas read from the mapping
+    return evaluate_all
+
+
+def formula_names(text: str) -> frozenset:
+    """The names ``text`` reads, after the guarded reader accepts it (a :class:`FormulaError` if
+    it is not arithmetic): a stored formula checked before it is used."""
+    return _formula_source(text)[1]

@@ -1,0 +1,87 @@
+"""A plan's formulas cached like the bill's derivations: the same plan from the cache, with no
+derivation and no lambdify, and a damaged entry discarded and derived again."""
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+import symbolic.bill.timing as timing
+import symbolic.search.plan as P
+from symbolic.models.builtin import preset
+
+GB = 10**9
+
+
+def _forget():
+    """A fresh process's memory: every per-process cache of the plan's formulas emptied."""
+    for function in (P.group_formulas, P.time_function, P._array_function, P._exact_function,
+                     timing.time_derivation, P.params_expr, P.states_expr, P.activations_expr, P.peak_exprs,
+                     P.flops_expr, P.model_flops_expr):
+        getattr(function, "cache_clear", lambda: None)()  # (one a test replaced is no cache)
+
+
+def _run():
+    result = P.plan(preset("gpt-7b"), 16, 80 * GB, global_batch=32)
+    return result, [item.as_dict() for item in result.ranked(5)]
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("derived, though the cache holds it")
+
+
+def test_a_cached_plan_neither_derives_nor_lambdifies(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
+    _forget()
+    first, first_top = _run()
+    entries = sorted(path.name.split("-")[0] for path in tmp_path.rglob("*.json"))
+    assert "plan" in entries and "time" in entries  # the groups' ledgers and their time derivations
+    _forget()
+    monkeypatch.setattr(P.Group, "expressions", _refuse)
+    monkeypatch.setattr(timing, "time_derivation", _refuse)
+    monkeypatch.setattr("sympy.lambdify", _refuse)
+    second, second_top = _run()
+    assert second_top == first_top
+    for name, column in first.table.items():
+        assert np.array_equal(column, second.table[name], equal_nan=True), name
+    _forget()
+
+
+def _rehash(stored):
+    return dict(stored, sha256=hashlib.sha256(stored["derived"].encode()).hexdigest())
+
+
+def _edit_params(text):
+    def apply(stored):
+        derived = json.loads(stored["derived"])
+        derived["params"] = text.format(derived["params"])
+        return dict(stored, derived=json.dumps(derived))
+    return apply
+
+
+@pytest.mark.parametrize("damage", [
+    _edit_params("1000*({})"),                                      # edited: the hash no longer matches
+    lambda stored: _rehash(_edit_params("__import__('os').getcwd()")(stored)),  # a call: not arithmetic
+    lambda stored: _rehash(_edit_params("zz*({})")(stored)),        # a name that is no letter of the plan
+    lambda stored: _rehash(dict(stored, derived=json.dumps({"params": "1"}))),  # fields missing
+    lambda stored: _rehash(dict(stored, derived="[1, 2]")),
+], ids=["edited", "call-rehashed", "unknown-letter-rehashed", "fields-missing-rehashed", "json-list-rehashed"])
+def test_a_damaged_plan_entry_is_discarded_and_derived_again(tmp_path, monkeypatch, capsys, damage):
+    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
+    _forget()
+    expected, expected_top = _run()
+    paths = sorted(tmp_path.rglob("plan-*.json"))
+    for path in paths:
+        path.write_text(json.dumps(damage(json.loads(path.read_text()))))
+    _forget()
+    capsys.readouterr()
+    again, again_top = _run()
+    err = capsys.readouterr().err
+    assert err.count("discarded") == len(paths) and "derived afresh" in err
+    assert again_top == expected_top
+    assert np.array_equal(again.table["total_bytes"], expected.table["total_bytes"])
+    _forget()
+    capsys.readouterr()
+    _run()
+    assert capsys.readouterr().err == ""  # rewritten whole: the next run trusts it
+    _forget()
