@@ -123,7 +123,11 @@ class LaunchReading:
                f"{len(self.taken)} options taken, {len(self.ignored)} ignored, {len(self.assumed)} defaults assumed"]
         out += ["  taken: " + "; ".join(n.line() for n in self.taken)] if self.taken else []
         out += ["  assumed: " + "; ".join(n.line() for n in self.assumed)] if self.assumed else []
-        out += ["  ignored: " + "; ".join(n.line() for n in self.ignored)] if self.ignored else []
+        by_reason: dict[str, list[str]] = {}
+        for note in self.ignored:  # grouped by the reason: "--lr, --min-lr (learning-rate schedule)"
+            by_reason.setdefault(note.what, []).append(note.option)
+        out += ["  ignored: " + "; ".join(f"{', '.join(options)} ({why})" for why, options in by_reason.items())
+                ] if self.ignored else []
         return out
 
 
