@@ -105,6 +105,19 @@ class LaunchReading:
         """The Layout read (``overrides`` win)."""
         return Layout(**{**self.fields, **overrides})
 
+    def options(self) -> dict:
+        """Keyword arguments for ``symbolic.bill`` / ``timeline`` (``symbolic.bill(**reading.options())``):
+        the model (when the config names one), the layout fields, the step-time options."""
+        out = {"model": self.model} if self.model is not None else {}
+        for name, value in self.layout_fields:
+            if name == "recompute_modules":
+                out[name] = ",".join(value)
+            elif name == "moe_capacity":
+                out["moe_capacity_factor"] = str(value)
+            else:
+                out[name] = value
+        return {**out, **dict(self.time_options)}
+
     def to_dict(self) -> dict:
         """Plain data for ``--json`` (``read_from``)."""
         def rows(notes):
@@ -158,7 +171,7 @@ class _Reader:
         self.assumed.append(ReadNote(option, clean(str(value)), what))
 
     def refuse(self, option, value, why):
-        shown = f" {clean(str(value))}" if value not in ("", True, None) else ""
+        shown = "" if value is True or value is None or value == "" else f" {clean(str(value))}"
         raise ConfigError(f"--from {self.kind}: {option}{shown}: {why}")
 
     def reading(self) -> LaunchReading:
