@@ -195,3 +195,27 @@ def test_api_from_launch_bills_as_the_cli():
     with pytest.raises(ConfigError):
         symbolic.from_launch("deepspeed", {"fp16": {"enabled": "auto"}}, model="gpt-7b")
     assert reading.layout(tp=4).tp == 4 and isinstance(reading.layout().moe_capacity, Fraction)
+
+
+@pytest.mark.parametrize("config, recipe", [
+    ({"bf16": {"enabled": True}}, "bf16-adam-fp32-grads"),  # no ZeRO: BF16_Optimizer's fp32 gradient buffer
+    ({"bf16": {"enabled": True}, "zero_optimization": {"stage": 2}}, "bf16-adam"),
+    ({"bf16": {"enabled": True}, "zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp32"}},
+     "bf16-adam-fp32-grads"),
+    ({"fp16": {"enabled": True}, "zero_optimization": {"stage": 3}}, "bf16-adam"),
+    ({}, "fp32-adam"),
+])
+def test_deepspeed_gradient_dtype_follows_its_engine(config, recipe):
+    """deepspeed/runtime/engine.py get_data_types: bf16 without ZeRO accumulates in fp32, else the model dtype."""
+    assert read_launch("deepspeed", config).fields["optimizer"] == recipe
+
+
+def test_deepspeed_accumulation_without_a_total_batch():
+    reading = read_launch("deepspeed", {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4})
+    assert reading.layout() == Layout(micro_batch=2, global_batch=8, dtype="fp32", optimizer="fp32-adam")
+
+
+def test_megatron_sequence_parallel_is_off_at_t_1():
+    reading = read_launch("megatron", "--sequence-parallel --micro-batch-size 2")
+    assert "sp" not in reading.fields
+    assert [note.what for note in reading.ignored] == ["arguments.py turns it off when t = 1"]

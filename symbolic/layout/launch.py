@@ -383,7 +383,9 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
     if gb == 0:
         reader.assume("--global-batch-size", "", "micro-batch × d (arguments.py: one micro-batch per data-parallel "
                       "rank)")
-    if get("sequence-parallel"):
+    if get("sequence-parallel") and tp == 1:
+        reader.ignore("--sequence-parallel", "", "arguments.py turns it off when t = 1")
+    elif get("sequence-parallel"):
         reader.take("--sequence-parallel", "", "sp", sp=True)
 
     # Precision and the optimizer's state recipe.
@@ -599,6 +601,9 @@ def _megatron_model(reader: _Reader, options: dict, used: set, model: ModelConfi
         reader.take("--num-layers-per-virtual-pipeline-stage", n, f"interleave = L/p/n = {v}", interleave=v)
     if "recompute_full" in reader.notes:
         method, count = reader.notes.pop("recompute_full").split(":")
+        if method not in ("uniform", "block"):
+            reader.refuse("--recompute-granularity", "full", "needs --recompute-method uniform or block "
+                          "(transformer_config.py asserts one)")
         chunk = layers // pp // reader.fields.get("interleave", 1) if layers else None
         whole = (method == "uniform" and count == "1") or (method == "block" and chunk and count.isdigit()
                                                            and int(count) >= chunk)
@@ -926,6 +931,7 @@ _DEEPSPEED_IGNORE = {
     "zero_optimization.stage3_max_reuse_distance": "a cap on gathered parameters",
     "zero_optimization.stage3_gather_16bit_weights_on_model_save": "checkpoint saving",
     "zero_optimization.sub_group_size": "the optimizer step's grouping",
+    "data_types.grad_accum_dtype": "read with the precision",
     "zero_optimization.offload_optimizer.pin_memory": "pinned CPU memory", "zero_optimization.offload_param.pin_memory":
     "pinned CPU memory", "zero_allow_untested_optimizer": "a check", "prescale_gradients": "gradient scaling",
     "gradient_predivide_factor": "gradient scaling", "communication_data_type": "the wire dtype",
@@ -975,7 +981,10 @@ def _read_deepspeed(reader: _Reader, data: dict, used: set, micro_batch=None, ac
             reader.assume("the world size", "", f"d = train_batch_size / (micro-batch × accumulation) = {dp} "
                           "(DeepSpeed's rule); give --dp to change it", dp=dp)
     elif gas is not None:
-        reader.take("gradient_accumulation_steps", gas, "global_batch = micro-batch × accumulation × d")
+        d = world or 1
+        reader.fields.update(global_batch=mb * gas * d)
+        reader.take("gradient_accumulation_steps", gas, f"global_batch = micro-batch × accumulation × d = {mb * gas * d}"
+                    + ("" if world else " (d = 1 assumed: the config does not say the world size; give --dp)"))
     if world:
         reader.fields.update(dp=world)
     bf16, fp16 = get("bf16.enabled", False), get("fp16.enabled", False)
@@ -984,10 +993,23 @@ def _read_deepspeed(reader: _Reader, data: dict, used: set, micro_batch=None, ac
         auto(path, value)
     if bf16 and fp16:
         reader.refuse("bf16.enabled", True, "and fp16.enabled together")
+    stage_given = get("zero_optimization.stage", 0)
+    accumulate = get("data_types.grad_accum_dtype")
     if bf16 or fp16:
         dtype = "bf16" if bf16 else "fp16"
-        reader.take(f"{dtype}.enabled", True, f"dtype = {dtype}, optimizer = bf16-adam (2 B weights and gradients, "
-                    "fp32 master and Adam states)", dtype=dtype, optimizer="bf16-adam")
+        # engine.py get_data_types: bf16 without ZeRO accumulates gradients in fp32 (BF16_Optimizer's fp32
+        # gradient buffer, runtime/bf16_optimizer.py); otherwise in the model's dtype unless data_types says.
+        if accumulate is None:
+            fp32_grads = bool(bf16) and stage_given in (0, "0")
+            why = "bf16 without ZeRO: fp32 gradient accumulation (engine.py get_data_types)" if fp32_grads else \
+                f"gradients accumulated in {dtype} (engine.py get_data_types)"
+            reader.assume("data_types.grad_accum_dtype", "absent", why)
+        else:
+            fp32_grads = str(accumulate) in ("fp32", "float32", "float", "torch.float32")
+            reader.take("data_types.grad_accum_dtype", accumulate, "fp32 gradients" if fp32_grads else f"{dtype} gradients")
+        recipe = "bf16-adam-fp32-grads" if fp32_grads else "bf16-adam"
+        reader.take(f"{dtype}.enabled", True, f"dtype = {dtype}, optimizer = {recipe} ({'4' if fp32_grads else '2'} B "
+                    "gradients, fp32 master and Adam states)", dtype=dtype, optimizer=recipe)
     else:
         reader.assume("bf16/fp16.enabled", False, "fp32 training, optimizer = fp32-adam", dtype="fp32",
                       optimizer="fp32-adam")
