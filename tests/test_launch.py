@@ -219,3 +219,13 @@ def test_megatron_sequence_parallel_is_off_at_t_1():
     reading = read_launch("megatron", "--sequence-parallel --micro-batch-size 2")
     assert "sp" not in reading.fields
     assert [note.what for note in reading.ignored] == ["arguments.py turns it off when t = 1"]
+
+
+def test_accelerate_deepspeed_template_reads_the_ds_config_it_names():
+    reading = read_launch("accelerate", str(FIXTURES / "accelerate" / "config_yaml_templates" / "deepspeed.yaml"))
+    assert reading.framework == "deepspeed"
+    # torch_adam: true is torch.optim's AdamW (foreach), not FusedAdam; "auto" batches are the script's
+    assert reading.layout() == Layout(dp=2, zero=1, dtype="fp16", optimizer="bf16-adam", optimizer_impl="foreach")
+    assumed = {note.option for note in reading.assumed}
+    assert {"train_micro_batch_size_per_gpu", "train_batch_size"} <= assumed
+    assert "zero_stage1_config.json: optimizer.params.lr" in {note.option for note in reading.ignored}

@@ -939,7 +939,9 @@ _DEEPSPEED_IGNORE = {
 }
 
 
-def _read_deepspeed(reader: _Reader, data: dict, used: set, micro_batch=None, accumulation=None) -> None:
+def _read_deepspeed(reader: _Reader, data: dict, used: set, auto_ok: bool = False) -> None:
+    """``auto_ok``: under accelerate, HF Trainer fills ``"auto"`` values from the training script (then
+    they are assumed, and the flags say them); a bare ds_config with ``"auto"`` is refused."""
     def get(path, default=None):
         used.add(path)
         node = data
@@ -950,47 +952,48 @@ def _read_deepspeed(reader: _Reader, data: dict, used: set, micro_batch=None, ac
         return node
 
     def auto(path, value):
+        if value == "auto" and auto_ok:
+            reader.assume(path, "auto", "filled from the training script's arguments by HF Trainer: give the flag "
+                          "(--micro-batch, --global-batch, --dtype) where the default is not it")
+            return None
         if value == "auto":
             reader.refuse(path, value, "'auto' is filled by HF Trainer from its training arguments; give the number")
         return value
 
     world = reader.gpus
-    mb = get("train_micro_batch_size_per_gpu")
-    gas = get("gradient_accumulation_steps")
-    total = get("train_batch_size")
-    for path, value in (("train_micro_batch_size_per_gpu", mb), ("gradient_accumulation_steps", gas),
-                        ("train_batch_size", total)):
-        if value is not None:
-            auto(path, value)
-    mb = _int(reader, "train_micro_batch_size_per_gpu", mb) if mb is not None else None
-    gas = _int(reader, "gradient_accumulation_steps", gas) if gas is not None else None
-    total = _int(reader, "train_batch_size", total) if total is not None else None
+    raw = {path: get(path) for path in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+                                        "train_batch_size")}
+    by_script = [path for path, value in raw.items() if value == "auto"]
+    mb, gas, total = (_int(reader, path, auto(path, value)) if value is not None and auto(path, value) is not None
+                      else None for path, value in raw.items())
     # DeepSpeed's rule (runtime/config.py _batch_assertion): train_batch = micro × accumulation × d.
     if mb is None and total is not None:
         mb = total // ((gas or 1) * (world or 1)) if world else (total // (gas or 1))
         reader.assume("train_micro_batch_size_per_gpu", "absent", f"train_batch_size / (accumulation × d) = {mb}")
-    elif mb is None:
+    elif mb is None and "train_micro_batch_size_per_gpu" not in by_script:
         mb = 1
         reader.assume("train_micro_batch_size_per_gpu", "absent", "1 (runtime/config.py's default)")
-    reader.take("train_micro_batch_size_per_gpu", mb, f"micro_batch = {mb}", micro_batch=mb)
-    if total is not None:
+    if mb is not None:
+        reader.take("train_micro_batch_size_per_gpu", mb, f"micro_batch = {mb}", micro_batch=mb)
+    if total is not None and mb is not None:
         dp = world or max(1, total // (mb * (gas or 1)))
         reader.fields.update(global_batch=total)
         reader.take("train_batch_size", total, f"global_batch = {total}")
         if not world:
             reader.assume("the world size", "", f"d = train_batch_size / (micro-batch × accumulation) = {dp} "
                           "(DeepSpeed's rule); give --dp to change it", dp=dp)
-    elif gas is not None:
+    elif gas is not None and mb is not None:
         d = world or 1
         reader.fields.update(global_batch=mb * gas * d)
         reader.take("gradient_accumulation_steps", gas, f"global_batch = micro-batch × accumulation × d = {mb * gas * d}"
                     + ("" if world else " (d = 1 assumed: the config does not say the world size; give --dp)"))
+    elif gas is not None:
+        reader.ignore("gradient_accumulation_steps", gas, "the micro-batch is the training script's: give --global-batch")
     if world:
         reader.fields.update(dp=world)
     bf16, fp16 = get("bf16.enabled", False), get("fp16.enabled", False)
     bf16 = bf16 or get("bfloat16.enabled", False)
-    for path, value in (("bf16.enabled", bf16), ("fp16.enabled", fp16)):
-        auto(path, value)
+    bf16, fp16 = (bool(auto(path, value)) for path, value in (("bf16.enabled", bf16), ("fp16.enabled", fp16)))
     if bf16 and fp16:
         reader.refuse("bf16.enabled", True, "and fp16.enabled together")
     stage_given = get("zero_optimization.stage", 0)
@@ -1016,8 +1019,13 @@ def _read_deepspeed(reader: _Reader, data: dict, used: set, micro_batch=None, ac
     kind = get("optimizer.type", "Adam")
     if str(kind).lower() not in ("adam", "adamw", "fusedadam", "cpuadam"):
         reader.refuse("optimizer.type", kind, "the Adam recipes are modelled")
-    reader.take("optimizer.type", kind, "optimizer_impl = fused (DeepSpeed's FusedAdam: ops/adam)",
-                optimizer_impl="fused") if get("optimizer") is not None else reader.assume(
+    if get("optimizer.params.torch_adam", False) is True:
+        reader.take("optimizer.params.torch_adam", True, "optimizer_impl = foreach (torch.optim's Adam/AdamW, not "
+                    "DeepSpeed's FusedAdam: runtime/engine.py)", optimizer_impl="foreach")
+    elif get("optimizer") is not None:
+        reader.take("optimizer.type", kind, "optimizer_impl = fused (DeepSpeed's FusedAdam: ops/adam)",
+                    optimizer_impl="fused")
+    reader.take("optimizer.type", kind, "the Adam recipes") if get("optimizer") is not None else reader.assume(
         "optimizer", "absent", "the client's optimizer: Adam, optimizer_impl foreach (torch's default)")
     stage = get("zero_optimization.stage", 0)
     stage = _int(reader, "zero_optimization.stage", auto("zero_optimization.stage", stage), 0)
@@ -1114,7 +1122,7 @@ def read_accelerate(source, model: ModelConfig | None = None) -> LaunchReading:
         ds_data, _ = _load_mapping(str(file), "deepspeed")
         reader.take("deepspeed_config.deepspeed_config_file", path, f"read by the deepspeed reader ({file.name})")
         ds_used: set[str] = set()
-        _read_deepspeed(reader, ds_data, ds_used)
+        _read_deepspeed(reader, ds_data, ds_used, auto_ok=True)
         for key, value in _walk(ds_data):
             if key not in ds_used:
                 why = next((w for p, w in _DEEPSPEED_IGNORE.items() if key == p or key.startswith(p + ".")), None)
