@@ -494,6 +494,9 @@ def apply_launch(args, command: str):
         elif field == "moe_capacity":
             value = str(value)
         setattr(args, dest, value)
+    # The framework preset (helper steptime's --framework, symbolic/layout/frameworks.py), where the command has one.
+    if hasattr(args, "framework") and args.framework == parser.get_default("framework"):
+        args.framework = reading.framework
     for option, value in reading.time_options:
         if hasattr(args, option) and getattr(args, option) == parser.get_default(option):
             setattr(args, option, value)

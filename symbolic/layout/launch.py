@@ -183,7 +183,7 @@ class _Reader:
 def _int(reader: _Reader, option: str, value, low: int = 1) -> int:
     """A whole number of at least ``low`` from a config value (text or int), else one line."""
     if isinstance(value, bool) or not (isinstance(value, int) or re.fullmatch(r"\s*[+-]?[0-9]{1,12}\s*", str(value))):
-        reader.refuse(option, value, f"give a whole number (at least {low})")
+        reader.refuse(option, value, f"give a whole number (at least {low}, at most 12 digits)")
     number = int(value)
     if number < low:
         reader.refuse(option, value, f"must be at least {low}")
