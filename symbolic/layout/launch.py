@@ -358,8 +358,9 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
         if isinstance(value, str) and "$" in value:
             reader.refuse(f"--{name}", value, "a shell variable this file does not set; give its value")
 
-    for name in options:
-        unresolved(name) if not (name in _MEGATRON_IGNORE or name in _TORCHRUN) else None
+    for name in options:  # a path may stay a variable (it is ignored); a size may not
+        if name not in _MEGATRON_IGNORE and name not in _TORCHRUN:
+            unresolved(name)
 
     def size(name, field, default=1, low=1):
         if name in options:
@@ -1019,14 +1020,15 @@ def _read_deepspeed(reader: _Reader, data: dict, used: set, auto_ok: bool = Fals
     kind = get("optimizer.type", "Adam")
     if str(kind).lower() not in ("adam", "adamw", "fusedadam", "cpuadam"):
         reader.refuse("optimizer.type", kind, "the Adam recipes are modelled")
-    if get("optimizer.params.torch_adam", False) is True:
-        reader.take("optimizer.params.torch_adam", True, "optimizer_impl = foreach (torch.optim's Adam/AdamW, not "
-                    "DeepSpeed's FusedAdam: runtime/engine.py)", optimizer_impl="foreach")
-    elif get("optimizer") is not None:
+    if get("optimizer") is None:
+        reader.assume("optimizer", "absent", "the client's optimizer: Adam, torch's foreach step",
+                      optimizer_impl="foreach")
+    elif get("optimizer.params.torch_adam", False) is True:
+        reader.take("optimizer.type", f"{kind} with torch_adam", "optimizer_impl = foreach (torch.optim's Adam/AdamW, "
+                    "not DeepSpeed's FusedAdam: runtime/engine.py)", optimizer_impl="foreach")
+    else:
         reader.take("optimizer.type", kind, "optimizer_impl = fused (DeepSpeed's FusedAdam: ops/adam)",
                     optimizer_impl="fused")
-    reader.take("optimizer.type", kind, "the Adam recipes") if get("optimizer") is not None else reader.assume(
-        "optimizer", "absent", "the client's optimizer: Adam, optimizer_impl foreach (torch's default)")
     stage = get("zero_optimization.stage", 0)
     stage = _int(reader, "zero_optimization.stage", auto("zero_optimization.stage", stage), 0)
     if stage > 3:
@@ -1129,7 +1131,8 @@ def read_accelerate(source, model: ModelConfig | None = None) -> LaunchReading:
                 if why is None:
                     reader.refuse(f"{file.name}: {key}", value, "not a key the deepspeed reader knows")
                 reader.ignore(f"{file.name}: {key}", value, why)
-        used.add("mixed_precision") if data.get("mixed_precision") in (None, "no") else None
+        if data.get("mixed_precision") in (None, "no"):  # else accelerate's mixed_precision: refused below
+            used.add("mixed_precision")
         ignore = {"deepspeed_config.zero3_init_flag": "loading (before training)"}
     else:
         reader.refuse("distributed_type", kind, "give FSDP or DEEPSPEED (the ones read)")
