@@ -22,7 +22,7 @@ from importlib import import_module
 _EXPORTS = {
     "bill": "symbolic.api", "plan": "symbolic.api", "solve": "symbolic.api", "timeline": "symbolic.api",
     "derive": "symbolic.api", "Bill": "symbolic.api", "Plan": "symbolic.api", "Solve": "symbolic.api",
-    "Timeline": "symbolic.api", "Derivation": "symbolic.api",
+    "Timeline": "symbolic.api", "Derivation": "symbolic.api", "from_launch": "symbolic.api",
     "make_bill": "symbolic.bill.derive",
     "Layout": "symbolic.layout.layout",
     "ModelConfig": "symbolic.models.config", "preset": "symbolic.models.builtin", "PRESETS": "symbolic.models.builtin",

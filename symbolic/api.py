@@ -577,3 +577,19 @@ def derive(quantity: str, *, model=None, **options) -> Derivation:
         setattr(args, name, _derive_option(parser, name, value))
     args.model = None if model is None else str(model)
     return Derivation(_engine_errors(lambda: command.derivation(args)))
+
+
+def from_launch(kind: str, source, model=None):
+    """``--from KIND SOURCE``: what a launch config says, as a frozen
+    :class:`~symbolic.layout.launch.LaunchReading` — the Layout fields it sets, its model (if it
+    describes one), the framework preset's name, and every option taken, ignored or assumed.
+    ``kind``: megatron, nemo, megatron-bridge, torchtitan, deepspeed, accelerate; ``source``: a path
+    (Megatron: also the command line, as text or a list of words); ``model``: the model trained,
+    where the config has none (a built-in name, an HF config.json path or a ModelConfig)::
+
+        reading = symbolic.from_launch("megatron", "--tensor-model-parallel-size 8 ...")
+        symbolic.bill(**reading.options(), gpu_memory="80GB")
+    """
+    from .layout.launch import read_launch
+
+    return read_launch(kind, source, _model(model) if model is not None else None)

@@ -113,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         # A known command first: build its parser alone (cold start); otherwise all, for --help and errors.
         args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
         prog = f"symbolic {args.command}"
-        code = args._run(args)
+        if getattr(args, "launch", None):  # --from KIND SOURCE: read, run, say what was read
+            code = importlib.import_module("symbolic.commands._options").run_from_launch(args)
+        else:
+            code = args._run(args)
         _flush_stdout()
         return code
     except SystemExit as done:  # argparse: --help (0) or a usage error (2, already printed)

@@ -36,7 +36,8 @@ from ..core.expressions import parse_formula
 from ..core.numeric import UNITS, round_half_up, substitute
 from .quantities import evaluate
 
-DERIVATIONS = Path(__file__).resolve().parents[2] / "derivations"
+#: symbolic/derivations: the repository's derivations/ through a link, a copy inside a wheel (pyproject's package-data)
+DERIVATIONS = Path(__file__).resolve().parents[1] / "derivations"
 
 STATUSES = ("reproduced", "erratum", "underdetermined", "failed")
 

@@ -25,8 +25,9 @@ def evaluate(name: str, **options) -> Expr:
 
 # --- a whole bill, for the claims about one model under one layout ------------------------------
 
-#: Where a claim's model path is read from: the repository root (``derivations/models/*.json``).
-_ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+#: Where a claim's model path (``derivations/models/*.json``) is read from: the package, whose
+#: ``derivations`` is the repository's through a link in a clone and a copy in a wheel.
+_ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
 def _model(name: str):
@@ -37,7 +38,7 @@ def _model(name: str):
     if name in presets():
         return preset(name)
     path = (_ROOT / name).resolve()
-    if _ROOT not in path.parents or path.suffix != ".json":
+    if (_ROOT / "derivations").resolve() not in path.parents or path.suffix != ".json":
         raise ValueError(f"model {name!r}: a built-in name or a .json path inside the repository")
     return load_hf_config(path)
 

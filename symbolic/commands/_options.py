@@ -80,8 +80,9 @@ def add_recompute_option(group, default="none", help="activation recompute") -> 
     add(group, "recompute", default=default, help=help)
 
 
-def add_model_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="a built-in model (gpt-22b, gpt-175b, gpt-530b, gpt-1t, gpt-7b, "
+def add_model_argument(parser: argparse.ArgumentParser, optional: bool = False) -> None:
+    """MODEL; ``optional`` where ``--from`` may name it instead (bill, plan, solve, timeline)."""
+    parser.add_argument("model", nargs="?" if optional else None, default=None, help="a built-in model (gpt-22b, gpt-175b, gpt-530b, gpt-1t, gpt-7b, "
                         "llama-2-7b, mixtral-8x7b, llama-3-8b, llama-3.1-70b, llama-3.1-405b, qwen3-8b, "
                         "qwen3-30b-a3b, mixtral-8x22b, gemma-2-9b, deepseek-v3) or a path to a HuggingFace "
                         "config.json (or its folder)")
@@ -89,7 +90,12 @@ def add_model_argument(parser: argparse.ArgumentParser) -> None:
 
 def load_model(args) -> ModelConfig:
     """The model named by ``args.model``: a built-in name, or a path to an HF
-    ``config.json`` file or to the folder holding one."""
+    ``config.json`` file or to the folder holding one (or the ModelConfig ``--from`` read)."""
+    if isinstance(args.model, ModelConfig):
+        return args.model
+    if args.model is None:
+        raise ConfigError("MODEL: give a built-in model or an HF config.json (or --from KIND SOURCE with a launch "
+                          "config that describes its model)")
     return model_from_text(args.model)
 
 
@@ -216,3 +222,118 @@ def write_figure(figure, path: str, field: str = "--png", dpi: int = 110) -> Non
     except ValueError as error:
         raise ConfigError(f"{field} {clean(path)!r}: {clean(error)}; give a .png (or .pdf, .svg) name") from None
     write_output(path, buffer.getvalue(), field)
+
+
+# --- --from KIND SOURCE: a launch config read (symbolic.layout.launch) -------------------------------------------
+
+#: Layout fields -> the argparse dest that carries each (the ones spelt differently).
+_LAUNCH_DESTS = {"moe_capacity": "moe_capacity_factor"}
+#: What ``plan`` sweeps: a launch config's value is reported, not fixed (``--tp 8`` fixes it).
+_PLAN_SWEEPS = ("tp", "pp", "dp", "cp", "ep", "etp", "sp", "recompute", "zero", "micro_batch", "interleave",
+                "recompute_modules")
+
+
+def add_from_option(parser) -> None:
+    """``--from KIND SOURCE`` (bill, plan, solve, timeline): the layout and model of a launch config."""
+    from ..layout.launch import KINDS
+
+    parser.add_argument("--from", dest="launch", nargs=2, metavar=("KIND", "SOURCE"), default=None,
+                        help=f"read the layout (and the model, if it names one) from a launch config: KIND is one of "
+                             f"{', '.join(KINDS)}; SOURCE a file (Megatron: also the command line in quotes). "
+                             "Flags typed here win; what was taken, ignored and assumed is printed")
+    parser.set_defaults(_launch_parser=parser)
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def apply_launch(args, command: str):
+    """Read ``args.launch`` and set the options the user did not type from it (a typed flag wins, and
+    is listed); returns the :class:`~symbolic.layout.launch.LaunchReading` and the lines to print."""
+    from ..layout.launch import read_launch
+
+    kind, source = args.launch
+    parser = args._launch_parser
+    model = model_from_text(args.model) if isinstance(args.model, str) else None
+    reading = read_launch(kind, source, model)
+    if args.model is None:
+        if reading.model is None:
+            raise ConfigError(f"--from {clean(kind)}: the config does not describe its model; give MODEL "
+                              "(a built-in name or an HF config.json) before --from")
+        args.model = reading.model
+    extra: list[str] = []
+    swept = []
+    for field, value in reading.layout_fields:
+        dest = _LAUNCH_DESTS.get(field, field)
+        if command == "plan" and field in _PLAN_SWEEPS:
+            if value not in (None, 1, 0, False, (), "none") or field == "micro_batch":
+                swept.append(f"{_flag(dest)} {value}" if not isinstance(value, bool) else _flag(dest))
+            continue
+        if not hasattr(args, dest):
+            from ..layout.layout import Layout
+            if getattr(Layout(), field) != value:
+                raise ConfigError(f"--from {clean(kind)}: {field} = {clean(str(value))} is read, but `{command}` does "
+                                  "not model it; use bill or timeline")
+            continue
+        typed = getattr(args, dest)
+        if typed != parser.get_default(dest):
+            extra.append(f"{_flag(dest)} {typed} (typed) wins over the config's {clean(str(value))}")
+            continue
+        if field == "recompute_modules":
+            value = ",".join(value)
+        elif field == "moe_capacity":
+            value = str(value)
+        setattr(args, dest, value)
+    # The framework preset (helper steptime's --framework, symbolic/layout/frameworks.py), where the command has one.
+    if hasattr(args, "framework") and args.framework == parser.get_default("framework"):
+        args.framework = reading.framework
+    for option, value in reading.time_options:
+        if hasattr(args, option) and getattr(args, option) == parser.get_default(option):
+            setattr(args, option, value)
+    if swept:
+        extra.append("plan sweeps the layout; the config's: " + " ".join(swept) + " (type them to fix them)")
+    if reading.gpus and command == "plan" and args.gpus != reading.gpus:
+        extra.append(f"the config's world size is {reading.gpus} GPUs; --gpus {args.gpus} is planned")
+    return reading, extra
+
+
+def run_from_launch(args) -> int:
+    """Run the command with ``--from`` applied, and say what was read: a short block after the
+    answer's first lines, or ``read_from`` in ``--json``."""
+    import contextlib
+    import io
+    import json
+    import os
+
+    from ..render.summary import wrap
+    from ..render.terminal import output_width
+
+    reading, extra = apply_launch(args, args.command)
+    width = output_width()
+    buffer = io.StringIO()
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(width)
+    try:
+        with contextlib.redirect_stdout(buffer):
+            code = args._run(args)
+    finally:
+        if saved is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = saved
+    text = buffer.getvalue()
+    if getattr(args, "json", False):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            print(text, end="")
+            return code
+        data["read_from"] = dict(reading.to_dict(), overrides=extra)
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return code
+    block = [piece for line in reading.lines() + [f"  {line}" for line in extra]
+             for piece in wrap(line, width, subsequent="    ")]
+    head, gap, rest = text.partition("\n\n")
+    print(head + "\n" + "\n".join(block) + ("\n\n" + rest if gap else "\n"), end="" if gap else "")
+    return code

@@ -11,7 +11,8 @@ HELP = "print the four ledgers (params, model states, activations, FLOPs) of a m
 
 
 def add_arguments(parser) -> None:
-    _options.add_model_argument(parser)
+    _options.add_model_argument(parser, optional=True)
+    _options.add_from_option(parser)
     _options.add_layout_options(parser)
     _options.add_pipeline_layout_option(parser)
     _options.add_lever_options(parser)

@@ -29,7 +29,8 @@ def parse_margin(text: str, gpu_memory: int) -> int:
 
 
 def add_arguments(parser) -> None:
-    _options.add_model_argument(parser)
+    _options.add_model_argument(parser, optional=True)
+    _options.add_from_option(parser)
     T = _options.INT_TYPES
     parser.add_argument("--gpus", type=T["gpus"], required=True, help="number of GPUs N = t·p·d·c (at most 10^7)")
     parser.add_argument("--seq", type=T["seq"], default=0, help="sequence length s (default: the model's)")

@@ -10,7 +10,8 @@ _TARGETS = {"micro-batch": "micro_batch", "seq": "seq"}
 
 
 def add_arguments(parser) -> None:
-    _options.add_model_argument(parser)
+    _options.add_model_argument(parser, optional=True)
+    _options.add_from_option(parser)
     parser.add_argument("--max", required=True, choices=sorted(_TARGETS),
                         help="what to maximise (its own layout option, if given, is ignored)")
     _options.add_layout_options(parser)

@@ -12,7 +12,8 @@ HELP = "memory over one training step: the four lifetime classes per instant, th
 
 
 def add_arguments(parser) -> None:
-    _options.add_model_argument(parser)
+    _options.add_model_argument(parser, optional=True)
+    _options.add_from_option(parser)
     _options.add_layout_options(parser)
     _options.add_pipeline_layout_option(parser)
     parser.add_argument("--optimize", action="append", default=[], metavar="NAME",

@@ -38,7 +38,7 @@ from ..ledgers.time import OVERLAPS
 from ..models.config import ConfigError, ModelConfig, positive_int
 from .plan import plan
 
-DATA = Path(__file__).resolve().parents[2] / "derivations" / "throughput" / "public.json"
+DATA = Path(__file__).resolve().parents[1] / "derivations" / "throughput" / "public.json"  # a link in a clone, a copy in a wheel
 #: GPU names as sources print them → the hardware file (first match wins; lower case, spaces and
 #: dashes ignored). A GPU without a file (H800, H100 PCIe, L40S, MI300X ...) is not priced: its row
 #: says so instead of borrowing another GPU's figures.
