@@ -75,5 +75,5 @@ def render_text(results, counts, width: int = 160) -> str:
             out += wrap(f"other readings ({r.claim.open}): {others}", width, pad, pad + "  ")
         if r.status == "erratum" and r.claim.erratum is not None:
             out += wrap(f"corrected: {r.claim.erratum.corrected} {r.claim.unit}", width, pad, pad + "  ")
-    out.append(head)
+    out += wrap(head, width)  # the answer again, last, at the same width
     return "\n".join(out)
