@@ -74,14 +74,26 @@ class Recipe:
     dense_layers: bool = False
     softcap: bool = False
     rotary_cat: bool = False
+    #: the output layer has a bias of V (Phi-2's lm_head; HF ``nn.Linear(h, V, bias=True)``)
+    logits_bias: bool = False
+    #: RoPE's cos and sin are rebuilt inside each layer's attention (GLM-4's
+    #: ``repeat_interleave`` of their first halves), so each layer keeps its own pair, (b, s, d_r) each
+    rotary_repeat: bool = False
 
     def key(self) -> tuple:
-        """The recipe as a tuple of (field, value) pairs: hashable and JSON-able."""
-        return tuple((f.name, getattr(self, f.name)) for f in fields(self))
+        """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
+        after the first families (:data:`LATER_FIELDS`) is in it only when set, so the keys of the
+        earlier recipes — the derivation cache's and the formula sheet's page names — stay as they were."""
+        return tuple((f.name, getattr(self, f.name)) for f in fields(self)
+                     if f.name not in LATER_FIELDS or getattr(self, f.name) != f.default)
 
     @classmethod
     def from_key(cls, key) -> "Recipe":
         return cls(**{name: value for name, value in key})
+
+
+#: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
+LATER_FIELDS = ("logits_bias", "rotary_repeat")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far
