@@ -46,6 +46,22 @@ TINY: dict[str, dict] = {
                     "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 24,
                     "n_shared_experts": 1, "first_k_dense_replace": 1, "q_lora_rank": 16, "kv_lora_rank": 12,
                     "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 10, "n_group": 2, "topk_group": 1},
+    # the families read by their own modules (symbolic.models.families)
+    "phi": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "intermediate_size": 80,
+            "vocab_size": 101, "max_position_embeddings": 64},
+    "starcoder2": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64},
+    "stablelm": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 4,
+                 "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
+                 "partial_rotary_factor": 0.5},
+    "granite": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
+                "embedding_multiplier": 12.0, "residual_multiplier": 0.22, "attention_multiplier": 0.015625,
+                "logits_scaling": 8.0},
+    "nemotron": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                 "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64, "head_dim": 20},
+    "glm4": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64, "head_dim": 20},
 }
 
 
@@ -161,6 +177,18 @@ SECOND: dict[str, dict] = {
                     "kv_lora_rank": 10, "qk_nope_head_dim": 6, "qk_rope_head_dim": 4, "v_head_dim": 8,
                     "n_routed_experts": 8, "num_experts_per_tok": 3, "n_group": 4, "topk_group": 2,
                     "n_shared_experts": 2},
+    "phi": {"hidden_size": 60, "num_attention_heads": 6, "intermediate_size": 36, "head_dim": 12,
+            "partial_rotary_factor": 0.5, "tie_word_embeddings": True},
+    "starcoder2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36,
+                   "head_dim": 14, "use_bias": False},
+    "stablelm": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36,
+                 "use_qkv_bias": True, "use_parallel_residual": True, "partial_rotary_factor": 0.4},
+    "granite": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36,
+                "head_dim": 14, "attention_bias": True, "mlp_bias": True},
+    "nemotron": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36,
+                 "head_dim": 14, "partial_rotary_factor": 1.0, "attention_bias": True, "mlp_bias": True},
+    "glm4": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36,
+             "head_dim": 14, "partial_rotary_factor": 0.75, "attention_bias": False},
 }
 
 

@@ -27,10 +27,12 @@ class Recipe:
     family: the HF ``model_type`` read. norm: ``rmsnorm`` (weight h; HF's
     eager RMSNorm, x·rstd cast back, then × weight), ``rmsnorm_offset``
     (Gemma: computed in fp32, × (1 + weight), cast back), ``layernorm``
-    (weight and bias h each). placement: ``pre`` (norm before attention and
+    (weight and bias h each), ``layernorm_1p`` (Nemotron: F.layer_norm with
+    weight + 1, kept), ``layernorm_fp32`` (Cohere: in fp32, weight only). placement: ``pre`` (norm before attention and
     MLP), ``post`` (OLMo-2: the norms on the block outputs, before the
     residual add), ``sandwich`` (Gemma-2/3: both). residual: ``sequential``
-    or ``parallel`` (GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))).
+    or ``parallel`` (GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))) or
+    ``parallel_shared`` (Phi-2, Cohere, StableLM: x + attn(ln(x)) + mlp(ln(x)), one norm).
     attention: ``gqa`` (MHA/GQA/MQA: a query heads, g key/value heads) or
     ``mla`` (DeepSeek's multi-head latent attention). head_dim: heads of
     width d_h (a config's ``head_dim``) rather than h/a. qkv_bias, o_bias:

@@ -2,8 +2,9 @@
 
 A ``config.json`` (the file ``transformers`` saves beside the weights) is read
 into the same frozen :class:`~symbolic.models.config.ModelConfig` the presets use.
-Its ``model_type`` names the family; the reader knows :data:`FAMILIES` (16 of
-them) and refuses any other in one line — there is no stand-in layer. Plain
+Its ``model_type`` names the family; the reader knows :data:`FAMILIES` (16
+read here, and those read by a module of their own, :mod:`symbolic.models.families`)
+and refuses any other in one line — there is no stand-in layer. Plain
 Llama/Mistral layers get the ``llama`` inventory, Mixtral the ``moe`` one,
 GPT-2 the ``gpt`` one; every other family (and a Llama with biases or its own
 head_dim) is a ``composed`` layer: a :class:`~symbolic.models.config.Recipe` of
@@ -66,6 +67,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .config import ConfigError, ModelConfig, Recipe
+from .families import READERS as FAMILY_READERS
 
 #: Each HF field and the other spellings HF's ``attribute_map`` gives it.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -139,6 +141,9 @@ DEFAULTS: dict[str, dict] = {
                     "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
                     "v_head_dim": 128},
 }
+
+#: The families read by a module of their own (:mod:`symbolic.models.families`): their defaults.
+DEFAULTS.update({model_type: family.DEFAULTS for model_type, family in FAMILY_READERS.items()})
 
 #: The MLP activations the parts model (HF ``hidden_act`` names); the chained ones are
 #: several element-wise ops in HF (``NewGELUActivation``, ``FastGELUActivation``).
@@ -219,6 +224,8 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
         raise ConfigError(f"{where}: missing required field(s) {', '.join(missing)}; "
                           "add them to the file (see `symbolic.models.hf` for the fields read)")
     layers, hidden, heads, vocab = (_count(raw, field, where) for field in REQUIRED)
+    if model_type in FAMILY_READERS:
+        return _from_family(FAMILY_READERS[model_type], raw, name, source, where, (layers, hidden, heads, vocab))
     if model_type == "gpt2":
         seq = _count(raw, "max_position_embeddings", where, defaults["n_positions"])
         ffn = _count(raw, "intermediate_size", where) or 0
@@ -291,6 +298,73 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
                        experts=experts, experts_per_token=top_k, shared_experts=shared, expert_ffn=expert_ffn,
                        approximations=tuple(notes), recipe=None if arch != "composed" else recipe,
                        dims=tuple(sorted(dims.items())) if arch == "composed" else ())
+
+
+class FamilyFields:
+    """A config's fields as a family module reads them (:mod:`symbolic.models.families`): under HF's
+    names and ``attribute_map`` spellings, a field the file leaves out at the family's default."""
+
+    def __init__(self, raw: dict, model_type: str, where: str, sizes: tuple[int, int, int, int]):
+        self.raw, self.model_type, self.where = raw, model_type, where
+        self.layers, self.hidden, self.heads, self.vocab = sizes
+        self.defaults = DEFAULTS[model_type]
+
+    def value(self, name: str):
+        """The field's value (any spelling); the family's default when the file leaves it out."""
+        return _field(self.raw, name) if _present(self.raw, name) else self.defaults.get(name)
+
+    def count(self, name: str, default=None) -> int | None:
+        """A positive integer field; None when null (HF derives it), ``default`` when neither given
+        nor defaulted."""
+        value = self.value(name)
+        if value is None:
+            return default
+        return _count({name: value}, name, self.where)
+
+    def flag(self, name: str) -> bool:
+        return _flag({name: self.value(name)}, name, self.where, bool(self.defaults.get(name, False)))
+
+    def activation(self, name: str = "hidden_act", known: tuple = ACTIVATIONS) -> str:
+        act = self.value(name)
+        act = {"swish": "silu"}.get(act, act)  # transformers' ACT2FN: "swish" is SiLU
+        if act not in known:
+            self.refuse(name, act, f"an activation the MLP part models ({', '.join(known)})")
+        return act
+
+    def refuse(self, name: str, value, what: str):
+        raise ConfigError(f"{self.where}: {name} {json.dumps(value)} on model_type {self.model_type!r}: "
+                          f"this version models {what}")
+
+
+def _from_family(family, raw: dict, name: str, source: str, where: str, sizes: tuple) -> ModelConfig:
+    """The :class:`ModelConfig` of a family read by its own module (:mod:`symbolic.models.families`):
+    the module reads its recipe and numbers; the checks every family shares are here."""
+    model_type = family.MODEL_TYPE
+    layers, hidden, heads, vocab = sizes
+    read = family.read(FamilyFields(raw, model_type, where, sizes))
+    head_dim = read.head_dim
+    own_head = head_dim is not None and head_dim * heads != hidden
+    if not own_head and hidden % heads:
+        raise ConfigError(f"{where}: num_attention_heads ({heads}) must divide hidden_size ({hidden}): "
+                          "each head has width hidden_size/num_attention_heads (or give head_dim)")
+    kv_heads = read.kv_heads
+    if heads % kv_heads:
+        raise ConfigError(f"{where}: num_key_value_heads ({kv_heads}) must divide num_attention_heads ({heads})")
+    tied = _flag(raw, "tie_word_embeddings", where, DEFAULTS[model_type]["tie_word_embeddings"])
+    notes = [*read.notes, *_unmodelled_fields(raw, model_type, where),
+             *_window_notes(model_type, raw, DEFAULTS[model_type], read.seq)]
+    dims = dict(read.dims)
+    if own_head:
+        dims["d_h"] = head_dim
+    recipe = replace(read.recipe, head_dim=own_head)
+    experts, top_k, expert_ffn, shared = read.moe
+    return ModelConfig(name=name, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq=read.seq, tied=tied,
+                       source=source, ffn=read.ffn, positions="rope", arch="composed",
+                       kv_heads=0 if kv_heads == heads else kv_heads,
+                       mlp="swiglu" if recipe.mlp == "gated" else "gelu",
+                       norm="layernorm" if recipe.norm.startswith("layernorm") else "rmsnorm",
+                       experts=experts, experts_per_token=top_k, shared_experts=shared, expert_ffn=expert_ffn,
+                       approximations=tuple(notes), recipe=recipe, dims=tuple(sorted(dims.items())))
 
 
 def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int, hidden: int, heads: int,

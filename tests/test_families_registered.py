@@ -1,0 +1,61 @@
+"""The families read by their own modules (symbolic.models.families): registered everywhere from one
+place, their multipliers stated, what they do not model refused in one line; the structure key."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from _families import tiny
+from symbolic.cli import main
+from symbolic.models import hf
+from symbolic.models.families import READERS
+
+
+def test_every_registered_family_is_read_listed_and_paged():
+    from symbolic.render.latex import FAMILY_PAGES
+
+    paged = {model_type for _, _, model_type, _ in FAMILY_PAGES}
+    for model_type, family in READERS.items():
+        assert model_type in hf.FAMILIES and model_type in paged
+        assert family.SOURCE == f"HF transformers 5.24.0 models/{model_type}/modeling_{model_type}.py"
+        model = hf.from_hf_dict(tiny(model_type), "tiny")
+        assert model.arch == "composed" and model.recipe.family == model_type
+
+
+def test_granite_multipliers_are_read_and_stated():
+    model = hf.from_hf_dict(tiny("granite"), "tiny")
+    note = next(line for line in model.approximations if "multipliers" in line)
+    assert "embedding_multiplier = 12, residual_multiplier = 0.22, attention_multiplier = 0.015625, " \
+           "logits_scaling = 8" in note and "change no byte" in note
+
+
+@pytest.mark.parametrize("model_type, field", [("phi", "qk_layernorm"), ("stablelm", "qk_layernorm")])
+def test_what_a_family_does_not_model_is_one_line(model_type, field, tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(tiny(model_type, **{field: True})))
+    assert main(["bill", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err and model_type in err
+
+
+def test_phi_output_layer_keeps_its_bias_when_tied():
+    """PhiForCausalLM's lm_head is nn.Linear(h, V, bias=True): tied, its weight is the embedding's,
+    its bias of V stays a parameter (the meta-device count agrees: tests/test_families.py)."""
+    from symbolic.bill.derive import inventories
+
+    names = inventories(hf.from_hf_dict(tiny("phi", tie_word_embeddings=True), "tiny"))[0].names()
+    assert "output/projection_bias" in names and "output/projection_weight" not in names
+
+
+def test_structure_key_is_the_tuple_it_replaced():
+    """The derivation cache and the sheet's page digests read Structure.key(): the old positional tuple."""
+    from symbolic.bill.evaluate import layout_structure, structure
+    from symbolic.layout.layout import Layout
+    from symbolic.models.builtin import preset
+
+    model = preset("qwen3-8b")
+    key = structure(model).key()
+    assert key == ("composed", True, False, "rope", False, model.recipe.key())
+    assert layout_structure(model, Layout(flash_attention=True)).key() == key + ("flash_attention",)
+    assert structure(preset("gpt-175b")).key() == ("gpt", False, True, "learned", False)  # ffn 0: 4h
