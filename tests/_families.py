@@ -62,6 +62,8 @@ TINY: dict[str, dict] = {
                  "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64, "head_dim": 20},
     "glm4": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
              "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64, "head_dim": 20},
+    "cohere": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64},
 }
 
 
@@ -189,6 +191,8 @@ SECOND: dict[str, dict] = {
                  "head_dim": 14, "partial_rotary_factor": 1.0, "attention_bias": True, "mlp_bias": True},
     "glm4": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36,
              "head_dim": 14, "partial_rotary_factor": 0.75, "attention_bias": False},
+    "cohere": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36,
+               "head_dim": 14, "attention_bias": True, "tie_word_embeddings": False},
 }
 
 
