@@ -64,6 +64,9 @@ TINY: dict[str, dict] = {
              "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64, "head_dim": 20},
     "cohere": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
                "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64},
+    "olmoe": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 24, "vocab_size": 101, "max_position_embeddings": 64, "num_experts": 4,
+              "num_experts_per_tok": 2},
 }
 
 
@@ -193,6 +196,8 @@ SECOND: dict[str, dict] = {
              "head_dim": 14, "partial_rotary_factor": 0.75, "attention_bias": False},
     "cohere": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36,
                "head_dim": 14, "attention_bias": True, "tie_word_embeddings": False},
+    "olmoe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 14,
+              "num_experts": 5, "num_experts_per_tok": 3, "norm_topk_prob": True, "attention_bias": True},
 }
 
 

@@ -156,6 +156,8 @@ FAMILIES = tuple(DEFAULTS)
 #: MoE fields' spellings per family (the experts count).
 _EXPERTS = {"mixtral": "num_local_experts", "qwen2_moe": "num_experts", "qwen3_moe": "num_experts",
             "deepseek_v2": "n_routed_experts", "deepseek_v3": "n_routed_experts"}
+_EXPERTS.update({model_type: family.EXPERTS for model_type, family in FAMILY_READERS.items()
+                 if getattr(family, "EXPERTS", None)})
 
 
 def _field(raw: dict, name: str):
