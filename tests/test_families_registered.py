@@ -59,3 +59,15 @@ def test_structure_key_is_the_tuple_it_replaced():
     assert key == ("composed", True, False, "rope", False, model.recipe.key())
     assert layout_structure(model, Layout(flash_attention=True)).key() == key + ("flash_attention",)
     assert structure(preset("gpt-175b")).key() == ("gpt", False, True, "learned", False)  # ffn 0: 4h
+
+
+@pytest.mark.parametrize("model_type, needed", [("mamba", "scan part"), ("t5", "encoder stack"),
+                                                ("jamba", "scan part"), ("falcon", "new_decoder_architecture"),
+                                                ("llama4_text", "chunked-attention")])
+def test_an_unmodelled_family_says_what_it_would_need(model_type, needed, tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": model_type, "num_hidden_layers": 2, "hidden_size": 48,
+                                "num_attention_heads": 4, "vocab_size": 101}))
+    assert main(["bill", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f'model_type "{model_type}" is not modelled' in err and needed in err

@@ -67,6 +67,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .config import ConfigError, ModelConfig, Recipe
+from .families import NOT_MODELLED
 from .families import READERS as FAMILY_READERS
 
 #: Each HF field and the other spellings HF's ``attribute_map`` gives it.
@@ -197,6 +198,8 @@ def _known(raw: dict, where: str) -> str:
     if model_type == "gemma3" and isinstance(raw.get("text_config"), dict):
         raise ConfigError(f"{where}: model_type 'gemma3' is the multimodal Gemma 3 (vision tower + text); "
                           "give its text_config as a file with model_type 'gemma3_text'")
+    if isinstance(model_type, str) and model_type in NOT_MODELLED:
+        raise ConfigError(f"{where}: model_type {json.dumps(model_type)} is not modelled: {NOT_MODELLED[model_type]}")
     if not isinstance(model_type, str) or model_type not in DEFAULTS:
         shown = json.dumps(model_type) if model_type is not None else "(none)"
         raise ConfigError(f"{where}: model_type {shown} is not a family this version models exactly; "
