@@ -71,3 +71,24 @@ def test_an_unmodelled_family_says_what_it_would_need(model_type, needed, tmp_pa
     assert main(["bill", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f'model_type "{model_type}" is not modelled' in err and needed in err
+
+
+def test_the_mla_math_path_note_is_the_traced_gap():
+    """DeepSeek's MLA under CPU SDPA (V narrower than Q and K: the math path) keeps more than the fused
+    kernel the bill counts; the note's figure is that gap exactly: the traced layer less the declared
+    fused one (the gap is linear in b, so the note's b = 1 figure doubles at b = 2)."""
+    import re
+
+    from _tracing import at, require
+    from symbolic.ledgers import activations
+    from symbolic.models.architectures import composed
+    from symbolic.trace import hf_layer_by_difference
+
+    require("transformers")
+    raw = tiny("deepseek_v3", max_position_embeddings=6, first_k_dense_replace=0)
+    model = hf.from_hf_dict(raw, "tiny")
+    note = next(line for line in model.approximations if "math path" in line)
+    per_layer = int(re.search(r"exact\), ([\d,]+) B per layer at s = 6 ", note).group(1).replace(",", ""))
+    values = {**model.values(), "L": 1, "L_d": 0, "s": 6, "b": 2}
+    fused = at(activations.total_bytes(composed.saved_tensors(model.recipe, "fused", "cpu")), **values)
+    assert hf_layer_by_difference(raw, "sdpa", 6, 2)[0] - fused == 2 * per_layer

@@ -273,11 +273,7 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
                      "bf16 probabilities" + (" and the soft-cap's tanh" if recipe.softcap else "") +
                      f", {8 if recipe.softcap else 6}·b·a·s² bytes per layer — and K, V repeated to a heads (traced)")
     if recipe.attention == "mla" and dims["d_v"] != dims["d_n"] + dims["d_r"]:
-        notes.append("MLA's attention core is counted as a fused kernel (Q, K at d_n + d_r, V as the slice of kv_b's "
-                     "output it is, the output and its token-major copy, an fp32 log-sum-exp): with V narrower than "
-                     "Q and K, torch SDPA falls back to its math path on CPU (traced: fp32 Q, Kᵀ, V and the s×s "
-                     "probabilities, 4·b·a·s² bytes and more per layer); which kernel a GPU runs depends on its "
-                     "backend")
+        notes.append(_mla_math_note(recipe, dims, heads, seq))
 
     common = dict(name=name, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq=seq, tied=tied,
                   source=source)
@@ -581,6 +577,29 @@ def _mtp_notes(model_type, raw, hidden, vocab, moe, dims, recipe, heads) -> list
             f"layer {layer:,}, the 2h→h projection and three norms {own:,}), and {2 * vocab * h:,} more where its "
             f"embedding and output head are stored as copies (the released checkpoint does); total "
             f"{modules * per_module:,} (+{modules * 2 * vocab * h:,})"]
+
+
+def _mla_math_note(recipe: Recipe, dims: dict, heads: int, seq: int) -> str:
+    """What MLA keeps on SDPA's math path beyond the fused kernel the bill counts, exactly: the two
+    declared inventories' difference (both traced on CPU, tests/test_family_traces.py), per layer, as a
+    formula and at the model's default sequence, b = 1."""
+    from sympy import Add, factor, sstr
+
+    from ..core.dims import SYMBOLS
+    from .architectures import composed
+
+    def total(kernel):
+        return Add(*(term.bytes for term in composed.saved_tensors(recipe, kernel, "cpu")))
+
+    gap = factor(total("math") - total("fused"))
+    values = {SYMBOLS[letter]: value for letter, value in dims.items() if letter in SYMBOLS}
+    values.update({SYMBOLS["a"]: heads, SYMBOLS["s"]: seq, SYMBOLS["b"]: 1})
+    at = int(gap.subs(values))
+    return ("MLA's attention core is counted as a fused kernel (Q, K at d_n + d_r, V as the slice of kv_b's output it "
+            "is, the output and its token-major copy, an fp32 log-sum-exp): with V narrower than Q and K, torch SDPA "
+            "falls back to its math path on CPU, which keeps fp32 Q, Kᵀ, V and the s×s probabilities instead — "
+            f"{sstr(gap).replace('**', '^')} bytes per layer more (traced, exact), {at:,} B per layer at s = {seq:,} "
+            "(max_position_embeddings), b = 1; which kernel a GPU runs depends on its backend")
 
 
 def _window_notes(model_type: str, raw: dict, defaults: dict, seq: int) -> list[str]:
