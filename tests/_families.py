@@ -67,6 +67,10 @@ TINY: dict[str, dict] = {
     "olmoe": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
               "intermediate_size": 24, "vocab_size": 101, "max_position_embeddings": 64, "num_experts": 4,
               "num_experts_per_tok": 2},
+    "granitemoe": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "intermediate_size": 24, "vocab_size": 101, "max_position_embeddings": 64, "num_local_experts": 4,
+                   "num_experts_per_tok": 2, "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+                   "attention_multiplier": 0.015625, "logits_scaling": 6.0},
 }
 
 
@@ -198,6 +202,8 @@ SECOND: dict[str, dict] = {
                "head_dim": 14, "attention_bias": True, "tie_word_embeddings": False},
     "olmoe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 14,
               "num_experts": 5, "num_experts_per_tok": 3, "norm_topk_prob": True, "attention_bias": True},
+    "granitemoe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 14,
+                   "head_dim": 14, "num_local_experts": 5, "num_experts_per_tok": 3, "attention_bias": True},
 }
 
 

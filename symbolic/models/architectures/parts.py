@@ -507,7 +507,9 @@ class Router:
     fp32 logits). renormalize: the k weights are divided by their sum.
     weight_dtype: the dtype of the weight each expert output is multiplied
     by. logits_fp32: the router runs in fp32 (DeepSeek: its weight is fp32
-    and its input upcast, so the upcast input is kept).
+    and its input upcast, so the upcast input is kept). topk_first: top-k of the
+    logits first, then the softmax over those k (GraniteMoe): the kept scores are k
+    per token, not E.
     """
 
     name: str
@@ -516,6 +518,7 @@ class Router:
     weight_dtype: str = "fp32"
     logits_fp32: bool = False
     extra: tuple = field(default=())
+    topk_first: bool = False
 
 
 def moe(router: Router, expert_ffn: Expr = f_e, shared_width: Expr | None = None, shared_gate: bool = False,
@@ -582,8 +585,9 @@ def moe_router(router: Router, experts: Expr = E, top_k: Expr = k, share: Expr =
     if router.logits_fp32:
         saved.append(_tokens("moe/router_input_fp32", h, "fp32", note="router input upcast to fp32", source=source,
                              share=share))
-    saved.append(_tokens("moe/router_scores", experts, "fp32", note=f"{router.score} of the router logits, fp32",
-                         source=source, share=share))
+    saved.append(_tokens("moe/router_scores", top_k if router.topk_first else experts, "fp32",
+                         note=(f"{router.score} of the k chosen logits, fp32" if router.topk_first else
+                               f"{router.score} of the router logits, fp32"), source=source, share=share))
     saved.append(_tokens("moe/topk_indices", top_k, "int64", note="the k chosen experts", source=source, share=share))
     if router.renormalize:
         saved += [_tokens("moe/routing_weights", top_k, "fp32", note="the k weights, renormalised", source=source,
