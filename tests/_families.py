@@ -71,6 +71,8 @@ TINY: dict[str, dict] = {
                    "intermediate_size": 24, "vocab_size": 101, "max_position_embeddings": 64, "num_local_experts": 4,
                    "num_experts_per_tok": 2, "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
                    "attention_multiplier": 0.015625, "logits_scaling": 6.0},
+    "gptj": {"n_layer": 2, "n_embd": 48, "n_head": 4, "n_inner": 80, "rotary_dim": 6, "vocab_size": 101,
+             "n_positions": 64},
 }
 
 
@@ -204,6 +206,7 @@ SECOND: dict[str, dict] = {
               "num_experts": 5, "num_experts_per_tok": 3, "norm_topk_prob": True, "attention_bias": True},
     "granitemoe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 14,
                    "head_dim": 14, "num_local_experts": 5, "num_experts_per_tok": 3, "attention_bias": True},
+    "gptj": {"n_embd": 60, "n_head": 6, "n_inner": None, "rotary_dim": 4, "tie_word_embeddings": True},
 }
 
 

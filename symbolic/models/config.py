@@ -78,9 +78,12 @@ class Recipe:
     rotary_cat: bool = False
     #: the output layer has a bias of V (Phi-2's lm_head; HF ``nn.Linear(h, V, bias=True)``)
     logits_bias: bool = False
-    #: RoPE's cos and sin are rebuilt inside each layer's attention (GLM-4's
-    #: ``repeat_interleave`` of their first halves), so each layer keeps its own pair, (b, s, d_r) each
-    rotary_repeat: bool = False
+    #: RoPE's cos and sin rebuilt inside each layer's attention by ``repeat_interleave`` (GLM-4: one pair,
+    #: 2; GPT-J: a pair for Q and one for K, 4), each (s, d_r) and kept by the rotary multiplies
+    rotary_tables: int = 0
+    #: eager attention upcasts Q and K to fp32 for the scores (GPT-J's eager_attention_forward), so the
+    #: Q·Kᵀ matmul keeps them in fp32
+    scores_fp32: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -95,7 +98,7 @@ class Recipe:
 
 
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
-LATER_FIELDS = ("logits_bias", "rotary_repeat")
+LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

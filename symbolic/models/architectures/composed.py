@@ -19,6 +19,7 @@ its saved tensors to what autograd keeps in the real decoder layer.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from sympy import Expr
@@ -64,17 +65,23 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
     width = head_width(recipe)
     qk_kind = "rmsnorm" if recipe.norm.startswith("layernorm") else recipe.norm
     rotary = parts.NOTHING
-    if recipe.rotary_repeat:  # GLM-4: cos[..., :d/2].repeat_interleave(2) in every layer, kept by q·cos, k·cos
-        # cos, sin are (1, s, d_r): HF's position_ids are cache_position.unsqueeze(0), broadcast over the batch
+    if recipe.rotary_tables:  # GLM-4, GPT-J: cos, sin repeat_interleave'd in every layer, kept by the multiplies
+        # each (1, s, d_r): HF's position_ids are cache_position.unsqueeze(0), broadcast over the batch
+        names = ("cos", "sin") if recipe.rotary_tables == 2 else \
+            tuple(f"{name}_{i}" for i in range(recipe.rotary_tables // 2) for name in ("cos", "sin"))
         rotary = parts.Part(saved=tuple(
             SavedTensor(f"attention/rotary_{name}", (s, d_r), "bf16", Axis.SEQUENCE, 0, Group.BODY, parts.HF,
                         f"{name} rebuilt by repeat_interleave in the layer, kept by the rotary multiplies: "
-                        "one per position, shared by the batch") for name in ("cos", "sin")))
+                        "one per position, shared by the batch") for name in names))
+    core = parts.attention_core(width, kv_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
+                                mask_dtype=mask_dtype, per_head=per_head)
+    if recipe.scores_fp32 and kernel == "explicit":  # GPT-J: matmul(q.float(), k.float().T) keeps fp32 Q and K
+        core = parts.Part(core.params, tuple(
+            replace(t, dtype="fp32", note=t.note + ", upcast to fp32 for the scores")
+            if t.name in ("attention/query", "attention/key") else t for t in core.saved), core.matmuls)
     return (parts.attention_projections(width, kv_heads, recipe.qkv_bias, recipe.o_bias, recipe.fused_qkv,
                                         layer_input=layer_input)
-            + parts.qk_norm(recipe.qk_norm, width, kv_heads, qk_kind) + rotary
-            + parts.attention_core(width, kv_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
-                                   mask_dtype=mask_dtype, per_head=per_head)
+            + parts.qk_norm(recipe.qk_norm, width, kv_heads, qk_kind) + rotary + core
             + parts.attention_output(width, recipe.o_bias))
 
 

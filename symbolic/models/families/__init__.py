@@ -3,11 +3,11 @@
 The earlier sixteen are read by :mod:`symbolic.models.hf` itself; the families
 below are each a module, registered here by ``MODEL_TYPE``.
 """
-from . import cohere, glm4, granite, granitemoe, nemotron, olmoe, phi, stablelm, starcoder2
+from . import cohere, glm4, gptj, granite, granitemoe, nemotron, olmoe, phi, stablelm, starcoder2
 
 #: model_type -> the family's module (``DEFAULTS``, ``SOURCE``, ``TITLE``, ``read``), in listing order
 READERS = {module.MODEL_TYPE: module for module in (phi, starcoder2, stablelm, granite, nemotron, glm4, cohere, olmoe,
-                                                       granitemoe)}
+                                                       granitemoe, gptj)}
 
 #: Families this version does not model, each with what modelling it would need: their configs are refused in
 #: one line that says so (``symbolic.models.hf``), never billed as a stand-in.
@@ -23,8 +23,6 @@ NOT_MODELLED = {
                     "lengths would be needed"),
     "falcon": "Falcon's variants (new_decoder_architecture's grouped fused QKV and two norms, multi_query, alibi, "
               "parallel_attn) would each need reading and tracing",
-    "gptj": "GPT-J's own eager attention (Q and K upcast to fp32 for the scores, interleaved rotary) would need an "
-            "attention core of its own",
     "phimoe": "Phi-3.5-MoE's sparsemixer router (two masked softmaxes and a straight-through estimator) would need a "
               "router part of its own",
     "llama4_text": "Llama 4's interleaved MoE layers (experts run over every token, sigmoid-scaled inputs, a shared "

@@ -27,7 +27,7 @@ def read(fields) -> Read:
     dim = int(width * rotary_factor(fields, 0.5))
     rotated = 2 * ((dim + 1) // 2)
     recipe = Recipe(MODEL_TYPE, placement="sandwich", qkv_bias=fields.flag("attention_bias"),
-                    activation=fields.activation(), fused_gate_up=True, rotary_cat=True, rotary_repeat=True)
+                    activation=fields.activation(), fused_gate_up=True, rotary_cat=True, rotary_tables=2)
     return Read(recipe, ffn=fields.count("intermediate_size"),
                 kv_heads=fields.count("num_key_value_heads", fields.heads),
                 seq=fields.count("max_position_embeddings"), head_dim=head_dim, dims={"d_r": rotated})
