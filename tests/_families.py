@@ -73,6 +73,8 @@ TINY: dict[str, dict] = {
                    "attention_multiplier": 0.015625, "logits_scaling": 6.0},
     "gptj": {"n_layer": 2, "n_embd": 48, "n_head": 4, "n_inner": 80, "rotary_dim": 6, "vocab_size": 101,
              "n_positions": 64},
+    "falcon": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "vocab_size": 101,
+               "max_position_embeddings": 64, "ffn_hidden_size": 80},
 }
 
 
@@ -207,6 +209,8 @@ SECOND: dict[str, dict] = {
     "granitemoe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 14,
                    "head_dim": 14, "num_local_experts": 5, "num_experts_per_tok": 3, "attention_bias": True},
     "gptj": {"n_embd": 60, "n_head": 6, "n_inner": None, "rotary_dim": 4, "tie_word_embeddings": True},
+    "falcon": {"hidden_size": 60, "num_attention_heads": 6, "new_decoder_architecture": True, "num_kv_heads": 2,
+               "bias": True, "ffn_hidden_size": None, "tie_word_embeddings": False},
 }
 
 

@@ -62,7 +62,7 @@ def test_structure_key_is_the_tuple_it_replaced():
 
 
 @pytest.mark.parametrize("model_type, needed", [("mamba", "scan part"), ("t5", "encoder stack"),
-                                                ("jamba", "scan part"), ("falcon", "new_decoder_architecture"),
+                                                ("jamba", "scan part"), ("phimoe", "sparsemixer"),
                                                 ("llama4_text", "chunked-attention")])
 def test_an_unmodelled_family_says_what_it_would_need(model_type, needed, tmp_path, capsys):
     path = tmp_path / "config.json"

@@ -84,6 +84,14 @@ class Recipe:
     #: eager attention upcasts Q and K to fp32 for the scores (GPT-J's eager_attention_forward), so the
     #: Q·Kᵀ matmul keeps them in fp32
     scores_fp32: bool = False
+    #: Falcon's attention: eager softmax in the activation dtype (one bf16 s×s tensor, no fp32 one);
+    #: under SDPA the additive (b, 1, s, s) mask it passes is kept per layer and the output needs no copy
+    falcon_core: bool = False
+    #: K and V copied out to a heads before the kernel (Falcon's new_decoder_architecture broadcast_to + flatten)
+    kv_materialized: bool = False
+    #: K and V taken from the fused output by index lists (``[..., [-2], :]``): each layer keeps the two
+    #: one-element int64 indices (Falcon's multi_query and new_decoder_architecture)
+    kv_indexed: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -98,7 +106,8 @@ class Recipe:
 
 
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
-LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32")
+LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
+                "kv_indexed")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

@@ -198,7 +198,7 @@ def _known(raw: dict, where: str) -> str:
     if model_type == "gemma3" and isinstance(raw.get("text_config"), dict):
         raise ConfigError(f"{where}: model_type 'gemma3' is the multimodal Gemma 3 (vision tower + text); "
                           "give its text_config as a file with model_type 'gemma3_text'")
-    if isinstance(model_type, str) and model_type in NOT_MODELLED:
+    if isinstance(model_type, str) and model_type in NOT_MODELLED and model_type not in DEFAULTS:
         raise ConfigError(f"{where}: model_type {json.dumps(model_type)} is not modelled: {NOT_MODELLED[model_type]}")
     if not isinstance(model_type, str) or model_type not in DEFAULTS:
         shown = json.dumps(model_type) if model_type is not None else "(none)"

@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
-from sympy import Expr
+from sympy import Expr, Integer
 
-from ...core.dims import E, P, a, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, r_kv, r_q, s
+from ...core.dims import E, P, a, b, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, r_kv, r_q, s
 from ...core.tensors import Axis, Group, Inventory, SavedTensor
 from ..config import ConfigError, Recipe
 from . import parts
@@ -73,8 +73,20 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
             SavedTensor(f"attention/rotary_{name}", (s, d_r), "bf16", Axis.SEQUENCE, 0, Group.BODY, parts.HF,
                         f"{name} rebuilt by repeat_interleave in the layer, kept by the rotary multiplies: "
                         "one per position, shared by the batch") for name in names))
-    core = parts.attention_core(width, kv_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
+    core_heads = a if recipe.kv_materialized else kv_heads
+    core = parts.attention_core(width, core_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
                                 mask_dtype=mask_dtype, per_head=per_head)
+    if recipe.falcon_core and kernel == "explicit":  # softmax(dtype=bf16): the probabilities kept once, in bf16
+        core = parts.Part(core.params, tuple(t for t in core.saved if t.name != "attention/softmax_output"),
+                          core.matmuls)
+    if recipe.falcon_core and kernel == "fused":  # SDPA keeps the (b, 1, s, s) additive mask Falcon passes it
+        core = core + parts.Part(saved=(SavedTensor(
+            "attention/mask", (b, s, s), "bf16", Axis.NONE, None, Group.BODY, parts.HF,
+            "the additive causal mask FalconAttention passes to SDPA, kept by its backward (traced: per layer)"),))
+    if recipe.kv_indexed:  # qkv[..., [-2], :] and [-1]: the index lists are int64 tensors indexing keeps
+        core = core + parts.Part(saved=(SavedTensor(
+            "attention/kv_index", (Integer(2),), "int64", Axis.NONE, None, Group.BODY, parts.HF,
+            "the two one-element index tensors that pick K and V out of the fused output: per layer"),))
     if recipe.scores_fp32 and kernel == "explicit":  # GPT-J: matmul(q.float(), k.float().T) keeps fp32 Q and K
         core = parts.Part(core.params, tuple(
             replace(t, dtype="fp32", note=t.note + ", upcast to fp32 for the scores")

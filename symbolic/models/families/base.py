@@ -65,3 +65,19 @@ def multiplier_note(fields, names: tuple[str, ...]) -> tuple[str, ...]:
         values.append(f"{name} = {value:g}")
     return (f"{', '.join(values)}: scalar multipliers ({fields.model_type}), read; a multiply by a constant "
             "keeps no tensor for backward and is no matmul, so they change no byte, parameter or counted FLOP",)
+
+
+def math_path_gap(recipe: Recipe, values: dict) -> tuple[str, int]:
+    """What torch SDPA's math path keeps beyond the fused kernel the bill counts, for one layer of
+    ``recipe``: the two declared inventories' difference (each traced on CPU), as a formula and at
+    ``values`` (letters -> ints)."""
+    from sympy import Add, factor, sstr
+
+    from ...core.dims import SYMBOLS
+    from ..architectures import composed
+
+    def total(kernel):
+        return Add(*(term.bytes for term in composed.saved_tensors(recipe, kernel, "cpu")))
+
+    gap = factor(total("math") - total("fused"))
+    return sstr(gap).replace("**", "^"), int(gap.subs({SYMBOLS[k]: v for k, v in values.items() if k in SYMBOLS}))
