@@ -73,6 +73,9 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
             SavedTensor(f"attention/rotary_{name}", (s, d_r), "bf16", Axis.SEQUENCE, 0, Group.BODY, parts.HF,
                         f"{name} rebuilt by repeat_interleave in the layer, kept by the rotary multiplies: "
                         "one per position, shared by the batch") for name in names))
+    projections = (parts.attention_projections(width, kv_heads, recipe.qkv_bias, recipe.o_bias, recipe.fused_qkv,
+                                               layer_input=layer_input)
+                   + parts.qk_norm(recipe.qk_norm, width, kv_heads, qk_kind))
     core_heads = a if recipe.kv_materialized else kv_heads
     core = parts.attention_core(width, core_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
                                 mask_dtype=mask_dtype, per_head=per_head)
@@ -91,10 +94,7 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
         core = parts.Part(core.params, tuple(
             replace(t, dtype="fp32", note=t.note + ", upcast to fp32 for the scores")
             if t.name in ("attention/query", "attention/key") else t for t in core.saved), core.matmuls)
-    return (parts.attention_projections(width, kv_heads, recipe.qkv_bias, recipe.o_bias, recipe.fused_qkv,
-                                        layer_input=layer_input)
-            + parts.qk_norm(recipe.qk_norm, width, kv_heads, qk_kind) + rotary + core
-            + parts.attention_output(width, recipe.o_bias))
+    return projections + rotary + core + parts.attention_output(width, recipe.o_bias)
 
 
 def _mlp_block(recipe: Recipe, layer_input: bool = False, ffn: Expr = f) -> parts.Part:
