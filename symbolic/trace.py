@@ -772,6 +772,9 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
         widths = dict(model.dims)
         if model.recipe.attention == "mla" and kernel == "fused" and widths["d_v"] != widths["d_n"] + widths["d_r"]:
             kernel = "math"
+        # Falcon's multi_query passes one K/V head to SDPA without enable_gqa: torch's math path
+        if model.recipe.falcon_core and kernel == "fused" and not model.recipe.kv_materialized and model.kv_heads:
+            kernel = "math"
         saved, mms = composed.saved_tensors(model.recipe, kernel, backend), composed.matmuls(model.recipe)
     elif model.arch == "llama":
         saved, mms = llama.saved_tensors(attention=kernel), llama.matmuls()

@@ -5,6 +5,7 @@ from fractions import Fraction
 import pytest
 
 from symbolic.bill.derive import architecture_inventories
+from symbolic.models.structure import Structure
 from symbolic.core.dims import SYMBOLS
 from symbolic.core.numeric import exact
 from symbolic.ledgers import communication as comm
@@ -120,13 +121,13 @@ LAYOUTS = [
 
 
 def _terms(**layout):
-    parameters, saved, matmuls = architecture_inventories("gpt")
+    parameters, saved, matmuls = architecture_inventories(Structure("gpt"))
     return comm.terms(parameters, saved, matmuls, **layout)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda x: ",".join(f"{k}={v}" for k, v in x.items()) or "tp")
 def test_each_term_moves_what_the_simulated_ring_moves(layout):
-    parameters, _, _ = architecture_inventories("gpt")
+    parameters, _, _ = architecture_inventories(Structure("gpt"))
     from symbolic.ledgers import params
     values = dict(VALUES)
     values["Psi"] = int(exact(params.count(parameters), values))
@@ -141,8 +142,8 @@ def test_each_term_moves_what_the_simulated_ring_moves(layout):
 
 def test_tp_terms_follow_the_blocks_of_the_inventory():
     """Two blocks (attention, MLP) → two g and two f per layer; a LLaMA layer has the same two blocks."""
-    for arch, structure in (("gpt", ("gpt",)), ("llama", ("llama", False, False, "rope", False))):
-        parameters, saved, matmuls = architecture_inventories(*structure)
+    for arch, structure in (("gpt", Structure("gpt")), ("llama", Structure("llama", False, False, "rope", False))):
+        parameters, saved, matmuls = architecture_inventories(structure)
         assert comm.layer_blocks(matmuls) == ["attention", "mlp"]
         names = [x.name for x in comm.terms(parameters, saved, matmuls) if x.group == "t"]
         assert names == ["tp/attention/forward_all_reduce", "tp/attention/backward_all_reduce",
@@ -183,7 +184,7 @@ def test_context_parallel_ring_passes_kv_c_minus_1_times_per_layer():
 
 
 def test_expert_parallel_adds_the_dispatchers_all_to_alls_over_e():
-    parameters, saved, matmuls = architecture_inventories("moe", False, False, "rope")
+    parameters, saved, matmuls = architecture_inventories(Structure("moe", False, False, "rope"))
     terms = [x for x in comm.terms(parameters, saved, matmuls, expert_parallel=True) if x.group == "ep"]
     assert {x.collective for x in terms} == {"all-to-all"} and len(terms) == 4
     assert all(x.size == SYMBOLS["e"] for x in terms)
@@ -213,7 +214,7 @@ def _simulated_dispatch(ranks: int, experts: int, tokens: int, top_k: int, row_b
 def test_the_dispatch_all_to_all_sends_what_a_simulated_routing_sends(ranks, experts, top_k):
     """Each call's traffic (ring factor (e−1)/e × b·s·k·h bytes) equals the bytes that leave a rank
     when a fixed, balanced routing sends its tokens' rows to the experts' owners."""
-    parameters, saved, matmuls = architecture_inventories("moe", False, False, "rope")
+    parameters, saved, matmuls = architecture_inventories(Structure("moe", False, False, "rope"))
     dispatch = next(x for x in comm.terms(parameters, saved, matmuls, expert_parallel=True, tensor_parallel=False)
                     if x.name == "ep/forward_dispatch_all_to_all")
     values = dict(VALUES, e=ranks, E=experts, k=top_k, t=1, c=1)

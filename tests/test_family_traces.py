@@ -65,6 +65,8 @@ def test_dense_layers_of_an_moe_model(family):
     ("qwen2_moe", {"shared_expert_intermediate_size": 0}),
     ("deepseek_v3", {"norm_topk_prob": False}),
     ("deepseek_v2", {"topk_method": "group_limited_greedy", "n_group": 2, "topk_group": 1, "q_lora_rank": 14}),
+    ("falcon", {"multi_query": False, "parallel_attn": False, "bias": True}),
+    ("stablelm", {"use_parallel_residual": True}),
 ])
 def test_variants(family, changes):
     _check(_config(family, "first", **changes), "eager", 6, 2)

@@ -17,8 +17,9 @@ from ..layout.layout import Layout
 from ..layout.stages import exact_stages, in_kind, stage_mix, stage_parameters
 from ..layout.strategies import DISPATCHED
 from ..ledgers import activations, flops, params, peak, states
-from ..models.architectures import composed, gpt, llama, moe, output
+from ..models.architectures import INVENTORIES, composed, llama, moe, output
 from ..models.config import ConfigError, ModelConfig
+from ..models.structure import Structure
 from .evaluate import (  # noqa: F401 (the bill's types)
     BILLED_ARCHITECTURES,
     LEDGERS,
@@ -38,80 +39,45 @@ from .evaluate import (  # noqa: F401 (the bill's types)
 sstr = lru_cache(maxsize=1 << 14)(_sympy_sstr)
 
 
-#: The final norm each architecture's output side has (``architectures.output``).
-OUTPUT_NORM = {"gpt": "layernorm", "llama": "rmsnorm-eager", "moe": "rmsnorm-eager"}
-
-
-
 def output_norm(model: ModelConfig) -> str:
     """The final norm of the model's output side (``architectures.output``)."""
-    return structure_output_norm(structure(model))
+    return structure(model).output_norm
 
 
-def _recipe_of(key: tuple):
-    """The composed layer's :class:`Recipe` of a :func:`structure` key (None for gpt, llama, moe)."""
-    from ..models.config import Recipe
-
-    if key[0] != "composed":
-        return None
-    return Recipe.from_key(next(item for item in key[5:] if isinstance(item, tuple)))
+def structure_output_norm(key: Structure) -> str:
+    """:func:`output_norm` by :func:`structure`: a composed layer's final norm is its recipe's."""
+    return key.output_norm
 
 
-def structure_output_norm(key: tuple) -> str:
-    """:func:`output_norm` by :func:`structure` key: a composed layer's final norm is its recipe's."""
-    recipe = _recipe_of(key)
-    if recipe is not None:
-        return "layernorm" if recipe.norm == "layernorm" else "rmsnorm-eager"
-    return OUTPUT_NORM[key[0]]
-
-
-def structure_has_experts(key: tuple) -> bool:
-    """Whether the :func:`structure` key is a mixture of experts (the ``moe`` inventory or a
+def structure_has_experts(key: Structure) -> bool:
+    """Whether the :func:`structure` is a mixture of experts (the ``moe`` inventory or a
     composed layer with a router): its routed experts go on the expert grid."""
-    recipe = _recipe_of(key)
-    return key[0] == "moe" or (recipe is not None and recipe.moe != "none")
+    return key.has_experts
 
 
 def inventories(model: ModelConfig):
-    """(parameters, saved tensors, matmuls) of ``model.arch``, in the letters
+    """(parameters, saved tensors, matmuls) of ``model``'s :func:`structure`, in the letters
     :meth:`ModelConfig.values` gives values for. GPT: f = 4h unless ffn is
     given. LLaMA: SwiGLU of width f, g key/value heads, fused attention, HF
     RMSNorm. MoE: as LLaMA with E experts of width f_e, top-k, E_s shared
-    (Mixtral routing). The one place a ModelConfig's arch is dispatched on."""
-    return architecture_inventories(*structure(model))
+    (Mixtral routing). Composed: the recipe's parts."""
+    return architecture_inventories(structure(model))
 
 
 @lru_cache(maxsize=None)
-def architecture_inventories(arch: str, symbolic_ffn: bool = False, tied: bool = True,
-                             positions: str = "learned", shared_experts: bool = False, *extra):
-    """:func:`inventories` by :func:`structure` key (cached: the inventories are immutable).
-    ``extra``: ``"position_table"`` (a learned table of P rows), a composed layer's recipe key and
-    ``"flash_attention"`` (the fused attention kernel: ``strategies.flash_attention`` on the saved
-    tensors; :func:`symbolic.bill.evaluate.layout_structure`)."""
-    if "flash_attention" in extra:
+def architecture_inventories(key: Structure):
+    """:func:`inventories` by :class:`~symbolic.models.structure.Structure` (cached: the inventories
+    are immutable): the builder the architecture registry has for ``key.arch``
+    (``models.architectures.INVENTORIES``); with ``key.flash_attention``, the fused attention kernel
+    (``strategies.flash_attention`` on the saved tensors; :func:`symbolic.bill.evaluate.layout_structure`)."""
+    if key.flash_attention:
         from ..layout.strategies import flash_attention
-        rest = tuple(item for item in extra if item != "flash_attention")
-        parameters, saved, matmuls = architecture_inventories(arch, symbolic_ffn, tied, positions, shared_experts,
-                                                              *rest)
+        parameters, saved, matmuls = architecture_inventories(key.without_flash_attention())
         return parameters, flash_attention(saved), matmuls
-    table = "position_table" in extra
-    if arch == "composed":
-        recipe_key = next((item for item in extra if isinstance(item, tuple)), None)
-        if recipe_key is None:
-            raise ConfigError("a composed model needs its recipe (ModelConfig.recipe)")
-        return composed.inventories(recipe_key, tied, positions, table)
-    if arch == "gpt":
-        ffn = f if symbolic_ffn else gpt.GPT_FFN
-        activation = next((item for item in extra if item in ("gelu_new", "gelu_fast")), "gelu")
-        return (gpt.parameters(ffn=ffn, tied=tied, positions=positions, table=P if table else s),
-                gpt.saved_tensors(ffn=ffn, activation=activation), gpt.matmuls(ffn=ffn))
-    if arch == "llama":
-        return llama.parameters(tied=tied, positions=positions), llama.saved_tensors(), llama.matmuls()
-    if arch == "moe":
-        shared = E_s if shared_experts else 0
-        return (moe.parameters(shared_experts=shared, tied=tied, positions=positions),
-                moe.saved_tensors(shared_experts=shared), moe.matmuls(shared_experts=shared))
-    raise ConfigError(f"the bill itemises {', '.join(BILLED_ARCHITECTURES)}, not arch {arch!r}")
+    builder = INVENTORIES.get(key.arch)
+    if builder is None:
+        raise ConfigError(f"the bill itemises {', '.join(BILLED_ARCHITECTURES)}, not arch {key.arch!r}")
+    return builder(key)
 
 
 def active_parameters(model: ModelConfig):
@@ -158,7 +124,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     letters: the symbolic half of :func:`make_bill`."""
     # the layout's attention kernel is part of the key: --flash-attention saves no s×s tensor (its
     # FLOPs: the recomputed Q·Kᵀ), as the plan and the step time see it
-    param_inv, saved_inv, mm_inv = architecture_inventories(*layout_structure(model, layout))
+    param_inv, saved_inv, mm_inv = architecture_inventories(layout_structure(model, layout))
     lines: list[DerivedLine] = []
 
     def add(ledger: str, name: str, expr: Expr, source: str, condition: str = "", micro_batches: int = 0) -> None:

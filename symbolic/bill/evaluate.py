@@ -18,6 +18,7 @@ from ..core.expressions import evaluate_formula, exact_values
 from ..layout.experts import expert_groups
 from ..layout.layout import Layout
 from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig  # noqa: F401 (re-exported for the bill)
+from ..models.structure import Structure, structure_of
 
 #: The ledgers of a bill, in the order they print. ``verdict``: the classes of the step's peak
 #: instant on the busiest stage (:mod:`symbolic.ledgers.peak`), added by :func:`evaluate`.
@@ -104,32 +105,25 @@ class DerivedBill:
         return cls(tuple(DerivedLine(**line) for line in data["lines"]), dict(data["formulas"]), data["strategy"])
 
 
-def structure(model: ModelConfig) -> tuple:
+def structure(model: ModelConfig) -> Structure:
     """What of ``model`` the shape of its inventories depends on (not its
-    numbers): the key :func:`architecture_inventories` is cached by."""
-    key = (model.arch, bool(model.ffn), model.tied, model.positions, bool(model.shared_experts))
-    if model.position_table:  # a learned table of P rows (n_positions), not sized by s
-        key += ("position_table",)
-    if model.arch == "gpt" and model.mlp in ("gelu_new", "gelu_fast"):  # HF's element-wise GeLU chain
-        key += (model.mlp,)
-    if model.recipe is not None:  # a composed layer: its parts
-        key += (model.recipe.key(),)
-    return key
+    numbers): the :class:`~symbolic.models.structure.Structure`
+    :func:`architecture_inventories` is cached by."""
+    return structure_of(model)
 
 
-def layout_structure(model: ModelConfig, layout: Layout) -> tuple:
-    """:func:`structure` with the layout's attention kernel: ``"flash_attention"`` added when the
-    layout asks for the fused kernel (``Layout.flash_attention``), so every ledger built from the
-    key — the plan's expressions, the step time — sees the inventory the bill bills."""
-    key = structure(model)
-    return key + ("flash_attention",) if layout.flash_attention else key
+def layout_structure(model: ModelConfig, layout: Layout) -> Structure:
+    """:func:`structure` with the layout's attention kernel (``Layout.flash_attention``: the fused
+    kernel), so every ledger built from it — the plan's expressions, the step time — sees the
+    inventory the bill bills."""
+    return structure_of(model, flash_attention=layout.flash_attention)
 
 
 def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> dict:
     """Everything :func:`derive`'s text depends on (the key of the cache): the
     model's structure and the layout's strategy, recipe and ZeRO stage — not
     the dimension values, which only :func:`evaluate` substitutes."""
-    return {"structure": list(structure(model)), "sp": layout.sp, "recompute": layout.recompute,
+    return {"structure": list(structure(model).key()), "sp": layout.sp, "recompute": layout.recompute,
             "dtype": layout.dtype, "pipeline": layout.pp > 1, "interleaved": layout.interleave > 1,
             "optimizer": layout.optimizer, "zero": layout.zero, "hand_filled": params_hand is not None,
             "context_parallel": layout.cp > 1, "expert_parallel": layout.ep > 1,

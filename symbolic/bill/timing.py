@@ -15,23 +15,24 @@ from ..layout.layout import Layout
 from ..ledgers.hardware import Hardware
 from ..ledgers.time import CommClass, ComputeLine, Overlap, StepTime, TimeDerivation, derive_time, price
 from ..models.config import ModelConfig
+from ..models.structure import Structure
 from .evaluate import layout_structure
 
 
 @lru_cache(maxsize=None)
-def time_derivation(model_structure: tuple, sp: bool, recompute: str, zero: int, pipeline: bool,
+def time_derivation(model_structure: Structure, sp: bool, recompute: str, zero: int, pipeline: bool,
                     interleaved: bool, context_parallel: bool, optimizer: str, dtype: str,
                     expert_parallel: bool = False) -> TimeDerivation:
     """The time model's expressions for a model structure and the layout's discrete choices."""
     from ..models.architectures import output
     from .derive import architecture_inventories, fused_backward_recompute, recompute_for_flops, structure_output_norm
 
-    parameters, saved, matmuls = architecture_inventories(*model_structure)
+    parameters, saved, matmuls = architecture_inventories(model_structure)
     output_saved = output.saved_tensors(norm=structure_output_norm(model_structure))
     return derive_time(parameters, saved, matmuls, sp=sp, recompute=recompute,
                        flops_recompute=recompute_for_flops(recompute, saved), zero=zero, pipeline=pipeline,
                        interleaved=interleaved, context_parallel=context_parallel, optimizer=optimizer,
-                       dtype=dtype, tied=model_structure[2],
+                       dtype=dtype, tied=model_structure.tied,
                        fused_backward=fused_backward_recompute(saved, matmuls), expert_parallel=expert_parallel,
                        output_saved=output_saved)
 
@@ -90,7 +91,8 @@ def stored_for(derivation_key: tuple, load=StoredTime.from_json) -> StoredTime:
     entries); ``load`` reads an entry's text and may refuse it (any exception: derived afresh)."""
     from .cache import folder, read_entry, write_entry
 
-    key = json.dumps({"time": list(derivation_key)}, sort_keys=True, default=list)
+    model_structure, *choices = derivation_key  # the Structure as its stable tuple (the cache key of record)
+    key = json.dumps({"time": [list(model_structure.key()), *choices]}, sort_keys=True, default=list)
     where = folder()
     path = where / ("time-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
     if path is not None and (path.exists() or path.is_symlink()):

@@ -262,13 +262,14 @@ def _state_terms(args) -> int:
 
     from ..bill.derive import architecture_inventories
     from ..ledgers import states
+    from ..models.structure import Structure
     from ..models.config import ConfigError
 
     model = _options.model_from_text(args.model) if args.model else None
     arch = args.arch or (model.arch if model is not None else "gpt")
     if args.base_dtype != "bf16" and not args.lora:
         raise ConfigError(f"base-dtype {args.base_dtype}: a quantised base is frozen — add --lora (QLoRA)")
-    param_inv = architecture_inventories(arch, True, True, "learned" if arch == "gpt" else "rope", False)[0]
+    param_inv = architecture_inventories(Structure(arch, True, True, "learned" if arch == "gpt" else "rope"))[0]
     terms, trainable = states.state_terms(states.RECIPES[args.optimizer], args.zero, param_inv, lora=bool(args.lora),
                                           lora_targets=args.lora_targets, base_dtype=args.base_dtype,
                                           double_quant=not args.no_double_quant, offload=args.offload)

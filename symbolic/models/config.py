@@ -27,10 +27,12 @@ class Recipe:
     family: the HF ``model_type`` read. norm: ``rmsnorm`` (weight h; HF's
     eager RMSNorm, x·rstd cast back, then × weight), ``rmsnorm_offset``
     (Gemma: computed in fp32, × (1 + weight), cast back), ``layernorm``
-    (weight and bias h each). placement: ``pre`` (norm before attention and
+    (weight and bias h each), ``layernorm_1p`` (Nemotron: F.layer_norm with
+    weight + 1, kept), ``layernorm_fp32`` (Cohere: in fp32, weight only). placement: ``pre`` (norm before attention and
     MLP), ``post`` (OLMo-2: the norms on the block outputs, before the
     residual add), ``sandwich`` (Gemma-2/3: both). residual: ``sequential``
-    or ``parallel`` (GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))).
+    or ``parallel`` (GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))) or
+    ``parallel_shared`` (Phi-2, Cohere, StableLM: x + attn(ln(x)) + mlp(ln(x)), one norm).
     attention: ``gqa`` (MHA/GQA/MQA: a query heads, g key/value heads) or
     ``mla`` (DeepSeek's multi-head latent attention). head_dim: heads of
     width d_h (a config's ``head_dim``) rather than h/a. qkv_bias, o_bias:
@@ -74,14 +76,38 @@ class Recipe:
     dense_layers: bool = False
     softcap: bool = False
     rotary_cat: bool = False
+    #: the output layer has a bias of V (Phi-2's lm_head; HF ``nn.Linear(h, V, bias=True)``)
+    logits_bias: bool = False
+    #: RoPE's cos and sin rebuilt inside each layer's attention by ``repeat_interleave`` (GLM-4: one pair,
+    #: 2; GPT-J: a pair for Q and one for K, 4), each (s, d_r) and kept by the rotary multiplies
+    rotary_tables: int = 0
+    #: eager attention upcasts Q and K to fp32 for the scores (GPT-J's eager_attention_forward), so the
+    #: Q·Kᵀ matmul keeps them in fp32
+    scores_fp32: bool = False
+    #: Falcon's attention: eager softmax in the activation dtype (one bf16 s×s tensor, no fp32 one);
+    #: under SDPA the additive (b, 1, s, s) mask it passes is kept per layer and the output needs no copy
+    falcon_core: bool = False
+    #: K and V copied out to a heads before the kernel (Falcon's new_decoder_architecture broadcast_to + flatten)
+    kv_materialized: bool = False
+    #: K and V taken from the fused output by index lists (``[..., [-2], :]``): each layer keeps the two
+    #: one-element int64 indices (Falcon's multi_query and new_decoder_architecture)
+    kv_indexed: bool = False
 
     def key(self) -> tuple:
-        """The recipe as a tuple of (field, value) pairs: hashable and JSON-able."""
-        return tuple((f.name, getattr(self, f.name)) for f in fields(self))
+        """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
+        after the first families (:data:`LATER_FIELDS`) is in it only when set, so the keys of the
+        earlier recipes — the derivation cache's and the formula sheet's page names — stay as they were."""
+        return tuple((f.name, getattr(self, f.name)) for f in fields(self)
+                     if f.name not in LATER_FIELDS or getattr(self, f.name) != f.default)
 
     @classmethod
     def from_key(cls, key) -> "Recipe":
         return cls(**{name: value for name, value in key})
+
+
+#: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
+LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
+                "kv_indexed")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

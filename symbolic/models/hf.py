@@ -2,8 +2,9 @@
 
 A ``config.json`` (the file ``transformers`` saves beside the weights) is read
 into the same frozen :class:`~symbolic.models.config.ModelConfig` the presets use.
-Its ``model_type`` names the family; the reader knows :data:`FAMILIES` (16 of
-them) and refuses any other in one line — there is no stand-in layer. Plain
+Its ``model_type`` names the family; the reader knows :data:`FAMILIES` (16
+read here, and those read by a module of their own, :mod:`symbolic.models.families`)
+and refuses any other in one line — there is no stand-in layer. Plain
 Llama/Mistral layers get the ``llama`` inventory, Mixtral the ``moe`` one,
 GPT-2 the ``gpt`` one; every other family (and a Llama with biases or its own
 head_dim) is a ``composed`` layer: a :class:`~symbolic.models.config.Recipe` of
@@ -67,6 +68,8 @@ from pathlib import Path
 
 from .config import ConfigError, ModelConfig, Recipe
 from .hf_fields import canonical
+from .families import NOT_MODELLED
+from .families import READERS as FAMILY_READERS
 
 #: Each HF field and the other spellings HF's ``attribute_map`` gives it.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -141,6 +144,9 @@ DEFAULTS: dict[str, dict] = {
                     "v_head_dim": 128},
 }
 
+#: The families read by a module of their own (:mod:`symbolic.models.families`): their defaults.
+DEFAULTS.update({model_type: family.DEFAULTS for model_type, family in FAMILY_READERS.items()})
+
 #: The MLP activations the parts model (HF ``hidden_act`` names); the chained ones are
 #: several element-wise ops in HF (``NewGELUActivation``, ``FastGELUActivation``).
 ACTIVATIONS = ("silu", "gelu", "gelu_pytorch_tanh", "gelu_new", "gelu_fast", "relu")
@@ -152,6 +158,8 @@ FAMILIES = tuple(DEFAULTS)
 #: MoE fields' spellings per family (the experts count).
 _EXPERTS = {"mixtral": "num_local_experts", "qwen2_moe": "num_experts", "qwen3_moe": "num_experts",
             "deepseek_v2": "n_routed_experts", "deepseek_v3": "n_routed_experts"}
+_EXPERTS.update({model_type: family.EXPERTS for model_type, family in FAMILY_READERS.items()
+                 if getattr(family, "EXPERTS", None)})
 
 
 def _field(raw: dict, name: str):
@@ -191,6 +199,8 @@ def _known(raw: dict, where: str) -> str:
     if model_type == "gemma3" and isinstance(raw.get("text_config"), dict):
         raise ConfigError(f"{where}: model_type 'gemma3' is the multimodal Gemma 3 (vision tower + text); "
                           "give its text_config as a file with model_type 'gemma3_text'")
+    if isinstance(model_type, str) and model_type in NOT_MODELLED and model_type not in DEFAULTS:
+        raise ConfigError(f"{where}: model_type {json.dumps(model_type)} is not modelled: {NOT_MODELLED[model_type]}")
     if not isinstance(model_type, str) or model_type not in DEFAULTS:
         shown = json.dumps(model_type) if model_type is not None else "(none)"
         raise ConfigError(f"{where}: model_type {shown} is not a family this version models exactly; "
@@ -221,6 +231,8 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
         raise ConfigError(f"{where}: missing required field(s) {', '.join(missing)}; "
                           "add them to the file (see `symbolic.models.hf` for the fields read)")
     layers, hidden, heads, vocab = (_count(raw, field, where) for field in REQUIRED)
+    if model_type in FAMILY_READERS:
+        return _from_family(FAMILY_READERS[model_type], raw, name, source, where, (layers, hidden, heads, vocab))
     if model_type == "gpt2":
         seq = _count(raw, "max_position_embeddings", where, defaults["n_positions"])
         ffn = _count(raw, "intermediate_size", where) or 0
@@ -263,11 +275,7 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
                      "bf16 probabilities" + (" and the soft-cap's tanh" if recipe.softcap else "") +
                      f", {8 if recipe.softcap else 6}·b·a·s² bytes per layer — and K, V repeated to a heads (traced)")
     if recipe.attention == "mla" and dims["d_v"] != dims["d_n"] + dims["d_r"]:
-        notes.append("MLA's attention core is counted as a fused kernel (Q, K at d_n + d_r, V as the slice of kv_b's "
-                     "output it is, the output and its token-major copy, an fp32 log-sum-exp): with V narrower than "
-                     "Q and K, torch SDPA falls back to its math path on CPU (traced: fp32 Q, Kᵀ, V and the s×s "
-                     "probabilities, 4·b·a·s² bytes and more per layer); which kernel a GPU runs depends on its "
-                     "backend")
+        notes.append(_mla_math_note(recipe, dims, heads, seq))
 
     common = dict(name=name, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq=seq, tied=tied,
                   source=source)
@@ -293,6 +301,73 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
                        experts=experts, experts_per_token=top_k, shared_experts=shared, expert_ffn=expert_ffn,
                        approximations=tuple(notes), recipe=None if arch != "composed" else recipe,
                        dims=tuple(sorted(dims.items())) if arch == "composed" else ())
+
+
+class FamilyFields:
+    """A config's fields as a family module reads them (:mod:`symbolic.models.families`): under HF's
+    names and ``attribute_map`` spellings, a field the file leaves out at the family's default."""
+
+    def __init__(self, raw: dict, model_type: str, where: str, sizes: tuple[int, int, int, int]):
+        self.raw, self.model_type, self.where = raw, model_type, where
+        self.layers, self.hidden, self.heads, self.vocab = sizes
+        self.defaults = DEFAULTS[model_type]
+
+    def value(self, name: str):
+        """The field's value (any spelling); the family's default when the file leaves it out."""
+        return _field(self.raw, name) if _present(self.raw, name) else self.defaults.get(name)
+
+    def count(self, name: str, default=None) -> int | None:
+        """A positive integer field; None when null (HF derives it), ``default`` when neither given
+        nor defaulted."""
+        value = self.value(name)
+        if value is None:
+            return default
+        return _count({name: value}, name, self.where)
+
+    def flag(self, name: str) -> bool:
+        return _flag({name: self.value(name)}, name, self.where, bool(self.defaults.get(name, False)))
+
+    def activation(self, name: str = "hidden_act", known: tuple = ACTIVATIONS) -> str:
+        act = self.value(name)
+        act = {"swish": "silu"}.get(act, act)  # transformers' ACT2FN: "swish" is SiLU
+        if act not in known:
+            self.refuse(name, act, f"an activation the MLP part models ({', '.join(known)})")
+        return act
+
+    def refuse(self, name: str, value, what: str):
+        raise ConfigError(f"{self.where}: {name} {json.dumps(value)} on model_type {self.model_type!r}: "
+                          f"this version models {what}")
+
+
+def _from_family(family, raw: dict, name: str, source: str, where: str, sizes: tuple) -> ModelConfig:
+    """The :class:`ModelConfig` of a family read by its own module (:mod:`symbolic.models.families`):
+    the module reads its recipe and numbers; the checks every family shares are here."""
+    model_type = family.MODEL_TYPE
+    layers, hidden, heads, vocab = sizes
+    read = family.read(FamilyFields(raw, model_type, where, sizes))
+    head_dim = read.head_dim
+    own_head = head_dim is not None and head_dim * heads != hidden
+    if not own_head and hidden % heads:
+        raise ConfigError(f"{where}: num_attention_heads ({heads}) must divide hidden_size ({hidden}): "
+                          "each head has width hidden_size/num_attention_heads (or give head_dim)")
+    kv_heads = read.kv_heads
+    if heads % kv_heads:
+        raise ConfigError(f"{where}: num_key_value_heads ({kv_heads}) must divide num_attention_heads ({heads})")
+    tied = _flag(raw, "tie_word_embeddings", where, DEFAULTS[model_type]["tie_word_embeddings"])
+    notes = [*read.notes, *_unmodelled_fields(raw, model_type, where),
+             *_window_notes(model_type, raw, DEFAULTS[model_type], read.seq)]
+    dims = dict(read.dims)
+    if own_head:
+        dims["d_h"] = head_dim
+    recipe = replace(read.recipe, head_dim=own_head)
+    experts, top_k, expert_ffn, shared = read.moe
+    return ModelConfig(name=name, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq=read.seq, tied=tied,
+                       source=source, ffn=read.ffn, positions="rope", arch="composed",
+                       kv_heads=0 if kv_heads == heads else kv_heads,
+                       mlp="swiglu" if recipe.mlp == "gated" else "gelu",
+                       norm="layernorm" if recipe.norm.startswith("layernorm") else "rmsnorm",
+                       experts=experts, experts_per_token=top_k, shared_experts=shared, expert_ffn=expert_ffn,
+                       approximations=tuple(notes), recipe=recipe, dims=tuple(sorted(dims.items())))
 
 
 def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int, hidden: int, heads: int,
@@ -504,6 +579,29 @@ def _mtp_notes(model_type, raw, hidden, vocab, moe, dims, recipe, heads) -> list
             f"layer {layer:,}, the 2h→h projection and three norms {own:,}), and {2 * vocab * h:,} more where its "
             f"embedding and output head are stored as copies (the released checkpoint does); total "
             f"{modules * per_module:,} (+{modules * 2 * vocab * h:,})"]
+
+
+def _mla_math_note(recipe: Recipe, dims: dict, heads: int, seq: int) -> str:
+    """What MLA keeps on SDPA's math path beyond the fused kernel the bill counts, exactly: the two
+    declared inventories' difference (both traced on CPU, tests/test_family_traces.py), per layer, as a
+    formula and at the model's default sequence, b = 1."""
+    from sympy import Add, factor, sstr
+
+    from ..core.dims import SYMBOLS
+    from .architectures import composed
+
+    def total(kernel):
+        return Add(*(term.bytes for term in composed.saved_tensors(recipe, kernel, "cpu")))
+
+    gap = factor(total("math") - total("fused"))
+    values = {SYMBOLS[letter]: value for letter, value in dims.items() if letter in SYMBOLS}
+    values.update({SYMBOLS["a"]: heads, SYMBOLS["s"]: seq, SYMBOLS["b"]: 1})
+    at = int(gap.subs(values))
+    return ("MLA's attention core is counted as a fused kernel (Q, K at d_n + d_r, V as the slice of kv_b's output it "
+            "is, the output and its token-major copy, an fp32 log-sum-exp): with V narrower than Q and K, torch SDPA "
+            "falls back to its math path on CPU, which keeps fp32 Q, Kᵀ, V and the s×s probabilities instead — "
+            f"{sstr(gap).replace('**', '^')} bytes per layer more (traced, exact), {at:,} B per layer at s = {seq:,} "
+            "(max_position_embeddings), b = 1; which kernel a GPU runs depends on its backend")
 
 
 def _window_notes(model_type: str, raw: dict, defaults: dict, seq: int) -> list[str]:

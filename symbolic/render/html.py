@@ -81,10 +81,10 @@ def page_arch(model: ModelConfig) -> str:
     from ..bill.derive import structure
 
     key = structure(model)
-    if model.arch in PAGE_ARCHITECTURES and model.recipe is None and len(key) == 5:
+    if model.arch in PAGE_ARCHITECTURES and key.plain:
         return model.arch
     family = model.recipe.family if model.recipe is not None else f"{model.arch}-{model.mlp}"
-    digest = hashlib.sha256(repr(structure(_symbolic_ffn(model, tied=True))).encode()).hexdigest()[:8]
+    digest = hashlib.sha256(repr(structure(_symbolic_ffn(model, tied=True)).key()).encode()).hexdigest()[:8]
     return f"{family}-{digest}".replace("_", "-")
 
 
@@ -186,9 +186,9 @@ def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_
     strategy the page offers, keyed ``prefix + peak/SP/RECOMPUTE/DTYPE/TERM`` (RECOMPUTE ``any`` for
     the terms recompute does not change: work tensors and the output side). The page composes them
     by :func:`instant_compositions`."""
-    from ..bill.derive import OUTPUT_NORM
     from ..ledgers import peak
     from ..models.architectures import output
+    from ..models.structure import Structure
 
     out = []
     for sp in (False, True):
@@ -196,7 +196,7 @@ def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_
             by_policy = {}
             for recompute in RECOMPUTE:
                 strategy = page_strategy(sp, recompute, "none", dtype, experts=experts)
-                kept = strategy.shard(output.saved_tensors(norm=norm or OUTPUT_NORM[arch]))
+                kept = strategy.shard(output.saved_tensors(norm=norm or Structure(arch).output_norm))
                 by_policy[recompute] = peak.basis(strategy, saved, kept)
             for name in peak.BASIS:
                 if name == "gathered_weights":
@@ -220,7 +220,8 @@ def architecture_inventories_for_page(arch: str, saved):
     if arch == "gpt":
         return gpt.parameters(ffn=f)
     from ..bill.derive import architecture_inventories
-    return architecture_inventories(arch, True, True, "rope", True)[0]
+    from ..models.structure import Structure
+    return architecture_inventories(Structure(arch, True, True, "rope", True))[0]
 
 
 def instant_compositions() -> dict[str, list[dict]]:
@@ -358,13 +359,14 @@ def native_formulas(arch: str, model: ModelConfig | None = None) -> list[Formula
     from ..bill.derive import (active_parameters, architecture_inventories, fused_backward_recompute,
                                inventories, output_norm, recompute_for_flops)
     from ..models.architectures import ARCHITECTURES, composed
+    from ..models.structure import Structure
 
     positions = "rope" if model is None else model.positions
     experts = arch == "moe" if model is None else bool(model.experts)
     out: list[Formula] = []
     for tied in (True, False):
         if model is None:
-            param_inv, saved, matmuls = architecture_inventories(arch, True, tied, "rope", True)
+            param_inv, saved, matmuls = architecture_inventories(Structure(arch, True, tied, "rope", True))
             active = ARCHITECTURES["moe"].parameters(tied=tied, active=True) if experts else None
         else:
             param_inv, saved, matmuls = inventories(_symbolic_ffn(model, tied=tied))

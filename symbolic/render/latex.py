@@ -481,6 +481,17 @@ FAMILY_PAGES = (
     ("deepseek_v3", "DeepSeek-V3", "deepseek_v3", "deepseek-v3"),
 )
 
+
+def _registered_pages() -> tuple:
+    """The pages of the families read by their own modules (``models.families.READERS``), from the
+    registry: a family added there gets its page here with no edit."""
+    from ..models.families import READERS
+
+    return tuple((model_type, family.TITLE, model_type, None) for model_type, family in READERS.items())
+
+
+FAMILY_PAGES = FAMILY_PAGES + _registered_pages()
+
 #: The sizes a family page without a built-in model is read at: only its structure (the parts,
 #: which letters appear) is used, never these values. 32 heads of 128 over h = 4096: a family whose
 #: default head_dim differs from h/a (Gemma's 256) gets heads of width d_h, as its published models

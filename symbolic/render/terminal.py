@@ -567,7 +567,7 @@ def bill_data(bill: Bill) -> dict:
     for key in ("position_table", "recipe", "dims"):
         value = model_config.pop(key)
         if value:
-            model_config[key] = dataclasses.asdict(value) if key == "recipe" else dict(value) if key == "dims" \
+            model_config[key] = dict(value.key()) if key == "recipe" else dict(value) if key == "dims" \
                 else value
     data = {
         "model": bill.model.name,

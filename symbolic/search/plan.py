@@ -66,6 +66,7 @@ from ..ledgers.hardware import load as load_hardware
 from ..ledgers.time import Overlap, price
 from ..ledgers.transients import CommSettings
 from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig, check_position_table, positive_int
+from ..models.structure import Structure
 
 #: The argument list of every vectorised ledger function (unused ones are ignored):
 #: the GPT letters, then the LLaMA/MoE ones (key/value heads, experts, top-k, shared, expert width),
@@ -101,26 +102,25 @@ def _check_arch(model: ModelConfig) -> None:
                           f"{model.name!r} is {model.arch!r}")
 
 
-def _has_experts(structure: tuple) -> bool:
+def _has_experts(structure: Structure) -> bool:
     """Whether ``structure`` (a :func:`symbolic.bill.derive.structure` key) has routed experts."""
-    from ..bill.derive import structure_has_experts  # here: the bill imports this module's neighbours
-    return structure_has_experts(structure)
+    return structure.has_experts
 
 
-def _inventories(structure: tuple):
+def _inventories(structure: Structure):
     """The bill's inventories for a :func:`symbolic.bill.derive.structure` key."""
     from ..bill.derive import architecture_inventories  # here: the bill imports this module's neighbours
-    return architecture_inventories(*structure)
+    return architecture_inventories(structure)
 
 
 @lru_cache(maxsize=None)
-def params_expr(structure: tuple) -> Expr:
+def params_expr(structure: Structure) -> Expr:
     """The configuration's parameter count (the bill's ``params``)."""
     return params.count(_inventories(structure)[0])
 
 
 @lru_cache(maxsize=None)
-def states_expr(optimizer: str, zero: int, cp: bool = False, structure: tuple | None = None,
+def states_expr(optimizer: str, zero: int, cp: bool = False, structure: Structure | None = None,
                 ep: bool = False, etp: bool = False, uneven: bool = False) -> Expr:
     """Model-state bytes per GPU in Psi, t, p, d (and c under context parallelism: ZeRO over d·c),
     the bill's ``model_states`` lines, summed. A mixture of experts (``structure``'s arch ``moe``):
@@ -168,7 +168,7 @@ def _stage_strategy(sp: bool, recompute: str, dtype: str, schedule: str, cp: boo
 
 
 @lru_cache(maxsize=None)
-def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str,
+def activations_expr(structure: Structure, sp: bool, recompute: str, dtype: str, schedule: str,
                      cp: bool = False, experts: tuple = (False, False, False, (), False),
                      fp8_activations: bool = False, uneven: bool = False) -> Expr:
     """Activation bytes per GPU on the first stage (the bill's ``activations`` lines, summed):
@@ -182,7 +182,7 @@ def activations_expr(structure: tuple, sp: bool, recompute: str, dtype: str, sch
 
 
 @lru_cache(maxsize=None)
-def peak_exprs(structure: tuple, sp: bool, recompute: str, dtype: str, schedule: str, optimizer: str,
+def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, schedule: str, optimizer: str,
                zero: int, cp: bool = False, optimizer_impl: str = "foreach",
                experts: tuple = (False, False, False, (), False), fp8_activations: bool = False,
                uneven: bool = False) -> tuple[tuple[str, Expr], ...]:
@@ -191,7 +191,6 @@ def peak_exprs(structure: tuple, sp: bool, recompute: str, dtype: str, schedule:
     all-to-all's staging, in the letters, is in): the step's peak on the busiest stage is their
     maximum (``symbolic.ledgers.peak``). (label, bytes) pairs. ``uneven``: each stage's model
     states over its own layers (L_1, L_p), in whole bytes as the bill's."""
-    from ..bill.derive import structure_output_norm
     from ..models.architectures import output
 
     param_inv, base, _ = _inventories(structure)
@@ -200,7 +199,7 @@ def peak_exprs(structure: tuple, sp: bool, recompute: str, dtype: str, schedule:
     gathered = peak.gathered_weights(param_inv, Rational(recipe.bytes_of("parameters")), zero)
     from ..ledgers.transients import all_to_all_staging
     staging = (all_to_all_staging(sp, cp, experts[2], fp8_activations)
-               if structure[0] == "moe" and experts[0] else [])
+               if structure.arch == "moe" and experts[0] else [])
     out = []
     for stage in (("first",) if schedule == "none" else ("first", "last")):
         ways = (L / L_1 if stage == "first" else L / L_p) if uneven else p
@@ -212,7 +211,7 @@ def peak_exprs(structure: tuple, sp: bool, recompute: str, dtype: str, schedule:
             blocks = {name: ceiling(expr) for name, expr in blocks.items()}
             temporary = ceiling(temporary)
         strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, stage, experts, fp8_activations, uneven)
-        output_saved = strategy.shard(output.saved_tensors(norm=structure_output_norm(structure)))
+        output_saved = strategy.shard(output.saved_tensors(norm=structure.output_norm))
         for instant in peak.stage_instants(stage, strategy, base, output_saved, blocks, temporary, staging,
                                            has_loss=schedule == "none" or stage == "last", gathered=gathered):
             out.append((f"{stage} stage, {instant.phase}" if schedule != "none" else instant.phase, instant.total))
@@ -240,7 +239,7 @@ def comm_bytes(tp, dp, pp, cp, ep=1, etp=None, settings: CommSettings = CommSett
     return np.asarray(sizes, dtype=np.float64)
 
 
-def _state_blocks(recipe, zero: int, cp: bool, structure: tuple | None, ep: bool, etp: bool,
+def _state_blocks(recipe, zero: int, cp: bool, structure: Structure | None, ep: bool, etp: bool,
                   stage_ways: Expr = p) -> dict:
     """Model-state bytes per GPU of each block of ``recipe`` as the bill's lines: the dense grid,
     or for a mixture of experts its routed experts on the expert grid (:func:`states_expr`);
@@ -255,7 +254,7 @@ def _state_blocks(recipe, zero: int, cp: bool, structure: tuple | None, ep: bool
 
 
 @lru_cache(maxsize=None)
-def flops_expr(structure: tuple, recompute: str, modules: tuple = ()) -> Expr:
+def flops_expr(structure: Structure, recompute: str, modules: tuple = ()) -> Expr:
     """Hardware FLOPs of one micro-batch through the whole model, recompute included
     (the bill's ``flops`` lines, before × micro-batches): with a fused attention
     kernel, its backward's recomputed Q·Kᵀ too."""
@@ -266,7 +265,7 @@ def flops_expr(structure: tuple, recompute: str, modules: tuple = ()) -> Expr:
 
 
 @lru_cache(maxsize=None)
-def model_flops_expr(structure: tuple) -> Expr:
+def model_flops_expr(structure: Structure) -> Expr:
     """Model FLOPs of one micro-batch (forward + backward, nothing recomputed: the
     bill's ``model_flops_per_iteration`` before × micro-batches)."""
     return flops.model_training(_inventories(structure)[2])
@@ -359,8 +358,8 @@ class Group:
     schedule: str = "none"
     optimizer: str = "bf16-adam"
     dtype: str = "bf16"
-    #: the model's :func:`symbolic.bill.derive.structure` (arch, symbolic ffn, tied, positions, shared experts)
-    structure: tuple = ("gpt", False, True, "learned", False)
+    #: the model's :func:`symbolic.bill.derive.structure`
+    structure: Structure = Structure("gpt")
     cp: bool = False  #: context parallelism on (c > 1)
     ep: bool = False  #: expert parallelism on (e > 1)
     etp: bool = False  #: expert tensor parallelism other than t (e_t ≠ t)

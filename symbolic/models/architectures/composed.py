@@ -19,13 +19,14 @@ its saved tensors to what autograd keeps in the real decoder layer.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
-from sympy import Expr
+from sympy import Expr, Integer
 
-from ...core.dims import E, P, a, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, r_kv, r_q
-from ...core.tensors import Inventory
-from ..config import Recipe
+from ...core.dims import E, P, a, b, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, r_kv, r_q, s
+from ...core.tensors import Axis, Group, Inventory, SavedTensor
+from ..config import ConfigError, Recipe
 from . import parts
 from .conventions import CUDA, conventions
 
@@ -62,13 +63,38 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
                                        value_storage=a * (d_n + d_v))
                 + parts.Part(matmuls=(parts._linear("attention/output", a * d_v, h, parts.MLA_SOURCE),)))
     width = head_width(recipe)
-    qk_kind = "rmsnorm" if recipe.norm == "layernorm" else recipe.norm
-    return (parts.attention_projections(width, kv_heads, recipe.qkv_bias, recipe.o_bias, recipe.fused_qkv,
-                                        layer_input=layer_input)
-            + parts.qk_norm(recipe.qk_norm, width, kv_heads, qk_kind)
-            + parts.attention_core(width, kv_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
-                                   mask_dtype=mask_dtype, per_head=per_head)
-            + parts.attention_output(width, recipe.o_bias))
+    qk_kind = "rmsnorm" if recipe.norm.startswith("layernorm") else recipe.norm
+    rotary = parts.NOTHING
+    if recipe.rotary_tables:  # GLM-4, GPT-J: cos, sin repeat_interleave'd in every layer, kept by the multiplies
+        # each (1, s, d_r): HF's position_ids are cache_position.unsqueeze(0), broadcast over the batch
+        names = ("cos", "sin") if recipe.rotary_tables == 2 else \
+            tuple(f"{name}_{i}" for i in range(recipe.rotary_tables // 2) for name in ("cos", "sin"))
+        rotary = parts.Part(saved=tuple(
+            SavedTensor(f"attention/rotary_{name}", (s, d_r), "bf16", Axis.SEQUENCE, 0, Group.BODY, parts.HF,
+                        f"{name} rebuilt by repeat_interleave in the layer, kept by the rotary multiplies: "
+                        "one per position, shared by the batch") for name in names))
+    projections = (parts.attention_projections(width, kv_heads, recipe.qkv_bias, recipe.o_bias, recipe.fused_qkv,
+                                               layer_input=layer_input)
+                   + parts.qk_norm(recipe.qk_norm, width, kv_heads, qk_kind))
+    core_heads = a if recipe.kv_materialized else kv_heads
+    core = parts.attention_core(width, core_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
+                                mask_dtype=mask_dtype, per_head=per_head)
+    if recipe.falcon_core and kernel == "explicit":  # softmax(dtype=bf16): the probabilities kept once, in bf16
+        core = parts.Part(core.params, tuple(t for t in core.saved if t.name != "attention/softmax_output"),
+                          core.matmuls)
+    if recipe.falcon_core and kernel == "fused":  # SDPA keeps the (b, 1, s, s) additive mask Falcon passes it
+        core = core + parts.Part(saved=(SavedTensor(
+            "attention/mask", (b, s, s), "bf16", Axis.NONE, None, Group.BODY, parts.HF,
+            "the additive causal mask FalconAttention passes to SDPA, kept by its backward (traced: per layer)"),))
+    if recipe.kv_indexed:  # qkv[..., [-2], :] and [-1]: the index lists are int64 tensors indexing keeps
+        core = core + parts.Part(saved=(SavedTensor(
+            "attention/kv_index", (Integer(2),), "int64", Axis.NONE, None, Group.BODY, parts.HF,
+            "the two one-element index tensors that pick K and V out of the fused output: per layer"),))
+    if recipe.scores_fp32 and kernel == "explicit":  # GPT-J: matmul(q.float(), k.float().T) keeps fp32 Q and K
+        core = parts.Part(core.params, tuple(
+            replace(t, dtype="fp32", note=t.note + ", upcast to fp32 for the scores")
+            if t.name in ("attention/query", "attention/key") else t for t in core.saved), core.matmuls)
+    return projections + rotary + core + parts.attention_output(width, recipe.o_bias)
 
 
 def _mlp_block(recipe: Recipe, layer_input: bool = False, ffn: Expr = f) -> parts.Part:
@@ -112,7 +138,12 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
     def mlp():
         return _mlp_block(recipe, ffn=ffn)
 
-    if recipe.residual == "parallel":  # x + attn(ln1(x)) + mlp(ln2(x)): both norms keep the same x
+    if recipe.residual == "parallel_shared":  # x + attn(ln(x)) + mlp(ln(x)): one norm, its output read twice
+        shared = mlp()
+        wired = (norm("attention/norm", layer_input=True) + attention() + drop("attention")
+                 + parts.Part(shared.params, tuple(t for t in shared.saved if t.name != "mlp/input"), shared.matmuls)
+                 + drop("mlp"))
+    elif recipe.residual == "parallel":  # x + attn(ln1(x)) + mlp(ln2(x)): both norms keep the same x
         wired = (norm("attention/norm", layer_input=True) + attention() + drop("attention")
                  + norm("mlp/norm", keep_input=False) + mlp() + drop("mlp"))
     elif recipe.placement == "post":  # OLMo-2: x + norm(attn(x)), then h + norm(mlp(h))
@@ -133,7 +164,7 @@ def model_side(recipe: Recipe, tied: bool, positions: Expr | None = None,
                wording: parts.Wording = parts.HF_WORDING) -> parts.Part:
     """The embedding and output side of a model of ``recipe``: word embedding, learned positions of
     ``positions`` rows (None: none), the final norm, an untied output layer, the logits."""
-    return parts.cite(parts.embeddings(tied, recipe.norm, positions), wording)
+    return parts.cite(parts.embeddings(tied, recipe.norm, positions, logits_bias=recipe.logits_bias), wording)
 
 
 def _embeddings(recipe: Recipe, tied: bool, positions: str, table: bool) -> parts.Part:
@@ -171,6 +202,12 @@ def inventories(recipe_key: tuple, tied: bool, positions: str, table: bool = Fal
     recipe = Recipe.from_key(recipe_key)
     return parameters(recipe, tied, positions, table), saved_tensors(recipe), matmuls(recipe)
 
+
+def structure_inventories(structure):
+    """(parameters, saved tensors, matmuls) of a composed :class:`~symbolic.models.structure.Structure`."""
+    if structure.recipe is None:
+        raise ConfigError("a composed model needs its recipe (ModelConfig.recipe)")
+    return inventories(structure.recipe.key(), structure.tied, structure.positions, structure.position_table)
 
 
 class RecipeArchitecture:

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 from sympy import Expr
 
-from ...core.dims import a, h, s
+from ...core.dims import P, a, f, h, s
 from ...core.tensors import Inventory
 from ..config import Recipe
 from . import composed, parts
@@ -132,3 +132,12 @@ def matmuls(ffn: Expr = GPT_FFN) -> Inventory:
     as Narayanan and Korthikanti do (no causal-mask saving).
     """
     return Inventory(layer(ffn).matmuls + composed.model_side(RECIPE, True, wording=PAPER).matmuls)
+
+
+def inventories(structure) -> tuple[Inventory, Inventory, Inventory]:
+    """(parameters, saved tensors, matmuls) of a GPT :class:`~symbolic.models.structure.Structure`:
+    f = 4h unless the config gives the width (the letter f), the position table of P rows or s."""
+    ffn = f if structure.symbolic_ffn else GPT_FFN
+    return (parameters(ffn=ffn, tied=structure.tied, positions=structure.positions,
+                       table=P if structure.position_table else s),
+            saved_tensors(ffn=ffn, activation=structure.activation), matmuls(ffn=ffn))

@@ -152,3 +152,8 @@ def fused_backward_recompute(inventory: Inventory) -> Expr:
     """FLOPs a fused attention kernel adds to one layer's backward (the recomputed Q·Kᵀ)."""
     from sympy import Add
     return Add(*(mm.forward_flops for mm in inventory if mm.name in FUSED_BACKWARD_RECOMPUTE))
+
+
+def inventories(structure) -> tuple[Inventory, Inventory, Inventory]:
+    """(parameters, saved tensors, matmuls) of a LLaMA :class:`~symbolic.models.structure.Structure`."""
+    return parameters(tied=structure.tied, positions=structure.positions), saved_tensors(), matmuls()

@@ -175,3 +175,11 @@ def parameters_per_gpu(inventory: Inventory, ways: Expr = e) -> Inventory:
     return Inventory(tuple(replace(p, shape=(p.shape[0] / ways,) + p.shape[1:])
                            if p.name.startswith("layer/moe/experts_") else p for p in inventory),
                      inventory.applied + (f"expert_parallel({ways})",))
+
+
+def inventories(structure) -> tuple[Inventory, Inventory, Inventory]:
+    """(parameters, saved tensors, matmuls) of an MoE :class:`~symbolic.models.structure.Structure`:
+    E_s shared experts when the model has them, else none."""
+    shared = E_s if structure.shared_experts else 0
+    return (parameters(shared_experts=shared, tied=structure.tied, positions=structure.positions),
+            saved_tensors(shared_experts=shared), matmuls(shared_experts=shared))

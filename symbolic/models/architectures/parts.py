@@ -177,6 +177,24 @@ def norm(prefix: str, kind: str, width: Expr = h, conv: Conventions | None = Non
     group = Group.LAYER_INPUT if layer_input else Group.BODY
     last = width * rows
     per = rows
+    if kind == "layernorm_1p":  # HF NemotronLayerNorm1P: F.layer_norm(x, weight + 1, bias)
+        part = norm(prefix, "layernorm", width, conv, layer_input, rows, source)
+        scale = SavedTensor(f"{prefix}_scale", (width,), "bf16", Axis.NONE, None, Group.BODY, source,
+                            "weight + 1, a new tensor F.layer_norm keeps: per layer, not per token")
+        return Part(tuple(replace(p, note="(1 + weight) scaling") if p.name.endswith("_weight") else p
+                          for p in part.params), part.saved + (scale,))
+    if kind == "layernorm_fp32":  # HF CohereLayerNorm: in fp32, weight only (no bias), cast back
+        saved = (
+            _tokens(f"{prefix}_centered", last, "fp32", group, "x − mean in fp32, kept by pow(2)", source),
+            _rows(f"{prefix}_rstd", "fp32", "rsqrt(var + eps) per row, fp32", source, per),
+            _tokens(f"{prefix}_centered_again", last, "fp32", Group.BODY,
+                    "x − mean computed a second time, kept by the multiply by rstd", source),
+            _tokens(f"{prefix}_normalized", last, "fp32", Group.BODY,
+                    "(x − mean)·rstd in fp32, kept for the weight's gradient", source),
+            SavedTensor(f"{prefix}_weight_fp32", (width,), "fp32", Axis.NONE, None, Group.BODY, source,
+                        "weight.to(float32), kept by the multiply: per layer, not per token"),
+        )
+        return Part((_weight(f"{prefix}_weight", (width,), source, "no bias"),), saved)
     if kind == "layernorm":
         stats_dtype = conv.norm_statistics if conv is not None else "fp32"
         saved = (_tokens(f"{prefix}_input", last, "bf16", group, "the norm's input", source),
@@ -443,7 +461,7 @@ def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fu
     gelu_pytorch_tanh) keep only their input. The input the first linears
     share is kept once.
     """
-    if activation not in ("silu", "gelu", "gelu_pytorch_tanh", "gelu_new", "gelu_fast", "relu"):
+    if activation not in ("silu", "gelu", "gelu_pytorch_tanh", "gelu_new", "gelu_fast", "relu", "relu2"):
         raise ValueError(f"activation {activation!r} is not one the MLP part models")
     params, saved, mms = [], [], []
     note = "shared input of the MLP's first linears"
@@ -467,7 +485,10 @@ def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fu
     elif kind == "plain":
         params += _linear_params(f"{prefix}/fc1", h, width, bias, share=share)
         params += _linear_params(f"{prefix}/fc2", width, h, bias, share=share)
-        saved += [_split(f"{prefix}/act_input", width, note=f"fc1 output, {activation}'s input", share=share),
+        # relu2 (HF ReLUSquaredActivation, Nemotron): relu keeps its output, square reads the same storage
+        saved += [_split(f"{prefix}/act_input", width, share=share,
+                         note="relu(fc1 output), kept by relu and by square" if activation == "relu2"
+                         else f"fc1 output, {activation}'s input"),
                   *activation_chain(activation, width, prefix, share),
                   _split(f"{prefix}/fc2_input", width, note=f"{activation} output, fc2's input", share=share)]
         mms += [_linear(f"{prefix}/fc1", h, width, batch=share), _linear(f"{prefix}/fc2", width, h, batch=share)]
@@ -486,7 +507,9 @@ class Router:
     fp32 logits). renormalize: the k weights are divided by their sum.
     weight_dtype: the dtype of the weight each expert output is multiplied
     by. logits_fp32: the router runs in fp32 (DeepSeek: its weight is fp32
-    and its input upcast, so the upcast input is kept).
+    and its input upcast, so the upcast input is kept). topk_first: top-k of the
+    logits first, then the softmax over those k (GraniteMoe): the kept scores are k
+    per token, not E.
     """
 
     name: str
@@ -495,6 +518,7 @@ class Router:
     weight_dtype: str = "fp32"
     logits_fp32: bool = False
     extra: tuple = field(default=())
+    topk_first: bool = False
 
 
 def moe(router: Router, expert_ffn: Expr = f_e, shared_width: Expr | None = None, shared_gate: bool = False,
@@ -518,18 +542,22 @@ def dense_share(dense_layers: bool) -> tuple[Expr, Expr]:
 
 # --- embeddings and output ----------------------------------------------------------
 
-def embeddings(tied: bool, final_norm: str, positions: Expr | None = None, source: str = HF) -> Part:
+def embeddings(tied: bool, final_norm: str, positions: Expr | None = None, source: str = HF,
+               logits_bias: bool = False) -> Part:
     """Word embedding V×h (also the output layer when ``tied``), learned positions
-    (``positions`` rows) if any, the final norm, an untied output layer h×V."""
+    (``positions`` rows) if any, the final norm, an untied output layer h×V and, with
+    ``logits_bias``, its bias of V (Phi-2: kept when the weight is tied)."""
     params = [Parameter("embedding/word", (V, h), "embedding", source, "tied: also the output layer" if tied else "")]
     if positions is not None:
         params.append(Parameter("embedding/position", (positions, h), "embedding", source,
                                 f"learned positions, one row per position up to {positions}"))
     params.append(Parameter("output/final_norm_weight", (h,), "output", source, "final norm"))
-    if final_norm == "layernorm":
+    if final_norm in ("layernorm", "layernorm_1p"):
         params.append(Parameter("output/final_norm_bias", (h,), "output", source, "final LayerNorm"))
     if not tied:
         params.append(Parameter("output/projection_weight", (h, V), "output", source, "untied output layer"))
+    if logits_bias:
+        params.append(Parameter("output/projection_bias", (V,), "output", source, "the output layer's bias"))
     mms = (Matmul("output/logits", 1, b * s, h, V, True, "output", source, "hidden states × output weight"),)
     return Part(tuple(params), (), mms)
 
@@ -557,8 +585,9 @@ def moe_router(router: Router, experts: Expr = E, top_k: Expr = k, share: Expr =
     if router.logits_fp32:
         saved.append(_tokens("moe/router_input_fp32", h, "fp32", note="router input upcast to fp32", source=source,
                              share=share))
-    saved.append(_tokens("moe/router_scores", experts, "fp32", note=f"{router.score} of the router logits, fp32",
-                         source=source, share=share))
+    saved.append(_tokens("moe/router_scores", top_k if router.topk_first else experts, "fp32",
+                         note=(f"{router.score} of the k chosen logits, fp32" if router.topk_first else
+                               f"{router.score} of the router logits, fp32"), source=source, share=share))
     saved.append(_tokens("moe/topk_indices", top_k, "int64", note="the k chosen experts", source=source, share=share))
     if router.renormalize:
         saved += [_tokens("moe/routing_weights", top_k, "fp32", note="the k weights, renormalised", source=source,

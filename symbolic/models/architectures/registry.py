@@ -6,3 +6,7 @@ A module of its own so that the paper layers can be composed from
 :mod:`.composed` without an import circle through the package.
 """
 ARCHITECTURES: dict = {}
+
+#: A :class:`~symbolic.models.structure.Structure`'s ``arch`` -> the builder of its
+#: (parameters, saved tensors, matmuls); filled in by the package.
+INVENTORIES: dict = {}

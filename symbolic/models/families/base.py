@@ -1,0 +1,83 @@
+"""What a family's reader returns, and the config fields it reads through.
+
+A family module (one per HF ``model_type``) holds transformers' defaults for
+the fields it reads (``DEFAULTS``), the file its recipe is read from
+(``SOURCE``), its page title (``TITLE``) and ``read(fields) -> Read``: the
+:class:`~symbolic.models.config.Recipe` of its layer and what the numbers
+of the config are. :mod:`symbolic.models.hf` does the rest (the required
+fields, the checks every family shares, the ModelConfig), so adding a family
+is its module, its registration in :data:`symbolic.models.families.READERS`
+and its tests.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..config import Recipe
+
+#: transformers, the version every family's recipe and defaults are read from (its modeling files)
+HF_VERSION = "5.24.0"
+
+
+def source(model_type: str) -> str:
+    """The modeling file a family is read from."""
+    return f"HF transformers {HF_VERSION} models/{model_type}/modeling_{model_type}.py"
+
+
+@dataclass(frozen=True)
+class Read:
+    """A config as its family reads it. recipe: the layer's parts (``head_dim`` is set by the reader
+    of every family from ``head_dim``). ffn: the MLP width f. kv_heads: key/value heads (g).
+    head_dim: the config's head width, None for h/a. seq: the default sequence length.
+    dims: the recipe's own letters' values. moe: (E, k, f_e, shared count). notes: what the
+    bill states beside the numbers (multipliers read, approximations with their size)."""
+
+    recipe: Recipe
+    ffn: int
+    kv_heads: int
+    seq: int
+    head_dim: int | None = None
+    dims: dict = field(default_factory=dict)
+    moe: tuple = (0, 0, 0, 0)
+    notes: tuple = ()
+
+
+def rotary_factor(fields, default: float) -> float:
+    """``partial_rotary_factor`` as HF's config reads it: a top-level key, or in ``rope_parameters``
+    (``rope_scaling``), else the family's default (its config's ``kwargs.setdefault``)."""
+    for holder in (fields.raw, fields.raw.get("rope_parameters"), fields.raw.get("rope_scaling")):
+        if isinstance(holder, dict) and holder.get("partial_rotary_factor") is not None:
+            value = holder["partial_rotary_factor"]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                fields.refuse("partial_rotary_factor", value, "a fraction in (0, 1]")
+            return float(value)
+    return default
+
+
+def multiplier_note(fields, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The scalar multipliers a family applies (Granite's, Cohere's logit scale), read and stated: a
+    multiply by a Python number keeps no tensor, so they change no byte and no counted FLOP."""
+    values = []
+    for name in names:
+        value = fields.value(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            fields.refuse(name, value, "a number")
+        values.append(f"{name} = {value:g}")
+    return (f"{', '.join(values)}: scalar multipliers ({fields.model_type}), read; a multiply by a constant "
+            "keeps no tensor for backward and is no matmul, so they change no byte, parameter or counted FLOP",)
+
+
+def math_path_gap(recipe: Recipe, values: dict) -> tuple[str, int]:
+    """What torch SDPA's math path keeps beyond the fused kernel the bill counts, for one layer of
+    ``recipe``: the two declared inventories' difference (each traced on CPU), as a formula and at
+    ``values`` (letters -> ints)."""
+    from sympy import Add, factor, sstr
+
+    from ...core.dims import SYMBOLS
+    from ..architectures import composed
+
+    def total(kernel):
+        return Add(*(term.bytes for term in composed.saved_tensors(recipe, kernel, "cpu")))
+
+    gap = factor(total("math") - total("fused"))
+    return sstr(gap).replace("**", "^"), int(gap.subs({SYMBOLS[k]: v for k, v in values.items() if k in SYMBOLS}))

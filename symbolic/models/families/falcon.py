@@ -1,0 +1,54 @@
+"""Falcon (HF ``model_type`` falcon) with rotary positions, as ``modeling_falcon.py`` of transformers 5.24.0.
+
+FalconAttention: one fused query_key_value (FalconLinear, ``bias``): a + 2 heads of width h/a
+with ``multi_query`` (one K/V head), 3h without, (a + 2g) heads with ``new_decoder_architecture``
+(g = ``num_kv_heads``, K and V broadcast to a heads and copied); Q, K, V reshaped into per-head
+copies, rotary, then SDPA or the eager path (softmax in the activation dtype), the output permuted
+and reshaped (a copy) for ``dense``. FalconDecoderLayer: ``parallel_attn`` with one norm
+(``input_layernorm``) or, in the new architecture, two (``ln_attn``, ``ln_mlp``, both reading x);
+sequential otherwise. FalconMLP: dense_h_to_4h → gelu → dense_4h_to_h (``ffn_hidden_size``,
+null: 4h), ``bias``. ``alibi`` layers are not modelled.
+"""
+from ..config import Recipe
+from .base import Read, math_path_gap, source
+
+MODEL_TYPE = "falcon"
+TITLE = "Falcon"
+SOURCE = source(MODEL_TYPE)
+
+#: configuration_falcon.py's defaults of the fields read
+DEFAULTS = {"num_kv_heads": None, "num_ln_in_parallel_attn": None, "alibi": False, "new_decoder_architecture": False,
+            "multi_query": True, "parallel_attn": True, "bias": False, "max_position_embeddings": 2048,
+            "ffn_hidden_size": None, "activation": "gelu", "tie_word_embeddings": True}
+
+
+def read(fields) -> Read:
+    if fields.flag("alibi"):
+        fields.refuse("alibi", True, "Falcon with rotary positions (alibi false; the alibi attention path is not "
+                      "modelled)")
+    heads = fields.heads
+    new = fields.flag("new_decoder_architecture")
+    kv = fields.count("num_kv_heads", heads)
+    if new:
+        norms = fields.count("num_ln_in_parallel_attn", 2)
+        residual = ("parallel" if norms == 2 else "parallel_shared") if fields.flag("parallel_attn") else "sequential"
+        kv_heads = kv
+    else:
+        residual = "parallel_shared" if fields.flag("parallel_attn") else "sequential"
+        kv_heads = 1 if fields.flag("multi_query") else kv
+    if new and not fields.flag("parallel_attn"):
+        fields.refuse("parallel_attn", False, "Falcon's new_decoder_architecture with parallel_attn")
+    bias = fields.flag("bias")
+    recipe = Recipe(MODEL_TYPE, norm="layernorm", residual=residual, qkv_bias=bias, o_bias=bias, fused_qkv=True,
+                    mlp="plain", activation=fields.activation("activation"), mlp_bias=bias, falcon_core=True,
+                    kv_materialized=new, kv_indexed=new or kv_heads == 1)
+    seq = fields.count("max_position_embeddings")
+    notes = ()
+    if kv_heads == 1 and heads > 1 and not new:
+        formula, value = math_path_gap(recipe, {"a": heads, "h": fields.hidden, "g": 1, "s": seq, "b": 1})
+        notes = (f"attention is counted as a fused kernel with one K/V head; HF's FalconAttention hands SDPA that one "
+                 "head without enable_gqa, and torch takes its math path (traced on CPU: fp32 Q, K and V expanded to "
+                 f"a heads, the fp32 s×s probabilities), {formula} bytes per layer more, {value:,} B per layer at "
+                 f"s = {seq:,} (max_position_embeddings), b = 1; which kernel a GPU runs depends on its backend",)
+    return Read(recipe, ffn=fields.count("ffn_hidden_size", 4 * fields.hidden), kv_heads=kv_heads, seq=seq,
+                notes=notes)

@@ -1,0 +1,94 @@
+"""The families read by their own modules (symbolic.models.families): registered everywhere from one
+place, their multipliers stated, what they do not model refused in one line; the structure key."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from _families import tiny
+from symbolic.cli import main
+from symbolic.models import hf
+from symbolic.models.families import READERS
+
+
+def test_every_registered_family_is_read_listed_and_paged():
+    from symbolic.render.latex import FAMILY_PAGES
+
+    paged = {model_type for _, _, model_type, _ in FAMILY_PAGES}
+    for model_type, family in READERS.items():
+        assert model_type in hf.FAMILIES and model_type in paged
+        assert family.SOURCE == f"HF transformers 5.24.0 models/{model_type}/modeling_{model_type}.py"
+        model = hf.from_hf_dict(tiny(model_type), "tiny")
+        assert model.arch == "composed" and model.recipe.family == model_type
+
+
+def test_granite_multipliers_are_read_and_stated():
+    model = hf.from_hf_dict(tiny("granite"), "tiny")
+    note = next(line for line in model.approximations if "multipliers" in line)
+    assert "embedding_multiplier = 12, residual_multiplier = 0.22, attention_multiplier = 0.015625, " \
+           "logits_scaling = 8" in note and "change no byte" in note
+
+
+@pytest.mark.parametrize("model_type, field", [("phi", "qk_layernorm"), ("stablelm", "qk_layernorm")])
+def test_what_a_family_does_not_model_is_one_line(model_type, field, tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(tiny(model_type, **{field: True})))
+    assert main(["bill", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err and model_type in err
+
+
+def test_phi_output_layer_keeps_its_bias_when_tied():
+    """PhiForCausalLM's lm_head is nn.Linear(h, V, bias=True): tied, its weight is the embedding's,
+    its bias of V stays a parameter (the meta-device count agrees: tests/test_families.py)."""
+    from symbolic.bill.derive import inventories
+
+    names = inventories(hf.from_hf_dict(tiny("phi", tie_word_embeddings=True), "tiny"))[0].names()
+    assert "output/projection_bias" in names and "output/projection_weight" not in names
+
+
+def test_structure_key_is_the_tuple_it_replaced():
+    """The derivation cache and the sheet's page digests read Structure.key(): the old positional tuple."""
+    from symbolic.bill.evaluate import layout_structure, structure
+    from symbolic.layout.layout import Layout
+    from symbolic.models.builtin import preset
+
+    model = preset("qwen3-8b")
+    key = structure(model).key()
+    assert key == ("composed", True, False, "rope", False, model.recipe.key())
+    assert layout_structure(model, Layout(flash_attention=True)).key() == key + ("flash_attention",)
+    assert structure(preset("gpt-175b")).key() == ("gpt", False, True, "learned", False)  # ffn 0: 4h
+
+
+@pytest.mark.parametrize("model_type, needed", [("mamba", "scan part"), ("t5", "encoder stack"),
+                                                ("jamba", "scan part"), ("phimoe", "sparsemixer"),
+                                                ("llama4_text", "chunked-attention")])
+def test_an_unmodelled_family_says_what_it_would_need(model_type, needed, tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": model_type, "num_hidden_layers": 2, "hidden_size": 48,
+                                "num_attention_heads": 4, "vocab_size": 101}))
+    assert main(["bill", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f'model_type "{model_type}" is not modelled' in err and needed in err
+
+
+def test_the_mla_math_path_note_is_the_traced_gap():
+    """DeepSeek's MLA under CPU SDPA (V narrower than Q and K: the math path) keeps more than the fused
+    kernel the bill counts; the note's figure is that gap exactly: the traced layer less the declared
+    fused one (the gap is linear in b, so the note's b = 1 figure doubles at b = 2)."""
+    import re
+
+    from _tracing import at, require
+    from symbolic.ledgers import activations
+    from symbolic.models.architectures import composed
+    from symbolic.trace import hf_layer_by_difference
+
+    require("transformers")
+    raw = tiny("deepseek_v3", max_position_embeddings=6, first_k_dense_replace=0)
+    model = hf.from_hf_dict(raw, "tiny")
+    note = next(line for line in model.approximations if "math path" in line)
+    per_layer = int(re.search(r"exact\), ([\d,]+) B per layer at s = 6 ", note).group(1).replace(",", ""))
+    values = {**model.values(), "L": 1, "L_d": 0, "s": 6, "b": 2}
+    fused = at(activations.total_bytes(composed.saved_tensors(model.recipe, "fused", "cpu")), **values)
+    assert hf_layer_by_difference(raw, "sdpa", 6, 2)[0] - fused == 2 * per_layer
