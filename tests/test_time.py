@@ -177,7 +177,7 @@ def test_published_runs_are_priced_in_the_sources_flop_convention():
     from symbolic.search import throughput
 
     rows = throughput.rows()
-    assert len(rows) == 28
+    assert len(rows) == 94
     first = throughput.predict(rows[0])            # Narayanan Table 1, GPT-1.7B on 32 A100s
     assert first.convention == "eq3" and "full recompute" in first.chosen and "overlap none" in first.chosen
     h100 = throughput.predict(next(r for r in rows if r["hardware"]["gpu_type"] == "H100 80GB"))
@@ -188,6 +188,37 @@ def test_published_runs_are_priced_in_the_sources_flop_convention():
     layout = Layout(micro_batch=b, dp=32, recompute="full", global_batch=512)
     eq3 = make_bill(model, layout).totals["flops_per_gpu_per_iteration"]
     assert first.predicted == pytest.approx(float(eq3) / first.step_seconds / 1e12)
+
+
+def test_the_one_liner_is_six_n_tokens_over_half_the_dense_peak():
+    """The baseline every estimate must beat, counted independently: 6 × parameters × B·s per GPU
+    at half the dense BF16 peak, in the source's own FLOPs."""
+    from symbolic.search import throughput
+
+    row = throughput.rows()[0]                      # Narayanan Table 1: GPT-1.7B, 32 A100s, B = 512, s = 2048
+    first = throughput.predict(row)
+    model = throughput._model(row)
+    from symbolic.bill.derive import make_bill
+
+    n = float(make_bill(model, Layout(dp=32, global_batch=512)).totals["params"])
+    seconds = 6 * n * 512 * 2048 / 32 / (312e12 * 0.5)
+    assert throughput.one_liner_seconds(6 * n * 512 * 2048 / 32, 312e12) == pytest.approx(seconds)
+    counted = first.predicted * first.step_seconds * 1e12
+    assert first.baseline == pytest.approx(counted / seconds / 1e12)
+
+
+def test_published_rows_are_grouped_by_source_framework_and_kind():
+    from symbolic.search import throughput
+
+    rows = throughput.rows()
+    assert throughput.source_of(rows[0]) == ("Narayanan 2021", "Megatron-LM 2021")
+    zero3 = next(r for r in rows if "Table 2" in r["source"] and r["layout"]["zero"] == 3)
+    assert throughput.source_of(zero3)[1] == "DeepSpeed ZeRO-3"
+    kinds = {throughput.kind_of(r) for r in rows}
+    assert kinds == {"dense", "MoE", "long context"}
+    assert throughput.kind_of({"dims": {"s": 65536}}) == "long context"
+    assert throughput.kind_of({"dims": {"s": 4096, "experts": 128}}) == "MoE"
+    assert {throughput.source_of(r)[0] for r in rows} == {name for _, name, _ in throughput.SOURCES}
 
 
 def test_what_the_time_model_leaves_out_is_printed(capsys):
