@@ -9,7 +9,7 @@ import numpy as np
 
 #: The breakdown's parts, in the order they print, with their meaning.
 PARTS = {
-    "compute": "GEMMs: FLOPs on the pacing stage / (peak × GEMM efficiency of the call's size)",
+    "compute": "GEMMs and attention: FLOPs on the pacing stage / (peak × the kernel's efficiency at its shape)",
     "elementwise": "non-matmul kernels: saved-tensor bytes × passes / (HBM × efficiency)",
     "tp_exposed": "tensor-parallel collectives not hidden",
     "cp_exposed": "context-parallel K/V ring beyond the attention core it overlaps",
@@ -47,6 +47,8 @@ def time_lines(step, bill=None) -> list[str]:
     out.append(f"  step {_seconds(total)}   tokens/s {_f(step.tokens_per_second):,.0f}   "
                f"model {_f(step.model_tflops_per_gpu):.1f} TFLOP/s per GPU (MFU {_f(step.mfu):.1%})   "
                f"hardware {_f(step.hardware_tflops_per_gpu):.1f} TFLOP/s per GPU (HFU {_f(step.hfu):.1%})")
+    if f.get("kernels"):
+        out.append(f"  kernels: {f['kernels']}")
     out.append("  breakdown:")
     for name, meaning in PARTS.items():
         value = _f(step.breakdown[name])
@@ -56,7 +58,7 @@ def time_lines(step, bill=None) -> list[str]:
     for line in step.compute_lines:
         out.append(f"    {line['name']:<52} {_f(line['flops_on_pacing_stage']) / 1e12:>12,.2f} TFLOPs  GEMM call "
                    f"{_f(line['gemm_flops_per_call']) / 1e9:>9,.2f} GFLOP → efficiency {_f(line['efficiency']):.3f}"
-                   f"  {_seconds(line['seconds']):>12}")
+                   f"  {_seconds(line['seconds']):>12}" + (f"  [{line['kernel']}]" if line.get("kernel") else ""))
     out.append("  communication (per GPU per iteration; α + ring factor × bytes / bus bandwidth per call):")
     for line in step.comm_lines:
         if _f(line["ranks"]) <= 1:
@@ -88,10 +90,12 @@ def time_json(step) -> dict:
             "gpus_per_node": f["gpus_per_node"],
             "overlap": f["overlap"], "micro_batches_per_pipeline": _f(f["micro_batches_per_pipeline"]),
             "pacing_stage": str(np.asarray(f.get("pacing_stage", "last")).reshape(-1)[0]),
+            "kernels": f.get("kernels", ""), "kernel_approximation": f.get("kernel_approximation", ""),
+            "kernel_sources": list(f.get("kernel_sources", ())),
             "not_priced": list(f.get("not_priced", ())),
             "compute": [{"name": x["name"], "flops_on_pacing_stage": _f(x["flops_on_pacing_stage"]),
                          "gemm_flops_per_call": _f(x["gemm_flops_per_call"]), "efficiency": _f(x["efficiency"]),
-                         "seconds": _f(x["seconds"])} for x in step.compute_lines],
+                         "seconds": _f(x["seconds"]), "kernel": x.get("kernel", "gemm")} for x in step.compute_lines],
             "communication": [{"terms": list(x["names"]), "group": x["group"], "collective": x["collective"],
                                "phase": x["phase"], "ranks": _f(x["ranks"]), "calls": _f(x["calls"]),
                                "bytes": _f(x["bytes"]), "ring_factor": _f(x["ring_factor"]),
