@@ -72,7 +72,16 @@ def _layout(**options):
     for name in ("sp",):
         if not isinstance(options.get(name, False), bool):
             raise ConfigError(f"{name} must be True or False, got {options[name]!r}")
-    return Layout(**options)
+    # A flag that changes nothing (SP at t = 1, ZeRO at d·c = 1) is turned off with a note, as
+    # Megatron-LM does: a UserWarning here, "note:" on the CLI's stderr.
+    import warnings
+
+    from .layout.layout import settle_no_ops
+
+    layout, notes = settle_no_ops(Layout(**options))
+    for note in notes:
+        warnings.warn(note, UserWarning, stacklevel=3)
+    return layout
 
 
 def _checked(function):

@@ -322,6 +322,19 @@ def add_lever_options(parser: argparse.ArgumentParser) -> None:
 
 
 def layout_from_args(args) -> Layout:
+    """The layout the options give, a flag that changes nothing (SP at t = 1, ZeRO at d·c = 1) turned
+    off with a note on stderr (:func:`symbolic.layout.layout.settle_no_ops`), as Megatron-LM does."""
+    import sys
+
+    from ..layout.layout import settle_no_ops
+
+    layout, notes = settle_no_ops(_layout_from_args(args))
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    return layout
+
+
+def _layout_from_args(args) -> Layout:
     return Layout(micro_batch=args.micro_batch, seq=args.seq, tp=args.tp, pp=args.pp, dp=args.dp,
                   sp=args.sp, recompute=args.recompute, zero=args.zero, optimizer=args.optimizer,
                   interleave=args.interleave, dtype=args.dtype, global_batch=args.global_batch,
