@@ -130,3 +130,31 @@ def test_without_tables_the_hardware_files_step_function_prices_as_before():
     line = next(x for x in old.compute_lines if x["name"] == "layer/attention/query")
     assert float(line["efficiency"]) == pytest.approx(float(hw.efficiency(line["gemm_flops_per_call"])))
     assert "step function" in old.factors["kernels"]
+
+
+def test_the_shipped_error_bands_are_current_and_printed_beside_the_step(capsys):
+    """symbolic/data/validation/error_bands.json is what benchmarks/error_bands.py computes from the shipped runs
+    now (regenerate it after changing the model); the bill prints its GPU kind's band."""
+    import runpy
+    import sys
+
+    from symbolic.bill import bands
+    from symbolic.cli import main
+
+    argv = sys.argv
+    sys.argv = ["error_bands.py", "--check"]
+    try:
+        with pytest.raises(SystemExit) as done:
+            runpy.run_path(str(bands.BANDS.parents[3] / "benchmarks" / "error_bands.py"), run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert done.value.code == 0, capsys.readouterr().out
+    shipped = json.loads(bands.BANDS.read_text())
+    h100 = next(b for b in shipped["bands"] if b["gpu"] == "H100-SXM5-80GB" and b["framework"] is None)
+    assert main(["bill", "gpt-7b", "--hardware", "h100"]) == 0
+    out = capsys.readouterr().out
+    assert f"±{h100['mean_abs_error']:.0%} mean |error|" in out and f"on {h100['runs']} published" in out
+    assert bands.describe("My-Accelerator") == "no published My-Accelerator run: not validated"
+    pooled = bands.band("H100-SXM5-80GB", ("Megatron-Core", "NeMo"))
+    rows = [b for b in shipped["bands"] if b["gpu"] == "H100-SXM5-80GB" and b["framework"] in ("Megatron-Core", "NeMo")]
+    assert pooled["runs"] == sum(b["runs"] for b in rows)

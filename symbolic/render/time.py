@@ -44,7 +44,10 @@ def time_lines(step, bill=None) -> list[str]:
     out = [f"TIME (one iteration) on {f['hardware']}: peak {f['peak_flops'] / 1e12:g} TFLOP/s dense, "
            f"weight GEMMs in {f.get('gemm_dtype', 'bf16')}, NVLink domain {f['gpus_per_node']} GPUs, {f['overlap']}; "
            f"m = {_f(f['micro_batches_per_pipeline']):g} micro-batches per pipeline"]
-    out.append(f"  step {_seconds(total)}   tokens/s {_f(step.tokens_per_second):,.0f}   "
+    from ..bill.bands import describe
+
+    band = describe(f["hardware"], tuple(f.get("band_frameworks", ())), f.get("framework", ""))
+    out.append(f"  step {_seconds(total)} ({band})   tokens/s {_f(step.tokens_per_second):,.0f}   "
                f"model {_f(step.model_tflops_per_gpu):.1f} TFLOP/s per GPU (MFU {_f(step.mfu):.1%})   "
                f"hardware {_f(step.hardware_tflops_per_gpu):.1f} TFLOP/s per GPU (HFU {_f(step.hfu):.1%})")
     if f.get("kernels"):
@@ -76,9 +79,14 @@ def time_lines(step, bill=None) -> list[str]:
 
 def time_json(step) -> dict:
     """The bill's time keys (floats: a modelled time, not an exact count)."""
+    from ..bill.bands import band, describe
+
     f = step.factors
+    frameworks = tuple(f.get("band_frameworks", ()))
     return {
         "step_seconds": _f(step.step_seconds),
+        "step_error_band": {"text": describe(f["hardware"], frameworks, f.get("framework", "")),
+                            **(band(f["hardware"], frameworks) or {"runs": 0})},
         "tokens_per_second": _f(step.tokens_per_second),
         "model_tflops_per_gpu": _f(step.model_tflops_per_gpu),
         "hardware_tflops_per_gpu": _f(step.hardware_tflops_per_gpu),

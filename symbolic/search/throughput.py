@@ -509,3 +509,21 @@ def kind_of(row: dict) -> str:
 
 def predict_all(path: Path = DATA) -> list[Prediction]:
     return [predict(row) for row in rows(path)]
+
+
+def error_bands(predictions: list[Prediction]) -> list[dict]:
+    """The model's measured error on the published runs, per (framework, GPU kind) and per GPU kind
+    over every framework (``framework`` None): runs, mean and max |error|, mean signed error — the
+    band a bill prints beside its step time (:mod:`symbolic.bill.bands`)."""
+    groups: dict[tuple, list[float]] = {}
+    for p in predictions:
+        if math.isnan(p.error):
+            continue
+        framework = source_of(p.row)[1]
+        for key in ((framework, p.gpu), (None, p.gpu)):
+            groups.setdefault(key, []).append(p.error)
+    return [{"framework": framework, "gpu": gpu, "runs": len(errors),
+             "mean_abs_error": round(sum(abs(e) for e in errors) / len(errors), 4),
+             "max_abs_error": round(max(abs(e) for e in errors), 4),
+             "bias": round(sum(errors) / len(errors), 4)}
+            for (framework, gpu), errors in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0] or ""))]
