@@ -374,7 +374,7 @@ def add_time_options(parser: argparse.ArgumentParser, gpus_per_node: bool = True
     group.add_argument("--hardware", metavar="NAME|FILE", default=None,
                        help="GPU kind (a100-80gb (default), a100-40gb, h100-sxm, h200, b200, gb200-nvl72) or a JSON "
                             "file shaped like symbolic/data/hardware/a100-80gb.json")
-    group.add_argument("--overlap", choices=("default", "none", "all"), default="default",
+    group.add_argument("--overlap", choices=("default", "none", "all"), default=None,
                        help="communication hidden behind compute: default (DP grad reduce except its last bucket, "
                             "param all-gather / ZeRO-3 prefetch; TP exposed), none, all (also TP)")
     if gpus_per_node:
@@ -383,11 +383,58 @@ def add_time_options(parser: argparse.ArgumentParser, gpus_per_node: bool = True
 
 
 def time_options(args):
-    """(hardware, overlap, gpus_per_node) from :func:`add_time_options`'s arguments."""
+    """(hardware, overlap, gpus_per_node) from :func:`add_time_options`'s arguments: the overlap of
+    ``--overlap``, else of the ``--framework`` preset, else the default strategy."""
     from ..ledgers.hardware import load
-    from ..ledgers.time import OVERLAPS
+    from ..ledgers.time import OVERLAPS, Overlap
 
-    return load(args.hardware), OVERLAPS[args.overlap], getattr(args, "gpus_per_node", None)
+    preset = framework_preset(args)
+    if getattr(args, "overlap", None) is None and preset is not None:
+        overlap = Overlap(preset.grad_reduce_overlap, preset.param_gather_overlap, preset.tp_comm_overlap,
+                          preset.bucket_elements)
+    else:
+        overlap = OVERLAPS[getattr(args, "overlap", None) or "default"]
+    return load(args.hardware), overlap, getattr(args, "gpus_per_node", None)
+
+
+# --- framework presets (symbolic/layout/frameworks.py) ---------------------------
+
+def add_framework_option(parser: argparse.ArgumentParser) -> None:
+    from ..layout.frameworks import FRAMEWORKS
+
+    parser.add_argument("--framework", metavar="NAME", default=None,
+                        help=f"a framework's defaults for the step time ({', '.join(FRAMEWORKS)}): attention kernel, "
+                             "TP/DP overlap, distributed optimizer, buckets, prefetch, loss kernel — each cited in "
+                             "the TIME section; --overlap, a non-zero --zero and --flash-attention still win")
+
+
+def framework_preset(args):
+    from ..layout.frameworks import framework
+
+    return framework(getattr(args, "framework", None))
+
+
+def apply_framework(layout: Layout, args) -> Layout:
+    """``layout`` with the preset's attention kernel and ZeRO stage where the options left the defaults."""
+    from dataclasses import replace
+
+    preset = framework_preset(args)
+    if preset is None:
+        return layout
+    changes = {}
+    if preset.attention == "fused" and not layout.flash_attention:
+        changes["flash_attention"] = True
+    if preset.zero and not layout.zero and layout.dp * layout.cp > 1 and not (preset.zero >= 2 and layout.pp > 1):
+        changes["zero"] = preset.zero
+    return replace(layout, **changes) if changes else layout
+
+
+def framework_factors(step, args) -> None:
+    """Name the preset and each of its settings in the step's factors (the TIME section prints them)."""
+    preset = framework_preset(args)
+    if preset is not None:
+        step.factors.update(framework=preset.name, framework_settings=preset.settings(),
+                            band_frameworks=preset.published)
 
 
 def check_output(path: str, field: str = "--output") -> Path:

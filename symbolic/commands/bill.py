@@ -20,6 +20,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU to compare against (80GB, 80GiB)")
     parser.add_argument("--json", action="store_true", help="exact integers under stable keys")
     _options.add_time_options(parser)
+    _options.add_framework_option(parser)
     parser.add_argument("--brief", action="store_true", help="the summary alone: verdict, total, dominant term")
 
 
@@ -32,13 +33,14 @@ def run(args) -> int:
     from ..render.time import time_json, time_lines
 
     model = _options.load_model(args)
-    layout = _options.layout_from_args(args).validate(model)
+    layout = _options.apply_framework(_options.layout_from_args(args), args).validate(model)
     params_hand = _options.parse_count(args.params) if args.params is not None else None
     gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory is not None else None
     cpu_memory = _options.parse_memory(args.cpu_memory, "--cpu-memory") if args.cpu_memory is not None else None
     hardware, overlap, gpus_per_node = _options.time_options(args)
     bill, step = priced_bill(model, layout, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
                              params_hand=params_hand, gpu_memory=gpu_memory, cpu_memory=cpu_memory)
+    _options.framework_factors(step, args)
     if args.json:
         print(json.dumps(dict(bill_data(bill), **time_json(step)), indent=2, ensure_ascii=False))
     else:

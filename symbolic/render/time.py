@@ -50,6 +50,9 @@ def time_lines(step, bill=None) -> list[str]:
     out.append(f"  step {_seconds(total)} ({band})   tokens/s {_f(step.tokens_per_second):,.0f}   "
                f"model {_f(step.model_tflops_per_gpu):.1f} TFLOP/s per GPU (MFU {_f(step.mfu):.1%})   "
                f"hardware {_f(step.hardware_tflops_per_gpu):.1f} TFLOP/s per GPU (HFU {_f(step.hfu):.1%})")
+    if f.get("framework_settings"):
+        out.append(f"  framework preset {f['framework']} (--framework), its defaults:")
+        out.extend(f"    {name:<20} {value:<16} {source}" for name, value, source in f["framework_settings"])
     if f.get("kernels"):
         out.append(f"  kernels: {f['kernels']}")
     out.append("  breakdown:")
@@ -98,6 +101,8 @@ def time_json(step) -> dict:
             "gpus_per_node": f["gpus_per_node"],
             "overlap": f["overlap"], "micro_batches_per_pipeline": _f(f["micro_batches_per_pipeline"]),
             "pacing_stage": str(np.asarray(f.get("pacing_stage", "last")).reshape(-1)[0]),
+            "framework": f.get("framework"),
+            "framework_settings": [{"setting": n, "value": v, "source": src} for n, v, src in f.get("framework_settings", ())],
             "kernels": f.get("kernels", ""), "kernel_approximation": f.get("kernel_approximation", ""),
             "kernel_sources": list(f.get("kernel_sources", ())),
             "not_priced": list(f.get("not_priced", ())),
