@@ -158,3 +158,26 @@ def test_the_shipped_error_bands_are_current_and_printed_beside_the_step(capsys)
     pooled = bands.band("H100-SXM5-80GB", ("Megatron-Core", "NeMo"))
     rows = [b for b in shipped["bands"] if b["gpu"] == "H100-SXM5-80GB" and b["framework"] in ("Megatron-Core", "NeMo")]
     assert pooled["runs"] == sum(b["runs"] for b in rows)
+
+
+def test_device_check_writes_a_table_the_reader_reads(tmp_path):
+    """benchmarks/device_check.py's kernel table, from stand-in timings (one GEMM at 60 % of the peak,
+    attention at 40 % of its dense count), read back by kernels.from_file with the same figures."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("device_check", kernels.KERNELS_DIR.parents[2] / "benchmarks" /
+                                                  "device_check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    peak = 989e12
+    table = check.kernel_table("stand-in GPU", peak, 4.8e12, lambda m, n, k: 2 * m * n * k / (0.6 * peak),
+                               lambda b, s, h, d: (2 * b * s * s * h * 2 * d / (0.4 * peak),
+                                                   5 * b * s * s * h * 2 * d / (0.4 * peak)),
+                               4000.0, 5e-6, "0" * 40)
+    path = tmp_path / "kernels-h200.json"
+    path.write_text(json.dumps(table))
+    read = kernels.from_file(path, "H200-SXM-141GB", 0.803)
+    assert read.measured_on == "stand-in GPU" and read.approximation == ""
+    assert float(read.gemm_efficiency("weight_gradient", 4096, 4096, 8192)) == pytest.approx(0.6)
+    assert float(read.attention_efficiency("backward", 4096, 32, 128)) == pytest.approx(0.4)
+    assert read.memory_efficiency == pytest.approx(4000 * 2**30 / 4.8e12) and read.kernel_latency == pytest.approx(5e-6)

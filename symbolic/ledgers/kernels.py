@@ -104,6 +104,13 @@ class KernelTables:
         return self._scaled(table.nearest(groups, m, n, k), dtype)
 
     def attention_efficiency(self, stage: str, sequence, heads, head_dim) -> np.ndarray:
+        if stage not in self.attention:   # a table with no attention rows: the forward GEMM of QKᵀ's shape,
+            # counted dense as the attention tables are, at the causal kernel's half (a named approximation)
+            return self.gemm_efficiency("forward", np.asarray(sequence) * np.asarray(heads), sequence, head_dim) \
+                * CAUSAL_DENSE_OVER_EXECUTED
+        return self._attention(stage, sequence, heads, head_dim)
+
+    def _attention(self, stage: str, sequence, heads, head_dim) -> np.ndarray:
         """The table's figure (the dense count of a causal kernel / (time × peak): up to 2, the kernel
         executing half of it), scaled as GEMMs are and capped where the executed work would pass the peak."""
         return np.minimum(self.attention[stage].nearest(sequence, heads, head_dim) * self.scale,
@@ -128,7 +135,12 @@ def _read(name: str) -> dict:
 
 @cache
 def _measured(file: str) -> tuple:
-    data = _read(file)
+    return _tables_of(_read(file))
+
+
+def _tables_of(data: dict) -> tuple:
+    """A kernel file's tables (the shape of ``data/kernels/b200.json``; ``benchmarks/device_check.py``
+    writes the same): GEMM and memory required, grouped GEMM and attention optional."""
     tables = data["tables"]
     gemm = {}
     for stage in PASSES:
@@ -137,7 +149,7 @@ def _measured(file: str) -> tuple:
                             np.array([r[4] for r in rows], dtype=np.float64))
     grouped = {}
     for stage in PASSES:
-        rows = [r for r in tables["grouped_gemm"]["rows"] if r[0] == stage]
+        rows = [r for r in tables.get("grouped_gemm", {}).get("rows", []) if r[0] == stage]
         if rows:
             grouped[stage] = Table(np.log(np.array([r[1:5] for r in rows], dtype=np.float64)),
                                    np.array([r[5] for r in rows], dtype=np.float64))
@@ -145,7 +157,9 @@ def _measured(file: str) -> tuple:
     for stage in ("forward", "backward"):
         # Megatron-Core's query, key and value are views of one projection (not contiguous): that row
         # where the table has both.
-        rows = tables[f"attention_{stage}"]["rows"]
+        rows = tables.get(f"attention_{stage}", {}).get("rows", [])
+        if not rows:
+            continue
         kept = {tuple(r[:6]): r for r in rows if r[6]}
         kept.update({tuple(r[:6]): r for r in rows if not r[6]})
         rows = list(kept.values())
@@ -204,4 +218,13 @@ def for_hardware(hardware_name: str, peak_bf16_flops: float) -> KernelTables | N
                         None if fp8 is None else fp8 / own, memory, loss, latency, approximation, sources)
 
 
-__all__ = ["KernelTables", "Table", "for_hardware", "ceiling", "index", "PASSES"]
+def from_file(path, hardware_name: str, ceiling_bf16: float) -> KernelTables:
+    """The tables of a kernel file at ``path`` (one ``benchmarks/device_check.py`` wrote) for the GPU
+    it was measured on, capped at ``ceiling_bf16``: how a measured figure replaces a borrowed one."""
+    data = json.loads(Path(path).read_text())
+    gpu, gemm, grouped, attention, memory, loss, latency, sources = _tables_of(data)
+    return KernelTables(hardware_name, gpu, gemm, grouped, attention, 1.0, ceiling_bf16, None, memory, loss,
+                        latency, "", sources)
+
+
+__all__ = ["KernelTables", "Table", "for_hardware", "from_file", "ceiling", "index", "PASSES"]
