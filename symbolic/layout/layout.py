@@ -284,7 +284,8 @@ class Layout:
         """This layout for ``model``, or :class:`ConfigError` naming the field
         and the fix: the sizes, then every rule of :data:`LAYOUT_RULES` (the
         one rule set bill, timeline, plan, solve, derive --model and the
-        calculator share)."""
+        calculator share). Returns the layout with its no-op flags turned off
+        (:func:`settle_no_ops`: SP at t = 1, ZeRO at d·c = 1)."""
         for name in ("micro_batch", "tp", "pp", "dp", "interleave", "cp"):
             positive_int(name, getattr(self, name))
         if self.seq:
@@ -343,11 +344,12 @@ class Layout:
             if self.global_batch % (self.micro_batch * self.dp):
                 raise ConfigError(f"global_batch ({self.global_batch}) must be a multiple of "
                                   f"micro_batch×dp ({self.micro_batch}×{self.dp})")
+        settled = settle_no_ops(self)[0]   # a flag that changes nothing is off before any rule judges it
         for rule in LAYOUT_RULES:
-            refusal = rule(self, model)
+            refusal = rule(settled, model)
             if refusal:
                 raise ConfigError(refusal)
-        return settle_no_ops(self)[0]
+        return settled
 
 
 STAGES = ("first", "last")
