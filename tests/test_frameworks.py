@@ -45,3 +45,10 @@ def test_bill_with_a_preset_prices_its_defaults_and_prints_them(capsys):
     assert "framework preset megatron-core (--framework)" in out and "cross_entropy_loss_fusion: bool = False" in out
     assert main(["bill", "gpt-7b", "--framework", "nope"]) != 0
     assert "--framework 'nope': choose one of" in capsys.readouterr().err
+
+
+def test_plan_takes_the_presets_overlap_and_attention_kernel(capsys):
+    assert main(["plan", "gpt-7b", "--gpus", "8", "--gpu-memory", "80GB", "--global-batch", "16",
+                 "--framework", "megatron-core", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["hardware"]["overlap"] == "no overlap" and data["flash_attention"] is True
