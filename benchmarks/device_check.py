@@ -14,7 +14,11 @@
    second is written to OUT and read by ``symbolic snapshot --compare`` against the engine's timeline of the same
    config and layout, and ``torch.cuda.max_memory_allocated`` is set beside ``symbolic bill``'s total.
 
-Writes OUT/device_check.json (and OUT/gpt2_step.pickle). Needs torch with CUDA: without it, says so and exits 2
+3. **A kernel table** in the format of ``symbolic/data/kernels/b200.json`` (GEMM by shape and pass, the causal
+   attention kernel, copy bandwidth and one tiny kernel's latency): OUT/kernels-HARDWARE.json, which replaces a
+   borrowed table when copied to ``symbolic/data/kernels/`` and named under ``index.json``'s ``measured``.
+
+Writes OUT/device_check.json, OUT/kernels-HARDWARE.json (and OUT/gpt2_step.pickle). Needs torch with CUDA: without it, says so and exits 2
 (``--dry-run`` runs the engine's side alone, to check the commands here). About 2 minutes with the defaults.
 
     PYTHONUNBUFFERED=1 PYTHONPATH=$PWD python3 benchmarks/device_check.py --out "$OUT" [--seconds 8] [--hardware h200]
@@ -85,6 +89,91 @@ def sustained_gemms(torch, seconds: float, peak: float, efficiency) -> list[dict
     return rows
 
 
+#: The passes of one weight GEMM, as the kernel tables key them (symbolic.ledgers.kernels): the output m × n,
+#: the reduction k, from the forward's (tokens M, in K, out N).
+PASS_SHAPES = (("forward", lambda M, K, N: (M, N, K)), ("input_gradient", lambda M, K, N: (M, K, N)),
+               ("weight_gradient", lambda M, K, N: (N, K, M)))
+#: (batch, sequence, heads, head dim) of the causal attention kernel rows measured.
+ATTENTION_SHAPES = ((1, 4096, 32, 128), (1, 4096, 64, 128), (1, 8192, 32, 128))
+
+
+def kernel_table(gpu: str, peak: float, hbm_bandwidth: float, gemm_seconds, attention_seconds, copy_gib_per_s: float,
+                 kernel_latency_s: float, commit: str) -> dict:
+    """A kernel file in the shape of symbolic/data/kernels/b200.json from measured times: ``gemm_seconds(m, n, k)``
+    per call, ``attention_seconds(b, s, heads, d)`` → (forward, backward) of a causal kernel (counted dense, as
+    SimuMax counts: 2·b·s²·heads·2d forward, 2.5× backward), the copy bandwidth in GiB/s (read + write) and
+    one tiny kernel's time."""
+    src = {"source": f"benchmarks/device_check.py on {gpu}, {time.strftime('%Y-%m-%d')}", "repository": "this repository",
+           "path": "benchmarks/device_check.py", "commit": commit}
+    rows = []
+    for _, M, K, N in gemm_shapes():
+        for stage, shape in PASS_SHAPES:
+            m, n, k = shape(M, K, N)
+            rows.append([stage, m, n, k, 2 * m * n * k / gemm_seconds(m, n, k) / peak])
+    forward, backward = [], []
+    for b, s_, heads, d in ATTENTION_SHAPES:
+        base = b * s_ ** 2 * heads * 2 * d
+        f, g = attention_seconds(b, s_, heads, d)
+        forward.append([b, s_, heads, heads, d, d, True, 2 * base / f / peak])
+        backward.append([b, s_, heads, heads, d, d, True, 5 * base / g / peak])
+    tflops = peak / 1e12
+    attention = dict(src, dtype="bf16", peak_tflops=tflops,
+                     shape="[batch, seq_len, heads, kv_heads, qk_head_dim, v_head_dim, qkv_contiguous, efficiency]",
+                     flops_counted="torch SDPA is_causal=True timed against the dense count 2*b*s^2*heads*(2d); backward 2.5x")
+    return {"gpu": gpu, "note": "measured by benchmarks/device_check.py: copy the file to symbolic/data/kernels/ and "
+                                "name it under index.json 'measured' to replace a borrowed table",
+            "tables": {
+                "gemm": dict(src, key="torch.matmul bf16, random normal operands", dtype="bf16", peak_tflops=tflops,
+                             shape="[pass, m, n, k, efficiency]", rows=sorted(rows)),
+                "attention_forward": dict(attention, key="torch.nn.functional.scaled_dot_product_attention forward",
+                                          rows=forward),
+                "attention_backward": dict(attention, key="scaled_dot_product_attention backward", rows=backward),
+                "memory": dict(src, key="Tensor.copy_ of 1 GiB; one 4-element add", datasheet_hbm_bandwidth=hbm_bandwidth,
+                               unit="gbps in GiB/s", kernels={"default": {"gbps": copy_gib_per_s, "efficiency": 1.0,
+                                                                          "latency_us": kernel_latency_s * 1e6}})}}
+
+
+def measure_kernels(torch, hw, seconds: float) -> dict:
+    """Time the kernel table's shapes on this GPU (CUDA events, random operands, after a warm-up)."""
+    def timed(call, repeat):
+        for _ in range(3):
+            call()
+        torch.cuda.synchronize()
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(repeat):
+            call()
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end) / 1e3 / repeat
+
+    def gemm_seconds(m, n, k):
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        repeat = max(3, int(seconds * hw.peak_bf16_flops * 0.3 / (2 * m * n * k) / 10))
+        return timed(lambda: torch.matmul(a, b), repeat)
+
+    def attention_seconds(b, s_, heads, d):
+        q, k, v = (torch.randn(b, heads, s_, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                   for _ in range(3))
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        forward = timed(lambda: sdpa(q, k, v, is_causal=True), 20)
+        out = sdpa(q, k, v, is_causal=True)
+        grad = torch.randn_like(out)
+        both = timed(lambda: torch.autograd.grad(sdpa(q, k, v, is_causal=True), (q, k, v), grad), 10)
+        return forward, max(both - forward, 1e-9)
+
+    x = torch.empty(2**29, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    copy = timed(lambda: y.copy_(x), 20)
+    tiny = torch.zeros(4, device="cuda")
+    latency = timed(lambda: tiny.add_(1), 200)
+    commit = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    return kernel_table(torch.cuda.get_device_name(), hw.peak_bf16_flops, hw.hbm_bandwidth, gemm_seconds,
+                        attention_seconds, 2 * x.numel() * 2 / copy / 2**30, latency, commit)
+
+
 def engine(args, *extra) -> dict:
     """The engine's own CLI on the GPT-2 config, as a user would run it (JSON)."""
     command = [sys.executable, "-m", "symbolic", *extra, "--micro-batch", str(args.micro_batch), "--seq", str(args.seq),
@@ -153,6 +242,10 @@ def main() -> int:
         report["torch"] = torch.__version__
         report["smi_before"] = smi()
         report["gemms"] = sustained_gemms(torch, args.seconds, hw.peak_bf16_flops, hw.efficiency)
+        table = measure_kernels(torch, hw, args.seconds)
+        (out / f"kernels-{args.hardware}.json").write_text(json.dumps(table, indent=1))
+        print(f"wrote {out / f'kernels-{args.hardware}.json'}: {len(table['tables']['gemm']['rows'])} GEMM rows "
+              "(the format of symbolic/data/kernels/b200.json)")
         report["gpt2_step"] = gpt2_step(torch, args, out)
         bill = report["bill"].get("result", {})
         measured = report["gpt2_step"]["max_memory_allocated_bytes"]

@@ -62,7 +62,16 @@ def _gpu_choice(gpu, gpu_memory, hardware, required: bool = False):
 def _layout(**options):
     from .layout.layout import Layout
 
-    return Layout(**options)
+    # A flag that changes nothing (SP at t = 1, ZeRO at d·c = 1) is turned off with a note, as
+    # Megatron-LM does: a UserWarning here, "note:" on the CLI's stderr.
+    import warnings
+
+    from .layout.layout import settle_no_ops
+
+    layout, notes = settle_no_ops(Layout(**options))
+    for note in notes:
+        warnings.warn(note, UserWarning, stacklevel=3)
+    return layout
 
 
 def _read_options(arguments: dict, extra: str | None, read_extra: bool) -> dict:

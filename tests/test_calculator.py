@@ -342,8 +342,8 @@ def test_the_page_names_the_field_of_bad_input(page):
     assert page.inner_text("#out-total") == "67.23 GB"  # the verdict: the step's peak
 
 
-@pytest.mark.parametrize("layout", [Layout(tp=8, pp=2, dp=2, zero=2), Layout(tp=8, zero=1),
-                                    Layout(sp=True), Layout(tp=8, pp=4, interleave=2, global_batch=2)])
+@pytest.mark.parametrize("layout", [Layout(tp=8, pp=2, dp=2, zero=2),
+                                    Layout(tp=8, pp=4, interleave=2, global_batch=2)])
 def test_the_page_refuses_what_every_command_refuses(page, layout):
     """The layout rules (symbolic.layout.layout.LAYOUT_RULES) on the page, in the same words."""
     fill(page, SEED_7B)
@@ -351,6 +351,18 @@ def test_the_page_refuses_what_every_command_refuses(page, layout):
     with pytest.raises(ConfigError) as refused:
         layout.validate(preset("gpt-7b"))
     assert page.inner_text("#error") == str(refused.value)
+
+
+@pytest.mark.parametrize("layout", [Layout(tp=8, zero=1), Layout(sp=True)])
+def test_the_page_turns_a_no_op_flag_off_as_every_command_does(page, layout):
+    """SP at t = 1 and ZeRO at d·c = 1 change nothing: accepted (layout.settle_no_ops), the same totals."""
+    from dataclasses import replace
+
+    fill(page, SEED_7B)
+    fill(page, Case(preset("gpt-7b"), replace(layout, sp=False, zero=0), "7B", preset="gpt-7b"))
+    plain = page.inner_text("#out-total")
+    fill(page, Case(preset("gpt-7b"), layout, "7B", preset="gpt-7b"))
+    assert page.is_hidden("#error") and page.inner_text("#out-total") == plain != "–"
 
 
 def _bill_json(argv, capsys) -> dict:

@@ -187,9 +187,10 @@ def test_the_quick_start_bill_holds_one_micro_batch():
     assert eight.totals["activation_bytes"] == 8 * one.totals["activation_bytes"] == 10_267_656_192
 
 
+# (--zero 1 at d = 1 and --sp at t = 1 are accepted with a note, not refused: tests/test_no_ops.py.)
 @pytest.mark.parametrize("argv", [
-    ["--pp", "4", "--zero", "3", "--dp", "2"], ["--pp", "4", "--zero", "2", "--dp", "2"], ["--zero", "1"],
-    ["--pp", "4", "--interleave", "2"], ["--pp", "4", "--interleave", "2", "--global-batch", "6"], ["--sp"],
+    ["--pp", "4", "--zero", "3", "--dp", "2"], ["--pp", "4", "--zero", "2", "--dp", "2"],
+    ["--pp", "4", "--interleave", "2"], ["--pp", "4", "--interleave", "2", "--global-batch", "6"],
 ])
 @pytest.mark.parametrize("command", ["bill", "timeline"])
 def test_every_command_refuses_what_plan_forbids_with_the_same_line(capsys, command, argv):
@@ -209,7 +210,7 @@ def test_every_command_refuses_what_plan_forbids_with_the_same_line(capsys, comm
 
 def test_rules_are_extensible():
     rules = layout_rules()
-    assert len(rules) >= 4 and all(callable(rule) for rule in rules)
+    assert len(rules) >= 3 and all(callable(rule) for rule in rules)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -469,7 +469,7 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise ConfigError(f"{name} {value!r}: make_bill takes a positive int of {what}; "
                               "symbolic.bill(..., gpu_memory='80GB', params='7B') reads text with units")
-    layout.validate(model)
+    layout = layout.validate(model)   # no-op flags off (layout.settle_no_ops)
     return evaluate(derived(model, layout, params_hand), model, layout, params_hand, gpu_memory, cpu_memory)
 
 

@@ -51,14 +51,14 @@ class StoredTime:
     """A :class:`TimeDerivation` as text (``sympy.sstr``), as the bill's derivation is cached:
     evaluated with Fractions, it prices a bill without importing sympy."""
 
-    compute: tuple          #: (name, flops, gemm_flops, attention_core)
+    compute: tuple          #: (name, attention_core, kernel)
     formulas: tuple         #: the texts of :meth:`TimeDerivation.expressions`, in order
     comm: tuple             #: (key, group, collective, phase, overlap, names)
 
     @classmethod
     def of(cls, derivation: TimeDerivation) -> "StoredTime":
         from sympy import sstr
-        return cls(tuple((x.name, x.attention_core) for x in derivation.compute),
+        return cls(tuple((x.name, x.attention_core, x.kernel) for x in derivation.compute),
                    tuple(sstr(x) for x in derivation.expressions()),
                    tuple((x.key, x.group, x.collective, x.phase, x.overlap, list(x.names)) for x in derivation.comm))
 
@@ -73,7 +73,7 @@ class StoredTime:
 
     def shell(self) -> TimeDerivation:
         """The derivation's structure (names, groups, rules) for :func:`price`, without the expressions."""
-        compute = [ComputeLine(name, None, None, core) for name, core in self.compute]
+        compute = [ComputeLine(name, None, None, core, 0, kernel) for name, core, kernel in self.compute]
         comm = [CommClass(key, group, coll, phase, overlap, None, None, None, tuple(names))
                 for key, group, coll, phase, overlap, names in self.comm]
         return TimeDerivation(compute, None, None, None, None, comm)
@@ -92,7 +92,8 @@ def stored_for(derivation_key: tuple, load=StoredTime.from_json) -> StoredTime:
     from .cache import folder, read_entry, write_entry
 
     model_structure, *choices = derivation_key  # the Structure as its stable tuple (the cache key of record)
-    key = json.dumps({"time": [list(model_structure.key()), *choices]}, sort_keys=True, default=list)
+    # "v": the stored shape (2: each compute line's kernel and call shape, ledgers.kernels)
+    key = json.dumps({"time": [list(model_structure.key()), *choices], "v": 2}, sort_keys=True, default=list)
     where = folder()
     path = where / ("time-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
     if path is not None and (path.exists() or path.is_symlink()):

@@ -126,6 +126,19 @@ def add_lever_options(parser: argparse.ArgumentParser) -> None:
 
 
 def layout_from_args(args) -> Layout:
+    """The layout the options give, a flag that changes nothing (SP at t = 1, ZeRO at d·c = 1) turned
+    off with a note on stderr (:func:`symbolic.layout.layout.settle_no_ops`), as Megatron-LM does."""
+    import sys
+
+    from ..layout.layout import settle_no_ops
+
+    layout, notes = settle_no_ops(_layout_from_args(args))
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    return layout
+
+
+def _layout_from_args(args) -> Layout:
     """The Layout of a command's parsed arguments; the options a command lacks keep the schema's defaults."""
     def given(name: str):
         return getattr(args, name, OPTIONS[name].default)
@@ -150,17 +163,64 @@ def add_time_options(parser: argparse.ArgumentParser, gpus_per_node: bool = True
     """--hardware, --overlap (and --gpus-per-node): the step-time model's inputs."""
     group = parser.add_argument_group("step-time model")
     add(group, "hardware")
-    add(group, "overlap")
+    add(group, "overlap", default=None)  # None: the --framework preset's, else "default" (time_options)
     if gpus_per_node:
         add(group, "gpus_per_node")
 
 
 def time_options(args):
-    """(hardware, overlap, gpus_per_node) from :func:`add_time_options`'s arguments."""
+    """(hardware, overlap, gpus_per_node) from :func:`add_time_options`'s arguments: the overlap of
+    ``--overlap``, else of the ``--framework`` preset, else the default strategy."""
     from ..ledgers.hardware import load
-    from ..ledgers.time import OVERLAPS
+    from ..ledgers.time import OVERLAPS, Overlap
 
-    return load(args.hardware), OVERLAPS[args.overlap], getattr(args, "gpus_per_node", None)
+    preset = framework_preset(args)
+    if getattr(args, "overlap", None) is None and preset is not None:
+        overlap = Overlap(preset.grad_reduce_overlap, preset.param_gather_overlap, preset.tp_comm_overlap,
+                          preset.bucket_elements)
+    else:
+        overlap = OVERLAPS[getattr(args, "overlap", None) or "default"]
+    return load(args.hardware), overlap, getattr(args, "gpus_per_node", None)
+
+
+# --- framework presets (symbolic/layout/frameworks.py) ---------------------------
+
+def add_framework_option(parser: argparse.ArgumentParser) -> None:
+    from ..layout.frameworks import FRAMEWORKS
+
+    parser.add_argument("--framework", metavar="NAME", default=None,
+                        help=f"a framework's defaults for the step time ({', '.join(FRAMEWORKS)}): attention kernel, "
+                             "TP/DP overlap, distributed optimizer, buckets, prefetch, loss kernel — each cited in "
+                             "the TIME section; --overlap, a non-zero --zero and --flash-attention still win")
+
+
+def framework_preset(args):
+    from ..layout.frameworks import framework
+
+    return framework(getattr(args, "framework", None))
+
+
+def apply_framework(layout: Layout, args) -> Layout:
+    """``layout`` with the preset's attention kernel and ZeRO stage where the options left the defaults."""
+    from dataclasses import replace
+
+    preset = framework_preset(args)
+    if preset is None:
+        return layout
+    changes = {}
+    if preset.attention == "fused" and not layout.flash_attention:
+        changes["flash_attention"] = True
+    if preset.zero and not layout.zero and layout.dp * layout.cp > 1 and not (preset.zero >= 2 and layout.pp > 1):
+        changes["zero"] = preset.zero
+    return replace(layout, **changes) if changes else layout
+
+
+def framework_factors(step, args) -> None:
+    """Name the preset and each of its settings in the step's factors (the TIME section prints them)."""
+    preset = framework_preset(args)
+    if preset is not None:
+        step.factors.update(framework=preset.name, framework_settings=preset.settings(),
+                            band_frameworks=preset.published)
 
 
 def check_output(path: str, field: str = "--output") -> Path:

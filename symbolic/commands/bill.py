@@ -23,6 +23,7 @@ def add_arguments(parser) -> None:
     _gpu.add_gpu_option(parser)
     parser.add_argument("--json", action="store_true", help="exact integers under stable keys")
     _options.add_time_options(parser)
+    _options.add_framework_option(parser)
     parser.add_argument("--brief", action="store_true", help="the summary alone: verdict, total, dominant term")
 
 
@@ -35,7 +36,7 @@ def run(args) -> int:
     from ..render.time import time_json, time_lines
 
     model = _options.load_model(args)
-    layout = _options.layout_from_args(args).validate(model)
+    layout = _options.apply_framework(_options.layout_from_args(args), args).validate(model)
     params_hand = _options.parse_count(args.params) if args.params is not None else None
     gpu = _gpu.from_args(args)  # --gpu, --gpu-memory, --hardware: the memory and the step-time hardware
     cpu_memory = _options.parse_memory(args.cpu_memory, "--cpu-memory") if args.cpu_memory is not None else None
@@ -43,6 +44,7 @@ def run(args) -> int:
     bill, step = priced_bill(model, layout, gpu.hardware, overlap=overlap, gpus_per_node=gpus_per_node,
                              params_hand=params_hand, gpu_memory=gpu.memory, cpu_memory=cpu_memory)
     bill.gpu = gpu
+    _options.framework_factors(step, args)
     if args.json:
         print(json.dumps(dict(bill_data(bill), **time_json(step)), indent=2, ensure_ascii=False))
     else:

@@ -52,6 +52,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--brief", action="store_true", help="the answer alone: how many fit, the best layout")
     add_hardware_options(parser)
     _options.add_time_options(parser, gpus_per_node=False)
+    _options.add_framework_option(parser)
     sweep = parser.add_argument_group("sweep limits and fixed choices (default: swept)")
     sweep.add_argument("--max-micro-batch", type=T["micro_batch"], default=16,
                        help="largest micro-batch tried without --global-batch (powers of two; default 16)")
@@ -99,7 +100,9 @@ def run(args) -> int:
                       fixed={name: getattr(args, name) for name in FIXABLE}, overlap=overlap,
                       moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"),
                       fp8_activations=args.fp8_activations, first_stage_layers=args.first_stage_layers,
-                      last_stage_layers=args.last_stage_layers, flash_attention=args.flash_attention)
+                      last_stage_layers=args.last_stage_layers,
+                      flash_attention=args.flash_attention or getattr(_options.framework_preset(args), "attention",
+                                                                      "") == "fused")
     elapsed = time.perf_counter() - start
     shown = result.ranked(min(args.top or MAX_LISTED, MAX_LISTED))  # each listed layout is evaluated exactly
     closest = None if shown else result.closest()

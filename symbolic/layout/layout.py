@@ -287,7 +287,8 @@ class Layout:
         """This layout for ``model``, or :class:`ConfigError` naming the field
         and the fix: the sizes, then every rule of :data:`LAYOUT_RULES` (the
         one rule set bill, timeline, plan, solve, derive --model and the
-        calculator share)."""
+        calculator share). Returns the layout with its no-op flags turned off
+        (:func:`settle_no_ops`: SP at t = 1, ZeRO at d·c = 1)."""
         for name in ("micro_batch", "tp", "pp", "dp", "interleave", "cp"):
             positive_int(name, getattr(self, name))
         if self.seq:
@@ -357,11 +358,12 @@ class Layout:
                 raise ConfigError(f"global_batch ({self.global_batch}) must be a multiple of "
                                   f"micro_batch×dp ({self.micro_batch}×{self.dp}); "
                                   + try_flags(f"--global-batch {smallest_multiple_at_least(self.global_batch, step)}"))
+        settled = settle_no_ops(self)[0]   # a flag that changes nothing is off before any rule judges it
         for rule in LAYOUT_RULES:
-            refusal = rule(self, model)
+            refusal = rule(settled, model)
             if refusal:
                 raise ConfigError(refusal)
-        return self
+        return settled
 
 
 STAGES = ("first", "last")
@@ -407,19 +409,24 @@ def _zero_with_pipeline(layout: Layout, model: ModelConfig) -> str | None:
     return None
 
 
-def _zero_needs_data_parallel(layout: Layout, model: ModelConfig) -> str | None:
-    # ZeRO shards over the d·c ranks holding the same weights; over one rank it is ZeRO-0.
-    if layout.zero and layout.dp * layout.cp == 1:
-        return (f"zero {layout.zero} with dp 1: ZeRO shards the model states over the data-parallel ranks "
-                "(d·c); with one rank it changes nothing — use --zero 0, or dp > 1; " + try_flags("--zero 0"))
-    return None
+def settle_no_ops(layout: Layout) -> tuple[Layout, tuple[str, ...]]:
+    """(``layout`` with the flags that change nothing turned off, a note for each), as the frameworks
+    do rather than refuse: SP at t = 1 (Megatron-LM ``megatron/training/arguments.py`` @d98e8a64
+    sets ``sequence_parallel = False`` when ``tensor_model_parallel_size == 1`` and warns "Disabling
+    sequence parallelism because tensor model parallelism is disabled"); a ZeRO stage or distributed optimizer over one data-parallel rank
+    (d·c = 1: nothing to shard, every state kept whole, as ZeRO-0). Every ledger is the same either way."""
+    from dataclasses import replace
 
-
-def _sp_needs_tensor_parallel(layout: Layout, model: ModelConfig) -> str | None:
+    notes = []
     if layout.sp and layout.tp == 1:
-        return ("sp with tp 1: sequence parallelism splits over the tensor-parallel group; "
-                "with tp 1 it changes nothing — drop --sp, or set tp > 1; try dropping `--sp`")
-    return None
+        layout = replace(layout, sp=False)
+        notes.append("sp with tp 1 turned off, as Megatron-LM does (\"Disabling sequence parallelism because "
+                     "tensor model parallelism is disabled\"): it splits over the tensor-parallel group")
+    if layout.zero and layout.dp * layout.cp == 1:
+        notes.append(f"zero {layout.zero} with d·c = 1 priced as ZeRO-0: one data-parallel rank has nothing to "
+                     "shard, every model state is kept whole")
+        layout = replace(layout, zero=0)
+    return layout, tuple(notes)
 
 
 def _interleave_needs_whole_rounds(layout: Layout, model: ModelConfig) -> str | None:
@@ -447,8 +454,9 @@ def _params_offload_without_model_parallelism(layout: Layout, model: ModelConfig
 
 #: The rules of the frameworks the papers used, shared by every command (bill, timeline, plan,
 #: solve, derive --model, calculator). Extend with :func:`add_layout_rule`.
-LAYOUT_RULES: list[LayoutRule] = [_zero_with_pipeline, _zero_needs_data_parallel, _sp_needs_tensor_parallel,
-                                  _interleave_needs_whole_rounds, _params_offload_without_model_parallelism]
+#: (SP at t = 1 and ZeRO at d·c = 1 are no refusal: :func:`settle_no_ops` turns them off with a note.)
+LAYOUT_RULES: list[LayoutRule] = [_zero_with_pipeline, _interleave_needs_whole_rounds,
+                                  _params_offload_without_model_parallelism]
 
 
 def add_layout_rule(rule: LayoutRule) -> LayoutRule:

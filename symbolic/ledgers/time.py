@@ -102,6 +102,12 @@ OVERLAPS = {
 
 # --- the expressions -----------------------------------------------------------
 
+#: The kernels a compute line runs (:mod:`symbolic.ledgers.kernels` prices each from its own table):
+#: a GEMM, a grouped GEMM (the routed experts), the fused attention kernel's forward and backward
+#: passes, and its backward's recompute of the scores (all of it backward).
+KERNEL_KINDS = ("gemm", "grouped", "attention", "attention-backward")
+
+
 @dataclass(frozen=True)
 class ComputeLine:
     name: str
@@ -109,6 +115,11 @@ class ComputeLine:
     gemm_flops: Expr   #: FLOPs of one GEMM call on one GPU (sets its efficiency)
     attention_core: bool = False
     hbm_bytes: Expr = 0  #: operand and result bytes the GEMMs of the line move per GPU per iteration
+    kernel: str = "gemm"  #: one of :data:`KERNEL_KINDS`
+    #: one call's shape on one GPU: (groups, m, n, k) of the forward GEMM (output m × n, reduction k), or
+    #: for the attention kernel (batch × heads, query sequence, key sequence, head dim)
+    shape: tuple = (1, 1, 1, 1)
+    passes: Expr = 3   #: passes over the forward product (3; 4 when recomputed): forward share (passes − 2)/passes
 
 
 @dataclass(frozen=True)
@@ -145,7 +156,7 @@ class TimeDerivation:
     def expressions(self) -> list[Expr]:
         out = []
         for line in self.compute:
-            out += [line.flops, line.gemm_flops, line.hbm_bytes]
+            out += [line.flops, line.gemm_flops, line.hbm_bytes, *line.shape, line.passes]
         out += [self.model_flops, self.hardware_flops, self.elementwise_bytes, self.optimizer_bytes,
                 self.grad_elements, self.output_elementwise_bytes]
         for cls in self.comm:
@@ -179,6 +190,7 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
     cp = c if context_parallel else 1
     micro_batches = B / b                     # micro-batches per iteration, all data-parallel ranks
     compute = []
+    attention_shape = (Integer(1),) * 4
     average = Integer(0)
     row_parallel = _row_parallel(matmuls)
     act, weight = DTYPE_BYTES[dtype], RECIPES[optimizer].bytes_of("parameters")
@@ -207,11 +219,15 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
         # The step is paced by the slowest pipeline stage: the last one holds L/p layers *and* the
         # whole output side (the logits are not split over p), so its FLOPs are /(t·d·c), not /(t·p·d·c).
         share = gpus if mm.scope == "layer" else gpus / p
+        kernel, shape = _kernel_shape(mm, rows, t, fused, row_parallel)
+        if kernel == "attention":
+            attention_shape = shape
         compute.append(ComputeLine(mm.name, per_mb * micro_batches / share, call, mm.group is Group.ATTENTION_CORE,
-                                   passes * calls * call_bytes))
+                                   passes * calls * call_bytes, kernel, shape, passes))
     if fused_backward != 0:
         compute.append(ComputeLine("layer/attention/scores (fused kernel's backward recompute)",
-                                   fused_backward * micro_batches / gpus, fused_backward / L / (t * cp), True))
+                                   fused_backward * micro_batches / gpus, fused_backward / L / (t * cp), True,
+                                   0, "attention-backward", attention_shape, Integer(3)))
         average += fused_backward * micro_batches / gpus
     model = flops.model_training(matmuls) * micro_batches / gpus
 
@@ -246,6 +262,23 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
                                      old.traffic_bytes + x.calls * x.bytes, old.names + (x.name,))
     return TimeDerivation(compute, model, elementwise, optimizer_bytes, Psi / (t * p), list(classes.values()),
                           collectives, average, output_elementwise)
+
+
+def _kernel_shape(mm, rows, t, fused: bool, row_parallel: set) -> tuple:
+    """(kernel, one call's shape on one GPU) of a matmul (:class:`ComputeLine`): a weight GEMM split by
+    Megatron's rule (column-parallel: N/t, row-parallel: K/t), ``rows`` its tokens on the rank; routed
+    experts a grouped GEMM of ``batch`` groups; the attention core the fused kernel's (batch × heads/t,
+    queries, keys, head dim) — the scores product is the one whose output is s × s — or, unfused, a
+    batched GEMM read as one GEMM of batch/t × M rows (a named approximation)."""
+    from sympy import Integer
+
+    if not mm.weight:
+        if fused:
+            keys, head_dim = (mm.N, mm.K) if mm.N == mm.M else (mm.K, mm.N)
+            return "attention", (mm.batch / t, rows, keys, head_dim)
+        return "gemm", (Integer(1), mm.batch / t * rows, mm.N, mm.K)
+    n, k = (mm.N, mm.K / t) if mm.name in row_parallel else (mm.N / t, mm.K)
+    return ("grouped" if mm.batch != 1 else "gemm"), (mm.batch, rows, n, k)
 
 
 def _row_parallel(matmuls) -> set[str]:
@@ -350,10 +383,13 @@ class StepTime:
 
 
 def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware, *, overlap: Overlap = Overlap(),
-          gpus_per_node: int | None = None, gemm_dtype: str = "bf16", detail: bool = False) -> StepTime:
+          gpus_per_node: int | None = None, gemm_dtype: str = "bf16", detail: bool = False,
+          kernel_tables: bool = True) -> StepTime:
     """Price an iteration. ``numbers``: the values of ``derivation.expressions()``
     (arrays or floats, same order); ``letters``: arrays for t p d c v b B and s.
-    ``gpus_per_node``: the NVLink domain (default: the hardware's)."""
+    ``gpus_per_node``: the NVLink domain (default: the hardware's). ``kernel_tables``: price the
+    kernels from the measured tables of :mod:`symbolic.ledgers.kernels` where the GPU kind has them
+    (own or borrowed); off, or for a GPU with none, the hardware file's GEMM-size step function."""
     G = gpus_per_node or hw.nvlink_domain
     peak = hw.peak("bf16")             # the throughput figures' denominator (MFU, HFU): the dense BF16 peak
     # FP8 training (Transformer Engine's recipe) runs the weight GEMMs in FP8; the attention core stays
@@ -372,13 +408,48 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     attention = 0.0
     paced_flops = 0.0
     compute_lines = []
-    hbm = hw.hbm_bandwidth * hw.hbm_efficiency
+    from .kernels import for_hardware
+
+    tables = for_hardware(hw.name, hw.peak_bf16_flops) if kernel_tables else None
+    if tables is None:
+        hbm = hw.hbm_bandwidth * hw.hbm_efficiency
+        hbm_loss = hbm
+    else:                               # the memory-bound kernels as measured (ledgers.kernels)
+        hbm = hw.hbm_bandwidth * tables.memory_efficiency
+        hbm_loss = hw.hbm_bandwidth * tables.loss_memory_efficiency
     for line in derivation.compute:
-        f, call, moved = next(it), next(it), next(it)
-        eff = hw.efficiency(call)
-        # Calculon's "no_overlap" processing mode (calculon/system.py): a kernel's time is its FLOP time
-        # plus its HBM time, the two not overlapped.
-        seconds = f / ((peak if line.attention_core else weight_peak) * eff) + moved / hbm
+        f, call, moved, groups, m_, n_, k_, passes = (next(it) for _ in range(8))
+        line_peak = peak if line.attention_core else weight_peak
+        if tables is None:
+            eff = hw.efficiency(call)
+            # Calculon's "no_overlap" processing mode (calculon/system.py): a kernel's time is its FLOP time
+            # plus its HBM time, the two not overlapped.
+            seconds = f / (line_peak * eff) + moved / hbm
+        else:
+            # Each pass at its own measured efficiency; a measured kernel's time includes its own operand
+            # traffic, so no HBM term is added. Forward share (passes − 2)/passes (a recomputed forward is a
+            # forward), each gradient GEMM 1/passes.
+            forward = np.where(passes > 0, (passes - 2) / np.maximum(passes, 1e-300), 0.0)
+            gradient = np.where(passes > 0, 1 / np.maximum(passes, 1e-300), 0.0)
+            dtype = "bf16" if line.attention_core else gemm_dtype
+            if line.kernel == "attention":
+                e_f = tables.attention_efficiency("forward", m_, groups, k_)
+                e_b = tables.attention_efficiency("backward", m_, groups, k_)
+                per_flop = forward / e_f + 2 * gradient / e_b
+            elif line.kernel == "attention-backward":
+                e_b = tables.attention_efficiency("backward", m_, groups, k_)
+                per_flop = 1 / e_b
+            else:
+                lookup = tables.grouped_efficiency if line.kernel == "grouped" else (
+                    lambda stage, g, m, n, k, dt: tables.gemm_efficiency(stage, m, n, k, dt))
+                e_f = lookup("forward", groups, m_, n_, k_, dtype)
+                e_d = lookup("input_gradient", groups, m_, k_, n_, dtype) if line.kernel == "gemm" else \
+                    lookup("input_gradient", groups, m_, n_, k_, dtype)
+                e_w = lookup("weight_gradient", groups, n_, k_, m_, dtype) if line.kernel == "gemm" else \
+                    lookup("weight_gradient", groups, m_, n_, k_, dtype)
+                per_flop = forward / e_f + gradient / e_d + gradient / e_w
+            seconds = f * per_flop / line_peak
+            eff = np.where(per_flop > 0, 1 / np.maximum(per_flop, 1e-300), 0.0)   # over the line's FLOPs
         gemm = gemm + seconds
         if line.name.startswith("output/"):
             gemm_output = gemm_output + seconds
@@ -387,10 +458,12 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
             attention = attention + seconds
         if detail:
             compute_lines.append({"name": line.name, "flops_on_pacing_stage": f, "gemm_flops_per_call": call,
-                                  "efficiency": eff, "hbm_bytes": moved, "seconds": seconds})
+                                  "efficiency": eff, "hbm_bytes": moved, "seconds": seconds,
+                                  "kernel": line.kernel if tables is not None else "gemm (size step)",
+                                  "shape": (groups, m_, n_, k_)})
     model_flops, hardware_flops, elem_bytes, opt_bytes, grad_elements, out_bytes = (next(it) for _ in range(6))
     elementwise = elem_bytes / hbm
-    elementwise_output = out_bytes / hbm     # the loss kernels: on the last stage only, like the logits
+    elementwise_output = out_bytes / hbm_loss  # the loss kernels: on the last stage only, like the logits
     # Uneven stages (L_1 layers on the first, L_p on the last): the slowest stage paces the pipeline,
     # its layers' compute (and later their TP/CP/EP collectives) scaled from the L/p priced.
     pacing = pacing_stage(letters, pp, gemm - gemm_output + elementwise, gemm_output + elementwise_output)
@@ -516,7 +589,11 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
                "hbm_bandwidth_effective": hbm, "elementwise_passes": ELEMENTWISE_PASSES,
                "output_elementwise_seconds": elementwise_output,  # the loss kernels, in "elementwise"
                "pacing_stage": "last (L/p layers and the output side)" if pacing is None else pacing[2],
-               "bubble_fraction": np.where(pp > 1, (pp - 1) / (vv * m), 0.0), "micro_batches_per_pipeline": m}
+               "bubble_fraction": np.where(pp > 1, (pp - 1) / (vv * m), 0.0), "micro_batches_per_pipeline": m,
+               "kernels": tables.describe() if tables is not None else (
+                   "the hardware file's GEMM-size step function (no measured kernel table for this GPU)"),
+               "kernel_approximation": tables.approximation if tables is not None else "",
+               "kernel_sources": tables.sources if tables is not None else ()}
     return StepTime(step, breakdown, compute_lines, comm_lines, factors, model_flops, hardware_flops,
                     tokens, peak, gpus)
 

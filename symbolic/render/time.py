@@ -9,7 +9,7 @@ import numpy as np
 
 #: The breakdown's parts, in the order they print, with their meaning.
 PARTS = {
-    "compute": "GEMMs: FLOPs on the pacing stage / (peak × GEMM efficiency of the call's size)",
+    "compute": "GEMMs and attention: FLOPs on the pacing stage / (peak × the kernel's efficiency at its shape)",
     "elementwise": "non-matmul kernels: saved-tensor bytes × passes / (HBM × efficiency)",
     "tp_exposed": "tensor-parallel collectives not hidden",
     "cp_exposed": "context-parallel K/V ring beyond the attention core it overlaps",
@@ -44,9 +44,17 @@ def time_lines(step, bill=None) -> list[str]:
     out = [f"TIME (one iteration) on {f['hardware']}: peak {f['peak_flops'] / 1e12:g} TFLOP/s dense, "
            f"weight GEMMs in {f.get('gemm_dtype', 'bf16')}, NVLink domain {f['gpus_per_node']} GPUs, {f['overlap']}; "
            f"m = {_f(f['micro_batches_per_pipeline']):g} micro-batches per pipeline"]
-    out.append(f"  step {_seconds(total)}   tokens/s {_f(step.tokens_per_second):,.0f}   "
+    from ..bill.bands import describe
+
+    band = describe(f["hardware"], tuple(f.get("band_frameworks", ())), f.get("framework", ""))
+    out.append(f"  step {_seconds(total)} ({band})   tokens/s {_f(step.tokens_per_second):,.0f}   "
                f"model {_f(step.model_tflops_per_gpu):.1f} TFLOP/s per GPU (MFU {_f(step.mfu):.1%})   "
                f"hardware {_f(step.hardware_tflops_per_gpu):.1f} TFLOP/s per GPU (HFU {_f(step.hfu):.1%})")
+    if f.get("framework_settings"):
+        out.append(f"  framework preset {f['framework']} (--framework), its defaults:")
+        out.extend(f"    {name:<20} {value:<16} {source}" for name, value, source in f["framework_settings"])
+    if f.get("kernels"):
+        out.append(f"  kernels: {f['kernels']}")
     out.append("  breakdown:")
     for name, meaning in PARTS.items():
         value = _f(step.breakdown[name])
@@ -56,7 +64,7 @@ def time_lines(step, bill=None) -> list[str]:
     for line in step.compute_lines:
         out.append(f"    {line['name']:<52} {_f(line['flops_on_pacing_stage']) / 1e12:>12,.2f} TFLOPs  GEMM call "
                    f"{_f(line['gemm_flops_per_call']) / 1e9:>9,.2f} GFLOP → efficiency {_f(line['efficiency']):.3f}"
-                   f"  {_seconds(line['seconds']):>12}")
+                   f"  {_seconds(line['seconds']):>12}" + (f"  [{line['kernel']}]" if line.get("kernel") else ""))
     out.append("  communication (per GPU per iteration; α + ring factor × bytes / bus bandwidth per call):")
     for line in step.comm_lines:
         if _f(line["ranks"]) <= 1:
@@ -74,9 +82,14 @@ def time_lines(step, bill=None) -> list[str]:
 
 def time_json(step) -> dict:
     """The bill's time keys (floats: a modelled time, not an exact count)."""
+    from ..bill.bands import band, describe
+
     f = step.factors
+    frameworks = tuple(f.get("band_frameworks", ()))
     return {
         "step_seconds": _f(step.step_seconds),
+        "step_error_band": {"text": describe(f["hardware"], frameworks, f.get("framework", "")),
+                            **(band(f["hardware"], frameworks) or {"runs": 0})},
         "tokens_per_second": _f(step.tokens_per_second),
         "model_tflops_per_gpu": _f(step.model_tflops_per_gpu),
         "hardware_tflops_per_gpu": _f(step.hardware_tflops_per_gpu),
@@ -88,10 +101,14 @@ def time_json(step) -> dict:
             "gpus_per_node": f["gpus_per_node"],
             "overlap": f["overlap"], "micro_batches_per_pipeline": _f(f["micro_batches_per_pipeline"]),
             "pacing_stage": str(np.asarray(f.get("pacing_stage", "last")).reshape(-1)[0]),
+            "framework": f.get("framework"),
+            "framework_settings": [{"setting": n, "value": v, "source": src} for n, v, src in f.get("framework_settings", ())],
+            "kernels": f.get("kernels", ""), "kernel_approximation": f.get("kernel_approximation", ""),
+            "kernel_sources": list(f.get("kernel_sources", ())),
             "not_priced": list(f.get("not_priced", ())),
             "compute": [{"name": x["name"], "flops_on_pacing_stage": _f(x["flops_on_pacing_stage"]),
                          "gemm_flops_per_call": _f(x["gemm_flops_per_call"]), "efficiency": _f(x["efficiency"]),
-                         "seconds": _f(x["seconds"])} for x in step.compute_lines],
+                         "seconds": _f(x["seconds"]), "kernel": x.get("kernel", "gemm")} for x in step.compute_lines],
             "communication": [{"terms": list(x["names"]), "group": x["group"], "collective": x["collective"],
                                "phase": x["phase"], "ranks": _f(x["ranks"]), "calls": _f(x["calls"]),
                                "bytes": _f(x["bytes"]), "ring_factor": _f(x["ring_factor"]),

@@ -893,10 +893,12 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                     if fixed.get("interleave", vv) != vv:
                         continue
                     for zero in zeros:
-                        if fixed.get("zero", zero) != zero:
+                        # A fixed ZeRO stage over one data-parallel rank, or SP at t = 1, changes nothing:
+                        # that layout is ZeRO-0 / no SP (layout.settle_no_ops), not refused.
+                        if fixed.get("zero", zero) != zero and not (dp * cp == 1 and zero == 0):
                             continue
                         for sp, ep, etp in ((sp, ep, etp) for sp in sps for ep, etp in expert_grids):
-                            if fixed.get("sp", sp) != sp or not Layout(
+                            if (fixed.get("sp", sp) != sp and not (tp == 1 and not sp)) or not Layout(
                                     micro_batch=mb, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, interleave=vv,
                                     zero=zero, global_batch=global_batch, cp=cp, ep=ep, etp=etp,
                                     moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,

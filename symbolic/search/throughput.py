@@ -62,10 +62,16 @@ class Prediction:
     step_seconds: float
     binding: str
     chosen: str              #: what the model chose where the source is silent
+    #: TFLOP/s per GPU in the source's convention by the FLOPs-only one-liner (:func:`one_liner_seconds`)
+    baseline: float = float("nan")
 
     @property
     def error(self) -> float:
         return (self.predicted - self.measured) / self.measured
+
+    @property
+    def baseline_error(self) -> float:
+        return (self.baseline - self.measured) / self.measured
 
 
 def rows(path: Path = DATA) -> list:
@@ -440,6 +446,8 @@ def _predict(row: dict, gpu_memory: int | None) -> Prediction:
     chosen_layout = item.layout
     counted = counted_flops(model, chosen_layout, convention, item.totals)
     predicted = counted / item.step_seconds / 1e12
+    six_n = counted_flops(model, chosen_layout, "6n", item.totals)
+    baseline = counted / one_liner_seconds(six_n, hardware.peak_bf16_flops) / 1e12
     if math.isnan(measured):  # no TFLOP/s or MFU printed: a step time or tokens/s, in the same FLOPs
         seconds = measured_step_seconds(row, _tokens(model, chosen_layout), chosen_layout.gpus)
         if seconds is not None:
@@ -448,8 +456,74 @@ def _predict(row: dict, gpu_memory: int | None) -> Prediction:
               f"{' SP' if chosen_layout.sp else ''} ZeRO-{chosen_layout.zero}"
               f"{' flash' if flash else ''}{' fp8' if fp8 else ''}; overlap {overlap}")
     return Prediction(row, name, hardware.name, layout_text, measured, predicted, convention, item.step_seconds,
-                      item.binding, chosen)
+                      item.binding, chosen, baseline)
+
+
+#: The one-liner's share of the dense peak (issue 20's baseline: 6N·tokens ÷ (GPUs × peak × 0.5)).
+ONE_LINER_MFU = 0.5
+
+
+def one_liner_seconds(six_n_flops_per_gpu: float, peak_flops: float) -> float:
+    """The FLOPs-only step time every estimate must beat: 6 × (active) parameters × tokens per GPU
+    (Kaplan et al. 2020's 6N) at half the dense BF16 peak — no layout, no kernel, no communication."""
+    return six_n_flops_per_gpu / (peak_flops * ONE_LINER_MFU)
+
+
+#: Sources by the words of their ``source`` field (first match wins): the short name, the framework
+#: that ran them (as the source says: Megatron-Bridge and NeMo run Megatron-Core underneath, the
+#: SimuMax B200 table ran Megatron-LM with Transformer Engine).
+SOURCES = (("2104.04473", "Narayanan 2021", "Megatron-LM 2021"),
+           ("nvidia/megatron-lm", "Megatron-LM README", "Megatron-Core"),
+           ("llm-foundry", "llm-foundry", "llm-foundry (FSDP)"),
+           ("megatron-bridge", "Megatron-Bridge", "Megatron-Bridge"),
+           ("simumax", "SimuMax B200", "Megatron-LM + TE"),
+           ("megatron-moe-modelzoo", "Megatron-MoE ModelZoo", "Megatron-Core"),
+           ("nvidia/nemo", "NeMo", "NeMo"))
+#: A sequence at least this long is "long context" in the benchmark's groups.
+LONG_CONTEXT = 16384
+
+
+def source_of(row: dict) -> tuple[str, str]:
+    """(short source name, framework) of a row (:data:`SOURCES`); the source text itself otherwise.
+    Narayanan's Table 2 ZeRO-3 rows ran DeepSpeed, not Megatron-LM."""
+    text = _text(row.get("source")) if isinstance(row, dict) else ""
+    for words, name, framework in SOURCES:
+        if words in text:
+            layout = row.get("layout") if isinstance(row.get("layout"), dict) else {}
+            if name == "Narayanan 2021" and _zero_stage(layout.get("zero")) == 3:
+                framework = "DeepSpeed ZeRO-3"
+            return name, framework
+    return str(row.get("source", "") if isinstance(row, dict) else "")[:40] or "unknown", "unknown"
+
+
+def kind_of(row: dict) -> str:
+    """``MoE`` (routed experts), ``long context`` (s ≥ :data:`LONG_CONTEXT`) or ``dense``."""
+    dims = row.get("dims") if isinstance(row, dict) and isinstance(row.get("dims"), dict) else {}
+    try:
+        experts = _number(dims, "experts", "num_experts", "E") or 0
+        seq = _number(dims, "s") or 0
+    except ConfigError:
+        return "dense"
+    return "MoE" if experts > 1 else ("long context" if seq >= LONG_CONTEXT else "dense")
 
 
 def predict_all(path: Path = DATA) -> list[Prediction]:
     return [predict(row) for row in rows(path)]
+
+
+def error_bands(predictions: list[Prediction]) -> list[dict]:
+    """The model's measured error on the published runs, per (framework, GPU kind) and per GPU kind
+    over every framework (``framework`` None): runs, mean and max |error|, mean signed error — the
+    band a bill prints beside its step time (:mod:`symbolic.bill.bands`)."""
+    groups: dict[tuple, list[float]] = {}
+    for p in predictions:
+        if math.isnan(p.error):
+            continue
+        framework = source_of(p.row)[1]
+        for key in ((framework, p.gpu), (None, p.gpu)):
+            groups.setdefault(key, []).append(p.error)
+    return [{"framework": framework, "gpu": gpu, "runs": len(errors),
+             "mean_abs_error": round(sum(abs(e) for e in errors) / len(errors), 4),
+             "max_abs_error": round(max(abs(e) for e in errors), 4),
+             "bias": round(sum(errors) / len(errors), 4)}
+            for (framework, gpu), errors in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0] or ""))]

@@ -526,7 +526,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     from ..bill.derive import inventories, output_norm  # here: the bill imports the ledgers
     from ..models.architectures import output
 
-    layout.validate(model)
+    layout = layout.validate(model)   # no-op flags off (layout.settle_no_ops)
     if layout.levers:
         raise ConfigError("the timeline does not model LoRA, a quantised base or offload (--lora, --base-dtype, "
                           "--offload); `symbolic bill` itemises them")

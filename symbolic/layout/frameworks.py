@@ -1,0 +1,158 @@
+"""Framework presets: what each training framework does when its user sets nothing, read in its code.
+
+``--framework NAME`` sets the step-time model's inputs to that framework's defaults — the attention
+kernel, TP and DP communication overlap, the distributed optimizer (the ZeRO stage it implies), the
+gradient bucket, the parameter-gather prefetch, the loss kernel and the main-gradient precision — and
+the TIME section prints each with its source. Every default is cited to a file of the framework at a
+commit (read there, never copied). An explicit flag (``--overlap``, ``--zero``, ``--flash-attention``)
+still wins; without a preset the bill keeps its own defaults (an HF-config model runs what PyTorch and
+transformers run today — SDPA, a fused kernel; the papers' built-in models the papers' kernels).
+
+``loss`` uses the names of the Layout's loss-kernel field (``eager``, ``vocab-parallel``, ``fused``,
+``chunked``, ``liger``); ``main_grads`` is ``fp32`` where the framework accumulates and reduces
+gradients in fp32 main-gradient buffers, ``bf16`` where it reduces them in the parameters' dtype.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from ..models.config import ConfigError
+
+MEGATRON = "NVIDIA/Megatron-LM @d98e8a64"
+NEMO = "NVIDIA/NeMo @8cfedd72"
+TORCHTITAN = "pytorch/torchtitan @b5bcd76c"
+DEEPSPEED = "microsoft/DeepSpeed @38327e07"
+LLM_FOUNDRY = "mosaicml/llm-foundry @8c8dd48f"
+TORCH = "PyTorch 2.13 / transformers 5.24 (as installed)"
+#: The Layout's loss-kernel names (helper `fits`' field) and the main-gradient precisions.
+LOSS_KERNELS = ("eager", "vocab-parallel", "fused", "chunked", "liger")
+MAIN_GRADS = ("fp32", "bf16")
+
+
+@dataclass(frozen=True)
+class Framework:
+    """One framework's defaults (each field's source in ``sources``, same key)."""
+
+    name: str
+    attention: str                 #: "fused" (a flash / cuDNN kernel) or "unfused"
+    tp_comm_overlap: bool          #: TP collectives overlapped with the GEMMs
+    grad_reduce_overlap: bool      #: DP gradient reduce bucketed behind the backward
+    param_gather_overlap: bool     #: parameter all-gather / ZeRO-3 / FSDP prefetch behind compute
+    zero: int                      #: the optimizer-state sharding its default implies (0-3)
+    bucket_elements: int           #: gradient elements per reduce bucket
+    loss: str                      #: one of :data:`LOSS_KERNELS`
+    main_grads: str                #: one of :data:`MAIN_GRADS`
+    published: tuple               #: the framework names of the published runs it stands for (error bands)
+    sources: dict
+
+    def settings(self) -> list[tuple[str, str, str]]:
+        """(setting, value, source) for the TIME section."""
+        out = []
+        for item in fields(self):
+            if item.name in ("name", "published", "sources"):
+                continue
+            value = getattr(self, item.name)
+            text = ("on" if value else "off") if isinstance(value, bool) else (
+                f"{value:,}" if isinstance(value, int) and item.name == "bucket_elements" else str(value))
+            out.append((item.name, text, self.sources[item.name]))
+        return out
+
+
+FRAMEWORKS: dict[str, Framework] = {
+    "megatron-core": Framework(
+        "megatron-core", "fused", False, False, False, 0, 40_000_000, "vocab-parallel", "fp32",
+        ("Megatron-Core", "Megatron-LM + TE", "Megatron-LM 2021"),
+        {"attention": f"{MEGATRON} megatron/core/transformer/transformer_config.py: attention_backend = AttnBackend.auto "
+                      "(Transformer Engine's fused / flash kernel where it runs)",
+         "tp_comm_overlap": f"{MEGATRON} megatron/core/model_parallel_config.py: tp_comm_overlap: bool = False",
+         "grad_reduce_overlap": f"{MEGATRON} megatron/core/distributed/distributed_data_parallel_config.py: "
+                                "overlap_grad_reduce: bool = False",
+         "param_gather_overlap": f"{MEGATRON} distributed_data_parallel_config.py: overlap_param_gather: bool = False",
+         "zero": f"{MEGATRON} distributed_data_parallel_config.py: use_distributed_optimizer: bool = False (ZeRO-0)",
+         "bucket_elements": f"{MEGATRON} megatron/core/distributed/distributed_data_parallel.py: bucket_size = "
+                            "max(40000000, 1000000 * dp) (the 40 M floor)",
+         "loss": f"{MEGATRON} megatron/core/model_parallel_config.py: cross_entropy_loss_fusion: bool = False "
+                 "(tensor_parallel.vocab_parallel_cross_entropy)",
+         "main_grads": f"{MEGATRON} megatron/training/arguments.py: bf16 sets accumulate_allreduce_grads_in_fp32 = True"}),
+    "nemo": Framework(
+        "nemo", "fused", False, True, True, 1, 40_000_000, "fused", "fp32",
+        ("NeMo", "Megatron-Bridge"),
+        {"attention": f"{NEMO} runs Megatron-Core: attention_backend auto ({MEGATRON} transformer_config.py)",
+         "tp_comm_overlap": f"{NEMO} nemo/collections/llm/recipes/llama3_8b.py: tp_comm_overlap=False",
+         "grad_reduce_overlap": f"{NEMO} nemo/collections/llm/recipes/llama3_8b.py: DistributedDataParallelConfig("
+                                "overlap_grad_reduce=True)",
+         "param_gather_overlap": f"{NEMO} nemo/collections/llm/recipes/llama3_8b.py: overlap_param_gather=True",
+         "zero": f"{NEMO} nemo/collections/llm/recipes/optim/adam.py: use_distributed_optimizer=True (ZeRO-1)",
+         "bucket_elements": f"Megatron-Core's default ({MEGATRON} distributed_data_parallel.py: max(40000000, 1000000 * dp))",
+         "loss": f"{NEMO} nemo/collections/llm/gpt/model/base.py: cross_entropy_loss_fusion: bool = True",
+         "main_grads": f"{NEMO} nemo/collections/llm/recipes/llama3_8b.py: grad_reduce_in_fp32=True"}),
+    "torchtitan": Framework(
+        "torchtitan", "fused", False, True, True, 3, 40_000_000, "eager", "fp32",
+        ("torchtitan",),
+        {"attention": f"{TORCHTITAN} torchtitan/models/llama3/__init__.py: model_registry(attn_backend='flex') "
+                      "(FlexAttention, a fused kernel)",
+         "tp_comm_overlap": f"{TORCHTITAN} torchtitan/config/configs.py: enable_async_tensor_parallel: bool = False",
+         "grad_reduce_overlap": f"{TORCHTITAN} FSDP2 reduce-scatters each group's gradients as its backward ends "
+                                f"({TORCH} torch/distributed/fsdp/_fully_shard)",
+         "param_gather_overlap": f"{TORCH} FSDP2 prefetches the next group's all-gather (implicit forward/backward "
+                                 "prefetch in torch/distributed/fsdp/_fully_shard)",
+         "zero": f"{TORCHTITAN} torchtitan/config/configs.py: data_parallel_shard_degree: int = -1 (FSDP over "
+                 "every data-parallel rank: ZeRO-3)",
+         "bucket_elements": "FSDP2 reduces per parameter group (one transformer block), not by a size bucket: "
+                            "Megatron's 40 M elements assumed for the last exposed bucket (a named approximation)",
+         "loss": f"{TORCHTITAN} torchtitan/components/loss.py: cross_entropy_loss: torch.nn.functional.cross_entropy("
+                 "pred.float(), ...) (eager, fp32 logits)",
+         "main_grads": f"{TORCHTITAN} torchtitan/config/configs.py: mixed_precision_reduce = 'float32'"}),
+    "fsdp": Framework(
+        "fsdp", "fused", False, True, True, 3, 40_000_000, "eager", "bf16",
+        ("llm-foundry (FSDP)",),
+        {"attention": f"{TORCH} transformers/modeling_utils.py: applicable_attention = 'sdpa' when none is requested "
+                      "(PyTorch SDPA: a flash / memory-efficient kernel)",
+         "tp_comm_overlap": "no tensor parallelism in plain FSDP",
+         "grad_reduce_overlap": f"{TORCH} FSDP reduce-scatters each unit's gradients during the backward",
+         "param_gather_overlap": f"{TORCH} FSDP1 backward_prefetch=BACKWARD_PRE by default; FSDP2 implicit prefetch",
+         "zero": f"{TORCH} FSDP's default sharding is FULL_SHARD (ZeRO-3)",
+         "bucket_elements": "FSDP reduces per wrapped unit: Megatron's 40 M elements assumed (a named approximation)",
+         "loss": f"{TORCH} transformers/loss/loss_utils.py: logits = logits.float(), then nn.functional.cross_entropy "
+                 "(eager)",
+         "main_grads": f"{TORCH} FSDP MixedPrecision reduces in the parameters' dtype unless reduce_dtype is set"}),
+    "deepspeed": Framework(
+        "deepspeed", "fused", False, False, False, 0, 500_000_000, "eager", "fp32",
+        ("DeepSpeed ZeRO-3",),
+        {"attention": f"{TORCH} a transformers model under DeepSpeed runs transformers' default attention (SDPA)",
+         "tp_comm_overlap": "no tensor parallelism in DeepSpeed's ZeRO engine",
+         "grad_reduce_overlap": f"{DEEPSPEED} deepspeed/runtime/zero/config.py: overlap_comm defaults to "
+                                "stage == 3 (off at the default stage 0)",
+         "param_gather_overlap": f"{DEEPSPEED} deepspeed/runtime/zero/config.py: overlap_comm off at stage 0 "
+                                 "(stage3_prefetch_bucket_size 5e7 applies at stage 3)",
+         "zero": f"{DEEPSPEED} deepspeed/runtime/zero/config.py: stage: ZeroStageEnum = 0",
+         "bucket_elements": f"{DEEPSPEED} deepspeed/runtime/zero/config.py: reduce_bucket_size = 5e8",
+         "loss": f"{TORCH} transformers' loss: logits.float() then cross_entropy (eager)",
+         "main_grads": f"{DEEPSPEED} the bf16/fp16 optimizers keep fp32 master weights and gradients"}),
+    "llm-foundry": Framework(
+        "llm-foundry", "fused", False, True, True, 3, 40_000_000, "fused", "bf16",
+        ("llm-foundry (FSDP)",),
+        {"attention": f"{LLM_FOUNDRY} llmfoundry/models/utils/config_defaults.py: 'attn_impl': 'flash'",
+         "tp_comm_overlap": "no tensor parallelism in the benchmark table's runs (FSDP only)",
+         "grad_reduce_overlap": f"{TORCH} FSDP (Composer) reduce-scatters each unit's gradients in the backward",
+         "param_gather_overlap": f"{TORCH} FSDP1 backward_prefetch=BACKWARD_PRE (Composer's default)",
+         "zero": f"{LLM_FOUNDRY} scripts/train/benchmarking/submit_benchmarks.py: --fsdp_config_shard_strategy "
+                 "FULL_SHARD (ZeRO-3)",
+         "bucket_elements": "FSDP reduces per wrapped block: Megatron's 40 M elements assumed (a named approximation)",
+         "loss": f"{LLM_FOUNDRY} llmfoundry/models/mpt/modeling_mpt.py: loss_fn = 'fused_crossentropy' "
+                 "(flash-attn's fused cross-entropy)",
+         "main_grads": f"{LLM_FOUNDRY} FSDP mixed_precision PURE/DEFAULT: gradients reduced in bf16"}),
+}
+
+
+def framework(name: str | None) -> Framework | None:
+    """The preset named ``name`` (None: no preset); a ConfigError naming the choices otherwise."""
+    if name is None or name == "":
+        return None
+    found = FRAMEWORKS.get(str(name).strip().lower())
+    if found is None:
+        raise ConfigError(f"--framework {name!r}: choose one of {', '.join(FRAMEWORKS)}")
+    return found
+
+
+__all__ = ["Framework", "FRAMEWORKS", "framework", "LOSS_KERNELS", "MAIN_GRADS"]

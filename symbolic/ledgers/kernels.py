@@ -1,0 +1,230 @@
+"""Kernel efficiencies as data: what others measured on each GPU kind, and the rule for the rest.
+
+``symbolic/data/kernels/`` holds published kernel micro-benchmarks, each table with its source,
+repository, path and commit:
+
+* ``b200.json`` and ``a100-pcie.json`` — SimuMax's system files (MooreThreads/SimuMax
+  ``configs/system/``): GEMM efficiency by shape (m, n, k) and pass (Transformer Engine's TN forward,
+  NN input gradient, NT weight gradient; the output m × n, the reduction k), grouped GEMM by
+  (groups, M, N, K) and pass, the fused attention kernel forward and backward by (batch, sequence,
+  heads, head dims), and the memory-bound kernels' bandwidth efficiency and fixed latency;
+* ``index.json`` — the mamf-finder ceilings (stas00/ml-engineering, the maximum achievable BF16 and
+  FP8 matmul as a fraction of the dense peak) and which ceiling row each hardware file is.
+
+The rules, stated once (nothing here is fitted to published runs):
+
+* **Interpolation over shapes:** a kernel takes the efficiency of the *nearest measured shape of the
+  same pass* in log space (Euclidean distance of the logarithms of its dimensions; GEMM (m, n, k),
+  grouped GEMM (groups, M, N, K), attention (sequence, batch × heads, head dim); rows equal in those
+  dimensions — attention rows differing only in key/value heads — the first in the file's sorted order).
+* **A GPU kind with no table of its own** borrows the measured kind nearest in dense BF16 peak (in
+  log space), each efficiency scaled by the ratio of the two kinds' mamf-finder BF16 ceilings (the
+  same benchmark on both) and capped at the borrower's ceiling; the bill names the approximation.
+* **FP8 GEMMs:** the tables publish none (SimuMax's ``fp8_matmul`` tables are empty): the BF16
+  shape's efficiency × the kind's mamf-finder FP8 / BF16 ceiling ratio, against the FP8 peak.
+* **A measured GEMM or attention time includes its own operand traffic:** a kernel priced from a
+  table adds no separate HBM time (Calculon's FLOP + memory mode stays for a hardware file with no
+  table).
+* **The fused attention kernel** (``sdp_fwd``/``sdp_bwd``) was timed causal against the dense count
+  2·b·s²·heads·(d_qk + d_v) forward and 2.5× that backward (SimuMax
+  ``simu_tools/efficency_test/test_fa_efficiency.py``): the kernel executes half the s² work, so its
+  efficiency on the work it executes is half the table's figure, and the time is the same either
+  way: dense count / (peak × table figure).
+* **Memory-bound kernels:** SimuMax's bandwidth figures (``gbps`` in GiB/s × ``efficient_factor``,
+  plus ``latency_us`` per kernel, its ``compute_mem_access_time``) read as a fraction of the measured
+  GPU's datasheet HBM bandwidth; ``ce`` is the cross-entropy (loss) kernel's own.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+KERNELS_DIR = Path(__file__).resolve().parent.parent / "data" / "kernels"
+PASSES = ("forward", "input_gradient", "weight_gradient")
+#: A causal attention kernel executes half of the dense s² count its table figure is measured against.
+CAUSAL_DENSE_OVER_EXECUTED = 2.0
+
+
+@dataclass(frozen=True)
+class Table:
+    """Measured shapes of one kernel and pass: log-dimensions (n × d) and efficiencies (n)."""
+
+    log_shapes: np.ndarray
+    efficiency: np.ndarray
+
+    def nearest(self, *dims) -> np.ndarray:
+        """The efficiency of the nearest measured shape (log space) for arrays of dimensions. Distinct
+        shapes are found once (a plan's layouts share few): each is keyed by its log-dimensions rounded
+        to 1/1024 (15 bits each), and only those are compared with the table."""
+        arrays = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in dims))
+        shape = arrays[0].shape
+        logs = [np.log(np.maximum(a, 1.0)).ravel() for a in arrays]
+        if logs[0].size == 1:
+            unique, inverse = np.array([[x[0] for x in logs]]), np.zeros(1, dtype=np.int64)
+        else:
+            key = np.zeros(logs[0].shape, dtype=np.int64)
+            for x in logs:
+                key = key * 32768 + np.minimum(np.rint(x * 1024), 32767).astype(np.int64)
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            unique = np.stack([x[first] for x in logs], axis=-1)
+        distance = ((unique[:, None, :] - self.log_shapes[None, :, :]) ** 2).sum(axis=-1)
+        return self.efficiency[np.argmin(distance, axis=1)][inverse.reshape(-1)].reshape(shape)
+
+
+@dataclass(frozen=True)
+class KernelTables:
+    """The kernel efficiencies one GPU kind is priced with (its own tables or borrowed ones)."""
+
+    hardware: str
+    measured_on: str              #: the GPU the tables were measured on
+    gemm: dict                    #: pass → Table over (m, n, k)
+    grouped: dict                 #: pass → Table over (groups, M, N, K)
+    attention: dict               #: "forward"/"backward" → Table over (sequence, batch × heads, head dim)
+    scale: float                  #: borrower's ceiling / measured kind's ceiling (1 for its own tables)
+    ceiling: float                #: the kind's mamf-finder BF16 ceiling (a cap on every GEMM efficiency)
+    fp8_ratio: float | None       #: mamf-finder FP8 / BF16 ceiling of the kind (None: no FP8 figure)
+    memory_efficiency: float      #: memory-bound kernels: achieved / datasheet HBM bandwidth
+    loss_memory_efficiency: float  #: the cross-entropy kernel's own
+    kernel_latency: float         #: fixed seconds per memory-bound kernel (SimuMax's latency_us)
+    approximation: str            #: "" for measured tables, else the borrowing the bill names
+    sources: tuple                #: "repository path @commit (what)" per table
+
+    def gemm_efficiency(self, stage: str, m, n, k, dtype: str = "bf16") -> np.ndarray:
+        return self._scaled(self.gemm[stage].nearest(m, n, k), dtype)
+
+    def grouped_efficiency(self, stage: str, groups, m, n, k, dtype: str = "bf16") -> np.ndarray:
+        table = self.grouped.get(stage)
+        if table is None:
+            return self.gemm_efficiency(stage, m, n, k, dtype)
+        return self._scaled(table.nearest(groups, m, n, k), dtype)
+
+    def attention_efficiency(self, stage: str, sequence, heads, head_dim) -> np.ndarray:
+        if stage not in self.attention:   # a table with no attention rows: the forward GEMM of QKᵀ's shape,
+            # counted dense as the attention tables are, at the causal kernel's half (a named approximation)
+            return self.gemm_efficiency("forward", np.asarray(sequence) * np.asarray(heads), sequence, head_dim) \
+                * CAUSAL_DENSE_OVER_EXECUTED
+        return self._attention(stage, sequence, heads, head_dim)
+
+    def _attention(self, stage: str, sequence, heads, head_dim) -> np.ndarray:
+        """The table's figure (the dense count of a causal kernel / (time × peak): up to 2, the kernel
+        executing half of it), scaled as GEMMs are and capped where the executed work would pass the peak."""
+        return np.minimum(self.attention[stage].nearest(sequence, heads, head_dim) * self.scale,
+                          CAUSAL_DENSE_OVER_EXECUTED)
+
+    def _scaled(self, eff, dtype):
+        eff = np.minimum(eff * self.scale, self.ceiling)
+        if dtype == "fp8" and self.fp8_ratio is not None:
+            eff = eff * self.fp8_ratio
+        return eff
+
+    def describe(self) -> str:
+        own = f"measured on {self.measured_on}" if not self.approximation else self.approximation
+        return (f"kernel tables {own}: GEMM efficiency of the nearest measured shape (log space) per pass, "
+                f"capped at mamf-finder's {self.ceiling:.1%}; fused attention from its own table; memory-bound "
+                f"kernels at {self.memory_efficiency:.1%} of HBM, the loss kernel at {self.loss_memory_efficiency:.1%}")
+
+
+def _read(name: str) -> dict:
+    return json.loads((KERNELS_DIR / name).read_text())
+
+
+@cache
+def _measured(file: str) -> tuple:
+    return _tables_of(_read(file))
+
+
+def _tables_of(data: dict) -> tuple:
+    """A kernel file's tables (the shape of ``data/kernels/b200.json``; ``benchmarks/device_check.py``
+    writes the same): GEMM and memory required, grouped GEMM and attention optional."""
+    tables = data["tables"]
+    gemm = {}
+    for stage in PASSES:
+        rows = [r for r in tables["gemm"]["rows"] if r[0] == stage]
+        gemm[stage] = Table(np.log(np.array([r[1:4] for r in rows], dtype=np.float64)),
+                            np.array([r[4] for r in rows], dtype=np.float64))
+    grouped = {}
+    for stage in PASSES:
+        rows = [r for r in tables.get("grouped_gemm", {}).get("rows", []) if r[0] == stage]
+        if rows:
+            grouped[stage] = Table(np.log(np.array([r[1:5] for r in rows], dtype=np.float64)),
+                                   np.array([r[5] for r in rows], dtype=np.float64))
+    attention = {}
+    for stage in ("forward", "backward"):
+        # Megatron-Core's query, key and value are views of one projection (not contiguous): that row
+        # where the table has both.
+        rows = tables.get(f"attention_{stage}", {}).get("rows", [])
+        if not rows:
+            continue
+        kept = {tuple(r[:6]): r for r in rows if r[6]}
+        kept.update({tuple(r[:6]): r for r in rows if not r[6]})
+        rows = list(kept.values())
+        attention[stage] = Table(np.log(np.array([[r[1], r[0] * r[2], r[4]] for r in rows], dtype=np.float64)),
+                                 np.array([r[7] for r in rows], dtype=np.float64))
+    memory = tables["memory"]
+    datasheet = memory["datasheet_hbm_bandwidth"]
+
+    def fraction(kernel):
+        figures = memory["kernels"].get(kernel, memory["kernels"]["default"])
+        return min(1.0, figures["gbps"] * 2**30 * figures["efficiency"] / datasheet)
+
+    latency = memory["kernels"]["default"]["latency_us"] * 1e-6
+    sources = tuple(f"{t['repository']} {t['path']} @{t['commit'][:8]} ({t['key']})" for t in tables.values())
+    return data["gpu"], gemm, grouped, attention, fraction("default"), fraction("ce"), latency, sources
+
+
+@cache
+def index() -> dict:
+    return _read("index.json")
+
+
+def ceiling(hardware_name: str, dtype: str = "bf16"):
+    """mamf-finder's ceiling of a hardware file's GPU (None when the table has no row for it)."""
+    data = index()
+    row = data["ceilings"]["rows"].get(data["kinds"].get(hardware_name, ""))
+    return None if row is None else row.get(dtype)
+
+
+@cache
+def for_hardware(hardware_name: str, peak_bf16_flops: float) -> KernelTables | None:
+    """The kernel tables of a hardware file's GPU (by its ``name``): its own measured tables, or the
+    nearest measured kind's by dense BF16 peak, scaled by the mamf-finder ceilings (module docstring).
+    None for a GPU no ceiling row names (a user's hardware file): its own ``gemm_efficiency`` prices it."""
+    data = index()
+    own = ceiling(hardware_name)
+    if own is None:
+        return None
+    if hardware_name in data["measured"]:
+        measured = hardware_name
+    else:
+        def peak_of(name):
+            if name in data.get("measured_peak_bf16_flops", {}):
+                return data["measured_peak_bf16_flops"][name]
+            from .hardware import builtin
+            return next(hw.peak_bf16_flops for hw in builtin().values() if hw.name == name)
+        measured = min(sorted(data["measured"]), key=lambda name: abs(math.log(peak_of(name) / peak_bf16_flops)))
+    gpu, gemm, grouped, attention, memory, loss, latency, sources = _measured(data["measured"][measured])
+    theirs = ceiling(measured)
+    scale = own / theirs
+    approximation = "" if measured == hardware_name else (
+        f"borrowed from {gpu} (the measured kind nearest in dense BF16 peak), every efficiency × {scale:.3f} "
+        f"(mamf-finder ceilings {own:.1%} / {theirs:.1%})")
+    fp8 = ceiling(hardware_name, "fp8")
+    return KernelTables(hardware_name, gpu, gemm, grouped, attention, scale, own,
+                        None if fp8 is None else fp8 / own, memory, loss, latency, approximation, sources)
+
+
+def from_file(path, hardware_name: str, ceiling_bf16: float) -> KernelTables:
+    """The tables of a kernel file at ``path`` (one ``benchmarks/device_check.py`` wrote) for the GPU
+    it was measured on, capped at ``ceiling_bf16``: how a measured figure replaces a borrowed one."""
+    data = json.loads(Path(path).read_text())
+    gpu, gemm, grouped, attention, memory, loss, latency, sources = _tables_of(data)
+    return KernelTables(hardware_name, gpu, gemm, grouped, attention, 1.0, ceiling_bf16, None, memory, loss,
+                        latency, "", sources)
+
+
+__all__ = ["KernelTables", "Table", "for_hardware", "from_file", "ceiling", "index", "PASSES"]

@@ -1,0 +1,183 @@
+"""Kernel efficiencies measured by others (symbolic/ledgers/kernels.py), checked against the data
+files read directly and against counts made here by hand."""
+import json
+import math
+
+import pytest
+
+from symbolic.layout.layout import Layout
+from symbolic.ledgers import hardware, kernels
+from symbolic.models.hf import builtin_models
+
+DATA = kernels.KERNELS_DIR
+
+
+def _rows(file: str, table: str) -> list:
+    return json.loads((DATA / file).read_text())["tables"][table]["rows"]
+
+
+def test_every_table_names_its_source_repository_path_and_commit():
+    for file in ("b200.json", "a100-pcie.json"):
+        tables = json.loads((DATA / file).read_text())["tables"]
+        for name, table in tables.items():
+            assert table["repository"] == "MooreThreads/SimuMax" and len(table["commit"]) == 40, (file, name)
+            assert table["path"].startswith("configs/system/")
+    assert len(_rows("a100-pcie.json", "gemm")) == 183 and len(_rows("b200.json", "gemm")) == 514
+    ceilings = kernels.index()["ceilings"]
+    assert ceilings["repository"] == "stas00/ml-engineering" and len(ceilings["commit"]) == 40
+    # mamf-finder's table: efficiency = MAMF / theory.
+    for row, theory in (("NVIDIA A100 SXM", 312), ("NVIDIA H100 SXM", 989), ("NVIDIA B200 SXM", 2250),
+                        ("NVIDIA GB200 SXM", 2500)):
+        figures = ceilings["rows"][row]
+        assert figures["bf16"] == pytest.approx(figures["bf16_tflops"] / theory, abs=6e-4)
+
+
+def test_a_measured_shape_gets_its_own_figure_and_another_the_nearest_in_log_space():
+    tables = kernels.for_hardware("B200-180GB", 2.25e15)
+    assert tables.approximation == "" and tables.scale == 1
+    forward = [r for r in _rows("b200.json", "gemm") if r[0] == "forward"]
+    _, m, n, k, eff = forward[0]
+    assert float(tables.gemm_efficiency("forward", m, n, k)) == pytest.approx(min(eff, tables.ceiling))
+    # An unmeasured shape: the row minimising Σ (log ratio)² over (m, n, k), found here by brute force.
+    query = (3000, 7000, 5000)
+    best = min(forward, key=lambda r: sum(math.log(q / x) ** 2 for q, x in zip(query, r[1:4])))
+    assert float(tables.gemm_efficiency("forward", *query)) == pytest.approx(min(best[4], tables.ceiling))
+    # Arrays of shapes, as plan passes them, give each its own nearest.
+    many = tables.gemm_efficiency("forward", [m, 3000], [n, 7000], [k, 5000])
+    assert list(many) == pytest.approx([min(eff, tables.ceiling), min(best[4], tables.ceiling)])
+
+
+def test_a_kind_without_a_table_borrows_the_nearest_peak_scaled_by_the_mamf_ceilings():
+    h100 = kernels.for_hardware("H100-SXM5-80GB", 989e12)
+    # 989 TFLOP/s is nearer 2,250 (B200, log ratio 0.82) than 312 (A100 PCIe, 1.15).
+    assert h100.measured_on == "B200" and h100.scale == pytest.approx(0.803 / 0.776)
+    assert "borrowed from B200" in h100.approximation and "80.3% / 77.6%" in h100.approximation
+    a100 = kernels.for_hardware("A100-SXM4-80GB", 312e12)
+    assert a100.measured_on == "A100-PCIe-80GB" and a100.scale == pytest.approx(0.869 / 0.811)
+    _, m, n, k, eff = next(r for r in _rows("a100-pcie.json", "gemm") if r[0] == "weight_gradient")
+    assert float(a100.gemm_efficiency("weight_gradient", m, n, k)) == pytest.approx(min(eff * 0.869 / 0.811, 0.869))
+    # FP8: the BF16 shape's figure × the kind's FP8 / BF16 mamf ceiling (H100: 70.9% / 80.3%).
+    bf16 = float(h100.gemm_efficiency("forward", 4096, 8192, 8192))
+    assert float(h100.gemm_efficiency("forward", 4096, 8192, 8192, "fp8")) == pytest.approx(bf16 * 0.709 / 0.803)
+    # A GPU no ceiling row names (a user's file) has no tables: its own step function prices it.
+    assert kernels.for_hardware("My-Accelerator", 1e15) is None
+
+
+def test_memory_bound_kernels_read_simumax_bandwidth_as_a_fraction_of_the_datasheet():
+    b200 = kernels.for_hardware("B200-180GB", 2.25e15)
+    assert b200.memory_efficiency == pytest.approx(8000 * 2**30 * 0.666 / 8e12)
+    assert b200.loss_memory_efficiency == pytest.approx(8000 * 2**30 * 0.3246108444537549 / 8e12)
+    assert b200.kernel_latency == pytest.approx(30e-6)
+
+
+def _time(model, layout, hw, **kw):
+    from symbolic.bill.timing import step_time
+
+    return step_time(model, layout, hw, **kw)
+
+
+def test_fused_attention_is_its_own_kernel_dense_count_over_peak_times_the_table_figure():
+    """Llama-3-8B (32 heads of 128, s = 4096, b = 1) on one B200: each layer's attention kernel runs
+    forward 4·b·s²·h FLOPs (QKᵀ and ·V, dense count) and backward 10·b·s²·h (2.5×, the scores recomputed);
+    the table's causal kernel at (seq 4096, 32 heads, dim 128) prices each as dense count / (peak × figure),
+    i.e. the half it executes at half the figure."""
+    model = builtin_models()["llama-3-8b"]
+    hw = hardware.load("b200")
+    layout = Layout(seq=4096, micro_batch=1, global_batch=1, recompute="none")
+    step = _time(model, layout, hw)
+    lines = {x["name"]: x for x in step.compute_lines}
+    attention = [x for x in step.compute_lines if x["kernel"].startswith("attention")]
+    assert {x["name"] for x in attention} >= {"layer/attention/scores", "layer/attention/context"}
+    rows = [r for r in _rows("b200.json", "attention_forward") if r[1:3] == [4096, 32] and r[4] == 128]
+    back = [r for r in _rows("b200.json", "attention_backward") if r[1:3] == [4096, 32] and r[4] == 128]
+    e_f, e_b = rows[0][7], back[0][7]      # the first of the tied rows (kv 4 before kv 8), not contiguous
+    assert not rows[0][6]
+    b, s, h, L = 1, 4096, 4096, 32
+    expected = L * (4 * b * s**2 * h / (2.25e15 * e_f) + 10 * b * s**2 * h / (2.25e15 * e_b))
+    assert sum(float(x["seconds"]) for x in attention) == pytest.approx(expected, rel=1e-9)
+    # The GEMM table is not used for it: the projection lines are GEMMs.
+    assert lines["layer/attention/query"]["kernel"] == "gemm"
+
+
+def test_a_weight_gemm_takes_each_pass_at_its_own_shape():
+    """Llama-3-8B's query projection on one B200 (b·s = 4096 tokens, h = 4096): forward (4096, 4096, 4096),
+    input gradient (m = tokens, n = K, k = N), weight gradient (m = N, n = K, k = tokens); each pass one
+    third of the line's FLOPs at its own efficiency."""
+    model = builtin_models()["llama-3-8b"]
+    hw = hardware.load("b200")
+    step = _time(model, Layout(seq=4096, micro_batch=1, global_batch=1, recompute="none"), hw)
+    line = next(x for x in step.compute_lines if x["name"] == "layer/attention/query")
+    tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
+    e = [float(tables.gemm_efficiency(stage, 4096, 4096, 4096)) for stage in kernels.PASSES]
+    flops = 3 * 2 * 4096 * 4096 * 4096 * 32
+    assert float(line["flops_on_pacing_stage"]) == pytest.approx(flops)
+    assert float(line["seconds"]) == pytest.approx(sum(flops / 3 / (2.25e15 * x) for x in e), rel=1e-9)
+    assert "measured on B200" in step.factors["kernels"]
+
+
+def test_without_tables_the_hardware_files_step_function_prices_as_before():
+    model = builtin_models()["llama-3-8b"]
+    hw = hardware.load("b200")
+    layout = Layout(seq=4096, micro_batch=1, global_batch=1, recompute="none")
+    from symbolic.bill.timing import letters, stored
+    from symbolic.core.expressions import evaluate_formula
+    from symbolic.ledgers.time import price
+
+    text = stored(model, layout)
+    values = letters(model, layout, params_count=8_000_000_000)
+    numbers = [float(evaluate_formula(f, values)) for f in text.formulas]
+    old = price(text.shell(), numbers, values, hw, detail=True, kernel_tables=False)
+    line = next(x for x in old.compute_lines if x["name"] == "layer/attention/query")
+    assert float(line["efficiency"]) == pytest.approx(float(hw.efficiency(line["gemm_flops_per_call"])))
+    assert "step function" in old.factors["kernels"]
+
+
+def test_the_shipped_error_bands_are_current_and_printed_beside_the_step(capsys):
+    """symbolic/data/validation/error_bands.json is what benchmarks/error_bands.py computes from the shipped runs
+    now (regenerate it after changing the model); the bill prints its GPU kind's band."""
+    import runpy
+    import sys
+
+    from symbolic.bill import bands
+    from symbolic.cli import main
+
+    argv = sys.argv
+    sys.argv = ["error_bands.py", "--check"]
+    try:
+        with pytest.raises(SystemExit) as done:
+            runpy.run_path(str(bands.BANDS.parents[3] / "benchmarks" / "error_bands.py"), run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert done.value.code == 0, capsys.readouterr().out
+    shipped = json.loads(bands.BANDS.read_text())
+    h100 = next(b for b in shipped["bands"] if b["gpu"] == "H100-SXM5-80GB" and b["framework"] is None)
+    assert main(["bill", "gpt-7b", "--hardware", "h100"]) == 0
+    out = capsys.readouterr().out
+    assert f"±{h100['mean_abs_error']:.0%} mean |error|" in out and f"on {h100['runs']} published" in out
+    assert bands.describe("My-Accelerator") == "no published My-Accelerator run: not validated"
+    pooled = bands.band("H100-SXM5-80GB", ("Megatron-Core", "NeMo"))
+    rows = [b for b in shipped["bands"] if b["gpu"] == "H100-SXM5-80GB" and b["framework"] in ("Megatron-Core", "NeMo")]
+    assert pooled["runs"] == sum(b["runs"] for b in rows)
+
+
+def test_device_check_writes_a_table_the_reader_reads(tmp_path):
+    """benchmarks/device_check.py's kernel table, from stand-in timings (one GEMM at 60 % of the peak,
+    attention at 40 % of its dense count), read back by kernels.from_file with the same figures."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("device_check", kernels.KERNELS_DIR.parents[2] / "benchmarks" /
+                                                  "device_check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    peak = 989e12
+    table = check.kernel_table("stand-in GPU", peak, 4.8e12, lambda m, n, k: 2 * m * n * k / (0.6 * peak),
+                               lambda b, s, h, d: (2 * b * s * s * h * 2 * d / (0.4 * peak),
+                                                   5 * b * s * s * h * 2 * d / (0.4 * peak)),
+                               4000.0, 5e-6, "0" * 40)
+    path = tmp_path / "kernels-h200.json"
+    path.write_text(json.dumps(table))
+    read = kernels.from_file(path, "H200-SXM-141GB", 0.803)
+    assert read.measured_on == "stand-in GPU" and read.approximation == ""
+    assert float(read.gemm_efficiency("weight_gradient", 4096, 4096, 8192)) == pytest.approx(0.6)
+    assert float(read.attention_efficiency("backward", 4096, 32, 128)) == pytest.approx(0.4)
+    assert read.memory_efficiency == pytest.approx(4000 * 2**30 / 4.8e12) and read.kernel_latency == pytest.approx(5e-6)
