@@ -66,6 +66,13 @@ def _count(value, field: str) -> int | None:
     return _positive(value, field, "a count such as '7B' or 7000000000", "a parameter count", parse_count)
 
 
+def default_loss(config: ModelConfig) -> str:
+    """The loss kernel of the model's usual stack (``symbolic.layout.layout.default_loss``)."""
+    from .layout.layout import default_loss as usual
+
+    return usual(config)
+
+
 def _layout(**options):
     from .layout.layout import Layout
 
@@ -245,7 +252,8 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
          gpus_per_node: int | None = None, lora: int = 0, lora_targets: str = "all-linear",
          base_dtype: str = "bf16", double_quant: bool = True, offload: str = "none",
          optimizer_impl: str = "foreach", flash_attention: bool = False, activation_offload: bool = False,
-         cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False) -> Bill:
+         cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False,
+         loss: str | None = None) -> Bill:
     """``symbolic bill``: the four ledgers of ``model`` (a built-in name, an HF
     ``config.json`` path or a ModelConfig) under a layout, against ``gpu_memory``
     (``"80GB"``, ``"80GiB"`` or bytes), and the step time on ``hardware`` (a GPU
@@ -263,7 +271,8 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      fused_swiglu=fused_swiglu, lora=lora, lora_targets=lora_targets, base_dtype=base_dtype,
                      double_quant=double_quant, offload=offload, optimizer_impl=optimizer_impl,
                      flash_attention=flash_attention, activation_offload=activation_offload,
-                     moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity)
+                     moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity,
+                     loss=loss or default_loss(config))
     layout = _engine_errors(lambda: layout.validate(config))
     params_hand = _count(params, "--params")
     memory = _size(gpu_memory, "--gpu-memory")
@@ -319,7 +328,7 @@ class Plan(Result):
 def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, params=None,
          optimizer: str = "bf16-adam", dtype: str = "bf16", top: int = 10, margin="0", hardware: str | None = None,
          overlap: str = "default", max_micro_batch: int = 16, gpus_per_node: int | None = None,
-         moe_capacity_factor="1", **fixed) -> Plan:
+         moe_capacity_factor="1", loss: str | None = None, **fixed) -> Plan:
     """``symbolic plan``: sweep every valid layout of ``model`` on ``gpus`` GPUs
     of ``gpu_memory``; ``fixed`` pins a choice (``tp=8``, ``sp=True``,
     ``recompute="selective"``, ``zero=1``, ``micro_batch``, ``pp``, ``dp``,
@@ -349,7 +358,8 @@ def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, p
         params_hand=_count(params, "--params"), optimizer=optimizer, dtype=dtype, hardware=gpu,
         max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node,
         fixed={name: fixed.get(name) for name in FIXABLE}, overlap=hidden,
-        moe_capacity=parse_ratio(moe_capacity_factor, "--moe-capacity-factor")))
+        moe_capacity=parse_ratio(moe_capacity_factor, "--moe-capacity-factor"),
+        loss=loss or default_loss(config)))
     elapsed = time.perf_counter() - start
     shown = result.ranked(top)
     return Plan(result, shown, None if shown else result.closest(), elapsed)
@@ -386,7 +396,7 @@ class Solve(Result):
 def solve(model, *, max: str, gpu_memory, margin="0", params=None, seq: int = 0, micro_batch: int = 1,
           tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1, sp: bool = False, recompute: str = "none",
           zero: int = 0, optimizer: str = "bf16-adam", interleave: int = 1, dtype: str = "bf16",
-          global_batch: int = 0) -> Solve:
+          global_batch: int = 0, loss: str | None = None) -> Solve:
     """``symbolic solve``: the largest ``max`` (``"micro-batch"`` or ``"seq"``)
     for which the layout fits ``gpu_memory``, solved exactly and checked by the bill."""
     from .search.solve import solve_limit
@@ -400,7 +410,7 @@ def solve(model, *, max: str, gpu_memory, margin="0", params=None, seq: int = 0,
         raise ConfigError("--gpu-memory is required: give a size such as '80GB'")
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
-                     global_batch=global_batch, cp=cp)
+                     global_batch=global_batch, cp=cp, loss=loss or default_loss(config))
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
                                                     _count(params, "--params"))))
@@ -446,7 +456,8 @@ class Timeline(Result):
 def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_channels: int = 16,
              bucket="25MiB", seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int = 1,
              cp: int = 1, sp: bool = False, recompute: str = "none", zero: int = 0, optimizer: str = "bf16-adam",
-             interleave: int = 1, dtype: str = "bf16", global_batch: int = 0) -> Timeline:
+             interleave: int = 1, dtype: str = "bf16", global_batch: int = 0,
+             loss: str | None = None) -> Timeline:
     """``symbolic timeline``: the four lifetime classes over one step, the peak
     and its phase t*; ``optimize`` names optimisations (``"flash-attention"``, ...)."""
     from .commands.timeline import report
@@ -458,7 +469,7 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
         optimize = [optimize]
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
-                     global_batch=global_batch, cp=cp)
+                     global_batch=global_batch, cp=cp, loss=loss or default_loss(config))
     if not isinstance(nccl_channels, int) or nccl_channels <= 0:
         raise ConfigError("--nccl-channels must be a positive integer")
     comm = CommSettings(_size(nccl_buffsize, "--nccl-buffsize"), nccl_channels, _size(bucket, "--bucket"))

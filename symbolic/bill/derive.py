@@ -65,6 +65,16 @@ def structure_output_norm(key: tuple) -> str:
     return OUTPUT_NORM[key[0]]
 
 
+#: The prefix of a :func:`symbolic.bill.evaluate.layout_structure` entry naming a loss kernel other than eager.
+LOSS_KEY = "loss:"
+
+
+def structure_loss(key: tuple) -> str:
+    """The loss kernel of a :func:`symbolic.bill.evaluate.layout_structure` key (``eager`` when unnamed)."""
+    return next((item[len(LOSS_KEY):] for item in key if isinstance(item, str) and item.startswith(LOSS_KEY)),
+                "eager")
+
+
 def structure_has_experts(key: tuple) -> bool:
     """Whether the :func:`structure` key is a mixture of experts (the ``moe`` inventory or a
     composed layer with a router): its routed experts go on the expert grid."""
@@ -88,6 +98,11 @@ def architecture_inventories(arch: str, symbolic_ffn: bool = False, tied: bool =
     ``extra``: ``"position_table"`` (a learned table of P rows), a composed layer's recipe key and
     ``"flash_attention"`` (the fused attention kernel: ``strategies.flash_attention`` on the saved
     tensors; :func:`symbolic.bill.evaluate.layout_structure`)."""
+    if any(isinstance(item, str) and item.startswith(LOSS_KEY) for item in extra):
+        # the loss kernel changes the output side, not the layer's inventories
+        return architecture_inventories(arch, symbolic_ffn, tied, positions, shared_experts,
+                                        *(item for item in extra if not (isinstance(item, str)
+                                                                         and item.startswith(LOSS_KEY))))
     if "flash_attention" in extra:
         from ..layout.strategies import flash_attention
         rest = tuple(item for item in extra if item != "flash_attention")
@@ -258,7 +273,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # The output side — final norm, logits input, fp32 log-softmax, targets — as its own lines: the
     # last pipeline stage holds it for the one micro-batch between forward and backward. The papers
     # leave it out of their total (paper_total_bytes); the verdict (total_bytes) counts it.
-    output_saved = strategy.shard(output.saved_tensors(norm=output_norm(model)))
+    output_saved = strategy.shard(output.saved_tensors(norm=output_norm(model), loss=layout.loss))
     for term in output_saved:
         add("output_side", term.name, term.bytes, term.source, _split(term))
 

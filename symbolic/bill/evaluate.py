@@ -122,7 +122,9 @@ def layout_structure(model: ModelConfig, layout: Layout) -> tuple:
     layout asks for the fused kernel (``Layout.flash_attention``), so every ledger built from the
     key — the plan's expressions, the step time — sees the inventory the bill bills."""
     key = structure(model)
-    return key + ("flash_attention",) if layout.flash_attention else key
+    key = key + ("flash_attention",) if layout.flash_attention else key
+    # the loss kernel (Layout.loss) changes the output side the step time prices: "loss:NAME" unless eager
+    return key + (f"loss:{layout.loss}",) if layout.loss != "eager" else key
 
 
 def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> dict:
@@ -146,6 +148,7 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             "levers": [layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
                        layout.optimizer_impl, layout.flash_attention, layout.activation_offload],
             **({"fp8_activations": True} if layout.fp8_activations else {}),
+            **({"loss": layout.loss} if layout.loss != "eager" else {}),
             **({"uneven_stages": True} if layout.uneven_stages else {}),
             **({"moe_dispatcher": layout.moe_dispatcher} if layout.moe_dispatcher != "hf" else {}),
             **({"moe_pad_to_capacity": True} if layout.moe_pad_to_capacity else {}),

@@ -24,10 +24,11 @@ def time_derivation(model_structure: tuple, sp: bool, recompute: str, zero: int,
                     expert_parallel: bool = False) -> TimeDerivation:
     """The time model's expressions for a model structure and the layout's discrete choices."""
     from ..models.architectures import output
-    from .derive import architecture_inventories, fused_backward_recompute, recompute_for_flops, structure_output_norm
+    from .derive import (architecture_inventories, fused_backward_recompute, recompute_for_flops, structure_loss,
+                         structure_output_norm)
 
     parameters, saved, matmuls = architecture_inventories(*model_structure)
-    output_saved = output.saved_tensors(norm=structure_output_norm(model_structure))
+    output_saved = output.saved_tensors(norm=structure_output_norm(model_structure), loss=structure_loss(model_structure))
     return derive_time(parameters, saved, matmuls, sp=sp, recompute=recompute,
                        flops_recompute=recompute_for_flops(recompute, saved), zero=zero, pipeline=pipeline,
                        interleaved=interleaved, context_parallel=context_parallel, optimizer=optimizer,

@@ -33,7 +33,8 @@ from pathlib import Path
 from ..core.inputs import clean
 from ..layout.choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD,
                               OPTIMIZER_IMPLS, RECOMPUTE, ZERO_STAGES)
-from ..layout.layout import Layout
+from ..layout.layout import Layout, default_loss
+from ..models.losses import LOSS_KERNELS
 from ..layout.recipes import RECIPES
 from ..models.builtin import preset
 from ..models.config import ConfigError, ModelConfig
@@ -298,6 +299,7 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
     add_dtype_option(group)
     group.add_argument("--global-batch", type=INT_TYPES["global_batch"], default=0,
                        help="sequences per iteration (default micro-batch × dp)")
+    add_loss_option(group)
 
 
 def add_lever_options(parser: argparse.ArgumentParser) -> None:
@@ -321,7 +323,21 @@ def add_lever_options(parser: argparse.ArgumentParser) -> None:
                        help="the fused attention kernel on a GPT layer: no s×s tensor saved (LLaMA/MoE have it)")
 
 
-def layout_from_args(args) -> Layout:
+def add_loss_option(group) -> None:
+    """``--loss``: the loss kernel (``Layout.loss``); default the model's usual stack (``default_loss``)."""
+    group.add_argument("--loss", choices=LOSS_KERNELS, default=None,
+                       help="the loss kernel: eager (transformers, fp32 logits), vocab-parallel (Megatron), "
+                            "fused (flash-attn / llm-foundry), chunked (torchtune), liger (fused linear CE); "
+                            "default: an HF model's eager, the papers' GPT models' vocab-parallel")
+
+
+def loss_from_args(args, model: ModelConfig | None) -> str:
+    """The ``--loss`` given, else the model's usual stack's (``layout.default_loss``), else eager."""
+    given = getattr(args, "loss", None)
+    return given or (default_loss(model) if model is not None else "eager")
+
+
+def layout_from_args(args, model: ModelConfig | None = None) -> Layout:
     return Layout(micro_batch=args.micro_batch, seq=args.seq, tp=args.tp, pp=args.pp, dp=args.dp,
                   sp=args.sp, recompute=args.recompute, zero=args.zero, optimizer=args.optimizer,
                   interleave=args.interleave, dtype=args.dtype, global_batch=args.global_batch,
@@ -341,7 +357,8 @@ def layout_from_args(args) -> Layout:
                   last_stage_layers=getattr(args, "last_stage_layers", 0),
                   moe_dispatcher=getattr(args, "moe_dispatcher", "hf"),
                   moe_pad_to_capacity=getattr(args, "moe_pad_to_capacity", False),
-                  pipeline_layout=getattr(args, "pipeline_layout", ""))
+                  pipeline_layout=getattr(args, "pipeline_layout", ""),
+                  loss=loss_from_args(args, model))
 
 
 def parse_ratio(text: str, field: str, limit: int = 1000) -> Fraction:

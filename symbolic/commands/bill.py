@@ -32,7 +32,7 @@ def run(args) -> int:
     from ..render.time import time_json, time_lines
 
     model = _options.load_model(args)
-    layout = _options.layout_from_args(args).validate(model)
+    layout = _options.layout_from_args(args, model).validate(model)
     params_hand = _options.parse_count(args.params) if args.params is not None else None
     gpu_memory = _options.parse_memory(args.gpu_memory) if args.gpu_memory is not None else None
     cpu_memory = _options.parse_memory(args.cpu_memory, "--cpu-memory") if args.cpu_memory is not None else None

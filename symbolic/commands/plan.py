@@ -43,6 +43,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--flash-attention", action="store_true",
                         help="every layout runs the fused attention kernel on a GPT layer: no s×s tensor saved, "
                              "Q·Kᵀ recomputed in its backward (LLaMA/MoE layers have it)")
+    _options.add_loss_option(parser)
     parser.add_argument("--top", type=_options.bounded_int(0, 10**9), default=10,
                         help=f"layouts to show (0: all that fit, at most {MAX_LISTED:,}; default 10)")
     parser.add_argument("--json", action="store_true", help="the layouts as JSON, exact integers in bytes and FLOPs")
@@ -95,7 +96,8 @@ def run(args) -> int:
                       fixed={name: getattr(args, name) for name in FIXABLE}, overlap=overlap,
                       moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"),
                       fp8_activations=args.fp8_activations, first_stage_layers=args.first_stage_layers,
-                      last_stage_layers=args.last_stage_layers, flash_attention=args.flash_attention)
+                      last_stage_layers=args.last_stage_layers, flash_attention=args.flash_attention,
+                      loss=_options.loss_from_args(args, model))
     elapsed = time.perf_counter() - start
     shown = result.ranked(min(args.top or MAX_LISTED, MAX_LISTED))  # each listed layout is evaluated exactly
     closest = None if shown else result.closest()
@@ -219,7 +221,8 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
                 + (f", Psi = {result.params_hand:,} (hand-filled)" if result.params_hand else "")
                 + f", {result.optimizer}, {result.dtype} activations"
                 + (" (linear inputs in FP8)" if result.fp8_activations else "")
-                + (", fused attention kernel" if result.flash_attention else ""), width)
+                + (", fused attention kernel" if result.flash_attention else "")
+                + f", {result.loss} loss", width)
     out += wrap(f"{result.evaluated:,} valid layouts evaluated in {elapsed * 1e3:.0f} ms; {len(result.order):,} fit",
                 width)
     for name, text in _assumptions(result).items():
@@ -317,7 +320,7 @@ def render_json(result, shown, closest) -> str:
         "margin_bytes": result.margin, "usable_bytes": result.usable, "seq": result.seq or result.model.seq,
         "global_batch": result.global_batch, "params_hand": result.params_hand, "optimizer": result.optimizer,
         "dtype": result.dtype, "fp8_activations": result.fp8_activations,
-        "flash_attention": result.flash_attention,
+        "flash_attention": result.flash_attention, "loss": result.loss,
         "hardware": {"name": result.hardware.name, "peak_flops": result.hardware.peak_bf16_flops,
                      "gpus_per_node": result.gpus_per_node, "overlap": result.overlap.describe()},
         "assumptions": _assumptions(result), "rules": result.rules,

@@ -29,7 +29,7 @@ def run(args) -> int:
     from .plan import parse_margin
 
     model = _options.load_model(args)
-    layout = _options.layout_from_args(args)
+    layout = _options.layout_from_args(args, model)
     gpu_memory = _options.parse_memory(args.gpu_memory)
     margin = parse_margin(args.margin, gpu_memory)
     params_hand = _options.parse_count(args.params) if args.params is not None else None
@@ -148,7 +148,7 @@ def render_json(limit) -> str:
         "layout": {"micro_batch": lay.micro_batch, "seq": lay.seq or limit.model.seq, "tp": lay.tp, "pp": lay.pp,
                    "dp": lay.dp, "sp": lay.sp, "recompute": lay.recompute, "zero": lay.zero,
                    "optimizer": lay.optimizer, "interleave": lay.interleave, "dtype": lay.dtype,
-                   "global_batch": lay.global_batch, "cp": lay.cp},
+                   "global_batch": lay.global_batch, "cp": lay.cp, "loss": lay.loss},
         "check": {"value": getattr(lay, limit.target) or None, "total_bytes": num(limit.total_at_answer),
                   "fits": limit.answer_fits(), "next_value": limit.next_value,
                   "next_total_bytes": num(limit.total_at_next), "next_fits": limit.next_fits()},

@@ -75,6 +75,8 @@ def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...]
     for key in ("optimizer", "dtype"):
         if layout.get(key):
             words.append(layout[key] + (" activations" if key == "dtype" else ""))
+    if layout.get("loss"):  # the loss kernel, a choice like the attention kernel (Layout.loss)
+        words.append(f"{layout['loss']} loss")
     if layout.get("global_batch"):
         words.append(f"global batch {layout['global_batch']}")
     return ", ".join(words)
