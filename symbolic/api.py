@@ -104,8 +104,12 @@ def _checked(function):
 
 
 def _margin(margin, memory: int) -> int:
-    """``--margin``: a size ("4GB"), a share ("10%"), 0, or bytes as an int."""
+    """``--margin``: a size ("4GB"), a share ("10%"), 0, or bytes as an int; None: the bill's not-counted
+    CUDA context and workspaces (``bill.evaluate.default_margin``)."""
     from .commands.plan import parse_margin
+
+    if margin is None:
+        return parse_margin(None, memory)
 
     if isinstance(margin, bool) or not isinstance(margin, (int, str)):
         raise ConfigError(f"--margin {margin!r}: give a size (4GB), a share of the GPU memory (10%) or bytes")
@@ -326,7 +330,7 @@ class Plan(Result):
 
 @_checked
 def plan(model, *, gpus: int, gpu_memory, seq: int = 0, global_batch: int = 0, params=None,
-         optimizer: str = "bf16-adam", dtype: str = "bf16", top: int = 10, margin="0", hardware: str | None = None,
+         optimizer: str = "bf16-adam", dtype: str = "bf16", top: int = 10, margin=None, hardware: str | None = None,
          overlap: str = "default", max_micro_batch: int = 16, gpus_per_node: int | None = None,
          moe_capacity_factor="1", loss: str | None = None, **fixed) -> Plan:
     """``symbolic plan``: sweep every valid layout of ``model`` on ``gpus`` GPUs
@@ -393,7 +397,7 @@ class Solve(Result):
 
 
 @_checked
-def solve(model, *, max: str, gpu_memory, margin="0", params=None, seq: int = 0, micro_batch: int = 1,
+def solve(model, *, max: str, gpu_memory, margin=None, params=None, seq: int = 0, micro_batch: int = 1,
           tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1, sp: bool = False, recompute: str = "none",
           zero: int = 0, optimizer: str = "bf16-adam", interleave: int = 1, dtype: str = "bf16",
           global_batch: int = 0, loss: str | None = None) -> Solve:

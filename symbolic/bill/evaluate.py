@@ -322,6 +322,21 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     return Bill(model, layout, values, lines, totals, notes, derived.strategy, not_counted(values, layout))
 
 
+#: The bill's estimate of the CUDA context and the kernel workspaces (its ``not_counted`` line): CUDA 12's
+#: context 0.3–0.5 GB and cuBLAS's workspace per stream. plan and solve keep it as their default margin.
+CUDA_CONTEXT_BYTES = 500_000_000
+#: The bill's fragmentation estimate (``not_counted``): none statically; ``timeline`` models the allocator.
+FRAGMENTATION_BYTES = 0
+
+
+def default_margin() -> int:
+    """plan's and solve's default margin: what the bill lists as not counted and the same for every
+    layout — the CUDA context and workspaces (:data:`CUDA_CONTEXT_BYTES`) and fragmentation
+    (:data:`FRAGMENTATION_BYTES`); the embedding's activations the verdict leaves out depend on the layout
+    and stay a ``not_counted`` line."""
+    return CUDA_CONTEXT_BYTES + FRAGMENTATION_BYTES
+
+
 def not_counted(values: dict[str, int], layout: Layout) -> list[tuple[str, int, str]]:
     """What the verdict leaves out, with an estimate of each (see ``symbolic.ledgers.peak.not_counted``,
     mirrored here without sympy: the embedding's dropout mask s·b·h and int64 ids 8·s·b per micro-batch
@@ -331,7 +346,7 @@ def not_counted(values: dict[str, int], layout: Layout) -> list[tuple[str, int, 
     mask = tokens * values["h"] // (layout.tp if layout.sp else 1)  # SP splits the embedding's dropout by t
     return [("embedding activations (dropout mask 1 B + int64 token ids, per micro-batch in flight)",
              chunks * (mask + 8 * tokens), "Korthikanti §4.3 (first stage only)"),
-            ("CUDA context and kernel workspaces (cuBLAS, NCCL kernels)", 500_000_000,
+            ("CUDA context and kernel workspaces (cuBLAS, NCCL kernels)", CUDA_CONTEXT_BYTES,
              "estimate: CUDA 12 context 0.3–0.5 GB + cuBLAS workspace per stream"),
-            ("allocator fragmentation (reserved − allocated)", 0,
+            ("allocator fragmentation (reserved − allocated)", FRAGMENTATION_BYTES,
              "not estimated here: `symbolic timeline` models the caching allocator (seed 004 §04)")]

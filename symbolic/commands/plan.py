@@ -16,14 +16,35 @@ MAX_LISTED = 20_000
 def add_hardware_options(parser) -> None:
     group = parser.add_argument_group("memory and time model")
     group.add_argument("--gpu-memory", metavar="SIZE", required=True, help="memory per GPU (80GB, 80GiB)")
-    group.add_argument("--margin", metavar="SIZE", default="0",
-                       help="memory reserved for what the ledgers leave out (workspaces, communication buffers, "
-                            "fragmentation): a size (4GB) or a share of --gpu-memory (10%%); default 0")
+    add_margin_option(group)
 
 
-def parse_margin(text: str, gpu_memory: int) -> int:
-    """'0', '4GB', '10%' (of the GPU memory) -> bytes (:func:`_options.parse_memory_or_share`)."""
+def add_margin_option(group) -> None:
+    """``--margin``: default the bill's own not-counted estimate (``bill.evaluate.default_margin``)."""
+    group.add_argument("--margin", metavar="SIZE", default=None,
+                       help="memory reserved for what the verdict leaves out: a size (4GB) or a share of "
+                            "--gpu-memory (10%%); default the bill's not-counted CUDA context and workspaces "
+                            "(0.50 GB); 0 drops it")
+
+
+def parse_margin(text: str | None, gpu_memory: int) -> int:
+    """'0', '4GB', '10%' (of the GPU memory) -> bytes (:func:`_options.parse_memory_or_share`); None: the
+    default margin (:func:`symbolic.bill.evaluate.default_margin`)."""
+    if text is None:
+        from ..bill.evaluate import default_margin
+        return default_margin()
     return _options.parse_memory_or_share(text, gpu_memory, "--margin")
+
+
+def margin_words(margin: int) -> str:
+    """How a header names the margin: the default's origin (the bill's not-counted estimate), or its size."""
+    from ..bill.evaluate import default_margin
+    from ..core.numeric import fmt
+    if not margin:
+        return "no margin"
+    if margin == default_margin():
+        return f"margin {fmt(margin, 'GB')} (the bill's not-counted CUDA context and workspaces; --margin 0 drops it)"
+    return f"margin {fmt(margin, 'GB')}"
 
 
 def add_arguments(parser) -> None:
@@ -222,7 +243,7 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
                 + f", {result.optimizer}, {result.dtype} activations"
                 + (" (linear inputs in FP8)" if result.fp8_activations else "")
                 + (", fused attention kernel" if result.flash_attention else "")
-                + f", {result.loss} loss", width)
+                + f", {result.loss} loss; {margin_words(result.margin)}", width)
     out += wrap(f"{result.evaluated:,} valid layouts evaluated in {elapsed * 1e3:.0f} ms; {len(result.order):,} fit",
                 width)
     for name, text in _assumptions(result).items():

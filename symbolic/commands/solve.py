@@ -18,8 +18,8 @@ def add_arguments(parser) -> None:
                         help="foreach: PyTorch's default step (fp32 temporaries of the shard); fused: FusedAdam (none)")
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B, 175e9)")
     parser.add_argument("--gpu-memory", metavar="SIZE", required=True, help="memory per GPU (80GB, 80GiB)")
-    parser.add_argument("--margin", metavar="SIZE", default="0",
-                        help="memory reserved for what the ledgers leave out: a size (4GB) or a share (10%%); default 0")
+    from .plan import add_margin_option
+    add_margin_option(parser)
     parser.add_argument("--json", action="store_true", help="the answer and the inequality it solved, as JSON")
     parser.add_argument("--brief", action="store_true", help="the answer alone: the largest value and its check")
 
@@ -70,6 +70,7 @@ def _details(limit) -> str:
     from sympy import sstr
 
     from ..core.numeric import fmt
+    from .plan import margin_words
 
     sym = limit.symbol.name
     lay = limit.layout
@@ -79,7 +80,7 @@ def _details(limit) -> str:
            f"memory per GPU = the step's peak on the busiest GPU, binding at {limit.instant or 'its peak'}: "
            f"{sstr(limit.symbolic)}",
            f"solved: {limit.inequality()}   (bytes; {fmt(limit.usable, 'GB')} = {fmt(limit.gpu_memory, 'GB')}"
-           + (f" − margin {fmt(limit.margin, 'GB')})" if limit.margin else ", no margin)")]
+           + (f" − {margin_words(limit.margin)})" if limit.margin else ", no margin)")]
     if limit.root is not None:
         out.append(f"  {sym} ≤ {sstr(limit.root)} ≈ {float(limit.root):.4f}; largest integer {limit.bound}")
     if limit.answer is None:

@@ -156,11 +156,19 @@ def bill_summary(data: dict, width: int = 80) -> list[str]:
     return [piece for line in out for piece in wrap(line, width)]
 
 
+def _margin_words(data: dict) -> str:
+    """plan's and solve's margin, as their header says it: the GPU memory less the margin kept for what
+    the verdict leaves out (by default the bill's not-counted CUDA context and workspaces)."""
+    margin = number(data.get("margin_bytes") or 0)
+    return f" (margin {fmt(margin, 'GB')})" if margin else ""
+
+
 def plan_summary(data: dict, width: int = 80) -> list[str]:
     """``plan``'s answer: how many layouts fit and the best one, from its JSON data."""
     gpu = data["gpu_memory_bytes"]
     out = [f"{data['model']} on {data['gpus']} GPUs × {fmt(gpu, 'GB')}, s = {data['seq']}"
-           + (f", global batch {data['global_batch']}" if data.get("global_batch") else "")]
+           + (f", global batch {data['global_batch']}" if data.get("global_batch") else "")
+           + _margin_words(data)]
     layouts = data.get("layouts") or []
     if layouts:
         best = layouts[0]
@@ -183,7 +191,8 @@ def solve_summary(data: dict, width: int = 80) -> list[str]:
     target = data["target"]
     name = target.replace("_", "-")
     letter = "b" if target == "micro_batch" else "s"
-    out = [f"{data['model']}: largest {name} that fits in {fmt(data['usable_bytes'], 'GB')} per GPU",
+    out = [f"{data['model']}: largest {name} that fits in {fmt(data['usable_bytes'], 'GB')} per GPU"
+           + _margin_words(data),
            "layout: " + layout_words(data.get("layout", {}), skip=(target,))]
     check = data.get("check", {})
     if data.get(target) is None:
