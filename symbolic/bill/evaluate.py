@@ -311,8 +311,10 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     notes = []
     if layout.lora:
         notes.append("LoRA: frozen weights skip their weight-gradient matmuls (the FLOPs lines count forward + "
-                     "input gradient) and the adapters' matmuls are their own lines; the step time prices full "
-                     "training's GEMMs")
+                     "input gradient) and the adapters' matmuls are their own lines; the step time too, its "
+                     "optimizer step and data-parallel reduce over the adapters only"
+                     + (f", the {layout.base_dtype} base's dequantisation a memory pass per weight read"
+                        if layout.base_dtype != "bf16" else ""))
     if params_hand is not None and layout.lora:
         notes.append("LoRA: the model states count the inventory's parameters, not the hand-filled N")
     if params_hand is not None:
