@@ -66,6 +66,13 @@ def _count(value, field: str) -> int | None:
     return _positive(value, field, "a count such as '7B' or 7000000000", "a parameter count", parse_count)
 
 
+def _steady(global_batch, pp, micro_batch, dp):
+    """Without a global batch, a pipeline in its steady state (``_options.steady_state_batch``)."""
+    from .commands._options import steady_state_batch
+
+    return steady_state_batch(global_batch, pp, micro_batch, dp)
+
+
 def default_loss(config: ModelConfig) -> str:
     """The loss kernel of the model's usual stack (``symbolic.layout.layout.default_loss``)."""
     from .layout.layout import default_loss as usual
@@ -264,12 +271,12 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
     kind or a JSON file; default the A100-80GB). ``params`` is seed 001's
     hand-filled N (``"7B"``) for the model states."""
     from .bill.priced import priced_bill
-    from .commands._options import parse_ratio
+    from .commands._options import parse_ratio, steady_state_batch
 
     config = _model(model)
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
-                     global_batch=global_batch, cp=cp, ep=ep, etp=etp,
+                     global_batch=steady_state_batch(global_batch, pp, micro_batch, dp), cp=cp, ep=ep, etp=etp,
                      moe_capacity=parse_ratio(moe_capacity_factor, "--moe-capacity-factor"),
                      recompute_modules=tuple(x.strip() for x in recompute_modules.split(",") if x.strip()),
                      fused_swiglu=fused_swiglu, lora=lora, lora_targets=lora_targets, base_dtype=base_dtype,
@@ -414,7 +421,7 @@ def solve(model, *, max: str, gpu_memory, margin=None, params=None, seq: int = 0
         raise ConfigError("--gpu-memory is required: give a size such as '80GB'")
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
-                     global_batch=global_batch, cp=cp, loss=loss or default_loss(config))
+                     global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config))
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
                                                     _count(params, "--params"))))
@@ -473,7 +480,7 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
         optimize = [optimize]
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
-                     global_batch=global_batch, cp=cp, loss=loss or default_loss(config))
+                     global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config))
     if not isinstance(nccl_channels, int) or nccl_channels <= 0:
         raise ConfigError("--nccl-channels must be a positive integer")
     comm = CommSettings(_size(nccl_buffsize, "--nccl-buffsize"), nccl_channels, _size(bucket, "--bucket"))

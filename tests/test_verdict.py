@@ -189,7 +189,9 @@ def test_the_quick_start_bill_holds_one_micro_batch():
 
 @pytest.mark.parametrize("argv", [
     ["--pp", "4", "--zero", "3", "--dp", "2"], ["--pp", "4", "--zero", "2", "--dp", "2"], ["--zero", "1"],
-    ["--pp", "4", "--interleave", "2"], ["--pp", "4", "--interleave", "2", "--global-batch", "6"], ["--sp"],
+    # one micro-batch per iteration (without --global-batch a pipeline runs its steady state, m = p: valid)
+    ["--pp", "4", "--interleave", "2", "--global-batch", "1"], ["--pp", "4", "--interleave", "2", "--global-batch", "6"],
+    ["--sp"],
 ])
 @pytest.mark.parametrize("command", ["bill", "timeline"])
 def test_every_command_refuses_what_plan_forbids_with_the_same_line(capsys, command, argv):

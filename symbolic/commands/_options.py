@@ -298,7 +298,8 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
                        help="model chunks per stage, interleaved schedule (v; 1 = plain 1F1B)")
     add_dtype_option(group)
     group.add_argument("--global-batch", type=INT_TYPES["global_batch"], default=0,
-                       help="sequences per iteration (default micro-batch × dp)")
+                       help="sequences per iteration (default micro-batch × dp; with a pipeline its steady state, "
+                            "pp × micro-batch × dp: m = p micro-batches)")
     add_loss_option(group)
 
 
@@ -337,10 +338,22 @@ def loss_from_args(args, model: ModelConfig | None) -> str:
     return given or (default_loss(model) if model is not None else "eager")
 
 
+def steady_state_batch(global_batch: int, pp: int, micro_batch: int, dp: int) -> int:
+    """``--global-batch`` as given; without it a pipeline (p > 1) in its steady state: m = p micro-batches
+    per iteration, p in flight on the first stage (Korthikanti §4.2.3, Megatron's memory estimator),
+    global batch p·b·d; without a pipeline 0 (one micro-batch per data-parallel rank)."""
+    if global_batch or not isinstance(pp, int) or pp <= 1:
+        return global_batch
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (micro_batch, dp)):
+        return global_batch  # the layout's validation names the bad size
+    return pp * micro_batch * dp
+
+
 def layout_from_args(args, model: ModelConfig | None = None) -> Layout:
     return Layout(micro_batch=args.micro_batch, seq=args.seq, tp=args.tp, pp=args.pp, dp=args.dp,
                   sp=args.sp, recompute=args.recompute, zero=args.zero, optimizer=args.optimizer,
-                  interleave=args.interleave, dtype=args.dtype, global_batch=args.global_batch,
+                  interleave=args.interleave, dtype=args.dtype,
+                  global_batch=steady_state_batch(args.global_batch, args.pp, args.micro_batch, args.dp),
                   cp=getattr(args, "cp", 1), ep=getattr(args, "ep", 1), etp=getattr(args, "etp", 0),
                   moe_capacity=parse_ratio(getattr(args, "moe_capacity_factor", "1"), "--moe-capacity-factor"),
                   recompute_modules=tuple(name.strip() for name in getattr(args, "recompute_modules", "").split(",")

@@ -78,7 +78,9 @@ def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...]
     if layout.get("loss"):  # the loss kernel, a choice like the attention kernel (Layout.loss)
         words.append(f"{layout['loss']} loss")
     if layout.get("global_batch"):
-        words.append(f"global batch {layout['global_batch']}")
+        steady = p > 1 and layout["global_batch"] == p * (layout.get("micro_batch", 1) or 1) * d
+        words.append(f"global batch {layout['global_batch']}"
+                     + (f" (m = p = {p}: the pipeline's steady state)" if steady else ""))
     return ", ".join(words)
 
 
