@@ -27,12 +27,14 @@ FINAL_LAYERNORM = "GPT-2/Megatron final LayerNorm"
 NORMS = ("layernorm", "rmsnorm-eager", "rmsnorm-fused")
 
 
-HF_LOSS = "transformers ForCausalLMLoss: logits.float(), F.cross_entropy = log_softmax + nll_loss"
+HF_LOSS = "HF transformers ForCausalLMLoss: logits.float(), torch F.cross_entropy = log_softmax + nll_loss"
 MEGATRON_CE = "Megatron-LM d98e8a6 megatron/core/tensor_parallel/cross_entropy.py (VocabParallelCrossEntropy)"
-FLASH_CE = ("flash-attention 0251105 flash_attn/ops/triton/cross_entropy.py (CrossEntropyLossFunction, "
+FLASH_CE = ("flash-attention (Dao 2023, FlashAttention-2's repository) 0251105 flash_attn/ops/triton/cross_entropy.py "
+            "(CrossEntropyLossFunction, "
             "inplace_backward=False as llm-foundry's FusedCrossEntropyLoss(ignore_index=-100) leaves it)")
 TORCHTUNE_CE = "torchtune 10ff7cd torchtune/modules/loss/ce_chunked_output_loss.py (CEWithChunkedOutputLoss)"
-LIGER_CE = "Liger-Kernel ead96b6 src/liger_kernel/ops/fused_linear_cross_entropy.py"
+LIGER_CE = ("Liger-Kernel ead96b6 src/liger_kernel/ops/fused_linear_cross_entropy.py (a torch.autograd.Function "
+            "over Triton kernels)")
 #: torchtune's ``num_output_chunks`` default (CEWithChunkedOutputLoss.__init__)
 TORCHTUNE_CHUNKS = 8
 LOSS_SOURCES = {"eager": HF_LOSS, "vocab-parallel": MEGATRON_CE, "fused": FLASH_CE, "chunked": TORCHTUNE_CE,
