@@ -59,6 +59,20 @@ def _gpu_choice(gpu, gpu_memory, hardware, required: bool = False):
     return choice
 
 
+def _steady(global_batch, pp, micro_batch, dp):
+    """Without a global batch, a pipeline in its steady state (``_options.steady_state_batch``)."""
+    from .commands._options import steady_state_batch
+
+    return steady_state_batch(global_batch, pp, micro_batch, dp)
+
+
+def default_loss(config: ModelConfig) -> str:
+    """The loss kernel of the model's usual stack (``symbolic.layout.layout.default_loss``)."""
+    from .layout.layout import default_loss as usual
+
+    return usual(config)
+
+
 def _layout(**options):
     from .layout.layout import Layout
 
@@ -117,10 +131,11 @@ def _checked(function=None, *, read_extra: bool = True):
 
 
 def _margin(margin, memory: int) -> int:
-    """``--margin``: a size ("4GB"), a share ("10%") or 0 (read by the schema first)."""
-    from .layout.options import parse_memory_or_share
+    """``--margin``: a size ("4GB"), a share ("10%"), 0 (read by the schema first); None: the bill's
+    not-counted CUDA context and workspaces (``bill.evaluate.default_margin``)."""
+    from .commands.plan import parse_margin
 
-    return parse_memory_or_share(margin, memory, "--margin")
+    return parse_margin(margin, memory)
 
 
 def _engine_errors(call):
@@ -260,23 +275,25 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
          base_dtype: str = "bf16", double_quant: bool = True, offload: str = "none",
          optimizer_impl: str = "foreach", flash_attention: bool = False, activation_offload: bool = False,
          cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False,
-         gpu: str | None = None) -> Bill:
+         gpu: str | None = None, loss: str | None = None) -> Bill:
     """``symbolic bill``: the four ledgers of ``model`` (a built-in name, an HF
     ``config.json`` path or a ModelConfig) under a layout, against ``gpu_memory``
     (``"80GB"``, ``"80GiB"`` or bytes), and the step time on ``hardware`` (a GPU
     kind or a JSON file; default the A100-80GB). ``params`` is seed 001's
     hand-filled N (``"7B"``) for the model states."""
     from .bill.priced import priced_bill
+    from .commands._options import steady_state_batch
 
     config = _model(model)
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
-                     global_batch=global_batch, cp=cp, ep=ep, etp=etp,
+                     global_batch=steady_state_batch(global_batch, pp, micro_batch, dp), cp=cp, ep=ep, etp=etp,
                      moe_capacity=moe_capacity_factor, recompute_modules=recompute_modules,
                      fused_swiglu=fused_swiglu, lora=lora, lora_targets=lora_targets, base_dtype=base_dtype,
                      double_quant=double_quant, offload=offload, optimizer_impl=optimizer_impl,
                      flash_attention=flash_attention, activation_offload=activation_offload,
-                     moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity)
+                     moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity,
+                     loss=loss or default_loss(config))
     layout = _engine_errors(lambda: layout.validate(config))
     choice = _gpu_choice(gpu, gpu_memory, hardware)
     _, hidden = _time_model(None, overlap)
@@ -335,9 +352,9 @@ class Plan(Result):
 
 @_checked
 def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int = 0, params=None,
-         optimizer: str = "bf16-adam", dtype: str = "bf16", top: int = 10, margin="0", hardware: str | None = None,
+         optimizer: str = "bf16-adam", dtype: str = "bf16", top: int = 10, margin=None, hardware: str | None = None,
          overlap: str = "default", max_micro_batch: int = 16, gpus_per_node: int | None = None,
-         moe_capacity_factor="1", gpu: str | None = None, **fixed) -> Plan:
+         moe_capacity_factor="1", gpu: str | None = None, loss: str | None = None, **fixed) -> Plan:
     """``symbolic plan``: sweep every valid layout of ``model`` on ``gpus`` GPUs
     of ``gpu_memory``; ``fixed`` pins a choice (``tp=8``, ``sp=True``,
     ``recompute="selective"``, ``zero=1``, ``micro_batch``, ``pp``, ``dp``,
@@ -362,7 +379,7 @@ def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int =
         params_hand=params, optimizer=optimizer, dtype=dtype, hardware=choice.hardware,
         max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node,
         fixed={name: fixed.get(name) for name in FIXABLE}, overlap=hidden,
-        moe_capacity=moe_capacity_factor))
+        moe_capacity=moe_capacity_factor, loss=loss or default_loss(config)))
     elapsed = time.perf_counter() - start
     from .commands.plan import MAX_LISTED
 
@@ -398,10 +415,10 @@ class Solve(Result):
 
 
 @_checked
-def solve(model, *, max: str, gpu_memory=None, margin="0", params=None, seq: int = 0, micro_batch: int = 1,
+def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: int = 0, micro_batch: int = 1,
           tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1, sp: bool = False, recompute: str = "none",
           zero: int = 0, optimizer: str = "bf16-adam", interleave: int = 1, dtype: str = "bf16",
-          global_batch: int = 0, gpu: str | None = None) -> Solve:
+          global_batch: int = 0, gpu: str | None = None, loss: str | None = None) -> Solve:
     """``symbolic solve``: the largest ``max`` (``"micro-batch"`` or ``"seq"``)
     for which the layout fits ``gpu_memory``, solved exactly and checked by the bill."""
     from .search.solve import solve_limit
@@ -413,7 +430,7 @@ def solve(model, *, max: str, gpu_memory=None, margin="0", params=None, seq: int
     memory = choice.memory
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
-                     global_batch=global_batch, cp=cp)
+                     global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config))
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
                                                     params)), choice)
@@ -459,7 +476,8 @@ class Timeline(Result):
 def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_channels: int = 16,
              bucket="25MiB", seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int = 1,
              cp: int = 1, sp: bool = False, recompute: str = "none", zero: int = 0, optimizer: str = "bf16-adam",
-             interleave: int = 1, dtype: str = "bf16", global_batch: int = 0, gpu: str | None = None) -> Timeline:
+             interleave: int = 1, dtype: str = "bf16", global_batch: int = 0, gpu: str | None = None,
+             loss: str | None = None) -> Timeline:
     """``symbolic timeline``: the four lifetime classes over one step, the peak
     and its phase t*; ``optimize`` names optimisations (``"flash-attention"``, ...)."""
     from .commands.timeline import report
@@ -469,7 +487,7 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
     config = _model(model)
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
-                     global_batch=global_batch, cp=cp)
+                     global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config))
     comm = CommSettings(nccl_buffsize, nccl_channels, bucket)
     choice = _gpu_choice(gpu, gpu_memory, None)
     memory = choice.memory

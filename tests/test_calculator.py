@@ -394,16 +394,19 @@ def test_a_preset_resets_every_field_it_implies(page, capsys):
     fields = {key: page.input_value(f"#{key}") for key in ("N", "b", "t", "p", "d", "v", "G")}
     assert fields == {"N": "175B", "b": "1", "t": "8", "p": "8", "d": "1", "v": "1", "G": "1"}
     assert page.is_checked("#sp")  # Korthikanti Table 3: TP + SP
+    # the page's G = 1: one sequence per iteration (the CLI's default for a pipeline is its steady state, m = p);
+    # the page prices transformers' eager loss
     _shown_against_bill(page, _bill_json(["gpt-175b", "--tp", "8", "--pp", "8", "--sp", "--params", "175B",
-                                          "--gpu-memory", "80GB"], capsys))
+                                          "--gpu-memory", "80GB", "--global-batch", "1", "--loss", "eager"], capsys))
     assert page.inner_text("#out-states") == "43.75 GB"  # seed 001 §6: 175B × 16 B / 64
     page.select_option("#model", "llama-2-7b")  # no published layout: one GPU, nothing carried over
     assert [page.input_value(f"#{key}") for key in ("N", "b", "t", "p")] == ["7B", "1", "1", "1"]
     assert not page.is_checked("#sp")
     _shown_against_bill(page, _bill_json(["llama-2-7b", "--params", "7B", "--gpu-memory", "80GB"], capsys))
     page.select_option("#model", "gpt-7b")  # back: the page's own opening configuration
+    # the page prices transformers' eager loss (it has no loss selector; a papers' model's CLI default is Megatron's)
     _shown_against_bill(page, _bill_json(["gpt-7b", "--micro-batch", "4", "--tp", "8", "--sp", "--params", "7B",
-                                          "--gpu-memory", "80GB"], capsys))
+                                          "--gpu-memory", "80GB", "--loss", "eager"], capsys))
     assert page.errors == []
 
 

@@ -25,20 +25,32 @@ def test_bill_json_7b_example(capsys):
     assert data["activation_bytes"] == 52_076_478_464
     assert data["model_states_bytes"] == 14_000_000_000
     assert data["paper_total_bytes"] == 66_076_478_464  # seed 001 §1's 66.08 GB: states + activations
-    # the verdict: the step's peak, at the loss — the output side (0.45 GB), the loss's work tensors
-    # (0.63 GB) and two communication buffers' worth of NCCL staging (0.07 GB) on top
-    assert data["total_bytes"] == 67_225_865_220 and data["verdict_phase"] == "loss"
-    assert data["headroom_bytes"] == 80_000_000_000 - 67_225_865_220
+    # A papers' model runs Megatron's vocab-parallel cross-entropy by default: at the loss, the output
+    # side (0.45 GB: the fp32 softmax 4Vbs/t, the bool target mask bs, the int64 masked targets 8bs)
+    # and its work tensors (one bf16 Vbs/t tensor, the logits then their gradient, 0.21 GB, and three
+    # fp32 statistics per row 12bs) — 0.42 GB less than transformers' eager loss, whose fp32 gradient
+    # of the logits (4Vbs/t) is gone — so the step's peak moves to the last layer's attention backward.
+    vbs_t, bs = 51200 * 4 * 4096 // 8, 4 * 4096
+    eager_total = 67_225_865_220  # eager: the peak at the loss, with the fp32 gradient and nll's scalar 4 B
+    at_loss = eager_total - 4 * vbs_t + 12 * bs + bs - 4
+    assert data["verdict_phase"] == "backward, last layer (attention half)"
+    assert at_loss < data["total_bytes"] == 67_125_054_464 < eager_total
+    assert data["headroom_bytes"] == 80_000_000_000 - 67_125_054_464
+    assert data["layout"]["loss"] == "vocab-parallel"
+    _, out, _ = run(capsys, "bill", "gpt-7b", "--micro-batch", "4", "--tp", "8", "--sp", "--params", "7B",
+                    "--gpu-memory", "80GB", "--json", "--loss", "eager")
+    assert json.loads(out)["total_bytes"] == eager_total
     assert data["params"] == 6_670_655_488 and data["params_hand"] == 7_000_000_000
     for key in ("params_eq2", "flops_per_iteration", "model_flops_per_iteration", "lines"):
         assert key in data
 
 
 def test_bill_counts_the_output_side_in_the_verdict_not_in_the_papers_total(capsys):
-    code, out, _ = run(capsys, "bill", "gpt-7b", "--micro-batch", "4", "--tp", "8", "--sp", "--json")
+    code, out, _ = run(capsys, "bill", "gpt-7b", "--micro-batch", "4", "--tp", "8", "--sp", "--json",
+                       "--loss", "eager")
     data = json.loads(out)
     # final LayerNorm input and logits input 2·(2bsh/t), fp32 mean/rstd 2·(4bs/t),
-    # fp32 log-softmax 4Vbs/t (vocab-parallel), int64 targets 8bs, one fp32 scalar
+    # fp32 log-softmax 4Vbs/t (vocabulary split by t), int64 targets 8bs, one fp32 scalar
     assert data["output_side_bytes"] == 33_554_432 + 16_384 + 419_430_400 + 131_072 + 4
     assert data["paper_total_bytes"] == data["model_states_bytes"] + data["activation_bytes"]
     assert data["verdict_phase"] == "loss"

@@ -117,15 +117,18 @@ def run(capsys, *argv):
 
 
 def test_cli_json_carries_the_answer_and_inequality(capsys):
+    # transformers' eager loss, as the library's Layout() above (a papers' model's CLI default is Megatron's)
+    # and no margin (the CLI's default keeps the bill's 0.50 GB not-counted estimate)
     code, out, _ = run(capsys, "solve", "gpt-7b", "--max", "micro-batch", "--tp", "8", "--sp", "--seq", "4096",
-                       "--params", "7B", "--gpu-memory", "80GB", "--json")
+                       "--params", "7B", "--gpu-memory", "80GB", "--json", "--loss", "eager", "--margin", "0")
     data = json.loads(out)
     assert code == 0 and data["micro_batch"] == 4 and data["target"] == "micro_batch"
+    assert data["margin_bytes"] == 0
     assert data["inequality"] == "13289689088*b + 14067108868 <= 80000000000"
     assert data["check"] == {"value": 4, "total_bytes": 67_225_865_220, "fits": True, "next_value": 5,
                              "next_total_bytes": 80_515_554_308, "next_fits": False}
     code, out, _ = run(capsys, "solve", "gpt-7b", "--max", "seq", "--tp", "8", "--sp", "--micro-batch", "4",
-                       "--params", "7B", "--gpu-memory", "80GB", "--json")
+                       "--params", "7B", "--gpu-memory", "80GB", "--json", "--loss", "eager", "--margin", "0")
     data = json.loads(out)
     assert code == 0 and data["seq"] == 4608 and "s**2" in data["inequality"]
 
@@ -165,3 +168,22 @@ def test_mixtral_micro_batch_limit():
     limit = solve_limit(model, layout, "micro_batch", 80 * GB)
     assert limit.answer and limit.answer_fits() and limit.next_fits() is False
     assert total(model, Layout(micro_batch=limit.answer, tp=8, pp=4, sp=True, seq=4096)) <= 80 * GB
+
+
+def test_the_default_margin_is_the_bills_not_counted_estimate(capsys):
+    from symbolic.bill.evaluate import CUDA_CONTEXT_BYTES, default_margin
+    assert default_margin() == CUDA_CONTEXT_BYTES == 500_000_000
+    code, out, _ = run(capsys, "solve", "gpt-7b", "--max", "micro-batch", "--tp", "8", "--sp",
+                       "--params", "7B", "--gpu-memory", "80GB", "--json")
+    data = json.loads(out)
+    assert data["margin_bytes"] == 500_000_000 and data["usable_bytes"] == 79_500_000_000
+    code, out, _ = run(capsys, "solve", "gpt-7b", "--max", "micro-batch", "--tp", "8", "--sp",
+                       "--params", "7B", "--gpu-memory", "80GB")
+    assert out.splitlines()[0].endswith("fits in 79.50 GB per GPU (margin 0.50 GB)")
+    code, out, _ = run(capsys, "solve", "gpt-7b", "--max", "micro-batch", "--tp", "8", "--sp",
+                       "--params", "7B", "--gpu-memory", "80GB", "--seq", "4096")
+    assert "the bill's not-counted CUDA context and workspaces; --margin 0 drops it" in " ".join(out.split())
+    code, out, _ = run(capsys, "plan", "gpt-7b", "--gpus", "8", "--gpu-memory", "80GB", "--json")
+    assert json.loads(out)["margin_bytes"] == 500_000_000
+    code, out, _ = run(capsys, "plan", "gpt-7b", "--gpus", "8", "--gpu-memory", "80GB", "--margin", "0", "--json")
+    assert json.loads(out)["margin_bytes"] == 0

@@ -190,7 +190,8 @@ def test_the_quick_start_bill_holds_one_micro_batch():
 # (--zero 1 at d = 1 and --sp at t = 1 are accepted with a note, not refused: tests/test_no_ops.py.)
 @pytest.mark.parametrize("argv", [
     ["--pp", "4", "--zero", "3", "--dp", "2"], ["--pp", "4", "--zero", "2", "--dp", "2"],
-    ["--pp", "4", "--interleave", "2"], ["--pp", "4", "--interleave", "2", "--global-batch", "6"],
+    # one micro-batch per iteration (without --global-batch a pipeline runs its steady state, m = p: valid)
+    ["--pp", "4", "--interleave", "2", "--global-batch", "1"], ["--pp", "4", "--interleave", "2", "--global-batch", "6"],
 ])
 @pytest.mark.parametrize("command", ["bill", "timeline"])
 def test_every_command_refuses_what_plan_forbids_with_the_same_line(capsys, command, argv):

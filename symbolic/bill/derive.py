@@ -49,6 +49,11 @@ def structure_output_norm(key: Structure) -> str:
     return key.output_norm
 
 
+def structure_loss(key: Structure) -> str:
+    """The loss kernel of a :func:`symbolic.bill.evaluate.layout_structure` (``Layout.loss``)."""
+    return key.loss
+
+
 def structure_has_experts(key: Structure) -> bool:
     """Whether the :func:`structure` is a mixture of experts (the ``moe`` inventory or a
     composed layer with a router): its routed experts go on the expert grid."""
@@ -69,7 +74,10 @@ def architecture_inventories(key: Structure):
     """:func:`inventories` by :class:`~symbolic.models.structure.Structure` (cached: the inventories
     are immutable): the builder the architecture registry has for ``key.arch``
     (``models.architectures.INVENTORIES``); with ``key.flash_attention``, the fused attention kernel
-    (``strategies.flash_attention`` on the saved tensors; :func:`symbolic.bill.evaluate.layout_structure`)."""
+    (``strategies.flash_attention`` on the saved tensors; :func:`symbolic.bill.evaluate.layout_structure`).
+    The loss kernel changes the output side, not the layer's inventories."""
+    if key.loss != "eager":
+        return architecture_inventories(key.layer_only())
     if key.flash_attention:
         from ..layout.strategies import flash_attention
         parameters, saved, matmuls = architecture_inventories(key.without_flash_attention())
@@ -224,7 +232,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # The output side — final norm, logits input, fp32 log-softmax, targets — as its own lines: the
     # last pipeline stage holds it for the one micro-batch between forward and backward. The papers
     # leave it out of their total (paper_total_bytes); the verdict (total_bytes) counts it.
-    output_saved = strategy.shard(output.saved_tensors(norm=output_norm(model)))
+    output_saved = strategy.shard(output.saved_tensors(norm=output_norm(model), loss=layout.loss))
     for term in output_saved:
         add("output_side", term.name, term.bytes, term.source, _split(term))
 

@@ -114,9 +114,9 @@ def structure(model: ModelConfig) -> Structure:
 
 def layout_structure(model: ModelConfig, layout: Layout) -> Structure:
     """:func:`structure` with the layout's attention kernel (``Layout.flash_attention``: the fused
-    kernel), so every ledger built from it — the plan's expressions, the step time — sees the
-    inventory the bill bills."""
-    return structure_of(model, flash_attention=layout.flash_attention)
+    kernel) and loss kernel (``Layout.loss``: the output side the step time prices), so every ledger
+    built from it — the plan's expressions, the step time — sees the inventory the bill bills."""
+    return structure_of(model, flash_attention=layout.flash_attention, loss=layout.loss)
 
 
 def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> dict:
@@ -140,6 +140,7 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             "levers": [layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
                        layout.optimizer_impl, layout.flash_attention, layout.activation_offload],
             **({"fp8_activations": True} if layout.fp8_activations else {}),
+            **({"loss": layout.loss} if layout.loss != "eager" else {}),
             **({"uneven_stages": True} if layout.uneven_stages else {}),
             **({"moe_dispatcher": layout.moe_dispatcher} if layout.moe_dispatcher != "hf" else {}),
             **({"moe_pad_to_capacity": True} if layout.moe_pad_to_capacity else {}),
@@ -302,8 +303,10 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     notes = []
     if layout.lora:
         notes.append("LoRA: frozen weights skip their weight-gradient matmuls (the FLOPs lines count forward + "
-                     "input gradient) and the adapters' matmuls are their own lines; the step time prices full "
-                     "training's GEMMs")
+                     "input gradient) and the adapters' matmuls are their own lines; the step time too, its "
+                     "optimizer step and data-parallel reduce over the adapters only"
+                     + (f", the {layout.base_dtype} base's dequantisation a memory pass per weight read"
+                        if layout.base_dtype != "bf16" else ""))
     if params_hand is not None and layout.lora:
         notes.append("LoRA: the model states count the inventory's parameters, not the hand-filled N")
     if params_hand is not None:
@@ -311,6 +314,21 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         notes.append(f"hand-filled N = {params_hand:,} differs from the config count {params_config:,} by "
                      f"{diff:+,} params ({float(Fraction(diff, params_config) * 100):+.2f}% of the config count)")
     return Bill(model, layout, values, lines, totals, notes, derived.strategy, not_counted(values, layout))
+
+
+#: The bill's estimate of the CUDA context and the kernel workspaces (its ``not_counted`` line): CUDA 12's
+#: context 0.3–0.5 GB and cuBLAS's workspace per stream. plan and solve keep it as their default margin.
+CUDA_CONTEXT_BYTES = 500_000_000
+#: The bill's fragmentation estimate (``not_counted``): none statically; ``timeline`` models the allocator.
+FRAGMENTATION_BYTES = 0
+
+
+def default_margin() -> int:
+    """plan's and solve's default margin: what the bill lists as not counted and the same for every
+    layout — the CUDA context and workspaces (:data:`CUDA_CONTEXT_BYTES`) and fragmentation
+    (:data:`FRAGMENTATION_BYTES`); the embedding's activations the verdict leaves out depend on the layout
+    and stay a ``not_counted`` line."""
+    return CUDA_CONTEXT_BYTES + FRAGMENTATION_BYTES
 
 
 def not_counted(values: dict[str, int], layout: Layout) -> list[tuple[str, int, str]]:
@@ -322,7 +340,7 @@ def not_counted(values: dict[str, int], layout: Layout) -> list[tuple[str, int, 
     mask = tokens * values["h"] // (layout.tp if layout.sp else 1)  # SP splits the embedding's dropout by t
     return [("embedding activations (dropout mask 1 B + int64 token ids, per micro-batch in flight)",
              chunks * (mask + 8 * tokens), "Korthikanti §4.3 (first stage only)"),
-            ("CUDA context and kernel workspaces (cuBLAS, NCCL kernels)", 500_000_000,
+            ("CUDA context and kernel workspaces (cuBLAS, NCCL kernels)", CUDA_CONTEXT_BYTES,
              "estimate: CUDA 12 context 0.3–0.5 GB + cuBLAS workspace per stream"),
-            ("allocator fragmentation (reserved − allocated)", 0,
+            ("allocator fragmentation (reserved − allocated)", FRAGMENTATION_BYTES,
              "not estimated here: `symbolic timeline` models the caching allocator (seed 004 §04)")]

@@ -22,24 +22,52 @@ from .evaluate import layout_structure
 @lru_cache(maxsize=None)
 def time_derivation(model_structure: Structure, sp: bool, recompute: str, zero: int, pipeline: bool,
                     interleaved: bool, context_parallel: bool, optimizer: str, dtype: str,
-                    expert_parallel: bool = False) -> TimeDerivation:
-    """The time model's expressions for a model structure and the layout's discrete choices."""
+                    expert_parallel: bool = False, lora: tuple = ()) -> TimeDerivation:
+    """The time model's expressions for a model structure and the layout's discrete choices.
+    ``lora``: (targets, base dtype) of a LoRA run (:func:`lora_time`), empty for full training."""
     from ..models.architectures import output
-    from .derive import architecture_inventories, fused_backward_recompute, recompute_for_flops, structure_output_norm
+    from .derive import (architecture_inventories, fused_backward_recompute, recompute_for_flops, structure_loss,
+                         structure_output_norm)
 
     parameters, saved, matmuls = architecture_inventories(model_structure)
-    output_saved = output.saved_tensors(norm=structure_output_norm(model_structure))
+    output_saved = output.saved_tensors(norm=structure_output_norm(model_structure), loss=structure_loss(model_structure))
     return derive_time(parameters, saved, matmuls, sp=sp, recompute=recompute,
                        flops_recompute=recompute_for_flops(recompute, saved), zero=zero, pipeline=pipeline,
                        interleaved=interleaved, context_parallel=context_parallel, optimizer=optimizer,
                        dtype=dtype, tied=model_structure.tied,
                        fused_backward=fused_backward_recompute(saved, matmuls), expert_parallel=expert_parallel,
-                       output_saved=output_saved)
+                       output_saved=output_saved, lora=lora_time(parameters, *lora) if lora else None)
+
+
+#: Bytes per packed element of a quantised base (bitsandbytes): NF4 two per byte, LLM.int8 one; the
+#: quantisation constants' read (QLoRA's 0.127 bits/param, 3% of NF4's) is not counted in the pass.
+PACKED_BYTES = {"nf4": (1, 2), "int8": (1, 1)}
+
+
+def lora_time(parameters, targets: str, base_dtype: str):
+    """:class:`LoraTime` of a LoRA run on the ``parameters`` inventory: the adapters of
+    ``states.weight_matrices(parameters, targets)`` (r(d_in + d_out) each, every layer) and their
+    forward FLOPs (``derive.lora_forward_flops``), a quantised base's packed weight matrices."""
+    from sympy import Add, Rational
+
+    from ..core.dims import L, b, h, r, s
+    from ..ledgers import states
+    from ..ledgers.time import LoraTime
+    from .derive import lora_forward_flops
+
+    adapted = states.weight_matrices(parameters, targets)
+    trainable = L * Add(*(r * (term.shape[-2] + term.shape[-1]) for term in adapted))
+    forward = Add(*(flops for _, flops in lora_forward_flops(parameters, targets)))
+    packed = PACKED_BYTES.get(base_dtype)
+    return LoraTime(trainable, forward, 2 * b * s * h * r, base_dtype,
+                    Rational(*packed) if packed else None,
+                    L * Add(*(term.count for term in states.weight_matrices(parameters))) if packed else 0)
 
 
 def _key(model: ModelConfig, layout: Layout) -> tuple:
     return (layout_structure(model, layout), layout.sp, layout.recompute, layout.zero, layout.pp > 1, layout.interleave > 1,
-            layout.cp > 1, layout.optimizer, layout.dtype, layout.ep > 1)
+            layout.cp > 1, layout.optimizer, layout.dtype, layout.ep > 1,
+            (layout.lora_targets, layout.base_dtype) if layout.lora else ())
 
 
 def derivation_for(model: ModelConfig, layout: Layout) -> TimeDerivation:
@@ -152,7 +180,10 @@ def not_priced(layout: Layout) -> list[str]:
     if layout.moe_pad_to_capacity:
         out.append("the experts' zero-padded rows (--moe-pad-to-capacity): the step is priced on the routed "
                    "tokens' GEMMs; the bill's flops lines count the padded rows")
-    if layout.lora:
-        out.append("LoRA: the step is priced as full training's GEMMs (the frozen weights' weight gradients, "
-                   "which the FLOPs lines leave out, are timed; the adapters' small GEMMs are not)")
+    if layout.lora and layout.zero == 3:
+        out.append("LoRA under ZeRO-3: the frozen weights' gathers are priced as full training's (every weight "
+                   "gathered), their gradient reduce-scatters too")
+    if layout.base_dtype != "bf16":
+        out.append(f"{layout.base_dtype} base: the dequantisation pass reads the packed weights, not their "
+                   "quantisation constants (QLoRA's 0.127 bits/param)")
     return out

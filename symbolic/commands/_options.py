@@ -33,7 +33,7 @@ import argparse
 from pathlib import Path
 
 from ..core.inputs import clean
-from ..layout.layout import Layout
+from ..layout.layout import Layout, default_loss
 from ..layout.options import (COUNT_SUFFIXES, DTYPE_ALIASES, GPU_MEMORY, LIMITS, MEMORY_UNITS, OPTIONS,  # noqa: F401
                               Option, _decimal, _interned_int, add, bounded_float, bounded_int, dtype,
                               model_from_text, parse_count, parse_memory, parse_memory_or_share, parse_ratio, read)
@@ -112,7 +112,9 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
     add_optimizer_option(group)
     add(group, "interleave")
     add_dtype_option(group)
-    add(group, "global_batch")
+    add(group, "global_batch", help="sequences per iteration (default micro-batch × dp; with a pipeline its "
+                                     "steady state, pp × micro-batch × dp: m = p micro-batches)")
+    add_loss_option(group)
 
 
 def add_lever_options(parser: argparse.ArgumentParser) -> None:
@@ -125,27 +127,28 @@ def add_lever_options(parser: argparse.ArgumentParser) -> None:
         add(group, name)
 
 
-def layout_from_args(args) -> Layout:
+def layout_from_args(args, model: ModelConfig | None = None) -> Layout:
     """The layout the options give, a flag that changes nothing (SP at t = 1, ZeRO at d·c = 1) turned
     off with a note on stderr (:func:`symbolic.layout.layout.settle_no_ops`), as Megatron-LM does."""
     import sys
 
     from ..layout.layout import settle_no_ops
 
-    layout, notes = settle_no_ops(_layout_from_args(args))
+    layout, notes = settle_no_ops(_layout_from_args(args, model))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return layout
 
 
-def _layout_from_args(args) -> Layout:
+def _layout_from_args(args, model: ModelConfig | None) -> Layout:
     """The Layout of a command's parsed arguments; the options a command lacks keep the schema's defaults."""
     def given(name: str):
         return getattr(args, name, OPTIONS[name].default)
 
     return Layout(micro_batch=args.micro_batch, seq=args.seq, tp=args.tp, pp=args.pp, dp=args.dp,
                   sp=args.sp, recompute=args.recompute, zero=args.zero, optimizer=args.optimizer,
-                  interleave=args.interleave, dtype=args.dtype, global_batch=args.global_batch,
+                  interleave=args.interleave, dtype=args.dtype,
+                  global_batch=steady_state_batch(args.global_batch, args.pp, args.micro_batch, args.dp),
                   cp=given("cp"), ep=given("ep"), etp=given("etp"),
                   moe_capacity=read("moe_capacity_factor", given("moe_capacity_factor")),
                   recompute_modules=read("recompute_modules", given("recompute_modules")),
@@ -156,7 +159,30 @@ def _layout_from_args(args) -> Layout:
                   flash_attention=given("flash_attention"), activation_offload=given("activation_offload"),
                   fp8_activations=given("fp8_activations"), first_stage_layers=given("first_stage_layers"),
                   last_stage_layers=given("last_stage_layers"), moe_dispatcher=given("moe_dispatcher"),
-                  moe_pad_to_capacity=given("moe_pad_to_capacity"), pipeline_layout=given("pipeline_layout"))
+                  moe_pad_to_capacity=given("moe_pad_to_capacity"), pipeline_layout=given("pipeline_layout"),
+                  loss=loss_from_args(args, model))
+
+
+def add_loss_option(group) -> None:
+    """``--loss``: the loss kernel (``Layout.loss``); default the model's usual stack (``default_loss``)."""
+    add(group, "loss")
+
+
+def loss_from_args(args, model: ModelConfig | None) -> str:
+    """The ``--loss`` given, else the model's usual stack's (``layout.default_loss``), else eager."""
+    given = getattr(args, "loss", None)
+    return given or (default_loss(model) if model is not None else "eager")
+
+
+def steady_state_batch(global_batch: int, pp: int, micro_batch: int, dp: int) -> int:
+    """``--global-batch`` as given; without it a pipeline (p > 1) in its steady state: m = p micro-batches
+    per iteration, p in flight on the first stage (Korthikanti §4.2.3, Megatron's memory estimator),
+    global batch p·b·d; without a pipeline 0 (one micro-batch per data-parallel rank)."""
+    if global_batch or not isinstance(pp, int) or pp <= 1:
+        return global_batch
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (micro_batch, dp)):
+        return global_batch  # the layout's validation names the bad size
+    return pp * micro_batch * dp
 
 
 def add_time_options(parser: argparse.ArgumentParser, gpus_per_node: bool = True) -> None:

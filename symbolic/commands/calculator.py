@@ -38,7 +38,7 @@ def run(args) -> int:
 
     _options.check_output(args.output, "--output")
     model = _options.load_model(args)
-    layout = _options.layout_from_args(args)
+    layout = _options.layout_from_args(args, model)
     if layout.cp > 1:
         raise ConfigError(f"--cp {layout.cp}: the calculator page has no context-parallel input; "
                           "use `symbolic bill` or `symbolic plan` with --cp")

@@ -18,14 +18,32 @@ def add_hardware_options(parser) -> None:
     group.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU (80GB, 80GiB, or a GPU's name: its "
                        "memory and its hardware, as --gpu); this or --gpu is required")
     _gpu.add_gpu_option(group)
-    group.add_argument("--margin", metavar="SIZE", default="0",
-                       help="memory reserved for what the ledgers leave out (workspaces, communication buffers, "
-                            "fragmentation): a size (4GB) or a share of --gpu-memory (10%%); default 0")
+    add_margin_option(group)
 
 
-def parse_margin(text: str, gpu_memory: int) -> int:
-    """'0', '4GB', '10%' (of the GPU memory) -> bytes (:func:`_options.parse_memory_or_share`)."""
+def add_margin_option(group) -> None:
+    """``--margin``: default the bill's own not-counted estimate (``bill.evaluate.default_margin``)."""
+    _options.add(group, "margin")
+
+
+def parse_margin(text: str | None, gpu_memory: int) -> int:
+    """'0', '4GB', '10%' (of the GPU memory) -> bytes (:func:`_options.parse_memory_or_share`); None: the
+    default margin (:func:`symbolic.bill.evaluate.default_margin`)."""
+    if text is None:
+        from ..bill.evaluate import default_margin
+        return default_margin()
     return _options.parse_memory_or_share(text, gpu_memory, "--margin")
+
+
+def margin_words(margin: int) -> str:
+    """How a header names the margin: the default's origin (the bill's not-counted estimate), or its size."""
+    from ..bill.evaluate import default_margin
+    from ..core.numeric import fmt
+    if not margin:
+        return "no margin"
+    if margin == default_margin():
+        return f"margin {fmt(margin, 'GB')} (the bill's not-counted CUDA context and workspaces; --margin 0 drops it)"
+    return f"margin {fmt(margin, 'GB')}"
 
 
 def add_arguments(parser) -> None:
@@ -46,6 +64,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--flash-attention", action="store_true",
                         help="every layout runs the fused attention kernel on a GPT layer: no s×s tensor saved, "
                              "Q·Kᵀ recomputed in its backward (LLaMA/MoE layers have it)")
+    _options.add_loss_option(parser)
     parser.add_argument("--top", type=_options.bounded_int(0, 10**9), default=10,
                         help=f"layouts to show (0: all that fit, at most {MAX_LISTED:,}; default 10)")
     parser.add_argument("--json", action="store_true", help="the layouts as JSON, exact integers in bytes and FLOPs")
@@ -102,7 +121,8 @@ def run(args) -> int:
                       fp8_activations=args.fp8_activations, first_stage_layers=args.first_stage_layers,
                       last_stage_layers=args.last_stage_layers,
                       flash_attention=args.flash_attention or getattr(_options.framework_preset(args), "attention",
-                                                                      "") == "fused")
+                                                                      "") == "fused",
+                      loss=_options.loss_from_args(args, model))
     elapsed = time.perf_counter() - start
     shown = result.ranked(min(args.top or MAX_LISTED, MAX_LISTED))  # each listed layout is evaluated exactly
     closest = None if shown else result.closest()
@@ -316,7 +336,8 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
                 + (f", Psi = {result.params_hand:,} (hand-filled)" if result.params_hand else "")
                 + f", {result.optimizer}, {result.dtype} activations"
                 + (" (linear inputs in FP8)" if result.fp8_activations else "")
-                + (", fused attention kernel" if result.flash_attention else ""), width)
+                + (", fused attention kernel" if result.flash_attention else "")
+                + f", {result.loss} loss; {margin_words(result.margin)}", width)
     out += wrap(f"{result.evaluated:,} valid layouts evaluated in {elapsed * 1e3:.0f} ms; {len(result.order):,} fit",
                 width)
     for name, text in _assumptions(result).items():
@@ -423,7 +444,7 @@ def render_json(result, shown, closest, gpu=None) -> str:
         "margin_bytes": result.margin, "usable_bytes": result.usable, "seq": result.seq or result.model.seq,
         "global_batch": result.global_batch, "params_hand": result.params_hand, "optimizer": result.optimizer,
         "dtype": result.dtype, "fp8_activations": result.fp8_activations,
-        "flash_attention": result.flash_attention,
+        "flash_attention": result.flash_attention, "loss": result.loss,
         "hardware": {"name": result.hardware.name, "peak_flops": result.hardware.peak_bf16_flops,
                      "gpus_per_node": result.gpus_per_node, "overlap": result.overlap.describe()},
         "assumptions": _assumptions(result), "rules": result.rules,

@@ -57,7 +57,7 @@ def _run(args) -> int:
         from ..step.timeline import MemoryOptions
         from .timeline import report
         model = _options.model_from_text(args.compare)
-        engine, _, result, _ = report(model, _options.layout_from_args(args), MemoryOptions())
+        engine, _, result, _ = report(model, _options.layout_from_args(args, model), MemoryOptions())
         data["compare"] = {"model": model.name, "t_star": result.t_star,
                            "classes": {cls: {"engine_bytes": engine["peak_by_class"][cls],
                                              "measured_bytes": analysis.breakdown[cls]}

@@ -21,8 +21,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU (80GB, 80GiB, or a GPU's name); this "
                         "or --gpu is required")
     _gpu.add_gpu_option(parser)
-    parser.add_argument("--margin", metavar="SIZE", default="0",
-                        help="memory reserved for what the ledgers leave out: a size (4GB) or a share (10%%); default 0")
+    from .plan import add_margin_option
+    add_margin_option(parser)
     parser.add_argument("--json", action="store_true", help="the answer and the inequality it solved, as JSON")
     parser.add_argument("--brief", action="store_true", help="the answer alone: the largest value and its check")
 
@@ -32,7 +32,7 @@ def run(args) -> int:
     from .plan import parse_margin, required_gpu
 
     model = _options.load_model(args)
-    layout = _options.layout_from_args(args)
+    layout = _options.layout_from_args(args, model)
     gpu = required_gpu(args)
     gpu_memory = gpu.memory
     margin = parse_margin(args.margin, gpu_memory)
@@ -74,6 +74,7 @@ def _details(limit) -> str:
     from sympy import sstr
 
     from ..core.numeric import fmt
+    from .plan import margin_words
 
     sym = limit.symbol.name
     lay = limit.layout
@@ -83,7 +84,7 @@ def _details(limit) -> str:
            f"memory per GPU = the step's peak on the busiest GPU, binding at {limit.instant or 'its peak'}: "
            f"{sstr(limit.symbolic)}",
            f"solved: {limit.inequality()}   (bytes; {fmt(limit.usable, 'GB')} = {fmt(limit.gpu_memory, 'GB')}"
-           + (f" − margin {fmt(limit.margin, 'GB')})" if limit.margin else ", no margin)")]
+           + (f" − {margin_words(limit.margin)})" if limit.margin else ", no margin)")]
     if limit.root is not None:
         out.append(f"  {sym} ≤ {sstr(limit.root)} ≈ {float(limit.root):.4f}; largest integer {limit.bound}")
     if limit.answer is None:
@@ -152,7 +153,7 @@ def render_json(limit, gpu=None) -> str:
         "layout": {"micro_batch": lay.micro_batch, "seq": lay.seq or limit.model.seq, "tp": lay.tp, "pp": lay.pp,
                    "dp": lay.dp, "sp": lay.sp, "recompute": lay.recompute, "zero": lay.zero,
                    "optimizer": lay.optimizer, "interleave": lay.interleave, "dtype": lay.dtype,
-                   "global_batch": lay.global_batch, "cp": lay.cp},
+                   "global_batch": lay.global_batch, "cp": lay.cp, "loss": lay.loss},
         "check": {"value": getattr(lay, limit.target) or None, "total_bytes": num(limit.total_at_answer),
                   "fits": limit.answer_fits(), "next_value": limit.next_value,
                   "next_total_bytes": num(limit.total_at_next), "next_fits": limit.next_fits()},

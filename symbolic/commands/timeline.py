@@ -46,7 +46,8 @@ def report(model, layout, options, gpu_memory=None, stage: str = "first") -> dic
     out = {
         "model": model.name,
         "layout": {k: getattr(layout, k) for k in ("micro_batch", "seq", "tp", "pp", "dp", "sp", "recompute", "zero",
-                                                   "optimizer", "interleave", "dtype", "global_batch")},
+                                                   "optimizer", "interleave", "dtype", "global_batch",
+                                                   "loss")},
         "optimizations": list(options.applied), "stage": stage,
         "in_flight": sstr(tl.in_flight), "layers_per_chunk": sstr(tl.layers),
         "peak_expression": sstr(tl.peak_expression()),
@@ -76,7 +77,7 @@ def run(args) -> int:
     if args.png is not None:
         _options.check_output(args.png, "--png")
     model = _options.load_model(args)
-    layout = _options.layout_from_args(args)
+    layout = _options.layout_from_args(args, model)
     comm = CommSettings(_options.parse_memory(args.nccl_buffsize, "--nccl-buffsize"), args.nccl_channels,
                         _options.parse_memory(args.bucket, "--bucket"))
     layout, options = apply(args.optimize, layout, MemoryOptions(comm=comm))

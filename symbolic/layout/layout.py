@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Callable
 
+from ..models.losses import LOSS_KERNELS, WHOLE_VOCABULARY
 from ..models.config import ConfigError, ModelConfig, check_position_table, positive_int
 from .choices import (
     BASE_DTYPES,
@@ -128,6 +129,9 @@ class Layout:
     moe_dispatcher: str = "hf"
     moe_pad_to_capacity: bool = False
     pipeline_layout: str = ""
+    #: the loss kernel (``symbolic.models.architectures.output.LOSS_KERNELS``): eager (transformers),
+    #: vocab-parallel (Megatron-Core), fused (flash-attn / llm-foundry), chunked (torchtune), liger
+    loss: str = "eager"
 
     @property
     def uneven_stages(self) -> bool:
@@ -164,7 +168,8 @@ class Layout:
                         recompute_modules=tuple(self.recompute_modules), fused_swiglu=self.fused_swiglu,
                         in_flight=self.in_flight_expression(stage), stage=stage,
                         fp8_gemm_inputs=self.fp8_activations, uneven_stages=self.uneven_stages,
-                        moe_dispatcher=self.moe_dispatcher, pad_to_capacity=self.moe_pad_to_capacity)
+                        moe_dispatcher=self.moe_dispatcher, pad_to_capacity=self.moe_pad_to_capacity,
+                        loss=self.loss)
 
     def values(self, model: ModelConfig) -> dict[str, int]:
         """Dimension values, papers' letters, for the model under this layout."""
@@ -311,7 +316,7 @@ class Layout:
             raise ConfigError(f"lora rank {self.lora} exceeds the hidden size h = {model.hidden}: a rank-r update "
                               f"of an h-wide layer has rank at most h; choose a rank in 1..{model.hidden}")
         for name, allowed in (("lora_targets", LORA_TARGETS), ("base_dtype", BASE_DTYPES), ("offload", OFFLOAD),
-                              ("optimizer_impl", OPTIMIZER_IMPLS)):
+                              ("optimizer_impl", OPTIMIZER_IMPLS), ("loss", LOSS_KERNELS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name.replace('_', '-')} must be one of {', '.join(allowed)}, "
                                   f"not {getattr(self, name)!r}")
@@ -364,6 +369,13 @@ class Layout:
             if refusal:
                 raise ConfigError(refusal)
         return settled
+
+
+def default_loss(model: ModelConfig) -> str:
+    """The loss kernel the model's usual stack runs: the papers' GPT models (a learned position table
+    sized by s: Korthikanti's Table 3, seed 001's 7B — trained with Megatron-LM) Megatron's
+    vocab-parallel cross-entropy; any other (an HF config) transformers' eager loss."""
+    return "vocab-parallel" if model.arch == "gpt" and not model.position_table else "eager"
 
 
 STAGES = ("first", "last")
@@ -452,11 +464,23 @@ def _params_offload_without_model_parallelism(layout: Layout, model: ModelConfig
     return None
 
 
+def _loss_kernel_parallelism(layout: Layout, model: ModelConfig) -> str | None:
+    # Liger's fused linear cross-entropy multiplies by the whole output weight (no vocabulary split);
+    # torchtune's chunked loss gathers a tensor-parallel DTensor's full vocabulary (logits.full_tensor())
+    # before its fp32 upcast: neither keeps s·b·V/t.
+    if layout.loss in WHOLE_VOCABULARY and layout.tp > 1:
+        return (f"loss {layout.loss} with tp {layout.tp}: "
+                + ("Liger's fused linear cross-entropy has no vocabulary split" if layout.loss == "liger" else
+                   "torchtune's chunked loss gathers the full vocabulary (DTensor.full_tensor) before its upcast")
+                + " — use tp 1, or --loss vocab-parallel / fused")
+    return None
+
+
 #: The rules of the frameworks the papers used, shared by every command (bill, timeline, plan,
 #: solve, derive --model, calculator). Extend with :func:`add_layout_rule`.
 #: (SP at t = 1 and ZeRO at d·c = 1 are no refusal: :func:`settle_no_ops` turns them off with a note.)
 LAYOUT_RULES: list[LayoutRule] = [_zero_with_pipeline, _interleave_needs_whole_rounds,
-                                  _params_offload_without_model_parallelism]
+                                  _params_offload_without_model_parallelism, _loss_kernel_parallelism]
 
 
 def add_layout_rule(rule: LayoutRule) -> LayoutRule:

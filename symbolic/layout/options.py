@@ -42,6 +42,7 @@ from pathlib import Path
 
 from ..core.inputs import clean
 from ..models.config import ConfigError, ModelConfig
+from ..models.losses import LOSS_KERNELS
 from .choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD,
                       OPTIMIZER_IMPLS, RECOMPUTE, ZERO_STAGES)
 from .recipes import RECIPES
@@ -449,6 +450,9 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
     Option("moe_pad_to_capacity", "flag", "Megatron-Core's moe_pad_expert_input_to_capacity: every expert "
            "computes on its capacity C_f·s·b·k/E rows (with --moe-capacity-factor > 1, --moe-dispatcher alltoall)",
            False),
+    Option("loss", "choice", "the loss kernel: eager (transformers, fp32 logits), vocab-parallel (Megatron), "
+           "fused (flash-attn / llm-foundry), chunked (torchtune), liger (fused linear CE); default: an HF model's "
+           "eager, the papers' GPT models' vocab-parallel", None, choices=LOSS_KERNELS),
     Option("fp8_activations", "flag", "the linear layers' saved inputs kept in FP8 for backward "
            "(Transformer Engine; DeepSeek-V3 §3.3.3)", False),
     Option("pipeline_layout", "text", "Megatron-Core's --pipeline-model-parallel-layout: the p·v virtual stages' "
@@ -481,8 +485,9 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
            metavar="SIZE"),
     Option("params", "count", "hand-filled parameter count for the model states (7B, 175e9)", None,
            high=LIMITS["params"], metavar="N"),
-    Option("margin", "margin", "memory reserved for what the ledgers leave out (workspaces, communication "
-           "buffers, fragmentation): a size (4GB) or a share of --gpu-memory (10%%); default 0", "0",
+    Option("margin", "margin", "memory reserved for what the verdict leaves out: a size (4GB) or a share of "
+           "--gpu-memory (10%%); default the bill's not-counted CUDA context and workspaces (0.50 GB); 0 drops it",
+           None,
            unit="B", metavar="SIZE"),
     Option("nccl_buffsize", "memory", "NCCL_BUFFSIZE per channel (4MiB)", "4MiB", unit="B", metavar="SIZE"),
     Option("bucket", "memory", "gradient bucket, data parallel (25MiB)", "25MiB", unit="B", metavar="SIZE"),

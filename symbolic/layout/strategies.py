@@ -497,6 +497,9 @@ class Strategy:
     uneven_stages: bool = False
     moe_dispatcher: str = "hf"
     pad_to_capacity: bool = False
+    #: the loss kernel (``symbolic.models.architectures.output.LOSS_KERNELS``): its saved tensors
+    #: (the output side) and its work tensors (the loss instant's transients)
+    loss: str = "eager"
 
     def __post_init__(self) -> None:
         if self.moe_dispatcher not in MOE_DISPATCHERS:

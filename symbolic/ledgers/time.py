@@ -165,10 +165,27 @@ class TimeDerivation:
         return [Integer(x) if isinstance(x, int) else x for x in out]
 
 
+@dataclass(frozen=True)
+class LoraTime:
+    """What a LoRA run changes in the step time (:func:`derive_time`): ``trainable`` the adapters'
+    parameters (whole model), ``adapter_forward`` their forward FLOPs per micro-batch (whole model),
+    ``adapter_call`` one adapter GEMM's FLOPs (b·s × h × r, the efficiency's call size), and for a
+    quantised base (``base_dtype`` int8 or nf4) ``base_bytes`` per packed weight element and
+    ``quantised_elements`` the quantised weight matrices' elements (whole model)."""
+
+    trainable: "Expr"
+    adapter_forward: "Expr"
+    adapter_call: "Expr"
+    base_dtype: str = "bf16"
+    base_bytes: "Expr | None" = None
+    quantised_elements: "Expr" = 0
+
+
 def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, sp: bool, recompute: str,
                 flops_recompute: str, zero: int, pipeline: bool, interleaved: bool, context_parallel: bool,
                 optimizer: str, dtype: str, tied: bool, fused_backward=0,
-                expert_parallel: bool = False, output_saved: Inventory | None = None) -> TimeDerivation:
+                expert_parallel: bool = False, output_saved: Inventory | None = None,
+                lora: "LoraTime | None" = None) -> TimeDerivation:
     """The time model's expressions for one discrete choice of the layout.
 
     ``flops_recompute``: the recompute policy as the FLOPs see it (the bill's
@@ -176,6 +193,10 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
     attention kernel recomputes in backward (the bill's line of that name); ``output_saved``: the
     output side's saved tensors (final norm, fp32 log-softmax over the vocabulary, targets), whose
     loss kernels run on the last stage once per micro-batch under the same pass rule as a layer's.
+    ``lora``: a LoRA run (:class:`LoraTime`): the frozen weights' GEMMs skip their weight gradients,
+    the adapters' GEMMs are their own line, the optimizer step and the data-parallel gradient
+    reduce (and the distributed optimizer's gather) cover the adapters only, and a quantised base
+    pays its dequantisation, a memory pass per weight read.
     """
     from sympy import Integer
 
@@ -198,6 +219,8 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
     for mm in matmuls:
         alone = type(matmuls)((mm,))
         per_mb = flops.hardware_training(flops_recompute, alone)
+        if lora is not None and mm.weight:  # frozen: backward computes the input gradient only
+            per_mb = per_mb - flops.forward(alone)
         # HBM bytes of one forward call on one GPU: A (M×K), B (K×N), C (M×N), each once; the backward's
         # two GEMMs (input and weight gradients) touch the same three shapes once each, so every pass over
         # the matmul (forward, backward's two, a recomputed forward) moves them once: bytes ∝ FLOPs.
@@ -230,6 +253,23 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
                                    0, "attention-backward", attention_shape, Integer(3)))
         average += fused_backward * micro_batches / gpus
     model = flops.model_training(matmuls) * micro_batches / gpus
+    if lora is not None:
+        frozen = flops.forward(type(matmuls)(tuple(mm for mm in matmuls if mm.weight)))
+        redo = lora.adapter_forward if flops_recompute == "full" else 0
+        compute.append(ComputeLine("lora/adapters (x·A, (A·x)·B: forward, input and weight gradients)",
+                                   (3 * lora.adapter_forward + redo) * micro_batches / gpus,
+                                   lora.adapter_call / (t * cp), False))
+        average += (3 * lora.adapter_forward + redo - frozen) * micro_batches / gpus
+        model = (flops.model_training(matmuls) - frozen + 3 * lora.adapter_forward) * micro_batches / gpus
+        if lora.base_bytes is not None:
+            # bitsandbytes dequantises a quantised weight to a bf16 copy before each GEMM that reads it:
+            # the packed weight read and the bf16 copy written, per read (forward, backward's input
+            # gradient, a recomputed forward), per micro-batch, the GPU's share of the layers
+            reads = 2 + (1 if flops_recompute == "full" else 0)
+            compute.append(ComputeLine(f"lora/dequantise the {lora.base_dtype} base (a memory pass per weight read)",
+                                       Integer(0), lora.adapter_call / (t * cp), False,
+                                       reads * MICRO_BATCHES * lora.quantised_elements / (t * p)
+                                       * (lora.base_bytes + DTYPE_BYTES["bf16"])))
 
     strategy = Strategy(tensor_parallel=True, sequence_parallel=sp, recompute="none", dtype=dtype,
                         context_parallel=context_parallel)
@@ -242,13 +282,18 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
     output_elementwise = ELEMENTWISE_PASSES * output_bytes * MICRO_BATCHES
 
     recipe = RECIPES[optimizer]
-    shard = Psi / (t * p) / ((d * cp) if zero >= 1 else 1)
+    trainable = Psi if lora is None else lora.trainable   # LoRA: the optimizer steps the adapters only
+    shard = trainable / (t * p) / ((d * cp) if zero >= 1 else 1)
     grad, param, states = recipe.bytes_of("gradients"), recipe.bytes_of("parameters"), recipe.bytes_of("optimizer")
     optimizer_bytes = shard * (2 * states + grad + param)   # read + write optimizer states, read grads, write weights
 
     collectives = terms(parameters, saved, matmuls, sequence_parallel=sp, recompute=recompute, zero=zero,
                         pipeline=pipeline, interleaved=interleaved, context_parallel=context_parallel,
                         expert_parallel=expert_parallel, dtype=dtype, grad_bytes=grad, param_bytes=param, tied=tied)
+    if lora is not None:  # the data-parallel reduce (and the distributed optimizer's gather) of the adapters only
+        from dataclasses import replace as _replace
+        collectives = [_replace(x, bytes=x.bytes.xreplace({Psi: lora.trainable})) if x.name.startswith("dp/") else x
+                       for x in collectives]
     classes: dict[str, CommClass] = {}
     for x in collectives:
         prefix = x.name.split("/")[0]
@@ -260,7 +305,7 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
         else:
             classes[key] = CommClass(key, x.group, x.collective, x.phase, x.overlap, x.size, old.calls + x.calls,
                                      old.traffic_bytes + x.calls * x.bytes, old.names + (x.name,))
-    return TimeDerivation(compute, model, elementwise, optimizer_bytes, Psi / (t * p), list(classes.values()),
+    return TimeDerivation(compute, model, elementwise, optimizer_bytes, trainable / (t * p), list(classes.values()),
                           collectives, average, output_elementwise)
 
 

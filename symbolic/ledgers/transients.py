@@ -19,6 +19,7 @@ from ..core.dims import t as tensor_ways  # the tensor-parallel letter (the EP s
 from ..core.tensors import Axis, Group, Inventory, SavedTensor
 from ..layout.experts import expert_groups
 from ..layout.layout import Layout
+from ..models.architectures import output
 from ..models.config import ModelConfig
 
 MiB = 2**20
@@ -155,7 +156,7 @@ def work_tensors(ffn: Expr) -> Inventory:
     ))
 
 
-def layer_work_tensors(saved: Inventory) -> Inventory:
+def layer_work_tensors(saved: Inventory, loss: str = "eager") -> Inventory:
     """The kernel work tensors of one layer and of the loss, from the layer's
     saved tensors (any architecture), unsharded.
 
@@ -169,7 +170,8 @@ def layer_work_tensors(saved: Inventory) -> Inventory:
     intermediates, all experts at once — an upper bound, autograd frees
     each expert's once its backward is done), in reverse order of forward;
     in the attention backward dY, dX and dQ, dK, dV of the saved Q, K, V's
-    shapes (GQA: K and V at g heads). The loss: as :func:`work_tensors`.
+    shapes (GQA: K and V at g heads). The loss: the kernel ``loss``'s work tensors
+    (:func:`symbolic.models.architectures.output.loss_work`; ``eager`` as :func:`work_tensors`).
 
     A layer with routed experts also has the dispatch's forward buffers
     (Megatron-Core ``token_dispatcher.MoEAlltoAllTokenDispatcher``): the
@@ -207,7 +209,7 @@ def layer_work_tensors(saved: Inventory) -> Inventory:
         x = saved[f"attention/{part}"]
         terms.append(_tensor(f"backward/attention/grad_{part}", x.shape, "bf16", x.split, x.split_dim, label))
     terms.append(_tensor("backward/attention/grad_input", hidden, "bf16", Axis.SEQUENCE, 0, "dX leaving the layer"))
-    terms += [x for x in work_tensors(h) if x.name.startswith("loss/")]
+    terms += output.loss_work(loss)
     return Inventory(tuple(terms))
 
 

@@ -29,7 +29,9 @@ class Structure:
     activation: a GPT layer's GeLU (``gelu``, or HF's ``gelu_new`` /
     ``gelu_fast`` chains). recipe: a composed layer's parts (None otherwise).
     flash_attention: the layout runs the fused attention kernel
-    (``layout.strategies.flash_attention`` on the saved tensors).
+    (``layout.strategies.flash_attention`` on the saved tensors). loss: the
+    layout's loss kernel (``models.losses``; ``Layout.loss``): it changes the
+    output side the step time prices, not a layer's inventories.
     """
 
     arch: str
@@ -41,6 +43,7 @@ class Structure:
     activation: str = "gelu"
     recipe: Recipe | None = None
     flash_attention: bool = False
+    loss: str = "eager"
 
     def key(self) -> tuple:
         """The structure as JSON-able, hashable text: the derivation cache's key and the formula
@@ -55,6 +58,8 @@ class Structure:
             key += (self.recipe.key(),)
         if self.flash_attention:
             key += ("flash_attention",)
+        if self.loss != "eager":  # eager unnamed: the keys stored before the loss was a choice stay valid
+            key += (f"loss:{self.loss}",)
         return key
 
     @property
@@ -79,10 +84,15 @@ class Structure:
     def without_flash_attention(self) -> "Structure":
         return replace(self, flash_attention=False)
 
+    def layer_only(self) -> "Structure":
+        """The structure a layer's inventories depend on: the loss kernel set aside (the output side's)."""
+        return replace(self, loss="eager")
 
-def structure_of(model: ModelConfig, flash_attention: bool = False) -> Structure:
-    """``model``'s :class:`Structure` (``flash_attention``: the layout's fused kernel)."""
+
+def structure_of(model: ModelConfig, flash_attention: bool = False, loss: str = "eager") -> Structure:
+    """``model``'s :class:`Structure` (``flash_attention``: the layout's fused kernel; ``loss``: its loss
+    kernel)."""
     return Structure(arch=model.arch, symbolic_ffn=bool(model.ffn), tied=model.tied, positions=model.positions,
                      shared_experts=bool(model.shared_experts), position_table=bool(model.position_table),
                      activation=model.mlp if model.arch == "gpt" and model.mlp in GPT_CHAINS else "gelu",
-                     recipe=model.recipe, flash_attention=flash_attention)
+                     recipe=model.recipe, flash_attention=flash_attention, loss=loss)

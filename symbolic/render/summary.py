@@ -75,8 +75,12 @@ def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...]
     for key in ("optimizer", "dtype"):
         if layout.get(key):
             words.append(layout[key] + (" activations" if key == "dtype" else ""))
+    if layout.get("loss"):  # the loss kernel, a choice like the attention kernel (Layout.loss)
+        words.append(f"{layout['loss']} loss")
     if layout.get("global_batch"):
-        words.append(f"global batch {layout['global_batch']}")
+        steady = p > 1 and layout["global_batch"] == p * (layout.get("micro_batch", 1) or 1) * d
+        words.append(f"global batch {layout['global_batch']}"
+                     + (f" (m = p = {p}: the pipeline's steady state)" if steady else ""))
     return ", ".join(words)
 
 
@@ -173,11 +177,19 @@ def bill_summary(data: dict, width: int = 80) -> list[str]:
     return [piece for line in out for piece in wrap(line, width)]
 
 
+def _margin_words(data: dict) -> str:
+    """plan's and solve's margin, as their header says it: the GPU memory less the margin kept for what
+    the verdict leaves out (by default the bill's not-counted CUDA context and workspaces)."""
+    margin = number(data.get("margin_bytes") or 0)
+    return f" (margin {fmt(margin, 'GB')})" if margin else ""
+
+
 def plan_summary(data: dict, width: int = 80) -> list[str]:
     """``plan``'s answer: how many layouts fit and the best one, from its JSON data."""
     gpu = data["gpu_memory_bytes"]
     out = [f"{data['model']} on {data['gpus']} GPUs × {fmt(gpu, 'GB')}, s = {data['seq']}"
-           + (f", global batch {data['global_batch']}" if data.get("global_batch") else "")]
+           + (f", global batch {data['global_batch']}" if data.get("global_batch") else "")
+           + _margin_words(data)]
     layouts = data.get("layouts") or []
     if layouts:
         best = layouts[0]
@@ -202,7 +214,8 @@ def solve_summary(data: dict, width: int = 80) -> list[str]:
     target = data["target"]
     name = target.replace("_", "-")
     letter = "b" if target == "micro_batch" else "s"
-    out = [f"{data['model']}: largest {name} that fits in {fmt(data['usable_bytes'], 'GB')} per GPU",
+    out = [f"{data['model']}: largest {name} that fits in {fmt(data['usable_bytes'], 'GB')} per GPU"
+           + _margin_words(data),
            "layout: " + layout_words(data.get("layout", {}), skip=(target,))]
     check = data.get("check", {})
     if data.get(target) is None:

@@ -210,8 +210,9 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
         if uneven:  # whole bytes per block, as the bill's verdict and the timeline
             blocks = {name: ceiling(expr) for name, expr in blocks.items()}
             temporary = ceiling(temporary)
-        strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, stage, experts, fp8_activations, uneven)
-        output_saved = strategy.shard(output.saved_tensors(norm=structure.output_norm))
+        strategy = replace(_stage_strategy(sp, recompute, dtype, schedule, cp, stage, experts, fp8_activations, uneven),
+                           loss=structure.loss)  # the loss kernel rides in the structure
+        output_saved = strategy.shard(output.saved_tensors(norm=structure.output_norm, loss=strategy.loss))
         for instant in peak.stage_instants(stage, strategy, base, output_saved, blocks, temporary, staging,
                                            has_loss=schedule == "none" or stage == "last", gathered=gathered):
             out.append((f"{stage} stage, {instant.phase}" if schedule != "none" else instant.phase, instant.total))
@@ -629,6 +630,8 @@ class Planned:
             out["fp8_activations"] = True
         if lay.flash_attention:
             out["flash_attention"] = True
+        if lay.loss != "eager":
+            out["loss"] = lay.loss
         out.update({k: _jsonable(val) for k, val in self.totals.items()})
         out.update(headroom_bytes=_jsonable(self.headroom_bytes), fits=self.fits,
                    step_seconds=self.step_seconds, bubble=self.bubble,
@@ -669,6 +672,7 @@ class Plan:
     first_stage_layers: int = 0  #: uneven stages, every layout (0: even)
     last_stage_layers: int = 0
     flash_attention: bool = False  #: the layouts run the fused attention kernel
+    loss: str = "eager"  #: the layouts' loss kernel (Layout.loss)
 
     @property
     def usable(self) -> int:
@@ -681,7 +685,8 @@ class Plan:
     def layout_at(self, i: int) -> Layout:
         return replace(_layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
                                     self.moe_capacity, self.optimizer_impl), fp8_activations=self.fp8_activations,
-                       flash_attention=self.flash_attention, first_stage_layers=self.first_stage_layers, last_stage_layers=self.last_stage_layers)
+                       flash_attention=self.flash_attention, first_stage_layers=self.first_stage_layers, last_stage_layers=self.last_stage_layers,
+                       loss=self.loss)
 
     def planned(self, i: int) -> Planned:
         """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
@@ -925,7 +930,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
          hardware: Hardware | None = None, max_micro_batch: int = 16, gpus_per_node: int | None = None,
          fixed: Mapping[str, object] | None = None, moe_capacity=1, overlap: Overlap = Overlap(),
          optimizer_impl: str = "foreach", fp8_activations: bool = False, first_stage_layers: int = 0,
-         last_stage_layers: int = 0, flash_attention: bool = False) -> Plan:
+         last_stage_layers: int = 0, flash_attention: bool = False, loss: str = "eager") -> Plan:
     """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
 
     Keeps those whose verdict (the step's peak on the busiest GPU) ≤ ``gpu_memory − margin``
@@ -940,11 +945,15 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     ``last_stage_layers``: uneven pipeline stages for every layout (Megatron-Core's).
     ``flash_attention``: every layout runs the fused attention kernel (no s×s tensor saved, its
     backward recomputes Q·Kᵀ; ``strategies.flash_attention``) — memory and time both.
+    ``loss``: every layout's loss kernel (``Layout.loss``; its output side and work tensors).
     """
     from ..bill.evaluate import layout_structure
+    from ..models.losses import LOSS_KERNELS, WHOLE_VOCABULARY
 
     _check_arch(model)
-    model_structure = layout_structure(model, Layout(flash_attention=flash_attention))
+    if loss not in LOSS_KERNELS:
+        raise ConfigError(f"loss must be one of {', '.join(LOSS_KERNELS)}, not {loss!r}")
+    model_structure = layout_structure(model, Layout(flash_attention=flash_attention, loss=loss))
     positive_int("gpu_memory", gpu_memory)
     if margin < 0 or margin >= gpu_memory:
         raise ConfigError(f"margin ({margin:,} B) must be at least 0 and below the GPU memory ({gpu_memory:,} B)")
@@ -963,6 +972,11 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     gpus_per_node = gpus_per_node or hardware.nvlink_domain
     seq = positive_int("seq", seq) if seq else model.seq
     check_position_table(model, seq)  # no layout can run it: the bill's one line, not "no valid layout"
+    if loss in WHOLE_VOCABULARY:  # Layout's rule: no vocabulary split (layout._loss_kernel_parallelism)
+        if fixed and fixed.get("tp") not in (None, 1):
+            raise ConfigError(f"loss {loss} with tp {fixed['tp']}: the kernel has no vocabulary split — fix tp 1, "
+                              "or use --loss vocab-parallel / fused")
+        fixed = dict(fixed or {}, tp=1)
     table, rules = enumerate_layouts(model, gpus, seq=seq, global_batch=global_batch,
                                      max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node, fixed=fixed,
                                      moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
@@ -1012,7 +1026,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     near = np.flatnonzero(np.abs(out["total_bytes"] - usable) <= 1e-9 * usable)
     for i in near:
         layout = replace(_layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity, optimizer_impl),
-                         fp8_activations=fp8_activations, flash_attention=flash_attention,
+                         fp8_activations=fp8_activations, flash_attention=flash_attention, loss=loss,
                          first_stage_layers=first_stage_layers,
                          last_stage_layers=last_stage_layers)
         fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
@@ -1055,7 +1069,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                 table, order, rules, moe_capacity=Fraction(moe_capacity), overlap=overlap,
                 gpus_per_node=gpus_per_node, optimizer_impl=optimizer_impl,
                 fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
-                last_stage_layers=last_stage_layers, flash_attention=flash_attention)
+                last_stage_layers=last_stage_layers, flash_attention=flash_attention, loss=loss)
 
 
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
