@@ -238,6 +238,15 @@ def apply_framework(layout: Layout, args) -> Layout:
         changes["flash_attention"] = True
     if preset.zero and not layout.zero and layout.dp * layout.cp > 1 and not (preset.zero >= 2 and layout.pp > 1):
         changes["zero"] = preset.zero
+    if getattr(args, "loss", None) is None and preset.loss != layout.loss:  # --loss typed wins over the preset
+        from ..models.losses import WHOLE_VOCABULARY
+        if not (preset.loss in WHOLE_VOCABULARY and layout.tp > 1):
+            changes["loss"] = preset.loss
+    # fp32 main gradients (Megatron's accumulate_allreduce_grads_in_fp32 under --bf16, DeepSpeed's bf16
+    # optimizer): the recipe that keeps them, where the optimizer was left at its default
+    if preset.main_grads == "fp32" and layout.optimizer == "bf16-adam" and getattr(args, "optimizer", None) in (
+            None, "bf16-adam"):
+        changes["optimizer"] = "bf16-adam-fp32-grads"
     return replace(layout, **changes) if changes else layout
 
 
