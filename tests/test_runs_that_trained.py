@@ -1,14 +1,13 @@
 """Runs that trained fit by the verdict, billed with the flags their source prints (issue 21).
 
-``tests/fixtures/public_runs_all.json`` is a copy of ``shared/throughput/public.json`` (94 runs whose
-layout is complete). Each run is billed at its printed layout, precision, recompute, ZeRO/FSDP stage,
+``derivations/throughput/public.json`` is ``shared/throughput/public.json`` (94 runs; the step-time
+benchmark reads the same file, ``symbolic.search.throughput.DATA``). Each run is billed at its printed layout, precision, recompute, ZeRO/FSDP stage,
 expert sizes and its framework's loss kernel and optimizer — what its source runs where the row does not
 print it, named in :func:`layout_of` with why. A run that does not fit is listed in :data:`NOT_FITTING`
 with the mechanism or the unprinted setting it lacks; the test fails if a listed run fits (the list
 goes stale) or an unlisted one does not. Nothing is tuned: no coefficient is read from these rows.
 """
 import json
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +17,7 @@ from symbolic.ledgers.hardware import load as load_hardware
 from symbolic.models.config import ConfigError
 from symbolic.search import throughput
 
-RUNS = json.loads((Path(__file__).parent / "fixtures" / "public_runs_all.json").read_text())
+RUNS = json.loads(throughput.DATA.read_text())
 UNPRINTED_RECOMPUTE = ("recompute not printed (Megatron-Bridge: 'per perf recipe (scripts/performance); not in "
                        "table'); billed without recompute, the strictest")
 #: Runs billed as not fitting or refused, by index, with the reason (a missing mechanism or an unprinted setting).
