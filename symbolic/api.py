@@ -61,7 +61,7 @@ def _gpu_choice(gpu, gpu_memory, hardware, required: bool = False):
 
 def _steady(global_batch, pp, micro_batch, dp):
     """Without a global batch, a pipeline in its steady state (``_options.steady_state_batch``)."""
-    from .commands._options import steady_state_batch
+    from .layout.layout import steady_state_batch
 
     return steady_state_batch(global_batch, pp, micro_batch, dp)
 
@@ -282,7 +282,7 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
     kind or a JSON file; default the A100-80GB). ``params`` is seed 001's
     hand-filled N (``"7B"``) for the model states."""
     from .bill.priced import priced_bill
-    from .commands._options import steady_state_batch
+    from .layout.layout import steady_state_batch
 
     config = _model(model)
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,

@@ -95,6 +95,8 @@ def random_config(model_type: str, rng: random.Random) -> dict:
         raw.update(n_layer=raw.pop("num_hidden_layers"), n_embd=width, n_head=heads, n_positions=rng.randint(8, 64),
                    n_inner=rng.choice([None, 2 * width]), tie_word_embeddings=rng.choice([True, False, None]))
         return {key: value for key, value in raw.items() if value is not None}
+    for alias in ("n_embd", "n_head"):  # gptj's spellings of hidden_size and the heads (its attribute_map):
+        raw.pop(alias, None)            # one field may be given once (models.hf_fields refuses two values)
     raw.update(hidden_size=width, num_attention_heads=heads, intermediate_size=rng.randint(8, 90))
     if model_type not in ("gpt_neox",):
         raw["num_key_value_heads"] = kv

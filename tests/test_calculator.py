@@ -438,8 +438,9 @@ def test_a_partial_address_starts_from_its_named_preset(page, capsys):
     fresh.goto(base + "#model=gpt-175b&t=4")  # the preset's layout (p = 8, SP, N = 175B), t from the address
     fresh.reload()
     assert [fresh.input_value(f"#{key}") for key in ("N", "t", "p")] == ["175B", "4", "8"]
+    # the page's G (1 unless given) is the bill's --global-batch: the bill alone defaults a pipeline to m = p
     _shown_against_bill(fresh, _bill_json(["gpt-175b", "--tp", "4", "--pp", "8", "--sp", "--params", "175B",
-                                           "--gpu-memory", "80GB"], capsys))
+                                           "--gpu-memory", "80GB", "--global-batch", "1"], capsys))
     fresh.close()
 
 

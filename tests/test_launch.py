@@ -50,7 +50,10 @@ def test_korthikanti_command_line_bills_as_the_hand_written_flags(capsys, monkey
     assert code == 0
     code, hand, _ = run(capsys, "bill", *HAND_175B, "--gpu-memory", "80GB")
     assert code == 0
-    assert without_reading(read) == hand
+    # every line before the step time is the hand-written flags'; the TIME section also names the reading's
+    # framework preset and its error band (on that framework's published runs), which the JSON test holds
+    assert without_reading(read).split("\nTIME")[0] == hand.split("\nTIME")[0]
+    assert "framework preset megatron-core" in read and "megatron-core" in read.split("\nTIME")[1]
     assert "read from megatron (command line), framework preset megatron-core" in read
     assert "--lr, --seed" not in read and "--lr (" in read  # ignored, each with its reason
 
@@ -60,6 +63,13 @@ def test_korthikanti_json_is_the_hand_written_bill_plus_what_was_read(capsys):
     _, hand, _ = run(capsys, "bill", *HAND_175B, "--json")
     read, hand = json.loads(read), json.loads(hand)
     reading = read.pop("read_from")
+    # the reading also names its framework preset: the TIME section's preset and its error band (on that
+    # framework's published runs); every number of the bill and the step is the hand-written flags'
+    assert read["time_model"]["framework"] == "megatron-core" and read["time_model"]["framework_settings"]
+    for key in ("framework", "framework_settings"):
+        read["time_model"][key] = hand["time_model"][key]
+    assert "megatron-core" in read.pop("step_error_band")["text"]
+    hand.pop("step_error_band")
     assert read == hand
     assert reading["model"] == "gpt-175b" and reading["framework"] == "megatron-core"
     taken = {row["option"]: row["what"] for row in reading["taken"]}

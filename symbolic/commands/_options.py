@@ -33,7 +33,7 @@ import argparse
 from pathlib import Path
 
 from ..core.inputs import clean
-from ..layout.layout import Layout, default_loss
+from ..layout.layout import Layout, default_loss, steady_state_batch  # noqa: F401 (re-exported)
 from ..layout.options import (COUNT_SUFFIXES, DTYPE_ALIASES, GPU_MEMORY, LIMITS, MEMORY_UNITS, OPTIONS,  # noqa: F401
                               Option, _decimal, _interned_int, add, bounded_float, bounded_int, dtype,
                               model_from_text, parse_count, parse_memory, parse_memory_or_share, parse_ratio, read)
@@ -174,17 +174,6 @@ def loss_from_args(args, model: ModelConfig | None) -> str:
     return given or (default_loss(model) if model is not None else "eager")
 
 
-def steady_state_batch(global_batch: int, pp: int, micro_batch: int, dp: int) -> int:
-    """``--global-batch`` as given; without it a pipeline (p > 1) in its steady state: m = p micro-batches
-    per iteration, p in flight on the first stage (Korthikanti §4.2.3, Megatron's memory estimator),
-    global batch p·b·d; without a pipeline 0 (one micro-batch per data-parallel rank)."""
-    if global_batch or not isinstance(pp, int) or pp <= 1:
-        return global_batch
-    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (micro_batch, dp)):
-        return global_batch  # the layout's validation names the bad size
-    return pp * micro_batch * dp
-
-
 def add_time_options(parser: argparse.ArgumentParser, gpus_per_node: bool = True) -> None:
     """--hardware, --overlap (and --gpus-per-node): the step-time model's inputs."""
     group = parser.add_argument_group("step-time model")
@@ -234,18 +223,20 @@ def apply_framework(layout: Layout, args) -> Layout:
     if preset is None:
         return layout
     changes = {}
-    if preset.attention == "fused" and not layout.flash_attention:
+    read = getattr(args, "_launch_fields", frozenset())  # what a launch config (--from) set: as if typed
+    if preset.attention == "fused" and not layout.flash_attention and "flash_attention" not in read:
         changes["flash_attention"] = True
     if preset.zero and not layout.zero and layout.dp * layout.cp > 1 and not (preset.zero >= 2 and layout.pp > 1):
         changes["zero"] = preset.zero
-    if getattr(args, "loss", None) is None and preset.loss != layout.loss:  # --loss typed wins over the preset
+    if getattr(args, "loss", None) is None and preset.loss != layout.loss and "loss" not in read:  # --loss typed wins over the preset
         from ..models.losses import WHOLE_VOCABULARY
         if not (preset.loss in WHOLE_VOCABULARY and layout.tp > 1):
             changes["loss"] = preset.loss
     # fp32 main gradients (Megatron's accumulate_allreduce_grads_in_fp32 under --bf16, DeepSpeed's bf16
     # optimizer): the recipe that keeps them, where the optimizer was left at its default
-    if preset.main_grads == "fp32" and layout.optimizer == "bf16-adam" and getattr(args, "optimizer", None) in (
-            None, "bf16-adam"):
+    # (Megatron sets accumulate_allreduce_grads_in_fp32 under --bf16 only: fp16 keeps the recipe given)
+    if preset.main_grads == "fp32" and layout.dtype == "bf16" and layout.optimizer == "bf16-adam" \
+            and getattr(args, "optimizer", None) in (None, "bf16-adam") and "optimizer" not in read:
         changes["optimizer"] = "bf16-adam-fp32-grads"
     return replace(layout, **changes) if changes else layout
 
@@ -380,7 +371,8 @@ def apply_launch(args, command: str):
         elif field == "moe_capacity":
             value = str(value)
         setattr(args, dest, value)
-    # The framework preset (helper steptime's --framework, symbolic/layout/frameworks.py), where the command has one.
+        args._launch_fields = getattr(args, "_launch_fields", frozenset()) | {field}  # the preset does not override
+    # The framework preset (--framework, symbolic/layout/frameworks.py), where the command has one.
     if hasattr(args, "framework") and args.framework == parser.get_default("framework"):
         args.framework = reading.framework
     for option, value in reading.time_options:

@@ -371,6 +371,17 @@ class Layout:
         return settled
 
 
+def steady_state_batch(global_batch: int, pp: int, micro_batch: int, dp: int) -> int:
+    """``--global-batch`` as given; without it a pipeline (p > 1) in its steady state: m = p micro-batches
+    per iteration, p in flight on the first stage (Korthikanti §4.2.3, Megatron's memory estimator),
+    global batch p·b·d; without a pipeline 0 (one micro-batch per data-parallel rank)."""
+    if global_batch or not isinstance(pp, int) or pp <= 1:
+        return global_batch
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (micro_batch, dp)):
+        return global_batch  # the layout's validation names the bad size
+    return pp * micro_batch * dp
+
+
 def default_loss(model: ModelConfig) -> str:
     """The loss kernel the model's usual stack runs: the papers' GPT models (a learned position table
     sized by s: Korthikanti's Table 3, seed 001's 7B — trained with Megatron-LM) Megatron's

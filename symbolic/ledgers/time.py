@@ -105,7 +105,7 @@ OVERLAPS = {
 #: The kernels a compute line runs (:mod:`symbolic.ledgers.kernels` prices each from its own table):
 #: a GEMM, a grouped GEMM (the routed experts), the fused attention kernel's forward and backward
 #: passes, and its backward's recompute of the scores (all of it backward).
-KERNEL_KINDS = ("gemm", "grouped", "attention", "attention-backward")
+KERNEL_KINDS = ("gemm", "grouped", "attention", "attention-backward", "memory")  # memory: a pass over HBM, no FLOPs
 
 
 @dataclass(frozen=True)
@@ -269,7 +269,7 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
             compute.append(ComputeLine(f"lora/dequantise the {lora.base_dtype} base (a memory pass per weight read)",
                                        Integer(0), lora.adapter_call / (t * cp), False,
                                        reads * MICRO_BATCHES * lora.quantised_elements / (t * p)
-                                       * (lora.base_bytes + DTYPE_BYTES["bf16"])))
+                                       * (lora.base_bytes + DTYPE_BYTES["bf16"]), kernel="memory"))
 
     strategy = Strategy(tensor_parallel=True, sequence_parallel=sp, recompute="none", dtype=dtype,
                         context_parallel=context_parallel)
@@ -465,7 +465,9 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     for line in derivation.compute:
         f, call, moved, groups, m_, n_, k_, passes = (next(it) for _ in range(8))
         line_peak = peak if line.attention_core else weight_peak
-        if tables is None:
+        if line.kernel == "memory":  # a memory pass (a quantised base's dequantisation): its bytes over HBM
+            eff, seconds = np.zeros_like(np.asarray(moved, dtype=float)), moved / hbm
+        elif tables is None:
             eff = hw.efficiency(call)
             # Calculon's "no_overlap" processing mode (calculon/system.py): a kernel's time is its FLOP time
             # plus its HBM time, the two not overlapped.
@@ -504,7 +506,7 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
         if detail:
             compute_lines.append({"name": line.name, "flops_on_pacing_stage": f, "gemm_flops_per_call": call,
                                   "efficiency": eff, "hbm_bytes": moved, "seconds": seconds,
-                                  "kernel": line.kernel if tables is not None else "gemm (size step)",
+                                  "kernel": line.kernel if tables is not None or line.kernel == "memory" else "gemm (size step)",
                                   "shape": (groups, m_, n_, k_)})
     model_flops, hardware_flops, elem_bytes, opt_bytes, grad_elements, out_bytes = (next(it) for _ in range(6))
     elementwise = elem_bytes / hbm

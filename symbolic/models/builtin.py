@@ -8,16 +8,38 @@ and Mixtral 8x7B.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 
 from .config import ConfigError, ModelConfig
-from .hf import builtin_models
+from .hf import builtin_entries, builtin_model
+
+
+class BuiltinModels(Mapping):
+    """The built-in models by name, in their stated order; each one is read from its file when first
+    asked for, so a command about one model does not build the others (DeepSeek-V3's MLA note derives
+    a formula with sympy, which a cached bill of another model never imports)."""
+
+    def __init__(self):
+        self._files = builtin_entries()
+        self._models: dict[str, ModelConfig] = {}
+
+    def __getitem__(self, name: str) -> ModelConfig:
+        if name not in self._models:
+            self._models[name] = builtin_model(self._files[name])  # KeyError for an unknown name
+        return self._models[name]
+
+    def __iter__(self):
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
 
 
 @cache
-def presets() -> dict[str, ModelConfig]:
-    """The built-in models by name, read on first use."""
-    return builtin_models()
+def presets() -> BuiltinModels:
+    """The built-in models by name, each read on first use."""
+    return BuiltinModels()
 
 
 def __getattr__(name: str):

@@ -651,13 +651,25 @@ def load_hf_config(path: str | Path) -> ModelConfig:
     return replace(model, params_label=meta.get("params_label", ""))
 
 
-def builtin_models() -> dict[str, ModelConfig]:
-    """The models shipped in ``symbolic/data/*.json``, by name."""
+def builtin_entries() -> dict[str, Path]:
+    """The models shipped in ``symbolic/data/*.json``: each one's name and file, in their stated order
+    (only the files' ``_symbolic`` blocks are read: a model is built when it is asked for)."""
     found = []
     for entry in DATA.glob("*.json"):
-        raw = json.loads(entry.read_text(encoding="utf-8"))
-        meta = raw["_symbolic"]
-        model = from_hf_dict(raw, meta["name"], meta["source"], where=f"symbolic/data/{entry.name}",
-                             positions_follow_seq=meta.get("positions_follow_seq", False) is True)
-        found.append((meta["order"], replace(model, params_label=meta.get("params_label", ""))))
-    return {model.name: model for _, model in sorted(found, key=lambda item: item[0])}
+        meta = json.loads(entry.read_text(encoding="utf-8"))["_symbolic"]
+        found.append((meta["order"], meta["name"], entry))
+    return {name: entry for _, name, entry in sorted(found, key=lambda item: item[0])}
+
+
+def builtin_model(entry: Path) -> ModelConfig:
+    """The built-in model of one ``symbolic/data/*.json`` file."""
+    raw = json.loads(entry.read_text(encoding="utf-8"))
+    meta = raw["_symbolic"]
+    model = from_hf_dict(raw, meta["name"], meta["source"], where=f"symbolic/data/{entry.name}",
+                         positions_follow_seq=meta.get("positions_follow_seq", False) is True)
+    return replace(model, params_label=meta.get("params_label", ""))
+
+
+def builtin_models() -> dict[str, ModelConfig]:
+    """The models shipped in ``symbolic/data/*.json``, by name."""
+    return {name: builtin_model(entry) for name, entry in builtin_entries().items()}

@@ -46,6 +46,12 @@ ROUTERS = {
                                 logits_fp32=True),
     "deepseek_v3_norm": parts.Router("deepseek_v3_norm", score="sigmoid", renormalize=True, weight_dtype="fp32",
                                      logits_fp32=True),
+    # GraniteMoeTopKRouter (models.families.granitemoe): softmax over the k chosen logits (fp32), no
+    # renormalisation, weights cast back to the activation dtype
+    "granitemoe": parts.Router("granitemoe", renormalize=False, weight_dtype="bf16", topk_first=True),
+    # OlmoeTopKRouter (models.families.olmoe): softmax in fp32, top-k, renormalised when norm_topk_prob
+    "olmoe": parts.Router("olmoe", renormalize=False, weight_dtype="bf16"),
+    "olmoe_norm": parts.Router("olmoe_norm", renormalize=True, weight_dtype="bf16"),
 }
 
 

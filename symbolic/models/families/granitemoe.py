@@ -5,8 +5,6 @@ Mixtral's layer with Granite's four scalar multipliers (``embedding_multiplier``
 K, V, O. GraniteMoeTopKRouter: logits cast to fp32, top-k of the logits, then a softmax over those
 k, cast back to bf16; GraniteMoeExperts: the eager experts loop of width ``intermediate_size``.
 """
-from ..architectures.composed import ROUTERS
-from ..architectures.parts import Router
 from ..config import Recipe
 from .base import Read, multiplier_note, source
 
@@ -22,8 +20,7 @@ DEFAULTS = {"intermediate_size": 11008, "max_position_embeddings": 2048, "num_ke
             "embedding_multiplier": 1.0, "residual_multiplier": 1.0, "attention_multiplier": 1.0,
             "logits_scaling": 1.0, "num_local_experts": 8, "num_experts_per_tok": 2}
 
-# softmax over the k chosen logits (fp32), no renormalisation, weights cast back to the activation dtype
-ROUTERS.setdefault("granitemoe", Router("granitemoe", renormalize=False, weight_dtype="bf16", topk_first=True))
+# Its router (softmax over the k chosen logits) is ``architectures.composed.ROUTERS["granitemoe"]``.
 
 
 def read(fields) -> Read:

@@ -7,8 +7,6 @@ OlmoeSparseMoeBlock: OlmoeTopKRouter (softmax in fp32, top-k, renormalised when
 ``norm_topk_prob``, weights cast back to bf16) and OlmoeExperts (the eager loop), whose code is
 Qwen3-MoE's (diffed in 5.24.0: only the experts' width differs, ``intermediate_size`` here).
 """
-from ..architectures.composed import ROUTERS
-from ..architectures.parts import Router
 from ..config import Recipe
 from .base import Read, source
 
@@ -22,8 +20,7 @@ DEFAULTS = {"intermediate_size": 2048, "max_position_embeddings": 4096, "num_key
             "hidden_act": "silu", "tie_word_embeddings": False, "attention_bias": False, "clip_qkv": None,
             "num_experts": 64, "num_experts_per_tok": 8, "norm_topk_prob": False}
 
-ROUTERS.setdefault("olmoe", Router("olmoe", renormalize=False, weight_dtype="bf16"))
-ROUTERS.setdefault("olmoe_norm", Router("olmoe_norm", renormalize=True, weight_dtype="bf16"))
+# Its routers are ``architectures.composed.ROUTERS["olmoe"]`` and ``["olmoe_norm"]``.
 
 
 def read(fields) -> Read:
