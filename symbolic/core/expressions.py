@@ -296,6 +296,19 @@ def _formula_source(text: str) -> tuple[str, frozenset, tuple]:
     return code, frozenset(names), tuple(constants.items())
 
 
+def _naming_unknown(formulas):
+    """``formulas`` (compiled from text the guarded reader wrote), a missing name a :class:`FormulaError`
+    naming it and the names there are, not a bare KeyError."""
+    def evaluate_all(env: Mapping) -> tuple:
+        try:
+            return formulas(env)
+        except KeyError as missing:
+            raise FormulaError(f"unknown name {missing.args[0]!r} in the formulas; known: "
+                               f"{', '.join(sorted(env))}") from None
+
+    return evaluate_all
+
+
 def compile_formulas(texts) -> Callable[[Mapping], tuple]:
     """One function computing every formula of ``texts`` exactly at a mapping of values, in order:
     the numbers :func:`evaluate_formula` gives (ints where whole, Fractions otherwise), without its
@@ -327,16 +340,7 @@ def compile_formulas(texts) -> Callable[[Mapping], tuple]:
     except (RecursionError, MemoryError, SyntaxError, ValueError):  # deeper than Python compiles
         compiled = [_compile(text) for text in texts]
         return lambda env: tuple(f(exact_values(env)) for f in compiled)
-    formulas = scope["formulas"]
-
-    def evaluate_all(env: Mapping) -> tuple:
-        try:
-            return formulas(env)
-        except KeyError as missing:
-            raise FormulaError(f"unknown name {missing.args[0]!r} in the formulas; known: "
-                               f"{', '.join(sorted(env))}") from None
-
-    return evaluate_all
+    return _naming_unknown(scope["formulas"])
 
 
 def _float_maximum(*args):
@@ -408,15 +412,7 @@ def compile_array_formulas(texts, common=()) -> Callable[[Mapping], tuple]:
         exec(compile(source, "<symbolic array formulas>", "exec"), scope)  # arithmetic written by _Source only
     except (RecursionError, MemoryError, SyntaxError, ValueError):  # deeper than Python compiles
         raise FormulaError("formulas too deep to compile for arrays") from None
-    formulas = scope["formulas"]
-
-    def evaluate_all(env: Mapping) -> tuple:
-        try:
-            return formulas(env)
-        except KeyError as missing:
-            raise FormulaError(f"unknown name {missing.args[0]!r} in the formulas; known: "
-                               f"{', '.join(sorted(env))}") from None
-
+    evaluate_all = _naming_unknown(scope["formulas"])
     evaluate_all.names = frozenset(read)  # the names the formulas read from the mapping
     return evaluate_all
 
