@@ -399,3 +399,137 @@ def test_the_api_keyword_space_gives_a_result_or_a_config_error(call):
         return
     json.dumps(result.to_dict(), allow_nan=False)  # never NaN or Infinity
     assert str(result)
+
+
+# --- --framework, --from, --no-double-quant: schema entries; a typed value beats the preset ----------
+
+def _cli_json(capsys, *argv) -> dict:
+    main(list(argv))
+    out = capsys.readouterr().out
+    return json.loads(out)
+
+
+def test_framework_from_and_no_double_quant_come_from_the_schema():
+    by_command = {}
+    for command, action in _cli_actions():
+        by_command.setdefault(command, {})[action.dest] = action
+    for command in ("bill", "plan", "solve", "timeline"):
+        framework, launch = by_command[command]["framework"], by_command[command]["launch"]
+        assert framework.option_strings == ["--framework"] and tuple(framework.choices) == OPTIONS["framework"].choices
+        assert framework.type is OPTIONS["framework"].type and framework.default is None
+        assert launch.option_strings == ["--from"] and launch.nargs == 2 and launch.metavar == ("KIND", "SOURCE")
+    assert OPTIONS["framework"].choices == ("megatron-core", "nemo", "torchtitan", "fsdp", "deepspeed", "llm-foundry")
+    for command in ("bill", "derive"):
+        quant = by_command[command]["double_quant"]
+        assert quant.option_strings == ["--no-double-quant"] and quant.default is True and quant.const is False
+    for function in API_FUNCTIONS:
+        assert inspect.signature(function).parameters["framework"].default is None
+    # the API reads a framework's name as the CLI does (any case), and refuses another naming the choices
+    assert OPTIONS["framework"].read("Megatron-Core") == "megatron-core"
+    assert OPTIONS["launch"].read(("megatron", Path("args.txt"))) == ("megatron", "args.txt")
+
+
+def test_the_apis_framework_is_the_clis(capsys):
+    api_bill = symbolic.bill("llama-3-8b", framework="megatron-core").to_dict()
+    assert api_bill == _cli_json(capsys, "bill", "llama-3-8b", "--framework", "megatron-core", "--json")
+    assert api_bill["layout"]["optimizer"] == "bf16-adam-fp32-grads" and api_bill["layout"]["flash_attention"] is True
+    assert api_bill["time_model"]["framework"] == "megatron-core"
+    assert api_bill["framework_preset"] == {"framework": "megatron-core", "filled": {
+        "flash_attention": True, "loss": "vocab-parallel", "optimizer": "bf16-adam-fp32-grads", "overlap": "no"}}
+    plan = symbolic.plan("llama-3-8b", gpus=8, gpu_memory="80GB", global_batch=16, framework="nemo").to_dict()
+    cli_plan = _cli_json(capsys, "plan", "llama-3-8b", "--gpus", "8", "--gpu-memory", "80GB", "--global-batch", "16",
+                         "--framework", "nemo", "--json")
+    assert plan == cli_plan and (plan["optimizer"], plan["loss"], plan["flash_attention"]) == (
+        "bf16-adam-fp32-grads", "fused", True)
+    solve = symbolic.solve("llama-3-8b", max="micro-batch", gpu_memory="200GB", dp=8, framework="nemo").to_dict()
+    assert solve == _cli_json(capsys, "solve", "llama-3-8b", "--max", "micro-batch", "--gpu-memory", "200GB",
+                              "--dp", "8", "--framework", "nemo", "--json")
+    assert solve["layout"]["zero"] == 1 and solve["micro_batch"] == 2  # NeMo's distributed optimizer: ZeRO-1
+    timeline = symbolic.timeline("llama-3-8b", dp=8, framework="nemo").to_dict()
+    assert timeline == _cli_json(capsys, "timeline", "llama-3-8b", "--dp", "8", "--framework", "nemo", "--json")
+    assert (timeline["layout"]["zero"], timeline["layout"]["loss"]) == (1, "fused")
+
+
+@pytest.mark.parametrize("call", [lambda: symbolic.bill("llama-3-8b", framework="megatron"),
+                                  lambda: symbolic.solve("gpt-7b", max="seq", gpu_memory="80GB", framework=5),
+                                  lambda: symbolic.timeline("gpt-7b", framework=True)])
+def test_a_bad_framework_names_the_field_the_value_and_the_choices(call):
+    with pytest.raises(symbolic.ConfigError, match=r"^framework=.*: (a bool is not a choice; )?choose one of "
+                                                   r"megatron-core, nemo, torchtitan, fsdp, deepspeed, llm-foundry "
+                                                   r"\(--framework on the command line\)$"):
+        call()
+
+
+#: (preset, the CLI's options, the API's keywords, the Layout field or overlap, typed value kept, the preset's)
+TYPED_WINS = [
+    ("nemo", ["--optimizer", "bf16-adam"], {"optimizer": "bf16-adam"}, "optimizer", "bf16-adam",
+     "bf16-adam-fp32-grads"),
+    ("nemo", ["--zero", "0"], {"zero": 0}, "zero", 0, 1),
+    ("nemo", ["--loss", "eager"], {"loss": "eager"}, "loss", "eager", "fused"),
+    ("megatron-core", ["--overlap", "default"], {"overlap": "default"}, "overlap",
+     "overlapped: DP grad reduce, param gather / ZeRO-3 prefetch", "no overlap"),
+]
+
+
+def _field(data: dict, field: str):
+    return data["time_model"]["overlap"] if field == "overlap" else data["layout"][field]
+
+
+@pytest.mark.parametrize("preset, argv, keywords, field, kept, filled", TYPED_WINS, ids=[row[3] for row in TYPED_WINS])
+def test_a_typed_value_beats_the_preset_even_at_its_default(preset, argv, keywords, field, kept, filled, capsys):
+    base = ["bill", "llama-3-8b", "--dp", "8", "--framework", preset, "--json"]
+    untyped, typed = _cli_json(capsys, *base), _cli_json(capsys, *base, *argv)
+    assert _field(untyped, field) == filled and _field(typed, field) == kept
+    assert field in untyped["framework_preset"]["filled"] and field not in typed["framework_preset"]["filled"]
+    assert symbolic.bill("llama-3-8b", dp=8, framework=preset, **keywords).to_dict() == typed
+    assert symbolic.bill("llama-3-8b", dp=8, framework=preset).to_dict() == untyped
+
+
+def test_the_api_can_type_what_the_cli_cannot_and_the_layout_line_names_the_presets(capsys):
+    # flash_attention=False, given, keeps the unfused kernel (the CLI's --flash-attention only turns it on)
+    assert symbolic.bill("gpt-7b", framework="megatron-core", flash_attention=False).to_dict()["layout"][
+        "flash_attention"] is False
+    main(["bill", "llama-3-8b", "--framework", "megatron-core"])
+    untyped = capsys.readouterr().out.split("\nVERDICT")[0]
+    main(["bill", "llama-3-8b", "--framework", "megatron-core", "--optimizer", "bf16-adam"])
+    typed = capsys.readouterr().out.split("\nVERDICT")[0]
+    assert " ".join(untyped.split()).endswith("bf16-adam-fp32-grads, bf16 activations, vocab-parallel loss; from "
+                                              "--framework megatron-core: fused attention, vocab-parallel loss, "
+                                              "bf16-adam-fp32-grads, no overlap")
+    assert " ".join(typed.split()).endswith("ZeRO-0, bf16-adam, bf16 activations, vocab-parallel loss; from "
+                                            "--framework megatron-core: fused attention, vocab-parallel loss, no overlap")
+    # without a preset the line is as it was
+    main(["bill", "llama-3-8b"])
+    assert "--framework" not in capsys.readouterr().out.split("\nVERDICT")[0]
+
+
+def test_from_launch_is_the_apis_from(capsys):
+    """The API's ``--from``: ``symbolic.from_launch`` reads the config into a value; its ``options()`` are
+    the keywords (framework= among them), and the bill is the CLI's without ``read_from``."""
+    from test_launch import KORTHIKANTI_175B
+
+    reading = symbolic.from_launch("megatron", KORTHIKANTI_175B)
+    assert reading.options()["framework"] == "megatron-core"
+    cli = _cli_json(capsys, "bill", "--from", "megatron", KORTHIKANTI_175B, "--gpu-memory", "80GB", "--json")
+    assert cli.pop("read_from")["framework"] == "megatron-core"
+    assert symbolic.bill(**reading.options(), gpu_memory="80GB").to_dict() == cli
+    # what the config set counts as typed: the preset fills nothing of it (fp16 keeps bf16-adam)
+    assert cli["layout"]["optimizer"] == "bf16-adam" and cli["layout"]["dtype"] == "fp16"
+
+
+def test_a_typed_flag_beside_from_wins_even_at_its_default(capsys):
+    from test_launch import KORTHIKANTI_175B
+
+    # the config says --fp16; a typed --dtype bf16 (the default) wins over it, and is listed as typed
+    main(["bill", "--from", "megatron", KORTHIKANTI_175B, "--dtype", "bf16"])
+    out = capsys.readouterr().out
+    assert "--dtype bf16 (typed) wins over the config's fp16" in " ".join(out.split())
+    assert "bf16 activations" in out.split("\nVERDICT")[0]
+
+
+def test_no_double_quant_reaches_the_layout(capsys):
+    on = _cli_json(capsys, "bill", "llama-3-8b", "--lora", "16", "--base-dtype", "nf4", "--json")
+    off = _cli_json(capsys, "bill", "llama-3-8b", "--lora", "16", "--base-dtype", "nf4", "--no-double-quant", "--json")
+    assert on["layout"]["double_quant"] is True and off["layout"]["double_quant"] is False
+    assert int(off["model_states_bytes"]) > int(on["model_states_bytes"])  # fp32 constants, not 8-bit
+    assert symbolic.bill("llama-3-8b", lora=16, base_dtype="nf4", double_quant=False).to_dict() == off

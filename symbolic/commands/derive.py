@@ -81,7 +81,7 @@ def add_arguments(parser) -> None:
     levers.add_argument("--lora-targets", choices=LORA_TARGETS, default="all-linear",
                         help="the weights LoRA adapts (default all-linear, as QLoRA)")
     levers.add_argument("--base-dtype", choices=BASE_DTYPES, default="bf16", help="frozen base storage (nf4: QLoRA)")
-    levers.add_argument("--no-double-quant", action="store_true", help="NF4 constants in fp32")
+    _options.add(levers, "double_quant", help="NF4 constants in fp32")  # --no-double-quant
     levers.add_argument("--offload", choices=OFFLOAD, default="none",
                         help="optimizer: ZeRO-Offload (gradients and optimizer states in CPU memory); "
                              "params: FSDP CPU offload (parameters too)")
@@ -272,7 +272,7 @@ def _state_terms(args) -> int:
     param_inv = architecture_inventories(Structure(arch, True, True, "learned" if arch == "gpt" else "rope"))[0]
     terms, trainable = states.state_terms(states.RECIPES[args.optimizer], args.zero, param_inv, lora=bool(args.lora),
                                           lora_targets=args.lora_targets, base_dtype=args.base_dtype,
-                                          double_quant=not args.no_double_quant, offload=args.offload)
+                                          double_quant=args.double_quant, offload=args.offload)
     if args.json:
         print(json.dumps({"arch": arch, "trainable": sstr(trainable), "terms": [
             {"name": x.name, "expr": sstr(x.bytes), "kind": x.kind, "device": x.device, "source": x.source}

@@ -107,22 +107,24 @@ def run(args) -> int:
     margin = parse_margin(args.margin, gpu_memory)
     params_hand = _options.parse_count(args.params) if args.params is not None else None
     _, overlap, _ = _options.time_options(args)
+    # the preset fills the swept layouts' shared fields the user did not type (the ZeRO stage is swept)
+    shared = _options.apply_framework(_options.Layout(
+        optimizer=args.optimizer, dtype=args.dtype, loss=_options.loss_from_args(args, model),
+        flash_attention=args.flash_attention), args)
     from ..render.progress import progress
 
     start = time.perf_counter()
     # plan() is one vectorised sweep with no steps to count: on a terminal, a spinner with the clock
     with progress(None, f"evaluating the layouts of {model.name} on {args.gpus} GPUs"):
         result = plan(model, args.gpus, gpu_memory, seq=args.seq, global_batch=args.global_batch, margin=margin,
-                      params_hand=params_hand, optimizer=args.optimizer, dtype=args.dtype, hardware=hardware,
+                      params_hand=params_hand, optimizer=shared.optimizer, dtype=args.dtype, hardware=hardware,
                       optimizer_impl=args.optimizer_impl,
                       max_micro_batch=args.max_micro_batch, gpus_per_node=args.gpus_per_node,
                       fixed={name: getattr(args, name) for name in FIXABLE}, overlap=overlap,
                       moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"),
                       fp8_activations=args.fp8_activations, first_stage_layers=args.first_stage_layers,
                       last_stage_layers=args.last_stage_layers,
-                      flash_attention=args.flash_attention or getattr(_options.framework_preset(args), "attention",
-                                                                      "") == "fused",
-                      loss=_options.loss_from_args(args, model))
+                      flash_attention=shared.flash_attention, loss=shared.loss)
     elapsed = time.perf_counter() - start
     shown = result.ranked(min(args.top or MAX_LISTED, MAX_LISTED))  # each listed layout is evaluated exactly
     closest = None if shown else result.closest()

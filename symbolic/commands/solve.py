@@ -25,6 +25,7 @@ def add_arguments(parser) -> None:
     add_margin_option(parser)
     parser.add_argument("--json", action="store_true", help="the answer and the inequality it solved, as JSON")
     parser.add_argument("--brief", action="store_true", help="the answer alone: the largest value and its check")
+    _options.add_framework_option(parser)  # the preset's memory fields (attention, ZeRO, loss, main grads)
 
 
 def run(args) -> int:
@@ -32,7 +33,7 @@ def run(args) -> int:
     from .plan import parse_margin, required_gpu
 
     model = _options.load_model(args)
-    layout = _options.layout_from_args(args, model)
+    layout = _options.apply_framework(_options.layout_from_args(args, model), args, overlap=False)
     gpu = required_gpu(args)
     gpu_memory = gpu.memory
     margin = parse_margin(args.margin, gpu_memory)

@@ -30,6 +30,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--png", metavar="FILE", help="draw the timeline and the peak breakdown (needs matplotlib)")
     parser.add_argument("--json", action="store_true", help="exact integers under stable keys")
     parser.add_argument("--brief", action="store_true", help="the answer alone: the peak against the GPU")
+    _options.add_framework_option(parser)  # the preset's memory fields (attention, ZeRO, loss, main grads)
 
 
 def report(model, layout, options, gpu_memory=None, stage: str = "first") -> dict:
@@ -77,7 +78,7 @@ def run(args) -> int:
     if args.png is not None:
         _options.check_output(args.png, "--png")
     model = _options.load_model(args)
-    layout = _options.layout_from_args(args, model)
+    layout = _options.apply_framework(_options.layout_from_args(args, model), args, overlap=False)
     comm = CommSettings(_options.parse_memory(args.nccl_buffsize, "--nccl-buffsize"), args.nccl_channels,
                         _options.parse_memory(args.bucket, "--bucket"))
     layout, options = apply(args.optimize, layout, MemoryOptions(comm=comm))

@@ -41,11 +41,11 @@ from pathlib import Path
 
 from ..core.inputs import clean
 from ..models.config import ConfigError, ModelConfig
-from .choices import RECOMPUTE_MODULES
+from .choices import LAUNCH_KINDS, RECOMPUTE_MODULES
 from .layout import Layout
 
 #: The kinds of launch config read, and the framework preset each names (``layout/frameworks.py``).
-KINDS = ("megatron", "nemo", "megatron-bridge", "torchtitan", "deepspeed", "accelerate")
+KINDS = LAUNCH_KINDS
 MEGATRON_COMMIT = "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
 TORCHTITAN_COMMIT = "238fa9953e4aec2a62582121564273d7cbb1e9f1"
 DEEPSPEED_COMMIT = "38327e07f6cd39b63418f60cedd1651b0be3e7c3"
@@ -107,7 +107,10 @@ class LaunchReading:
 
     def options(self) -> dict:
         """Keyword arguments for ``symbolic.bill`` / ``timeline`` (``symbolic.bill(**reading.options())``):
-        the model (when the config names one), the layout fields, the step-time options."""
+        the model (when the config names one), the layout fields, the step-time options and the framework
+        preset (``framework=``: it fills only what the reading did not set, as ``--from`` does).
+        ``symbolic.bill(**reading.options())`` is ``bill --from KIND SOURCE --json`` without its
+        ``read_from``; a keyword of your own goes in the dict (``{**reading.options(), "tp": 4}``)."""
         out = {"model": self.model} if self.model is not None else {}
         for name, value in self.layout_fields:
             if name == "recompute_modules":
@@ -116,7 +119,7 @@ class LaunchReading:
                 out["moe_capacity_factor"] = str(value)
             else:
                 out[name] = value
-        return {**out, **dict(self.time_options)}
+        return {**out, **dict(self.time_options), "framework": self.framework}
 
     def to_dict(self) -> dict:
         """Plain data for ``--json`` (``read_from``)."""
