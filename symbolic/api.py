@@ -366,7 +366,7 @@ class Plan(Result):
     command = "plan"
 
     def __init__(self, engine, shown, closest, elapsed: float = 0.0, gpu=None):
-        from .commands.plan import render_json
+        from .render.plan import render_json
 
         self.engine, self.shown, self.closest, self.elapsed, self.gpu = engine, shown, closest, elapsed, gpu
         super().__init__(json.loads(render_json(engine, shown, closest, gpu)))
@@ -385,7 +385,7 @@ class Plan(Result):
         return plan_summary(self._data, width)
 
     def text(self, width: int = WIDTH) -> str:
-        from .commands.plan import render_text
+        from .render.plan import render_text
 
         return render_text(self.engine, self.shown, self.closest, self.elapsed, width, gpu=self.gpu)
 
@@ -426,7 +426,7 @@ def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int =
         fixed={name: fixed.get(name) for name in FIXABLE}, overlap=hidden,
         moe_capacity=moe_capacity_factor, loss=shared.loss, flash_attention=shared.flash_attention))
     elapsed = time.perf_counter() - start
-    from .commands.plan import MAX_LISTED
+    from .render.plan import MAX_LISTED
 
     shown = result.ranked(min(top or MAX_LISTED, MAX_LISTED))  # as the CLI: each listed layout is evaluated exactly
     return Plan(result, shown, None if shown else result.closest(), elapsed, choice)
@@ -439,7 +439,7 @@ class Solve(Result):
     command = "solve"
 
     def __init__(self, engine, gpu=None):
-        from .commands.solve import render_json
+        from .render.solve import render_json
 
         self.engine, self.gpu = engine, gpu
         super().__init__(json.loads(render_json(engine, gpu)))
@@ -454,7 +454,7 @@ class Solve(Result):
         return solve_summary(self._data, width)
 
     def text(self, width: int = WIDTH) -> str:
-        from .commands.solve import render_text
+        from .render.solve import render_text
 
         return render_text(self.engine, width, gpu=self.gpu)
 
@@ -507,7 +507,7 @@ class Timeline(Result):
         return timeline_summary(self._data, width)
 
     def text(self, width: int = WIDTH) -> str:
-        from .commands.timeline import render_text
+        from .render.timeline import render_text
 
         return render_text(self._data, self.strategy, width)
 
@@ -527,7 +527,7 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
              loss: str | None = None, framework: str | None = None) -> Timeline:
     """``symbolic timeline``: the four lifetime classes over one step, the peak
     and its phase t*; ``optimize`` names optimisations (``"flash-attention"``, ...)."""
-    from .commands.timeline import report
+    from .render.timeline import report
     from .step.optimizations import apply
     from .step.timeline import CommSettings, MemoryOptions
 
@@ -557,7 +557,7 @@ class Derivation(Result):
     command = "derive"
 
     def __init__(self, data: dict):
-        from .commands.derive import json_data
+        from .render.derive import json_data
 
         self._latex_at_model = data.get("at_model_latex")
         super().__init__(json_data(data))
@@ -575,7 +575,7 @@ class Derivation(Result):
         return self._data["latex"]
 
     def summary(self, width: int = WIDTH) -> list[str]:
-        from .commands.derive import render_text
+        from .render.derive import render_text
 
         return render_text(self._data, width).split("\n")
 

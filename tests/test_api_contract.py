@@ -32,6 +32,35 @@ def test_api_does_not_import_the_clis_option_module():
     assert not any(name.endswith("_options") for name in imported), imported
 
 
+def test_api_renders_with_the_render_folder_not_the_commands():
+    """The results' text and JSON come from ``symbolic/render`` (the commands print with the same functions);
+    what the API still takes from ``commands`` are input readers (--gpu, --margin) and derive's parser."""
+    tree = ast.parse(Path(api.__file__).read_text())
+    from_commands = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                     and node.module and node.module.startswith("commands") for alias in node.names}
+    assert from_commands == {("commands._gpu", "resolve"), ("commands.plan", "parse_margin"), ("commands", "derive")}
+    from symbolic.commands import derive, plan, solve, timeline
+    from symbolic.render import derive as derive_render, plan as plan_render, solve as solve_render
+    from symbolic.render import timeline as timeline_render
+    assert (plan.render_text, plan.render_json, solve.render_text, solve.render_json, timeline.render_text,
+            timeline.report, derive.render_text, derive.json_data) == (
+        plan_render.render_text, plan_render.render_json, solve_render.render_text, solve_render.render_json,
+        timeline_render.render_text, timeline_render.report, derive_render.render_text, derive_render.json_data)
+
+
+def test_results_print_what_the_commands_print(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    main(["plan", "gpt-7b", "--gpus", "8", "--gpu-memory", "80GB", "--global-batch", "16"])
+    cli = capsys.readouterr().out
+    text = symbolic.plan("gpt-7b", gpus=8, gpu_memory="80GB", global_batch=16).text(100)
+    timing = re.compile(r"evaluated in [0-9]+ ms")  # the one line that differs: the sweep's own time
+    assert timing.sub("", text) + "\n" == timing.sub("", cli)
+    main(["solve", "gpt-7b", "--max", "micro-batch", "--gpu-memory", "80GB", "--tp", "8"])
+    assert symbolic.solve("gpt-7b", max="micro-batch", gpu_memory="80GB", tp=8).text(100) + "\n" == capsys.readouterr().out
+    main(["timeline", "gpt-7b", "--tp", "8"])
+    assert symbolic.timeline("gpt-7b", tp=8).text(100) + "\n" == capsys.readouterr().out
+
+
 @pytest.mark.parametrize("function", API_FUNCTIONS, ids=lambda f: f.__name__)
 def test_every_api_keyword_is_a_schema_option(function):
     """A keyword the schema does not know would be taken unchecked: each has an entry."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import _options
+from ..render.derive import json_data, render_text  # (render/derive.py: the API renders with them too)
 
 HELP = "print the derived expression of a quantity (activations, params, states, flops, ...)"
 
@@ -211,27 +212,6 @@ def derivation(args) -> dict:
         data.update(model=model.name, model_values=values, at_model=sstr(at_model),
                     approximations=list(model.approximations), at_model_latex=to_latex(at_model))
     return data
-
-
-def render_text(data: dict, width: int = 160) -> str:
-    """``QUANTITY [unit] = expression`` (and at the values or the model), wrapped to ``width``."""
-    from ..render.summary import wrap
-
-    lines = wrap(f"{data['quantity']} [{data['unit']}] = {data['paper_form']}", width, "", "    ")
-    if data.get("at_values") is not None:
-        given = ", ".join(f"{k}={v}" for k, v in data["substituted"].items())
-        lines += wrap(f"at {given}: {data['at_values']}", width, "  ", "      ")
-    if data.get("model") is not None:
-        values = ", ".join(f"{k}={v}" for k, v in data["model_values"].items())
-        lines += wrap(f"at {data['model']} ({values}): {data['at_model']}", width, "  ", "      ")
-        for note in data["approximations"]:
-            lines += wrap(f"approximation: {note}", width, "  ", "      ")
-    return "\n".join(lines)
-
-
-def json_data(data: dict) -> dict:
-    """The ``--json`` object: everything but the LaTeX at the values or the model (printed by ``--latex``)."""
-    return {key: value for key, value in data.items() if key not in ("at_model_latex", "at_values_latex")}
 
 
 def run(args) -> int:
