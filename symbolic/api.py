@@ -666,5 +666,7 @@ def from_launch(kind: str, source, model=None):
         symbolic.bill(**reading.options(), gpu_memory="80GB")
     """
     from .layout.launch import read_launch
+    from .layout.options import read
 
+    kind, source = read("launch", (kind, source))  # the kind and the source's type, as --from reads them
     return read_launch(kind, source, _model(model) if model is not None else None)

@@ -562,3 +562,162 @@ def test_no_double_quant_reaches_the_layout(capsys):
     assert on["layout"]["double_quant"] is True and off["layout"]["double_quant"] is False
     assert int(off["model_states_bytes"]) > int(on["model_states_bytes"])  # fp32 constants, not 8-bit
     assert symbolic.bill("llama-3-8b", lora=16, base_dtype="nf4", double_quant=False).to_dict() == off
+
+
+# --- hostile input over the new keywords and over --from ---------------------------------------------
+
+#: A preset's fields, each with values the schema accepts (a typed one must come back as typed).
+PRESET_TYPED = {"optimizer": ["bf16-adam", "bf16-adam-fp32-grads", "fp32-adam"], "zero": [0, 1, 2],
+                "loss": ["eager", "vocab-parallel", "fused"], "flash_attention": [True, False],
+                "overlap": ["default", "none", "all"]}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(OPTIONS["framework"].choices) + ["MEGATRON-CORE", "megatron", "", 5, True, None]),
+       st.dictionaries(st.sampled_from(sorted(PRESET_TYPED)), st.integers(0, 2), max_size=3))
+def test_a_preset_never_overrides_a_keyword_given(framework, picks):
+    typed = {name: PRESET_TYPED[name][index % len(PRESET_TYPED[name])] for name, index in picks.items()}
+    try:
+        bill = symbolic.bill("gpt-7b", dp=8, framework=framework, **typed)
+    except symbolic.ConfigError as error:
+        assert str(error) and "\n" not in str(error)
+        assert framework not in OPTIONS["framework"].choices and framework is not None  # only a bad name refused
+        return
+    data = bill.to_dict()
+    filled = data.get("framework_preset", {}).get("filled", {})
+    for name, value in typed.items():
+        assert name not in filled
+        if name != "overlap":
+            assert data["layout"][name] == value, (name, data["layout"][name])
+    for name, value in filled.items():
+        assert name not in typed and (name == "overlap" or data["layout"][name] == value)
+    json.dumps(data, allow_nan=False)
+
+
+_HOSTILE_VALUES = st.sampled_from(["auto", "", "x", "-1", "0", "1", "8", "1e400", "nan", "99999999999999999999",
+                                   True, False, None, -1, 0, 1, 8, 3.5, float("nan"), float("inf"), 10**30,
+                                   [], [1], {}, {"stage": 3}, "selective"])
+_DEEPSPEED_KEYS = st.sampled_from(["train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size",
+                                   "zero_optimization", "bf16", "fp16", "optimizer", "activation_checkpointing",
+                                   "zero_optimization.stage", "zero_optimization.offload_optimizer", "bf16.enabled",
+                                   "fp16.enabled", "optimizer.type", "data_types.grad_accum_dtype", "unknown_key"])
+
+
+def _nested(pairs) -> dict:
+    out: dict = {}
+    for path, value in pairs:
+        node, parts = out, path.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else {}
+        node[parts[-1]] = value
+    return out
+
+
+def _result_or_refusal(read):
+    try:
+        reading = read()
+        options = reading.options()
+        options.setdefault("model", "gpt-7b")
+        bill = symbolic.bill(**options)
+    except symbolic.ConfigError as error:
+        assert str(error) and "\n" not in str(error) and len(str(error)) < 2500
+        return
+    json.dumps(bill.to_dict(), allow_nan=False)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_DEEPSPEED_KEYS, _HOSTILE_VALUES), max_size=5))
+def test_a_malformed_ds_config_gives_a_bill_or_one_line(pairs):
+    _result_or_refusal(lambda: symbolic.from_launch("deepspeed", _nested(pairs), model="gpt-7b"))
+
+
+_MEGATRON_WORDS = st.sampled_from(["--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
+                                   "--global-batch-size", "--seq-length", "--sequence-parallel", "--bf16", "--fp16",
+                                   "--recompute-granularity", "--recompute-activations", "--use-distributed-optimizer",
+                                   "--num-layers", "--hidden-size", "--num-attention-heads", "--recompute-modules",
+                                   "--virtual-pipeline-model-parallel-size", "--attention-backend", "--no-such-flag",
+                                   "8", "0", "-1", "x", "1e9", "selective", "full", "'", "\"", "\\", "--", "=", "$X",
+                                   "\x00", "\x1b[31m", "--tensor-model-parallel-size=4"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_MEGATRON_WORDS, min_size=1, max_size=8), st.booleans())
+def test_a_malformed_megatron_command_line_gives_a_bill_or_one_line(words, as_text):
+    source = " ".join(words) if as_text else words
+    _result_or_refusal(lambda: symbolic.from_launch("megatron", source, model="gpt-7b"))
+
+
+_TOML_LINES = st.sampled_from(["[parallelism]", "[training]", "[activation_checkpoint]", "[model]", "[job]",
+                               "tensor_parallel_degree = 2", "tensor_parallel_degree = 'x'", "pipeline_parallel_degree = -1",
+                               "data_parallel_shard_degree = -1", "local_batch_size = 0", "seq_len = 1e400",
+                               "mode = 'none'", "mode = 'full'", "mode = 'selective'", "name = 'llama3'",
+                               "flavor = '8B'", "parallelism = 5", "x = [1, 2", "mixed_precision_param = 'bfloat16'",
+                               "\x00", "= 3", "[[parallelism]]"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.booleans(), st.lists(_TOML_LINES, max_size=8))
+def test_a_malformed_torchtitan_toml_gives_a_bill_or_one_line(tmp_path_factory, unselective, lines):
+    path = tmp_path_factory.mktemp("toml") / "job.toml"
+    # torchtitan's default checkpointing (selective) is refused: without it, some draws reach a bill
+    path.write_text(("[activation_checkpoint]\nmode = 'none'\n[parallelism]\n" if unselective else "")
+                    + "\n".join(lines) + "\n")
+    _result_or_refusal(lambda: symbolic.from_launch("torchtitan", path, model="gpt-7b"))
+    code = main(["bill", "gpt-7b", "--from", "torchtitan", str(path), "--json"])
+    assert code in (0, 1, 2)  # a bill, or one line (exit 2); never the bug exit (3)
+
+
+@pytest.mark.parametrize("kind, source, message", [
+    ("megatron", 5, r"^launch=\('megatron', 5\): SOURCE: give a path, or the command line"),
+    ("megatron", ["--tensor-model-parallel-size", 5], r"^launch=.*SOURCE: give a path, or the command line"),
+    ("deepspeed", {"zero_optimization": 5}, r"^--from deepspeed: zero_optimization 5: not a section"),
+    ("MEGATRON", "x", r"^launch=\('MEGATRON', 'x'\): KIND 'MEGATRON': choose one of megatron, nemo"),
+    ("megatron", "/", r"^--from megatron '/': not a regular file"),
+])
+def test_from_launch_refuses_what_it_cannot_read_in_one_line(kind, source, message):
+    with pytest.raises(symbolic.ConfigError, match=message):
+        symbolic.from_launch(kind, source, model="gpt-7b")
+
+
+def test_a_fifo_or_a_section_given_as_a_value_is_refused_on_the_command_line(tmp_path, capsys):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert main(["bill", "gpt-7b", "--from", "torchtitan", str(fifo)]) == 2  # refused, not read (it would block)
+    assert "not a regular file" in capsys.readouterr().err
+    job = tmp_path / "job.toml"
+    job.write_text("parallelism = [1, 2]\n")
+    assert main(["bill", "gpt-7b", "--from", "torchtitan", str(job)]) == 2
+    assert "--from torchtitan: parallelism [1, 2]: not a section; give a table of its options" in capsys.readouterr().err
+
+
+_BRIDGE = {"model": ["tensor_model_parallel_size", "pipeline_model_parallel_size", "sequence_parallel",
+                     "context_parallel_size", "recompute_granularity", "num_layers"],
+           "train": ["micro_batch_size", "global_batch_size"], "dataset": ["seq_length"],
+           "optimizer": ["use_distributed_optimizer", "bf16", "fp16"], "ddp": ["overlap_grad_reduce", "grad_reduce_in_fp32"]}
+
+
+@st.composite
+def _bridge_configs(draw):
+    sections = draw(st.lists(st.sampled_from(sorted(_BRIDGE)), max_size=3, unique=True))
+    config = {}
+    for section in sections:
+        if draw(st.integers(0, 9)) == 0:
+            config[section] = draw(_HOSTILE_VALUES)  # a section given as a value
+            continue
+        keys = draw(st.lists(st.sampled_from(_BRIDGE[section]), max_size=3, unique=True))
+        config[section] = {key: draw(st.one_of(_HOSTILE_VALUES, st.sampled_from([1, 2, 4, 8, True, False])))
+                           for key in keys}
+    return config
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["nemo", "megatron-bridge"]), _bridge_configs())
+def test_a_malformed_bridge_yaml_gives_a_bill_or_one_line(tmp_path_factory, kind, config):
+    import yaml
+
+    path = tmp_path_factory.mktemp("yaml") / "config.yaml"
+    try:
+        path.write_text(yaml.safe_dump(config))
+    except ValueError:  # a float YAML cannot write (nan is written; this is safe_dump's own limit)
+        return
+    _result_or_refusal(lambda: symbolic.from_launch(kind, path, model="gpt-7b"))

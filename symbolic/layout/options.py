@@ -408,8 +408,8 @@ class Option:
         return names
 
     def _read_launch(self, value):
-        """``(KIND, SOURCE)``: a launch config's kind and its path (Megatron: also its command line, as
-        text or a list of words)."""
+        """``(KIND, SOURCE)``: a launch config's kind and its path or its parsed mapping (Megatron: its
+        path or its command line, as text or a list of words)."""
         if not isinstance(value, (tuple, list)) or len(value) != 2:
             raise self._refuse(value, f"give (KIND, SOURCE), KIND one of {', '.join(self.choices)}")
         kind, source = value
@@ -417,10 +417,11 @@ class Option:
             raise self._refuse(value, f"KIND {_plain(kind)}: choose one of {', '.join(self.choices)}")
         if isinstance(source, Path):
             source = str(source)
-        if not (isinstance(source, str) or isinstance(source, (list, tuple))
-                and all(isinstance(word, str) for word in source)):
-            raise self._refuse(value, "SOURCE: give a path, or (megatron) the command line as text or a "
-                               "list of words")
+        words = isinstance(source, (list, tuple)) and all(isinstance(word, str) for word in source)
+        if not (isinstance(source, str) or words and kind == "megatron" or isinstance(source, dict)
+                and kind != "megatron"):
+            raise self._refuse(value, "SOURCE: give a path, or the command line as text or a list of words"
+                               if kind == "megatron" else "SOURCE: give a path, or the config as a dict")
         return kind, source
 
     def _read_text(self, value):
