@@ -438,11 +438,11 @@ class Solve(Result):
 
     command = "solve"
 
-    def __init__(self, engine, gpu=None):
+    def __init__(self, engine, gpu=None, preset=None):
         from .render.solve import render_json
 
-        self.engine, self.gpu = engine, gpu
-        super().__init__(json.loads(render_json(engine, gpu)))
+        self.engine, self.gpu, self.preset = engine, gpu, preset
+        super().__init__(json.loads(render_json(engine, gpu, preset)))
 
     @property
     def answer(self) -> int | None:
@@ -456,7 +456,7 @@ class Solve(Result):
     def text(self, width: int = WIDTH) -> str:
         from .render.solve import render_text
 
-        return render_text(self.engine, width, gpu=self.gpu)
+        return render_text(self.engine, width, gpu=self.gpu, preset=self.preset)
 
 
 @_checked
@@ -477,10 +477,10 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config))
-    _, layout, _ = _preset(framework, layout)
+    filled, layout, _ = _preset(framework, layout)
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
-                                                    params)), choice)
+                                                    params)), choice, filled)
 
 
 class Timeline(Result):
@@ -535,7 +535,7 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config))
-    _, layout, _ = _preset(framework, layout)
+    filled, layout, _ = _preset(framework, layout)
     comm = CommSettings(nccl_buffsize, nccl_channels, bucket)
     choice = _gpu_choice(gpu, gpu_memory, None)
     memory = choice.memory
@@ -544,6 +544,8 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
         applied, options = apply(list(optimize), layout, MemoryOptions(comm=comm))
         data, tl, result, reserved = report(config, applied, options, memory)
         data["gpu"] = choice.as_dict()
+        if filled is not None and filled.fields:  # what framework= filled, as the CLI's --json
+            data["framework_preset"] = filled.as_dict()
         return Timeline(data, tl.strategy.describe(), (result, reserved, f"{config.name}: {tl.strategy.describe()}",
                                                        memory))
 

@@ -477,6 +477,12 @@ def test_the_apis_framework_is_the_clis(capsys):
     timeline = symbolic.timeline("llama-3-8b", dp=8, framework="nemo").to_dict()
     assert timeline == _cli_json(capsys, "timeline", "llama-3-8b", "--dp", "8", "--framework", "nemo", "--json")
     assert (timeline["layout"]["zero"], timeline["layout"]["loss"]) == (1, "fused")
+    # the memory-only commands take the preset's memory fields, and say which (no overlap: no step time)
+    filled = {"flash_attention": True, "zero": 1, "loss": "fused", "optimizer": "bf16-adam-fp32-grads"}
+    assert solve["framework_preset"] == timeline["framework_preset"] == {"framework": "nemo", "filled": filled}
+    main(["solve", "llama-3-8b", "--max", "micro-batch", "--gpu-memory", "200GB", "--dp", "8", "--framework", "nemo"])
+    assert ("fused loss; from --framework nemo: fused attention, ZeRO-1, fused loss, bf16-adam-fp32-grads"
+            in " ".join(capsys.readouterr().out.split("\nVERDICT")[0].split()))
 
 
 @pytest.mark.parametrize("call", [lambda: symbolic.bill("llama-3-8b", framework="megatron"),

@@ -41,11 +41,11 @@ def run(args) -> int:
     params_hand = _options.parse_count(args.params) if args.params is not None else None
     limit = solve_limit(model, layout, _TARGETS[args.max], gpu_memory, margin, params_hand)
     if args.json:
-        print(render_json(limit, gpu))
+        print(render_json(limit, gpu, getattr(args, "_preset", None)))
     else:
         from ..render.terminal import output_width
 
-        print(render_text(limit, output_width(), args.brief, gpu))
+        print(render_text(limit, output_width(), args.brief, gpu, getattr(args, "_preset", None)))
     return 0 if limit.answer is not None else 1
 
 

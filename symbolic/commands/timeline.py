@@ -51,6 +51,8 @@ def run(args) -> int:
     gpu_memory = gpu.memory
     data, tl, result, reserved = report(model, layout, options, gpu_memory, getattr(args, "stage", "first"))
     data["gpu"] = gpu.as_dict()
+    if getattr(args, "_preset", None) is not None and args._preset.fields:  # what --framework filled
+        data["framework_preset"] = args._preset.as_dict()
     if args.png is not None:
         from ..render.memory_plot import timeline_figure, use_file_backend
         use_file_backend()

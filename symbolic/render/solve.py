@@ -13,14 +13,14 @@ def _layout_words(layout) -> str:
             + (f", global batch {layout.global_batch}" if layout.global_batch else ""))
 
 
-def render_text(limit, width: int = 160, brief: bool = False, gpu=None) -> str:
+def render_text(limit, width: int = 160, brief: bool = False, gpu=None, preset=None) -> str:
     """The answer first (the largest value, checked by the bill), then the
     inequality it solved, wrapped to ``width`` columns."""
     import json
 
     from ..render.summary import solve_summary, wrap
 
-    head = solve_summary(json.loads(render_json(limit, gpu)), width)
+    head = solve_summary(json.loads(render_json(limit, gpu, preset)), width)
     if brief:
         return "\n".join(head)
     body = _details(limit).split("\n")
@@ -82,7 +82,8 @@ def _step_of(layout) -> int:
     return layout.cp * (layout.tp if layout.sp else 1)
 
 
-def render_json(limit, gpu=None) -> str:
+def render_json(limit, gpu=None, preset=None) -> str:
+    """``solve --json``; ``preset``: what ``--framework`` filled (a ``layout.frameworks.PresetChoice``)."""
     import json
 
     from sympy import sstr
@@ -117,4 +118,6 @@ def render_json(limit, gpu=None) -> str:
     }
     if gpu is not None:  # which option set the memory (--gpu, --gpu-memory)
         data["gpu"] = gpu.as_dict()
+    if preset is not None and preset.fields:  # what --framework filled: the layout line names it
+        data["framework_preset"] = preset.as_dict()
     return json.dumps(data, indent=2, allow_nan=False)  # never Infinity/NaN: not JSON

@@ -225,7 +225,7 @@ def solve_summary(data: dict, width: int = 80) -> list[str]:
     letter = "b" if target == "micro_batch" else "s"
     out = [f"{data['model']}: largest {name} that fits in {fmt(data['usable_bytes'], 'GB')} per GPU"
            + _margin_words(data),
-           "layout: " + layout_words(data.get("layout", {}), skip=(target,))]
+           "layout: " + layout_words(data.get("layout", {}), skip=(target,)) + preset_words(data)]
     check = data.get("check", {})
     if data.get(target) is None:
         out.append(f"VERDICT: NOTHING FITS: the smallest valid {letter} = {check.get('value')} needs "
@@ -244,7 +244,7 @@ def solve_summary(data: dict, width: int = 80) -> list[str]:
 def timeline_summary(data: dict, width: int = 80) -> list[str]:
     """``timeline``'s answer: the peak of the step, where it happens, against the GPU."""
     out = [f"{data['model']}: memory over one training step",
-           "layout: " + layout_words(data.get("layout", {}))
+           "layout: " + layout_words(data.get("layout", {})) + preset_words(data)
            + (f"; optimisations: {', '.join(data['optimizations'])}" if data.get("optimizations") else "")]
     peak = data["peak_bytes"]
     out.append("VERDICT: " + verdict(peak, data.get("gpu_memory_bytes"), "peak")
