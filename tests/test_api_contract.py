@@ -727,3 +727,13 @@ def test_a_malformed_bridge_yaml_gives_a_bill_or_one_line(tmp_path_factory, kind
     except ValueError:  # a float YAML cannot write (nan is written; this is safe_dump's own limit)
         return
     _result_or_refusal(lambda: symbolic.from_launch(kind, path, model="gpt-7b"))
+
+
+def test_a_typed_framework_beside_from_wins_and_is_listed(capsys):
+    job = Path(__file__).parent / "fixtures" / "launch" / "torchtitan_llama3_70b.toml"
+    data = _cli_json(capsys, "bill", "--from", "torchtitan", str(job),
+                     "--framework", "fsdp", "--json")
+    assert data["time_model"]["framework"] == "fsdp" and data["read_from"]["framework"] == "torchtitan"
+    assert data["read_from"]["overrides"] == ["--framework fsdp (typed) wins over the config's torchtitan"]
+    # what the config set is kept; the typed preset fills only the rest (here the overlap)
+    assert data["framework_preset"] == {"framework": "fsdp", "filled": {"overlap": "DP grad reduce + param gather"}}

@@ -360,6 +360,8 @@ def apply_launch(args, command: str):
     # The framework preset (--framework, symbolic/layout/frameworks.py), where the command has one.
     if hasattr(args, "framework") and not _was_typed(args, "framework", parser):
         args.framework = reading.framework
+    elif hasattr(args, "framework") and args.framework != reading.framework:
+        extra.append(f"--framework {args.framework} (typed) wins over the config's {reading.framework}")
     for option, value in reading.time_options:
         if hasattr(args, option) and not _was_typed(args, option, parser):
             setattr(args, option, value)
