@@ -21,10 +21,15 @@ deep inside the engine.
 """
 from __future__ import annotations
 
+import contextvars
 import json
 from pathlib import Path
 
 from .models.config import ConfigError, ModelConfig
+
+#: The keywords the caller gave in the call being run (:func:`_checked` sets it): a ``framework=``
+#: preset fills only the others, as ``--framework`` fills only the options not typed.
+_TYPED: contextvars.ContextVar[frozenset] = contextvars.ContextVar("typed", default=frozenset())
 
 #: The width ``str()`` of a result renders at: the notebook's and the README's.
 WIDTH = 80
@@ -124,10 +129,35 @@ def _checked(function=None, *, read_extra: bool = True):
             bound = signature.bind(*args, **kwargs)
         except TypeError as error:
             raise ConfigError(f"{function.__name__}(): {error}; options: {', '.join(named)}") from None
+        given = frozenset(bound.arguments) | frozenset(bound.arguments.get(extra, ()) if extra else ())
         bound.apply_defaults()  # the defaults are read too: the engine gets one kind of value either way
-        return function(**_read_options(bound.arguments, extra, read_extra))
+        options = _read_options(bound.arguments, extra, read_extra)
+        token = _TYPED.set(given)
+        try:
+            return function(**options)
+        finally:
+            _TYPED.reset(token)
 
     return call
+
+
+def _preset(framework, layout, overlap: str | None = None):
+    """``framework=``: the preset's defaults in every field the caller did not give
+    (:func:`symbolic.layout.frameworks.apply_preset`), and the step-time overlap — the caller's
+    ``overlap=`` if given, else the preset's, else ``overlap``'s default — as (PresetChoice or None,
+    Layout, Overlap or None)."""
+    from .layout.frameworks import apply_preset, framework as named
+
+    preset = named(framework)
+    typed = _TYPED.get()
+    choice = apply_preset(layout, preset, typed, overlap=overlap is not None)
+    hidden = None
+    if overlap is not None:
+        from .ledgers.time import OVERLAPS, Overlap
+
+        hidden = Overlap(*preset.overlap_fields()) if preset is not None and "overlap" not in typed \
+            else OVERLAPS[overlap]
+    return choice, (choice.layout if choice is not None else layout), hidden
 
 
 def _margin(margin, memory: int) -> int:
@@ -275,12 +305,13 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
          base_dtype: str = "bf16", double_quant: bool = True, offload: str = "none",
          optimizer_impl: str = "foreach", flash_attention: bool = False, activation_offload: bool = False,
          cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False,
-         gpu: str | None = None, loss: str | None = None) -> Bill:
+         gpu: str | None = None, loss: str | None = None, framework: str | None = None) -> Bill:
     """``symbolic bill``: the four ledgers of ``model`` (a built-in name, an HF
     ``config.json`` path or a ModelConfig) under a layout, against ``gpu_memory``
     (``"80GB"``, ``"80GiB"`` or bytes), and the step time on ``hardware`` (a GPU
     kind or a JSON file; default the A100-80GB). ``params`` is seed 001's
-    hand-filled N (``"7B"``) for the model states."""
+    hand-filled N (``"7B"``) for the model states. ``framework`` (``"megatron-core"``, ...) fills what
+    was not given with that framework's defaults (``--framework``; a keyword given always wins)."""
     from .bill.priced import priced_bill
     from .layout.layout import steady_state_batch
 
@@ -294,14 +325,23 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      flash_attention=flash_attention, activation_offload=activation_offload,
                      moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity,
                      loss=loss or default_loss(config))
+    filled, layout, hidden = _preset(framework, layout, overlap)
     layout = _engine_errors(lambda: layout.validate(config))
     choice = _gpu_choice(gpu, gpu_memory, hardware)
-    _, hidden = _time_model(None, overlap)
     engine, step = _engine_errors(lambda: priced_bill(config, layout, choice.hardware, overlap=hidden,
                                                       gpus_per_node=gpus_per_node, params_hand=params,
                                                       gpu_memory=choice.memory, cpu_memory=cpu_memory))
     engine.gpu = choice
+    engine.preset = filled
+    if filled is not None:  # the TIME section names the preset and each of its settings
+        step.factors.update(_named_framework(framework).step_factors())
     return Bill(engine, step)
+
+
+def _named_framework(name):
+    from .layout.frameworks import framework
+
+    return framework(name)
 
 
 def _required(value, name: str, example: str):
@@ -326,7 +366,7 @@ class Plan(Result):
     command = "plan"
 
     def __init__(self, engine, shown, closest, elapsed: float = 0.0, gpu=None):
-        from .commands.plan import render_json
+        from .render.plan import render_json
 
         self.engine, self.shown, self.closest, self.elapsed, self.gpu = engine, shown, closest, elapsed, gpu
         super().__init__(json.loads(render_json(engine, shown, closest, gpu)))
@@ -345,7 +385,7 @@ class Plan(Result):
         return plan_summary(self._data, width)
 
     def text(self, width: int = WIDTH) -> str:
-        from .commands.plan import render_text
+        from .render.plan import render_text
 
         return render_text(self.engine, self.shown, self.closest, self.elapsed, width, gpu=self.gpu)
 
@@ -354,7 +394,8 @@ class Plan(Result):
 def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int = 0, params=None,
          optimizer: str = "bf16-adam", dtype: str = "bf16", top: int = 10, margin=None, hardware: str | None = None,
          overlap: str = "default", max_micro_batch: int = 16, gpus_per_node: int | None = None,
-         moe_capacity_factor="1", gpu: str | None = None, loss: str | None = None, **fixed) -> Plan:
+         moe_capacity_factor="1", gpu: str | None = None, loss: str | None = None, framework: str | None = None,
+         **fixed) -> Plan:
     """``symbolic plan``: sweep every valid layout of ``model`` on ``gpus`` GPUs
     of ``gpu_memory``; ``fixed`` pins a choice (``tp=8``, ``sp=True``,
     ``recompute="selective"``, ``zero=1``, ``micro_batch``, ``pp``, ``dp``,
@@ -372,16 +413,20 @@ def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int =
     memory = choice.memory
     _required(gpus, "gpus", "a GPU count such as 64")
     margin_bytes = _margin(margin, memory)
-    _, hidden = _time_model(None, overlap)
+    from .layout.layout import Layout
+
+    # the preset fills the swept layouts' shared fields not given (the ZeRO stage is swept), as the CLI's
+    _, shared, hidden = _preset(framework, Layout(optimizer=optimizer, dtype=dtype, loss=loss or default_loss(config),
+                                                  flash_attention=False), overlap)
     start = time.perf_counter()
     result = _engine_errors(lambda: run_plan(
         config, gpus, memory, seq=seq, global_batch=global_batch, margin=margin_bytes,
-        params_hand=params, optimizer=optimizer, dtype=dtype, hardware=choice.hardware,
+        params_hand=params, optimizer=shared.optimizer, dtype=dtype, hardware=choice.hardware,
         max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node,
         fixed={name: fixed.get(name) for name in FIXABLE}, overlap=hidden,
-        moe_capacity=moe_capacity_factor, loss=loss or default_loss(config)))
+        moe_capacity=moe_capacity_factor, loss=shared.loss, flash_attention=shared.flash_attention))
     elapsed = time.perf_counter() - start
-    from .commands.plan import MAX_LISTED
+    from .render.plan import MAX_LISTED
 
     shown = result.ranked(min(top or MAX_LISTED, MAX_LISTED))  # as the CLI: each listed layout is evaluated exactly
     return Plan(result, shown, None if shown else result.closest(), elapsed, choice)
@@ -393,11 +438,11 @@ class Solve(Result):
 
     command = "solve"
 
-    def __init__(self, engine, gpu=None):
-        from .commands.solve import render_json
+    def __init__(self, engine, gpu=None, preset=None):
+        from .render.solve import render_json
 
-        self.engine, self.gpu = engine, gpu
-        super().__init__(json.loads(render_json(engine, gpu)))
+        self.engine, self.gpu, self.preset = engine, gpu, preset
+        super().__init__(json.loads(render_json(engine, gpu, preset)))
 
     @property
     def answer(self) -> int | None:
@@ -409,16 +454,17 @@ class Solve(Result):
         return solve_summary(self._data, width)
 
     def text(self, width: int = WIDTH) -> str:
-        from .commands.solve import render_text
+        from .render.solve import render_text
 
-        return render_text(self.engine, width, gpu=self.gpu)
+        return render_text(self.engine, width, gpu=self.gpu, preset=self.preset)
 
 
 @_checked
 def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: int = 0, micro_batch: int = 1,
           tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1, sp: bool = False, recompute: str = "none",
           zero: int = 0, optimizer: str = "bf16-adam", interleave: int = 1, dtype: str = "bf16",
-          global_batch: int = 0, gpu: str | None = None, loss: str | None = None) -> Solve:
+          global_batch: int = 0, gpu: str | None = None, loss: str | None = None,
+          framework: str | None = None) -> Solve:
     """``symbolic solve``: the largest ``max`` (``"micro-batch"`` or ``"seq"``)
     for which the layout fits ``gpu_memory``, solved exactly and checked by the bill."""
     from .search.solve import solve_limit
@@ -431,9 +477,10 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config))
+    filled, layout, _ = _preset(framework, layout)
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
-                                                    params)), choice)
+                                                    params)), choice, filled)
 
 
 class Timeline(Result):
@@ -460,7 +507,7 @@ class Timeline(Result):
         return timeline_summary(self._data, width)
 
     def text(self, width: int = WIDTH) -> str:
-        from .commands.timeline import render_text
+        from .render.timeline import render_text
 
         return render_text(self._data, self.strategy, width)
 
@@ -477,10 +524,10 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
              bucket="25MiB", seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int = 1,
              cp: int = 1, sp: bool = False, recompute: str = "none", zero: int = 0, optimizer: str = "bf16-adam",
              interleave: int = 1, dtype: str = "bf16", global_batch: int = 0, gpu: str | None = None,
-             loss: str | None = None) -> Timeline:
+             loss: str | None = None, framework: str | None = None) -> Timeline:
     """``symbolic timeline``: the four lifetime classes over one step, the peak
     and its phase t*; ``optimize`` names optimisations (``"flash-attention"``, ...)."""
-    from .commands.timeline import report
+    from .render.timeline import report
     from .step.optimizations import apply
     from .step.timeline import CommSettings, MemoryOptions
 
@@ -488,6 +535,7 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config))
+    filled, layout, _ = _preset(framework, layout)
     comm = CommSettings(nccl_buffsize, nccl_channels, bucket)
     choice = _gpu_choice(gpu, gpu_memory, None)
     memory = choice.memory
@@ -496,6 +544,8 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
         applied, options = apply(list(optimize), layout, MemoryOptions(comm=comm))
         data, tl, result, reserved = report(config, applied, options, memory)
         data["gpu"] = choice.as_dict()
+        if filled is not None and filled.fields:  # what framework= filled, as the CLI's --json
+            data["framework_preset"] = filled.as_dict()
         return Timeline(data, tl.strategy.describe(), (result, reserved, f"{config.name}: {tl.strategy.describe()}",
                                                        memory))
 
@@ -509,7 +559,7 @@ class Derivation(Result):
     command = "derive"
 
     def __init__(self, data: dict):
-        from .commands.derive import json_data
+        from .render.derive import json_data
 
         self._latex_at_model = data.get("at_model_latex")
         super().__init__(json_data(data))
@@ -527,7 +577,7 @@ class Derivation(Result):
         return self._data["latex"]
 
     def summary(self, width: int = WIDTH) -> list[str]:
-        from .commands.derive import render_text
+        from .render.derive import render_text
 
         return render_text(self._data, width).split("\n")
 
@@ -618,5 +668,7 @@ def from_launch(kind: str, source, model=None):
         symbolic.bill(**reading.options(), gpu_memory="80GB")
     """
     from .layout.launch import read_launch
+    from .layout.options import read
 
+    kind, source = read("launch", (kind, source))  # the kind and the source's type, as --from reads them
     return read_launch(kind, source, _model(model) if model is not None else None)

@@ -37,7 +37,14 @@ MAX_MESSAGE = 2000  #: characters of an error line: a value quoted from a file i
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the problem."""
+    """argparse, but a usage error is one line naming the problem, and every option notes when it is
+    typed (``args._typed``: a ``--framework`` preset or a ``--from`` config fills only the others)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        from .layout.options import record_typed
+
+        record_typed(self)
 
     def error(self, message: str):  # noqa: D401 - argparse's signature
         from .core.inputs import clean

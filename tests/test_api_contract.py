@@ -32,6 +32,35 @@ def test_api_does_not_import_the_clis_option_module():
     assert not any(name.endswith("_options") for name in imported), imported
 
 
+def test_api_renders_with_the_render_folder_not_the_commands():
+    """The results' text and JSON come from ``symbolic/render`` (the commands print with the same functions);
+    what the API still takes from ``commands`` are input readers (--gpu, --margin) and derive's parser."""
+    tree = ast.parse(Path(api.__file__).read_text())
+    from_commands = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                     and node.module and node.module.startswith("commands") for alias in node.names}
+    assert from_commands == {("commands._gpu", "resolve"), ("commands.plan", "parse_margin"), ("commands", "derive")}
+    from symbolic.commands import derive, plan, solve, timeline
+    from symbolic.render import derive as derive_render, plan as plan_render, solve as solve_render
+    from symbolic.render import timeline as timeline_render
+    assert (plan.render_text, plan.render_json, solve.render_text, solve.render_json, timeline.render_text,
+            timeline.report, derive.render_text, derive.json_data) == (
+        plan_render.render_text, plan_render.render_json, solve_render.render_text, solve_render.render_json,
+        timeline_render.render_text, timeline_render.report, derive_render.render_text, derive_render.json_data)
+
+
+def test_results_print_what_the_commands_print(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    main(["plan", "gpt-7b", "--gpus", "8", "--gpu-memory", "80GB", "--global-batch", "16"])
+    cli = capsys.readouterr().out
+    text = symbolic.plan("gpt-7b", gpus=8, gpu_memory="80GB", global_batch=16).text(100)
+    timing = re.compile(r"evaluated in [0-9]+ ms")  # the one line that differs: the sweep's own time
+    assert timing.sub("", text) + "\n" == timing.sub("", cli)
+    main(["solve", "gpt-7b", "--max", "micro-batch", "--gpu-memory", "80GB", "--tp", "8"])
+    assert symbolic.solve("gpt-7b", max="micro-batch", gpu_memory="80GB", tp=8).text(100) + "\n" == capsys.readouterr().out
+    main(["timeline", "gpt-7b", "--tp", "8"])
+    assert symbolic.timeline("gpt-7b", tp=8).text(100) + "\n" == capsys.readouterr().out
+
+
 @pytest.mark.parametrize("function", API_FUNCTIONS, ids=lambda f: f.__name__)
 def test_every_api_keyword_is_a_schema_option(function):
     """A keyword the schema does not know would be taken unchecked: each has an entry."""
@@ -399,3 +428,312 @@ def test_the_api_keyword_space_gives_a_result_or_a_config_error(call):
         return
     json.dumps(result.to_dict(), allow_nan=False)  # never NaN or Infinity
     assert str(result)
+
+
+# --- --framework, --from, --no-double-quant: schema entries; a typed value beats the preset ----------
+
+def _cli_json(capsys, *argv) -> dict:
+    main(list(argv))
+    out = capsys.readouterr().out
+    return json.loads(out)
+
+
+def test_framework_from_and_no_double_quant_come_from_the_schema():
+    by_command = {}
+    for command, action in _cli_actions():
+        by_command.setdefault(command, {})[action.dest] = action
+    for command in ("bill", "plan", "solve", "timeline"):
+        framework, launch = by_command[command]["framework"], by_command[command]["launch"]
+        assert framework.option_strings == ["--framework"] and tuple(framework.choices) == OPTIONS["framework"].choices
+        assert framework.type is OPTIONS["framework"].type and framework.default is None
+        assert launch.option_strings == ["--from"] and launch.nargs == 2 and launch.metavar == ("KIND", "SOURCE")
+    assert OPTIONS["framework"].choices == ("megatron-core", "nemo", "torchtitan", "fsdp", "deepspeed", "llm-foundry")
+    for command in ("bill", "derive"):
+        quant = by_command[command]["double_quant"]
+        assert quant.option_strings == ["--no-double-quant"] and quant.default is True and quant.const is False
+    for function in API_FUNCTIONS:
+        assert inspect.signature(function).parameters["framework"].default is None
+    # the API reads a framework's name as the CLI does (any case), and refuses another naming the choices
+    assert OPTIONS["framework"].read("Megatron-Core") == "megatron-core"
+    assert OPTIONS["launch"].read(("megatron", Path("args.txt"))) == ("megatron", "args.txt")
+
+
+def test_the_apis_framework_is_the_clis(capsys):
+    api_bill = symbolic.bill("llama-3-8b", framework="megatron-core").to_dict()
+    assert api_bill == _cli_json(capsys, "bill", "llama-3-8b", "--framework", "megatron-core", "--json")
+    assert api_bill["layout"]["optimizer"] == "bf16-adam-fp32-grads" and api_bill["layout"]["flash_attention"] is True
+    assert api_bill["time_model"]["framework"] == "megatron-core"
+    assert api_bill["framework_preset"] == {"framework": "megatron-core", "filled": {
+        "flash_attention": True, "loss": "vocab-parallel", "optimizer": "bf16-adam-fp32-grads", "overlap": "no"}}
+    plan = symbolic.plan("llama-3-8b", gpus=8, gpu_memory="80GB", global_batch=16, framework="nemo").to_dict()
+    cli_plan = _cli_json(capsys, "plan", "llama-3-8b", "--gpus", "8", "--gpu-memory", "80GB", "--global-batch", "16",
+                         "--framework", "nemo", "--json")
+    assert plan == cli_plan and (plan["optimizer"], plan["loss"], plan["flash_attention"]) == (
+        "bf16-adam-fp32-grads", "fused", True)
+    solve = symbolic.solve("llama-3-8b", max="micro-batch", gpu_memory="200GB", dp=8, framework="nemo").to_dict()
+    assert solve == _cli_json(capsys, "solve", "llama-3-8b", "--max", "micro-batch", "--gpu-memory", "200GB",
+                              "--dp", "8", "--framework", "nemo", "--json")
+    assert solve["layout"]["zero"] == 1 and solve["micro_batch"] == 2  # NeMo's distributed optimizer: ZeRO-1
+    timeline = symbolic.timeline("llama-3-8b", dp=8, framework="nemo").to_dict()
+    assert timeline == _cli_json(capsys, "timeline", "llama-3-8b", "--dp", "8", "--framework", "nemo", "--json")
+    assert (timeline["layout"]["zero"], timeline["layout"]["loss"]) == (1, "fused")
+    # the memory-only commands take the preset's memory fields, and say which (no overlap: no step time)
+    filled = {"flash_attention": True, "zero": 1, "loss": "fused", "optimizer": "bf16-adam-fp32-grads"}
+    assert solve["framework_preset"] == timeline["framework_preset"] == {"framework": "nemo", "filled": filled}
+    main(["solve", "llama-3-8b", "--max", "micro-batch", "--gpu-memory", "200GB", "--dp", "8", "--framework", "nemo"])
+    assert ("fused loss; from --framework nemo: fused attention, ZeRO-1, fused loss, bf16-adam-fp32-grads"
+            in " ".join(capsys.readouterr().out.split("\nVERDICT")[0].split()))
+
+
+@pytest.mark.parametrize("call", [lambda: symbolic.bill("llama-3-8b", framework="megatron"),
+                                  lambda: symbolic.solve("gpt-7b", max="seq", gpu_memory="80GB", framework=5),
+                                  lambda: symbolic.timeline("gpt-7b", framework=True)])
+def test_a_bad_framework_names_the_field_the_value_and_the_choices(call):
+    with pytest.raises(symbolic.ConfigError, match=r"^framework=.*: (a bool is not a choice; )?choose one of "
+                                                   r"megatron-core, nemo, torchtitan, fsdp, deepspeed, llm-foundry "
+                                                   r"\(--framework on the command line\)$"):
+        call()
+
+
+#: (preset, the CLI's options, the API's keywords, the Layout field or overlap, typed value kept, the preset's)
+TYPED_WINS = [
+    ("nemo", ["--optimizer", "bf16-adam"], {"optimizer": "bf16-adam"}, "optimizer", "bf16-adam",
+     "bf16-adam-fp32-grads"),
+    ("nemo", ["--zero", "0"], {"zero": 0}, "zero", 0, 1),
+    ("nemo", ["--loss", "eager"], {"loss": "eager"}, "loss", "eager", "fused"),
+    ("megatron-core", ["--overlap", "default"], {"overlap": "default"}, "overlap",
+     "overlapped: DP grad reduce, param gather / ZeRO-3 prefetch", "no overlap"),
+]
+
+
+def _field(data: dict, field: str):
+    return data["time_model"]["overlap"] if field == "overlap" else data["layout"][field]
+
+
+@pytest.mark.parametrize("preset, argv, keywords, field, kept, filled", TYPED_WINS, ids=[row[3] for row in TYPED_WINS])
+def test_a_typed_value_beats_the_preset_even_at_its_default(preset, argv, keywords, field, kept, filled, capsys):
+    base = ["bill", "llama-3-8b", "--dp", "8", "--framework", preset, "--json"]
+    untyped, typed = _cli_json(capsys, *base), _cli_json(capsys, *base, *argv)
+    assert _field(untyped, field) == filled and _field(typed, field) == kept
+    assert field in untyped["framework_preset"]["filled"] and field not in typed["framework_preset"]["filled"]
+    assert symbolic.bill("llama-3-8b", dp=8, framework=preset, **keywords).to_dict() == typed
+    assert symbolic.bill("llama-3-8b", dp=8, framework=preset).to_dict() == untyped
+
+
+def test_the_api_can_type_what_the_cli_cannot_and_the_layout_line_names_the_presets(capsys):
+    # flash_attention=False, given, keeps the unfused kernel (the CLI's --flash-attention only turns it on)
+    assert symbolic.bill("gpt-7b", framework="megatron-core", flash_attention=False).to_dict()["layout"][
+        "flash_attention"] is False
+    main(["bill", "llama-3-8b", "--framework", "megatron-core"])
+    untyped = capsys.readouterr().out.split("\nVERDICT")[0]
+    main(["bill", "llama-3-8b", "--framework", "megatron-core", "--optimizer", "bf16-adam"])
+    typed = capsys.readouterr().out.split("\nVERDICT")[0]
+    assert " ".join(untyped.split()).endswith("bf16-adam-fp32-grads, bf16 activations, vocab-parallel loss; from "
+                                              "--framework megatron-core: fused attention, vocab-parallel loss, "
+                                              "bf16-adam-fp32-grads, no overlap")
+    assert " ".join(typed.split()).endswith("ZeRO-0, bf16-adam, bf16 activations, vocab-parallel loss; from "
+                                            "--framework megatron-core: fused attention, vocab-parallel loss, no overlap")
+    # without a preset the line is as it was
+    main(["bill", "llama-3-8b"])
+    assert "--framework" not in capsys.readouterr().out.split("\nVERDICT")[0]
+
+
+def test_from_launch_is_the_apis_from(capsys):
+    """The API's ``--from``: ``symbolic.from_launch`` reads the config into a value; its ``options()`` are
+    the keywords (framework= among them), and the bill is the CLI's without ``read_from``."""
+    from test_launch import KORTHIKANTI_175B
+
+    reading = symbolic.from_launch("megatron", KORTHIKANTI_175B)
+    assert reading.options()["framework"] == "megatron-core"
+    cli = _cli_json(capsys, "bill", "--from", "megatron", KORTHIKANTI_175B, "--gpu-memory", "80GB", "--json")
+    assert cli.pop("read_from")["framework"] == "megatron-core"
+    assert symbolic.bill(**reading.options(), gpu_memory="80GB").to_dict() == cli
+    # what the config set counts as typed: the preset fills nothing of it (fp16 keeps bf16-adam)
+    assert cli["layout"]["optimizer"] == "bf16-adam" and cli["layout"]["dtype"] == "fp16"
+
+
+def test_a_typed_flag_beside_from_wins_even_at_its_default(capsys):
+    from test_launch import KORTHIKANTI_175B
+
+    # the config says --fp16; a typed --dtype bf16 (the default) wins over it, and is listed as typed
+    main(["bill", "--from", "megatron", KORTHIKANTI_175B, "--dtype", "bf16"])
+    out = capsys.readouterr().out
+    assert "--dtype bf16 (typed) wins over the config's fp16" in " ".join(out.split())
+    assert "bf16 activations" in out.split("\nVERDICT")[0]
+
+
+def test_no_double_quant_reaches_the_layout(capsys):
+    on = _cli_json(capsys, "bill", "llama-3-8b", "--lora", "16", "--base-dtype", "nf4", "--json")
+    off = _cli_json(capsys, "bill", "llama-3-8b", "--lora", "16", "--base-dtype", "nf4", "--no-double-quant", "--json")
+    assert on["layout"]["double_quant"] is True and off["layout"]["double_quant"] is False
+    assert int(off["model_states_bytes"]) > int(on["model_states_bytes"])  # fp32 constants, not 8-bit
+    assert symbolic.bill("llama-3-8b", lora=16, base_dtype="nf4", double_quant=False).to_dict() == off
+
+
+# --- hostile input over the new keywords and over --from ---------------------------------------------
+
+#: A preset's fields, each with values the schema accepts (a typed one must come back as typed).
+PRESET_TYPED = {"optimizer": ["bf16-adam", "bf16-adam-fp32-grads", "fp32-adam"], "zero": [0, 1, 2],
+                "loss": ["eager", "vocab-parallel", "fused"], "flash_attention": [True, False],
+                "overlap": ["default", "none", "all"]}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(OPTIONS["framework"].choices) + ["MEGATRON-CORE", "megatron", "", 5, True, None]),
+       st.dictionaries(st.sampled_from(sorted(PRESET_TYPED)), st.integers(0, 2), max_size=3))
+def test_a_preset_never_overrides_a_keyword_given(framework, picks):
+    typed = {name: PRESET_TYPED[name][index % len(PRESET_TYPED[name])] for name, index in picks.items()}
+    try:
+        bill = symbolic.bill("gpt-7b", dp=8, framework=framework, **typed)
+    except symbolic.ConfigError as error:
+        assert str(error) and "\n" not in str(error)
+        assert framework not in OPTIONS["framework"].choices and framework is not None  # only a bad name refused
+        return
+    data = bill.to_dict()
+    filled = data.get("framework_preset", {}).get("filled", {})
+    for name, value in typed.items():
+        assert name not in filled
+        if name != "overlap":
+            assert data["layout"][name] == value, (name, data["layout"][name])
+    for name, value in filled.items():
+        assert name not in typed and (name == "overlap" or data["layout"][name] == value)
+    json.dumps(data, allow_nan=False)
+
+
+_HOSTILE_VALUES = st.sampled_from(["auto", "", "x", "-1", "0", "1", "8", "1e400", "nan", "99999999999999999999",
+                                   True, False, None, -1, 0, 1, 8, 3.5, float("nan"), float("inf"), 10**30,
+                                   [], [1], {}, {"stage": 3}, "selective"])
+_DEEPSPEED_KEYS = st.sampled_from(["train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size",
+                                   "zero_optimization", "bf16", "fp16", "optimizer", "activation_checkpointing",
+                                   "zero_optimization.stage", "zero_optimization.offload_optimizer", "bf16.enabled",
+                                   "fp16.enabled", "optimizer.type", "data_types.grad_accum_dtype", "unknown_key"])
+
+
+def _nested(pairs) -> dict:
+    out: dict = {}
+    for path, value in pairs:
+        node, parts = out, path.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else {}
+        node[parts[-1]] = value
+    return out
+
+
+def _result_or_refusal(read):
+    try:
+        reading = read()
+        options = reading.options()
+        options.setdefault("model", "gpt-7b")
+        bill = symbolic.bill(**options)
+    except symbolic.ConfigError as error:
+        assert str(error) and "\n" not in str(error) and len(str(error)) < 2500
+        return
+    json.dumps(bill.to_dict(), allow_nan=False)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_DEEPSPEED_KEYS, _HOSTILE_VALUES), max_size=5))
+def test_a_malformed_ds_config_gives_a_bill_or_one_line(pairs):
+    _result_or_refusal(lambda: symbolic.from_launch("deepspeed", _nested(pairs), model="gpt-7b"))
+
+
+_MEGATRON_WORDS = st.sampled_from(["--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
+                                   "--global-batch-size", "--seq-length", "--sequence-parallel", "--bf16", "--fp16",
+                                   "--recompute-granularity", "--recompute-activations", "--use-distributed-optimizer",
+                                   "--num-layers", "--hidden-size", "--num-attention-heads", "--recompute-modules",
+                                   "--virtual-pipeline-model-parallel-size", "--attention-backend", "--no-such-flag",
+                                   "8", "0", "-1", "x", "1e9", "selective", "full", "'", "\"", "\\", "--", "=", "$X",
+                                   "\x00", "\x1b[31m", "--tensor-model-parallel-size=4"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_MEGATRON_WORDS, min_size=1, max_size=8), st.booleans())
+def test_a_malformed_megatron_command_line_gives_a_bill_or_one_line(words, as_text):
+    source = " ".join(words) if as_text else words
+    _result_or_refusal(lambda: symbolic.from_launch("megatron", source, model="gpt-7b"))
+
+
+_TOML_LINES = st.sampled_from(["[parallelism]", "[training]", "[activation_checkpoint]", "[model]", "[job]",
+                               "tensor_parallel_degree = 2", "tensor_parallel_degree = 'x'", "pipeline_parallel_degree = -1",
+                               "data_parallel_shard_degree = -1", "local_batch_size = 0", "seq_len = 1e400",
+                               "mode = 'none'", "mode = 'full'", "mode = 'selective'", "name = 'llama3'",
+                               "flavor = '8B'", "parallelism = 5", "x = [1, 2", "mixed_precision_param = 'bfloat16'",
+                               "\x00", "= 3", "[[parallelism]]"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.booleans(), st.lists(_TOML_LINES, max_size=8))
+def test_a_malformed_torchtitan_toml_gives_a_bill_or_one_line(tmp_path_factory, unselective, lines):
+    path = tmp_path_factory.mktemp("toml") / "job.toml"
+    # torchtitan's default checkpointing (selective) is refused: without it, some draws reach a bill
+    path.write_text(("[activation_checkpoint]\nmode = 'none'\n[parallelism]\n" if unselective else "")
+                    + "\n".join(lines) + "\n")
+    _result_or_refusal(lambda: symbolic.from_launch("torchtitan", path, model="gpt-7b"))
+    code = main(["bill", "gpt-7b", "--from", "torchtitan", str(path), "--json"])
+    assert code in (0, 1, 2)  # a bill, or one line (exit 2); never the bug exit (3)
+
+
+@pytest.mark.parametrize("kind, source, message", [
+    ("megatron", 5, r"^launch=\('megatron', 5\): SOURCE: give a path, or the command line"),
+    ("megatron", ["--tensor-model-parallel-size", 5], r"^launch=.*SOURCE: give a path, or the command line"),
+    ("deepspeed", {"zero_optimization": 5}, r"^--from deepspeed: zero_optimization 5: not a section"),
+    ("MEGATRON", "x", r"^launch=\('MEGATRON', 'x'\): KIND 'MEGATRON': choose one of megatron, nemo"),
+    ("megatron", "/", r"^--from megatron '/': not a regular file"),
+])
+def test_from_launch_refuses_what_it_cannot_read_in_one_line(kind, source, message):
+    with pytest.raises(symbolic.ConfigError, match=message):
+        symbolic.from_launch(kind, source, model="gpt-7b")
+
+
+def test_a_fifo_or_a_section_given_as_a_value_is_refused_on_the_command_line(tmp_path, capsys):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert main(["bill", "gpt-7b", "--from", "torchtitan", str(fifo)]) == 2  # refused, not read (it would block)
+    assert "not a regular file" in capsys.readouterr().err
+    job = tmp_path / "job.toml"
+    job.write_text("parallelism = [1, 2]\n")
+    assert main(["bill", "gpt-7b", "--from", "torchtitan", str(job)]) == 2
+    assert "--from torchtitan: parallelism [1, 2]: not a section; give a table of its options" in capsys.readouterr().err
+
+
+_BRIDGE = {"model": ["tensor_model_parallel_size", "pipeline_model_parallel_size", "sequence_parallel",
+                     "context_parallel_size", "recompute_granularity", "num_layers"],
+           "train": ["micro_batch_size", "global_batch_size"], "dataset": ["seq_length"],
+           "optimizer": ["use_distributed_optimizer", "bf16", "fp16"], "ddp": ["overlap_grad_reduce", "grad_reduce_in_fp32"]}
+
+
+@st.composite
+def _bridge_configs(draw):
+    sections = draw(st.lists(st.sampled_from(sorted(_BRIDGE)), max_size=3, unique=True))
+    config = {}
+    for section in sections:
+        if draw(st.integers(0, 9)) == 0:
+            config[section] = draw(_HOSTILE_VALUES)  # a section given as a value
+            continue
+        keys = draw(st.lists(st.sampled_from(_BRIDGE[section]), max_size=3, unique=True))
+        config[section] = {key: draw(st.one_of(_HOSTILE_VALUES, st.sampled_from([1, 2, 4, 8, True, False])))
+                           for key in keys}
+    return config
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["nemo", "megatron-bridge"]), _bridge_configs())
+def test_a_malformed_bridge_yaml_gives_a_bill_or_one_line(tmp_path_factory, kind, config):
+    import yaml
+
+    path = tmp_path_factory.mktemp("yaml") / "config.yaml"
+    try:
+        path.write_text(yaml.safe_dump(config))
+    except ValueError:  # a float YAML cannot write (nan is written; this is safe_dump's own limit)
+        return
+    _result_or_refusal(lambda: symbolic.from_launch(kind, path, model="gpt-7b"))
+
+
+def test_a_typed_framework_beside_from_wins_and_is_listed(capsys):
+    job = Path(__file__).parent / "fixtures" / "launch" / "torchtitan_llama3_70b.toml"
+    data = _cli_json(capsys, "bill", "--from", "torchtitan", str(job),
+                     "--framework", "fsdp", "--json")
+    assert data["time_model"]["framework"] == "fsdp" and data["read_from"]["framework"] == "torchtitan"
+    assert data["read_from"]["overrides"] == ["--framework fsdp (typed) wins over the config's torchtitan"]
+    # what the config set is kept; the typed preset fills only the rest (here the overlap)
+    assert data["framework_preset"] == {"framework": "fsdp", "filled": {"overlap": "DP grad reduce + param gather"}}

@@ -199,9 +199,11 @@ def test_api_from_launch_bills_as_the_cli():
     reading = symbolic.from_launch("megatron", KORTHIKANTI_175B)
     assert reading.options()["model"] == preset("gpt-175b")
     via_api = symbolic.bill(**reading.options())
+    # the reading names its preset (framework=), which fills only what the config did not set
     by_hand = symbolic.bill("gpt-175b", tp=8, pp=8, sp=True, recompute="selective", global_batch=8, dtype="fp16",
-                            optimizer_impl="fused", overlap="none")
+                            optimizer_impl="fused", overlap="none", flash_attention=False, framework="megatron-core")
     assert via_api.to_dict() == by_hand.to_dict()
+    assert "megatron-core" in via_api.to_dict()["step_error_band"]["text"]
     with pytest.raises(ConfigError):
         symbolic.from_launch("deepspeed", {"fp16": {"enabled": "auto"}}, model="gpt-7b")
     assert reading.layout(tp=4).tp == 4 and isinstance(reading.layout().moe_capacity, Fraction)

@@ -36,7 +36,8 @@ from ..core.inputs import clean
 from ..layout.layout import Layout, default_loss, steady_state_batch  # noqa: F401 (re-exported)
 from ..layout.options import (COUNT_SUFFIXES, DTYPE_ALIASES, GPU_MEMORY, LIMITS, MEMORY_UNITS, OPTIONS,  # noqa: F401
                               Option, _decimal, _interned_int, add, bounded_float, bounded_int, dtype,
-                              model_from_text, parse_count, parse_memory, parse_memory_or_share, parse_ratio, read)
+                              model_from_text, parse_count, parse_memory, parse_memory_or_share, parse_ratio, read,
+                              typed)
 from ..models.config import ConfigError, ModelConfig
 
 _COUNT = _interned_int(1, LIMITS["count"])
@@ -122,7 +123,7 @@ def add_lever_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("memory levers")
     for name in ("lora", "lora_targets", "base_dtype"):
         add(group, name)
-    group.add_argument("--no-double-quant", action="store_true", help="NF4 constants in fp32 (QLoRA without DQ)")
+    add(group, "double_quant")  # --no-double-quant
     for name in ("offload", "optimizer_impl", "activation_offload", "flash_attention"):
         add(group, name)
 
@@ -154,7 +155,7 @@ def _layout_from_args(args, model: ModelConfig | None) -> Layout:
                   recompute_modules=read("recompute_modules", given("recompute_modules")),
                   fused_swiglu=given("fused_swiglu"), lora=given("lora"),
                   lora_targets=given("lora_targets"), base_dtype=given("base_dtype"),
-                  double_quant=not getattr(args, "no_double_quant", False),
+                  double_quant=given("double_quant"),
                   offload=given("offload"), optimizer_impl=given("optimizer_impl"),
                   flash_attention=given("flash_attention"), activation_offload=given("activation_offload"),
                   fp8_activations=given("fp8_activations"), first_stage_layers=given("first_stage_layers"),
@@ -191,8 +192,7 @@ def time_options(args):
 
     preset = framework_preset(args)
     if getattr(args, "overlap", None) is None and preset is not None:
-        overlap = Overlap(preset.grad_reduce_overlap, preset.param_gather_overlap, preset.tp_comm_overlap,
-                          preset.bucket_elements)
+        overlap = Overlap(*preset.overlap_fields())
     else:
         overlap = OVERLAPS[getattr(args, "overlap", None) or "default"]
     return load(args.hardware), overlap, getattr(args, "gpus_per_node", None)
@@ -201,12 +201,8 @@ def time_options(args):
 # --- framework presets (symbolic/layout/frameworks.py) ---------------------------
 
 def add_framework_option(parser: argparse.ArgumentParser) -> None:
-    from ..layout.frameworks import FRAMEWORKS
-
-    parser.add_argument("--framework", metavar="NAME", default=None,
-                        help=f"a framework's defaults for the step time ({', '.join(FRAMEWORKS)}): attention kernel, "
-                             "TP/DP overlap, distributed optimizer, buckets, prefetch, loss kernel — each cited in "
-                             "the TIME section; --overlap, a non-zero --zero and --flash-attention still win")
+    """``--framework NAME``: the schema's entry (``OPTIONS["framework"]``), the API's ``framework=``."""
+    add(parser, "framework")
 
 
 def framework_preset(args):
@@ -215,38 +211,25 @@ def framework_preset(args):
     return framework(getattr(args, "framework", None))
 
 
-def apply_framework(layout: Layout, args) -> Layout:
-    """``layout`` with the preset's attention kernel and ZeRO stage where the options left the defaults."""
-    from dataclasses import replace
+def apply_framework(layout: Layout, args, overlap: bool = True) -> Layout:
+    """``layout`` with the preset's defaults in every field not typed (``layout.options.typed``: a typed
+    ``--optimizer bf16-adam`` is kept; a launch config's fields count as typed); what it filled is kept
+    in ``args._preset`` for the layout line (:func:`symbolic.layout.frameworks.apply_preset`)."""
+    from ..layout.frameworks import apply_preset
 
-    preset = framework_preset(args)
-    if preset is None:
+    overlap = overlap and getattr(args, "overlap", None) is None  # a typed (or launch config's) --overlap wins
+    choice = apply_preset(layout, framework_preset(args), typed(args), overlap=overlap)
+    if choice is None:
         return layout
-    changes = {}
-    read = getattr(args, "_launch_fields", frozenset())  # what a launch config (--from) set: as if typed
-    if preset.attention == "fused" and not layout.flash_attention and "flash_attention" not in read:
-        changes["flash_attention"] = True
-    if preset.zero and not layout.zero and layout.dp * layout.cp > 1 and not (preset.zero >= 2 and layout.pp > 1):
-        changes["zero"] = preset.zero
-    if getattr(args, "loss", None) is None and preset.loss != layout.loss and "loss" not in read:  # --loss typed wins over the preset
-        from ..models.losses import WHOLE_VOCABULARY
-        if not (preset.loss in WHOLE_VOCABULARY and layout.tp > 1):
-            changes["loss"] = preset.loss
-    # fp32 main gradients (Megatron's accumulate_allreduce_grads_in_fp32 under --bf16, DeepSpeed's bf16
-    # optimizer): the recipe that keeps them, where the optimizer was left at its default
-    # (Megatron sets accumulate_allreduce_grads_in_fp32 under --bf16 only: fp16 keeps the recipe given)
-    if preset.main_grads == "fp32" and layout.dtype == "bf16" and layout.optimizer == "bf16-adam" \
-            and getattr(args, "optimizer", None) in (None, "bf16-adam") and "optimizer" not in read:
-        changes["optimizer"] = "bf16-adam-fp32-grads"
-    return replace(layout, **changes) if changes else layout
+    args._preset = choice
+    return choice.layout
 
 
 def framework_factors(step, args) -> None:
     """Name the preset and each of its settings in the step's factors (the TIME section prints them)."""
     preset = framework_preset(args)
     if preset is not None:
-        step.factors.update(framework=preset.name, framework_settings=preset.settings(),
-                            band_frameworks=preset.published)
+        step.factors.update(preset.step_factors())
 
 
 def check_output(path: str, field: str = "--output") -> Path:
@@ -321,17 +304,20 @@ _PLAN_SWEEPS = ("tp", "pp", "dp", "cp", "ep", "etp", "sp", "recompute", "zero", 
 
 def add_from_option(parser) -> None:
     """``--from KIND SOURCE`` (bill, plan, solve, timeline): the layout and model of a launch config."""
-    from ..layout.launch import KINDS
-
-    parser.add_argument("--from", dest="launch", nargs=2, metavar=("KIND", "SOURCE"), default=None,
-                        help=f"read the layout (and the model, if it names one) from a launch config: KIND is one of "
-                             f"{', '.join(KINDS)}; SOURCE a file (Megatron: also the command line in quotes). "
-                             "Flags typed here win; what was taken, ignored and assumed is printed")
+    add(parser, "launch")  # the schema's entry, spelt --from
     parser.set_defaults(_launch_parser=parser)
 
 
 def _flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
+
+
+def _was_typed(args, dest: str, parser) -> bool:
+    """Whether ``dest`` was typed: the parser's record (``layout.options.record_typed``), else (a parser
+    made without it) whether its value differs from its default."""
+    if getattr(args, "_records_typed", False):
+        return dest in getattr(args, "_typed", ())
+    return getattr(args, dest) != parser.get_default(dest)
 
 
 def apply_launch(args, command: str):
@@ -362,9 +348,8 @@ def apply_launch(args, command: str):
                 raise ConfigError(f"--from {clean(kind)}: {field} = {clean(str(value))} is read, but `{command}` does "
                                   "not model it; use bill or timeline")
             continue
-        typed = getattr(args, dest)
-        if typed != parser.get_default(dest):
-            extra.append(f"{_flag(dest)} {typed} (typed) wins over the config's {clean(str(value))}")
+        if _was_typed(args, dest, parser):
+            extra.append(f"{_flag(dest)} {getattr(args, dest)} (typed) wins over the config's {clean(str(value))}")
             continue
         if field == "recompute_modules":
             value = ",".join(value)
@@ -373,10 +358,12 @@ def apply_launch(args, command: str):
         setattr(args, dest, value)
         args._launch_fields = getattr(args, "_launch_fields", frozenset()) | {field}  # the preset does not override
     # The framework preset (--framework, symbolic/layout/frameworks.py), where the command has one.
-    if hasattr(args, "framework") and args.framework == parser.get_default("framework"):
+    if hasattr(args, "framework") and not _was_typed(args, "framework", parser):
         args.framework = reading.framework
+    elif hasattr(args, "framework") and args.framework != reading.framework:
+        extra.append(f"--framework {args.framework} (typed) wins over the config's {reading.framework}")
     for option, value in reading.time_options:
-        if hasattr(args, option) and getattr(args, option) == parser.get_default(option):
+        if hasattr(args, option) and not _was_typed(args, option, parser):
             setattr(args, option, value)
     if swept:
         extra.append("plan sweeps the layout; the config's: " + " ".join(swept) + " (type them to fix them)")

@@ -44,6 +44,7 @@ def run(args) -> int:
     bill, step = priced_bill(model, layout, gpu.hardware, overlap=overlap, gpus_per_node=gpus_per_node,
                              params_hand=params_hand, gpu_memory=gpu.memory, cpu_memory=cpu_memory)
     bill.gpu = gpu
+    bill.preset = getattr(args, "_preset", None)  # what --framework filled: the layout line names it
     _options.framework_factors(step, args)
     if args.json:
         print(json.dumps(dict(bill_data(bill), **time_json(step)), indent=2, ensure_ascii=False))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import _options
+from ..render.derive import json_data, render_text  # (render/derive.py: the API renders with them too)
 
 HELP = "print the derived expression of a quantity (activations, params, states, flops, ...)"
 
@@ -81,7 +82,7 @@ def add_arguments(parser) -> None:
     levers.add_argument("--lora-targets", choices=LORA_TARGETS, default="all-linear",
                         help="the weights LoRA adapts (default all-linear, as QLoRA)")
     levers.add_argument("--base-dtype", choices=BASE_DTYPES, default="bf16", help="frozen base storage (nf4: QLoRA)")
-    levers.add_argument("--no-double-quant", action="store_true", help="NF4 constants in fp32")
+    _options.add(levers, "double_quant", help="NF4 constants in fp32")  # --no-double-quant
     levers.add_argument("--offload", choices=OFFLOAD, default="none",
                         help="optimizer: ZeRO-Offload (gradients and optimizer states in CPU memory); "
                              "params: FSDP CPU offload (parameters too)")
@@ -213,27 +214,6 @@ def derivation(args) -> dict:
     return data
 
 
-def render_text(data: dict, width: int = 160) -> str:
-    """``QUANTITY [unit] = expression`` (and at the values or the model), wrapped to ``width``."""
-    from ..render.summary import wrap
-
-    lines = wrap(f"{data['quantity']} [{data['unit']}] = {data['paper_form']}", width, "", "    ")
-    if data.get("at_values") is not None:
-        given = ", ".join(f"{k}={v}" for k, v in data["substituted"].items())
-        lines += wrap(f"at {given}: {data['at_values']}", width, "  ", "      ")
-    if data.get("model") is not None:
-        values = ", ".join(f"{k}={v}" for k, v in data["model_values"].items())
-        lines += wrap(f"at {data['model']} ({values}): {data['at_model']}", width, "  ", "      ")
-        for note in data["approximations"]:
-            lines += wrap(f"approximation: {note}", width, "  ", "      ")
-    return "\n".join(lines)
-
-
-def json_data(data: dict) -> dict:
-    """The ``--json`` object: everything but the LaTeX at the values or the model (printed by ``--latex``)."""
-    return {key: value for key, value in data.items() if key not in ("at_model_latex", "at_values_latex")}
-
-
 def run(args) -> int:
     import json
 
@@ -272,7 +252,7 @@ def _state_terms(args) -> int:
     param_inv = architecture_inventories(Structure(arch, True, True, "learned" if arch == "gpt" else "rope"))[0]
     terms, trainable = states.state_terms(states.RECIPES[args.optimizer], args.zero, param_inv, lora=bool(args.lora),
                                           lora_targets=args.lora_targets, base_dtype=args.base_dtype,
-                                          double_quant=not args.no_double_quant, offload=args.offload)
+                                          double_quant=args.double_quant, offload=args.offload)
     if args.json:
         print(json.dumps({"arch": arch, "trainable": sstr(trainable), "terms": [
             {"name": x.name, "expr": sstr(x.bytes), "kind": x.kind, "device": x.device, "source": x.source}

@@ -55,7 +55,7 @@ def _run(args) -> int:
     data = summarise(analysis)
     if args.compare:
         from ..step.timeline import MemoryOptions
-        from .timeline import report
+        from ..render.timeline import report
         model = _options.model_from_text(args.compare)
         engine, _, result, _ = report(model, _options.layout_from_args(args, model), MemoryOptions())
         data["compare"] = {"model": model.name, "t_star": result.t_star,

@@ -45,6 +45,22 @@ class Framework:
     published: tuple               #: the framework names of the published runs it stands for (error bands)
     sources: dict
 
+    def overlap_fields(self) -> tuple[bool, bool, bool, int]:
+        """``ledgers.time.Overlap``'s fields: (grad reduce, param gather, TP comm, bucket elements)."""
+        return (self.grad_reduce_overlap, self.param_gather_overlap, self.tp_comm_overlap, self.bucket_elements)
+
+    def overlap_words(self) -> str:
+        """The overlap for the layout line (the TIME section describes it in full)."""
+        hidden = [name for name, on in (("DP grad reduce", self.grad_reduce_overlap),
+                                        ("param gather", self.param_gather_overlap),
+                                        ("TP comm", self.tp_comm_overlap)) if on]
+        return " + ".join(hidden) if hidden else "no"
+
+    def step_factors(self) -> dict:
+        """The preset's entries of a step's factors (the TIME section prints each setting and its source,
+        and pools the error band over the runs of :attr:`published`)."""
+        return {"framework": self.name, "framework_settings": self.settings(), "band_frameworks": self.published}
+
     def settings(self) -> list[tuple[str, str, str]]:
         """(setting, value, source) for the TIME section."""
         out = []
@@ -145,6 +161,76 @@ FRAMEWORKS: dict[str, Framework] = {
 }
 
 
+#: The fields a preset may fill, in the order the layout line names them: the Layout's and the
+#: step-time model's ``overlap`` (``PresetChoice.fields``).
+PRESET_FIELDS = ("flash_attention", "zero", "loss", "optimizer", "overlap")
+
+
+@dataclass(frozen=True)
+class PresetChoice:
+    """What a preset did to a layout: the Layout it gives and the fields it filled, as (field, value)
+    pairs (``overlap`` among them when the step-time overlap is the preset's). A field the user typed
+    (or a launch config set) is never among them."""
+
+    framework: str
+    layout: object                 #: the :class:`~symbolic.layout.layout.Layout`
+    fields: tuple[tuple[str, object], ...]
+
+    def as_dict(self) -> dict:
+        """``framework_preset`` in ``--json``: the preset and what it filled."""
+        return {"framework": self.framework, "filled": {name: value for name, value in self.fields}}
+
+    def words(self) -> str:
+        """For the layout line (:func:`filled_words`)."""
+        return filled_words(self.framework, dict(self.fields))
+
+
+def filled_words(name: str, filled: dict) -> str:
+    """``from --framework megatron-core: fused attention, bf16-adam-fp32-grads, no overlap``: the fields a
+    preset filled, as the layout line names them (``filled``: field -> value, :attr:`PresetChoice.fields`)."""
+    shown = {"flash_attention": lambda v: "fused attention" if v else "unfused attention",
+             "zero": lambda v: f"ZeRO-{v}", "loss": lambda v: f"{v} loss", "optimizer": str,
+             "overlap": lambda v: f"{v} overlap"}
+    return f"from --framework {name}: " + ", ".join(shown[field](value) for field, value in filled.items())
+
+
+def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: bool = True) -> PresetChoice | None:
+    """``layout`` with the preset's defaults in every field the user did not type (``typed``: the option
+    names given, the fields a launch config set), or None without a preset. A typed value — even one equal
+    to the option's default, ``--optimizer bf16-adam`` — is kept. The rules, each the framework's:
+
+    - attention: a fused kernel (``flash_attention``) where the preset runs one;
+    - zero: the distributed optimizer's stage, where there is a data-parallel group (d·c > 1) and not
+      ZeRO-2/3 under a pipeline (Megatron refuses it; FSDP's pipelines shard per stage);
+    - loss: the preset's loss kernel, unless it needs the whole vocabulary on one GPU (chunked, liger)
+      and t > 1;
+    - optimizer: fp32 main gradients (``bf16-adam-fp32-grads``) under bf16 activations, where the
+      framework accumulates and reduces them in fp32 (Megatron sets accumulate_allreduce_grads_in_fp32
+      under --bf16 only: fp16 keeps the recipe given);
+    - overlap (``overlap=True``: a command with a step time): the preset's communication overlap.
+    """
+    from dataclasses import replace
+
+    from ..models.losses import WHOLE_VOCABULARY
+
+    if preset is None:
+        return None
+    changes: dict = {}
+    if preset.attention == "fused" and not layout.flash_attention and "flash_attention" not in typed:
+        changes["flash_attention"] = True
+    if preset.zero and "zero" not in typed and layout.zero != preset.zero and layout.dp * layout.cp > 1 \
+            and not (preset.zero >= 2 and layout.pp > 1):
+        changes["zero"] = preset.zero
+    if "loss" not in typed and preset.loss != layout.loss and not (preset.loss in WHOLE_VOCABULARY and layout.tp > 1):
+        changes["loss"] = preset.loss
+    if preset.main_grads == "fp32" and layout.dtype == "bf16" and layout.optimizer == "bf16-adam" \
+            and "optimizer" not in typed:
+        changes["optimizer"] = "bf16-adam-fp32-grads"
+    filled = tuple(changes.items()) + ((("overlap", preset.overlap_words()),) if overlap and "overlap" not in typed
+                                       else ())
+    return PresetChoice(preset.name, replace(layout, **changes) if changes else layout, filled)
+
+
 def framework(name: str | None) -> Framework | None:
     """The preset named ``name`` (None: no preset); a ConfigError naming the choices otherwise."""
     if name is None or name == "":
@@ -155,4 +241,5 @@ def framework(name: str | None) -> Framework | None:
     return found
 
 
-__all__ = ["Framework", "FRAMEWORKS", "framework", "LOSS_KERNELS", "MAIN_GRADS"]
+__all__ = ["Framework", "FRAMEWORKS", "PRESET_FIELDS", "PresetChoice", "apply_preset", "framework",
+           "LOSS_KERNELS", "MAIN_GRADS"]

@@ -41,11 +41,11 @@ from pathlib import Path
 
 from ..core.inputs import clean
 from ..models.config import ConfigError, ModelConfig
-from .choices import RECOMPUTE_MODULES
+from .choices import LAUNCH_KINDS, RECOMPUTE_MODULES
 from .layout import Layout
 
 #: The kinds of launch config read, and the framework preset each names (``layout/frameworks.py``).
-KINDS = ("megatron", "nemo", "megatron-bridge", "torchtitan", "deepspeed", "accelerate")
+KINDS = LAUNCH_KINDS
 MEGATRON_COMMIT = "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
 TORCHTITAN_COMMIT = "238fa9953e4aec2a62582121564273d7cbb1e9f1"
 DEEPSPEED_COMMIT = "38327e07f6cd39b63418f60cedd1651b0be3e7c3"
@@ -107,7 +107,10 @@ class LaunchReading:
 
     def options(self) -> dict:
         """Keyword arguments for ``symbolic.bill`` / ``timeline`` (``symbolic.bill(**reading.options())``):
-        the model (when the config names one), the layout fields, the step-time options."""
+        the model (when the config names one), the layout fields, the step-time options and the framework
+        preset (``framework=``: it fills only what the reading did not set, as ``--from`` does).
+        ``symbolic.bill(**reading.options())`` is ``bill --from KIND SOURCE --json`` without its
+        ``read_from``; a keyword of your own goes in the dict (``{**reading.options(), "tp": 4}``)."""
         out = {"model": self.model} if self.model is not None else {}
         for name, value in self.layout_fields:
             if name == "recompute_modules":
@@ -116,7 +119,7 @@ class LaunchReading:
                 out["moe_capacity_factor"] = str(value)
             else:
                 out[name] = value
-        return {**out, **dict(self.time_options)}
+        return {**out, **dict(self.time_options), "framework": self.framework}
 
     def to_dict(self) -> dict:
         """Plain data for ``--json`` (``read_from``)."""
@@ -711,6 +714,8 @@ def _source_text(source, kind: str):
     try:
         if path.is_file():
             return path.read_text(encoding="utf-8"), str(path)
+        if path.exists():  # a folder, a FIFO, a device: reading it could block or mean nothing
+            raise ConfigError(f"--from {kind} {clean(text)!r}: not a regular file; give the config file's path")
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"--from {kind} {clean(text)!r}: cannot read ({clean(str(error))})") from None
     raise ConfigError(f"--from {kind} {clean(text)!r}: no such file"
@@ -786,7 +791,11 @@ def read_torchtitan(source, model: ModelConfig | None = None) -> LaunchReading:
     data, where = _load_mapping(source, "torchtitan")
     reader = _Reader("torchtitan", where, "torchtitan", f"torchtitan job_config.py@{TORCHTITAN_COMMIT[:7]}")
     used: set[str] = set()
-    section = lambda name: data.get(name) if isinstance(data.get(name), dict) else {}  # noqa: E731
+    def section(name):
+        block = data.get(name, {})
+        if not isinstance(block, dict):  # [parallelism] given as a value: not read as absent
+            reader.refuse(name, repr(block), "not a section; give a table of its options")
+        return block
 
     def value(sec, key, default):
         used.add(f"{sec}.{key}")
@@ -945,9 +954,11 @@ def _read_deepspeed(reader: _Reader, data: dict, used: set, auto_ok: bool = Fals
     they are assumed, and the flags say them); a bare ds_config with ``"auto"`` is refused."""
     def get(path, default=None):
         used.add(path)
-        node = data
-        for part in path.split("."):
-            if not isinstance(node, dict) or part not in node:
+        node, parts = data, path.split(".")
+        for depth, part in enumerate(parts):
+            if not isinstance(node, dict):  # a section given as a value ("zero_optimization": 5): not read as absent
+                reader.refuse(".".join(parts[:depth]), repr(node), "not a section; give a mapping of its options")
+            if part not in node:
                 return default
             node = node[part]
         return node
@@ -1171,7 +1182,9 @@ def read_bridge(source, model: ModelConfig | None = None, kind: str = "megatron-
     }
     grad_fp32 = None
     for section, keys in section_options.items():
-        block = data.get(section) if isinstance(data.get(section), dict) else {}
+        block = data.get(section, {})
+        if not isinstance(block, dict):  # a section given as a value: not read as absent
+            reader.refuse(section, repr(block), "not a section; give a mapping of its options")
         for key in keys:
             if key not in block:
                 continue

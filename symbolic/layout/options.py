@@ -18,7 +18,16 @@ The API's contract, kind by kind (:meth:`Option.read`):
 - ``count``: an int or text with a suffix (``"7B"``);
 - ``ratio``: text (``"1.25"``, ``"5/4"``), an int, a ``Fraction`` or a finite float;
 - ``names``: comma-separated text or a list of names; ``text``: a string or a path;
-- ``margin``: a size, a share (``"10%"``) or 0.
+- ``margin``: a size, a share (``"10%"``) or 0;
+- ``launch``: ``(KIND, SOURCE)``, the CLI's ``--from KIND SOURCE``. The API has no ``launch=``
+  keyword: ``symbolic.from_launch(KIND, SOURCE)`` reads the config into a value first, and its
+  ``options()`` are the keywords (``framework=`` among them) — a reading to inspect, where a keyword
+  would hide it.
+
+What the user typed is known on both ways in: a parser made by :func:`record_typed` notes each
+option given on the command line in ``args._typed``, and the API's keywords given are known by the
+call. A ``--framework``/``framework=`` preset fills only the others (``layout.frameworks.apply_preset``),
+so ``--optimizer bf16-adam`` typed at its default is kept.
 
 Everything else is one :class:`~symbolic.models.config.ConfigError` naming the
 keyword, the value and the fix. To add an option: one :class:`Option` entry in
@@ -43,8 +52,9 @@ from pathlib import Path
 from ..core.inputs import clean
 from ..models.config import ConfigError, ModelConfig
 from ..models.losses import LOSS_KERNELS
-from .choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD,
+from .choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LAUNCH_KINDS, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD,
                       OPTIMIZER_IMPLS, RECOMPUTE, ZERO_STAGES)
+from .frameworks import FRAMEWORKS
 from .recipes import RECIPES
 
 #: Memory units, keyed in lower case (``80gb`` = ``80GB``); GB = 10^9 B, GiB = 2^30 B.
@@ -223,7 +233,7 @@ def model_from_text(text: str) -> ModelConfig:
 # --- the schema -----------------------------------------------------------------
 
 #: The kinds of option :meth:`Option.read` knows (see the module's docstring).
-KINDS = ("int", "flag", "choice", "memory", "count", "ratio", "names", "text", "margin")
+KINDS = ("int", "flag", "choice", "memory", "count", "ratio", "names", "text", "margin", "launch")
 
 _interned_int = bounded_int  # (kept for commands/_options.py's imports)
 
@@ -253,7 +263,10 @@ class Option:
     choices: tuple = ()
     aliases: dict = field(default_factory=dict, hash=False, compare=False)
     unit: str = ""
-    metavar: str | None = None
+    metavar: str | tuple | None = None
+    #: the command line's spelling where it is not the name dashed (``--from``; a flag on by default,
+    #: ``double_quant``, is turned off by ``--no-double-quant``)
+    cli_flag: str = ""
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -261,7 +274,7 @@ class Option:
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return self.cli_flag or "--" + self.name.replace("_", "-")
 
     @property
     def type(self):
@@ -278,9 +291,13 @@ class Option:
         """``(flags, keywords)`` for ``add_argument``; ``overrides`` replace the schema's (a command's own help,
         default ``None`` for "swept")."""
         keywords: dict = {"help": self.help, "default": self.default}
-        if self.kind == "flag":
-            keywords["action"] = "store_true"
-            keywords["default"] = False
+        if self.kind == "flag":  # off by default: --name turns it on; on by default: --no-name turns it off
+            keywords["action"] = "store_false" if self.default else "store_true"
+            keywords["default"] = bool(self.default)
+            if self.cli_flag:
+                keywords["dest"] = self.name
+        elif self.kind == "launch":  # --from KIND SOURCE
+            keywords.update(nargs=2, metavar=self.metavar, dest=self.name)
         else:
             if self.type is not None:
                 keywords["type"] = self.type
@@ -390,6 +407,23 @@ class Option:
                                f"{', '.join(self.choices)}")
         return names
 
+    def _read_launch(self, value):
+        """``(KIND, SOURCE)``: a launch config's kind and its path or its parsed mapping (Megatron: its
+        path or its command line, as text or a list of words)."""
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            raise self._refuse(value, f"give (KIND, SOURCE), KIND one of {', '.join(self.choices)}")
+        kind, source = value
+        if not isinstance(kind, str) or kind not in self.choices:
+            raise self._refuse(value, f"KIND {_plain(kind)}: choose one of {', '.join(self.choices)}")
+        if isinstance(source, Path):
+            source = str(source)
+        words = isinstance(source, (list, tuple)) and all(isinstance(word, str) for word in source)
+        if not (isinstance(source, str) or words and kind == "megatron" or isinstance(source, dict)
+                and kind != "megatron"):
+            raise self._refuse(value, "SOURCE: give a path, or the command line as text or a list of words"
+                               if kind == "megatron" else "SOURCE: give a path, or the config as a dict")
+        return kind, source
+
     def _read_text(self, value):
         if isinstance(value, Path):
             return str(value)
@@ -398,6 +432,7 @@ class Option:
         return value
 
 
+@functools.lru_cache(maxsize=None)  # one type object per option: the same flag has the same type everywhere
 def _alias_reader(name: str):
     def read(text: str):
         option = OPTIONS[name]
@@ -465,8 +500,8 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
            choices=LORA_TARGETS),
     Option("base_dtype", "choice", "storage of the frozen base weights under --lora (nf4: QLoRA)", "bf16",
            choices=BASE_DTYPES),
-    Option("double_quant", "flag", "NF4 constants double-quantised (QLoRA's DQ; --no-double-quant on the "
-           "command line)", True),
+    Option("double_quant", "flag", "NF4 constants in fp32, not double-quantised (QLoRA without DQ; "
+           "double_quant=False in the API)", True, cli_flag="--no-double-quant"),
     Option("offload", "choice", "optimizer: ZeRO-Offload (gradients and optimizer states in CPU memory); "
            "params: FSDP CPU offload (parameters too)", "none", choices=OFFLOAD),
     Option("optimizer_impl", "choice", "foreach: PyTorch's default step (fp32 temporaries); fused: FusedAdam "
@@ -500,6 +535,15 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
            choices=("default", "none", "all")),
     _int("gpus_per_node", "GPUs per NVLink domain (default: the hardware's, 8; GB200 NVL72: 72)", default=None,
          high=LIMITS["tp"]),
+    # where the layout comes from: a framework's defaults, a launch config
+    Option("framework", "choice", "a framework's defaults for what was not typed: attention kernel, TP/DP overlap, "
+           "distributed optimizer (ZeRO), buckets, prefetch, loss kernel, fp32 main gradients — each cited in the "
+           "TIME section (symbolic/layout/frameworks.py); a typed option always wins", None,
+           choices=tuple(FRAMEWORKS), aliases={name: name for name in FRAMEWORKS}, metavar="NAME"),
+    Option("launch", "launch", "read the layout (and the model, if it names one) from a launch config: KIND is one "
+           f"of {', '.join(LAUNCH_KINDS)}; SOURCE a file (Megatron: also the command line in quotes). Flags typed "
+           "here win; what was taken, ignored and assumed is printed (the API: symbolic.from_launch)", None,
+           choices=LAUNCH_KINDS, metavar=("KIND", "SOURCE"), cli_flag="--from"),
     # plan and solve
     _int("gpus", "number of GPUs N = t·p·d·c (at most 10^7)", default=None),
     _int("max_micro_batch", "largest micro-batch tried without --global-batch (powers of two; default 16)",
@@ -526,3 +570,40 @@ def add(group, name: str, **overrides):
 def read(name: str, value):
     """The API's reading of keyword ``name`` (:meth:`Option.read`)."""
     return OPTIONS[name].read(value)
+
+
+# --- which options the user typed ------------------------------------------------
+# argparse fills every option it was not given with its default, so a typed ``--optimizer bf16-adam``
+# and the default look alike. A preset (``--framework``) or a launch config (``--from``) fills only what
+# was not typed: every action of a parser made by :func:`record_typed` notes its ``dest`` in
+# ``args._typed`` when its flag appears on the command line.
+
+@functools.lru_cache(maxsize=None)
+def _recording(base: type) -> type:
+    """``base`` (an argparse Action) that also adds its ``dest`` to ``namespace._typed`` when called."""
+    class Recording(base):
+        def __call__(self, parser, namespace, values, option_string=None):
+            super().__call__(parser, namespace, values, option_string)
+            namespace._typed = frozenset(getattr(namespace, "_typed", ())) | {self.dest}
+
+    Recording.__name__ = Recording.__qualname__ = base.__name__
+    return Recording
+
+
+def record_typed(parser) -> None:
+    """Make every option later added to ``parser`` (and its groups) record that it was typed
+    (:func:`typed`): argparse looks an ``action`` up in the parser's registry, by name or by class."""
+    names = {"store": argparse._StoreAction, None: argparse._StoreAction, "store_const": argparse._StoreConstAction,
+             "store_true": argparse._StoreTrueAction, "store_false": argparse._StoreFalseAction,
+             "append": argparse._AppendAction, "append_const": argparse._AppendConstAction,
+             "extend": argparse._ExtendAction, "count": argparse._CountAction,
+             argparse.BooleanOptionalAction: argparse.BooleanOptionalAction}
+    for key, base in names.items():
+        parser.register("action", key, _recording(base))
+    parser.set_defaults(_records_typed=True)
+
+
+def typed(args) -> frozenset:
+    """The options given on the command line (their dests) and the Layout fields a launch config set
+    (``--from``: as if typed), which a preset leaves as they are."""
+    return frozenset(getattr(args, "_typed", ())) | frozenset(getattr(args, "_launch_fields", ()))

@@ -84,6 +84,15 @@ def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...]
     return ", ".join(words)
 
 
+def preset_words(data: dict) -> str:
+    """``; from --framework megatron-core: fused attention, ...``: what the preset filled (the layout line
+    names every field that came from it, so a typed one is told apart), from ``framework_preset``."""
+    from ..layout.frameworks import filled_words
+
+    preset = data.get("framework_preset")
+    return "; " + filled_words(preset["framework"], preset["filled"]) if preset else ""
+
+
 def verdict(total, capacity, what: str = "per GPU") -> str:
     """``FITS in 80.00 GB: 53.92 GB per GPU (67.4%), 26.08 GB headroom`` or
     ``DOES NOT FIT in 80.00 GB: ... over by ...``; without a capacity, which
@@ -142,7 +151,7 @@ def bill_summary(data: dict, width: int = 80) -> list[str]:
     states, acts = number(data["model_states_bytes"]), number(data["activation_bytes"])
     config = data.get("model_config", {})
     out = [f"{data['model']}" + (f" — {config['source']}" if config.get("source") else ""),
-           "layout: " + layout_words(data.get("layout", {}), data.get("values"))]
+           "layout: " + layout_words(data.get("layout", {}), data.get("values")) + preset_words(data)]
     out.append("VERDICT: " + verdict(total, data.get("gpu_memory_bytes")))
     if data.get("gpu"):  # which GPU the memory and the step time are for (--gpu, --gpu-memory, --hardware)
         out.append(gpu_line(data["gpu"], time="step_seconds" in data))
@@ -216,7 +225,7 @@ def solve_summary(data: dict, width: int = 80) -> list[str]:
     letter = "b" if target == "micro_batch" else "s"
     out = [f"{data['model']}: largest {name} that fits in {fmt(data['usable_bytes'], 'GB')} per GPU"
            + _margin_words(data),
-           "layout: " + layout_words(data.get("layout", {}), skip=(target,))]
+           "layout: " + layout_words(data.get("layout", {}), skip=(target,)) + preset_words(data)]
     check = data.get("check", {})
     if data.get(target) is None:
         out.append(f"VERDICT: NOTHING FITS: the smallest valid {letter} = {check.get('value')} needs "
@@ -235,7 +244,7 @@ def solve_summary(data: dict, width: int = 80) -> list[str]:
 def timeline_summary(data: dict, width: int = 80) -> list[str]:
     """``timeline``'s answer: the peak of the step, where it happens, against the GPU."""
     out = [f"{data['model']}: memory over one training step",
-           "layout: " + layout_words(data.get("layout", {}))
+           "layout: " + layout_words(data.get("layout", {})) + preset_words(data)
            + (f"; optimisations: {', '.join(data['optimizations'])}" if data.get("optimizations") else "")]
     peak = data["peak_bytes"]
     out.append("VERDICT: " + verdict(peak, data.get("gpu_memory_bytes"), "peak")

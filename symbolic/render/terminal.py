@@ -586,6 +586,9 @@ def bill_data(bill: Bill) -> dict:
     }
     if getattr(bill, "gpu", None) is not None:  # the GPU the memory and the step time are for (--gpu)
         data["gpu"] = bill.gpu.as_dict()
+    if getattr(bill, "preset", None) is not None and bill.preset.fields:  # what --framework filled, if anything
+        # (layout.frameworks.PresetChoice; the TIME section names the preset and its settings either way)
+        data["framework_preset"] = _jsonable(bill.preset.as_dict())
     return data
 
 
