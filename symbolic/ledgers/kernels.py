@@ -20,6 +20,13 @@ The rules, stated once (nothing here is fitted to published runs):
 * **A GPU kind with no table of its own** borrows the measured kind nearest in dense BF16 peak (in
   log space), each efficiency scaled by the ratio of the two kinds' mamf-finder BF16 ceilings (the
   same benchmark on both) and capped at the borrower's ceiling; the bill names the approximation.
+  The A100 SXM rows are the case that matters: no per-shape A100 SXM table is published (SimuMax's
+  ``configs/system/a100_bf16.json``, deleted in 3005b17, was one flat 0.75 roofline factor, not a
+  measurement), so they borrow the A100-PCIe table × 86.9 / 81.1 = 1.071. That ratio is
+  mamf-finder's best GEMM on each card — the same 1,410 MHz boost clock and 312 TFLOPS datasheet
+  peak, the SXM card at 400 W TDP against the PCIe card's 300 W (the same README @744d01e1) —
+  measured under different PyTorch builds (2.6.0+cu126, 2.5.1+cu124) at different best shapes: it
+  carries power limit and software together, and no published figure separates them.
 * **FP8 GEMMs:** the tables publish none (SimuMax's ``fp8_matmul`` tables are empty): the BF16
   shape's efficiency × the kind's mamf-finder FP8 / BF16 ceiling ratio, against the FP8 peak.
 * **A measured GEMM or attention time includes its own operand traffic:** a kernel priced from a
