@@ -49,6 +49,9 @@ PIPELINE_SPLIT_RECIPES = {
     "llama3.py llama31_405b_pretrain_256gpu_h100_bf16_config @067f987d",
     ("megatron-bridge", "Qwen3_235B_a22B"): "NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/recipes/qwen/h100/"
     "qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config @067f987d",
+    **{("megatron-moe-modelzoo", model): "yanring/Megatron-MoE-ModelZoo model_configs/benchmarking/"
+       "Qwen3-235B-A22B.yaml @1ed4179f (the config its best_practice/qwen3 runs launch)"
+       for model in ("Qwen3-235B", "Qwen3-235B-A22B")},
 }
 
 
