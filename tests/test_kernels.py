@@ -235,6 +235,7 @@ def test_rings_across_nodes_and_borrowing_kinds_keep_the_nccl_ring_model():
     assert borrowed.measured_on == "B200" and borrowed.approximation and borrowed.collectives == {}
     assert not any("networks." in source for source in borrowed.sources)
     assert any("networks." in source for source in tables.sources)
+    assert "all-gather 651 GB/s" in tables.describe() and "NCCL" not in borrowed.describe()
 
 
 def test_a_bill_on_b200_prices_its_tp_collectives_from_the_measured_table():

@@ -160,7 +160,10 @@ class KernelTables:
         own = f"measured on {self.measured_on}" if not self.approximation else self.approximation
         return (f"kernel tables {own}: GEMM efficiency of the nearest measured shape (log space) per pass, "
                 f"capped at mamf-finder's {self.ceiling:.1%}; fused attention from its own table; memory-bound "
-                f"kernels at {self.memory_efficiency:.1%} of HBM, the loss kernel at {self.loss_memory_efficiency:.1%}")
+                f"kernels at {self.memory_efficiency:.1%} of HBM, the loss kernel at {self.loss_memory_efficiency:.1%}"
+                + (f"; collectives inside a node at SimuMax's measured NCCL bus efficiency and latency "
+                   f"({', '.join(f'{name} {c.bus_bandwidth / 1e9:,.0f} GB/s' for name, c in self.collectives.items())})"
+                   if self.collectives else ""))
 
 
 def _read(name: str) -> dict:
