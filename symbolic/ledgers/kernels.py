@@ -225,9 +225,11 @@ def collectives_of(data: dict) -> dict:
     if not table:
         return {}
     link = table["link_gbps"] * 2**30
+    def by_ranks(row):
+        return tuple(sorted((int(n), us * 1e-6) for n, us in row.get("fixed_latency_us_by_ranks", {}).items()))
+
     return {name: Collective(link * row["efficiency"], row["latency_us_per_step"] * 1e-6,
-                             row["fixed_latency_us"] * 1e-6,
-                             tuple(sorted((int(n), us * 1e-6) for n, us in row.get("fixed_latency_us_by_ranks", {}).items())))
+                             row["fixed_latency_us"] * 1e-6, by_ranks(row))
             for name, row in table["rows"].items()}
 
 
@@ -285,4 +287,5 @@ def from_file(path, hardware_name: str, ceiling_bf16: float) -> KernelTables:
                         latency, "", sources, collectives_of(data))
 
 
-__all__ = ["Collective", "KernelTables", "Table", "collectives_of", "for_hardware", "from_file", "ceiling", "index", "PASSES"]
+__all__ = ["Collective", "KernelTables", "Table", "collectives_of", "for_hardware", "from_file", "ceiling", "index",
+           "PASSES"]
