@@ -181,3 +181,96 @@ def test_device_check_writes_a_table_the_reader_reads(tmp_path):
     assert float(read.gemm_efficiency("weight_gradient", 4096, 4096, 8192)) == pytest.approx(0.6)
     assert float(read.attention_efficiency("backward", 4096, 32, 128)) == pytest.approx(0.4)
     assert read.memory_efficiency == pytest.approx(4000 * 2**30 / 4.8e12) and read.kernel_latency == pytest.approx(5e-6)
+
+
+# --- NCCL collectives inside one node (SimuMax's B200 network figures) and NICs shared by rings -----------
+
+#: MooreThreads/SimuMax configs/system/b200_bf16_ceperm.json @4dcaae51, networks.high_intra_node: the link
+#: 900 GiB/s; all_gather efficient_factor 0.6735, latency_us 9.1828, fixed_latency_us 23.1049; all2all
+#: 0.5968, 7.3039, fixed_latency_us_by_comm_num {2: 51.0578, 4: 19.2102, 8: 0}.
+B200_LINK = 900 * 2**30
+
+
+def test_a_collective_within_a_b200_node_takes_simumax_measured_bus_bandwidth_and_latency():
+    """A TP all-gather of 8 ranks on one B200 node, counted by hand with SimuMax's compute_net_op_time:
+    7 ring steps × 9.1828 µs + 23.1049 µs fixed, bytes × 7/8 at 900 GiB/s × 0.6735."""
+    from symbolic.ledgers.time import link, stride
+
+    hw = hardware.load("b200")
+    tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
+    lat, bus, cross = link("t", "all-gather", 8, stride("t", 8, 1, 1), 8, hw, tables.collectives)
+    assert not bool(cross)
+    assert float(lat) == pytest.approx((7 * 9.1828 + 23.1049) * 1e-6, rel=1e-12)
+    assert float(bus) == pytest.approx(B200_LINK * 0.6735, rel=1e-12)
+    message = 64 * 2**20                         # 64 MiB gathered: one call's alpha-beta time
+    assert float(lat) + 7 / 8 * message / float(bus) == pytest.approx(87.3845e-6 + 7 / 8 * message / 650.8486e9,
+                                                                       rel=1e-6)
+    # all-to-all: the fixed latency SimuMax gives for 4 ranks; 3 ranks (none given) its fixed_latency_us, 0
+    lat4, bus4, _ = link("ep", "all-to-all", 4, stride("ep", 1, 1, 1), 8, hw, tables.collectives)
+    lat3, _, _ = link("ep", "all-to-all", 3, stride("ep", 1, 1, 1), 8, hw, tables.collectives)
+    assert float(lat4) == pytest.approx((3 * 7.3039 + 19.2102) * 1e-6)
+    assert float(lat3) == pytest.approx(2 * 7.3039e-6)
+    assert float(bus4) == pytest.approx(B200_LINK * 0.5968)
+    # without the table: the NCCL ring model of the hardware file (base + steps × NVLink step)
+    lat_ring, bus_ring, _ = link("t", "all-gather", 8, 1.0, 8, hw)
+    assert float(lat_ring) == pytest.approx(hw.latency["base"] + 7 * hw.latency["nvlink_step"])
+    assert float(bus_ring) == pytest.approx(hw.nvlink_bandwidth * hw.nvlink_efficiency)
+
+
+def test_rings_across_nodes_and_borrowing_kinds_keep_the_nccl_ring_model():
+    from symbolic.ledgers.time import link
+
+    hw = hardware.load("b200")
+    tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
+    lat, bus, cross = link("d", "all-reduce", 16, 1.0, 8, hw, tables.collectives)   # 2 nodes of 8
+    assert bool(cross)
+    # 2·15 ring steps, 2 of them between the nodes (out and back)
+    assert float(lat) == pytest.approx(hw.latency["base"] + 28 * hw.latency["nvlink_step"]
+                                       + 2 * hw.latency["network_step"])
+    assert float(bus) == pytest.approx(min(hw.nvlink_bandwidth * hw.nvlink_efficiency,
+                                           8 * hw.internode_bandwidth * hw.internode_efficiency))
+    # the H100 borrows B200's kernel tables (nearest dense peak) but not its NVLink measurements
+    h100 = hardware.load("h100-sxm")
+    borrowed = kernels.for_hardware(h100.name, h100.peak_bf16_flops)
+    assert borrowed.measured_on == "B200" and borrowed.approximation and borrowed.collectives == {}
+    assert not any("networks." in source for source in borrowed.sources)
+    assert any("networks." in source for source in tables.sources)
+    assert "all-gather 651 GB/s" in tables.describe() and "NCCL" not in borrowed.describe()
+
+
+def test_a_bill_on_b200_prices_its_tp_collectives_from_the_measured_table():
+    """Llama-3-8B at t = 8 on one B200 node: every TP line's latency per call is SimuMax's for its
+    collective at 8 ranks (2·7 steps for an all-reduce, 7 otherwise) and its bus bandwidth 900 GiB/s × efficiency."""
+    model = builtin_models()["llama-3-8b"]
+    hw = hardware.load("b200")
+    step = _time(model, Layout(tp=8, sp=True, seq=4096, micro_batch=1, global_batch=1, recompute="none"), hw)
+    figures = {"all-reduce": (0.7424, 5.5183, 22.2316, 14), "all-gather": (0.6735, 9.1828, 23.1049, 7),
+               "reduce-scatter": (0.6731, 8.0325, 25.5604, 7)}
+    tp_lines = [x for x in step.comm_lines if x["group"] == "t"]
+    assert tp_lines
+    for line in tp_lines:
+        efficiency, per_step, fixed, steps = figures[line["collective"]]
+        assert float(line["latency_per_call"]) == pytest.approx((steps * per_step + fixed) * 1e-6, rel=1e-9)
+        assert float(line["bus_bandwidth"]) == pytest.approx(B200_LINK * efficiency, rel=1e-9)
+
+
+def test_data_parallel_rings_that_share_a_node_split_its_nics():
+    """32 GPUs on 8-GPU nodes, t = 2, d = 16 (Megatron's order: t innermost, so tp rank 0's DP ring is
+    ranks 0, 2, 4, …, 30). Counted by hand: that ring has ranks 0, 2, 4, 6 on node 0 (4 of its 16), so it
+    spans 4 nodes and moves its bytes through those 4 GPUs' NICs; the other ring (tp rank 1: 1, 3, 5, 7)
+    takes the node's other 4 — together the node's 8 NICs, each once."""
+    from symbolic.ledgers.time import link, stride
+
+    hw = hardware.load("a100-80gb")
+    ring = [r for r in range(32) if r % 2 == 0]
+    on_node0 = [r for r in ring if r < 8]
+    assert on_node0 == [0, 2, 4, 6]
+    nic = hw.internode_bandwidth * hw.internode_efficiency
+    lat, bus, cross = link("d", "all-reduce", 16, stride("d", 2, 1, 16), 8, hw)
+    assert bool(cross) and float(bus) == pytest.approx(min(hw.nvlink_bandwidth * hw.nvlink_efficiency,
+                                                           len(on_node0) * nic))
+    rings_on_a_node = 2                       # one per tp rank
+    assert rings_on_a_node * float(bus) == pytest.approx(8 * nic)
+    # t = 8: each DP ring has one rank a node and one NIC; the 8 rings take the 8 NICs
+    _, bus8, _ = link("d", "all-reduce", 4, stride("d", 8, 1, 4), 8, hw)
+    assert float(bus8) == pytest.approx(nic) and 8 * float(bus8) == pytest.approx(8 * nic)

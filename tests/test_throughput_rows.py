@@ -275,3 +275,46 @@ def test_a_recompute_policy_that_does_not_fit_says_whether_full_recompute_would(
     assert "with selective recompute as this engine reads it" in refused.binding
     assert "with full recompute the fastest layout fits" in refused.binding
     assert throughput.predict(dict(row, layout=dict(row["layout"], recompute="full")), gpu_memory=2 * 10**9).predicted > 0
+
+
+# --- Megatron-Core's account_for_embedding/loss_in_pipeline_split -------------------------------------
+
+def test_the_embedding_and_loss_counted_as_layers_give_megatrons_chunks():
+    """Counted by hand from get_num_layers_to_build (Megatron-LM d98e8a6): Llama-3.1-405B's 126 layers
+    + embedding + loss = 128 over p = 16 × v = 4 chunks = 2 each; the first chunk (virtual stage 0)
+    builds 2 − 1 = 1 beside the embedding, the last (virtual stage 63) 1 beside the loss. Qwen3-235B's
+    94 + 2 = 96 over p = 8 without interleaving: 12 a stage, the first and last 11."""
+    from symbolic.layout.stages import account_for_split_layout, chunk_ranges, stage_layers
+    from symbolic.models.config import ConfigError
+
+    text = account_for_split_layout(126, 16, 4, embedding=True, loss=True)
+    chunks = text.split("|")
+    assert len(chunks) == 64 and chunks[0] == "Et" and chunks[-1] == "tL"
+    assert all(c == "tt" for c in chunks[1:-1])
+    assert stage_layers(126, 16, 4, layout=text) == (7,) + (8,) * 14 + (7,)
+    assert [len(r) for r in chunk_ranges(126, 16, 4, layout=text)[0]] == [1, 2, 2, 2]
+    assert stage_layers(94, 8, 1, layout=account_for_split_layout(94, 8, 1, True, True)) == (11,) + (12,) * 6 + (11,)
+    assert account_for_split_layout(95, 8, 1, embedding=True).split("|")[0] == "E" + "t" * 11
+    with pytest.raises(ConfigError, match="must be divisible by pp"):
+        account_for_split_layout(94, 5, 1, True, True)        # 94 + 2 = 96 over 5 stages
+    with pytest.raises(ConfigError, match="divisible by the interleave"):
+        account_for_split_layout(126, 16, 3, True, True)      # 8 a stage over 3 chunks
+
+
+def test_a_bridge_recipe_that_counts_the_embedding_and_loss_is_priced_or_refused_with_the_rule():
+    lay = {"tp": 1, "pp": 4, "dp": 2, "cp": 1, "mbs": 1, "gbs": 16, "recompute": "full", "zero": "1"}
+    row = _row(source="NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", model="LLAMA3.1_405B",
+               layout=lay, **{"hardware.gpus": 8})
+    row["dims"]["L"] = 6                         # 6 + 2 = 8 over p = 4: 2 a stage, the first and last 1
+    assert throughput.pipeline_split_recipe(row).startswith("NVIDIA-NeMo/Megatron-Bridge")
+    priced = throughput.predict(row)
+    assert not math.isnan(priced.predicted), priced.binding
+    plain = throughput.predict(dict(row, source="a source"))   # no such recipe: 6 layers do not divide over 4
+    assert math.isnan(plain.predicted) and "layers (6)" in plain.binding
+    interleaved = _row(source="NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", model="LLAMA3.1_405B",
+                       layout=dict(lay, pp=2, dp=4, vp=2), **{"hardware.gpus": 8})
+    interleaved["dims"]["L"] = 6                 # 8 over 2 × 2 chunks: 2 each, the first and last 1
+    refused = throughput.predict(interleaved)
+    assert math.isnan(refused.predicted)
+    assert "--pipeline-layout 'Et|tt|tt|tL'" in refused.binding and "account_for_embedding" in refused.binding
+    assert throughput.pipeline_split_recipe(_row()) is None

@@ -230,6 +230,39 @@ def stage_layers(layers: int, pp: int, interleave: int = 1, first: int = 0, last
     return stages
 
 
+def account_for_split_layout(layers: int, pp: int, interleave: int = 1, embedding: bool = False,
+                             loss: bool = False) -> str:
+    """Megatron-Core's ``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``
+    as the per-chunk layout string it builds (``get_num_layers_to_build``,
+    megatron/core/transformer/transformer_block.py, and its checks in transformer_config.py,
+    {commit}): the embedding and the loss each count as one layer, the L + e + l "layers" divide over
+    the p stages (``num_layers % pipeline_model_parallel_size == 0``) and each stage's share over its v
+    chunks (``num_layers_per_pipeline_rank % vp_size == 0``); every chunk builds that many, less one on
+    the first chunk of the first stage (the embedding) and on the last chunk of the last stage (the
+    loss). Raises :class:`ConfigError` naming the rule where a count does not divide or a chunk would
+    build fewer than 0 layers.""".format(commit=MEGATRON_COMMIT)
+    if not (embedding or loss):
+        raise ConfigError("account-for-embedding/loss-in-pipeline-split: set at least one of them")
+    counted = layers + int(embedding) + int(loss)
+    rule = (f"Megatron-Core transformer_config.py ({MEGATRON_COMMIT}): with account_for_embedding/loss_in_pipeline_"
+            f"split the {layers} layers count as {counted}")
+    if counted % pp:
+        raise ConfigError(f"{rule}, which must be divisible by pp ({pp}): choose a pp that divides {counted}")
+    per_stage = counted // pp
+    if per_stage % interleave:
+        raise ConfigError(f"{rule}: {per_stage} a stage, which must be divisible by the interleave ({interleave}): "
+                          f"choose an interleave that divides {per_stage}")
+    per_chunk = per_stage // interleave
+    chunks = [per_chunk] * (pp * interleave)
+    chunks[0] -= int(embedding)
+    chunks[-1] -= int(loss)
+    if min(chunks) < 0:
+        raise ConfigError(f"{rule}: not enough layers in the first or last virtual pipeline stage (Megatron-Core's "
+                          "assertion in get_num_layers_to_build)")
+    parts = [("E" if i == 0 else "") + "t" * n + ("L" if i == len(chunks) - 1 else "") for i, n in enumerate(chunks)]
+    return "|".join(parts)
+
+
 def _suggested_layout(layers: int, pp: int, interleave: int) -> str:
     return balanced_layout(layers, pp, interleave)
 

@@ -20,6 +20,13 @@ The rules, stated once (nothing here is fitted to published runs):
 * **A GPU kind with no table of its own** borrows the measured kind nearest in dense BF16 peak (in
   log space), each efficiency scaled by the ratio of the two kinds' mamf-finder BF16 ceilings (the
   same benchmark on both) and capped at the borrower's ceiling; the bill names the approximation.
+  The A100 SXM rows are the case that matters: no per-shape A100 SXM table is published (SimuMax's
+  ``configs/system/a100_bf16.json``, deleted in 3005b17, was one flat 0.75 roofline factor, not a
+  measurement), so they borrow the A100-PCIe table × 86.9 / 81.1 = 1.071. That ratio is
+  mamf-finder's best GEMM on each card — the same 1,410 MHz boost clock and 312 TFLOPS datasheet
+  peak, the SXM card at 400 W TDP against the PCIe card's 300 W (the same README @744d01e1) —
+  measured under different PyTorch builds (2.6.0+cu126, 2.5.1+cu124) at different best shapes: it
+  carries power limit and software together, and no published figure separates them.
 * **FP8 GEMMs:** the tables publish none (SimuMax's ``fp8_matmul`` tables are empty): the BF16
   shape's efficiency × the kind's mamf-finder FP8 / BF16 ceiling ratio, against the FP8 peak.
 * **A measured GEMM or attention time includes its own operand traffic:** a kernel priced from a
@@ -30,6 +37,13 @@ The rules, stated once (nothing here is fitted to published runs):
   ``simu_tools/efficency_test/test_fa_efficiency.py``): the kernel executes half the s² work, so its
   efficiency on the work it executes is half the table's figure, and the time is the same either
   way: dense count / (peak × table figure).
+* **NCCL collectives inside one NVLink node** (``collectives``, the B200 file only): SimuMax's
+  per-collective bus efficiency and latency (its ``compute_net_op_time``): a ring of n ranks within
+  the node moves its ring bytes at ``link_gbps`` GiB/s × the collective's efficiency, and pays
+  ``latency_us_per_step`` × its ring steps (2(n − 1) for an all-reduce, n − 1 otherwise) plus a fixed
+  latency (the figure for n ranks where the table gives one, else ``fixed_latency_us``). A fabric
+  measurement, not a compute one: a borrowing kind does not take it (it keeps the hardware file's
+  NCCL ring model), and send-recv and rings that cross nodes keep that model too.
 * **Memory-bound kernels:** SimuMax's bandwidth figures (``gbps`` in GiB/s × ``efficient_factor``,
   plus ``latency_us`` per kernel, its ``compute_mem_access_time``) read as a fraction of the measured
   GPU's datasheet HBM bandwidth; ``ce`` is the cross-entropy (loss) kernel's own.
@@ -38,7 +52,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -77,6 +91,25 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Collective:
+    """One NCCL collective as measured inside one NVLink node (module docstring): its achieved bus
+    bandwidth (B/s), its latency per ring step and its fixed latency (s), the latter by ring size."""
+
+    bus_bandwidth: float
+    step_latency: float
+    fixed_latency: float
+    fixed_latency_by_ranks: tuple = ()    #: ((ranks, seconds), ...) where the table gives one
+
+    def latency(self, ranks, steps):
+        """Seconds per call of a ring of ``ranks`` (arrays) with ``steps`` ring steps."""
+        ranks = np.asarray(ranks, dtype=np.float64)
+        fixed = np.full(ranks.shape, self.fixed_latency)
+        for n, seconds in self.fixed_latency_by_ranks:
+            fixed = np.where(ranks == n, seconds, fixed)
+        return self.step_latency * np.asarray(steps, dtype=np.float64) + fixed
+
+
+@dataclass(frozen=True)
 class KernelTables:
     """The kernel efficiencies one GPU kind is priced with (its own tables or borrowed ones)."""
 
@@ -93,6 +126,7 @@ class KernelTables:
     kernel_latency: float         #: fixed seconds per memory-bound kernel (SimuMax's latency_us)
     approximation: str            #: "" for measured tables, else the borrowing the bill names
     sources: tuple                #: "repository path @commit (what)" per table
+    collectives: dict = field(default_factory=dict)  #: collective → :class:`Collective` (own tables only)
 
     def gemm_efficiency(self, stage: str, m, n, k, dtype: str = "bf16") -> np.ndarray:
         return self._scaled(self.gemm[stage].nearest(m, n, k), dtype)
@@ -126,7 +160,10 @@ class KernelTables:
         own = f"measured on {self.measured_on}" if not self.approximation else self.approximation
         return (f"kernel tables {own}: GEMM efficiency of the nearest measured shape (log space) per pass, "
                 f"capped at mamf-finder's {self.ceiling:.1%}; fused attention from its own table; memory-bound "
-                f"kernels at {self.memory_efficiency:.1%} of HBM, the loss kernel at {self.loss_memory_efficiency:.1%}")
+                f"kernels at {self.memory_efficiency:.1%} of HBM, the loss kernel at {self.loss_memory_efficiency:.1%}"
+                + (f"; collectives inside a node at SimuMax's measured NCCL bus efficiency and latency "
+                   f"({', '.join(f'{name} {c.bus_bandwidth / 1e9:,.0f} GB/s' for name, c in self.collectives.items())})"
+                   if self.collectives else ""))
 
 
 def _read(name: str) -> dict:
@@ -178,6 +215,25 @@ def _tables_of(data: dict) -> tuple:
 
 
 @cache
+def _collectives(file: str) -> dict:
+    return collectives_of(_read(file))
+
+
+def collectives_of(data: dict) -> dict:
+    """A kernel file's NCCL collectives inside one node (``tables.collectives``; {} where it has none)."""
+    table = data["tables"].get("collectives")
+    if not table:
+        return {}
+    link = table["link_gbps"] * 2**30
+    def by_ranks(row):
+        return tuple(sorted((int(n), us * 1e-6) for n, us in row.get("fixed_latency_us_by_ranks", {}).items()))
+
+    return {name: Collective(link * row["efficiency"], row["latency_us_per_step"] * 1e-6,
+                             row["fixed_latency_us"] * 1e-6, by_ranks(row))
+            for name, row in table["rows"].items()}
+
+
+@cache
 def index() -> dict:
     return _read("index.json")
 
@@ -214,8 +270,12 @@ def for_hardware(hardware_name: str, peak_bf16_flops: float) -> KernelTables | N
         f"borrowed from {gpu} (the measured kind nearest in dense BF16 peak), every efficiency × {scale:.3f} "
         f"(mamf-finder ceilings {own:.1%} / {theirs:.1%})")
     fp8 = ceiling(hardware_name, "fp8")
+    own_fabric = _collectives(data["measured"][measured]) if measured == hardware_name else {}
     return KernelTables(hardware_name, gpu, gemm, grouped, attention, scale, own,
-                        None if fp8 is None else fp8 / own, memory, loss, latency, approximation, sources)
+                        None if fp8 is None else fp8 / own, memory, loss, latency, approximation,
+                        # a borrower names the tables it takes, not the fabric it does not
+                        sources if measured == hardware_name else tuple(x for x in sources if "(networks." not in x),
+                        own_fabric)
 
 
 def from_file(path, hardware_name: str, ceiling_bf16: float) -> KernelTables:
@@ -224,7 +284,8 @@ def from_file(path, hardware_name: str, ceiling_bf16: float) -> KernelTables:
     data = json.loads(Path(path).read_text())
     gpu, gemm, grouped, attention, memory, loss, latency, sources = _tables_of(data)
     return KernelTables(hardware_name, gpu, gemm, grouped, attention, 1.0, ceiling_bf16, None, memory, loss,
-                        latency, "", sources)
+                        latency, "", sources, collectives_of(data))
 
 
-__all__ = ["KernelTables", "Table", "for_hardware", "from_file", "ceiling", "index", "PASSES"]
+__all__ = ["Collective", "KernelTables", "Table", "collectives_of", "for_hardware", "from_file", "ceiling", "index",
+           "PASSES"]

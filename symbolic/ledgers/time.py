@@ -347,9 +347,19 @@ def stride(group: str, tp, cp, dp):
     return {"t": one, "c": tp * one, "ep": tp * cp * one, "d": tp * one, "p": tp * cp * dp * one}[group]
 
 
-def link(group: str, collective: str, n, st, gpus_per_node: int, hw: Hardware):
+def link(group: str, collective: str, n, st, gpus_per_node: int, hw: Hardware, collectives: dict | None = None):
     """(latency per call s, bus bandwidth B/s, crosses nodes) of a ring of ``n``
-    ranks ``st`` apart with ``gpus_per_node`` GPUs per NVLink domain."""
+    ranks ``st`` apart with ``gpus_per_node`` GPUs per NVLink domain.
+
+    A ring that crosses nodes has ``per_node`` of its ranks on each node and moves its bytes through
+    those ranks' NICs: ``per_node`` × the per-GPU network bandwidth. The st rings of one group that
+    share a node (t·c·… of them: ``per_node`` = G/st each) thus split the node's NICs between them, as
+    SimuMax's ``compute_net_op_time`` divides the node's bandwidth by min(G, tp) for a data-parallel
+    group (MooreThreads/SimuMax simumax/core/config.py @4dcaae51).
+
+    ``collectives``: measured NCCL collectives inside one node (:class:`symbolic.ledgers.kernels.Collective`
+    by name, the GPU kind's own kernel tables): a ring within the node takes that collective's bus
+    bandwidth and latency instead of the NCCL ring model's."""
     n = np.asarray(n, dtype=np.float64)
     per_node = np.where(st >= gpus_per_node, 1.0, np.minimum(n, np.floor(gpus_per_node / st)))
     nodes = np.ceil(n / np.maximum(per_node, 1.0))
@@ -365,6 +375,10 @@ def link(group: str, collective: str, n, st, gpus_per_node: int, hw: Hardware):
     if collective == "send-recv":
         inter = np.where(cross, 1.0, 0.0)
     lat = hw.latency["base"] + (steps - inter) * hw.latency["nvlink_step"] + inter * hw.latency["network_step"]
+    measured = (collectives or {}).get(collective)
+    if measured is not None:
+        lat = np.where(cross, lat, measured.latency(n, steps))
+        bus = np.where(cross, bus, measured.bus_bandwidth)
     return lat, bus, cross
 
 
@@ -540,7 +554,9 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     for cls in derivation.comm:
         n, calls, traffic = next(it), next(it), next(it)
         group = cls.group
-        lat, bus, cross = link(group, cls.collective, n, stride(group, tp, cp, dp), G, hw)
+        lat, bus, cross = link(group, cls.collective, n, stride(group, tp, cp, dp), G, hw,
+                               # measured on one node of the hardware file's NVLink domain, not another
+                               tables.collectives if tables is not None and G == hw.nvlink_domain else None)
         active = n > 1
         seconds = np.where(active, calls * lat + _rf(cls.collective, n) * traffic / bus, 0.0)
         prefix = cls.key.split(":")[0]

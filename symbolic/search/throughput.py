@@ -36,7 +36,31 @@ from pathlib import Path
 from ..ledgers.hardware import load as load_hardware
 from ..ledgers.time import OVERLAPS
 from ..models.config import ConfigError, ModelConfig, positive_int
+from ..layout.stages import account_for_split_layout
 from .plan import plan
+
+#: Recipes that set Megatron-Core's account_for_embedding_in_pipeline_split and
+#: account_for_loss_in_pipeline_split (the embedding and the loss each counted as a layer in the
+#: pipeline split), by (source words, model): the source's framework code that says so. Megatron-
+#: Bridge's performance recipes (perf_recipes/llama/{b200,gb200}/llama31.py,
+#: perf_recipes/qwen/*/qwen3_moe.py) start from these and do not reset the two flags.
+PIPELINE_SPLIT_RECIPES = {
+    ("megatron-bridge", "LLAMA3.1_405B"): "NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/recipes/llama/h100/"
+    "llama3.py llama31_405b_pretrain_256gpu_h100_bf16_config @067f987d",
+    ("megatron-bridge", "Qwen3_235B_a22B"): "NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/recipes/qwen/h100/"
+    "qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config @067f987d",
+    **{("megatron-moe-modelzoo", model): "yanring/Megatron-MoE-ModelZoo model_configs/benchmarking/"
+       "Qwen3-235B-A22B.yaml @1ed4179f (the config its best_practice/qwen3 runs launch)"
+       for model in ("Qwen3-235B", "Qwen3-235B-A22B")},
+}
+
+
+def pipeline_split_recipe(row: dict) -> str | None:
+    """The recipe (:data:`PIPELINE_SPLIT_RECIPES`) that counts the embedding and the loss as
+    pipeline layers for this row, None for every other row."""
+    text = _text(row.get("source"))
+    return next((cite for (words, model), cite in PIPELINE_SPLIT_RECIPES.items()
+                 if words in text and str(row.get("model")) == model), None)
 
 DATA = Path(__file__).resolve().parents[1] / "derivations" / "throughput" / "public.json"  # a link in a clone, a copy in a wheel
 #: GPU names as sources print them → the hardware file (first match wins; lower case, spaces and
@@ -406,6 +430,22 @@ def _predict(row: dict, gpu_memory: int | None) -> Prediction:
     # FP8 training (Transformer Engine): the weight GEMMs at the FP8 peak, their inputs kept in FP8.
     fp8 = "fp8" in _text(lay.get("precision"))
     gpus = _count(hw_row, "gpus", "hardware") or fixed["tp"] * fixed["pp"] * fixed["dp"] * fixed["cp"]
+    uneven = {}
+    recipe = pipeline_split_recipe(row)
+    if recipe and fixed["pp"] > 1:
+        # Megatron-Core's rule as the chunks it builds; without interleaving that is a first and a last
+        # stage one layer short, which plan searches; with it the first and last *chunks* are short,
+        # a per-chunk layout that bill prices and plan does not search.
+        v = fixed.get("interleave", 1)
+        split = account_for_split_layout(model.layers, fixed["pp"], v, embedding=True, loss=True)
+        if v > 1:
+            return _nothing(row, name, hardware.name, layout_text, measured, convention,
+                            f"{recipe} counts the embedding and the loss as pipeline layers (Megatron-Core's "
+                            f"account_for_embedding/loss_in_pipeline_split): {model.layers} + 2 layers over "
+                            f"{fixed['pp']}×{v} chunks, the first and last chunk one short — a per-chunk layout "
+                            f"plan does not search (bill prices it: --pipeline-layout '{split}')")
+        chunks = split.split("|")
+        uneven = dict(first_stage_layers=chunks[0].count("t"), last_stage_layers=chunks[-1].count("t"))
     memory = gpu_memory or int(hardware.hbm_bytes)
     per_node = _count(hw_row, "gpus_per_node", "hardware") or hardware.nvlink_domain
     if hardware.nvlink_domain > per_node and "nvl" in _text(hw_row.get("gpu_type")):
@@ -421,7 +461,7 @@ def _predict(row: dict, gpu_memory: int | None) -> Prediction:
                 result = plan(model, gpus, memory, global_batch=_count(lay, "gbs", "layout", 0), optimizer=optimizer,
                               hardware=hardware, gpus_per_node=per_node, fixed=dict(fixed_sizes, zero=stage),
                               overlap=OVERLAPS[overlap], max_micro_batch=16, flash_attention=flash,
-                              fp8_activations=fp8)
+                              fp8_activations=fp8, **uneven)
             except ConfigError as error:
                 refused.append(str(error))
                 continue
