@@ -52,6 +52,10 @@ ROUTERS = {
     # OlmoeTopKRouter (models.families.olmoe): softmax in fp32, top-k, renormalised when norm_topk_prob
     "olmoe": parts.Router("olmoe", renormalize=False, weight_dtype="bf16"),
     "olmoe_norm": parts.Router("olmoe_norm", renormalize=True, weight_dtype="bf16"),
+    # PhimoeTopKRouter (models.families.phimoe): sparsemixer in training mode, weights in the activation dtype
+    "phimoe": parts.Router("phimoe", score="sparsemixer", renormalize=False, weight_dtype="bf16", sparsemixer=True),
+    "phimoe_jitter": parts.Router("phimoe_jitter", score="sparsemixer", renormalize=False, weight_dtype="bf16",
+                                  sparsemixer=True, input_jitter=True),
 }
 
 
