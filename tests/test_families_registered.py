@@ -30,11 +30,14 @@ def test_granite_multipliers_are_read_and_stated():
            "logits_scaling = 8" in note and "change no byte" in note
 
 
-@pytest.mark.parametrize("model_type, field", [("phi", "qk_layernorm"), ("stablelm", "qk_layernorm"),
-                                               ("phimoe", "num_experts_per_tok")])
-def test_what_a_family_does_not_model_is_one_line(model_type, field, tmp_path, capsys):
+@pytest.mark.parametrize("model_type, field, changes", [
+    ("phimoe", "num_experts_per_tok", {"num_experts_per_tok": 3}),
+    ("phi", "head_dim", {"qk_layernorm": True, "head_dim": 16}),  # q_layernorm is LayerNorm(h/a): HF fails too
+    ("olmoe", "clip_qkv", {"clip_qkv": -1.0}),
+])
+def test_what_a_family_does_not_model_is_one_line(model_type, field, changes, tmp_path, capsys):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(tiny(model_type, **{field: 3 if field == "num_experts_per_tok" else True})))
+    path.write_text(json.dumps(tiny(model_type, **changes)))
     assert main(["bill", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and field in err and model_type in err

@@ -256,12 +256,28 @@ def attention_output(width: Expr, o_bias: bool = False) -> Part:
     return Part(matmuls=(_linear("attention/output", a * width, h),))
 
 
-def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnorm") -> Part:
+def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnorm",
+            conv: Conventions | None = None) -> Part:
     """RMSNorm on the queries and keys before RoPE: over each head (``head``:
     Qwen3, Gemma-3; weight d_h each) or over all of them (``full``: OLMo-2;
-    weights a·d_h and g·d_h)."""
+    weights a·d_h and g·d_h). A LayerNorm over each head (its per-row mean and
+    rstd per head, dtype by ``conv``): ``head_layernorm`` one LayerNorm of
+    width d_h shared by the heads, weight and bias (Phi's ``qk_layernorm``:
+    transformers 5.24.0 models/phi/modeling_phi.py, ``q_layernorm``/``k_layernorm``);
+    ``head_layernorm_each`` one LayerNorm per head without bias, a·d_h and
+    g·d_h weights (StableLmLayerNormPerHead, models/stablelm/modeling_stablelm.py:
+    ``torch.split`` into views of one storage, each normed, then ``torch.cat``)."""
     if kind == "none":
         return NOTHING
+    if kind in ("head_layernorm", "head_layernorm_each"):
+        out = NOTHING
+        for prefix, heads in (("attention/query_norm", a), ("attention/key_norm", kv_heads)):
+            part = norm(prefix, "layernorm", width, conv, rows=heads, source=HF)
+            if kind == "head_layernorm_each":
+                part = Part((_weight(f"{prefix}_weight", (heads * width,), HF,
+                                     "one LayerNorm per head, no bias"),), part.saved)
+            out = out + part
+        return out
     if kind == "head":
         return (norm("attention/query_norm", norm_kind, width, rows=a)
                 + norm("attention/key_norm", norm_kind, width, rows=kv_heads))
