@@ -21,6 +21,9 @@ NOT_MODELLED = {
     **dict.fromkeys(("t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "longt5", "switch_transformers"),
                     "an encoder–decoder: an encoder stack, cross-attention in each decoder layer and two sequence "
                     "lengths would be needed"),
-    "llama4_text": "Llama 4's interleaved MoE layers (experts run over every token, sigmoid-scaled inputs, a shared "
-                   "expert) and chunked-attention layers would need parts of their own",
+    **dict.fromkeys(("llama4_text", "llama4"),
+                    "Llama 4's (text) layers differ by index (MoE every interleave_moe_layer_step-th layer with a "
+                    "shared expert and experts run over every token on sigmoid-scaled inputs; NoPE layers with temperature "
+                    "tuning, L2 qk-norm and chunked-attention masks on the RoPE layers): a per-layer-kind share for "
+                    "attention and a dense-experts part would be needed"),
 }
