@@ -75,6 +75,9 @@ TINY: dict[str, dict] = {
              "n_positions": 64},
     "falcon": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "vocab_size": 101,
                "max_position_embeddings": 64, "ffn_hidden_size": 80},
+    "phimoe": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "intermediate_size": 24, "vocab_size": 101, "max_position_embeddings": 64, "num_local_experts": 4,
+               "num_experts_per_tok": 2},
 }
 
 
@@ -207,12 +210,17 @@ SECOND: dict[str, dict] = {
     "cohere": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 36,
                "head_dim": 14, "attention_bias": True, "tie_word_embeddings": False},
     "olmoe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 14,
-              "num_experts": 5, "num_experts_per_tok": 3, "norm_topk_prob": True, "attention_bias": True},
+              "num_experts": 5, "num_experts_per_tok": 3, "norm_topk_prob": True, "attention_bias": True,
+              "clip_qkv": 8.0},
     "granitemoe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 14,
                    "head_dim": 14, "num_local_experts": 5, "num_experts_per_tok": 3, "attention_bias": True},
     "gptj": {"n_embd": 60, "n_head": 6, "n_inner": None, "rotary_dim": 4, "tie_word_embeddings": True},
     "falcon": {"hidden_size": 60, "num_attention_heads": 6, "new_decoder_architecture": True, "num_kv_heads": 2,
                "bias": True, "ffn_hidden_size": None, "tie_word_embeddings": False},
+    # Phi-3.5-MoE's published input_jitter_noise (0.01): the two in-place noise multiplies
+    "phimoe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 14,
+               "head_dim": 14, "num_local_experts": 5, "attention_bias": True, "lm_head_bias": True,
+               "input_jitter_noise": 0.01},
 }
 
 

@@ -30,10 +30,15 @@ def test_granite_multipliers_are_read_and_stated():
            "logits_scaling = 8" in note and "change no byte" in note
 
 
-@pytest.mark.parametrize("model_type, field", [("phi", "qk_layernorm"), ("stablelm", "qk_layernorm")])
-def test_what_a_family_does_not_model_is_one_line(model_type, field, tmp_path, capsys):
+@pytest.mark.parametrize("model_type, field, changes", [
+    ("phimoe", "num_experts_per_tok", {"num_experts_per_tok": 3}),
+    ("phi", "head_dim", {"qk_layernorm": True, "head_dim": 16}),  # q_layernorm is LayerNorm(h/a): HF fails too
+    ("olmoe", "clip_qkv", {"clip_qkv": -1.0}),
+    ("falcon", "alibi", {"alibi": True}),
+])
+def test_what_a_family_does_not_model_is_one_line(model_type, field, changes, tmp_path, capsys):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(tiny(model_type, **{field: True})))
+    path.write_text(json.dumps(tiny(model_type, **changes)))
     assert main(["bill", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and field in err and model_type in err
@@ -62,8 +67,8 @@ def test_structure_key_is_the_tuple_it_replaced():
 
 
 @pytest.mark.parametrize("model_type, needed", [("mamba", "scan part"), ("t5", "encoder stack"),
-                                                ("jamba", "scan part"), ("phimoe", "sparsemixer"),
-                                                ("llama4_text", "chunked-attention")])
+                                                ("jamba", "scan part"),
+                                                ("llama4_text", "chunked-attention"), ("llama4", "dense-experts")])
 def test_an_unmodelled_family_says_what_it_would_need(model_type, needed, tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": model_type, "num_hidden_layers": 2, "hidden_size": 48,
@@ -92,3 +97,23 @@ def test_the_mla_math_path_note_is_the_traced_gap():
     values = {**model.values(), "L": 1, "L_d": 0, "s": 6, "b": 2}
     fused = at(activations.total_bytes(composed.saved_tensors(model.recipe, "fused", "cpu")), **values)
     assert hf_layer_by_difference(raw, "sdpa", 6, 2)[0] - fused == 2 * per_layer
+
+
+def test_phimoe_router_keeps_what_sparsemixer_keeps():
+    """Phi-3.5-MoE's sparsemixer keeps, per token, two bool masks and two softmaxes over E (bf16), the two
+    sampled experts (int64) and their multipliers (bf16): 6E + 20 bytes beside the router's input; with
+    input_jitter_noise the two noise tensors of the router's input, 4h more (traced:
+    tests/test_family_traces.py)."""
+    from symbolic.ledgers import activations
+    from symbolic.models.architectures import composed
+    from _tracing import at
+
+    def router_bytes(raw):
+        model = hf.from_hf_dict(raw, "tiny")
+        saved = composed.saved_tensors(model.recipe, "fused", "cpu")
+        terms = [t for t in saved if t.name.startswith("moe/") and not t.name.startswith("moe/expert/")
+                 and t.name != "moe/router_input"]
+        return at(activations.total_bytes(type(saved)(tuple(terms))), **{**model.values(), "s": 1, "b": 1, "L": 1})
+
+    assert router_bytes(tiny("phimoe")) == 6 * 4 + 20
+    assert router_bytes(tiny("phimoe", input_jitter_noise=0.01)) == 6 * 4 + 20 + 4 * 48

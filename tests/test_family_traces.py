@@ -72,6 +72,25 @@ def test_variants(family, changes):
     _check(_config(family, "first", **changes), "eager", 6, 2)
 
 
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("family, dims, changes", [
+    ("phi", "first", {"qk_layernorm": True}),
+    ("phi", "second", {"qk_layernorm": True, "head_dim": None, "partial_rotary_factor": 0.4}),
+    ("stablelm", "second", {"qk_layernorm": True}),
+])
+def test_per_head_qk_layernorm(family, dims, changes, attention):
+    """Phi's qk_layernorm (one LayerNorm of width h/a over every head) and StableLM's
+    (StableLmLayerNormPerHead: a LayerNorm per head, split and cat): each keeps its input and the per-head
+    mean and rstd, to the byte; parameters as the meta-device model counts them. (OLMoE's clip_qkv is in
+    the second dimension set: SECOND.)"""
+    from _families import hf_parameter_count
+    from symbolic.bill.derive import make_bill
+
+    raw = _config(family, dims, **changes)
+    assert make_bill(hf.from_hf_dict(raw, "tiny")).totals["params"] == hf_parameter_count(raw)
+    _check(raw, attention, *((5, 2) if dims == "first" else (7, 3)))
+
+
 @pytest.mark.parametrize("family", hf.FAMILIES)
 def test_full_recompute_keeps_what_checkpointing_keeps(family):
     """Under torch.utils.checkpoint a layer keeps its input as it arrives, bf16 (2sbh) — not its

@@ -92,6 +92,8 @@ class Recipe:
     #: K and V taken from the fused output by index lists (``[..., [-2], :]``): each layer keeps the two
     #: one-element int64 indices (Falcon's multi_query and new_decoder_architecture)
     kv_indexed: bool = False
+    #: Q, K and V clamped in place (OLMoE's ``clip_qkv``): each ``clamp_`` keeps a copy of its input
+    clip_qkv: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -107,7 +109,7 @@ class Recipe:
 
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
-                "kv_indexed")
+                "kv_indexed", "clip_qkv")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

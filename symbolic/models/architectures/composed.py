@@ -52,6 +52,10 @@ ROUTERS = {
     # OlmoeTopKRouter (models.families.olmoe): softmax in fp32, top-k, renormalised when norm_topk_prob
     "olmoe": parts.Router("olmoe", renormalize=False, weight_dtype="bf16"),
     "olmoe_norm": parts.Router("olmoe_norm", renormalize=True, weight_dtype="bf16"),
+    # PhimoeTopKRouter (models.families.phimoe): sparsemixer in training mode, weights in the activation dtype
+    "phimoe": parts.Router("phimoe", score="sparsemixer", renormalize=False, weight_dtype="bf16", sparsemixer=True),
+    "phimoe_jitter": parts.Router("phimoe_jitter", score="sparsemixer", renormalize=False, weight_dtype="bf16",
+                                  sparsemixer=True, input_jitter=True),
 }
 
 
@@ -61,7 +65,7 @@ def head_width(recipe: Recipe) -> Expr:
 
 
 def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = g, mask_dtype: str = "mask",
-               per_head: bool = False) -> parts.Part:
+               per_head: bool = False, conv=None) -> parts.Part:
     if recipe.attention == "mla":
         projections = parts.mla_projections(r_q, r_kv, d_n, d_r, d_v, recipe.q_lora, recipe.o_bias)
         return (projections + parts.mla_saved(r_q, r_kv, d_n, d_r, d_v, recipe.q_lora)
@@ -81,7 +85,12 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
                         "one per position, shared by the batch") for name in names))
     projections = (parts.attention_projections(width, kv_heads, recipe.qkv_bias, recipe.o_bias, recipe.fused_qkv,
                                                layer_input=layer_input)
-                   + parts.qk_norm(recipe.qk_norm, width, kv_heads, qk_kind))
+                   + parts.qk_norm(recipe.qk_norm, width, kv_heads, qk_kind, conv))
+    if recipe.clip_qkv:  # OLMoE: query_states.clamp_(...) on each projection's output, before the reshape
+        projections = projections + parts.Part(saved=tuple(
+            parts._split(f"attention/{name}_clamp_input", n, note="clamp_ is in place: autograd keeps a copy of "
+                         "its input (the projection's output) for the clamp's mask in backward")
+            for name, n in (("query", a * width), ("key", kv_heads * width), ("value", kv_heads * width))))
     core_heads = a if recipe.kv_materialized else kv_heads
     core = parts.attention_core(width, core_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
                                 mask_dtype=mask_dtype, per_head=per_head)
@@ -133,7 +142,7 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
         return part
 
     def attention(layer_input=False):
-        return _attention(recipe, kernel, layer_input, kv_heads, conv.dropout_mask, wording.per_head)
+        return _attention(recipe, kernel, layer_input, kv_heads, conv.dropout_mask, wording.per_head, conv)
 
     def drop(block):  # x + dropout(block(x)): the mask of the block's output
         if not dropout:

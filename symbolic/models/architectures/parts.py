@@ -256,12 +256,28 @@ def attention_output(width: Expr, o_bias: bool = False) -> Part:
     return Part(matmuls=(_linear("attention/output", a * width, h),))
 
 
-def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnorm") -> Part:
+def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnorm",
+            conv: Conventions | None = None) -> Part:
     """RMSNorm on the queries and keys before RoPE: over each head (``head``:
     Qwen3, Gemma-3; weight d_h each) or over all of them (``full``: OLMo-2;
-    weights a·d_h and g·d_h)."""
+    weights a·d_h and g·d_h). A LayerNorm over each head (its per-row mean and
+    rstd per head, dtype by ``conv``): ``head_layernorm`` one LayerNorm of
+    width d_h shared by the heads, weight and bias (Phi's ``qk_layernorm``:
+    transformers 5.24.0 models/phi/modeling_phi.py, ``q_layernorm``/``k_layernorm``);
+    ``head_layernorm_each`` one LayerNorm per head without bias, a·d_h and
+    g·d_h weights (StableLmLayerNormPerHead, models/stablelm/modeling_stablelm.py:
+    ``torch.split`` into views of one storage, each normed, then ``torch.cat``)."""
     if kind == "none":
         return NOTHING
+    if kind in ("head_layernorm", "head_layernorm_each"):
+        out = NOTHING
+        for prefix, heads in (("attention/query_norm", a), ("attention/key_norm", kv_heads)):
+            part = norm(prefix, "layernorm", width, conv, rows=heads, source=HF)
+            if kind == "head_layernorm_each":
+                part = Part((_weight(f"{prefix}_weight", (heads * width,), HF,
+                                     "one LayerNorm per head, no bias"),), part.saved)
+            out = out + part
+        return out
     if kind == "head":
         return (norm("attention/query_norm", norm_kind, width, rows=a)
                 + norm("attention/key_norm", norm_kind, width, rows=kv_heads))
@@ -509,7 +525,14 @@ class Router:
     by. logits_fp32: the router runs in fp32 (DeepSeek: its weight is fp32
     and its input upcast, so the upcast input is kept). topk_first: top-k of the
     logits first, then the softmax over those k (GraniteMoe): the kept scores are k
-    per token, not E.
+    per token, not E. sparsemixer: Phi-3.5-MoE's router (transformers 5.24.0
+    models/phimoe/modeling_phimoe.py ``sparsemixer``, training mode): two rounds, each a
+    bool threshold mask kept by ``masked_fill``, a Gumbel-sampled expert (int64, kept by
+    ``gather``, ``scatter`` and ``PhimoeMultiplier``), a softmax over E in the activation dtype
+    (kept by its backward and by ``PhimoeMultiplier``) and the gathered multiplier (kept by
+    ``PhimoeMultiplier``); k is 2 by construction. input_jitter: ``input_jitter_noise`` > 0:
+    the block and the router each multiply the router's input in place by a uniform noise
+    tensor, which the multiply keeps.
     """
 
     name: str
@@ -519,6 +542,8 @@ class Router:
     logits_fp32: bool = False
     extra: tuple = field(default=())
     topk_first: bool = False
+    sparsemixer: bool = False
+    input_jitter: bool = False
 
 
 def moe(router: Router, expert_ffn: Expr = f_e, shared_width: Expr | None = None, shared_gate: bool = False,
@@ -582,6 +607,9 @@ def moe_router(router: Router, experts: Expr = E, top_k: Expr = k, share: Expr =
     mms = (Matmul("layer/moe/router", share, b * s, h, experts, True, "layer", paper),)
     saved = [_tokens("moe/router_input", h, note="the router's and the experts' gathers' input", source=source,
                      share=share)]
+    if router.sparsemixer:
+        saved += sparsemixer_saved(experts, top_k, router.input_jitter, share, source)
+        return Part(params, tuple(saved), mms)
     if router.logits_fp32:
         saved.append(_tokens("moe/router_input_fp32", h, "fp32", note="router input upcast to fp32", source=source,
                              share=share))
@@ -597,6 +625,40 @@ def moe_router(router: Router, experts: Expr = E, top_k: Expr = k, share: Expr =
     saved += [replace(term, shape=(share, *term.shape), split_dim=term.split_dim + 1) if share != 1 else term
               for term in router.extra]
     return Part(params, tuple(saved), mms)
+
+
+def sparsemixer_saved(experts: Expr = E, top_k: Expr = k, input_jitter: bool = False, share: Expr = Integer(1),
+                      source: str = HF) -> tuple:
+    """What Phi-3.5-MoE's sparsemixer keeps per token in training mode (transformers 5.24.0
+    models/phimoe/modeling_phimoe.py, ``sparsemixer`` and ``PhimoeMultiplier``), besides the
+    router's input: per round (the first pick, then the second with the first masked out by
+    ``scatter``) the threshold mask (bool, E), the softmax of the masked logits (activation
+    dtype, E), the sampled expert (int64) and its gathered multiplier (activation dtype). The
+    Gumbel noise, the ``max`` that picks the midpoint mask and the concatenated weights are
+    not kept (nothing of the backward graph holds them). ``input_jitter``: the two in-place
+    noise multiplies of the router's input keep their (s, b, h) noise tensors."""
+    def tokens(name, last, dtype, note):
+        return _tokens(name, last, dtype, note=note, source=source, share=share)
+
+    saved = []
+    if input_jitter:
+        saved += [tokens("moe/input_jitter", h, "bf16", "input_jitter_noise: the block's uniform noise, kept by "
+                         "the in-place multiply of the router's input"),
+                  tokens("moe/router_input_jitter", h, "bf16", "input_jitter_noise: the router's own uniform noise, "
+                         "kept by its second in-place multiply")]
+    saved += [
+        tokens("moe/sparsemixer_mask", experts, "mask", "first round's threshold mask, kept by masked_fill"),
+        tokens("moe/router_scores", experts, "bf16", "softmax of the masked logits (first round), kept by its "
+               "backward and by PhimoeMultiplier"),
+        tokens("moe/sparsemixer_mask_second", experts, "mask", "second round's threshold mask, kept by masked_fill"),
+        tokens("moe/router_scores_second", experts, "bf16", "softmax of the second round's masked logits, kept by "
+               "its backward and by PhimoeMultiplier"),
+        tokens("moe/topk_indices", top_k, "int64", "the two Gumbel-sampled experts (one per round), kept by "
+               "gather, scatter and PhimoeMultiplier"),
+        tokens("moe/sparsemixer_multipliers", top_k, "bf16", "each round's gathered softmax value, kept by "
+               "PhimoeMultiplier"),
+    ]
+    return tuple(saved)
 
 
 def routed_experts(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k,

@@ -6,6 +6,8 @@ V, O, an RMSNorm over all query features (``hidden_size``) and over all key feat
 OlmoeSparseMoeBlock: OlmoeTopKRouter (softmax in fp32, top-k, renormalised when
 ``norm_topk_prob``, weights cast back to bf16) and OlmoeExperts (the eager loop), whose code is
 Qwen3-MoE's (diffed in 5.24.0: only the experts' width differs, ``intermediate_size`` here).
+``clip_qkv``: Q, K and V clamped in place (``clamp_``) after their projections; each in-place
+clamp keeps a copy of its input for backward (traced: 2·s·b·(a + 2g)·d_h bytes per layer).
 """
 from ..config import Recipe
 from .base import Read, source
@@ -24,9 +26,9 @@ DEFAULTS = {"intermediate_size": 2048, "max_position_embeddings": 4096, "num_key
 
 
 def read(fields) -> Read:
-    if fields.value("clip_qkv") is not None:  # in-place clamp_ of Q, K, V: its masks are not modelled
-        fields.refuse("clip_qkv", fields.value("clip_qkv"), "OLMoE with clip_qkv null (the in-place clamps of Q, K "
-                      "and V are not modelled)")
+    clip = fields.value("clip_qkv")
+    if clip is not None and (isinstance(clip, bool) or not isinstance(clip, (int, float)) or clip <= 0):
+        fields.refuse("clip_qkv", clip, "clip_qkv null or a positive bound")
     if fields.value("head_dim") not in (None, fields.hidden // fields.heads):
         # q_norm is RMSNorm(hidden_size): HF's own layer only runs with heads of width h/a
         fields.refuse("head_dim", fields.value("head_dim"), "OLMoE with heads of width hidden_size/num_attention_heads")
@@ -35,7 +37,7 @@ def read(fields) -> Read:
         fields.refuse("num_experts_per_tok", top_k, f"at most num_experts ({experts}) experts per token")
     bias = fields.flag("attention_bias")
     recipe = Recipe(MODEL_TYPE, qkv_bias=bias, o_bias=bias, qk_norm="full", activation=fields.activation(),
-                    moe="olmoe_norm" if fields.flag("norm_topk_prob") else "olmoe")
+                    moe="olmoe_norm" if fields.flag("norm_topk_prob") else "olmoe", clip_qkv=clip is not None)
     ffn = fields.count("intermediate_size")
     return Read(recipe, ffn=ffn, kv_heads=fields.count("num_key_value_heads", fields.heads),
                 seq=fields.count("max_position_embeddings"), moe=(experts, top_k, ffn, 0))

@@ -19,11 +19,15 @@ DEFAULTS = {"intermediate_size": 8192, "max_position_embeddings": 2048, "num_key
 
 
 def read(fields) -> Read:
-    if fields.flag("qk_layernorm"):  # per-head LayerNorm of width h/a on Q and K (Phi-1.5 variants)
-        fields.refuse("qk_layernorm", True, "Phi without qk_layernorm (the per-head LayerNorms are not modelled)")
+    qk_layernorm = fields.flag("qk_layernorm")  # one LayerNorm of width h/a over each head of Q, one of K
+    if qk_layernorm and fields.value("head_dim") not in (None, fields.hidden // fields.heads):
+        # q_layernorm is LayerNorm(hidden_size // num_attention_heads): HF's own layer only runs at that width
+        fields.refuse("head_dim", fields.value("head_dim"), "Phi's qk_layernorm with heads of width "
+                      "hidden_size/num_attention_heads")
     rotary_factor(fields, 0.5)  # any factor: the slices and torch.cat keep the same storages
     recipe = Recipe(MODEL_TYPE, norm="layernorm", residual="parallel_shared", qkv_bias=True, o_bias=True,
-                    mlp="plain", activation=fields.activation(), mlp_bias=True, rotary_cat=True, logits_bias=True)
+                    mlp="plain", activation=fields.activation(), mlp_bias=True, rotary_cat=True, logits_bias=True,
+                    qk_norm="head_layernorm" if qk_layernorm else "none")
     return Read(recipe, ffn=fields.count("intermediate_size"), kv_heads=fields.count("num_key_value_heads",
                                                                                        fields.heads),
                 seq=fields.count("max_position_embeddings"), head_dim=fields.count("head_dim"))

@@ -21,14 +21,13 @@ DEFAULTS = {"intermediate_size": 6912, "max_position_embeddings": 4096, "num_key
 
 
 def read(fields) -> Read:
-    if fields.flag("qk_layernorm"):  # StableLmLayerNormPerHead: a LayerNorm per head, split and cat
-        fields.refuse("qk_layernorm", True, "StableLM without qk_layernorm (the per-head LayerNorms are not "
-                      "modelled)")
+    qk_layernorm = fields.flag("qk_layernorm")  # StableLmLayerNormPerHead: a LayerNorm per head, split and cat
     rotary_factor(fields, 0.25)
     bias = fields.flag("use_qkv_bias")
     recipe = Recipe(MODEL_TYPE, norm="layernorm", qkv_bias=bias,
                     residual="parallel_shared" if fields.flag("use_parallel_residual") else "sequential",
-                    activation=fields.activation(), rotary_cat=True)
+                    activation=fields.activation(), rotary_cat=True,
+                    qk_norm="head_layernorm_each" if qk_layernorm else "none")
     return Read(recipe, ffn=fields.count("intermediate_size"),
                 kv_heads=fields.count("num_key_value_heads", fields.heads),
                 seq=fields.count("max_position_embeddings"))  # StableLmAttention: head_dim = h // a, always
