@@ -127,6 +127,29 @@ def add_lever_options(parser: argparse.ArgumentParser) -> None:
         add(group, name)
 
 
+#: The levers plan and solve carry (``search.plan.lever_expressions``): the bill's, less the options
+#: those commands have of their own (--optimizer-impl, --flash-attention).
+SWEEP_LEVERS = ("lora", "lora_targets", "base_dtype", "offload", "activation_offload")
+
+
+def add_sweep_lever_options(parser: argparse.ArgumentParser) -> None:
+    """plan's and solve's memory levers: LoRA, QLoRA's base, offload, activation offload (the bill's options)."""
+    group = parser.add_argument_group("memory levers")
+    for name in SWEEP_LEVERS[:3]:
+        add(group, name)
+    group.add_argument("--no-double-quant", action="store_true", help="NF4 constants in fp32 (QLoRA without DQ)")
+    for name in SWEEP_LEVERS[3:]:
+        add(group, name)
+
+
+def levers_from_args(args) -> dict:
+    """The levers given, as Layout fields (those at their defaults left out)."""
+    given = {name: getattr(args, name, OPTIONS[name].default) for name in SWEEP_LEVERS}
+    given["double_quant"] = not getattr(args, "no_double_quant", False)
+    defaults = Layout()
+    return {name: value for name, value in given.items() if value != getattr(defaults, name)}
+
+
 def layout_from_args(args, model: ModelConfig | None = None) -> Layout:
     """The layout the options give, a flag that changes nothing (SP at t = 1, ZeRO at d·c = 1) turned
     off with a note on stderr (:func:`symbolic.layout.layout.settle_no_ops`), as Megatron-LM does."""

@@ -51,7 +51,8 @@ def add_arguments(parser) -> None:
     _options.add_from_option(parser)
     T = _options.INT_TYPES
     parser.add_argument("--gpus", type=T["gpus"], required=True, help="number of GPUs N = t·p·d·c (at most 10^7)")
-    parser.add_argument("--seq", type=T["seq"], default=0, help="sequence length s (default: the model's)")
+    parser.add_argument("--seq", type=T["seq"], default=0, help="sequence length s (default: the model's training "
+                        "length, else 4096 capped by max_position_embeddings)")
     parser.add_argument("--global-batch", type=T["global_batch"], default=0,
                         help="sequences per iteration (default: one micro-batch per data-parallel rank)")
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B)")
@@ -65,6 +66,7 @@ def add_arguments(parser) -> None:
                         help="every layout runs the fused attention kernel on a GPT layer: no s×s tensor saved, "
                              "Q·Kᵀ recomputed in its backward (LLaMA/MoE layers have it)")
     _options.add_loss_option(parser)
+    _options.add_sweep_lever_options(parser)
     parser.add_argument("--top", type=_options.bounded_int(0, 10**9), default=10,
                         help=f"layouts to show (0: all that fit, at most {MAX_LISTED:,}; default 10)")
     parser.add_argument("--json", action="store_true", help="the layouts as JSON, exact integers in bytes and FLOPs")
@@ -122,7 +124,7 @@ def run(args) -> int:
                       last_stage_layers=args.last_stage_layers,
                       flash_attention=args.flash_attention or getattr(_options.framework_preset(args), "attention",
                                                                       "") == "fused",
-                      loss=_options.loss_from_args(args, model))
+                      loss=_options.loss_from_args(args, model), levers=_options.levers_from_args(args))
     elapsed = time.perf_counter() - start
     shown = result.ranked(min(args.top or MAX_LISTED, MAX_LISTED))  # each listed layout is evaluated exactly
     closest = None if shown else result.closest()
@@ -439,6 +441,8 @@ def _describe(layout) -> str:
 def render_json(result, shown, closest, gpu=None) -> str:
     import json
 
+    from ..models.config import seq_origin
+
     data = {
         "model": result.model.name, "gpus": result.gpus, "gpu_memory_bytes": result.gpu_memory,
         "margin_bytes": result.margin, "usable_bytes": result.usable, "seq": result.seq or result.model.seq,
@@ -448,6 +452,8 @@ def render_json(result, shown, closest, gpu=None) -> str:
         "hardware": {"name": result.hardware.name, "peak_flops": result.hardware.peak_bf16_flops,
                      "gpus_per_node": result.gpus_per_node, "overlap": result.overlap.describe()},
         "assumptions": _assumptions(result), "rules": result.rules,
+        **({"seq_from": seq_origin(result.model, result.seq_given)} if seq_origin(result.model, result.seq_given)
+           else {}),
         "evaluated": result.evaluated, "fitting": len(result.order),
         "layouts": [item.as_dict() for item in shown],
         "closest": closest.as_dict() if closest is not None else None,

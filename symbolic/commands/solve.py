@@ -15,6 +15,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max", required=True, choices=sorted(_TARGETS),
                         help="what to maximise (its own layout option, if given, is ignored)")
     _options.add_layout_options(parser)
+    _options.add_sweep_lever_options(parser)
     parser.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
                         help="foreach: PyTorch's default step (fp32 temporaries of the shard); fused: FusedAdam (none)")
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B, 175e9)")
@@ -140,6 +141,9 @@ def render_json(limit, gpu=None) -> str:
         value = Rational(value)
         return int(value) if value.is_Integer else f"{value.p}/{value.q}"
 
+    from ..layout.layout import Layout
+    from ..models.config import seq_origin
+
     data = {
         "model": limit.model.name, "target": limit.target, limit.target: limit.answer,
         "inequality": limit.inequality(),
@@ -158,6 +162,12 @@ def render_json(limit, gpu=None) -> str:
                   "fits": limit.answer_fits(), "next_value": limit.next_value,
                   "next_total_bytes": num(limit.total_at_next), "next_fits": limit.next_fits()},
     }
+    plain = Layout()
+    for name in _options.SWEEP_LEVERS + ("double_quant",):  # the memory levers, when set (the layout line says them)
+        if getattr(lay, name) != getattr(plain, name):
+            data["layout"][name] = getattr(lay, name)
+    if limit.target != "seq" and seq_origin(limit.model, lay.seq):  # s not given: where it comes from
+        data["layout"]["seq_from"] = seq_origin(limit.model, lay.seq)
     if gpu is not None:  # which option set the memory (--gpu, --gpu-memory)
         data["gpu"] = gpu.as_dict()
     return json.dumps(data, indent=2, allow_nan=False)  # never Infinity/NaN: not JSON

@@ -16,6 +16,7 @@ def add_arguments(parser) -> None:
     _options.add_from_option(parser)
     _options.add_layout_options(parser)
     _options.add_pipeline_layout_option(parser)
+    _options.add_sweep_lever_options(parser)  # LoRA, QLoRA's base, offload, activation offload (the bill's)
     parser.add_argument("--optimize", action="append", default=[], metavar="NAME",
                         help="apply an optimisation (repeatable): zero, fp8-weights, fp8-optimizer, optimizer-offload, "
                              "activation-offload, fp8-activations, flash-attention, fused-cross-entropy")
@@ -36,6 +37,7 @@ def report(model, layout, options, gpu_memory=None, stage: str = "first") -> dic
     """Everything the command prints, as plain data (exact integers), for pipeline ``stage``."""
     from sympy import sstr
 
+    from ..models.config import seq_origin
     from ..step import timeline as T
 
     tl = T.build(model, layout, options, stage=stage)
@@ -61,6 +63,9 @@ def report(model, layout, options, gpu_memory=None, stage: str = "first") -> dic
         "instants": [{"instant": label, **row, "reserved": r} for (label, row), r in zip(result.rows, reserved)],
         "notes": tl.notes,
     }
+    out["layout"]["seq"] = layout.seq or model.seq
+    if seq_origin(model, layout.seq):  # s was not given: where it comes from (the layout line says it)
+        out["layout"]["seq_from"] = seq_origin(model, layout.seq)
     if gpu_memory:
         out["gpu_memory_bytes"] = gpu_memory
         out["headroom_bytes"] = gpu_memory - result.peak

@@ -414,7 +414,8 @@ def _int(name: str, help: str, default=1, low: int = 1, high: int | None = None,
 #: Every option a user sets, by its API keyword. The CLI's flag is the name, dashed.
 OPTIONS: dict[str, Option] = {option.name: option for option in (
     # the layout (symbolic.layout.Layout)
-    _int("seq", "sequence length s (default: the model's)", default=0),
+    _int("seq", "sequence length s (default: the model's training length, else 4096 capped by "
+         "max_position_embeddings)", default=0),
     _int("micro_batch", "micro-batch size b (default 1)"),
     _int("tp", "tensor-parallel size t"),
     _int("pp", "pipeline-parallel size p"),
