@@ -219,3 +219,31 @@ def _api_flags(flags: list[str]) -> dict:
             out[name] = True
             i += 1
     return out
+
+
+def test_one_breakdown_at_a_forward_peak():
+    """A forward-peak verdict (SimuMax's DeepSeek-V2 truncated to 4 layers, p = 2, e = 4, the shipped row): the
+    total line, the bar legend and the JSON name the same parts, summing to total_bytes."""
+    from fractions import Fraction
+
+    from symbolic.core.units import fmt
+    from symbolic.render.summary import PART_NAMES, bill_summary
+    from symbolic.render.terminal import bar_and_legend, bill_data
+    from symbolic.search import throughput
+
+    run = next(r for r in json.loads(throughput.DATA.read_text())
+               if r["source"].startswith("MooreThreads/SimuMax") and r["model"].startswith("deepseekv2")
+               and r["layout"]["pp"] == 2)
+    layout = Layout(tp=1, pp=2, dp=4, ep=4, zero=1, micro_batch=1, global_batch=run["layout"]["gbs"],
+                    optimizer="bf16-adam-fp32-grads", optimizer_impl="fused", loss="vocab-parallel")
+    bill = make_bill(throughput._model(run), layout, gpu_memory=180 * GB)
+    data = bill_data(bill)
+    assert data["verdict_phase"] == "forward, last layer of the chunk"
+    parts = {cls: Fraction(value) for cls, value in data["verdict_parts"].items()}
+    assert sum(parts.values()) == Fraction(data["total_bytes"])
+    expected = [(PART_NAMES[cls], fmt(size, "GB").removesuffix(" GB")) for cls, size in parts.items() if size]
+    total_line = next(line for line in bill_summary(data, 400) if line.startswith("total per GPU:"))
+    assert "at the forward, last layer of the chunk of the first stage" in total_line
+    assert _gb_parts(total_line.split(" = ", 1)[1].split(";")[0]) == expected
+    legend = bar_and_legend(bill, 400)[1].plain
+    assert _gb_parts(legend)[:len(expected)] == expected
