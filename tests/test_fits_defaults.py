@@ -127,6 +127,8 @@ def test_solve_qlora_max_seq_is_checked_by_the_bill(capsys):
     assert at == data["check"]["total_bytes"] and at <= usable < after
     api = symbolic.solve("llama-3-8b", max="seq", lora=16, base_dtype="nf4", gpu="h100")
     assert api.answer == 9436
+    assert data["max_positions"] == 8192  # memory allows 9,436; the answer says the table does not
+    assert "s = 9,436 is beyond the config's max_position_embeddings (8,192)" in "\n".join(api.summary(200))
 
 
 @pytest.mark.parametrize("levers", LEVERS + [dict(offload="params", dp=8, zero=3)],

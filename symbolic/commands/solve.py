@@ -166,6 +166,8 @@ def render_json(limit, gpu=None) -> str:
     for name in _options.SWEEP_LEVERS + ("double_quant",):  # the memory levers, when set (the layout line says them)
         if getattr(lay, name) != getattr(plain, name):
             data["layout"][name] = getattr(lay, name)
+    if limit.target == "seq" and limit.model.max_positions:  # the config's position table (RoPE: its trained range)
+        data["max_positions"] = limit.model.max_positions
     if limit.target != "seq" and seq_origin(limit.model, lay.seq):  # s not given: where it comes from
         data["layout"]["seq_from"] = seq_origin(limit.model, lay.seq)
     if gpu is not None:  # which option set the memory (--gpu, --gpu-memory)

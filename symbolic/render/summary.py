@@ -273,6 +273,10 @@ def solve_summary(data: dict, width: int = 80) -> list[str]:
         if check.get("next_value") is not None:
             out.append(f"  the next valid {letter} = {check['next_value']}: "
                        + verdict(number(check["next_total_bytes"]), data["usable_bytes"]))
+        table = data.get("max_positions")
+        if target == "seq" and table and data[target] > table:  # memory allows it; the model's positions do not
+            out.append(f"  s = {data[target]:,} is beyond the config's max_position_embeddings ({table:,}): "
+                       "positions the model was not trained for")
     if data.get("gpu"):
         out.append(gpu_line(data["gpu"], time=False))
     return [piece for line in out for piece in wrap(line, width, subsequent="    ")]
