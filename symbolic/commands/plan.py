@@ -323,7 +323,7 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
     layouts fit, the best one against the GPU), the assumptions, the table
     (a compact form below 160 columns)."""
     from ..core.numeric import fmt
-    from ..render.summary import plan_summary, wrap
+    from ..render.summary import lever_words, plan_summary, wrap
 
     model = result.model
     s = result.seq or model.seq
@@ -339,6 +339,7 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
                 + f", {result.optimizer}, {result.dtype} activations"
                 + (" (linear inputs in FP8)" if result.fp8_activations else "")
                 + (", fused attention kernel" if result.flash_attention else "")
+                + "".join(", " + words for words in lever_words(result.levers))
                 + f", {result.loss} loss; {margin_words(result.margin)}", width)
     out += wrap(f"{result.evaluated:,} valid layouts evaluated in {elapsed * 1e3:.0f} ms; {len(result.order):,} fit",
                 width)

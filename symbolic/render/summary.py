@@ -110,7 +110,20 @@ def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...]
     for key in ("optimizer", "dtype"):
         if layout.get(key):
             words.append(layout[key] + (" activations" if key == "dtype" else ""))
-    if layout.get("lora"):  # the memory levers (Layout's lora, base_dtype, offload, activation_offload)
+    words += lever_words(layout)
+    if layout.get("loss"):  # the loss kernel, a choice like the attention kernel (Layout.loss)
+        words.append(f"{layout['loss']} loss")
+    if layout.get("global_batch"):
+        steady = p > 1 and layout["global_batch"] == p * (layout.get("micro_batch", 1) or 1) * d
+        words.append(f"global batch {layout['global_batch']}"
+                     + (f" (m = p = {p}: the pipeline's steady state)" if steady else ""))
+    return ", ".join(words)
+
+
+def lever_words(layout: dict) -> list[str]:
+    """The memory levers of a layout (Layout's lora, base_dtype, offload, activation_offload), in words."""
+    words = []
+    if layout.get("lora"):
         words.append(f"LoRA r={layout['lora']}"
                      + (f" ({layout['lora_targets']})" if layout.get("lora_targets", "all-linear") != "all-linear"
                         else "")
@@ -119,13 +132,7 @@ def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...]
         words.append(f"{layout['offload']} offload")
     if layout.get("activation_offload"):
         words.append("activation offload")
-    if layout.get("loss"):  # the loss kernel, a choice like the attention kernel (Layout.loss)
-        words.append(f"{layout['loss']} loss")
-    if layout.get("global_batch"):
-        steady = p > 1 and layout["global_batch"] == p * (layout.get("micro_batch", 1) or 1) * d
-        words.append(f"global batch {layout['global_batch']}"
-                     + (f" (m = p = {p}: the pipeline's steady state)" if steady else ""))
-    return ", ".join(words)
+    return words
 
 
 def verdict(total, capacity, what: str = "per GPU") -> str:
