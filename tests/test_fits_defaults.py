@@ -113,6 +113,8 @@ def test_plan_lora_cli_matches_the_bill_and_is_faster_than_full_training(capsys)
     full = plan(preset("llama-3-8b"), 8, 80 * GB, fixed={"tp": 1, "pp": 1, "recompute": "none", "zero": 1,
                                                          "micro_batch": best["micro_batch"], "cp": best["cp"]})
     assert best["step_seconds"] < full.ranked(1)[0].step_seconds
+    api = symbolic.plan("llama-3-8b", gpus=8, gpu="h100", lora=16, tp=1, pp=1, zero=1, recompute="none", top=1)
+    assert api.best == best
 
 
 def test_solve_qlora_max_seq_is_checked_by_the_bill(capsys):
