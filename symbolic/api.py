@@ -78,6 +78,15 @@ def default_loss(config: ModelConfig) -> str:
     return usual(config)
 
 
+def _levers(**given) -> dict:
+    """plan's memory levers (LoRA, QLoRA's base, offload, activation offload) as Layout fields, those
+    at their defaults left out (``commands._options.levers_from_args``)."""
+    from .layout.layout import Layout
+
+    plain = Layout()
+    return {name: value for name, value in given.items() if value != getattr(plain, name)}
+
+
 def _layout(**options):
     from .layout.layout import Layout
 
@@ -286,8 +295,11 @@ class Bill(Result):
         return text + "\n\n" + "\n".join(wrap_lines("\n".join(time_lines(self.step, self.engine)), width))
 
     def _bar(self):
-        totals = self.engine.totals
-        return (totals["model_states_bytes"], totals["activation_bytes"], totals.get("gpu_memory_bytes"))
+        from .render.summary import verdict_parts
+
+        totals = self.engine.totals  # the verdict's instant, part by part: the summary's "total = parts"
+        parts = [("states" if cls == "model_states" else cls, name, size) for cls, name, size in verdict_parts(totals)]
+        return (parts, totals.get("gpu_memory_bytes"))
 
     def _repr_latex_(self) -> str:
         from .render.notebook import bill_latex
@@ -395,7 +407,8 @@ def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int =
          optimizer: str = "bf16-adam", dtype: str = "bf16", top: int = 10, margin=None, hardware: str | None = None,
          overlap: str = "default", max_micro_batch: int = 16, gpus_per_node: int | None = None,
          moe_capacity_factor="1", gpu: str | None = None, loss: str | None = None, framework: str | None = None,
-         **fixed) -> Plan:
+         lora: int = 0, lora_targets: str = "all-linear", base_dtype: str = "bf16", double_quant: bool = True,
+         offload: str = "none", activation_offload: bool = False, **fixed) -> Plan:
     """``symbolic plan``: sweep every valid layout of ``model`` on ``gpus`` GPUs
     of ``gpu_memory``; ``fixed`` pins a choice (``tp=8``, ``sp=True``,
     ``recompute="selective"``, ``zero=1``, ``micro_batch``, ``pp``, ``dp``,
@@ -424,7 +437,9 @@ def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int =
         params_hand=params, optimizer=shared.optimizer, dtype=dtype, hardware=choice.hardware,
         max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node,
         fixed={name: fixed.get(name) for name in FIXABLE}, overlap=hidden,
-        moe_capacity=moe_capacity_factor, loss=shared.loss, flash_attention=shared.flash_attention))
+        moe_capacity=moe_capacity_factor, loss=shared.loss, flash_attention=shared.flash_attention,
+        levers=_levers(lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
+                       offload=offload, activation_offload=activation_offload)))
     elapsed = time.perf_counter() - start
     from .render.plan import MAX_LISTED
 
@@ -464,7 +479,9 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
           tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1, sp: bool = False, recompute: str = "none",
           zero: int = 0, optimizer: str = "bf16-adam", interleave: int = 1, dtype: str = "bf16",
           global_batch: int = 0, gpu: str | None = None, loss: str | None = None,
-          framework: str | None = None) -> Solve:
+          framework: str | None = None,
+          lora: int = 0, lora_targets: str = "all-linear", base_dtype: str = "bf16", double_quant: bool = True,
+          offload: str = "none", activation_offload: bool = False) -> Solve:
     """``symbolic solve``: the largest ``max`` (``"micro-batch"`` or ``"seq"``)
     for which the layout fits ``gpu_memory``, solved exactly and checked by the bill."""
     from .search.solve import solve_limit
@@ -476,7 +493,9 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
     memory = choice.memory
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
-                     global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config))
+                     global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config),
+                     lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
+                     offload=offload, activation_offload=activation_offload)
     filled, layout, _ = _preset(framework, layout)
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
@@ -524,7 +543,9 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
              bucket="25MiB", seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int = 1,
              cp: int = 1, sp: bool = False, recompute: str = "none", zero: int = 0, optimizer: str = "bf16-adam",
              interleave: int = 1, dtype: str = "bf16", global_batch: int = 0, gpu: str | None = None,
-             loss: str | None = None, framework: str | None = None) -> Timeline:
+             loss: str | None = None, framework: str | None = None,
+             lora: int = 0, lora_targets: str = "all-linear", base_dtype: str = "bf16", double_quant: bool = True,
+             offload: str = "none", activation_offload: bool = False) -> Timeline:
     """``symbolic timeline``: the four lifetime classes over one step, the peak
     and its phase t*; ``optimize`` names optimisations (``"flash-attention"``, ...)."""
     from .render.timeline import report
@@ -534,7 +555,9 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
     config = _model(model)
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
-                     global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config))
+                     global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config),
+                     lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
+                     offload=offload, activation_offload=activation_offload)
     filled, layout, _ = _preset(framework, layout)
     comm = CommSettings(nccl_buffsize, nccl_channels, bucket)
     choice = _gpu_choice(gpu, gpu_memory, None)

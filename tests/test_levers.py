@@ -111,8 +111,11 @@ def test_parameter_offload_needs_no_model_parallelism():
 
 
 def test_the_timeline_refuses_what_it_does_not_model():
-    with pytest.raises(ConfigError, match="does not model LoRA"):
-        T.build(LLAMA, Layout(lora=16))
+    """LoRA, QLoRA and offload it models (tests/test_fits_defaults.py); a factored optimizer it refuses."""
+    with pytest.raises(ConfigError, match="optimizer adafactor: the timeline counts per-parameter recipes"):
+        T.build(LLAMA, Layout(optimizer="adafactor"))
+    assert T.build(LLAMA, Layout(lora=16, seq=1024)).evaluate().peak == \
+        make_bill(LLAMA, Layout(lora=16, seq=1024)).totals["total_bytes"]
 
 
 def test_fused_optimizer_and_flash_attention_agree_with_the_timeline():

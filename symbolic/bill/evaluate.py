@@ -288,6 +288,9 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
             if stage_sums:
                 totals[f"peak_{name}_stage_bytes"] = whole(max(stage_sums))
         where = f"{stage} pipeline stage, {phase}" if layout.pp > 1 else phase
+        # the one breakdown every output prints (text, bar, notebook, --json): what is alive at the verdict's
+        # instant, class by class, summing to total_bytes
+        totals["verdict_parts"] = {cls: whole(instants[(stage, phase)].get(cls, ("0", 0))[1]) for cls in PEAK_CLASSES}
         for cls in PEAK_CLASSES:
             formula, value = instants[(stage, phase)].get(cls, ("0", 0))
             lines.append(Line("verdict", f"peak/{cls}", formula, whole(value),

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ..core.inputs import clean
 from ..layout.layout import Layout, default_loss, steady_state_batch  # noqa: F401 (re-exported)
-from ..layout.options import (COUNT_SUFFIXES, DTYPE_ALIASES, GPU_MEMORY, LIMITS, MEMORY_UNITS, OPTIONS,  # noqa: F401
+from ..layout.options import (SWEEP_LEVERS, COUNT_SUFFIXES, DTYPE_ALIASES, GPU_MEMORY, LIMITS, MEMORY_UNITS, OPTIONS,  # noqa: F401
                               Option, _decimal, _interned_int, add, bounded_float, bounded_int, dtype,
                               model_from_text, parse_count, parse_memory, parse_memory_or_share, parse_ratio, read,
                               typed)
@@ -126,6 +126,26 @@ def add_lever_options(parser: argparse.ArgumentParser) -> None:
     add(group, "double_quant")  # --no-double-quant
     for name in ("offload", "optimizer_impl", "activation_offload", "flash_attention"):
         add(group, name)
+
+
+
+
+def add_sweep_lever_options(parser: argparse.ArgumentParser) -> None:
+    """plan's and solve's memory levers: LoRA, QLoRA's base, offload, activation offload (the bill's options)."""
+    group = parser.add_argument_group("memory levers")
+    for name in SWEEP_LEVERS[:3]:
+        add(group, name)
+    add(group, "double_quant")  # --no-double-quant
+    for name in SWEEP_LEVERS[3:]:
+        add(group, name)
+
+
+def levers_from_args(args) -> dict:
+    """The levers given, as Layout fields (those at their defaults left out)."""
+    given = {name: getattr(args, name, OPTIONS[name].default) for name in SWEEP_LEVERS}
+    given["double_quant"] = getattr(args, "double_quant", OPTIONS["double_quant"].default)
+    defaults = Layout()
+    return {name: value for name, value in given.items() if value != getattr(defaults, name)}
 
 
 def layout_from_args(args, model: ModelConfig | None = None) -> Layout:

@@ -36,7 +36,8 @@ def add_arguments(parser) -> None:
     _options.add_from_option(parser)
     T = _options.INT_TYPES
     parser.add_argument("--gpus", type=T["gpus"], required=True, help="number of GPUs N = t·p·d·c (at most 10^7)")
-    parser.add_argument("--seq", type=T["seq"], default=0, help="sequence length s (default: the model's)")
+    parser.add_argument("--seq", type=T["seq"], default=0, help="sequence length s (default: the model's training "
+                        "length, else 4096 capped by max_position_embeddings)")
     parser.add_argument("--global-batch", type=T["global_batch"], default=0,
                         help="sequences per iteration (default: one micro-batch per data-parallel rank)")
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B)")
@@ -50,6 +51,7 @@ def add_arguments(parser) -> None:
                         help="every layout runs the fused attention kernel on a GPT layer: no s×s tensor saved, "
                              "Q·Kᵀ recomputed in its backward (LLaMA/MoE layers have it)")
     _options.add_loss_option(parser)
+    _options.add_sweep_lever_options(parser)
     parser.add_argument("--top", type=_options.bounded_int(0, 10**9), default=10,
                         help=f"layouts to show (0: all that fit, at most {MAX_LISTED:,}; default 10)")
     parser.add_argument("--json", action="store_true", help="the layouts as JSON, exact integers in bytes and FLOPs")
@@ -109,7 +111,8 @@ def run(args) -> int:
                       moe_capacity=_options.parse_ratio(args.moe_capacity_factor, "--moe-capacity-factor"),
                       fp8_activations=args.fp8_activations, first_stage_layers=args.first_stage_layers,
                       last_stage_layers=args.last_stage_layers,
-                      flash_attention=shared.flash_attention, loss=shared.loss)
+                      flash_attention=shared.flash_attention, loss=shared.loss,
+                      levers=_options.levers_from_args(args))
     elapsed = time.perf_counter() - start
     shown = result.ranked(min(args.top or MAX_LISTED, MAX_LISTED))  # each listed layout is evaluated exactly
     closest = None if shown else result.closest()

@@ -449,7 +449,8 @@ def _int(name: str, help: str, default=1, low: int = 1, high: int | None = None,
 #: Every option a user sets, by its API keyword. The CLI's flag is the name, dashed.
 OPTIONS: dict[str, Option] = {option.name: option for option in (
     # the layout (symbolic.layout.Layout)
-    _int("seq", "sequence length s (default: the model's)", default=0),
+    _int("seq", "sequence length s (default: the model's training length, else 4096 capped by "
+         "max_position_embeddings)", default=0),
     _int("micro_batch", "micro-batch size b (default 1)"),
     _int("tp", "tensor-parallel size t"),
     _int("pp", "pipeline-parallel size p"),
@@ -607,3 +608,8 @@ def typed(args) -> frozenset:
     """The options given on the command line (their dests) and the Layout fields a launch config set
     (``--from``: as if typed), which a preset leaves as they are."""
     return frozenset(getattr(args, "_typed", ())) | frozenset(getattr(args, "_launch_fields", ()))
+
+
+#: The levers plan and solve carry (``search.plan.lever_expressions``): the bill's, less the options
+#: those commands have of their own (--optimizer-impl, --flash-attention).
+SWEEP_LEVERS = ("lora", "lora_targets", "base_dtype", "offload", "activation_offload")

@@ -167,6 +167,10 @@ class ModelConfig:
     recipe: Recipe | None = None
     #: the values of the recipe's own letters (d_h, L_d, f_s, r_q, ...), as (letter, value) pairs
     dims: tuple[tuple[str, int], ...] = ()
+    #: an HF config's ``max_position_embeddings`` (n_positions): the longest sequence its position
+    #: table allows, not a training length; ``seq`` is then the stated default :func:`default_seq`.
+    #: 0: ``seq`` is the model's own training length (the papers' models, a launch config's).
+    max_positions: int = 0
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "vocab", "seq"):
@@ -227,6 +231,28 @@ def check_position_table(model: "ModelConfig", seq: int) -> None:
         raise ConfigError(f"seq ({seq}) exceeds the learned position table of {model.name} "
                           f"({model.position_table} rows, n_positions): it cannot run longer sequences; "
                           f"choose --seq {model.position_table} or less")
+
+
+#: The sequence length billed when neither ``--seq`` nor the model gives one (an HF config states only
+#: its position table, the longest it allows): 4096, Llama-2's training length (Touvron et al. 2023
+#: §2.2) and a common fine-tuning length, capped by the table. Never the table's maximum, which for
+#: long-context models (131,072 for Llama-3.1) is what almost nobody trains at.
+DEFAULT_SEQ = 4096
+
+
+def default_seq(max_positions: int) -> int:
+    """The stated default sequence length of a config whose table allows ``max_positions``."""
+    return min(DEFAULT_SEQ, max_positions)
+
+
+def seq_origin(model: "ModelConfig", given: int = 0) -> str:
+    """Where the billed ``s`` comes from, as the layout line says it: ``""`` when ``--seq`` was given."""
+    if given:
+        return ""
+    if model.max_positions:
+        return (f"default: --seq not given; the position table allows {model.max_positions:,}"
+                if model.seq < model.max_positions else "default: --seq not given; the position table's length")
+    return "the model's training length"
 
 
 def field_names() -> list[str]:

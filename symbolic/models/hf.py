@@ -26,7 +26,8 @@ num_hidden_layers               L       required
 hidden_size                     h       required
 num_attention_heads             a       required
 vocab_size                      V       required
-max_position_embeddings         s       the default sequence length; GPT-2's
+max_position_embeddings                 the longest s (``max_positions``); the
+                                        default s is 4096 capped by it; GPT-2's
                                         n_positions is also the table's P rows
 intermediate_size               f       GPT-2: null means 4h
 num_key_value_heads             g       GQA (null: = heads)
@@ -66,7 +67,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from .config import ConfigError, ModelConfig, Recipe
+from .config import ConfigError, ModelConfig, Recipe, default_seq
 from .hf_fields import canonical
 from .families import NOT_MODELLED
 from .families import READERS as FAMILY_READERS
@@ -210,6 +211,18 @@ def _known(raw: dict, where: str) -> str:
 
 def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.json",
                  positions_follow_seq: bool = False) -> ModelConfig:
+    """:func:`_from_hf_dict`, with ``seq`` the stated default (:func:`~symbolic.models.config.default_seq`)
+    and the position table's length kept as ``max_positions``: an HF config gives no training length,
+    and its table's maximum (131,072 for Llama-3.1) is not what people train at. The papers' built-ins
+    (``positions_follow_seq``) keep their training length."""
+    model = _from_hf_dict(raw, name, source, where, positions_follow_seq)
+    if positions_follow_seq:
+        return model
+    return replace(model, seq=default_seq(model.seq), max_positions=model.seq)
+
+
+def _from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.json",
+                  positions_follow_seq: bool = False) -> ModelConfig:
     """The :class:`ModelConfig` of a parsed HF ``config.json``.
 
     The ``model_type`` must be one of :data:`FAMILIES` (else one line, exit

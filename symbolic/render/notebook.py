@@ -12,21 +12,32 @@ from fractions import Fraction
 from ..core.units import fmt
 
 #: bar colours, the terminal's (symbolic.render.terminal.BAR_STYLES) as CSS
-COLOURS = {"states": "#1f4e9c", "activations": "#b03aa0", "free": "#cfe8cf", "over": "#d62728"}
+COLOURS = {"states": "#1f4e9c", "activations": "#b03aa0", "free": "#cfe8cf", "over": "#d62728",
+           "output_side": "#17becf", "transients": "#e0b000", "communication": "#7f7f7f", "rest": "#b03aa0"}
 
 
-def bar_html(states, activations, capacity=None) -> str:
-    """A memory bar: model states, activations and free (or over) memory, to scale."""
-    states, activations = Fraction(states), Fraction(activations)
-    total = states + activations
+def bar_html(parts, capacity=None) -> str:
+    """A memory bar, to scale: ``parts`` ((kind, name, bytes): the verdict's instant, the summary's
+    ``total = parts``), then free (or over) memory; under it the legend in the same words and sizes."""
+    parts = [(kind, name, Fraction(size)) for kind, name, size in parts]
+    total = sum((size for _, _, size in parts), Fraction(0))
     scale = max(total, Fraction(capacity or 0)) or 1
-    parts = [("states", min(states, capacity or states)), ("activations",
-             max(Fraction(0), min(total, capacity or total) - states))]
+    shown, start = [], Fraction(0)
+    for kind, name, size in parts:  # past the capacity, the over cell shows the rest
+        inside = max(Fraction(0), min(start + size, capacity or start + size) - start)
+        shown.append((kind, name, inside, size))
+        start += size
+    extra = []
     if capacity:
-        parts.append(("free", max(Fraction(0), capacity - total)) if total <= capacity else ("over", total - capacity))
-    cells = "".join(f'<div title="{kind} {fmt(size, "GB")}" style="width:{float(size / scale) * 100:.3f}%;'
-                    f'background:{COLOURS[kind]}"></div>' for kind, size in parts if size > 0)
-    return f'<div style="display:flex;height:14px;width:100%;max-width:640px;border:1px solid #888">{cells}</div>'
+        extra.append(("free", "free", capacity - total) if total <= capacity else ("over", "over by", total - capacity))
+    cells = "".join(f'<div title="{html.escape(name)} {fmt(size, "GB")}" style="width:{float(inside / scale) * 100:.3f}%;'
+                    f'background:{COLOURS[kind]}"></div>' for kind, name, inside, size in shown if inside > 0)
+    cells += "".join(f'<div title="{name} {fmt(size, "GB")}" style="width:{float(size / scale) * 100:.3f}%;'
+                     f'background:{COLOURS[kind]}"></div>' for kind, name, size in extra if size > 0)
+    legend = "  ".join(f'<span style="color:{COLOURS[kind]}">■</span> {html.escape(name)} {fmt(size, "GB")}'
+                       for kind, name, size in [(k, n, s) for k, n, _, s in shown] + extra if size > 0)
+    return (f'<div style="display:flex;height:14px;width:100%;max-width:640px;border:1px solid #888">{cells}</div>'
+            f'<div style="font-size:85%">{legend}</div>')
 
 
 def summary_html(lines: list[str], full_text: str, bar=None) -> str:
@@ -51,12 +62,12 @@ def bill_latex(data: dict) -> str:
     def gb(value) -> str:
         return fmt(Fraction(value), "GB").replace(",", "{,}").replace(" GB", r"\,\mathrm{GB}")
 
+    from .summary import verdict_parts
+
     total = Fraction(data["total_bytes"])
-    rest = total - Fraction(data["model_states_bytes"]) - Fraction(data["activation_bytes"])
-    text = (r"\text{model states} + \text{activations}"
-            + (r" + \text{the rest of the peak}" if rest else "")
-            + rf" = {gb(data['model_states_bytes'])} + {gb(data['activation_bytes'])}"
-            + (rf" + {gb(rest)}" if rest else "") + rf" = {gb(total)}")
+    parts = verdict_parts(data)  # the verdict's instant, as the summary's "total = parts"
+    text = (" + ".join(rf"\text{{{name}}}" for _, name, _ in parts)
+            + " = " + " + ".join(gb(size) for _, _, size in parts) + rf" = {gb(total)}")
     capacity = data.get("gpu_memory_bytes")
     if capacity:
         fits = Fraction(data["headroom_bytes"]) >= 0

@@ -202,7 +202,7 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
     layouts fit, the best one against the GPU), the assumptions, the table
     (a compact form below 160 columns)."""
     from ..core.numeric import fmt
-    from ..render.summary import plan_summary, wrap
+    from ..render.summary import lever_words, plan_summary, wrap
 
     model = result.model
     s = result.seq or model.seq
@@ -218,6 +218,7 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
                 + f", {result.optimizer}, {result.dtype} activations"
                 + (" (linear inputs in FP8)" if result.fp8_activations else "")
                 + (", fused attention kernel" if result.flash_attention else "")
+                + "".join(", " + words for words in lever_words(result.levers))
                 + f", {result.loss} loss; {margin_words(result.margin)}", width)
     out += wrap(f"{result.evaluated:,} valid layouts evaluated in {elapsed * 1e3:.0f} ms; {len(result.order):,} fit",
                 width)
@@ -320,6 +321,8 @@ def _describe(layout) -> str:
 def render_json(result, shown, closest, gpu=None) -> str:
     import json
 
+    from ..models.config import seq_origin
+
     data = {
         "model": result.model.name, "gpus": result.gpus, "gpu_memory_bytes": result.gpu_memory,
         "margin_bytes": result.margin, "usable_bytes": result.usable, "seq": result.seq or result.model.seq,
@@ -329,6 +332,8 @@ def render_json(result, shown, closest, gpu=None) -> str:
         "hardware": {"name": result.hardware.name, "peak_flops": result.hardware.peak_bf16_flops,
                      "gpus_per_node": result.gpus_per_node, "overlap": result.overlap.describe()},
         "assumptions": _assumptions(result), "rules": result.rules,
+        **({"seq_from": seq_origin(result.model, result.seq_given)} if seq_origin(result.model, result.seq_given)
+           else {}),
         "evaluated": result.evaluated, "fitting": len(result.order),
         "layouts": [item.as_dict() for item in shown],
         "closest": closest.as_dict() if closest is not None else None,

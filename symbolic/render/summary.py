@@ -30,6 +30,39 @@ COMMON_GPUS = ((40 * 10**9, "40 GB (A100 40GB)"), (80 * 10**9, "80 GB (A100/H100
 MEMORY_LEDGERS = {"model_states": "model states", "activations": "activations"}
 
 
+#: The classes of the verdict's instant (``bill.evaluate.PEAK_CLASSES``), as every output names them.
+PART_NAMES = {"model_states": "model states", "activations": "activations", "output_side": "output side",
+              "transients": "transients", "communication": "communication buffers"}
+
+
+def verdict_parts(data: dict) -> list[tuple[str, str, Fraction]]:
+    """(class, name, bytes) of what is alive at the verdict's instant (``verdict_parts`` of the bill's
+    JSON), the empty ones left out: the one breakdown the text, the bars and ``--json`` share; they sum
+    to ``total_bytes``. A bill without it (an older JSON): model states, activations, the rest of the peak."""
+    parts = data.get("verdict_parts")
+    if not parts:
+        states, acts = number(data["model_states_bytes"]), number(data.get("activation_bytes", 0))
+        rest = number(data["total_bytes"]) - states - acts
+        return [(cls, name, size) for cls, name, size in (("model_states", "model states", states),
+                                                          ("activations", "activations", acts),
+                                                          ("rest", "the rest of the peak", rest)) if size]
+    return [(cls, PART_NAMES.get(cls, cls), number(value)) for cls, value in parts.items() if number(value)]
+
+
+def parts_words(data: dict) -> str:
+    """``model states 43.65 GB + activations 10.27 GB + ...`` at the verdict's instant."""
+    return " + ".join(f"{name} {fmt(size, 'GB')}" for _, name, size in verdict_parts(data))
+
+
+def instant_words(data: dict) -> str:
+    """Where the verdict's instant is: ``the loss``, ``the first stage's optimizer step``."""
+    phase, stage = data.get("verdict_phase"), data.get("verdict_stage")
+    if not phase:
+        return ""
+    pipeline = (data.get("layout") or {}).get("pp", 1) > 1
+    return f"at the {phase}" + (f" of the {stage} stage" if pipeline and stage else "")
+
+
 def number(value) -> Fraction:
     """A JSON value (int or ``"p/q"``) as an exact fraction."""
     return Fraction(value) if not isinstance(value, str) else Fraction(value)
@@ -64,7 +97,9 @@ def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...]
     if "micro_batch" not in skip:
         words.append(f"b={layout.get('micro_batch', 1)}")
     if seq and "seq" not in skip:
-        words.append(f"s={seq}")
+        # a stated default is said (an assumption); the model's own training length is the model's
+        default = layout.get("seq_from", "").startswith("default")
+        words.append(f"s={seq}" + (f" ({layout['seq_from']})" if default else ""))
     if layout.get("interleave", 1) > 1:
         words.append(f"v={layout['interleave']} interleaved")
     if layout.get("sp"):
@@ -75,6 +110,7 @@ def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...]
     for key in ("optimizer", "dtype"):
         if layout.get(key):
             words.append(layout[key] + (" activations" if key == "dtype" else ""))
+    words += lever_words(layout)
     if layout.get("loss"):  # the loss kernel, a choice like the attention kernel (Layout.loss)
         words.append(f"{layout['loss']} loss")
     if layout.get("global_batch"):
@@ -91,6 +127,21 @@ def preset_words(data: dict) -> str:
 
     preset = data.get("framework_preset")
     return "; " + filled_words(preset["framework"], preset["filled"]) if preset else ""
+
+
+def lever_words(layout: dict) -> list[str]:
+    """The memory levers of a layout (Layout's lora, base_dtype, offload, activation_offload), in words."""
+    words = []
+    if layout.get("lora"):
+        words.append(f"LoRA r={layout['lora']}"
+                     + (f" ({layout['lora_targets']})" if layout.get("lora_targets", "all-linear") != "all-linear"
+                        else "")
+                     + (f" on an {layout['base_dtype']} base" if layout.get("base_dtype", "bf16") != "bf16" else ""))
+    if layout.get("offload", "none") != "none":
+        words.append(f"{layout['offload']} offload")
+    if layout.get("activation_offload"):
+        words.append("activation offload")
+    return words
 
 
 def verdict(total, capacity, what: str = "per GPU") -> str:
@@ -155,11 +206,12 @@ def bill_summary(data: dict, width: int = 80) -> list[str]:
     out.append("VERDICT: " + verdict(total, data.get("gpu_memory_bytes")))
     if data.get("gpu"):  # which GPU the memory and the step time are for (--gpu, --gpu-memory, --hardware)
         out.append(gpu_line(data["gpu"], time="step_seconds" in data))
-    parts = f"model states {fmt(states, 'GB')} + activations {fmt(acts, 'GB')}"
-    other = total - states - acts
-    if other > 0:  # the verdict is the peak: the rest of what is alive then, and the papers' sum beside it
-        parts += f" + the rest of the peak {fmt(other, 'GB')}; papers' total {fmt(states + acts, 'GB')}"
-    out.append(f"total per GPU: {fmt_bytes(total)} = {parts}")
+    # the verdict is the peak: what is alive at its instant, class by class, and the papers' sum beside it
+    parts = parts_words(data)
+    if total != states + acts:
+        parts += f"; papers' total {fmt(states + acts, 'GB')}"
+    where = instant_words(data)
+    out.append(f"total per GPU: {fmt_bytes(total)}" + (f" {where}" if where else "") + f" = {parts}")
     out += [line(number(data[key])) for key, line in OPTIONAL_LINES
             if data.get(key) is not None and (key != "paper_total_bytes" or number(data[key]) != states + acts)]
     ledger_total = {"model states": states, "activations": acts}
@@ -197,6 +249,7 @@ def plan_summary(data: dict, width: int = 80) -> list[str]:
     """``plan``'s answer: how many layouts fit and the best one, from its JSON data."""
     gpu = data["gpu_memory_bytes"]
     out = [f"{data['model']} on {data['gpus']} GPUs × {fmt(gpu, 'GB')}, s = {data['seq']}"
+           + (f" ({data['seq_from']})" if data.get("seq_from", "").startswith("default") else "")
            + (f", global batch {data['global_batch']}" if data.get("global_batch") else "")
            + _margin_words(data)]
     layouts = data.get("layouts") or []
@@ -236,6 +289,10 @@ def solve_summary(data: dict, width: int = 80) -> list[str]:
         if check.get("next_value") is not None:
             out.append(f"  the next valid {letter} = {check['next_value']}: "
                        + verdict(number(check["next_total_bytes"]), data["usable_bytes"]))
+        table = data.get("max_positions")
+        if target == "seq" and table and data[target] > table:  # memory allows it; the model's positions do not
+            out.append(f"  s = {data[target]:,} is beyond the config's max_position_embeddings ({table:,}): "
+                       "positions the model was not trained for")
     if data.get("gpu"):
         out.append(gpu_line(data["gpu"], time=False))
     return [piece for line in out for piece in wrap(line, width, subsequent="    ")]

@@ -30,6 +30,7 @@ from rich.text import Text
 
 from ..bill.evaluate import Bill, Line
 from ..core.units import as_fraction, fmt, fmt_bytes, round_half_up
+from ..models.config import seq_origin
 
 #: ledger -> (title, kind of value, scope of the numbers)
 TITLES = {
@@ -52,9 +53,11 @@ NOT_COUNTED = ("embedding activations, the CUDA context and kernel workspaces, a
 
 #: width of the memory bar in characters, and its glyphs (distinct without colour)
 BAR_WIDTH = 60
-BAR_GLYPHS = {"states": "█", "activations": "▒", "free": "·", "limit": "┃"}
+BAR_GLYPHS = {"states": "█", "activations": "▒", "free": "·", "limit": "┃", "output_side": "░", "transients": "▚",
+              "communication": "▪", "rest": "▒"}
 BAR_STYLES = {"states": "bold blue", "activations": "magenta", "free": "green", "over": "bold red",
-              "limit": "bold red"}
+              "limit": "bold red", "output_side": "cyan", "transients": "yellow", "communication": "white",
+              "rest": "magenta"}
 
 #: the width of the text when stdout is not a terminal and COLUMNS is unset
 PIPE_WIDTH = 160
@@ -301,13 +304,41 @@ def bar_cells(states, activations, capacity=None, width: int = BAR_WIDTH) -> lis
     return cells
 
 
+def part_cells(parts, capacity=None, width: int = BAR_WIDTH) -> list[str]:
+    """:func:`bar_cells` for any number of parts ((kind, bytes), in order): each part's cells end at its
+    running total's rounded share, then ``free`` or ``over``."""
+    total = sum((as_fraction(size) for _, size in parts), Fraction(0))
+    scale = max(total, Fraction(capacity or 0))
+    if scale == 0:
+        return ["free"] * width
+    ends, running = [], Fraction(0)
+    for kind, size in parts:
+        running += as_fraction(size)
+        ends.append((int(round_half_up(running * width / scale, 0)), kind))
+    limit = int(round_half_up(Fraction(capacity) * width / scale, 0)) if capacity else width
+    cells = []
+    for i in range(width):
+        kind = next((kind for end, kind in ends if i < end), "free")
+        if capacity and kind != "free" and i >= limit:
+            kind = "over"
+        elif not capacity and kind == "free":
+            kind = "none"
+        cells.append(kind)
+    return cells
+
+
+def _bar_parts(totals: dict) -> list[tuple[str, str, object]]:
+    """(glyph kind, name, bytes) of the verdict's instant (:func:`summary.verdict_parts`), the bar's order."""
+    from .summary import verdict_parts
+    return [("states" if cls == "model_states" else cls, name, size) for cls, name, size in verdict_parts(totals)]
+
+
 def memory_bar(bill: Bill, width: int = BAR_WIDTH) -> Text:
     """The bar as styled text; past the GPU's capacity a limit mark and red cells."""
     totals = bill.totals
     capacity = totals.get("gpu_memory_bytes")
-    # the bar is the verdict: model states, then everything else alive at the peak instant
-    rest = as_fraction(totals["total_bytes"]) - as_fraction(totals["model_states_bytes"])
-    cells = bar_cells(totals["model_states_bytes"], rest, capacity, width)
+    # the bar is the verdict: what is alive at its instant, part by part (the summary's "total = parts")
+    cells = part_cells([(kind, size) for kind, _, size in _bar_parts(totals)], capacity, width)
     text = Text("[")
     for i, kind in enumerate(cells):
         if kind == "over" and (i == 0 or cells[i - 1] != "over"):
@@ -321,14 +352,14 @@ def memory_bar(bill: Bill, width: int = BAR_WIDTH) -> Text:
 
 
 def bar_and_legend(bill: Bill, width: int = PIPE_WIDTH) -> list[Text]:
-    """The memory bar (model states, the rest of the step's peak, free or over) and its legend."""
+    """The memory bar (the parts of the verdict's instant, free or over) and its legend, in the summary's
+    words and sizes."""
     totals = bill.totals
-    states, total = totals["model_states_bytes"], totals["total_bytes"]
     bar = memory_bar(bill, max(10, min(BAR_WIDTH, width - 2)))
     legend = Text()
-    legend.append(BAR_GLYPHS["states"], style=BAR_STYLES["states"]).append(f" model states {fmt(states, 'GB')}  ")
-    legend.append(BAR_GLYPHS["activations"], style=BAR_STYLES["activations"]).append(
-        f" the rest of the peak {fmt(as_fraction(total) - as_fraction(states), 'GB')}")
+    for n, (kind, name, size) in enumerate(_bar_parts(totals)):
+        legend.append("  " if n else "").append(BAR_GLYPHS[kind], style=BAR_STYLES[kind]).append(
+            f" {name} {fmt(size, 'GB')}")
     capacity = totals.get("gpu_memory_bytes")
     if capacity is not None:
         head = totals["headroom_bytes"]
@@ -564,7 +595,7 @@ def bill_data(bill: Bill) -> dict:
     model_config["approximations"] = list(bill.model.approximations)
     # The family fields (learned table rows, composed recipe, its letters' values) appear only when set,
     # so the JSON of a model without them is as it was.
-    for key in ("position_table", "recipe", "dims"):
+    for key in ("position_table", "recipe", "dims", "max_positions"):
         value = model_config.pop(key)
         if value:
             model_config[key] = dict(value.key()) if key == "recipe" else dict(value) if key == "dims" \
@@ -584,6 +615,9 @@ def bill_data(bill: Bill) -> dict:
         "approximations": list(bill.model.approximations),
         "model_config": model_config,
     }
+    origin = seq_origin(bill.model, bill.layout.seq)
+    if origin:  # s was not given: where the billed one comes from (the layout line says it)
+        data["layout"]["seq_from"] = origin
     if getattr(bill, "gpu", None) is not None:  # the GPU the memory and the step time are for (--gpu)
         data["gpu"] = bill.gpu.as_dict()
     if getattr(bill, "preset", None) is not None and bill.preset.fields:  # what --framework filled, if anything

@@ -7,6 +7,7 @@ def report(model, layout, options, gpu_memory=None, stage: str = "first") -> dic
     """Everything the command prints, as plain data (exact integers), for pipeline ``stage``."""
     from sympy import sstr
 
+    from ..models.config import seq_origin
     from ..step import timeline as T
 
     tl = T.build(model, layout, options, stage=stage)
@@ -32,6 +33,16 @@ def report(model, layout, options, gpu_memory=None, stage: str = "first") -> dic
         "instants": [{"instant": label, **row, "reserved": r} for (label, row), r in zip(result.rows, reserved)],
         "notes": tl.notes,
     }
+    out["layout"]["seq"] = layout.seq or model.seq
+    from ..layout.layout import Layout
+    from ..layout.options import SWEEP_LEVERS
+
+    plain = Layout()
+    for name in SWEEP_LEVERS + ("double_quant",):  # the memory levers, when set (the layout line says them)
+        if getattr(layout, name) != getattr(plain, name):
+            out["layout"][name] = getattr(layout, name)
+    if seq_origin(model, layout.seq):  # s was not given: where it comes from (the layout line says it)
+        out["layout"]["seq_from"] = seq_origin(model, layout.seq)
     if gpu_memory:
         out["gpu_memory_bytes"] = gpu_memory
         out["headroom_bytes"] = gpu_memory - result.peak

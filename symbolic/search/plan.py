@@ -57,7 +57,7 @@ from sympy import Add, Expr, Integer, Rational, Symbol, ceiling
 from sympy import divisors as sympy_divisors
 
 from ..core.dims import (B, C_f, E, E_s, L, L_1, L_d, L_p, P, Psi, V, a, b, c, d, d_h, d_n, d_r, d_v, e, e_t, f,
-                          f_e, f_s, g, h, k, m, p, r_kv, r_q, s, t, v)
+                          f_e, f_s, g, h, k, m, p, r, r_kv, r_q, s, t, v)
 from ..layout.layout import Layout, stage_layers
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from ..ledgers import activations, flops, params, peak, states
@@ -75,9 +75,9 @@ from ..models.structure import Structure
 #: m: micro-batch chunks in flight on the first stage (``Layout.in_flight``); m_last: on the last.
 #: Last, the composed families' own letters (symbolic.models.architectures.composed), fixed per model.
 m_last = Symbol("m_last", positive=True, integer=True)
-#: L_1, L_p: layers on the first and the last stage (uneven stages; Layout.values).
+#: L_1, L_p: layers on the first and the last stage (uneven stages; Layout.values). r: the LoRA rank.
 ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c, e, e_t, C_f, m, m_last,
-        P, d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, L_1, L_p)
+        P, d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, L_1, L_p, r)
 #: The model's letters a plan holds fixed while it sweeps the layout's.
 MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e",
                  "P", "d_h", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v")
@@ -309,7 +309,8 @@ def _array_function(texts: tuple[str, ...], common: tuple = (), names: tuple[str
 def _time_key(group: "Group") -> tuple:
     """The arguments of :func:`symbolic.bill.timing.time_derivation` for ``group`` (the bill's key)."""
     return (group.structure, group.sp, group.recompute, group.zero, group.schedule != "none",
-            group.schedule == "interleaved", group.cp, group.optimizer, group.dtype, group.ep)
+            group.schedule == "interleaved", group.cp, group.optimizer, group.dtype, group.ep,
+            group.lora[:2] if group.lora else ())
 
 
 def _checked_time(text: str):
@@ -370,6 +371,15 @@ class Group:
     optimizer_impl: str = "foreach"  #: foreach (fp32 temporaries at the step) or fused (none)
     fp8_activations: bool = False  #: the linear layers' saved inputs in FP8
     uneven: bool = False  #: uneven pipeline stages: the first holds L_1 layers
+    #: the memory levers, the bill's (``Layout``): LoRA's (targets, base dtype, double quantisation), ()
+    #: for full training; offload (none, optimizer, params); activation offload
+    lora: tuple = ()
+    offload: str = "none"
+    activation_offload: bool = False
+
+    @property
+    def has_levers(self) -> bool:
+        return bool(self.lora) or self.offload != "none" or self.activation_offload
 
     @classmethod
     def of(cls, model: ModelConfig, layout: Layout) -> "Group":
@@ -377,10 +387,13 @@ class Group:
         return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
                    layout.dtype, layout_structure(model, layout), layout.cp > 1, layout.ep > 1, layout.etp not in (0, layout.tp),
                    layout.moe_capacity != 1, tuple(layout.recompute_modules), layout.fused_swiglu,
-                   layout.optimizer_impl, layout.fp8_activations, layout.uneven_stages)
+                   layout.optimizer_impl, layout.fp8_activations, layout.uneven_stages,
+                   **lever_fields(layout))
 
     def expressions(self) -> dict[str, Expr]:
         """The bill's ledgers as expressions in the papers' letters (Psi: the count the states use)."""
+        if self.has_levers:
+            return lever_expressions(self)
         return {"params": params_expr(self.structure),
                 "model_states_bytes": states_expr(self.optimizer, self.zero, self.cp, self.structure,
                                                   self.ep, self.etp, self.uneven),
@@ -394,6 +407,92 @@ class Group:
                                               self.fp8_activations, self.uneven),
                 "flops_per_micro_batch": flops_expr(self.structure, self.recompute, self.modules),
                 "model_flops_per_micro_batch": model_flops_expr(self.structure)}
+
+
+def lever_fields(layout: Layout) -> dict:
+    """A layout's memory levers as :class:`Group` fields (empty for none: the group is as before)."""
+    out = {}
+    if layout.lora:
+        out["lora"] = (layout.lora_targets, layout.base_dtype, layout.double_quant)
+    if layout.offload != "none":
+        out["offload"] = layout.offload
+    if layout.activation_offload:
+        out["activation_offload"] = True
+    return out
+
+
+def lever_layout(group: Group) -> Layout:
+    """A layout carrying only ``group``'s levers (rank 1: the formulas keep the letter r), for the
+    bill's own calls (``derive.lora_saved``, ``states.parameter_bytes``)."""
+    targets, base_dtype, double_quant = group.lora or ("all-linear", "bf16", True)
+    return Layout(lora=1 if group.lora else 0, lora_targets=targets, base_dtype=base_dtype,
+                  double_quant=double_quant, offload=group.offload, activation_offload=group.activation_offload)
+
+
+@lru_cache(maxsize=None)
+def lever_expressions(group: Group) -> dict[str, Expr]:
+    """:meth:`Group.expressions` with the bill's memory levers, by the bill's own calls
+    (:func:`symbolic.bill.derive.derive`): the model states of ``states.state_terms`` (LoRA's frozen
+    base and adapters, a quantised base, offload: the GPU's terms), the optimizer step's temporaries
+    over the trainable parameters (none on a CPU step), LoRA's saved A·x (``derive.lora_saved``), the
+    activation offload's double buffer (``peak.stage_instants``), and LoRA's FLOPs: a frozen weight
+    has no weight gradient, the adapters train (forward, input and weight gradients)."""
+    from ..bill.derive import fused_backward_recompute, lora_forward_flops, lora_saved, recompute_for_flops
+    from ..ledgers.transients import all_to_all_staging
+    from ..models.architectures import output
+
+    structure = group.structure
+    param_inv, base, matmuls = _inventories(structure)
+    lever = lever_layout(group)
+    saved = lora_saved(base, param_inv, lever)
+    recipe = states.RECIPES[group.optimizer]
+    context = c if group.cp else Integer(1)
+    experts = (group.ep, group.etp, group.capacity, group.modules, group.fused_swiglu)
+    grid = (dict(expert_parallel=e if group.ep else Integer(1), expert_tensor_parallel=e_t if group.etp else t)
+            if structure.has_experts and (group.ep or group.etp) else {})
+
+    def stage_states(stage: str) -> tuple[dict, Expr]:
+        ways = (L / L_1 if stage == "first" else L / L_p) if group.uneven else p
+        terms, trainable = states.state_terms(
+            recipe, group.zero, param_inv, context_parallel=context, lora=bool(group.lora),
+            lora_targets=lever.lora_targets, base_dtype=lever.base_dtype, double_quant=lever.double_quant,
+            offload=group.offload, pipeline_parallel=ways, **grid)
+        on_gpu_step = group.optimizer_impl == "foreach" and group.offload == "none"
+        temporary = peak.optimizer_temporary(group.zero, context, trainable, ways) if on_gpu_step else Integer(0)
+        return {term.name: term.bytes for term in terms if term.device == "gpu"}, temporary
+
+    gathered = peak.gathered_weights(param_inv, states.parameter_bytes(recipe, lever), group.zero)
+    staging = (all_to_all_staging(group.sp, group.cp, group.capacity, group.fp8_activations)
+               if structure.arch == "moe" and group.ep else [])
+    candidates = []
+    for stage in (("first",) if group.schedule == "none" else ("first", "last")):
+        blocks, temporary = stage_states(stage)
+        if group.uneven:  # whole bytes per block, as the bill's verdict
+            blocks = {name: ceiling(expr) for name, expr in blocks.items()}
+            temporary = ceiling(temporary)
+        strategy = replace(_stage_strategy(group.sp, group.recompute, group.dtype, group.schedule, group.cp, stage,
+                                           experts, group.fp8_activations, group.uneven), loss=structure.loss)
+        output_saved = strategy.shard(output.saved_tensors(norm=structure.output_norm, loss=strategy.loss))
+        for instant in peak.stage_instants(stage, strategy, saved, output_saved, blocks, temporary, staging,
+                                           has_loss=group.schedule == "none" or stage == "last", gathered=gathered,
+                                           activation_offload=group.activation_offload):
+            candidates.append((f"{stage} stage, {instant.phase}" if group.schedule != "none" else instant.phase,
+                               instant.total))
+    strategy = _stage_strategy(group.sp, group.recompute, group.dtype, group.schedule, group.cp, "first", experts,
+                               group.fp8_activations, group.uneven)
+    in_flight, layers_held = strategy.layers_held()
+    activation = Add(*(in_flight * layers_held * term.bytes for term in activations.layer_inventory(strategy, saved)))
+    recompute = recompute_for_flops(group.recompute, saved, group.modules)
+    hardware_flops = flops.hardware_training(recompute, matmuls) + fused_backward_recompute(saved, matmuls)
+    model_flops = flops.model_training(matmuls)
+    if group.lora:
+        frozen = flops.forward(type(matmuls)(tuple(mm for mm in matmuls if mm.weight)))
+        adapters = Add(*(forward for _, forward in lora_forward_flops(param_inv, lever.lora_targets)))
+        hardware_flops += -frozen + 3 * adapters + (adapters if recompute == "full" else 0)
+        model_flops += -frozen + 3 * adapters
+    return {"params": params_expr(structure), "model_states_bytes": Add(*stage_states("first")[0].values()),
+            "activation_bytes": activation, "peak_candidates": tuple(candidates),
+            "flops_per_micro_batch": hardware_flops, "model_flops_per_micro_batch": model_flops}
 
 
 @dataclass(frozen=True)
@@ -617,6 +716,13 @@ class Planned:
     model_tflops_per_gpu: float = float("nan")
     mfu: float = float("nan")
 
+    def levers(self) -> dict[str, object]:
+        """The layout's memory levers that differ from full training's defaults, as Layout fields."""
+        lay, plain = self.layout, Layout()
+        return {name: getattr(lay, name) for name in ("lora", "lora_targets", "base_dtype", "double_quant",
+                                                     "offload", "activation_offload")
+                if getattr(lay, name) != getattr(plain, name)}
+
     def as_dict(self) -> dict[str, object]:
         lay = self.layout
         out = {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "cp": lay.cp, "ep": lay.ep, "etp": lay.etp or lay.tp,
@@ -628,6 +734,8 @@ class Planned:
             out.update(first_stage_layers=lay.first_stage_layers, last_stage_layers=lay.last_stage_layers)
         if lay.fp8_activations:
             out["fp8_activations"] = True
+        for name, value in self.levers().items():  # the memory levers (LoRA, offload), when set
+            out[name] = value
         if lay.flash_attention:
             out["flash_attention"] = True
         if lay.loss != "eager":
@@ -673,6 +781,10 @@ class Plan:
     last_stage_layers: int = 0
     flash_attention: bool = False  #: the layouts run the fused attention kernel
     loss: str = "eager"  #: the layouts' loss kernel (Layout.loss)
+    seq_given: bool = False  #: s was given (--seq), not the model's or the stated default (seq_origin)
+    #: the memory levers of every layout, as Layout fields (lora, lora_targets, base_dtype, double_quant,
+    #: offload, activation_offload); empty: none
+    levers: Mapping = field(default_factory=dict)
 
     @property
     def usable(self) -> int:
@@ -686,7 +798,7 @@ class Plan:
         return replace(_layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
                                     self.moe_capacity, self.optimizer_impl), fp8_activations=self.fp8_activations,
                        flash_attention=self.flash_attention, first_stage_layers=self.first_stage_layers, last_stage_layers=self.last_stage_layers,
-                       loss=self.loss)
+                       loss=self.loss, **self.levers)
 
     def planned(self, i: int) -> Planned:
         """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
@@ -820,7 +932,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                       max_micro_batch: int = 16, gpus_per_node: int = 8,
                       fixed: Mapping[str, object] | None = None,
                       moe_capacity=1, first_stage_layers: int = 0,
-                      last_stage_layers: int = 0) -> tuple[dict[str, np.ndarray], list[str]]:
+                      last_stage_layers: int = 0, levers: Mapping | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
     """Every valid layout of ``model`` on ``gpus`` GPUs, as columns of numpy arrays.
 
     Micro-batch sizes: with ``global_batch``, every b with b·d dividing it;
@@ -829,6 +941,8 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
     ``first_stage_layers`` / ``last_stage_layers``: uneven stages for every
     layout (:func:`symbolic.layout.layout.stage_layers`): only the p (and v)
     they make valid are kept; column ``L_1`` holds the first stage's layers.
+    ``levers``: Layout fields (LoRA, offload, ...) every layout carries: the bill's rules for
+    them (``Layout.is_valid``) keep or drop each layout.
     Returns the columns and the rules applied, in words.
     """
     positive_int("gpus", gpus)
@@ -907,7 +1021,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                                     micro_batch=mb, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, interleave=vv,
                                     zero=zero, global_batch=global_batch, cp=cp, ep=ep, etp=etp,
                                     moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
-                                    last_stage_layers=last_stage_layers).is_valid(model):
+                                    last_stage_layers=last_stage_layers, **(levers or {})).is_valid(model):
                                 continue
                             for rc in range(3):
                                 if fixed.get("recompute", RECOMPUTE_ORDER[rc]) != RECOMPUTE_ORDER[rc]:
@@ -930,7 +1044,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
          hardware: Hardware | None = None, max_micro_batch: int = 16, gpus_per_node: int | None = None,
          fixed: Mapping[str, object] | None = None, moe_capacity=1, overlap: Overlap = Overlap(),
          optimizer_impl: str = "foreach", fp8_activations: bool = False, first_stage_layers: int = 0,
-         last_stage_layers: int = 0, flash_attention: bool = False, loss: str = "eager") -> Plan:
+         last_stage_layers: int = 0, flash_attention: bool = False, loss: str = "eager",
+         levers: Mapping | None = None) -> Plan:
     """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
 
     Keeps those whose verdict (the step's peak on the busiest GPU) ≤ ``gpu_memory − margin``
@@ -970,7 +1085,12 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}")
     hardware = hardware or default_hardware()
     gpus_per_node = gpus_per_node or hardware.nvlink_domain
+    seq_given = bool(seq)
     seq = positive_int("seq", seq) if seq else model.seq
+    levers = dict(levers or {})
+    if levers:  # the bill's one rule set for the levers (Layout.validate), before any layout is swept
+        lever_check = Layout(seq=seq, optimizer=optimizer, optimizer_impl=optimizer_impl, **levers)
+        lever_check.validate(model)
     check_position_table(model, seq)  # no layout can run it: the bill's one line, not "no valid layout"
     if loss in WHOLE_VOCABULARY:  # Layout's rule: no vocabulary split (layout._loss_kernel_parallelism)
         if fixed and fixed.get("tp") not in (None, 1):
@@ -980,7 +1100,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     table, rules = enumerate_layouts(model, gpus, seq=seq, global_batch=global_batch,
                                      max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node, fixed=fixed,
                                      moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
-                                     last_stage_layers=last_stage_layers)
+                                     last_stage_layers=last_stage_layers, levers=levers)
     n = len(table["tp"])
     if n == 0:
         raise ConfigError(f"no valid layout of {model.name} on {gpus} GPUs"
@@ -989,8 +1109,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                           + ": choose a GPU count whose factors divide the heads "
                           f"({model.heads}) and layers ({model.layers}), and a cp that divides s ({seq})"
                           + (" and a global batch divisible by the data-parallel size" if global_batch else ""))
-    values = Layout(seq=seq).values(model)
-    scalars = {k: values[k] for k in MODEL_LETTERS if k in values}
+    values = Layout(seq=seq, **levers).values(model)
+    scalars = {k: values[k] for k in MODEL_LETTERS + ("r",) if k in values}  # r: the LoRA rank
     cols = {"t": table["tp"], "p": table["pp"], "d": table["dp"], "b": table["micro_batch"],
             "v": table["interleave"], "c": table["cp"], "e": table["ep"], "e_t": table["etp"],
             "m": in_flight_array(table["pp"], table["interleave"], table["micro_batches"], "first"),
@@ -1015,7 +1135,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                       SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
                       bool(expert[i0]), bool(expert_tensor[i0]), Fraction(moe_capacity) != 1,
                       optimizer_impl=optimizer_impl, fp8_activations=fp8_activations,
-                      uneven=bool(first_stage_layers or last_stage_layers))
+                      uneven=bool(first_stage_layers or last_stage_layers), **lever_fields(Layout(**levers)))
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         result = sweep(group, vals, micro_batches_total[idx], params_hand)
         for name, arr in result.items():
@@ -1028,7 +1148,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         layout = replace(_layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity, optimizer_impl),
                          fp8_activations=fp8_activations, flash_attention=flash_attention, loss=loss,
                          first_stage_layers=first_stage_layers,
-                         last_stage_layers=last_stage_layers)
+                         last_stage_layers=last_stage_layers, **levers)
         fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
     bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
     sequences = table["micro_batch"] * micro_batches_total
@@ -1041,7 +1161,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
                       SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
-                      bool(expert[i0]), uneven=bool(first_stage_layers or last_stage_layers))
+                      bool(expert[i0]), uneven=bool(first_stage_layers or last_stage_layers),
+                      **lever_fields(Layout(**levers)))
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
         vals["Psi"] = out["params"][idx] if params_hand is None else float(params_hand)
         priced = time_sweep(group, vals, sequences[idx], hardware, overlap, gpus_per_node, gemm_dtype)
@@ -1069,7 +1190,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                 table, order, rules, moe_capacity=Fraction(moe_capacity), overlap=overlap,
                 gpus_per_node=gpus_per_node, optimizer_impl=optimizer_impl,
                 fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
-                last_stage_layers=last_stage_layers, flash_attention=flash_attention, loss=loss)
+                last_stage_layers=last_stage_layers, flash_attention=flash_attention, loss=loss,
+                seq_given=seq_given, levers=levers)
 
 
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:

@@ -26,6 +26,7 @@ from sympy import Dummy, Eq, Expr, Integer, Rational, expand, floor, solve, sstr
 from ..core.dims import Psi, b, s
 from ..core.numeric import substitute
 from ..layout.layout import Layout
+from ..layout.recipes import RECIPES
 from ..models.config import ConfigError, ModelConfig, positive_int
 from ..ledgers.transients import CommSettings
 from .plan import Group, _check_arch, layout_values
@@ -107,10 +108,12 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     from ..bill.derive import make_bill
 
     _check_arch(model)
-    if layout.sweep_levers:
-        raise ConfigError("solve does not model LoRA, a quantised base, offload, "
-                          "activation offload, --moe-dispatcher alltoall or "
-                          "--moe-pad-to-capacity yet; `symbolic bill` itemises them")
+    # LoRA, a quantised base, offload and activation offload are the plan's group expressions
+    # (search.plan.lever_expressions); the bill's rules for them apply (Layout.validate, make_bill)
+    if layout.moe_dispatcher != "hf" or layout.moe_pad_to_capacity or (
+            layout.optimizer in RECIPES and RECIPES[layout.optimizer].factored):
+        raise ConfigError("solve does not model --moe-dispatcher alltoall, --moe-pad-to-capacity or a factored "
+                          "optimizer yet; `symbolic bill` itemises them")
     if target not in TARGETS:
         raise ConfigError(f"--max must be one of micro-batch, seq; not {target!r}")
     positive_int("gpu_memory", gpu_memory)

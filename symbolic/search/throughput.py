@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..ledgers.hardware import load as load_hardware
@@ -202,7 +202,8 @@ def _model(row: dict) -> ModelConfig:
             hf["intermediate_size"] = 4 * sizes["h"]
         else:
             raise ConfigError(f"{name}: dims.ffn is needed for a gated MLP (its width is not 4h by convention)")
-        return from_hf_dict(hf, name, source, where=f"{name}: dims")
+        # dims.s is the run's sequence, a training length (not a position table to default below)
+        return replace(from_hf_dict(hf, name, source, where=f"{name}: dims"), seq=sizes["s"], max_positions=0)
     return ModelConfig(name=name, layers=sizes["L"], hidden=sizes["h"], heads=heads, vocab=sizes["V"],
                        seq=sizes["s"], ffn=_count(dims, "ffn", "dims", 0), source=source)
 

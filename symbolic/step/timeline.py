@@ -527,9 +527,10 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     from ..models.architectures import output
 
     layout = layout.validate(model)   # no-op flags off (layout.settle_no_ops)
-    if layout.levers:
-        raise ConfigError("the timeline does not model LoRA, a quantised base or offload (--lora, --base-dtype, "
-                          "--offload); `symbolic bill` itemises them")
+    lora_base = bool(layout.lora) or layout.base_dtype != "bf16" or layout.offload != "none"
+    if layout.levers and not lora_base:  # a factored optimizer: its states need the parameters' shapes
+        raise ConfigError(f"optimizer {layout.optimizer}: the timeline counts per-parameter recipes; "
+                          "`symbolic bill` itemises its factored states")
     if layout.cp > 1:
         raise ConfigError(f"cp {layout.cp}: the timeline does not model context parallelism (its ring buffers "
                           "and work tensors); use cp 1 here — bill, plan and solve model it")
@@ -545,6 +546,12 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     param_inv, base, _ = inventories(model)
     strategy = layout.strategy(stage)
     exact = exact_stages(model, layout)
+    if lora_base and exact and layout.pp > 1:  # the bill's rule (bill.derive.derive)
+        raise ConfigError("LoRA, a quantised base and offload are modelled with even pipeline stages: drop "
+                          "--pipeline-layout or the lever")
+    if layout.lora:  # LoRA's A·x per adapted matrix, kept for B's gradient (the bill's lora_saved)
+        from ..bill.derive import lora_saved
+        base = lora_saved(base, param_inv, layout)
     if exact:  # the stage by its own layers: Megatron's schedule simulated (layout.stages)
         from ..layout.stages import stage_mix
         mix = stage_mix(model, layout, stage)
@@ -585,7 +592,23 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     recipe = options.recipe_override or states.RECIPES[layout.optimizer]
     psi = params_ledger.count(param_inv)
     constant = []
-    for block in recipe.blocks:
+    trainable = psi
+    if lora_base:  # the bill's lever terms (states.state_terms): the GPU's, the offloaded ones in CPU memory
+        from ..bill.derive import expert_ways, stage_ways
+        grid = (dict(zip(("expert_parallel", "expert_tensor_parallel"), expert_ways(layout)))
+                if model.experts and (layout.ep > 1 or layout.etp not in (0, layout.tp)) else {})
+        lever_terms, trainable = states.state_terms(
+            recipe, layout.zero, param_inv, params=psi, context_parallel=Integer(layout.cp),
+            lora=bool(layout.lora), lora_targets=layout.lora_targets, base_dtype=layout.base_dtype,
+            double_quant=layout.double_quant, offload=layout.offload, pipeline_parallel=stage_ways(layout, stage),
+            **grid)
+        for term in lever_terms:
+            if term.device != "gpu":
+                continue
+            if not layout.uneven_stages:
+                _whole_state_block(model, layout, term.name, term.bytes)
+            constant.append(Item("constant", f"constant/{term.name}", ((term.name, _whole_bytes(term.bytes, layout)),)))
+    for block in () if lora_base else recipe.blocks:
         if options.optimizer_offload and block.kind == "optimizer":
             continue
         # a dense model: one item per block; a mixture of experts: its dense part and its routed experts
@@ -666,7 +689,16 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
                                          output_items, offload, notes)
 
     # Optimizer step: activations are gone; one fp32 temporary per (sharded) parameter.
-    if not options.optimizer_offload and layout.optimizer_impl == "foreach":  # a fused kernel keeps none
+    if lora_base and not options.optimizer_offload and layout.optimizer_impl == "foreach" \
+            and layout.offload == "none":  # one fp32 temporary per trainable parameter of the shard (the bill's)
+        from ..bill.derive import stage_ways
+        from ..ledgers.peak import optimizer_temporary
+        temp = _whole_bytes(optimizer_temporary(layout.zero, Integer(layout.cp), trainable, stage_ways(layout, stage)),
+                            layout)
+        families.append(PhaseFamily("optimizer step", fixed + (Item(
+            "transients", "transients/optimizer-step temporaries (one fp32 per trainable parameter shard)",
+            (("optimizer/foreach temporary", temp),), Integer(1), "opt"),)))
+    elif not lora_base and not options.optimizer_offload and layout.optimizer_impl == "foreach":
         shard = layout.zero >= 1
         # 4 B per parameter of the optimizer's shard: the dense part's and the experts' (expert grid)
         step_temp = states.Recipe("temp", (states.Block("fp32 temporary", 4, "optimizer"),), "", "")
@@ -677,7 +709,8 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
             (("optimizer/foreach temporary", temp),), Integer(1), "opt"),)))
     else:
         families.append(PhaseFamily("optimizer step", fixed))
-        notes.append("optimizer offload: the Adam update runs on the CPU" if options.optimizer_offload
+        notes.append("optimizer offload: the Adam update runs on the CPU"
+                     if options.optimizer_offload or layout.offload != "none"
                      else "fused optimizer: the step keeps no fp32 temporaries")
     if options.applied:
         notes.append("optimisations: " + ", ".join(options.applied))
