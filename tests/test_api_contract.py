@@ -473,7 +473,7 @@ def test_the_apis_framework_is_the_clis(capsys):
     solve = symbolic.solve("llama-3-8b", max="micro-batch", gpu_memory="200GB", dp=8, framework="nemo").to_dict()
     assert solve == _cli_json(capsys, "solve", "llama-3-8b", "--max", "micro-batch", "--gpu-memory", "200GB",
                               "--dp", "8", "--framework", "nemo", "--json")
-    assert solve["layout"]["zero"] == 1 and solve["micro_batch"] == 2  # NeMo's distributed optimizer: ZeRO-1
+    assert solve["layout"]["zero"] == 1 and solve["micro_batch"] == 4  # s = 4096 (the default); NeMo's distributed optimizer: ZeRO-1
     timeline = symbolic.timeline("llama-3-8b", dp=8, framework="nemo").to_dict()
     assert timeline == _cli_json(capsys, "timeline", "llama-3-8b", "--dp", "8", "--framework", "nemo", "--json")
     assert (timeline["layout"]["zero"], timeline["layout"]["loss"]) == (1, "fused")
