@@ -56,7 +56,7 @@ def test_every_formula_is_its_engine_expression_as_num_over_den():
     own = html.page_models()
     assert len(own) == 4
     grids = 1 + sum(bool(model.experts) for model in own.values())
-    assert len(items) == 84 + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths + sum(
+    assert len(items) == 85 + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths + sum(
         80 + 2 * bool(model.experts) + 6 * 17 + widths for model in own.values()) + grids * (4 * per_parameter + 4)
     for item in items:
         num, den = item.parts()
@@ -392,12 +392,13 @@ def test_a_preset_resets_every_field_it_implies(page, capsys):
     fill(page, SEED_7B)
     page.select_option("#model", "gpt-175b")
     fields = {key: page.input_value(f"#{key}") for key in ("N", "b", "t", "p", "d", "v", "G")}
-    assert fields == {"N": "175B", "b": "1", "t": "8", "p": "8", "d": "1", "v": "1", "G": "1"}
+    assert fields == {"N": "175B", "b": "1", "t": "8", "p": "8", "d": "1", "v": "1", "G": ""}
     assert page.is_checked("#sp")  # Korthikanti Table 3: TP + SP
-    # the page's G = 1: one sequence per iteration (the CLI's default for a pipeline is its steady state, m = p);
+    # G empty: the bill's default without --global-batch, a pipeline in its steady state (m = p = 8), said so;
     # the page prices transformers' eager loss
+    assert page.inner_text("#G-note").startswith("G = 8: the pipeline's steady state, m = p = 8")
     _shown_against_bill(page, _bill_json(["gpt-175b", "--tp", "8", "--pp", "8", "--sp", "--params", "175B",
-                                          "--gpu-memory", "80GB", "--global-batch", "1", "--loss", "eager"], capsys))
+                                          "--gpu-memory", "80GB", "--loss", "eager"], capsys))
     assert page.inner_text("#out-states") == "43.75 GB"  # seed 001 §6: 175B × 16 B / 64
     page.select_option("#model", "llama-2-7b")  # no published layout: one GPU, nothing carried over
     assert [page.input_value(f"#{key}") for key in ("N", "b", "t", "p")] == ["7B", "1", "1", "1"]
@@ -438,8 +439,14 @@ def test_a_partial_address_starts_from_its_named_preset(page, capsys):
     fresh.goto(base + "#model=gpt-175b&t=4")  # the preset's layout (p = 8, SP, N = 175B), t from the address
     fresh.reload()
     assert [fresh.input_value(f"#{key}") for key in ("N", "t", "p")] == ["175B", "4", "8"]
-    # the page's G (1 unless given) is the bill's --global-batch: the bill alone defaults a pipeline to m = p
+    # G not in the address: empty, the bill's steady state without --global-batch (m = p = 8)
+    assert fresh.input_value("#G") == ""
     _shown_against_bill(fresh, _bill_json(["gpt-175b", "--tp", "4", "--pp", "8", "--sp", "--params", "175B",
+                                           "--gpu-memory", "80GB"], capsys))
+    fresh.goto(base + "#model=gpt-175b&G=1")  # a typed G is the bill's --global-batch b·d·G
+    fresh.reload()
+    assert fresh.inner_text("#G-note") == "G = 1 micro-batch(es) per iteration: --global-batch 1"
+    _shown_against_bill(fresh, _bill_json(["gpt-175b", "--tp", "8", "--pp", "8", "--sp", "--params", "175B",
                                            "--gpu-memory", "80GB", "--global-batch", "1"], capsys))
     fresh.close()
 
@@ -609,6 +616,19 @@ def test_dense_first_layers_across_stages_are_named_an_approximation(page):
     fill(page, Case(case.model, replace(case.layout, pp=2, dp=8), case.params, case.gpu))
     note = page.locator("#out-stage-mix")
     assert note.is_visible() and "averaged over the 2 stages" in note.text_content()
+
+
+def test_the_pages_steady_state_is_the_bills():
+    """The page's G without a global batch (``steady/G``) is ``steady_state_batch``'s micro-batches per rank."""
+    from symbolic.core.numeric import exact as exact_value
+    from symbolic.layout.layout import steady_state_batch
+
+    item = next(item for item in html.verdict_formulas() if item.key == "steady/G")
+    for pp, b, dp in ((1, 4, 2), (2, 1, 1), (8, 2, 4), (35, 1, 3)):
+        batch = steady_state_batch(0, pp, b, dp) or b * dp
+        assert exact_value(item.expr, {"p": pp}) == batch // (b * dp)
+        assert html._g_field(Layout(micro_batch=b, pp=pp, dp=dp, global_batch=steady_state_batch(0, pp, b, dp))) == ""
+    assert html._g_field(Layout(pp=4, global_batch=8)) == 8
 
 
 def test_the_calculator_takes_gpu(tmp_path, capsys):

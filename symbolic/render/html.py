@@ -32,7 +32,7 @@ from ..claims.quantities import evaluate
 from ..claims.sources import cite, keys, reference
 from ..core.dims import (E, E_s, L, L_d, P, Psi, V, a, b, d, d_h, d_n, d_r, d_v, e, f, f_e, f_s, g, h, k, m, p,
                          r_kv, r_q, s, t, v)
-from ..layout.layout import Layout
+from ..layout.layout import Layout, steady_state_batch
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy, in_flight_formula
 from ..ledgers import activations, flops, params, states
 from ..models.architectures import gpt
@@ -289,6 +289,10 @@ def verdict_formulas() -> list[Formula]:
     for sharded in (False, True):
         out.append(Formula(f"peak/optimizer/{int(sharded)}", peak.optimizer_temporary(1 if sharded else 0),
                            peak.SOURCE, "optimizer step: one fp32 temporary per parameter of the shard"))
+    # the bill's G without --global-batch (layout.steady_state_batch): m = p with a pipeline, else 1
+    out.append(Formula("steady/G", Piecewise((p, Gt(p, 1)), (Integer(1), True)),
+                       "symbolic.layout.layout.steady_state_batch; Korthikanti et al. 2022 §4.2.3",
+                       "without a global batch: a pipeline in its steady state, m = p micro-batches; else 1"))
     for stage in ("first", "last"):
         out.append(Formula(f"inflight/{stage}", in_flight_formula(G, stage), "symbolic.layout.layout.in_flight",
                            f"micro-batch chunks in flight on the {stage} stage (m = G per iteration)"))
@@ -492,10 +496,18 @@ REFERENCE_LAYOUTS = {
 ONE_GPU = (Layout(), "no published layout: one GPU")
 
 
+def _g_field(layout: Layout) -> int | str:
+    """The page's G of ``layout``: empty where it is the bill's default without ``--global-batch``
+    (:func:`symbolic.layout.layout.steady_state_batch`: m = p with a pipeline, one micro-batch
+    without), which the page then computes as the bill does; else the micro-batches per iteration."""
+    default = steady_state_batch(0, layout.pp, layout.micro_batch, layout.dp)
+    return "" if layout.global_batch in (0, default) else layout.iteration_micro_batches()
+
+
 def _layout_fields(layout: Layout) -> dict:
     """The page's layout fields of ``layout`` (the preset menu sets them all)."""
     return {"b": layout.micro_batch, "t": layout.tp, "p": layout.pp, "d": layout.dp, "v": layout.interleave,
-            "G": layout.iteration_micro_batches(), "sp": layout.sp, "e": layout.ep}
+            "G": _g_field(layout), "sp": layout.sp, "e": layout.ep}
 
 
 def _preset_data(model: ModelConfig, layout: Layout | None = None, params_hand: int | None = None,
@@ -577,7 +589,7 @@ def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_m
                     for name, r in page_recipes().items()},
         "defaults": {**_preset_data(model), "model": model.name, "b": layout.micro_batch,
                      "s": layout.seq or model.seq, "t": layout.tp, "p": layout.pp, "d": layout.dp,
-                     "sp": layout.sp, "v": layout.interleave, "G": layout.iteration_micro_batches(), "e": layout.ep,
+                     "sp": layout.sp, "v": layout.interleave, "G": _g_field(layout), "e": layout.ep,
                      "recompute": layout.recompute, "zero": layout.zero, "optimizer": layout.optimizer,
                      "dtype": layout.dtype, "N": _count_text(params_hand),
                      "gpu": _memory_text(gpu_memory)},
