@@ -56,7 +56,13 @@ def test_every_formula_is_its_engine_expression_as_num_over_den():
     own = html.page_models()
     assert len(own) == 4
     grids = 1 + sum(bool(model.experts) for model in own.values())
-    assert len(items) == 85 + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths + sum(
+    # LoRA / QLoRA / offload on the LLaMA inventory (html.lever_formulas): the frozen base per tied × 4 bases
+    # (bf16, int8, nf4, nf4 without double quant) × 4 ZeRO stages × 3 offloads; the adapters per recipe × ZeRO
+    # × offload; full-training offload per recipe × ZeRO × 2; the adapters' count and 2 optimizer temporaries;
+    # 72 activations and 17 × 6 verdict terms with the adapters' A·x, 4 gathered bases, 3 + 1 FLOPs
+    lever = 2 * 4 * 4 * 3 + per_parameter * 4 * 3 + per_parameter * 4 * 2 + 3 + 72 + 6 * 17 + 4 + 4
+    assert len(html.lever_formulas(html.LEVER_ARCH)) == lever
+    assert len(items) == 86 + lever + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths + sum(
         80 + 2 * bool(model.experts) + 6 * 17 + widths for model in own.values()) + grids * (4 * per_parameter + 4)
     for item in items:
         num, den = item.parts()
@@ -616,6 +622,80 @@ def test_dense_first_layers_across_stages_are_named_an_approximation(page):
     fill(page, Case(case.model, replace(case.layout, pp=2, dp=8), case.params, case.gpu))
     note = page.locator("#out-stage-mix")
     assert note.is_visible() and "averaged over the 2 stages" in note.text_content()
+
+
+#: The page's fine-tuning and offload controls (field -> value) and the same run as ``bill`` options.
+LEVER_CASES = (
+    ({"lora": "16"}, ["--lora", "16"]),
+    ({"lora": "16", "base_dtype": "nf4"}, ["--lora", "16", "--base-dtype", "nf4"]),
+    ({"lora": "8", "base_dtype": "nf4", "double_quant": False, "d": "4", "zero": "3"},
+     ["--lora", "8", "--base-dtype", "nf4", "--no-double-quant", "--dp", "4", "--zero", "3"]),
+    ({"lora": "16", "base_dtype": "int8", "t": "2", "p": "2", "recompute": "full"},
+     ["--lora", "16", "--base-dtype", "int8", "--tp", "2", "--pp", "2", "--recompute", "full"]),
+    ({"offload": "optimizer", "d": "2", "zero": "1"}, ["--offload", "optimizer", "--dp", "2", "--zero", "1"]),
+    ({"offload": "params", "lora": "8", "d": "2", "zero": "3"},
+     ["--offload", "params", "--lora", "8", "--dp", "2", "--zero", "3"]),
+    ({"activation_offload": True, "t": "2", "sp": True}, ["--activation-offload", "--tp", "2", "--sp"]),
+)
+
+
+def _set(page, values: dict) -> None:
+    for key, value in values.items():
+        if isinstance(value, bool):
+            page.set_checked(f"#{key}", value)
+        elif page.evaluate(f"document.getElementById({key!r}).tagName") == "SELECT":
+            page.select_option(f"#{key}", value)
+        else:
+            page.fill(f"#{key}", value)
+
+
+def test_lora_qlora_and_offload_on_the_page_equal_bill_json(page, capsys):
+    """Issue 23: LoRA, QLoRA and (activation) offload on the page, from the bill's own terms
+    (``html.lever_formulas``), driven through the page's controls and compared with ``bill --json``."""
+    reset = {"lora": "0", "base_dtype": "bf16", "double_quant": True, "offload": "none", "activation_offload": False,
+             "optimizer": "bf16-adam", "zero": "0", "recompute": "none", "dtype": "bf16", "gpu": "80GB"}
+    for controls, options in LEVER_CASES:
+        page.select_option("#model", "llama-3-8b")  # one GPU, its size label as N
+        _set(page, reset)
+        _set(page, controls)
+        assert page.get_attribute("body", "data-state") == "ok", page.inner_text("#error")
+        hand = page.input_value("#N")
+        data = _bill_json(["llama-3-8b", *options, "--gpu-memory", "80GB"] + (["--params", hand] if hand else []),
+                          capsys)
+        _shown_against_bill(page, data)
+        assert page.inner_text("#out-flops-model") == fmt(data["model_flops_per_iteration"], "TFLOPs"), options
+        if "--lora" in options:  # the adapters' count, from the inventory
+            rank = int(options[options.index("--lora") + 1])
+            # q, o: h×h; k, v: h×g·d_h; gate, up, down: h×f — r·(d_in + d_out) each, L = 32 layers
+            per_layer = 2 * (4096 + 4096) + 2 * (4096 + 1024) + 3 * (4096 + 14336)
+            assert page.inner_text("#out-trainable") == f"{rank * 32 * per_layer:,}"
+    _set(page, reset)
+    page.fill("#lora", "16")
+    page.select_option("#model", "mixtral-8x7b")  # LoRA is priced for the LLaMA inventory only: said, not guessed
+    assert page.inner_text("#error").startswith("LoRA and offload: this page prices them for the LLaMA")
+    page.fill("#lora", "0")
+    page.select_option("#model", "llama-3-8b")
+    page.select_option("#base_dtype", "nf4")
+    with pytest.raises(ConfigError) as refused:
+        Layout(base_dtype="nf4").validate(preset("llama-3-8b"))
+    assert page.inner_text("#error") == str(refused.value)
+    _set(page, reset)
+    assert page.errors == []
+
+
+def test_the_calculator_command_opens_with_lora_and_refuses_what_the_page_cannot_price(tmp_path, capsys):
+    out = tmp_path / "qlora.html"
+    assert main(["calculator", "--model", "llama-3-8b", "--lora", "16", "--base-dtype", "nf4",
+                 "-o", str(out)]) == 0
+    capsys.readouterr()
+    text = out.read_text()
+    assert '"lora": 16' in text and '"base_dtype": "nf4"' in text
+    for argv, words in ((["--model", "mixtral-8x7b", "--lora", "16"], "LLaMA inventory only"),
+                        (["--model", "llama-3-8b", "--lora", "16", "--lora-targets", "attention"],
+                         "--lora-targets")):
+        assert main(["calculator", *argv, "-o", str(tmp_path / "x.html")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], err
 
 
 def test_the_pages_steady_state_is_the_bills():
