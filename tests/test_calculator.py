@@ -61,8 +61,12 @@ def test_every_formula_is_its_engine_expression_as_num_over_den():
     # × offload; full-training offload per recipe × ZeRO × 2; the adapters' count and 2 optimizer temporaries;
     # 72 activations and 17 × 6 verdict terms with the adapters' A·x, 4 gathered bases, 3 + 1 FLOPs
     lever = 2 * 4 * 4 * 3 + per_parameter * 4 * 3 + per_parameter * 4 * 2 + 3 + 72 + 6 * 17 + 4 + 4
-    assert len(html.lever_formulas(html.LEVER_ARCH)) == lever
-    assert len(items) == 86 + lever + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths + sum(
+    assert len([item for item in html.lever_formulas(html.LEVER_ARCH) if "@" not in item.key]) == lever
+    # the loss kernels (html.LOSS_TERMS): per inventory (GPT, LLaMA, MoE, the 4 own, LLaMA with LoRA) SP × 3
+    # dtypes × 4 kernels beyond eager × the output side and the loss's work tensors (recompute changes neither)
+    losses = sum("@" in item.key for item in items)
+    assert losses == 8 * 2 * 3 * 4 * 2
+    assert len(items) - losses == 86 + lever + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths + sum(
         80 + 2 * bool(model.experts) + 6 * 17 + widths for model in own.values()) + grids * (4 * per_parameter + 4)
     for item in items:
         num, den = item.parts()
@@ -273,7 +277,7 @@ def fill(page, case: Case) -> None:
     if page.is_visible("#e"):  # a mixture of experts: the expert-parallel size
         page.fill("#e", str(layout.ep))
     page.set_checked("#sp", layout.sp)
-    for key in ("optimizer", "zero", "recompute", "dtype"):
+    for key in ("optimizer", "zero", "recompute", "dtype", "loss"):
         page.select_option(f"#{key}", str(getattr(layout, key)))
 
 
@@ -401,17 +405,19 @@ def test_a_preset_resets_every_field_it_implies(page, capsys):
     assert fields == {"N": "175B", "b": "1", "t": "8", "p": "8", "d": "1", "v": "1", "G": ""}
     assert page.is_checked("#sp")  # Korthikanti Table 3: TP + SP
     # G empty: the bill's default without --global-batch, a pipeline in its steady state (m = p = 8), said so;
-    # the page prices transformers' eager loss
+    # the loss kernel the bill assumes for a papers' GPT model (Megatron's vocab-parallel)
     assert page.inner_text("#G-note").startswith("G = 8: the pipeline's steady state, m = p = 8")
+    assert page.input_value("#loss") == "vocab-parallel"
     _shown_against_bill(page, _bill_json(["gpt-175b", "--tp", "8", "--pp", "8", "--sp", "--params", "175B",
-                                          "--gpu-memory", "80GB", "--loss", "eager"], capsys))
+                                          "--gpu-memory", "80GB"], capsys))
     assert page.inner_text("#out-states") == "43.75 GB"  # seed 001 §6: 175B × 16 B / 64
     page.select_option("#model", "llama-2-7b")  # no published layout: one GPU, nothing carried over
     assert [page.input_value(f"#{key}") for key in ("N", "b", "t", "p")] == ["7B", "1", "1", "1"]
     assert not page.is_checked("#sp")
     _shown_against_bill(page, _bill_json(["llama-2-7b", "--params", "7B", "--gpu-memory", "80GB"], capsys))
     page.select_option("#model", "gpt-7b")  # back: the page's own opening configuration
-    # the page prices transformers' eager loss (it has no loss selector; a papers' model's CLI default is Megatron's)
+    # the page's own opening configuration was written with Layout()'s eager loss
+    assert page.input_value("#loss") == "eager"
     _shown_against_bill(page, _bill_json(["gpt-7b", "--micro-batch", "4", "--tp", "8", "--sp", "--params", "7B",
                                           "--gpu-memory", "80GB", "--loss", "eager"], capsys))
     assert page.errors == []
@@ -696,6 +702,31 @@ def test_the_calculator_command_opens_with_lora_and_refuses_what_the_page_cannot
         assert main(["calculator", *argv, "-o", str(tmp_path / "x.html")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0], err
+
+
+def test_the_loss_selector_equals_bill_json(page, capsys):
+    """Issue 23: ``--loss`` on the page, each kernel's output side and work tensors from the bill's own
+    terms (``html.LOSS_TERMS`` keyed ``@KERNEL``), against ``bill --json``; a kernel without a vocabulary
+    split at t > 1 is refused in the bill's words."""
+    page.select_option("#model", "llama-3-8b")
+    _set(page, {"lora": "0", "base_dtype": "bf16", "offload": "none", "activation_offload": False,
+                "optimizer": "bf16-adam", "zero": "0", "recompute": "full", "dtype": "bf16", "gpu": "80GB"})
+    hand = page.input_value("#N")
+    for loss in html.LOSS_KERNELS:
+        page.select_option("#loss", loss)
+        data = _bill_json(["llama-3-8b", "--loss", loss, "--recompute", "full", "--gpu-memory", "80GB"]
+                          + (["--params", hand] if hand else []), capsys)
+        _shown_against_bill(page, data)
+    page.fill("#t", "2")
+    with pytest.raises(ConfigError) as refused:
+        Layout(tp=2, loss="liger").validate(preset("llama-3-8b"))
+    assert page.inner_text("#error") == str(refused.value)
+    page.select_option("#loss", "vocab-parallel")
+    data = _bill_json(["llama-3-8b", "--tp", "2", "--recompute", "full", "--loss", "vocab-parallel",
+                       "--gpu-memory", "80GB"] + (["--params", hand] if hand else []), capsys)
+    _shown_against_bill(page, data)
+    page.fill("#t", "1")
+    assert page.errors == []
 
 
 def test_the_pages_steady_state_is_the_bills():

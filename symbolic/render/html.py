@@ -25,19 +25,21 @@ from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 
-from sympy import Add, Expr, Integer, Piecewise, Rational, Symbol, factor_terms, fraction, sstr, together
+from sympy import (Add, Expr, Integer, Piecewise, Rational, Symbol, ceiling, factor_terms, floor, fraction, sstr,
+                   together)
 from sympy.printing.jscode import JavascriptCodePrinter
 
 from ..claims.quantities import evaluate
 from ..claims.sources import cite, keys, reference
 from ..core.dims import (E, E_s, L, L_d, P, Psi, V, a, b, d, d_h, d_n, d_r, d_v, e, f, f_e, f_s, g, h, k, m, p,
                          r, r_kv, r_q, s, t, v)
-from ..layout.layout import Layout, steady_state_batch
+from ..layout.layout import Layout, default_loss, steady_state_batch
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy, in_flight_formula
 from ..ledgers import activations, flops, params, states
 from ..models.architectures import gpt
 from ..models.builtin import presets as builtin_presets
 from ..models.config import ConfigError, ModelConfig
+from ..models.losses import LOSS_KERNELS
 
 #: Gradient-accumulation steps: micro-batches per data-parallel rank per
 #: iteration (seed 001 §5 step 5: tokens/step = b·s·d·grad_accum). A page
@@ -122,7 +124,15 @@ class Formula:
         evaluates both exactly while they stay below 2^53)."""
         num, den = _numerator_denominator(self.expr)
         for part in (num, den):
-            for coefficient in part.atoms(Rational):
+            # inside a ceiling or floor (torchtune's chunked loss: ceil(s/8)) a coefficient may be 1/2^k:
+            # the double s·2^-k is exact below 2^53, so Math.ceil/Math.floor of it is the exact integer
+            rounded = part.atoms(ceiling, floor)
+            for inner in rounded:
+                for coefficient in inner.atoms(Rational):
+                    q = coefficient.q
+                    if q & (q - 1):
+                        raise ValueError(f"{self.key}: {coefficient} inside {inner} is not exact as a double")
+            for coefficient in part.xreplace({x: Symbol("rounded") for x in rounded}).atoms(Rational):
                 if not coefficient.is_Integer:
                     raise ValueError(f"{self.key}: non-integer coefficient {coefficient} in {part}")
             if part.free_symbols - set(ARGUMENTS):
@@ -180,6 +190,12 @@ def page_strategy(sp: bool, recompute: str, pipeline: str, dtype: str, stage: st
                     in_flight=in_flight, stage=stage, expert_parallel=experts, **PIPELINES[pipeline])
 
 
+#: The loss kernels the page offers (``--loss``), transformers' eager first (the unsuffixed keys), and
+#: the verdict's terms a kernel changes: what it keeps and its work tensors (``output.saved_tensors``,
+#: ``peak.layer_work_tensors``), keyed ``…/TERM@KERNEL``.
+LOSS_TERMS = ("output_side", "loss_work")
+
+
 def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_inv=None,
                   experts: bool = False) -> list[Formula]:
     """The terms of the verdict's candidate instants (``symbolic.ledgers.peak.basis``) for every
@@ -208,6 +224,25 @@ def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_
                                        exprs["none" if recompute == "any" else recompute], peak.SOURCE,
                                        f"{name.replace('_', ' ')}: one micro-batch, one layer"
                                        + (" (every recompute policy)" if recompute == "any" else "")))
+            # the loss kernels (--loss): what they keep (the output side) and their work tensors; every
+            # other term is the same under each kernel (checked, never assumed)
+            for loss in LOSS_KERNELS[1:]:
+                by_loss = {}
+                for recompute in RECOMPUTE:
+                    strategy = replace(page_strategy(sp, recompute, "none", dtype, experts=experts), loss=loss)
+                    kept = strategy.shard(output.saved_tensors(norm=norm or Structure(arch).output_norm, loss=loss))
+                    by_loss[recompute] = peak.basis(strategy, saved, kept)
+                for name in peak.BASIS:
+                    exprs = {recompute: by_loss[recompute][name] for recompute in RECOMPUTE}
+                    if name not in LOSS_TERMS:
+                        if exprs != {recompute: by_policy[recompute][name] for recompute in RECOMPUTE}:
+                            raise ValueError(f"{prefix}{name}: the loss kernel {loss} changes it; the page has no key")
+                        continue
+                    policies = ["any"] if len(set(exprs.values())) == 1 else list(RECOMPUTE)
+                    for recompute in policies:
+                        out.append(Formula(f"{prefix}peak/{'sp' if sp else 'nosp'}/{recompute}/{dtype}/{name}@{loss}",
+                                           exprs["none" if recompute == "any" else recompute], peak.SOURCE,
+                                           f"{name.replace('_', ' ')} under the {loss} loss kernel: one micro-batch"))
     param_inv = param_inv if param_inv is not None else architecture_inventories_for_page(arch, saved)
     for size in sorted({recipe.bytes_of("parameters") for recipe in page_recipes().values()}):
         out.append(Formula(f"{prefix}peak/gathered/{size}", peak.gathered_weights(param_inv, Integer(size), 3),
@@ -630,7 +665,9 @@ def _preset_data(model: ModelConfig, layout: Layout | None = None, params_hand: 
             **{letter: values[letter] for letter in MODEL_FIELDS if letter not in ("g", "E", "k", "E_s", "f_e")
                and letter in values},
             "approximations": list(getattr(model, "approximations", ())),
-            "N": label, "layout": _layout_fields(layout if layout is not None else reference),
+            # the loss kernel the bill assumes for it (layout.default_loss), or the page's own layout's
+            "N": label, "layout": {**_layout_fields(layout if layout is not None else reference),
+                                   "loss": layout.loss if layout is not None else default_loss(model)},
             "layout_source": layout_source or reference_source}
 
 
@@ -687,7 +724,7 @@ def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_m
         "references": [reference(key) for key in cited],
         "instants": instant_compositions(),
         "instants_offloaded": instant_compositions(activation_offload=True),
-        "lever_arch": LEVER_ARCH, "lora_bases": {name: {"bytes": str(states.BASE_DTYPE_BYTES[dtype])}
+        "lever_arch": LEVER_ARCH, "losses": list(LOSS_KERNELS), "lora_bases": {name: {"bytes": str(states.BASE_DTYPE_BYTES[dtype])}
                                                  for name, (dtype, _) in LORA_BASES.items()},
         "peak_dtype": PEAK_DTYPE,
         "recipes": {name: {"tally": r.tally, "bytes": str(r.bytes_per_param), "condition": r.condition,
@@ -698,7 +735,7 @@ def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_m
                      "sp": layout.sp, "v": layout.interleave, "G": _g_field(layout), "e": layout.ep,
                      "recompute": layout.recompute, "zero": layout.zero, "optimizer": layout.optimizer,
                      "dtype": layout.dtype, "N": _count_text(params_hand),
-                     "gpu": _memory_text(gpu_memory), "lora": layout.lora, "base_dtype": layout.base_dtype,
+                     "gpu": _memory_text(gpu_memory), "loss": layout.loss, "lora": layout.lora, "base_dtype": layout.base_dtype,
                      "double_quant": layout.double_quant, "offload": layout.offload,
                      "activation_offload": layout.activation_offload},
     }
