@@ -675,6 +675,14 @@ def test_lora_qlora_and_offload_on_the_page_equal_bill_json(page, capsys):
             # q, o: h×h; k, v: h×g·d_h; gate, up, down: h×f — r·(d_in + d_out) each, L = 32 layers
             per_layer = 2 * (4096 + 4096) + 2 * (4096 + 1024) + 3 * (4096 + 14336)
             assert page.inner_text("#out-trainable") == f"{rank * 32 * per_layer:,}"
+    # activation offload on any inventory: a mixture of experts on its expert grid
+    page.select_option("#model", "mixtral-8x7b")
+    _set(page, reset)
+    _set(page, {"s": "4096", "t": "2", "d": "4", "e": "4", "sp": True, "zero": "1", "activation_offload": True})
+    hand = page.input_value("#N")
+    _shown_against_bill(page, _bill_json(["mixtral-8x7b", "--seq", "4096", "--tp", "2", "--dp", "4", "--ep", "4",
+                                          "--sp", "--zero", "1", "--activation-offload", "--gpu-memory", "80GB"]
+                                         + (["--params", hand] if hand else []), capsys))
     _set(page, reset)
     page.fill("#lora", "16")
     page.select_option("#model", "mixtral-8x7b")  # LoRA is priced for the LLaMA inventory only: said, not guessed
@@ -726,6 +734,12 @@ def test_the_loss_selector_equals_bill_json(page, capsys):
                        "--gpu-memory", "80GB"] + (["--params", hand] if hand else []), capsys)
     _shown_against_bill(page, data)
     page.fill("#t", "1")
+    page.select_option("#model", "qwen3-8b")  # a composed family's own inventory, a pipeline in its steady state
+    _set(page, {"s": "4096", "p": "2", "recompute": "selective", "loss": "chunked"})
+    hand = page.input_value("#N")
+    _shown_against_bill(page, _bill_json(["qwen3-8b", "--seq", "4096", "--pp", "2", "--recompute", "selective",
+                                          "--loss", "chunked", "--gpu-memory", "80GB"]
+                                         + (["--params", hand] if hand else []), capsys))
     assert page.errors == []
 
 
