@@ -7,6 +7,9 @@ The hand-filled N defaults to the model's size label (7B, 175B), as the seed
 fills it in. Every built-in model is on the page, each with the formulas of its
 own inventory; a mixture of experts takes ``--ep`` (its experts' width split
 over e_t = t, Megatron-Core's default: ``--etp`` otherwise is refused).
+Without ``--global-batch`` the page's G is empty: the bill's steady state (m = p with a pipeline).
+``--lora``, ``--base-dtype``, ``--no-double-quant``, ``--offload`` (LLaMA inventory) and
+``--activation-offload``, ``--loss`` open the page with those levers, priced from the bill's terms.
 """
 from __future__ import annotations
 

@@ -13,6 +13,10 @@ Every built-in model is on the page with the formulas of its own inventory
 (the composed families' letters as page fields), and a mixture of experts takes
 the expert-parallel size e, as ``bill --ep`` does.
 
+The page's G left empty is the bill's default without a global batch (a pipeline's steady state,
+``steady/G``); LoRA, QLoRA and offload (:func:`lever_formulas`, the LLaMA inventory), activation
+offload and the loss kernels (``…@KERNEL``) are the bill's own terms too.
+
 The page needs no network: its CSS, data and script are inline.
 """
 from __future__ import annotations
