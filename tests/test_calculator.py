@@ -56,7 +56,17 @@ def test_every_formula_is_its_engine_expression_as_num_over_den():
     own = html.page_models()
     assert len(own) == 4
     grids = 1 + sum(bool(model.experts) for model in own.values())
-    assert len(items) == 84 + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths + sum(
+    # LoRA / QLoRA / offload on the LLaMA inventory (html.lever_formulas): the frozen base per tied × 4 bases
+    # (bf16, int8, nf4, nf4 without double quant) × 4 ZeRO stages × 3 offloads; the adapters per recipe × ZeRO
+    # × offload; full-training offload per recipe × ZeRO × 2; the adapters' count and 2 optimizer temporaries;
+    # 72 activations and 17 × 6 verdict terms with the adapters' A·x, 4 gathered bases, 3 + 1 FLOPs
+    lever = 2 * 4 * 4 * 3 + per_parameter * 4 * 3 + per_parameter * 4 * 2 + 3 + 72 + 6 * 17 + 4 + 4
+    assert len([item for item in html.lever_formulas(html.LEVER_ARCH) if "@" not in item.key]) == lever
+    # the loss kernels (html.LOSS_TERMS): per inventory (GPT, LLaMA, MoE, the 4 own, LLaMA with LoRA) SP × 3
+    # dtypes × 4 kernels beyond eager × the output side and the loss's work tensors (recompute changes neither)
+    losses = sum("@" in item.key for item in items)
+    assert losses == 8 * 2 * 3 * 4 * 2
+    assert len(items) - losses == 86 + lever + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths + sum(
         80 + 2 * bool(model.experts) + 6 * 17 + widths for model in own.values()) + grids * (4 * per_parameter + 4)
     for item in items:
         num, den = item.parts()
@@ -267,7 +277,7 @@ def fill(page, case: Case) -> None:
     if page.is_visible("#e"):  # a mixture of experts: the expert-parallel size
         page.fill("#e", str(layout.ep))
     page.set_checked("#sp", layout.sp)
-    for key in ("optimizer", "zero", "recompute", "dtype"):
+    for key in ("optimizer", "zero", "recompute", "dtype", "loss"):
         page.select_option(f"#{key}", str(getattr(layout, key)))
 
 
@@ -392,19 +402,22 @@ def test_a_preset_resets_every_field_it_implies(page, capsys):
     fill(page, SEED_7B)
     page.select_option("#model", "gpt-175b")
     fields = {key: page.input_value(f"#{key}") for key in ("N", "b", "t", "p", "d", "v", "G")}
-    assert fields == {"N": "175B", "b": "1", "t": "8", "p": "8", "d": "1", "v": "1", "G": "1"}
+    assert fields == {"N": "175B", "b": "1", "t": "8", "p": "8", "d": "1", "v": "1", "G": ""}
     assert page.is_checked("#sp")  # Korthikanti Table 3: TP + SP
-    # the page's G = 1: one sequence per iteration (the CLI's default for a pipeline is its steady state, m = p);
-    # the page prices transformers' eager loss
+    # G empty: the bill's default without --global-batch, a pipeline in its steady state (m = p = 8), said so;
+    # the loss kernel the bill assumes for a papers' GPT model (Megatron's vocab-parallel)
+    assert page.inner_text("#G-note").startswith("G = 8: the pipeline's steady state, m = p = 8")
+    assert page.input_value("#loss") == "vocab-parallel"
     _shown_against_bill(page, _bill_json(["gpt-175b", "--tp", "8", "--pp", "8", "--sp", "--params", "175B",
-                                          "--gpu-memory", "80GB", "--global-batch", "1", "--loss", "eager"], capsys))
+                                          "--gpu-memory", "80GB"], capsys))
     assert page.inner_text("#out-states") == "43.75 GB"  # seed 001 §6: 175B × 16 B / 64
     page.select_option("#model", "llama-2-7b")  # no published layout: one GPU, nothing carried over
     assert [page.input_value(f"#{key}") for key in ("N", "b", "t", "p")] == ["7B", "1", "1", "1"]
     assert not page.is_checked("#sp")
     _shown_against_bill(page, _bill_json(["llama-2-7b", "--params", "7B", "--gpu-memory", "80GB"], capsys))
     page.select_option("#model", "gpt-7b")  # back: the page's own opening configuration
-    # the page prices transformers' eager loss (it has no loss selector; a papers' model's CLI default is Megatron's)
+    # the page's own opening configuration was written with Layout()'s eager loss
+    assert page.input_value("#loss") == "eager"
     _shown_against_bill(page, _bill_json(["gpt-7b", "--micro-batch", "4", "--tp", "8", "--sp", "--params", "7B",
                                           "--gpu-memory", "80GB", "--loss", "eager"], capsys))
     assert page.errors == []
@@ -438,8 +451,14 @@ def test_a_partial_address_starts_from_its_named_preset(page, capsys):
     fresh.goto(base + "#model=gpt-175b&t=4")  # the preset's layout (p = 8, SP, N = 175B), t from the address
     fresh.reload()
     assert [fresh.input_value(f"#{key}") for key in ("N", "t", "p")] == ["175B", "4", "8"]
-    # the page's G (1 unless given) is the bill's --global-batch: the bill alone defaults a pipeline to m = p
+    # G not in the address: empty, the bill's steady state without --global-batch (m = p = 8)
+    assert fresh.input_value("#G") == ""
     _shown_against_bill(fresh, _bill_json(["gpt-175b", "--tp", "4", "--pp", "8", "--sp", "--params", "175B",
+                                           "--gpu-memory", "80GB"], capsys))
+    fresh.goto(base + "#model=gpt-175b&G=1")  # a typed G is the bill's --global-batch b·d·G
+    fresh.reload()
+    assert fresh.inner_text("#G-note") == "G = 1 micro-batch(es) per iteration: --global-batch 1"
+    _shown_against_bill(fresh, _bill_json(["gpt-175b", "--tp", "8", "--pp", "8", "--sp", "--params", "175B",
                                            "--gpu-memory", "80GB", "--global-batch", "1"], capsys))
     fresh.close()
 
@@ -609,6 +628,132 @@ def test_dense_first_layers_across_stages_are_named_an_approximation(page):
     fill(page, Case(case.model, replace(case.layout, pp=2, dp=8), case.params, case.gpu))
     note = page.locator("#out-stage-mix")
     assert note.is_visible() and "averaged over the 2 stages" in note.text_content()
+
+
+#: The page's fine-tuning and offload controls (field -> value) and the same run as ``bill`` options.
+LEVER_CASES = (
+    ({"lora": "16"}, ["--lora", "16"]),
+    ({"lora": "16", "base_dtype": "nf4"}, ["--lora", "16", "--base-dtype", "nf4"]),
+    ({"lora": "8", "base_dtype": "nf4", "double_quant": False, "d": "4", "zero": "3"},
+     ["--lora", "8", "--base-dtype", "nf4", "--no-double-quant", "--dp", "4", "--zero", "3"]),
+    ({"lora": "16", "base_dtype": "int8", "t": "2", "p": "2", "recompute": "full"},
+     ["--lora", "16", "--base-dtype", "int8", "--tp", "2", "--pp", "2", "--recompute", "full"]),
+    ({"offload": "optimizer", "d": "2", "zero": "1"}, ["--offload", "optimizer", "--dp", "2", "--zero", "1"]),
+    ({"offload": "params", "lora": "8", "d": "2", "zero": "3"},
+     ["--offload", "params", "--lora", "8", "--dp", "2", "--zero", "3"]),
+    ({"activation_offload": True, "t": "2", "sp": True}, ["--activation-offload", "--tp", "2", "--sp"]),
+)
+
+
+def _set(page, values: dict) -> None:
+    for key, value in values.items():
+        if isinstance(value, bool):
+            page.set_checked(f"#{key}", value)
+        elif page.evaluate(f"document.getElementById({key!r}).tagName") == "SELECT":
+            page.select_option(f"#{key}", value)
+        else:
+            page.fill(f"#{key}", value)
+
+
+def test_lora_qlora_and_offload_on_the_page_equal_bill_json(page, capsys):
+    """Issue 23: LoRA, QLoRA and (activation) offload on the page, from the bill's own terms
+    (``html.lever_formulas``), driven through the page's controls and compared with ``bill --json``."""
+    reset = {"lora": "0", "base_dtype": "bf16", "double_quant": True, "offload": "none", "activation_offload": False,
+             "optimizer": "bf16-adam", "zero": "0", "recompute": "none", "dtype": "bf16", "gpu": "80GB"}
+    for controls, options in LEVER_CASES:
+        page.select_option("#model", "llama-3-8b")  # one GPU, its size label as N
+        _set(page, reset)
+        _set(page, controls)
+        assert page.get_attribute("body", "data-state") == "ok", page.inner_text("#error")
+        hand = page.input_value("#N")
+        data = _bill_json(["llama-3-8b", *options, "--gpu-memory", "80GB"] + (["--params", hand] if hand else []),
+                          capsys)
+        _shown_against_bill(page, data)
+        assert page.inner_text("#out-flops-model") == fmt(data["model_flops_per_iteration"], "TFLOPs"), options
+        if "--lora" in options:  # the adapters' count, from the inventory
+            rank = int(options[options.index("--lora") + 1])
+            # q, o: h×h; k, v: h×g·d_h; gate, up, down: h×f — r·(d_in + d_out) each, L = 32 layers
+            per_layer = 2 * (4096 + 4096) + 2 * (4096 + 1024) + 3 * (4096 + 14336)
+            assert page.inner_text("#out-trainable") == f"{rank * 32 * per_layer:,}"
+    # activation offload on any inventory: a mixture of experts on its expert grid
+    page.select_option("#model", "mixtral-8x7b")
+    _set(page, reset)
+    _set(page, {"s": "4096", "t": "2", "d": "4", "e": "4", "sp": True, "zero": "1", "activation_offload": True})
+    hand = page.input_value("#N")
+    _shown_against_bill(page, _bill_json(["mixtral-8x7b", "--seq", "4096", "--tp", "2", "--dp", "4", "--ep", "4",
+                                          "--sp", "--zero", "1", "--activation-offload", "--gpu-memory", "80GB"]
+                                         + (["--params", hand] if hand else []), capsys))
+    _set(page, reset)
+    page.fill("#lora", "16")
+    page.select_option("#model", "mixtral-8x7b")  # LoRA is priced for the LLaMA inventory only: said, not guessed
+    assert page.inner_text("#error").startswith("LoRA and offload: this page prices them for the LLaMA")
+    page.fill("#lora", "0")
+    page.select_option("#model", "llama-3-8b")
+    page.select_option("#base_dtype", "nf4")
+    with pytest.raises(ConfigError) as refused:
+        Layout(base_dtype="nf4").validate(preset("llama-3-8b"))
+    assert page.inner_text("#error") == str(refused.value)
+    _set(page, reset)
+    assert page.errors == []
+
+
+def test_the_calculator_command_opens_with_lora_and_refuses_what_the_page_cannot_price(tmp_path, capsys):
+    out = tmp_path / "qlora.html"
+    assert main(["calculator", "--model", "llama-3-8b", "--lora", "16", "--base-dtype", "nf4",
+                 "-o", str(out)]) == 0
+    capsys.readouterr()
+    text = out.read_text()
+    assert '"lora": 16' in text and '"base_dtype": "nf4"' in text
+    for argv, words in ((["--model", "mixtral-8x7b", "--lora", "16"], "LLaMA inventory only"),
+                        (["--model", "llama-3-8b", "--lora", "16", "--lora-targets", "attention"],
+                         "--lora-targets")):
+        assert main(["calculator", *argv, "-o", str(tmp_path / "x.html")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], err
+
+
+def test_the_loss_selector_equals_bill_json(page, capsys):
+    """Issue 23: ``--loss`` on the page, each kernel's output side and work tensors from the bill's own
+    terms (``html.LOSS_TERMS`` keyed ``@KERNEL``), against ``bill --json``; a kernel without a vocabulary
+    split at t > 1 is refused in the bill's words."""
+    page.select_option("#model", "llama-3-8b")
+    _set(page, {"lora": "0", "base_dtype": "bf16", "offload": "none", "activation_offload": False,
+                "optimizer": "bf16-adam", "zero": "0", "recompute": "full", "dtype": "bf16", "gpu": "80GB"})
+    hand = page.input_value("#N")
+    for loss in html.LOSS_KERNELS:
+        page.select_option("#loss", loss)
+        data = _bill_json(["llama-3-8b", "--loss", loss, "--recompute", "full", "--gpu-memory", "80GB"]
+                          + (["--params", hand] if hand else []), capsys)
+        _shown_against_bill(page, data)
+    page.fill("#t", "2")
+    with pytest.raises(ConfigError) as refused:
+        Layout(tp=2, loss="liger").validate(preset("llama-3-8b"))
+    assert page.inner_text("#error") == str(refused.value)
+    page.select_option("#loss", "vocab-parallel")
+    data = _bill_json(["llama-3-8b", "--tp", "2", "--recompute", "full", "--loss", "vocab-parallel",
+                       "--gpu-memory", "80GB"] + (["--params", hand] if hand else []), capsys)
+    _shown_against_bill(page, data)
+    page.fill("#t", "1")
+    page.select_option("#model", "qwen3-8b")  # a composed family's own inventory, a pipeline in its steady state
+    _set(page, {"s": "4096", "p": "2", "recompute": "selective", "loss": "chunked"})
+    hand = page.input_value("#N")
+    _shown_against_bill(page, _bill_json(["qwen3-8b", "--seq", "4096", "--pp", "2", "--recompute", "selective",
+                                          "--loss", "chunked", "--gpu-memory", "80GB"]
+                                         + (["--params", hand] if hand else []), capsys))
+    assert page.errors == []
+
+
+def test_the_pages_steady_state_is_the_bills():
+    """The page's G without a global batch (``steady/G``) is ``steady_state_batch``'s micro-batches per rank."""
+    from symbolic.core.numeric import exact as exact_value
+    from symbolic.layout.layout import steady_state_batch
+
+    item = next(item for item in html.verdict_formulas() if item.key == "steady/G")
+    for pp, b, dp in ((1, 4, 2), (2, 1, 1), (8, 2, 4), (35, 1, 3)):
+        batch = steady_state_batch(0, pp, b, dp) or b * dp
+        assert exact_value(item.expr, {"p": pp}) == batch // (b * dp)
+        assert html._g_field(Layout(micro_batch=b, pp=pp, dp=dp, global_batch=steady_state_batch(0, pp, b, dp))) == ""
+    assert html._g_field(Layout(pp=4, global_batch=8)) == 8
 
 
 def test_the_calculator_takes_gpu(tmp_path, capsys):

@@ -7,6 +7,9 @@ The hand-filled N defaults to the model's size label (7B, 175B), as the seed
 fills it in. Every built-in model is on the page, each with the formulas of its
 own inventory; a mixture of experts takes ``--ep`` (its experts' width split
 over e_t = t, Megatron-Core's default: ``--etp`` otherwise is refused).
+Without ``--global-batch`` the page's G is empty: the bill's steady state (m = p with a pipeline).
+``--lora``, ``--base-dtype``, ``--no-double-quant``, ``--offload`` (LLaMA inventory) and
+``--activation-offload``, ``--loss`` open the page with those levers, priced from the bill's terms.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", default="calculator.html", help="the page to write (default calculator.html)")
     parser.add_argument("--model", default="gpt-7b", help="the model the page opens with (default gpt-7b)")
     _options.add_layout_options(parser)
+    _options.add_lever_options(parser)
     parser.add_argument("--no-sp", dest="sp", action="store_false", help="open without sequence parallelism")
     parser.add_argument("--params", metavar="N",
                         help="hand-filled parameter count the page opens with (default: the model's size label, "
@@ -57,6 +61,15 @@ def run(args) -> int:
     if layout.moe_dispatcher != "hf" or layout.moe_pad_to_capacity:
         raise ConfigError("--moe-dispatcher / --moe-pad-to-capacity: the calculator page has no input for them; "
                           "use `symbolic bill`")
+    # LoRA, QLoRA and offload: page inputs for the LLaMA inventory, every linear layer adapted
+    from ..render.html import LEVER_ARCH, LORA_TARGETS_PAGE, page_arch
+    if (layout.lora or layout.offload != "none") and page_arch(model) != LEVER_ARCH:
+        raise ConfigError(f"--lora/--offload with {model.name}: the calculator page prices them for the LLaMA "
+                          "inventory only; use `symbolic bill` with them")
+    if layout.lora_targets != LORA_TARGETS_PAGE or layout.optimizer_impl != "foreach" or layout.flash_attention:
+        raise ConfigError("--lora-targets / --optimizer-impl / --flash-attention: the calculator page adapts every "
+                          "linear layer, steps PyTorch's foreach optimizer and prices each inventory's own attention "
+                          "kernel; use `symbolic bill` with them")
     if args.params is None:  # the model's size label, where it reads as a count
         try:
             params_hand = _options.parse_count(model.params_label) if model.params_label else None

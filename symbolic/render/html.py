@@ -13,6 +13,10 @@ Every built-in model is on the page with the formulas of its own inventory
 (the composed families' letters as page fields), and a mixture of experts takes
 the expert-parallel size e, as ``bill --ep`` does.
 
+The page's G left empty is the bill's default without a global batch (a pipeline's steady state,
+``steady/G``); LoRA, QLoRA and offload (:func:`lever_formulas`, the LLaMA inventory), activation
+offload and the loss kernels (``…@KERNEL``) are the bill's own terms too.
+
 The page needs no network: its CSS, data and script are inline.
 """
 from __future__ import annotations
@@ -25,19 +29,21 @@ from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 
-from sympy import Add, Expr, Integer, Piecewise, Rational, Symbol, factor_terms, fraction, sstr, together
+from sympy import (Add, Expr, Integer, Piecewise, Rational, Symbol, ceiling, factor_terms, floor, fraction, sstr,
+                   together)
 from sympy.printing.jscode import JavascriptCodePrinter
 
 from ..claims.quantities import evaluate
 from ..claims.sources import cite, keys, reference
 from ..core.dims import (E, E_s, L, L_d, P, Psi, V, a, b, d, d_h, d_n, d_r, d_v, e, f, f_e, f_s, g, h, k, m, p,
-                         r_kv, r_q, s, t, v)
-from ..layout.layout import Layout
+                         r, r_kv, r_q, s, t, v)
+from ..layout.layout import Layout, default_loss, steady_state_batch
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy, in_flight_formula
 from ..ledgers import activations, flops, params, states
 from ..models.architectures import gpt
 from ..models.builtin import presets as builtin_presets
 from ..models.config import ConfigError, ModelConfig
+from ..models.losses import LOSS_KERNELS
 
 #: Gradient-accumulation steps: micro-batches per data-parallel rank per
 #: iteration (seed 001 §5 step 5: tokens/step = b·s·d·grad_accum). A page
@@ -55,7 +61,7 @@ m_last = Symbol("m_last", positive=True, integer=True)
 #: MLA's ranks and head widths), a learned table's rows, and the expert-parallel size e (the
 #: routed experts over e ranks, each expert's width over e_t = t: Megatron-Core's default).
 ARGUMENTS = (s, b, h, a, L, V, t, p, d, f, v, Psi, G, g, E, k, E_s, f_e, m, m_last,
-             d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, P, e)
+             d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, P, e, r)
 
 #: The page's inputs of the model's letters beyond the GPT ones, each shown for the inventories
 #: whose formulas use it (``page_archs``), with its label and the least value it takes.
@@ -122,7 +128,15 @@ class Formula:
         evaluates both exactly while they stay below 2^53)."""
         num, den = _numerator_denominator(self.expr)
         for part in (num, den):
-            for coefficient in part.atoms(Rational):
+            # inside a ceiling or floor (torchtune's chunked loss: ceil(s/8)) a coefficient may be 1/2^k:
+            # the double s·2^-k is exact below 2^53, so Math.ceil/Math.floor of it is the exact integer
+            rounded = part.atoms(ceiling, floor)
+            for inner in rounded:
+                for coefficient in inner.atoms(Rational):
+                    q = coefficient.q
+                    if q & (q - 1):
+                        raise ValueError(f"{self.key}: {coefficient} inside {inner} is not exact as a double")
+            for coefficient in part.xreplace({x: Symbol("rounded") for x in rounded}).atoms(Rational):
                 if not coefficient.is_Integer:
                     raise ValueError(f"{self.key}: non-integer coefficient {coefficient} in {part}")
             if part.free_symbols - set(ARGUMENTS):
@@ -180,6 +194,12 @@ def page_strategy(sp: bool, recompute: str, pipeline: str, dtype: str, stage: st
                     in_flight=in_flight, stage=stage, expert_parallel=experts, **PIPELINES[pipeline])
 
 
+#: The loss kernels the page offers (``--loss``), transformers' eager first (the unsuffixed keys), and
+#: the verdict's terms a kernel changes: what it keeps and its work tensors (``output.saved_tensors``,
+#: ``peak.layer_work_tensors``), keyed ``…/TERM@KERNEL``.
+LOSS_TERMS = ("output_side", "loss_work")
+
+
 def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_inv=None,
                   experts: bool = False) -> list[Formula]:
     """The terms of the verdict's candidate instants (``symbolic.ledgers.peak.basis``) for every
@@ -208,6 +228,25 @@ def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_
                                        exprs["none" if recompute == "any" else recompute], peak.SOURCE,
                                        f"{name.replace('_', ' ')}: one micro-batch, one layer"
                                        + (" (every recompute policy)" if recompute == "any" else "")))
+            # the loss kernels (--loss): what they keep (the output side) and their work tensors; every
+            # other term is the same under each kernel (checked, never assumed)
+            for loss in LOSS_KERNELS[1:]:
+                by_loss = {}
+                for recompute in RECOMPUTE:
+                    strategy = replace(page_strategy(sp, recompute, "none", dtype, experts=experts), loss=loss)
+                    kept = strategy.shard(output.saved_tensors(norm=norm or Structure(arch).output_norm, loss=loss))
+                    by_loss[recompute] = peak.basis(strategy, saved, kept)
+                for name in peak.BASIS:
+                    exprs = {recompute: by_loss[recompute][name] for recompute in RECOMPUTE}
+                    if name not in LOSS_TERMS:
+                        if exprs != {recompute: by_policy[recompute][name] for recompute in RECOMPUTE}:
+                            raise ValueError(f"{prefix}{name}: the loss kernel {loss} changes it; the page has no key")
+                        continue
+                    policies = ["any"] if len(set(exprs.values())) == 1 else list(RECOMPUTE)
+                    for recompute in policies:
+                        out.append(Formula(f"{prefix}peak/{'sp' if sp else 'nosp'}/{recompute}/{dtype}/{name}@{loss}",
+                                           exprs["none" if recompute == "any" else recompute], peak.SOURCE,
+                                           f"{name.replace('_', ' ')} under the {loss} loss kernel: one micro-batch"))
     param_inv = param_inv if param_inv is not None else architecture_inventories_for_page(arch, saved)
     for size in sorted({recipe.bytes_of("parameters") for recipe in page_recipes().values()}):
         out.append(Formula(f"{prefix}peak/gathered/{size}", peak.gathered_weights(param_inv, Integer(size), 3),
@@ -224,16 +263,18 @@ def architecture_inventories_for_page(arch: str, saved):
     return architecture_inventories(Structure(arch, True, True, "rope", True))[0]
 
 
-def instant_compositions() -> dict[str, list[dict]]:
+def instant_compositions(activation_offload: bool = False) -> dict[str, list[dict]]:
     """For each pipeline schedule, the candidate instants as data: (stage, phase, [(multiplicity
-    formula key, term)]) — ``symbolic.ledgers.peak.compositions`` with the page's m (m_last)."""
+    formula key, term)]) — ``symbolic.ledgers.peak.compositions`` with the page's m (m_last);
+    ``activation_offload``: the saved tensors in CPU memory, a two-layer double buffer on the GPU."""
     from ..ledgers import peak
 
     out = {}
     for pipeline in PIPELINES:
         rows = []
         for stage in ("first",) if pipeline == "none" else ("first", "last"):
-            for phase, composition in peak.compositions(_K, _N, pipeline == "none" or stage == "last"):
+            for phase, composition in peak.compositions(_K, _N, pipeline == "none" or stage == "last",
+                                                        activation_offload):
                 rows.append({"stage": stage, "phase": phase if pipeline == "none" else f"{stage} stage, {phase}",
                              "terms": [[_multiplicity_key(pipeline, stage, multiplicity), name]
                                        for multiplicity, name in composition]})
@@ -251,6 +292,8 @@ def _multiplicity_key(pipeline: str, stage: str, multiplicity: Expr) -> str | No
     any other multiplicity has no formula on the page and is refused, not guessed."""
     if multiplicity == 1:
         return None
+    if multiplicity == 2:  # activation offload's double buffer: two layers' saved tensors
+        return "peakcount/double"
     for name, expr in (("held", _K * _N), ("held-1", _K * _N - 1)):
         if (multiplicity - expr).expand() == 0:
             return f"peakcount/{pipeline}/{stage}/{name}"
@@ -289,6 +332,12 @@ def verdict_formulas() -> list[Formula]:
     for sharded in (False, True):
         out.append(Formula(f"peak/optimizer/{int(sharded)}", peak.optimizer_temporary(1 if sharded else 0),
                            peak.SOURCE, "optimizer step: one fp32 temporary per parameter of the shard"))
+    out.append(Formula("peakcount/double", Integer(2), "seed 004 §05.2 (activation offload)",
+                       "activation offload: a double buffer of two layers' saved tensors stays on the GPU"))
+    # the bill's G without --global-batch (layout.steady_state_batch): m = p with a pipeline, else 1
+    out.append(Formula("steady/G", Piecewise((p, Gt(p, 1)), (Integer(1), True)),
+                       "symbolic.layout.layout.steady_state_batch; Korthikanti et al. 2022 §4.2.3",
+                       "without a global batch: a pipeline in its steady state, m = p micro-batches; else 1"))
     for stage in ("first", "last"):
         out.append(Formula(f"inflight/{stage}", in_flight_formula(G, stage), "symbolic.layout.layout.in_flight",
                            f"micro-batch chunks in flight on the {stage} stage (m = G per iteration)"))
@@ -344,6 +393,7 @@ def formulas(models: dict[str, ModelConfig] | None = None) -> list[Formula]:
                        "Kaplan et al. 2020 §2.1", "6N·tokens: N without embeddings, short context, no recompute"))
     for arch in PAGE_ARCHITECTURES[1:]:
         out += native_formulas(arch)
+    out += lever_formulas(LEVER_ARCH)
     for arch, model in models.items():
         out += native_formulas(arch, model)
     return out
@@ -410,6 +460,102 @@ def native_formulas(arch: str, model: ModelConfig | None = None) -> list[Formula
     out.append(Formula(f"{arch}:flops/kaplan", kaplan * b * s * micro_batches,
                        "Kaplan et al. 2020 §2.1", "6N·tokens: N the weights a token multiplies by"
                        + (" (N_active)" if experts else "") + ", no embeddings, short context"))
+    return out
+
+
+#: The inventory the page prices LoRA, QLoRA and offload for (``bill --lora/--base-dtype/--offload``):
+#: the LLaMA layer (RMSNorm, GQA, SwiGLU, fused attention; RoPE). Any other refuses them on the page.
+LEVER_ARCH = "llama"
+#: The page's base storage choices: (``--base-dtype``, ``--double-quant``).
+LORA_BASES = {"bf16": ("bf16", True), "int8": ("int8", True), "nf4": ("nf4", True), "nf4-nodq": ("nf4", False)}
+#: The weights the page's adapters adapt (``--lora-targets``' default, QLoRA's).
+LORA_TARGETS_PAGE = "all-linear"
+
+
+def lever_formulas(arch: str) -> list[Formula]:
+    """The bill's lever terms for ``arch``'s inventory, keyed ``arch:`` (``bill.derive.derive`` with
+    ``--lora`` r, ``--base-dtype``, ``--offload``, ``--activation-offload``):
+
+    - ``lora/base/TIED/BASE/ZERO/OFFLOAD``: the frozen base on the GPU (``states.state_terms``'
+      terms that are not adapters; with ``--offload params`` the two gathered layers);
+    - ``lora/adapters/RECIPE/ZERO/OFFLOAD``: the adapters' recipe blocks on the GPU;
+    - ``offload/states/RECIPE/ZERO/OFFLOAD``: full training with offload, the GPU's state terms;
+    - ``lora/trainable``, ``lora/peak/optimizer/0|1``: the adapters' count and the optimizer step's
+      fp32 temporaries over them;
+    - ``lora/`` + the activation and verdict-term keys: the saved tensors with the adapters' A·x
+      (``derive.lora_saved``), ``lora/peak/gathered/BASE`` ZeRO-3's gathered frozen weights;
+    - ``lora/flops/hardware/RECOMPUTE``, ``lora/flops/model``: frozen weights skip their weight
+      gradients, the adapters' matmuls train (``derive.lora_forward_flops``)."""
+    from ..bill.derive import (architecture_inventories, fused_backward_recompute, lora_forward_flops, lora_saved,
+                               recompute_for_flops)
+    from ..layout.choices import OFFLOAD
+    from ..ledgers import peak
+    from ..models.structure import Structure
+
+    lora = Layout(lora=1, lora_targets=LORA_TARGETS_PAGE)  # lora_saved reads the two fields; the rank is the letter r
+    out: list[Formula] = []
+    for tied in (True, False):
+        param_inv, saved, matmuls = architecture_inventories(Structure(arch, True, tied, "rope", True))
+        for base, (dtype, double_quant) in LORA_BASES.items():
+            for zero in states.ZERO_STAGES:
+                for offload in OFFLOAD:
+                    terms, _ = states.state_terms(states.RECIPES["bf16-adam"], zero, param_inv, lora=True,
+                                                  lora_targets=LORA_TARGETS_PAGE, base_dtype=dtype,
+                                                  double_quant=double_quant, offload=offload)
+                    frozen = [x for x in terms if x.device == "gpu" and not x.name.startswith("LoRA adapters")]
+                    out.append(Formula(f"{arch}:lora/base/{'tied' if tied else 'untied'}/{base}/{zero}/{offload}",
+                                       Add(*(x.bytes for x in frozen)), states.LORA,
+                                       "; ".join(dict.fromkeys(f"{x.name}: {x.condition}" for x in frozen))
+                                       or "the frozen base in CPU memory"))
+    # the rest does not depend on the tied embedding: the adapters are on the layers' matrices
+    param_inv, saved, matmuls = architecture_inventories(Structure(arch, True, True, "rope", True))
+    for name, recipe in page_recipes().items():
+        for zero in states.ZERO_STAGES:
+            for offload in OFFLOAD:
+                terms, trainable = states.state_terms(recipe, zero, param_inv, lora=True, lora_targets=LORA_TARGETS_PAGE,
+                                                      offload=offload)
+                adapters = [x for x in terms if x.device == "gpu" and x.name.startswith("LoRA adapters")]
+                out.append(Formula(f"{arch}:lora/adapters/{name}/{zero}/{offload}", Add(*(x.bytes for x in adapters)),
+                                   f"{states.LORA}; {recipe.source}",
+                                   f"LoRA adapters ({LORA_TARGETS_PAGE}, rank r): {recipe.tally} B/param; ZeRO-{zero}"
+                                   + ("" if offload == "none" else f"; offload {offload}: the rest in CPU memory")))
+                if offload == "none":
+                    continue
+                full, _ = states.state_terms(recipe, zero, param_inv, offload=offload)
+                out.append(Formula(f"{arch}:offload/states/{name}/{zero}/{offload}",
+                                   Add(*(x.bytes for x in full if x.device == "gpu")),
+                                   states.PARAM_OFFLOAD if offload == "params" else states.ZERO_OFFLOAD,
+                                   f"{recipe.tally} B/param; ZeRO-{zero}; offload {offload}: on the GPU "
+                                   + ", ".join(x.name for x in full if x.device == "gpu")))
+    out.append(Formula(f"{arch}:lora/trainable", trainable, states.LORA,
+                       f"the adapters B·A of rank r on every {LORA_TARGETS_PAGE} matrix, L layers"))
+    for sharded in (False, True):
+        out.append(Formula(f"{arch}:lora/peak/optimizer/{int(sharded)}",
+                           peak.optimizer_temporary(1 if sharded else 0, trainable=trainable), peak.SOURCE,
+                           "optimizer step: one fp32 temporary per adapter parameter of the shard"))
+    adapted = lora_saved(saved, param_inv, lora)
+    out += activation_formulas(f"{arch}:lora/", adapted, states.LORA)
+    out += [item for item in peak_formulas(f"{arch}:lora/", arch, adapted, param_inv=param_inv)
+            if "/peak/gathered/" not in item.key]
+    for base, (dtype, _) in LORA_BASES.items():
+        out.append(Formula(f"{arch}:lora/peak/gathered/{base}",
+                           peak.gathered_weights(param_inv, states.BASE_DTYPE_BYTES[dtype], 3), peak.SOURCE,
+                           f"ZeRO-3: the largest frozen weight matrix gathered and one prefetched ({dtype})"))
+    micro_batches = d * G
+    weights = type(matmuls)(tuple(mm for mm in matmuls if mm.weight))
+    adapter_forward = Add(*(forward for _, forward in lora_forward_flops(param_inv, LORA_TARGETS_PAGE)))
+    fused = fused_backward_recompute(adapted, matmuls)
+    for recompute in RECOMPUTE:
+        policy = recompute_for_flops(recompute, adapted)
+        redo = adapter_forward if policy == "full" else 0
+        out.append(Formula(f"{arch}:lora/flops/hardware/{recompute}",
+                           (flops.hardware_training(policy, matmuls) - flops.forward(weights) + 3 * adapter_forward
+                            + redo + fused) * micro_batches, states.LORA,
+                           "LoRA: frozen weights forward + input gradient; the adapters forward + both gradients"
+                           + (" + full recompute" if redo else "") + "; fused attention's Q·Kᵀ recompute; d·G micro-batches"))
+    out.append(Formula(f"{arch}:lora/flops/model",
+                       (flops.model_training(matmuls) - flops.forward(weights) + 3 * adapter_forward) * micro_batches,
+                       states.LORA, "model FLOPs: frozen weights forward + input gradient, the adapters 3× forward"))
     return out
 
 
@@ -492,10 +638,18 @@ REFERENCE_LAYOUTS = {
 ONE_GPU = (Layout(), "no published layout: one GPU")
 
 
+def _g_field(layout: Layout) -> int | str:
+    """The page's G of ``layout``: empty where it is the bill's default without ``--global-batch``
+    (:func:`symbolic.layout.layout.steady_state_batch`: m = p with a pipeline, one micro-batch
+    without), which the page then computes as the bill does; else the micro-batches per iteration."""
+    default = steady_state_batch(0, layout.pp, layout.micro_batch, layout.dp)
+    return "" if layout.global_batch in (0, default) else layout.iteration_micro_batches()
+
+
 def _layout_fields(layout: Layout) -> dict:
     """The page's layout fields of ``layout`` (the preset menu sets them all)."""
     return {"b": layout.micro_batch, "t": layout.tp, "p": layout.pp, "d": layout.dp, "v": layout.interleave,
-            "G": layout.iteration_micro_batches(), "sp": layout.sp, "e": layout.ep}
+            "G": _g_field(layout), "sp": layout.sp, "e": layout.ep}
 
 
 def _preset_data(model: ModelConfig, layout: Layout | None = None, params_hand: int | None = None,
@@ -515,7 +669,9 @@ def _preset_data(model: ModelConfig, layout: Layout | None = None, params_hand: 
             **{letter: values[letter] for letter in MODEL_FIELDS if letter not in ("g", "E", "k", "E_s", "f_e")
                and letter in values},
             "approximations": list(getattr(model, "approximations", ())),
-            "N": label, "layout": _layout_fields(layout if layout is not None else reference),
+            # the loss kernel the bill assumes for it (layout.default_loss), or the page's own layout's
+            "N": label, "layout": {**_layout_fields(layout if layout is not None else reference),
+                                   "loss": layout.loss if layout is not None else default_loss(model)},
             "layout_source": layout_source or reference_source}
 
 
@@ -571,16 +727,21 @@ def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_m
         "fields": {name: {"label": label, "min": least} for name, (label, least) in MODEL_FIELDS.items()},
         "references": [reference(key) for key in cited],
         "instants": instant_compositions(),
+        "instants_offloaded": instant_compositions(activation_offload=True),
+        "lever_arch": LEVER_ARCH, "losses": list(LOSS_KERNELS), "lora_bases": {name: {"bytes": str(states.BASE_DTYPE_BYTES[dtype])}
+                                                 for name, (dtype, _) in LORA_BASES.items()},
         "peak_dtype": PEAK_DTYPE,
         "recipes": {name: {"tally": r.tally, "bytes": str(r.bytes_per_param), "condition": r.condition,
                              "source": r.source, "param_bytes": r.bytes_of("parameters")}
                     for name, r in page_recipes().items()},
         "defaults": {**_preset_data(model), "model": model.name, "b": layout.micro_batch,
                      "s": layout.seq or model.seq, "t": layout.tp, "p": layout.pp, "d": layout.dp,
-                     "sp": layout.sp, "v": layout.interleave, "G": layout.iteration_micro_batches(), "e": layout.ep,
+                     "sp": layout.sp, "v": layout.interleave, "G": _g_field(layout), "e": layout.ep,
                      "recompute": layout.recompute, "zero": layout.zero, "optimizer": layout.optimizer,
                      "dtype": layout.dtype, "N": _count_text(params_hand),
-                     "gpu": _memory_text(gpu_memory)},
+                     "gpu": _memory_text(gpu_memory), "loss": layout.loss, "lora": layout.lora, "base_dtype": layout.base_dtype,
+                     "double_quant": layout.double_quant, "offload": layout.offload,
+                     "activation_offload": layout.activation_offload},
     }
 
 
