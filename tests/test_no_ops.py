@@ -46,6 +46,15 @@ def test_bill_timeline_and_solve_accept_them_with_a_note(capsys):
     assert "note: sp with tp 1" in capsys.readouterr().err
 
 
+def test_a_refused_layout_gets_its_one_line_and_no_note(capsys):
+    """A no-op flag beside a layout refused for another reason: the refusal alone (one line, exit 2)."""
+    from symbolic.cli import main
+
+    assert main(["bill", "gpt-7b", "--pp", "80", "--sp"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "must be divisible by pp×interleave (80×1)" in err[0]
+
+
 def test_the_api_warns_and_prices():
     from symbolic import api
 

@@ -156,6 +156,8 @@ def layout_from_args(args, model: ModelConfig | None = None) -> Layout:
     from ..layout.layout import settle_no_ops
 
     layout, notes = settle_no_ops(_layout_from_args(args, model))
+    if model is not None and notes:
+        layout.validate(model)  # a layout refused anyway gets its one line, not a note above it
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return layout
