@@ -71,7 +71,9 @@ def main() -> None:
     seconds, output = timed(argv, env)
     summary = [line for line in output.splitlines() if " passed" in line or " failed" in line or "error" in line]
     print(f"{name}: {seconds:.1f} s wall — {summary[-1].strip('= ') if summary else 'no summary line'}")
-    if junit.exists():
+    if not summary or " passed" not in summary[-1] or " failed" in summary[-1] or " error" in summary[-1]:
+        print("\n".join(output.splitlines()[-40:]))  # what went wrong, not only the count
+    if junit.exists() and sum(per_file(junit).values()) > 0:
         files = per_file(junit)
         total = sum(files.values())
         print(f"  test time summed over all files: {total:.1f} s (wall × workers, less the idle); slowest files:")
