@@ -45,6 +45,9 @@ def main() -> None:
     args = parser.parse_args()
     py = sys.executable
     cache = dict(os.environ, SYMBOLIC_CACHE_DIR=tempfile.mkdtemp(prefix="symbolic-bench-"))
+    # Bytecode as an installed package has it (pip compiles on install; an editable one writes __pycache__ on
+    # first import): with PYTHONDONTWRITEBYTECODE set every run would also compile each module from source.
+    cache.pop("PYTHONDONTWRITEBYTECODE", None)
     off = dict(cache, SYMBOLIC_CACHE="off")
     cases = [
         ("python -c pass", [py, "-c", "pass"]),

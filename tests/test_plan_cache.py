@@ -2,6 +2,7 @@
 derivation and no lambdify, and a damaged entry discarded and derived again."""
 import hashlib
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -30,10 +31,29 @@ def _refuse(*args, **kwargs):
     raise AssertionError("derived, though the cache holds it")
 
 
-def test_a_cached_plan_neither_derives_nor_lambdifies(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def derived_once(tmp_path_factory):
+    """The plan derived once into a cache folder of its own: (the folder, the plan, its top 5). Each test
+    starts from a copy of that folder instead of deriving it all again (most of each test's time before)."""
+    folder = tmp_path_factory.mktemp("plan-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SYMBOLIC_CACHE_DIR", str(folder))
+        _forget()
+        result, top = _run()
+        _forget()
+    return folder, result, top
+
+
+def _cache_from(derived_once, tmp_path, monkeypatch):
+    folder, result, top = derived_once
+    shutil.copytree(folder, tmp_path, dirs_exist_ok=True)
     monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
     _forget()
-    first, first_top = _run()
+    return result, top
+
+
+def test_a_cached_plan_neither_derives_nor_lambdifies(tmp_path, monkeypatch, derived_once):
+    first, first_top = _cache_from(derived_once, tmp_path, monkeypatch)  # a first plan's entries
     entries = sorted(path.name.split("-")[0] for path in tmp_path.rglob("*.json"))
     assert "plan" in entries and "time" in entries  # the groups' ledgers and their time derivations
     _forget()
@@ -66,11 +86,10 @@ def _edit_params(text):
     lambda stored: _rehash(dict(stored, derived=json.dumps({"params": "1"}))),  # fields missing
     lambda stored: _rehash(dict(stored, derived="[1, 2]")),
 ], ids=["edited", "call-rehashed", "unknown-letter-rehashed", "fields-missing-rehashed", "json-list-rehashed"])
-def test_a_damaged_plan_entry_is_discarded_and_derived_again(tmp_path, monkeypatch, capsys, damage):
-    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
-    _forget()
-    expected, expected_top = _run()
+def test_a_damaged_plan_entry_is_discarded_and_derived_again(tmp_path, monkeypatch, capsys, damage, derived_once):
+    expected, expected_top = _cache_from(derived_once, tmp_path, monkeypatch)
     paths = sorted(tmp_path.rglob("plan-*.json"))
+    assert paths
     for path in paths:
         path.write_text(json.dumps(damage(json.loads(path.read_text()))))
     _forget()

@@ -129,7 +129,10 @@ class Hardware:
 
     def efficiency(self, gemm_flops):
         """Fraction of peak a GEMM of ``gemm_flops`` FLOPs per call achieves: the
-        step function of ``gemm_efficiency`` (works on numpy arrays)."""
+        step function of ``gemm_efficiency`` (works on numpy arrays; a Python number stays one)."""
+        if isinstance(gemm_flops, (int, float)):
+            return next((value for threshold, value in self.gemm_efficiency if gemm_flops >= threshold),
+                        self.gemm_efficiency[-1][1])
         import numpy as np
 
         x = np.asarray(gemm_flops, dtype=np.float64)

@@ -16,7 +16,8 @@ The rules, stated once (nothing here is fitted to published runs):
 * **Interpolation over shapes:** a kernel takes the efficiency of the *nearest measured shape of the
   same pass* in log space (Euclidean distance of the logarithms of its dimensions; GEMM (m, n, k),
   grouped GEMM (groups, M, N, K), attention (sequence, batch × heads, head dim); rows equal in those
-  dimensions — attention rows differing only in key/value heads — the first in the file's sorted order).
+  dimensions — attention rows differing only in key/value heads — or equally near the shape, the first
+  in the file's sorted order).
 * **A GPU kind with no table of its own** borrows the measured kind nearest in dense BF16 peak (in
   log space), each efficiency scaled by the ratio of the two kinds' mamf-finder BF16 ceilings (the
   same benchmark on both) and capped at the borrower's ceiling; the bill names the approximation.
@@ -53,10 +54,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
-import numpy as np
+from . import arrays as np  # numpy for a plan's arrays, plain floats for a bill's one layout
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "data" / "kernels"
 PASSES = ("forward", "input_gradient", "weight_gradient")
@@ -66,28 +67,67 @@ CAUSAL_DENSE_OVER_EXECUTED = 2.0
 
 @dataclass(frozen=True)
 class Table:
-    """Measured shapes of one kernel and pass: log-dimensions (n × d) and efficiencies (n)."""
+    """Measured shapes of one kernel and pass: dimensions (n rows of d) and efficiencies (n)."""
 
-    log_shapes: np.ndarray
-    efficiency: np.ndarray
+    shapes: tuple                 #: the measured dimensions, one tuple per row
+    efficiencies: tuple           #: the efficiency of each row
 
-    def nearest(self, *dims) -> np.ndarray:
-        """The efficiency of the nearest measured shape (log space) for arrays of dimensions. Distinct
-        shapes are found once (a plan's layouts share few): each is keyed by its log-dimensions rounded
-        to 1/1024 (15 bits each), and only those are compared with the table."""
-        arrays = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in dims))
+    @cached_property
+    def log_shapes(self):
+        return np.log(np.array(self.shapes, dtype=np.float64))
+
+    @cached_property
+    def efficiency(self):
+        return np.array(self.efficiencies, dtype=np.float64)
+
+    @cached_property
+    def _python_rows(self) -> tuple:
+        """(log-dimensions, efficiency) of each distinct shape, the first row of equal ones (argmin's)."""
+        rows: dict = {}
+        for shape, eff in zip(self.shapes, self.efficiencies):
+            rows.setdefault(tuple(shape), (tuple(math.log(x) for x in shape), eff))
+        return tuple(rows.values())
+
+    def nearest(self, *dims):
+        """The efficiency of the nearest measured shape (log space) for arrays of dimensions; of rows
+        equally near (within :data:`TIE` in squared log distance: a shape midway between two rows, as
+        (2048, 12288, 12288) is between (4096, 8192, 14336) and (4096, 14336, 8192)), the first in the
+        file's order, so the choice never rests on the last place of a logarithm (numpy's SIMD ``log``
+        and libm's differ there). One shape of Python numbers (a bill) is compared in Python, without
+        numpy; arrays (a plan) find their distinct shapes once (a plan's layouts share few): each keyed
+        by its log-dimensions rounded to 1/1024 (15 bits each), only those compared with the table."""
+        if np.scalar(*dims):
+            logs = [math.log(max(float(x), 1.0)) for x in dims]
+            distances = [sum((a - b) * (a - b) for a, b in zip(logs, row)) for row, _ in self._python_rows]
+            near = min(distances)
+            near += TIE * (1.0 + near)
+            return np.Scalar(next(eff for d, (_, eff) in zip(distances, self._python_rows) if d <= near))
+        np_ = _numpy()
+        arrays = np_.broadcast_arrays(*(np_.asarray(x, dtype=np_.float64) for x in dims))
         shape = arrays[0].shape
-        logs = [np.log(np.maximum(a, 1.0)).ravel() for a in arrays]
+        logs = [np_.log(np_.maximum(a, 1.0)).ravel() for a in arrays]
         if logs[0].size == 1:
-            unique, inverse = np.array([[x[0] for x in logs]]), np.zeros(1, dtype=np.int64)
+            unique, inverse = np_.array([[x[0] for x in logs]]), np_.zeros(1, dtype=np_.int64)
         else:
-            key = np.zeros(logs[0].shape, dtype=np.int64)
+            key = np_.zeros(logs[0].shape, dtype=np_.int64)
             for x in logs:
-                key = key * 32768 + np.minimum(np.rint(x * 1024), 32767).astype(np.int64)
-            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-            unique = np.stack([x[first] for x in logs], axis=-1)
+                key = key * 32768 + np_.minimum(np_.rint(x * 1024), 32767).astype(np_.int64)
+            _, first, inverse = np_.unique(key, return_index=True, return_inverse=True)
+            unique = np_.stack([x[first] for x in logs], axis=-1)
         distance = ((unique[:, None, :] - self.log_shapes[None, :, :]) ** 2).sum(axis=-1)
-        return self.efficiency[np.argmin(distance, axis=1)][inverse.reshape(-1)].reshape(shape)
+        near = distance.min(axis=1, keepdims=True)
+        row = np_.argmax(distance <= near + TIE * (1.0 + near), axis=1)   # the first of the nearest rows
+        return self.efficiency[row][inverse.reshape(-1)].reshape(shape)
+
+
+#: Squared log distances this close (relative to 1 + the distance) are a tie: far above the last-place
+#: difference of two logarithm implementations (~10⁻¹⁵), far below any two distinct shapes' gap.
+TIE = 1e-9
+
+
+def _numpy():
+    import numpy
+    return numpy
 
 
 @dataclass(frozen=True)
@@ -103,7 +143,7 @@ class Collective:
     def latency(self, ranks, steps):
         """Seconds per call of a ring of ``ranks`` (arrays) with ``steps`` ring steps."""
         ranks = np.asarray(ranks, dtype=np.float64)
-        fixed = np.full(ranks.shape, self.fixed_latency)
+        fixed = np.zeros_like(ranks) + self.fixed_latency   # (arrays.zeros_like: a plan's or one bill's)
         for n, seconds in self.fixed_latency_by_ranks:
             fixed = np.where(ranks == n, seconds, fixed)
         return self.step_latency * np.asarray(steps, dtype=np.float64) + fixed
@@ -182,14 +222,12 @@ def _tables_of(data: dict) -> tuple:
     gemm = {}
     for stage in PASSES:
         rows = [r for r in tables["gemm"]["rows"] if r[0] == stage]
-        gemm[stage] = Table(np.log(np.array([r[1:4] for r in rows], dtype=np.float64)),
-                            np.array([r[4] for r in rows], dtype=np.float64))
+        gemm[stage] = Table(tuple(tuple(r[1:4]) for r in rows), tuple(r[4] for r in rows))
     grouped = {}
     for stage in PASSES:
         rows = [r for r in tables.get("grouped_gemm", {}).get("rows", []) if r[0] == stage]
         if rows:
-            grouped[stage] = Table(np.log(np.array([r[1:5] for r in rows], dtype=np.float64)),
-                                   np.array([r[5] for r in rows], dtype=np.float64))
+            grouped[stage] = Table(tuple(tuple(r[1:5]) for r in rows), tuple(r[5] for r in rows))
     attention = {}
     for stage in ("forward", "backward"):
         # Megatron-Core's query, key and value are views of one projection (not contiguous): that row
@@ -200,8 +238,7 @@ def _tables_of(data: dict) -> tuple:
         kept = {tuple(r[:6]): r for r in rows if r[6]}
         kept.update({tuple(r[:6]): r for r in rows if not r[6]})
         rows = list(kept.values())
-        attention[stage] = Table(np.log(np.array([[r[1], r[0] * r[2], r[4]] for r in rows], dtype=np.float64)),
-                                 np.array([r[7] for r in rows], dtype=np.float64))
+        attention[stage] = Table(tuple((r[1], r[0] * r[2], r[4]) for r in rows), tuple(r[7] for r in rows))
     memory = tables["memory"]
     datasheet = memory["datasheet_hbm_bandwidth"]
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
 
-import numpy as np
+from . import arrays as np  # numpy for a plan's arrays, plain floats for a bill's one layout
 
 from .hardware import Hardware
 

@@ -5,7 +5,7 @@ prints it after them and merges :func:`time_json` into the bill's JSON.
 """
 from __future__ import annotations
 
-import numpy as np
+from ..ledgers.arrays import first
 
 #: The breakdown's parts, in the order they print, with their meaning.
 PARTS = {
@@ -24,7 +24,7 @@ PARTS = {
 
 
 def _f(x) -> float:
-    return float(np.asarray(x).reshape(-1)[0])
+    return float(first(x))
 
 
 def _seconds(x) -> str:
@@ -70,7 +70,7 @@ def time_lines(step, bill=None) -> list[str]:
         if _f(line["ranks"]) <= 1:
             continue
         out.append(f"    {line['class'].split(':')[0]}/{line['phase']:<9} {line['collective']:<14} over "
-                   f"{line['group']}={_f(line['ranks']):g} on {np.asarray(line['link']).reshape(-1)[0]:<7} "
+                   f"{line['group']}={_f(line['ranks']):g} on {first(line['link']):<7} "
                    f"calls {_f(line['calls']):>9,.0f}  Σbytes {_bytes(line['bytes']):>12}  ring ×{_f(line['ring_factor']):.3f}"
                    f"  bus {_f(line['bus_bandwidth']) / 1e9:,.1f} GB/s  α {_f(line['latency_per_call']) * 1e6:,.1f} µs"
                    f"  → {_seconds(line['seconds'])}, exposed {_seconds(line['exposed'])}")
@@ -100,7 +100,7 @@ def time_json(step) -> dict:
             "hardware": f["hardware"], "peak_flops": f["peak_flops"], "gemm_dtype": f.get("gemm_dtype", "bf16"),
             "gpus_per_node": f["gpus_per_node"],
             "overlap": f["overlap"], "micro_batches_per_pipeline": _f(f["micro_batches_per_pipeline"]),
-            "pacing_stage": str(np.asarray(f.get("pacing_stage", "last")).reshape(-1)[0]),
+            "pacing_stage": str(first(f.get("pacing_stage", "last"))),
             "framework": f.get("framework"),
             "framework_settings": [{"setting": n, "value": v, "source": src} for n, v, src in f.get("framework_settings", ())],
             "kernels": f.get("kernels", ""), "kernel_approximation": f.get("kernel_approximation", ""),
@@ -114,7 +114,7 @@ def time_json(step) -> dict:
                                "bytes": _f(x["bytes"]), "ring_factor": _f(x["ring_factor"]),
                                "latency_per_call_seconds": _f(x["latency_per_call"]),
                                "bus_bandwidth": _f(x["bus_bandwidth"]),
-                               "link": str(np.asarray(x["link"]).reshape(-1)[0]), "seconds": _f(x["seconds"]),
+                               "link": str(first(x["link"])), "seconds": _f(x["seconds"]),
                                "exposed_seconds": _f(x["exposed"])} for x in step.comm_lines],
         },
     }
