@@ -282,26 +282,9 @@ def bar_cells(states, activations, capacity=None, width: int = BAR_WIDTH) -> lis
     """The memory bar, cell by cell: ``states``, ``activations``, ``free`` or
     ``over`` (memory past ``capacity``), scaled so the longer of the total and
     the capacity fills ``width``. Boundaries are rounded half up from the exact
-    byte counts, so the cells of each part add up to its rounded share."""
-    total = as_fraction(states) + as_fraction(activations)
-    scale = max(total, Fraction(capacity or 0))
-    if scale == 0:
-        return ["free"] * width
-
-    def cell(x) -> int:
-        return int(round_half_up(as_fraction(x) * width / scale, 0))
-
-    states_end, total_end = cell(states), cell(total)
-    limit = cell(capacity) if capacity else width
-    cells = []
-    for i in range(width):
-        kind = "states" if i < states_end else "activations" if i < total_end else "free"
-        if capacity and kind != "free" and i >= limit:
-            kind = "over"
-        elif not capacity and kind == "free":
-            kind = "none"
-        cells.append(kind)
-    return cells
+    byte counts, so the cells of each part add up to its rounded share
+    (:func:`part_cells` of the two parts)."""
+    return part_cells((("states", states), ("activations", activations)), capacity, width)
 
 
 def part_cells(parts, capacity=None, width: int = BAR_WIDTH) -> list[str]:
