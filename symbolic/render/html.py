@@ -713,6 +713,9 @@ def page_archs(items: list[Formula], models: dict[str, ModelConfig]) -> dict[str
 def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_memory: int | None,
               items: list[Formula] | None = None) -> dict:
     """The page's defaults and choices (no formulas: those are in ``FORMULAS``, ``items``)."""
+    from ..ledgers import peak as peak_terms
+    from .summary import PART_NAMES
+
     models = page_models((model,))
     items = formulas(models) if items is None else items
     # Every built-in model (its approximations, if any, listed next to it), and the page's own model.
@@ -731,6 +734,8 @@ def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_m
         "lever_arch": LEVER_ARCH, "losses": list(LOSS_KERNELS), "lora_bases": {name: {"bytes": str(states.BASE_DTYPE_BYTES[dtype])}
                                                  for name, (dtype, _) in LORA_BASES.items()},
         "peak_dtype": PEAK_DTYPE,
+        # the class of each verdict term and the words every output names them by (the one breakdown)
+        "peak_classes": dict(peak_terms.BASIS), "part_names": dict(PART_NAMES),
         "recipes": {name: {"tally": r.tally, "bytes": str(r.bytes_per_param), "condition": r.condition,
                              "source": r.source, "param_bytes": r.bytes_of("parameters")}
                     for name, r in page_recipes().items()},
