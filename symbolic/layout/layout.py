@@ -324,17 +324,20 @@ class Layout:
             raise ConfigError(f"base-dtype {self.base_dtype}: a quantised base is frozen — train adapters on it "
                               "with --lora R (QLoRA), or keep --base-dtype bf16; " + try_flags("--lora 16"))
         values = self.values(model)
-        # the largest tp ≤ this one that every tensor-parallel split divides (heads, K/V heads, FFN width)
-        tp_fix = try_flags(f"--tp {largest_divisor(self.tp, model.heads, values.get('g', model.heads), values['f'])}")
+
+        def tp_fix() -> str:  # found only for a refusal (plan validates every swept layout)
+            # the largest tp ≤ this one that every tensor-parallel split divides (heads, K/V heads, FFN width)
+            return try_flags(f"--tp {largest_divisor(self.tp, model.heads, values.get('g', model.heads), values['f'])}")
+
         if model.heads % self.tp:
             raise ConfigError(f"heads ({model.heads}) must be divisible by tp ({self.tp}): "
-                              f"choose a tp that divides the head count; {tp_fix}")
+                              f"choose a tp that divides the head count; {tp_fix()}")
         if "g" in values and values["g"] % self.tp:
             raise ConfigError(f"key/value heads ({values['g']}) must be divisible by tp ({self.tp}): "
-                              f"each tensor-parallel rank holds whole K/V heads; {tp_fix}")
+                              f"each tensor-parallel rank holds whole K/V heads; {tp_fix()}")
         validate_expert_parallel(model, self)  # expert width by etp, ep by E, ep·etp by t·d·c
         if values["f"] % self.tp:
-            raise ConfigError(f"ffn width ({values['f']}) must be divisible by tp ({self.tp}); {tp_fix}")
+            raise ConfigError(f"ffn width ({values['f']}) must be divisible by tp ({self.tp}); {tp_fix()}")
         check_position_table(model, values["s"])
         if values["s"] % self.cp:
             cp_fix = try_flags(f"--cp {largest_divisor(self.cp, values['s'])}")
