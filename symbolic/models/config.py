@@ -38,7 +38,8 @@ class Recipe:
     width d_h (a config's ``head_dim``) rather than h/a. qkv_bias, o_bias:
     biases on Q/K/V and on the output projection. qk_norm: ``none``,
     ``head`` (RMSNorm over each head's d_h: Qwen3, Gemma-3) or ``full``
-    (RMSNorm over all a·d_h query / g·d_h key features: OLMo-2).
+    (RMSNorm over all a·d_h query / g·d_h key features: OLMo-2) or ``l2``
+    (Llama 4's weightless L2 norm over each head, on its RoPE layers only).
     fused_qkv: one Q|K|V matrix (Phi-3, GPT-NeoX): the same count.
     q_lora: MLA's queries through a rank-r_q bottleneck (else one h→a(d_n+d_r)).
     mlp: ``gated`` (gate, up, down) or ``plain`` (h→f→h). activation: HF's

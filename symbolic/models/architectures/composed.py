@@ -3,7 +3,7 @@
 A :class:`~symbolic.models.config.Recipe` names the parts of a family's
 layer; :func:`inventories` composes :mod:`.parts` into the three inventories
 the ledgers sum — parameters, saved tensors, matmuls — in the papers' letters
-plus the recipe's own (``d_h`` head width, ``L_d`` dense layers, ``f_s``
+plus the recipe's own (``d_h`` head width, ``L_d`` dense layers, ``L_n`` NoPE layers, ``f_s``
 shared-expert width, MLA's ``r_q``, ``r_kv``, ``d_n``, ``d_r``, ``d_v``).
 
 The papers' layers are recipes too: :mod:`.gpt` (Korthikanti's GPT layer:

@@ -286,7 +286,7 @@ def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnor
     if kind == "full":
         return (norm("attention/query_norm", norm_kind, a * width)
                 + norm("attention/key_norm", norm_kind, kv_heads * width))
-    raise ValueError(f"qk_norm must be none, head or full, not {kind!r}")
+    raise ValueError(f"qk_norm must be none, head, full, l2, head_layernorm or head_layernorm_each, not {kind!r}")
 
 
 def l2_qk_norm(width: Expr, kv_heads: Expr = g, share: Expr = Integer(1)) -> Part:
