@@ -94,6 +94,10 @@ def read(fields) -> Read:
         notes.append(f"{nope} of the {fields.layers} layers have no rotary positions (NoPE"
                      + (", with temperature tuning" if temperature else "") + ", no qk-norm): over the whole model "
                      "exact; a layer's terms are the layers' average")
+    notes.append("the routed experts are counted as HF's Llama4TextMoe runs them: every token through every one of "
+                 f"the {experts} experts (its input scaled by a score that is 0 off its top {top_k}), so their FLOPs "
+                 f"and saved tensors are E/k = {experts / top_k:g} times a top-k dispatch's; a kernel that dispatches only the "
+                 "top-k tokens (Megatron-Core's) is not what this bill counts")
     chunk = fields.value("attention_chunk_size")
     if chunk is not None and nope < fields.layers:
         chunk = fields.count("attention_chunk_size")
