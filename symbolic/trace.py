@@ -753,14 +753,16 @@ def hf_layer_by_difference(config: Mapping, attention: str, s: int, b: int, laye
     return tuple(big - small for big, small in zip(results[1], results[0]))
 
 
-def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = "cpu", dense: bool = False):
+def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = "cpu", dense: bool = False,
+                       nope: bool = False):
     """(saved tensors, layer matmuls, the FLOPs the kernel adds to backward, values) of one decoder
     layer of a ``config.json`` dict of any family :mod:`symbolic.models.hf` reads, as the bill
     declares it for HF's ``attention`` (``sdpa`` or ``eager``) on ``backend``.
 
     sdpa is the fused kernel, eager the explicit one; MLA under sdpa on CPU is SDPA's math path
     when V is not as wide as Q and K (the CPU flash kernel needs equal widths). ``dense``: for a
-    model with dense-first layers, the dense layer (L_d = L), else an MoE layer (L_d = 0); the
+    model with dense-first layers, the dense layer (L_d = L), else an MoE layer (L_d = 0); ``nope``:
+    for a model with NoPE layers (Llama 4), a NoPE layer (L_n = L), else a RoPE one (L_n = 0); the
     values have L = 1.
     """
     from .models import hf
@@ -790,4 +792,6 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     values["L"] = 1
     if "L_d" in values:
         values["L_d"] = 1 if dense else 0
+    if "L_n" in values:
+        values["L_n"] = 1 if nope else 0
     return saved, layer, extra, values

@@ -78,6 +78,11 @@ TINY: dict[str, dict] = {
     "phimoe": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
                "intermediate_size": 24, "vocab_size": 101, "max_position_embeddings": 64, "num_local_experts": 4,
                "num_experts_per_tok": 2},
+    # (h, a, g, d, E, k, f_e, f) = (48, 4, 2, 20, 3, 1, 14, 22): d ≠ h/a; layers 0, 2 MoE, 1 dense; layer 3 NoPE
+    "llama4_text": {"num_hidden_layers": 4, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                    "head_dim": 20, "intermediate_size": 14, "intermediate_size_mlp": 22, "vocab_size": 101,
+                    "max_position_embeddings": 64, "num_local_experts": 3, "num_experts_per_tok": 1,
+                    "moe_layers": [0, 2], "attention_chunk_size": 16},
 }
 
 
@@ -130,6 +135,14 @@ def random_config(model_type: str, rng: random.Random) -> dict:
         raw["num_experts_per_tok"] = rng.choice([1, 2])
         if model_type != "mixtral":
             raw["moe_intermediate_size"] = rng.randint(6, 30)
+    if model_type == "llama4_text":
+        layers = raw["num_hidden_layers"]
+        raw.update(head_dim=rng.randint(3, 12) * 2, num_local_experts=rng.choice([2, 3, 4]),
+                   num_experts_per_tok=rng.choice([1, 2]), intermediate_size_mlp=rng.randint(8, 40),
+                   attention_bias=rng.choice([True, False]), use_qk_norm=rng.choice([True, False]),
+                   moe_layers=rng.choice([None, [0], list(range(layers))]),
+                   interleave_moe_layer_step=rng.choice([1, 2]),
+                   no_rope_layers=rng.choice([None, [0] * layers, [1, 0] * (layers // 2) + [1] * (layers % 2)]))
     if model_type in ("deepseek_v2", "deepseek_v3"):
         raw.update(q_lora_rank=rng.choice([None, 14]), kv_lora_rank=rng.randint(5, 16),
                    qk_nope_head_dim=rng.randint(2, 8) * 2, qk_rope_head_dim=rng.choice([2, 4, 6]),
@@ -221,11 +234,15 @@ SECOND: dict[str, dict] = {
     "phimoe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 14,
                "head_dim": 14, "num_local_experts": 5, "attention_bias": True, "lm_head_bias": True,
                "input_jitter_noise": 0.01},
+    # (h, a, g, d, E, k, f_e, f) = (60, 6, 3, 14, 4, 2, 10, 26); every layer MoE, with attention bias
+    "llama4_text": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                    "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 10,
+                    "intermediate_size_mlp": 26, "moe_layers": None, "attention_bias": True},
 }
 
 
-def declared_layer(raw: dict, attention: str, backend: str = "cpu", dense: bool = False):
+def declared_layer(raw: dict, attention: str, backend: str = "cpu", dense: bool = False, nope: bool = False):
     """The bill's declared layer of ``raw`` for HF ``attention`` (:func:`symbolic.trace.hf_family_declared`)."""
     from symbolic.trace import hf_family_declared
 
-    return hf_family_declared(raw, attention, backend, dense)
+    return hf_family_declared(raw, attention, backend, dense, nope)

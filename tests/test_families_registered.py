@@ -18,7 +18,8 @@ def test_every_registered_family_is_read_listed_and_paged():
     paged = {model_type for _, _, model_type, _ in FAMILY_PAGES}
     for model_type, family in READERS.items():
         assert model_type in hf.FAMILIES and model_type in paged
-        assert family.SOURCE == f"HF transformers 5.24.0 models/{model_type}/modeling_{model_type}.py"
+        folder = {"llama4_text": "llama4"}.get(model_type, model_type)  # Llama 4's text model is in llama4/
+        assert family.SOURCE == f"HF transformers 5.24.0 models/{folder}/modeling_{folder}.py"
         model = hf.from_hf_dict(tiny(model_type), "tiny")
         assert model.arch == "composed" and model.recipe.family == model_type
 
@@ -67,8 +68,7 @@ def test_structure_key_is_the_tuple_it_replaced():
 
 
 @pytest.mark.parametrize("model_type, needed", [("mamba", "scan part"), ("t5", "encoder stack"),
-                                                ("jamba", "scan part"),
-                                                ("llama4_text", "chunked-attention"), ("llama4", "dense-experts")])
+                                                ("jamba", "scan part")])
 def test_an_unmodelled_family_says_what_it_would_need(model_type, needed, tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": model_type, "num_hidden_layers": 2, "hidden_size": 48,
@@ -117,3 +117,40 @@ def test_phimoe_router_keeps_what_sparsemixer_keeps():
 
     assert router_bytes(tiny("phimoe")) == 6 * 4 + 20
     assert router_bytes(tiny("phimoe", input_jitter_noise=0.01)) == 6 * 4 + 20 + 4 * 48
+
+
+def test_llama4_reads_its_layer_kinds_and_its_text_config():
+    """Llama 4 Scout's dimensions at Llama4TextConfig's defaults: 107,769,861,120 parameters, transformers'
+    meta-device count (every layer MoE with a shared expert; every fourth layer NoPE: L_n = 12); Maverick's
+    interleave (every second layer MoE) gives L_d dense layers of width intermediate_size_mlp; the multimodal
+    ``llama4`` config is read through its text_config, the vision tower stated as not counted."""
+    from symbolic.bill.derive import make_bill
+
+    scout = {"model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120, "num_attention_heads": 40,
+             "vocab_size": 202048}
+    model = hf.from_hf_dict(scout, "scout")
+    assert dict(model.dims) == {"L_n": 12, "f_s": 8192} and model.ffn == 16384 and model.expert_ffn == 8192
+    assert make_bill(model).totals["params"] == 107_769_861_120
+    assert dict(hf.from_hf_dict({**scout, "interleave_moe_layer_step": 2}, "m").dims)["L_d"] == 24
+    wrapped = hf.from_hf_dict({"model_type": "llama4", "text_config": scout}, "scout")
+    assert make_bill(wrapped).totals["params"] == 107_769_861_120
+    assert any("vision tower" in note for note in wrapped.approximations)
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"moe_layers": [0, 9]}, "moe_layers"), ({"no_rope_layers": [1, 0]}, "no_rope_layers"),
+    ({"attention_dropout": 0.1}, "attention_dropout"), ({"num_experts_per_tok": 4}, "num_experts_per_tok")])
+def test_llama4_bad_layer_fields_are_one_line(changes, field, tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(tiny("llama4_text", **changes)))
+    assert main(["bill", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err
+
+
+def test_llama4_without_text_config_is_one_line(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama4", "vision_config": {}}))
+    assert main(["bill", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "text_config" in err

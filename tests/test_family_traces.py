@@ -28,15 +28,17 @@ def _config(family: str, dims: str, **changes) -> dict:
         raw["first_k_dense_replace"] = 0  # the measured (last) layer is an MoE layer
     if family == "qwen2_moe":
         raw["mlp_only_layers"] = []
+    if family == "llama4_text":
+        raw["moe_layers"] = None  # every layer MoE: the measured (second) layer is an MoE RoPE layer
     raw.update(changes)
     return {key: value for key, value in raw.items() if value is not None or key == "q_lora_rank"}
 
 
-def _check(raw: dict, attention: str, s: int, b: int, layers: int = 1, dense: bool = False):
+def _check(raw: dict, attention: str, s: int, b: int, layers: int = 1, dense: bool = False, nope: bool = False):
     require("transformers")
     from symbolic.trace import hf_layer_by_difference
 
-    saved, layer, extra, values = declared_layer(raw, attention, dense=dense)
+    saved, layer, extra, values = declared_layer(raw, attention, dense=dense, nope=nope)
     values.update(s=s, b=b)
     want = (at(activations.total_bytes(saved), **values),
             at(Add(*(mm.forward_flops for mm in layer)), **values),
@@ -144,3 +146,35 @@ def test_trace_command_measures_any_family(family, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "measured as the model of L + 1 layers less L" in out and "b in [2]" in out
     assert out.strip().endswith("traced == declared at every point")
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("dims, changes, dense, nope", [
+    ("first", {"moe_layers": [0]}, True, False),  # the measured layer (index 1) has the dense MLP of width f
+    ("first", {"moe_layers": None, "no_rope_layer_interval": 2}, False, True),  # index 1 is NoPE: temperature
+    ("second", {"moe_layers": [0], "no_rope_layers": [1, 0, 1, 1]}, True, True),  # dense and NoPE
+    ("second", {"use_qk_norm": False, "attn_temperature_tuning": False, "no_rope_layer_interval": 2}, False, True),
+    ("first", {"moe_layers": None, "use_qk_norm": False}, False, False),
+])
+def test_llama4_layer_kinds(attention, dims, changes, dense, nope):
+    """Llama 4's layers by index: the dense layer (L_d = L), the NoPE layer with temperature tuning and no
+    qk-norm (L_n = L), both, and the flags off — each to the byte and the FLOP of the traced layer."""
+    s, b = (5, 2) if dims == "first" else (7, 3)
+    _check(_config("llama4_text", dims, **changes), attention, s, b, dense=dense, nope=nope)
+
+
+def test_llama4_chunked_sdpa_gap_is_the_stated_size():
+    """From s = attention_chunk_size on, HF's SDPA path on a RoPE layer copies K and V to a heads and keeps
+    a (b, 1, s, s) bf16 mask: traced, exactly the 4·s·b·(a − g)·d_h + 2·b·s² bytes the reader's note states
+    it leaves out; eager attention stays exact."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _config("llama4_text", "first", attention_chunk_size=4)
+    note = next(n for n in hf.from_hf_dict(raw, "t").approximations if n.startswith("chunked attention"))
+    assert "exact for s < 4" in note and "4·s·b·(a − g)·d_h + 2·b·s²" in note
+    s, b, a, g, d = 5, 2, 4, 2, 20
+    saved, _, _, values = declared_layer(raw, "sdpa")
+    declared = at(activations.total_bytes(saved), **{**values, "s": s, "b": b})
+    assert hf_layer_by_difference(raw, "sdpa", s, b)[0] - declared == 4 * s * b * (a - g) * d + 2 * b * s * s
+    _check(raw, "eager", s, b)

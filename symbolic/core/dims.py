@@ -47,6 +47,7 @@ d_r   per-head Q/K rotary width (MLA, decoupled RoPE)              DeepSeek-V2 Â
 d_v   per-head value width (MLA)                                   HF ``v_head_dim``
 L_1   transformer layers on the first pipeline stage (uneven)     Megatron-Core (first/last stage)
 L_p   transformer layers on the last pipeline stage (uneven)      Megatron-Core (first/last stage)
+L_n   layers without rotary positions (NoPE) of a Llama 4 model    HF ``no_rope_layers``
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -134,6 +135,10 @@ DIMENSIONS["C_f"] = Dimension(Symbol("C_f", positive=True, rational=True), "C_{f
 DIMENSIONS["L_1"] = _dim("L_1", "transformer layers on the first pipeline stage (uneven stages; even: L/p)", "L_{1}")
 DIMENSIONS["L_p"] = _dim("L_p", "transformer layers on the last pipeline stage (uneven stages; even: L/p)", "L_{p}")
 
+#: Llama 4's layers without rotary positions (``no_rope_layers``, every ``no_rope_layer_interval``-th):
+#: their attention keeps the temperature-tuning scales and no qk-norm, unlike the RoPE layers.
+DIMENSIONS["L_n"] = _dim("L_n", "layers without rotary positions (NoPE) of a Llama 4 model", "L_{n}")
+
 SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items()}
 
 s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
@@ -151,5 +156,6 @@ B = SYMBOLS["B"]
 d_h, P, L_d, f_s, r_q, r_kv, d_n, d_r, d_v = (
     SYMBOLS[n] for n in ("d_h", "P", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v"))
 L_1, L_p = SYMBOLS["L_1"], SYMBOLS["L_p"]
+L_n = SYMBOLS["L_n"]
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

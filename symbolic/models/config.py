@@ -38,7 +38,8 @@ class Recipe:
     width d_h (a config's ``head_dim``) rather than h/a. qkv_bias, o_bias:
     biases on Q/K/V and on the output projection. qk_norm: ``none``,
     ``head`` (RMSNorm over each head's d_h: Qwen3, Gemma-3) or ``full``
-    (RMSNorm over all a·d_h query / g·d_h key features: OLMo-2).
+    (RMSNorm over all a·d_h query / g·d_h key features: OLMo-2) or ``l2``
+    (Llama 4's weightless L2 norm over each head, on its RoPE layers only).
     fused_qkv: one Q|K|V matrix (Phi-3, GPT-NeoX): the same count.
     q_lora: MLA's queries through a rank-r_q bottleneck (else one h→a(d_n+d_r)).
     mlp: ``gated`` (gate, up, down) or ``plain`` (h→f→h). activation: HF's
@@ -94,6 +95,13 @@ class Recipe:
     kv_indexed: bool = False
     #: Q, K and V clamped in place (OLMoE's ``clip_qkv``): each ``clamp_`` keeps a copy of its input
     clip_qkv: bool = False
+    #: Llama 4's NoPE layers (``no_rope_layers``): L_n of the L layers have no rotary positions; the
+    #: qk-norm (``l2``) is on the others only, the temperature tuning on these only
+    nope_layers: bool = False
+    #: Llama 4's ``attn_temperature_tuning``: Q scaled by an fp32 per-position scale on the NoPE layers
+    attn_temperature: bool = False
+    #: eager attention's softmax in the activation dtype, no fp32 copy (Llama 4's eager_attention_forward)
+    softmax_bf16: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -109,7 +117,7 @@ class Recipe:
 
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
-                "kv_indexed", "clip_qkv")
+                "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

@@ -236,6 +236,16 @@ def _from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.j
     """
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a config.json holds one JSON object, not {type(raw).__name__}")
+    if raw.get("model_type") == "llama4":  # Llama4Config: the text model is its text_config (Llama4TextConfig)
+        text = raw.get("text_config")
+        if not isinstance(text, dict):
+            raise ConfigError(f"{where}: model_type 'llama4' needs its text_config (a JSON object with the text "
+                              "model's fields); or give that object as a file with model_type 'llama4_text'")
+        model = _from_hf_dict({**text, "model_type": "llama4_text"}, name, source, f"{where}: text_config",
+                              positions_follow_seq)
+        return replace(model, approximations=model.approximations + (
+            "model_type 'llama4': its text model (text_config) is billed; the vision tower and the multimodal "
+            "projector are not counted",))
     model_type = _known(raw, where)
     raw = canonical(raw, model_type, where)  # transformers' attribute_map spellings, cross-field checks
     defaults = DEFAULTS[model_type]

@@ -116,8 +116,9 @@ def resized(raw: dict, layers: int) -> dict:
     """``raw`` with ``layers`` decoder layers and every field indexed by layer made to agree
     (``trace --hf`` builds models of L and L + 1 layers from one file): the count under its
     family's key, ``first_k_dense_replace`` at most ``layers`` (HF makes layers ``i < k``
-    dense: a model of n layers has min(k, n)), ``mlp_only_layers`` the indices below
-    ``layers``, ``layer_types`` its first ``layers`` entries — or, when the file has fewer,
+    dense: a model of n layers has min(k, n)), ``mlp_only_layers`` and ``moe_layers`` the indices
+    below ``layers``, ``no_rope_layers`` its first ``layers`` flags, ``layer_types`` its first
+    ``layers`` entries — or, when the file has fewer,
     removed: the caller building the HF model (:func:`symbolic.trace.hf_model`) lets
     transformers rebuild its family's default pattern, after checking the file's list is
     that default."""
@@ -127,6 +128,10 @@ def resized(raw: dict, layers: int) -> dict:
         out["first_k_dense_replace"] = min(out["first_k_dense_replace"], layers)
     if isinstance(out.get("mlp_only_layers"), list):
         out["mlp_only_layers"] = [index for index in out["mlp_only_layers"] if not _is_int(index) or index < layers]
+    if isinstance(out.get("moe_layers"), list):  # Llama 4: the MoE layers' indices below ``layers``
+        out["moe_layers"] = [index for index in out["moe_layers"] if not _is_int(index) or index < layers]
+    if isinstance(out.get("no_rope_layers"), list) and len(out["no_rope_layers"]) >= layers:
+        out["no_rope_layers"] = out["no_rope_layers"][:layers]  # Llama 4: one RoPE flag per layer
     types = out.get("layer_types")
     if isinstance(types, list):
         if len(types) >= layers:

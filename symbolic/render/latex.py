@@ -497,7 +497,11 @@ FAMILY_PAGES = FAMILY_PAGES + _registered_pages()
 #: default head_dim differs from h/a (Gemma's 256) gets heads of width d_h, as its published models
 #: have. DeepSeek-V2's config class has no top-k default (None): 6, DeepSeek-V2's own.
 STRUCTURE_CONFIG = {"num_hidden_layers": 1, "hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 32000}
-STRUCTURE_EXTRA = {"deepseek_v2": {"num_experts_per_tok": 6}}
+STRUCTURE_EXTRA = {"deepseek_v2": {"num_experts_per_tok": 6},
+                   # Llama 4: two layers, one MoE and one dense (Maverick interleaves them), both
+                   # with RoPE: the page shows the MoE and the dense layer (L_d); the NoPE layers' share
+                   # (L_n) is the bill's (its fractions overran the page's rows)
+                   "llama4_text": {"num_hidden_layers": 2, "moe_layers": [0]}}
 
 
 def family_model(model_type: str, builtin: str | None):

@@ -57,7 +57,7 @@ from sympy import Add, Expr, Integer, Rational, Symbol, ceiling
 from sympy import divisors as sympy_divisors
 
 from ..core.dims import (B, C_f, E, E_s, L, L_1, L_d, L_p, P, Psi, V, a, b, c, d, d_h, d_n, d_r, d_v, e, e_t, f,
-                          f_e, f_s, g, h, k, m, p, r, r_kv, r_q, s, t, v)
+                          f_e, f_s, g, h, k, m, p, r, r_kv, r_q, s, t, v, L_n)
 from ..layout.layout import Layout, stage_layers
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from ..ledgers import activations, flops, params, peak, states
@@ -77,10 +77,10 @@ from ..models.structure import Structure
 m_last = Symbol("m_last", positive=True, integer=True)
 #: L_1, L_p: layers on the first and the last stage (uneven stages; Layout.values). r: the LoRA rank.
 ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c, e, e_t, C_f, m, m_last,
-        P, d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, L_1, L_p, r)
+        P, d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, L_1, L_p, r, L_n)
 #: The model's letters a plan holds fixed while it sweeps the layout's.
 MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e",
-                 "P", "d_h", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v")
+                 "P", "d_h", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v", "L_n")
 #: Pipeline schedules as the bill accounts them: no pipeline (pp = 1), the
 #: first stage of 1F1B (pp > 1), the first stage of the interleaved schedule (v > 1).
 SCHEDULES = ("none", "1f1b", "interleaved")

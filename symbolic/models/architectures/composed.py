@@ -3,7 +3,7 @@
 A :class:`~symbolic.models.config.Recipe` names the parts of a family's
 layer; :func:`inventories` composes :mod:`.parts` into the three inventories
 the ledgers sum — parameters, saved tensors, matmuls — in the papers' letters
-plus the recipe's own (``d_h`` head width, ``L_d`` dense layers, ``f_s``
+plus the recipe's own (``d_h`` head width, ``L_d`` dense layers, ``L_n`` NoPE layers, ``f_s``
 shared-expert width, MLA's ``r_q``, ``r_kv``, ``d_n``, ``d_r``, ``d_v``).
 
 The papers' layers are recipes too: :mod:`.gpt` (Korthikanti's GPT layer:
@@ -56,6 +56,8 @@ ROUTERS = {
     "phimoe": parts.Router("phimoe", score="sparsemixer", renormalize=False, weight_dtype="bf16", sparsemixer=True),
     "phimoe_jitter": parts.Router("phimoe_jitter", score="sparsemixer", renormalize=False, weight_dtype="bf16",
                                   sparsemixer=True, input_jitter=True),
+    # Llama4Router (models.families.llama4): top-k then sigmoid; every token through every expert
+    "llama4": parts.Router("llama4", score="sigmoid", renormalize=False, weight_dtype="bf16", dense_experts=True),
 }
 
 
@@ -83,9 +85,13 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
             SavedTensor(f"attention/rotary_{name}", (s, d_r), "bf16", Axis.SEQUENCE, 0, Group.BODY, parts.HF,
                         f"{name} rebuilt by repeat_interleave in the layer, kept by the rotary multiplies: "
                         "one per position, shared by the batch") for name in names))
+    rope, nope = parts.rope_share(recipe.nope_layers)
     projections = (parts.attention_projections(width, kv_heads, recipe.qkv_bias, recipe.o_bias, recipe.fused_qkv,
                                                layer_input=layer_input)
-                   + parts.qk_norm(recipe.qk_norm, width, kv_heads, qk_kind, conv))
+                   + (parts.l2_qk_norm(width, kv_heads, rope) if recipe.qk_norm == "l2" else
+                      parts.qk_norm(recipe.qk_norm, width, kv_heads, qk_kind, conv)))
+    if recipe.attn_temperature:  # Llama 4: on the NoPE layers only
+        projections = projections + parts.temperature_scales(nope if recipe.nope_layers else Integer(1))
     if recipe.clip_qkv:  # OLMoE: query_states.clamp_(...) on each projection's output, before the reshape
         projections = projections + parts.Part(saved=tuple(
             parts._split(f"attention/{name}_clamp_input", n, note="clamp_ is in place: autograd keeps a copy of "
@@ -94,7 +100,8 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
     core_heads = a if recipe.kv_materialized else kv_heads
     core = parts.attention_core(width, core_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
                                 mask_dtype=mask_dtype, per_head=per_head)
-    if recipe.falcon_core and kernel == "explicit":  # softmax(dtype=bf16): the probabilities kept once, in bf16
+    # Falcon's softmax(dtype=bf16), Llama 4's plain softmax: the probabilities kept once, in bf16
+    if (recipe.falcon_core or recipe.softmax_bf16) and kernel == "explicit":
         core = parts.Part(core.params, tuple(t for t in core.saved if t.name != "attention/softmax_output"),
                           core.matmuls)
     if recipe.falcon_core and kernel == "fused":  # SDPA keeps the (b, 1, s, s) additive mask Falcon passes it

@@ -278,13 +278,48 @@ def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnor
                                      "one LayerNorm per head, no bias"),), part.saved)
             out = out + part
         return out
+    if kind == "l2":  # Llama4TextL2Norm: x.float()·rsqrt(mean(x²) + eps), cast back; no weight
+        return l2_qk_norm(width, kv_heads)
     if kind == "head":
         return (norm("attention/query_norm", norm_kind, width, rows=a)
                 + norm("attention/key_norm", norm_kind, width, rows=kv_heads))
     if kind == "full":
         return (norm("attention/query_norm", norm_kind, a * width)
                 + norm("attention/key_norm", norm_kind, kv_heads * width))
-    raise ValueError(f"qk_norm must be none, head or full, not {kind!r}")
+    raise ValueError(f"qk_norm must be none, head, full, l2, head_layernorm or head_layernorm_each, not {kind!r}")
+
+
+def l2_qk_norm(width: Expr, kv_heads: Expr = g, share: Expr = Integer(1)) -> Part:
+    """Llama 4's qk-norm (transformers 5.24.0 models/llama4/modeling_llama4.py, ``Llama4TextL2Norm``
+    on Q and K after RoPE, on the RoPE layers only): an RMSNorm over each head's width without a
+    weight — per head its fp32 input (kept by pow and by x·rstd) and the fp32 rstd; the cast back
+    is Q (K), which the attention core keeps. ``share``: the RoPE layers' share (L − L_n)/L."""
+    saved = []
+    for prefix, heads in (("attention/query_norm", a), ("attention/key_norm", kv_heads)):
+        saved += [_split(f"{prefix}_input_fp32", heads * width, "fp32", "x.float(): kept by pow and by x·rstd "
+                         "(L2 norm, no weight)", share=share),
+                  _split(f"{prefix}_rstd", heads, "fp32", "rsqrt(mean(x²)+eps) per head and token, fp32",
+                         share=share)]
+    return Part((), tuple(saved))
+
+
+def temperature_scales(share: Expr = Integer(1)) -> Part:
+    """Llama 4's attention temperature tuning on its NoPE layers (transformers 5.24.0
+    models/llama4/modeling_llama4.py, ``attn_temperature_tuning``): Q × attn_scales, an fp32 scale
+    per position (1, s, 1, 1) expanded over the batch, which the multiply keeps — s values, shared
+    by the batch. ``share``: the NoPE layers' share L_n/L."""
+    shape = (s,) if share == 1 else (share, s)
+    return Part(saved=(SavedTensor("attention/temperature_scales", shape, "fp32", Axis.SEQUENCE, len(shape) - 1,
+                                   Group.BODY, HF, "log1p(floor((pos + 1)/floor_scale))·attn_scale + 1 per "
+                                   "position, fp32, kept by Q's multiply: shared by the batch"),))
+
+
+def rope_share(nope_layers: bool) -> tuple[Expr, Expr]:
+    """(share of the RoPE layers, share of the NoPE layers) — (1, 0) when every layer has RoPE."""
+    from ...core.dims import L_n
+    if not nope_layers:
+        return Integer(1), Integer(0)
+    return (L - L_n) / L, L_n / L
 
 
 def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value_width: Expr | None = None,
@@ -532,7 +567,10 @@ class Router:
     (kept by its backward and by ``PhimoeMultiplier``) and the gathered multiplier (kept by
     ``PhimoeMultiplier``); k is 2 by construction. input_jitter: ``input_jitter_noise`` > 0:
     the block and the router each multiply the router's input in place by a uniform noise
-    tensor, which the multiply keeps.
+    tensor, which the multiply keeps. dense_experts: Llama 4's (transformers 5.24.0
+    models/llama4/modeling_llama4.py, ``Llama4Router`` and ``Llama4TextMoe``): top-k of the
+    logits, the others set to −inf, a sigmoid in fp32 cast back; every token goes through every
+    expert, its input scaled by its score (0 for an expert not chosen): :func:`dense_experts`.
     """
 
     name: str
@@ -544,6 +582,7 @@ class Router:
     topk_first: bool = False
     sparsemixer: bool = False
     input_jitter: bool = False
+    dense_experts: bool = False
 
 
 def moe(router: Router, expert_ffn: Expr = f_e, shared_width: Expr | None = None, shared_gate: bool = False,
@@ -661,6 +700,52 @@ def sparsemixer_saved(experts: Expr = E, top_k: Expr = k, input_jitter: bool = F
     return tuple(saved)
 
 
+def dense_experts(expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k, share: Expr = Integer(1),
+                  source: str = HF, paper: str = MOE_SOURCE) -> Part:
+    """Llama 4's routed experts (transformers 5.24.0 models/llama4/modeling_llama4.py,
+    ``Llama4Router``, ``Llama4TextMoe``, ``Llama4TextExperts``): the router h → E, top-k of the
+    logits scattered into a −inf row, ``sigmoid(scores.float()).to(bf16)``; the input repeated E
+    times and multiplied by the score column, so every token goes through every expert (the
+    experts not chosen with a zero input); ``bmm`` by stacked E×h×2f_e and E×f_e×h weights.
+    Kept per token: the router's input (also the shared expert's), the k int64 indices (the
+    scatter's), the fp32 sigmoid output, the bf16 score column (the multiply's), and per expert
+    and token the repeated input, the scaled input (the bmm's), the gate|up output, the
+    activation's output and the gated product (the down bmm's input)."""
+    params = (_weight("moe/router_weight", (h, experts), paper, share=share),
+              _weight("moe/experts_gate_up_weight", (experts * h, 2 * expert_ffn), paper, "all E experts (N_total)",
+                      share=share),
+              _weight("moe/experts_down_weight", (experts * expert_ffn, h), paper, "all E experts (N_total)",
+                      share=share))
+    mms = (Matmul("layer/moe/router", share, b * s, h, experts, True, "layer", paper),
+           Matmul("layer/moe/experts_gate_up", experts * share, b * s, h, 2 * expert_ffn, True, "layer", paper,
+                  "every token through every expert"),
+           Matmul("layer/moe/experts_down", experts * share, b * s, expert_ffn, h, True, "layer", paper,
+                  "every token through every expert"))
+
+    def tokens(name, last, dtype, note):
+        return _tokens(name, last, dtype, note=note, source=source, share=share)
+
+    def expert(name, last, note):
+        return SavedTensor(name, (experts, s * b * share, last), "bf16", Axis.EXPERT, 0, Group.BODY, source, note)
+
+    saved = (
+        tokens("moe/router_input", h, "bf16", "the router's, the repeat's and the shared expert's input"),
+        tokens("moe/topk_indices", top_k, "int64", "the k chosen experts, kept by the scatter"),
+        tokens("moe/router_scores", experts, "fp32", "sigmoid of the scattered logits, fp32, kept by its backward"),
+        tokens("moe/router_score_column", experts, "bf16", "the scores cast back and laid out per expert, kept "
+               "by the input's multiply"),
+        expert("moe/expert/repeated_input", h, "the input repeated for every expert, kept by the multiply"),
+        expert("moe/expert/input", h, "the scaled input, kept by the gate|up bmm"),
+        SavedTensor("moe/expert/gate_up_output", (experts, s * b * share, 2 * expert_ffn), "bf16", Axis.EXPERT, 0,
+                    Group.BODY, source, "gate|up output: the activation's input and the up half"),
+        SavedTensor("moe/expert/act_output", (experts, s * b * share, expert_ffn), "bf16", Axis.EXPERT, 0,
+                    Group.EXPERT_ACTIVATION, source, "act(gate), kept for up·"),
+        SavedTensor("moe/expert/down_input", (experts, s * b * share, expert_ffn), "bf16", Axis.EXPERT, 0,
+                    Group.EXPERT_ACTIVATION_OUTPUT, source, "up·act(gate), the down bmm's input"),
+    )
+    return Part(params, saved, mms)
+
+
 def routed_experts(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k,
                    tokens_per_expert: Expr | None = None, share: Expr = Integer(1), activation: str = "silu",
                    source: str = MOE_SOURCE, paper: str = MOE_SOURCE) -> Part:
@@ -729,6 +814,11 @@ def moe_layer(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: 
     saved tensors are cited from (None: each part's own default); ``paper``: the source the
     router's and the routed experts' weights and matmuls cite."""
     cite = {} if source is None else {"source": source}
+    if router.dense_experts:
+        part = dense_experts(expert_ffn, experts, top_k, share, paper=paper, **cite)
+        if shared_width is not None:
+            part = part + shared_experts(shared_width, activation, shared_gate, share, **cite)
+        return part
     part = (moe_router(router, experts, top_k, share, paper=paper, **cite)
             + routed_experts(router, expert_ffn, experts, top_k, tokens_per_expert, share, activation,
                              paper=paper, **cite))

@@ -3,11 +3,12 @@
 The earlier sixteen are read by :mod:`symbolic.models.hf` itself; the families
 below are each a module, registered here by ``MODEL_TYPE``.
 """
-from . import cohere, falcon, glm4, gptj, granite, granitemoe, nemotron, olmoe, phi, phimoe, stablelm, starcoder2
+from . import (cohere, falcon, glm4, gptj, granite, granitemoe, llama4, nemotron, olmoe, phi, phimoe, stablelm,
+               starcoder2)
 
 #: model_type -> the family's module (``DEFAULTS``, ``SOURCE``, ``TITLE``, ``read``), in listing order
 READERS = {module.MODEL_TYPE: module for module in (phi, starcoder2, stablelm, granite, nemotron, glm4, cohere, olmoe,
-                                                       granitemoe, gptj, falcon, phimoe)}
+                                                       granitemoe, gptj, falcon, phimoe, llama4)}
 
 #: Families this version does not model, each with what modelling it would need: their configs are refused in
 #: one line that says so (``symbolic.models.hf``), never billed as a stand-in.
@@ -21,9 +22,4 @@ NOT_MODELLED = {
     **dict.fromkeys(("t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "longt5", "switch_transformers"),
                     "an encoder–decoder: an encoder stack, cross-attention in each decoder layer and two sequence "
                     "lengths would be needed"),
-    **dict.fromkeys(("llama4_text", "llama4"),
-                    "Llama 4's (text) layers differ by index (MoE every interleave_moe_layer_step-th layer with a "
-                    "shared expert and experts run over every token on sigmoid-scaled inputs; NoPE layers with temperature "
-                    "tuning, L2 qk-norm and chunked-attention masks on the RoPE layers): a per-layer-kind share for "
-                    "attention and a dense-experts part would be needed"),
 }
