@@ -80,11 +80,10 @@ def default_loss(config: ModelConfig) -> str:
 
 def _levers(**given) -> dict:
     """plan's memory levers (LoRA, QLoRA's base, offload, activation offload) as Layout fields, those
-    at their defaults left out (``commands._options.levers_from_args``)."""
+    at their defaults left out (``Layout.memory_levers``, as ``commands._options.levers_from_args``)."""
     from .layout.layout import Layout
 
-    plain = Layout()
-    return {name: value for name, value in given.items() if value != getattr(plain, name)}
+    return Layout(**given).memory_levers()
 
 
 def _layout(**options):
@@ -295,11 +294,10 @@ class Bill(Result):
         return text + "\n\n" + "\n".join(wrap_lines("\n".join(time_lines(self.step, self.engine)), width))
 
     def _bar(self):
-        from .render.summary import verdict_parts
+        from .render.summary import bar_parts
 
         totals = self.engine.totals  # the verdict's instant, part by part: the summary's "total = parts"
-        parts = [("states" if cls == "model_states" else cls, name, size) for cls, name, size in verdict_parts(totals)]
-        return (parts, totals.get("gpu_memory_bytes"))
+        return (bar_parts(totals), totals.get("gpu_memory_bytes"))
 
     def _repr_latex_(self) -> str:
         from .render.notebook import bill_latex

@@ -33,8 +33,8 @@ import argparse
 from pathlib import Path
 
 from ..core.inputs import clean
-from ..layout.layout import Layout, default_loss, steady_state_batch  # noqa: F401 (re-exported)
-from ..layout.options import (SWEEP_LEVERS, COUNT_SUFFIXES, DTYPE_ALIASES, GPU_MEMORY, LIMITS, MEMORY_UNITS, OPTIONS,  # noqa: F401
+from ..layout.layout import MEMORY_LEVERS, Layout, default_loss, steady_state_batch  # noqa: F401 (re-exported)
+from ..layout.options import (COUNT_SUFFIXES, DTYPE_ALIASES, GPU_MEMORY, LIMITS, MEMORY_UNITS, OPTIONS,  # noqa: F401
                               Option, _decimal, _interned_int, add, bounded_float, bounded_int, dtype,
                               model_from_text, parse_count, parse_memory, parse_memory_or_share, parse_ratio, read,
                               typed)
@@ -118,34 +118,28 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
     add_loss_option(group)
 
 
-def add_lever_options(parser: argparse.ArgumentParser) -> None:
-    """Fine-tuning and memory levers (``Layout``'s lora, base_dtype, offload, optimizer_impl)."""
+#: The bill's fine-tuning and memory levers, in the order --help lists them.
+LEVER_OPTIONS = ("lora", "lora_targets", "base_dtype", "double_quant", "offload", "optimizer_impl",
+                 "activation_offload", "flash_attention")
+
+
+def add_lever_options(parser: argparse.ArgumentParser, names: tuple[str, ...] = LEVER_OPTIONS) -> None:
+    """Fine-tuning and memory levers (``Layout``'s lora, base_dtype, offload, optimizer_impl, ...);
+    ``double_quant`` is spelt ``--no-double-quant``."""
     group = parser.add_argument_group("memory levers")
-    for name in ("lora", "lora_targets", "base_dtype"):
+    for name in names:
         add(group, name)
-    add(group, "double_quant")  # --no-double-quant
-    for name in ("offload", "optimizer_impl", "activation_offload", "flash_attention"):
-        add(group, name)
-
-
 
 
 def add_sweep_lever_options(parser: argparse.ArgumentParser) -> None:
-    """plan's and solve's memory levers: LoRA, QLoRA's base, offload, activation offload (the bill's options)."""
-    group = parser.add_argument_group("memory levers")
-    for name in SWEEP_LEVERS[:3]:
-        add(group, name)
-    add(group, "double_quant")  # --no-double-quant
-    for name in SWEEP_LEVERS[3:]:
-        add(group, name)
+    """plan's, solve's and timeline's memory levers (``Layout.memory_levers``): the bill's, less the options those
+    commands have of their own (--optimizer-impl, --flash-attention)."""
+    add_lever_options(parser, MEMORY_LEVERS)
 
 
 def levers_from_args(args) -> dict:
     """The levers given, as Layout fields (those at their defaults left out)."""
-    given = {name: getattr(args, name, OPTIONS[name].default) for name in SWEEP_LEVERS}
-    given["double_quant"] = getattr(args, "double_quant", OPTIONS["double_quant"].default)
-    defaults = Layout()
-    return {name: value for name, value in given.items() if value != getattr(defaults, name)}
+    return Layout(**{name: getattr(args, name, OPTIONS[name].default) for name in MEMORY_LEVERS}).memory_levers()
 
 
 def layout_from_args(args, model: ModelConfig | None = None) -> Layout:

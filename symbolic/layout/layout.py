@@ -31,6 +31,11 @@ if TYPE_CHECKING:
     from .strategies import Strategy
 
 
+#: The memory levers of a layout (fine-tuning and offload): the fields plan, solve and the timeline
+#: carry beside the swept ones, and print when set.
+MEMORY_LEVERS = ("lora", "lora_targets", "base_dtype", "double_quant", "offload", "activation_offload")
+
+
 @dataclass(frozen=True)
 class Layout:
     """How a model is trained.
@@ -244,6 +249,11 @@ class Layout:
             return None
         from sympy import Integer
         return Integer(capped)
+
+    def memory_levers(self) -> dict[str, object]:
+        """The memory levers (:data:`MEMORY_LEVERS`) this layout sets away from full training's defaults."""
+        plain = Layout()
+        return {name: getattr(self, name) for name in MEMORY_LEVERS if getattr(self, name) != getattr(plain, name)}
 
     def is_valid(self, model: ModelConfig) -> bool:
         """Whether :meth:`validate` accepts this layout for ``model``."""

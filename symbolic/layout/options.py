@@ -608,8 +608,3 @@ def typed(args) -> frozenset:
     """The options given on the command line (their dests) and the Layout fields a launch config set
     (``--from``: as if typed), which a preset leaves as they are."""
     return frozenset(getattr(args, "_typed", ())) | frozenset(getattr(args, "_launch_fields", ()))
-
-
-#: The levers plan and solve carry (``search.plan.lever_expressions``): the bill's, less the options
-#: those commands have of their own (--optimizer-impl, --flash-attention).
-SWEEP_LEVERS = ("lora", "lora_targets", "base_dtype", "offload", "activation_offload")

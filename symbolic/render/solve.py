@@ -88,8 +88,6 @@ def render_json(limit, gpu=None, preset=None) -> str:
 
     from sympy import sstr
 
-    from ..layout.layout import Layout
-    from ..layout.options import SWEEP_LEVERS
     from ..models.config import seq_origin
 
     lay = limit.layout
@@ -120,10 +118,7 @@ def render_json(limit, gpu=None, preset=None) -> str:
                   "fits": limit.answer_fits(), "next_value": limit.next_value,
                   "next_total_bytes": num(limit.total_at_next), "next_fits": limit.next_fits()},
     }
-    plain = Layout()
-    for name in SWEEP_LEVERS + ("double_quant",):  # the memory levers, when set (the layout line says them)
-        if getattr(lay, name) != getattr(plain, name):
-            data["layout"][name] = getattr(lay, name)
+    data["layout"].update(lay.memory_levers())  # the memory levers, when set (the layout line says them)
     if limit.target == "seq" and limit.model.max_positions:  # the config's position table (RoPE: its trained range)
         data["max_positions"] = limit.model.max_positions
     if limit.target != "seq" and seq_origin(limit.model, lay.seq):  # s not given: where it comes from

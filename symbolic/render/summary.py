@@ -49,6 +49,12 @@ def verdict_parts(data: dict) -> list[tuple[str, str, Fraction]]:
     return [(cls, PART_NAMES.get(cls, cls), number(value)) for cls, value in parts.items() if number(value)]
 
 
+def bar_parts(data: dict) -> list[tuple[str, str, Fraction]]:
+    """:func:`verdict_parts` as the bars draw them: (bar kind, name, bytes), model states as ``states``
+    (the terminal's glyphs and the notebook's colours)."""
+    return [("states" if cls == "model_states" else cls, name, size) for cls, name, size in verdict_parts(data)]
+
+
 def parts_words(data: dict) -> str:
     """``model states 43.65 GB + activations 10.27 GB + ...`` at the verdict's instant."""
     return " + ".join(f"{name} {fmt(size, 'GB')}" for _, name, size in verdict_parts(data))

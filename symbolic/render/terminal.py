@@ -31,6 +31,7 @@ from rich.text import Text
 from ..bill.evaluate import Bill, Line
 from ..core.units import as_fraction, fmt, fmt_bytes, round_half_up
 from ..models.config import seq_origin
+from .summary import bar_parts
 
 #: ledger -> (title, kind of value, scope of the numbers)
 TITLES = {
@@ -310,18 +311,12 @@ def part_cells(parts, capacity=None, width: int = BAR_WIDTH) -> list[str]:
     return cells
 
 
-def _bar_parts(totals: dict) -> list[tuple[str, str, object]]:
-    """(glyph kind, name, bytes) of the verdict's instant (:func:`summary.verdict_parts`), the bar's order."""
-    from .summary import verdict_parts
-    return [("states" if cls == "model_states" else cls, name, size) for cls, name, size in verdict_parts(totals)]
-
-
 def memory_bar(bill: Bill, width: int = BAR_WIDTH) -> Text:
     """The bar as styled text; past the GPU's capacity a limit mark and red cells."""
     totals = bill.totals
     capacity = totals.get("gpu_memory_bytes")
     # the bar is the verdict: what is alive at its instant, part by part (the summary's "total = parts")
-    cells = part_cells([(kind, size) for kind, _, size in _bar_parts(totals)], capacity, width)
+    cells = part_cells([(kind, size) for kind, _, size in bar_parts(totals)], capacity, width)
     text = Text("[")
     for i, kind in enumerate(cells):
         if kind == "over" and (i == 0 or cells[i - 1] != "over"):
@@ -340,7 +335,7 @@ def bar_and_legend(bill: Bill, width: int = PIPE_WIDTH) -> list[Text]:
     totals = bill.totals
     bar = memory_bar(bill, max(10, min(BAR_WIDTH, width - 2)))
     legend = Text()
-    for n, (kind, name, size) in enumerate(_bar_parts(totals)):
+    for n, (kind, name, size) in enumerate(bar_parts(totals)):
         legend.append("  " if n else "").append(BAR_GLYPHS[kind], style=BAR_STYLES[kind]).append(
             f" {name} {fmt(size, 'GB')}")
     capacity = totals.get("gpu_memory_bytes")

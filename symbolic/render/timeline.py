@@ -34,13 +34,7 @@ def report(model, layout, options, gpu_memory=None, stage: str = "first") -> dic
         "notes": tl.notes,
     }
     out["layout"]["seq"] = layout.seq or model.seq
-    from ..layout.layout import Layout
-    from ..layout.options import SWEEP_LEVERS
-
-    plain = Layout()
-    for name in SWEEP_LEVERS + ("double_quant",):  # the memory levers, when set (the layout line says them)
-        if getattr(layout, name) != getattr(plain, name):
-            out["layout"][name] = getattr(layout, name)
+    out["layout"].update(layout.memory_levers())  # the memory levers, when set (the layout line says them)
     if seq_origin(model, layout.seq):  # s was not given: where it comes from (the layout line says it)
         out["layout"]["seq_from"] = seq_origin(model, layout.seq)
     if gpu_memory:

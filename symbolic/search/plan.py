@@ -718,10 +718,7 @@ class Planned:
 
     def levers(self) -> dict[str, object]:
         """The layout's memory levers that differ from full training's defaults, as Layout fields."""
-        lay, plain = self.layout, Layout()
-        return {name: getattr(lay, name) for name in ("lora", "lora_targets", "base_dtype", "double_quant",
-                                                     "offload", "activation_offload")
-                if getattr(lay, name) != getattr(plain, name)}
+        return self.layout.memory_levers()
 
     def as_dict(self) -> dict[str, object]:
         lay = self.layout
