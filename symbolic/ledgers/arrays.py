@@ -13,10 +13,23 @@ both branches, and the branch it drops may divide by zero (a group of one rank, 
 logarithm is not (numpy's SIMD ``log`` and libm's may differ in the last place), which is why
 :meth:`symbolic.ledgers.kernels.Table.nearest` compares logarithms in Python only where the nearest
 shape wins by far more than that, and asks numpy otherwise.
+
+A third backend serves the calculator page (:mod:`symbolic.render.html`): when an argument is a sympy
+expression (``sympy.Basic``; sympy is only asked about when something has imported it already) the
+same functions build an expression — ``where``, ``maximum``, ``minimum`` unevaluated functions ``where``/``maximum``/``minimum`` (:func:`functions`:
+sympy's ``Piecewise``, ``Max`` and ``Min`` fold and simplify their conditions as they are built, seconds a
+price and a failure on a branch's division by zero; these evaluate only once their arguments are numbers),
+``ceil``/``floor`` ``ceiling``/``floor``, :func:`equal` an ``Eq`` (``x == n`` on a sympy symbol is
+Python's structural equality, always False, so comparisons for equality go through :func:`equal`),
+``asarray``/``broadcast_to`` the expression itself, ``zeros_like``/``ones_like`` 0 and 1 — so
+:func:`symbolic.ledgers.time.price` called with symbols returns the step time as one expression of
+them, the page's JavaScript printed from it. The numpy and :class:`Scalar` paths are untouched: a
+symbolic argument is looked for only where no numpy array or all-Python-number path applies.
 """
 from __future__ import annotations
 
 import math
+import sys
 
 _NUMBER = (int, float, bool)
 
@@ -82,6 +95,77 @@ def _numpy():
     return numpy
 
 
+def _sympy(*values):
+    """sympy, when one of ``values`` is a sympy expression (the calculator's backend), else None;
+    never imports sympy (a bill that has not imported it has no sympy argument)."""
+    sympy = sys.modules.get("sympy")
+    if sympy is None or not any(isinstance(x, sympy.Basic) for x in values):
+        return None
+    return sympy
+
+
+def symbolic(*values) -> bool:
+    """One of ``values`` a sympy expression (the calculator's backend)."""
+    return _sympy(*values) is not None
+
+
+def _boolean(sympy, condition):
+    return sympy.true if condition is True else sympy.false if condition is False else condition
+
+
+_FUNCTIONS: dict = {}
+
+
+def functions() -> dict:
+    """The symbolic backend's ``where``, ``maximum`` and ``minimum`` (sympy ``Function`` classes by
+    name): each stays unevaluated until its arguments are numbers (a condition true or false), then
+    is the numeric function's value — the same IEEE double for Floats as the Scalar path's."""
+    if _FUNCTIONS:
+        return _FUNCTIONS
+    from sympy import Function, S
+
+    class Real(Function):
+        """A real-valued function (so the pricing code's comparisons of it are relationals)."""
+
+        def _eval_is_extended_real(self):
+            return True
+
+        def _eval_is_finite(self):
+            return True
+
+    class where(Real):  # noqa: N801 (the printed name)
+        @classmethod
+        def eval(cls, condition, a, b):
+            if condition is S.true:
+                return a
+            if condition is S.false:
+                return b
+            if a == b:
+                return a
+            return None
+
+    class maximum(Real):  # noqa: N801
+        @classmethod
+        def eval(cls, a, b):
+            if a.is_Number and b.is_Number:
+                return a if a >= b else b
+            if a == b:
+                return a
+            return None
+
+    class minimum(Real):  # noqa: N801
+        @classmethod
+        def eval(cls, a, b):
+            if a.is_Number and b.is_Number:
+                return a if a <= b else b
+            if a == b:
+                return a
+            return None
+
+    _FUNCTIONS.update(where=where, maximum=maximum, minimum=minimum)
+    return _FUNCTIONS
+
+
 def _s(x):
     return x if isinstance(x, (str, Scalar)) else Scalar(x)
 
@@ -89,6 +173,8 @@ def _s(x):
 def asarray(x, dtype=None):
     if isinstance(x, _NUMBER):
         return Scalar(x)
+    if symbolic(x):
+        return x
     np = _numpy()
     return np.asarray(x, dtype=np.float64 if dtype in (float64, float) else dtype)
 
@@ -96,35 +182,66 @@ def asarray(x, dtype=None):
 def where(condition, a, b):
     if scalar(condition, a, b):
         return _s(a) if condition else _s(b)
+    sympy = _sympy(condition, a, b)
+    if sympy is not None:
+        if isinstance(condition, (bool, int)) and not isinstance(condition, sympy.Basic):
+            return a if condition else b
+        return functions()["where"](_boolean(sympy, condition), a, b)
     return _numpy().where(condition, a, b)
 
 
 def maximum(a, b):
     if scalar(a, b):
         return Scalar(a if a >= b else b)
+    sympy = _sympy(a, b)
+    if sympy is not None:
+        return functions()["maximum"](a, b)
     return _numpy().maximum(a, b)
 
 
 def minimum(a, b):
     if scalar(a, b):
         return Scalar(a if a <= b else b)
+    sympy = _sympy(a, b)
+    if sympy is not None:
+        return functions()["minimum"](a, b)
     return _numpy().minimum(a, b)
 
 
 def floor(x):
-    return Scalar(math.floor(x)) if scalar(x) else _numpy().floor(x)
+    if scalar(x):
+        return Scalar(math.floor(x))
+    sympy = _sympy(x)
+    return sympy.floor(x) if sympy is not None else _numpy().floor(x)
 
 
 def ceil(x):
-    return Scalar(math.ceil(x)) if scalar(x) else _numpy().ceil(x)
+    if scalar(x):
+        return Scalar(math.ceil(x))
+    sympy = _sympy(x)
+    return sympy.ceiling(x) if sympy is not None else _numpy().ceil(x)
+
+
+def equal(a, b):
+    """``a == b`` elementwise: a bool for Python numbers, numpy's for arrays, ``Eq`` for expressions."""
+    if scalar(a, b):
+        return a == b
+    sympy = _sympy(a, b)
+    if sympy is not None:
+        return sympy.Eq(a, b)
+    return _numpy().equal(a, b)
 
 
 def ones_like(x):
-    return Scalar(1.0) if scalar(x) else _numpy().ones_like(x)
+    if scalar(x):
+        return Scalar(1.0)
+    return _sympy(x).Integer(1) if symbolic(x) else _numpy().ones_like(x)
 
 
 def zeros_like(x):
-    return Scalar(0.0) if scalar(x) else _numpy().zeros_like(x)
+    if scalar(x):
+        return Scalar(0.0)
+    return _sympy(x).Integer(0) if symbolic(x) else _numpy().zeros_like(x)
 
 
 def zeros(shape):
@@ -136,11 +253,18 @@ class _Broadcast:
 
 
 def broadcast(*values):
-    return _Broadcast() if scalar(*values) else _numpy().broadcast(*values)
+    return _Broadcast() if scalar(*values) or symbolic(*values) else _numpy().broadcast(*values)
 
 
 def broadcast_to(x, shape):
+    if shape == () and symbolic(x):
+        return x
     return _s(x) if shape == () and scalar(x) else _numpy().broadcast_to(x, shape)
+
+
+def shape(x):
+    """``x.shape``: () for a Python number or a sympy expression (one value each)."""
+    return () if isinstance(x, _NUMBER) or symbolic(x) else x.shape
 
 
 def first(x):
@@ -160,5 +284,5 @@ def __getattr__(name):  # np.ndarray, np.log and the like, on an array's path: n
     return getattr(_numpy(), name)
 
 
-__all__ = ["Scalar", "asarray", "where", "maximum", "minimum", "floor", "ceil", "ones_like", "zeros_like",
-           "zeros", "broadcast", "broadcast_to", "first", "scalar"]
+__all__ = ["Scalar", "asarray", "where", "maximum", "minimum", "floor", "ceil", "equal", "ones_like", "zeros_like",
+           "zeros", "broadcast", "broadcast_to", "shape", "first", "scalar", "symbolic"]

@@ -96,6 +96,8 @@ class Table:
         and libm's differ there). One shape of Python numbers (a bill) is compared in Python, without
         numpy; arrays (a plan) find their distinct shapes once (a plan's layouts share few): each keyed
         by its log-dimensions rounded to 1/1024 (15 bits each), only those compared with the table."""
+        if np.symbolic(*dims):   # the calculator's expressions: the lookup as a function of them
+            return nearest_efficiency(table_id(self), *dims)
         if np.scalar(*dims):
             logs = [math.log(max(float(x), 1.0)) for x in dims]
             distances = [sum((a - b) * (a - b) for a, b in zip(logs, row)) for row, _ in self._python_rows]
@@ -118,6 +120,53 @@ class Table:
         near = distance.min(axis=1, keepdims=True)
         row = np_.argmax(distance <= near + TIE * (1.0 + near), axis=1)   # the first of the nearest rows
         return self.efficiency[row][inverse.reshape(-1)].reshape(shape)
+
+
+#: The tables a symbolic :meth:`Table.nearest` has named, by their id (:func:`table_id`): the
+#: calculator page embeds each one's rows once, its lookup a call over them.
+REGISTERED: list = []
+
+
+def table_id(table: Table) -> int:
+    """The index of ``table`` in :data:`REGISTERED` (added on first use; tables are cached per file)."""
+    for index, known in enumerate(REGISTERED):
+        if known is table:
+            return index
+    REGISTERED.append(table)
+    return len(REGISTERED) - 1
+
+
+def nearest_efficiency(table, *dims):
+    """``Table.nearest`` as a sympy function of symbolic dimensions: ``nearest_efficiency(id, m, n, k)``,
+    evaluated (by :meth:`Table.nearest`'s own Python rule) once every dimension is a number. The
+    calculator page prints it as a call of one JavaScript function over the table's rows
+    (:func:`symbolic.render.html.javascript_nearest`)."""
+    return _nearest_function()(table, *dims)
+
+
+@cache
+def _nearest_function():
+    from sympy import Float, Function
+
+    class nearest_efficiency(Function):  # noqa: N801 (the printed name)
+        """The efficiency of the nearest measured shape of table ``REGISTERED[id]`` (Table.nearest)."""
+
+        def _eval_is_extended_real(self):
+            return True
+
+        def _eval_is_extended_positive(self):
+            return True
+
+        def _eval_is_finite(self):
+            return True
+
+        @classmethod
+        def eval(cls, table, *dims):
+            if all(x.is_Number for x in dims):
+                return Float(REGISTERED[int(table)].nearest(*(float(x) for x in dims)))
+            return None
+
+    return nearest_efficiency
 
 
 #: Squared log distances this close (relative to 1 + the distance) are a tie: far above the last-place
@@ -145,7 +194,7 @@ class Collective:
         ranks = np.asarray(ranks, dtype=np.float64)
         fixed = np.zeros_like(ranks) + self.fixed_latency   # (arrays.zeros_like: a plan's or one bill's)
         for n, seconds in self.fixed_latency_by_ranks:
-            fixed = np.where(ranks == n, seconds, fixed)
+            fixed = np.where(np.equal(ranks, n), seconds, fixed)   # (an Eq for the calculator's symbols)
         return self.step_latency * np.asarray(steps, dtype=np.float64) + fixed
 
 
@@ -324,5 +373,5 @@ def from_file(path, hardware_name: str, ceiling_bf16: float) -> KernelTables:
                         latency, "", sources, collectives_of(data))
 
 
-__all__ = ["Collective", "KernelTables", "Table", "collectives_of", "for_hardware", "from_file", "ceiling", "index",
+__all__ = ["Collective", "KernelTables", "Table", "REGISTERED", "nearest_efficiency", "table_id", "collectives_of", "for_hardware", "from_file", "ceiling", "index",
            "PASSES"]

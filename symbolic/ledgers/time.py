@@ -644,7 +644,7 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
                  "ep_exposed": parts["ep"], "pp_exposed": parts["pp"], "bubble": bubble,
                  "dp_exposed": parts["dp"], "zero3_exposed": parts["zero3"],
                  "overlap_slowdown": slow_pipelined + slow_other, "optimizer": optimizer}
-    breakdown = {k: np.broadcast_to(np.asarray(val, dtype=np.float64), step.shape) for k, val in breakdown.items()}
+    breakdown = {k: np.broadcast_to(np.asarray(val, dtype=np.float64), np.shape(step)) for k, val in breakdown.items()}
     tokens = np.asarray(letters["B"], dtype=np.float64) * np.asarray(letters["s"], dtype=np.float64)
     gpus = tp * pp * dp * cp
     factors = {"hardware": hw.name, "peak_flops": peak,
