@@ -77,9 +77,17 @@ def run(args) -> int:
             params_hand = None
     else:
         params_hand = None if args.params in ("", "config") else _options.parse_count(args.params)
-    # --gpu sets the memory the page opens with (the page prices no time: its hardware is not used)
-    gpu_memory = _gpu.resolve(args.gpu, args.gpu_memory if args.gpu or args.gpu_memory else "80GB").memory
-    page = render(model, layout, params_hand=params_hand, gpu_memory=gpu_memory)
+    # --gpu sets the memory the page opens with and the GPU its step time opens on (one of the page's
+    # GPUs, render.page_time.PAGE_GPUS; without --gpu the bill's default hardware, the A100-80GB)
+    from ..ledgers.hardware import builtin
+    from ..render.page_time import PAGE_GPUS
+    choice = _gpu.resolve(args.gpu, args.gpu_memory if args.gpu or args.gpu_memory else "80GB")
+    on_page = {builtin()[key].name: key for key in PAGE_GPUS}
+    if args.gpu and choice.hardware.name not in on_page:
+        raise ConfigError(f"--gpu {clean(args.gpu)}: the calculator page prices the step time on "
+                          f"{', '.join(PAGE_GPUS)}; choose one of them, or use `symbolic bill --gpu {clean(args.gpu)}`")
+    page = render(model, layout, params_hand=params_hand, gpu_memory=choice.memory,
+                  hardware=on_page.get(choice.hardware.name, "a100-80gb"))
     size = _options.write_output(args.output, page, "--output")
     print(f"wrote {clean(args.output)} ({size:,} bytes)")
     return 0

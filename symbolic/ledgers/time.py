@@ -443,12 +443,15 @@ class StepTime:
 
 def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware, *, overlap: Overlap = Overlap(),
           gpus_per_node: int | None = None, gemm_dtype: str = "bf16", detail: bool = False,
-          kernel_tables: bool = True) -> StepTime:
+          kernel_tables: bool = True, compute_totals: tuple | None = None) -> StepTime:
     """Price an iteration. ``numbers``: the values of ``derivation.expressions()``
     (arrays or floats, same order); ``letters``: arrays for t p d c v b B and s.
     ``gpus_per_node``: the NVLink domain (default: the hardware's). ``kernel_tables``: price the
     kernels from the measured tables of :mod:`symbolic.ledgers.kernels` where the GPU kind has them
-    (own or borrowed); off, or for a GPU with none, the hardware file's GEMM-size step function."""
+    (own or borrowed); off, or for a GPU with none, the hardware file's GEMM-size step function.
+    ``compute_totals``: (GEMM seconds, of them the output side's, FLOPs on the pacing stage, attention
+    core seconds) of compute lines priced apart, the loop below adding ``derivation.compute``'s to them
+    (the calculator page prices each line on its own, :mod:`symbolic.render.page_time`); None: zeros."""
     G = gpus_per_node or hw.nvlink_domain
     peak = hw.peak("bf16")             # the throughput figures' denominator (MFU, HFU): the dense BF16 peak
     # FP8 training (Transformer Engine's recipe) runs the weight GEMMs in FP8; the attention core stays
@@ -466,6 +469,8 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     gemm_output = 0.0                  # the output side's lines (the logits): on the last stage only
     attention = 0.0
     paced_flops = 0.0
+    if compute_totals is not None:
+        gemm, gemm_output, paced_flops, attention = compute_totals
     compute_lines = []
     from .kernels import for_hardware
 

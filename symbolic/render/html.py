@@ -772,7 +772,7 @@ def _memory_text(gpu_memory: int | None) -> str:
 
 
 def render(model: ModelConfig, layout: Layout = Layout(), params_hand: int | None = None,
-           gpu_memory: int | None = None) -> str:
+           gpu_memory: int | None = None, hardware: str = "a100-80gb") -> str:
     """The calculator page, defaults from ``model`` and ``layout``.
 
     The page evaluates the GPT, LLaMA and MoE inventories and those of every built-in
@@ -781,12 +781,21 @@ def render(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     its inventory leaves out) opens with them listed next to its name.
     """
     layout.validate(model)
-    items = formulas(page_models((model,)))
+    from . import page_time
+
+    models = page_models((model,))
+    items = formulas(models)
     template = (Path(__file__).with_name("calculator.html")).read_text(encoding="utf-8")
     # "</" inside a <script> would end it early; JSON allows the escaped form.
-    data = json.dumps(page_data(model, layout, params_hand, gpu_memory, items),
-                      ensure_ascii=False).replace("</", "<\\/")
+    page = page_data(model, layout, params_hand, gpu_memory, items)
+    page["defaults"]["hardware"] = hardware
+    data = json.dumps(page, ensure_ascii=False).replace("</", "<\\/")
+    opening = (page_arch(model), model.tied, model.positions, layout.loss, layout.optimizer, layout.dtype)
+    time_js = (page_time.time_section(page_time.page_combos(models, opening))
+               + f"TIME.scope = {json.dumps(page_time.scope_text())};\n"
+               + f"TIME.not_priced = {json.dumps(page_time.not_priced_lines(), ensure_ascii=False)};\n")
     return (template
             .replace("/*@FORMULAS@*/", javascript(items))
             .replace("/*@DATA@*/", f"const DATA = {data};")
+            .replace("/*@TIME@*/", time_js)
             .replace("@TITLE@", html.escape(f"symbolic calculator: {model.name}")))

@@ -70,3 +70,328 @@ def evaluate(expr, values: dict) -> float:
 
 
 __all__ = ["OUTPUTS", "PARTS", "PRICE_LETTERS", "PricedTime", "evaluate", "priced", "shell_numbers"]
+
+
+# --- the page's step-time section ------------------------------------------------
+
+#: The GPUs the page prices time on (``symbolic/data/hardware``' names, as ``--gpu`` takes them): the
+#: bill's default (A100-80GB, the papers'), the kind with its own measured collectives (B200) and two
+#: that borrow tables (H100, H200). Each adds its own printed functions; ``bill --gpu`` has every file.
+PAGE_GPUS = ("a100-80gb", "h100-sxm", "h200", "b200")
+#: The optimizer recipe and activation dtype the page's step time is priced for (beside the page's own
+#: opening ones): mixed-precision Adam in BF16, what Megatron-LM, DeepSpeed and torchtitan run. Each
+#: further choice multiplies the derivations (every model × SP × recompute × ZeRO × schedule).
+TIME_OPTIMIZERS = ("bf16-adam",)
+TIME_DTYPES = ("bf16",)
+#: The LoRA bases the page prices time for (the LLaMA inventory: ``html.LEVER_ARCH``).
+TIME_LORA_BASES = ("bf16", "int8", "nf4")
+#: One compute line's numbers (TimeDerivation.expressions' eight per line), as the line functions' arguments.
+LINE_FIELDS = ("flops", "gemm_flops", "hbm_bytes", "groups", "m", "n", "k", "passes")
+#: The compute totals ``price(compute_totals=…)`` starts from (the page sums its lines into them).
+TOTALS = ("gemm", "gemm_output", "paced_flops", "attention")
+
+
+def combo_key(arch: str, tied: bool, positions: str, loss: str, sp: bool, recompute: str, zero: int,
+              pipeline: str, optimizer: str, dtype: str, expert_parallel: bool, lora_base: str) -> str:
+    """The page's key of one discrete time choice (the page's script builds the same from its inputs)."""
+    return "|".join(str(x) for x in (arch, int(tied), positions, loss, int(sp), recompute, zero, pipeline, optimizer,
+                                     dtype, int(expert_parallel), lora_base))
+
+
+class _Printer:
+    """sympy's JavaScript printer with doubles printed to round-trip (17 digits) and the backend's
+    functions as the page's: ``where`` its own, ``maximum``/``minimum`` Math's, the table lookup
+    ``nearestEfficiency`` (the page's runtime, :data:`NEAREST_JS`)."""
+
+    def __init__(self):
+        from sympy.printing.jscode import JavascriptCodePrinter
+
+        class Printer(JavascriptCodePrinter):
+            def _print_Float(self, expr):
+                return repr(float(expr))
+
+            def _print_Relational(self, expr):
+                op = {"==": "===", "!=": "!=="}.get(expr.rel_op, expr.rel_op)
+                return f"({self._print(expr.lhs)} {op} {self._print(expr.rhs)})"
+
+        self.printer = Printer({"user_functions": {"nearest_efficiency": "nearestEfficiency", "where": "where",
+                                                   "maximum": "Math.max", "minimum": "Math.min"}})
+
+    def __call__(self, expr) -> str:
+        return self.printer.doprint(expr)
+
+
+def _function(printer, arguments: str, outputs, prelude: str = "") -> str:
+    """A JavaScript function of ``arguments`` returning ``outputs`` (a list), common subexpressions once."""
+    from sympy import cse, sympify
+
+    replacements, reduced = cse([sympify(x) for x in outputs], optimizations=None, order="none")
+    body = "".join(f"const {name} = {printer(value)}; " for name, value in replacements)
+    return f"function ({arguments}) {{ {prelude}{body}return [{', '.join(printer(x) for x in reduced)}]; }}"
+
+
+def line_seconds(line, hardware, gemm_dtype: str):
+    """One compute line's seconds on ``hardware`` as an expression of its eight numbers (symbols q0…q7):
+    ``price`` of a derivation of that line alone (``detail``: its ``compute_lines`` entry)."""
+    from sympy import Integer, Symbol
+
+    from ..ledgers.time import TimeDerivation, price
+
+    from ..core.dims import SYMBOLS
+    numbers = [Symbol(f"q{i}", real=True) for i in range(len(LINE_FIELDS))] + [Integer(0)] * 6
+    letters = {name: SYMBOLS[name] for name in PRICE_LETTERS}
+    step = price(TimeDerivation([line], None, None, None, None, []), numbers, letters, hardware,
+                 gemm_dtype=gemm_dtype, detail=True)
+    return step.compute_lines[0]["seconds"]
+
+
+def rest_outputs(comm, numbers, hardware):
+    """The step time and its parts of the derivation's collectives, pacing, bubble and optimizer, from the
+    compute totals (symbols G0…G3, :data:`TOTALS`) and ``numbers`` (its six totals and the classes')."""
+    from sympy import Symbol
+
+    from ..core.dims import SYMBOLS
+    from ..ledgers.time import TimeDerivation, price
+
+    totals = tuple(Symbol(f"G{i}", real=True) for i in range(len(TOTALS)))
+    letters = {name: SYMBOLS[name] for name in PRICE_LETTERS}
+    step = price(TimeDerivation([], None, None, None, None, list(comm)), list(numbers), letters, hardware,
+                 compute_totals=totals)
+    return (step.step_seconds, *(step.breakdown[name] for name in PARTS), step.model_flops, step.hardware_flops)
+
+
+NEAREST_JS = """// Table.nearest (symbolic.ledgers.kernels), its rule as written there: squared distance of the logarithms
+// of max(x, 1) to each row's, the first row within TIE·(1 + nearest) in the file's order.
+function nearestEfficiency(id, ...dims) {
+  const [rows, efficiencies] = TIME.tables[id];
+  const logs = dims.map((x) => Math.log(Math.max(x, 1)));
+  const distances = rows.map((row) => row.reduce((sum, x, i) => sum + (logs[i] - Math.log(x)) * (logs[i] - Math.log(x)), 0));
+  let near = Math.min(...distances);
+  near += TIME.tie * (1 + near);
+  return efficiencies[distances.findIndex((d) => d <= near)];
+}
+function where(condition, a, b) { return condition ? a : b; }
+"""
+
+
+def time_section(combos: dict, gpus: tuple = PAGE_GPUS) -> str:
+    """The page's ``TIME`` table (JavaScript): ``combos`` maps :func:`combo_key` to the arguments of
+    :func:`symbolic.bill.timing.time_derivation`. Each derivation's expressions are printed once (shared
+    across combos, B = b·d·G), its compute lines priced by a function per (kernel, GPU) and the rest by
+    a function per (collectives' shape, GPU); cached in the bill's cache folder by the combos' key and
+    the package's fingerprint (``symbolic.bill.cache``)."""
+    import hashlib
+    import json
+
+    from ..bill.cache import folder, read_entry, write_entry
+
+    key = json.dumps({"page-time": sorted(combos), "gpus": list(gpus), "v": 1})
+    if key in _SECTIONS:
+        return _SECTIONS[key]
+    where = folder()
+    path = where / ("page-time-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
+    if path is not None and path.exists():
+        found = read_entry(path, key, lambda text: text if text.startswith("const TIME") else None)
+        if found is not None:
+            _SECTIONS[key] = found
+            return found
+    text = _time_section(combos, gpus)
+    if path is not None:
+        write_entry(path, key, text)
+    _SECTIONS[key] = text
+    return text
+
+
+_SECTIONS: dict = {}   # this process's sections by key (a page rendered twice prints its time once)
+
+
+def scope_text() -> str:
+    """What the page's step time covers, in one line (the page names it where a choice is not priced)."""
+    return (f"every inventory × SP × recompute × ZeRO × pipeline schedule × e, the {'/'.join(TIME_OPTIMIZERS)} "
+            f"recipe at {'/'.join(TIME_DTYPES)} activations (and the page's opening ones), the eager loss (GPT: "
+            f"and vocab-parallel), LoRA on the LLaMA inventory ({'/'.join(TIME_LORA_BASES)} bases), on "
+            f"{', '.join(PAGE_GPUS)}")
+
+
+def _time_section(combos: dict, gpus: tuple) -> str:
+    import json
+
+    from sympy import Integer, Symbol
+
+    from ..bill.timing import time_derivation
+    from ..core.dims import B, b, d
+    from ..ledgers import kernels
+    from ..ledgers.hardware import builtin
+    from .html import ARGUMENTS, G
+
+    printer = _Printer()
+    arguments = ", ".join(x.name for x in ARGUMENTS)
+    expressions: dict = {}          # printed expression → index
+    kinds: dict = {}                # (kernel, attention core, gemm dtype) → index
+    line_sets: dict = {}            # lines (kind, output, attention, expression indices) → index
+    signatures: dict = {}           # (comm shell, constants) → index
+    shells: list = []               # per signature: (comm, numbers)
+    table = {}
+
+    seen: dict = {}                 # expression → index (the same expression in many combos printed once)
+
+    def index(expr) -> int:
+        found = seen.get(expr)
+        if found is None:
+            found = seen[expr] = _index(expr)
+        return found
+
+    def _index(expr) -> int:
+        expr = expr.xreplace({B: b * d * G})
+        stray = expr.free_symbols - set(ARGUMENTS)
+        if stray:
+            raise ValueError(f"time expression {expr}: {stray} not among the page's inputs")
+        code = printer(expr)
+        return expressions.setdefault(code, len(expressions))
+
+    for name, (args, gemm_dtype) in combos.items():
+        derivation = time_derivation(*args)
+        values = derivation.expressions()
+        lines, at = [], 0
+        for line in derivation.compute:
+            kind = kinds.setdefault((line.kernel, line.attention_core, gemm_dtype, line.name.startswith("output/")),
+                                    len(kinds))
+            lines.append((kind, int(line.name.startswith("output/")), int(line.attention_core),
+                          tuple(index(x) for x in values[at:at + len(LINE_FIELDS)])))
+            at += len(LINE_FIELDS)
+        rest = values[at:]
+        numbers = shell_numbers(rest)
+        shell = tuple((c.key, c.group, c.collective, c.phase, c.overlap) for c in derivation.comm)
+        signature = (shell, tuple((i, x) for i, x in enumerate(numbers) if x.is_Number))
+        if signature not in signatures:
+            signatures[signature] = len(signatures)
+            shells.append((derivation.comm, numbers))
+        table[name] = [line_sets.setdefault(tuple(lines), len(line_sets)), signatures[signature],
+                       [index(x) for x in rest]]
+    hardware = builtin()
+    line_functions, rest_functions, gpu_data = {}, {}, {}
+    from ..ledgers.time import ComputeLine
+    for gpu in gpus:
+        hw = hardware[gpu]
+        line_functions[gpu] = [
+            _function(printer, ", ".join(f"q{i}" for i in range(len(LINE_FIELDS))),
+                      [line_seconds(ComputeLine("output/x" if output else "layer/x", None, None, core, 0, kernel),
+                                    hw, dtype)])
+            for (kernel, core, dtype, output) in kinds]
+        functions = []
+        for comm, numbers in shells:
+            used = sorted({int(x.name[1:]) for x in numbers if isinstance(x, Symbol)})
+            prelude = "".join(f"const n{i} = n[{i}]; " for i in used)
+            functions.append(_function(printer, "G0, G1, G2, G3, n, " + ", ".join(PRICE_LETTERS),
+                                       rest_outputs(comm, numbers, hw), prelude))
+        rest_functions[gpu] = functions
+        tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
+        gpu_data[gpu] = {"name": hw.name, "peak": hw.peak("bf16"), "describe": hw.describe(),
+                         "kernels": tables.describe() if tables is not None else
+                         "the hardware file's GEMM-size step function (no measured kernel table for this GPU)",
+                         "approximation": tables.approximation if tables is not None else "",
+                         "memory": hw.hbm_bytes}
+    tables = [_rows(t) for t in kernels.REGISTERED]
+    out = ["const TIME = {", f"  tie: {kernels.TIE!r},", f"  tables: {json.dumps(tables)},",
+           "  exprs: [" + ",\n    ".join(f"function ({arguments}) {{ return {code}; }}" for code in expressions) + "],",
+           f"  lineSets: {json.dumps([[list(x[:3]) + [list(x[3])] for x in s] for s in line_sets])},",
+           f"  combos: {json.dumps(table)},", f"  gpus: {json.dumps(gpu_data)},",
+           "  lines: {" + ",\n".join(f"{json.dumps(gpu)}: [" + ",\n".join(fs) + "]" for gpu, fs in line_functions.items()) + "},",
+           "  rests: {" + ",\n".join(f"{json.dumps(gpu)}: [" + ",\n".join(fs) + "]" for gpu, fs in rest_functions.items()) + "},",
+           "};", NEAREST_JS]
+    return "\n".join(out)
+
+
+def _rows(table) -> list:
+    """A kernel table's distinct shapes (the first row of equal ones, as ``Table.nearest``'s Python rule
+    keeps) and their efficiencies, for the page's ``nearestEfficiency``."""
+    rows: dict = {}
+    for shape, efficiency in zip(table.shapes, table.efficiencies):
+        rows.setdefault(tuple(shape), efficiency)
+    return [[list(shape) for shape in rows], list(rows.values())]
+
+
+#: The pipeline schedules of the page (``html.PIPELINES``' names): (pipeline, interleaved).
+SCHEDULES = {"none": (False, False), "1f1b": (True, False), "interleaved": (True, True)}
+
+
+def page_structures(models: dict) -> dict:
+    """(page inventory, tied, positions, loss) → the :class:`Structure` its step time is derived on: the
+    GPT inventory with the letter f (the page sets f = 4h when empty) at either positions, the LLaMA and
+    MoE inventories (RoPE; the MoE's shared experts the letter E_s) and each model of ``models`` (its own
+    positions), tied and untied; the loss kernels of :func:`page_losses`."""
+    from dataclasses import replace
+
+    from ..bill.derive import structure
+    from ..models.structure import Structure
+    from .html import _symbolic_ffn
+
+    out = {}
+    for tied in (True, False):
+        for positions in ("learned", "rope"):
+            for loss in ("eager", "vocab-parallel"):
+                out[("gpt", tied, positions, loss)] = Structure("gpt", True, tied, positions, loss=loss)
+        for arch in ("llama", "moe"):
+            out[(arch, tied, "rope", "eager")] = Structure(arch, True, tied, "rope", True)
+        for arch, model in models.items():
+            out[(arch, tied, model.positions, "eager")] = replace(structure(_symbolic_ffn(model, tied=tied)),
+                                                               loss="eager")
+    return out
+
+
+def page_combos(models: dict, opening=None) -> dict:
+    """:func:`combo_key` → (the arguments of ``time_derivation``, the GEMM dtype) for every discrete time
+    choice the page prices: each structure of :func:`page_structures` × SP × recompute × ZeRO × pipeline
+    schedule (ZeRO-2/3 with a pipeline is refused by the layout rules) × expert parallelism (a mixture of
+    experts) at :data:`TIME_OPTIMIZERS` × :data:`TIME_DTYPES`, LoRA on the LLaMA inventory
+    (:data:`TIME_LORA_BASES`); ``opening`` (inventory, tied, positions, loss, optimizer, dtype) adds the
+    page's own opening choices."""
+    from itertools import product
+
+    from ..layout.layout import Layout
+    from ..layout.strategies import RECOMPUTE
+    from .html import LEVER_ARCH, LORA_TARGETS_PAGE
+
+    structures = page_structures(models)
+    choices = [(key, optimizer, dtype) for key in structures for optimizer in TIME_OPTIMIZERS for dtype in TIME_DTYPES]
+    if opening is not None:
+        arch, tied, positions, loss, optimizer, dtype = opening
+        key = (arch, tied, positions, loss)
+        if key not in structures:
+            from dataclasses import replace
+            base = structures.get((arch, tied, positions, "eager"))
+            if base is not None:
+                structures[key] = replace(base, loss=loss)
+        if key in structures:
+            choices.append((key, optimizer, dtype))
+    out = {}
+    for (arch, tied, positions, loss), optimizer, dtype in dict.fromkeys(choices):
+        structure = structures[(arch, tied, positions, loss)]
+        gemm = Layout(optimizer=optimizer, dtype=dtype).gemm_dtype
+        bases = ("",) + (TIME_LORA_BASES if arch == LEVER_ARCH else ())
+        for sp, recompute, zero, schedule, ep, base in product(
+                (False, True), RECOMPUTE, (0, 1, 2, 3), SCHEDULES, (False, True) if structure.has_experts else (False,),
+                bases):
+            pipeline, interleaved = SCHEDULES[schedule]
+            if zero >= 2 and pipeline:
+                continue
+            lora = (LORA_TARGETS_PAGE, base) if base else ()
+            out[combo_key(arch, tied, positions, loss, sp, recompute, zero, schedule, optimizer, dtype, ep, base)] = (
+                (structure, sp, recompute, zero, pipeline, interleaved, False, optimizer, dtype, ep, lora), gemm)
+    return out
+
+
+def not_priced_lines() -> dict:
+    """The bill's ``timing.not_priced`` lines the page's choices can raise, by the page's condition:
+    expert parallelism, LoRA under ZeRO-3, a quantised base (each the one line its layout gets)."""
+    from ..bill.timing import not_priced
+    from ..layout.layout import Layout
+
+    def one(layout):
+        lines = not_priced(layout)
+        if len(lines) != 1:
+            raise ValueError(f"expected one not-priced line for {layout}, got {lines}")
+        return lines[0]
+
+    return {"ep": one(Layout(ep=2)), "lora_zero3": one(Layout(lora=16, zero=3)),
+            **{f"base:{base}": one(Layout(lora=16, base_dtype=base)) for base in ("int8", "nf4")}}
