@@ -773,3 +773,123 @@ def test_the_calculator_takes_gpu(tmp_path, capsys):
     assert _json.loads(capsys.readouterr().out)["gpu_memory_bytes"] == 141 * 10**9
     assert main(["calculator", "--gpu", "h900", "--output", str(path)]) == 2
     assert "unknown GPU" in capsys.readouterr().err
+
+
+# --- the step time: the bill's price() printed on symbols (html.page_time) ---------------------------
+
+#: (page controls after choosing the preset, the same as ``bill`` options, the page's GPU): a pipeline, TP
+#: with SP, ZeRO-3 with full recompute, a mixture of experts over e ranks, QLoRA, interleaving; the B200
+#: prices its in-node collectives from SimuMax's measurements, the A100 and H100/H200 borrow tables.
+TIME_CASES = (
+    ("gpt-175b", {}, ["--tp", "8", "--pp", "8", "--sp", "--params", "175B"], "h100-sxm"),
+    ("llama-3-8b", {"t": "2", "d": "4", "sp": True, "zero": "1"},
+     ["--tp", "2", "--dp", "4", "--sp", "--zero", "1"], "b200"),
+    ("llama-3-8b", {"t": "2", "p": "2", "d": "2", "G": "8", "recompute": "selective"},
+     ["--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "16", "--recompute", "selective"], "b200"),
+    ("llama-3-8b", {"d": "8", "zero": "3", "recompute": "full", "b": "2"},
+     ["--dp", "8", "--zero", "3", "--recompute", "full", "--micro-batch", "2"], "a100-80gb"),
+    ("mixtral-8x7b", {"s": "4096", "t": "2", "d": "4", "e": "4", "sp": True, "zero": "1"},
+     ["--seq", "4096", "--tp", "2", "--dp", "4", "--ep", "4", "--sp", "--zero", "1"], "b200"),
+    ("llama-3-8b", {"lora": "16", "base_dtype": "nf4", "d": "2"}, ["--lora", "16", "--base-dtype", "nf4", "--dp", "2"],
+     "h100-sxm"),
+    ("gpt-175b", {"v": "2", "G": "16"}, ["--tp", "8", "--pp", "8", "--sp", "--params", "175B", "--interleave", "2",
+                                          "--global-batch", "16"], "h200"),
+    ("qwen3-8b", {"p": "2", "d": "2", "recompute": "full"}, ["--pp", "2", "--dp", "2", "--recompute", "full"],
+     "a100-80gb"),
+)
+TIME_RESET = {"lora": "0", "base_dtype": "bf16", "double_quant": True, "offload": "none", "activation_offload": False,
+              "optimizer": "bf16-adam", "zero": "0", "recompute": "none", "dtype": "bf16"}
+
+
+def _relative(x: float, y: float) -> float:
+    return abs(x - y) / max(abs(x), abs(y), 1e-300)
+
+
+def test_the_step_time_on_the_page_equals_bill_json(page, capsys):
+    """Issue 23 item 5: the page's step time, tokens/s, MFU and every part of the breakdown are
+    ``bill --json``'s, to 1e-9 relative (the page evaluates the same expressions in doubles, summing in
+    ``price``'s order; sympy's printed constants round-trip, its reassociation of a sum may not)."""
+    from symbolic.ledgers.hardware import builtin
+
+    for name, controls, options, gpu in TIME_CASES:
+        page.select_option("#model", name)
+        _set(page, {**TIME_RESET, "gpu": "80GB"})
+        _set(page, {**controls, "hardware": gpu})
+        assert page.get_attribute("body", "data-state") == "ok", page.inner_text("#error")
+        hand = page.input_value("#N")
+        argv = [name, *options, "--gpu", gpu] + (["--params", hand] if hand and "--params" not in options else [])
+        data = _bill_json(argv, capsys)
+        assert _relative(float(page.get_attribute("#out-step", "data-value")), data["step_seconds"]) < 1e-9, name
+        assert _relative(float(page.get_attribute("#out-tokens-per-s", "data-value")), data["tokens_per_second"]) < 1e-9
+        assert _relative(float(page.get_attribute("#out-mfu", "data-value")), data["mfu"]) < 1e-9
+        assert _relative(float(page.get_attribute("#out-hfu", "data-value")), data["hfu"]) < 1e-9
+        shown = {el.get_attribute("id")[len("out-time-"):]: float(el.get_attribute("data-value"))
+                 for el in page.query_selector_all("#out-time-parts li")}
+        want = {k: v for k, v in data["time_breakdown"].items() if v > 0}
+        assert set(shown) == set(want), (name, shown, want)
+        for key, value in want.items():
+            assert _relative(shown[key], value) < 1e-9, (name, key, shown[key], value)
+        # the hardware and the kernel tables named as the bill's TIME section names them
+        hw = builtin()[gpu]
+        described = page.inner_text("#time-hardware")
+        assert described.startswith(hw.describe()) and data["time_model"]["kernels"] in described
+        assert data["time_model"]["hardware"] == hw.name and hw.name in page.inner_text("#summary-time")
+        not_priced = page.inner_text("#time-not-priced")
+        for line in data.get("time_model", {}).get("not_priced", []):
+            assert line in not_priced
+        assert "NaN" not in page.inner_text("#outputs") and "Infinity" not in page.inner_text("#outputs")
+    assert page.errors == []
+
+
+def test_the_page_says_where_it_does_not_price_the_step_time(page):
+    """A choice outside the page's priced set (an optimizer recipe, an activation dtype) is one line, never
+    a number from another choice, never NaN."""
+    page.select_option("#model", "llama-3-8b")
+    _set(page, {**TIME_RESET, "gpu": "80GB", "hardware": "h100-sxm", "optimizer": "fp32-adam"})
+    assert page.get_attribute("body", "data-state") == "ok"
+    assert page.inner_text("#out-step") == "–"
+    note = page.inner_text("#time-not-priced")
+    assert note.startswith("not priced on this page for fp32-adam / bf16 / the eager loss") and "symbolic bill --gpu h100-sxm" in note
+    assert page.inner_text("#summary-time") == "step time: " + note
+    _set(page, {"optimizer": "bf16-adam"})
+    assert page.inner_text("#out-step") != "–" and page.inner_text("#time-not-priced") == ""
+    assert page.errors == []
+
+
+def test_the_pages_nearest_rule_is_table_nearest(page):
+    """The page's ``nearestEfficiency`` over each embedded table equals ``Table.nearest`` on the same rows,
+    at random shapes and at a tie (a shape midway in log space between two rows: the first row wins)."""
+    import random
+
+    from symbolic.ledgers.kernels import Table
+
+    tables = page.evaluate("TIME.tables")
+    rng = random.Random(5)
+    for rows, efficiencies in tables:
+        table = Table(tuple(tuple(r) for r in rows), tuple(efficiencies))
+        shapes = [tuple(rng.choice([1, 3, 64, 512, 1000, 2048, 4096, 6144, 8192, 14336, 32768, 131072])
+                        for _ in rows[0]) for _ in range(12)]
+        got = page.evaluate("(shapes) => shapes.map((s) => nearestEfficiency(ID, ...s))".replace(
+            "ID", str(tables.index([rows, efficiencies]))), shapes)
+        assert got == [table.nearest(*shape) for shape in shapes]
+    tie = page.evaluate("() => { TIME.tables.push([[[4096, 4096, 4096], [1024, 1024, 1024]], [0.25, 0.75]]);"
+                        " const v = nearestEfficiency(TIME.tables.length - 1, 2048, 2048, 2048); TIME.tables.pop(); return v; }")
+    assert tie == Table(((4096, 4096, 4096), (1024, 1024, 1024)), (0.25, 0.75)).nearest(2048, 2048, 2048) == 0.25
+
+
+def test_the_memory_bar_draws_every_verdict_part(page, capsys):
+    """Issue 23 item 6: the bar's segments are the summary's parts (``summary.bar_parts``), in order and size."""
+    from symbolic.render.summary import bar_parts, number
+
+    fill(page, SEED_7B)  # the seed's 7B example: its peak at the loss, five parts alive
+    _set(page, {"loss": "eager"})
+    data = _bill_json(["gpt-7b", "--micro-batch", "4", "--tp", "8", "--sp", "--params", "7B", "--gpu-memory", "80GB",
+                       "--loss", "eager"], capsys)
+    segments = [(el.get_attribute("data-part"), float(el.get_attribute("data-bytes")))
+                for el in page.query_selector_all("#bar [data-part]")]
+    want = bar_parts(data)
+    assert [cls for cls, _ in segments] == [("model_states" if kind == "states" else kind) for kind, _, _ in want]
+    for (_, size), (_, _, bytes_) in zip(segments, want):
+        assert _relative(size, float(number(bytes_))) < 1e-12
+    assert len(segments) == 5
+    assert page.errors == []
