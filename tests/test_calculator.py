@@ -893,3 +893,20 @@ def test_the_memory_bar_draws_every_verdict_part(page, capsys):
         assert _relative(size, float(number(bytes_))) < 1e-12
     assert len(segments) == 5
     assert page.errors == []
+
+
+def test_the_calculator_opens_the_step_time_on_its_gpu_and_refuses_one_it_does_not_price(tmp_path, capsys):
+    """``calculator --gpu b200`` opens the step time on the B200; a GPU the page has no functions for is one
+    line naming the page's GPUs and the command that prices it; without --gpu the bill's default, A100-80GB."""
+    from symbolic.render.page_time import PAGE_GPUS
+
+    path = tmp_path / "page.html"
+    assert main(["calculator", "--gpu", "b200", "--output", str(path)]) == 0
+    capsys.readouterr()
+    text = path.read_text()
+    assert '"hardware": "b200"' in text and '"gpu": "180GB"' in text
+    assert main(["calculator", "--gpu", "gb200", "--output", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ", ".join(PAGE_GPUS) in err[0] and "symbolic bill --gpu gb200" in err[0]
+    assert main(["calculator", "--output", str(path)]) == 0
+    assert '"hardware": "a100-80gb"' in path.read_text()

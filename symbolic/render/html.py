@@ -17,6 +17,16 @@ The page's G left empty is the bill's default without a global batch (a pipeline
 ``steady/G``); LoRA, QLoRA and offload (:func:`lever_formulas`, the LLaMA inventory), activation
 offload and the loss kernels (``…@KERNEL``) are the bill's own terms too.
 
+The step time (issue 23 item 5) is the bill's own ``ledgers.time.price`` run once on symbols
+(:mod:`symbolic.render.page_time`, the symbolic backend of ``ledgers.arrays``): per discrete choice the
+derivation's expressions (``timing.time_derivation``) are printed as functions of the page's letters
+(B = b·d·G), each compute line's seconds by a function of its kernel on the chosen GPU, and the rest of
+``price`` — collectives, overlap, pacing, bubble, optimizer — by a function of the choice's collectives
+on that GPU; the page sums the lines into ``price``'s four compute totals in its loop's order. A kernel
+table lookup is ``nearestEfficiency(table, dims…)`` over the tables embedded as data, ``Table.nearest``'s
+rule in ten lines. A choice the page does not price (``page_time.scope_text``) is said in one line.
+The memory bar draws one segment per part alive at the verdict's instant (the summary's parts).
+
 The page needs no network: its CSS, data and script are inline.
 """
 from __future__ import annotations
@@ -771,6 +781,75 @@ def _memory_text(gpu_memory: int | None) -> str:
     return f"{gpu_memory}B"
 
 
+#: The step time's pipeline schedules (:data:`PIPELINES`' names): (pipeline, interleaved).
+SCHEDULES = {"none": (False, False), "1f1b": (True, False), "interleaved": (True, True)}
+
+
+def time_structures(models: dict) -> dict:
+    """(page inventory, tied, positions, loss) → the :class:`Structure` its step time is derived on: the
+    GPT inventory with the letter f (the page sets f = 4h when empty) at either positions, the LLaMA and
+    MoE inventories (RoPE; the MoE's shared experts the letter E_s) and each model of ``models`` (its own
+    positions), tied and untied; the eager loss (GPT: and Megatron's vocab-parallel)."""
+    from dataclasses import replace
+
+    from ..bill.derive import structure
+    from ..models.structure import Structure
+
+    out = {}
+    for tied in (True, False):
+        for positions in ("learned", "rope"):
+            for loss in ("eager", "vocab-parallel"):
+                out[("gpt", tied, positions, loss)] = Structure("gpt", True, tied, positions, loss=loss)
+        for arch in ("llama", "moe"):
+            out[(arch, tied, "rope", "eager")] = Structure(arch, True, tied, "rope", True)
+        for arch, model in models.items():
+            out[(arch, tied, model.positions, "eager")] = replace(structure(_symbolic_ffn(model, tied=tied)),
+                                                               loss="eager")
+    return out
+
+
+def time_combos(models: dict, opening=None) -> dict:
+    """:func:`combo_key` → (the arguments of ``time_derivation``, the GEMM dtype) for every discrete time
+    choice the page prices: each structure of :func:`time_structures` × SP × recompute × ZeRO × pipeline
+    schedule (ZeRO-2/3 with a pipeline is refused by the layout rules) × expert parallelism (a mixture of
+    experts) at ``page_time.TIME_OPTIMIZERS`` × ``TIME_DTYPES``, LoRA on the LLaMA inventory
+    (``TIME_LORA_BASES``); ``opening`` (inventory, tied, positions, loss, optimizer, dtype) adds the
+    page's own opening choices."""
+    from itertools import product
+
+    from ..layout.layout import Layout
+    from ..layout.strategies import RECOMPUTE
+    from .page_time import TIME_DTYPES, TIME_LORA_BASES, TIME_OPTIMIZERS, combo_key
+
+    structures = time_structures(models)
+    choices = [(key, optimizer, dtype) for key in structures for optimizer in TIME_OPTIMIZERS for dtype in TIME_DTYPES]
+    if opening is not None:
+        arch, tied, positions, loss, optimizer, dtype = opening
+        key = (arch, tied, positions, loss)
+        if key not in structures:
+            from dataclasses import replace
+            base = structures.get((arch, tied, positions, "eager"))
+            if base is not None:
+                structures[key] = replace(base, loss=loss)
+        if key in structures:
+            choices.append((key, optimizer, dtype))
+    out = {}
+    for (arch, tied, positions, loss), optimizer, dtype in dict.fromkeys(choices):
+        structure = structures[(arch, tied, positions, loss)]
+        gemm = Layout(optimizer=optimizer, dtype=dtype).gemm_dtype
+        bases = ("",) + (TIME_LORA_BASES if arch == LEVER_ARCH else ())
+        for sp, recompute, zero, schedule, ep, base in product(
+                (False, True), RECOMPUTE, (0, 1, 2, 3), SCHEDULES, (False, True) if structure.has_experts else (False,),
+                bases):
+            pipeline, interleaved = SCHEDULES[schedule]
+            if zero >= 2 and pipeline:
+                continue
+            lora = (LORA_TARGETS_PAGE, base) if base else ()
+            out[combo_key(arch, tied, positions, loss, sp, recompute, zero, schedule, optimizer, dtype, ep, base)] = (
+                (structure, sp, recompute, zero, pipeline, interleaved, False, optimizer, dtype, ep, lora), gemm)
+    return out
+
+
 def render(model: ModelConfig, layout: Layout = Layout(), params_hand: int | None = None,
            gpu_memory: int | None = None, hardware: str = "a100-80gb") -> str:
     """The calculator page, defaults from ``model`` and ``layout``.
@@ -791,7 +870,7 @@ def render(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     page["defaults"]["hardware"] = hardware
     data = json.dumps(page, ensure_ascii=False).replace("</", "<\\/")
     opening = (page_arch(model), model.tied, model.positions, layout.loss, layout.optimizer, layout.dtype)
-    time_js = (page_time.time_section(page_time.page_combos(models, opening))
+    time_js = (page_time.time_section(time_combos(models, opening), ARGUMENTS, b * d * G)
                + f"TIME.scope = {json.dumps(page_time.scope_text())};\n"
                + f"TIME.not_priced = {json.dumps(page_time.not_priced_lines(), ensure_ascii=False)};\n")
     return (template

@@ -174,10 +174,11 @@ function where(condition, a, b) { return condition ? a : b; }
 """
 
 
-def time_section(combos: dict, gpus: tuple = PAGE_GPUS) -> str:
-    """The page's ``TIME`` table (JavaScript): ``combos`` maps :func:`combo_key` to the arguments of
-    :func:`symbolic.bill.timing.time_derivation`. Each derivation's expressions are printed once (shared
-    across combos, B = b·d·G), its compute lines priced by a function per (kernel, GPU) and the rest by
+def time_section(combos: dict, arguments: tuple, batch, gpus: tuple = PAGE_GPUS) -> str:
+    """The page's ``TIME`` table (JavaScript): ``combos`` maps :func:`combo_key` to (the arguments of
+    :func:`symbolic.bill.timing.time_derivation`, the GEMM dtype); ``arguments`` the page's letters (the
+    expressions' functions take them in this order), ``batch`` the page's B (b·d·G). Each derivation's
+    expressions are printed once (shared across combos), its compute lines priced by a function per (kernel, GPU) and the rest by
     a function per (collectives' shape, GPU); cached in the bill's cache folder by the combos' key and
     the package's fingerprint (``symbolic.bill.cache``)."""
     import hashlib
@@ -185,7 +186,8 @@ def time_section(combos: dict, gpus: tuple = PAGE_GPUS) -> str:
 
     from ..bill.cache import folder, read_entry, write_entry
 
-    key = json.dumps({"page-time": sorted(combos), "gpus": list(gpus), "v": 1})
+    key = json.dumps({"page-time": sorted(combos), "gpus": list(gpus), "arguments": [x.name for x in arguments],
+                      "B": str(batch), "v": 1})
     if key in _SECTIONS:
         return _SECTIONS[key]
     where = folder()
@@ -195,7 +197,7 @@ def time_section(combos: dict, gpus: tuple = PAGE_GPUS) -> str:
         if found is not None:
             _SECTIONS[key] = found
             return found
-    text = _time_section(combos, gpus)
+    text = _time_section(combos, gpus, arguments, batch)
     if path is not None:
         write_entry(path, key, text)
     _SECTIONS[key] = text
@@ -213,19 +215,20 @@ def scope_text() -> str:
             f"{', '.join(PAGE_GPUS)}")
 
 
-def _time_section(combos: dict, gpus: tuple) -> str:
+def _time_section(combos: dict, gpus: tuple, arguments: tuple, batch) -> str:
     import json
 
-    from sympy import Integer, Symbol
+    from sympy import Symbol
 
     from ..bill.timing import time_derivation
-    from ..core.dims import B, b, d
+    from ..core.dims import B
     from ..ledgers import kernels
     from ..ledgers.hardware import builtin
-    from .html import ARGUMENTS, G
+
+    ARGUMENTS = arguments
 
     printer = _Printer()
-    arguments = ", ".join(x.name for x in ARGUMENTS)
+    names = ", ".join(x.name for x in ARGUMENTS)
     expressions: dict = {}          # printed expression → index
     kinds: dict = {}                # (kernel, attention core, gemm dtype) → index
     line_sets: dict = {}            # lines (kind, output, attention, expression indices) → index
@@ -242,7 +245,7 @@ def _time_section(combos: dict, gpus: tuple) -> str:
         return found
 
     def _index(expr) -> int:
-        expr = expr.xreplace({B: b * d * G})
+        expr = expr.xreplace({B: batch})
         stray = expr.free_symbols - set(ARGUMENTS)
         if stray:
             raise ValueError(f"time expression {expr}: {stray} not among the page's inputs")
@@ -293,7 +296,7 @@ def _time_section(combos: dict, gpus: tuple) -> str:
                          "memory": hw.hbm_bytes}
     tables = [_rows(t) for t in kernels.REGISTERED]
     out = ["const TIME = {", f"  tie: {kernels.TIE!r},", f"  tables: {json.dumps(tables)},",
-           "  exprs: [" + ",\n    ".join(f"function ({arguments}) {{ return {code}; }}" for code in expressions) + "],",
+           "  exprs: [" + ",\n    ".join(f"function ({names}) {{ return {code}; }}" for code in expressions) + "],",
            f"  lineSets: {json.dumps([[list(x[:3]) + [list(x[3])] for x in s] for s in line_sets])},",
            f"  combos: {json.dumps(table)},", f"  gpus: {json.dumps(gpu_data)},",
            "  lines: {" + ",\n".join(f"{json.dumps(gpu)}: [" + ",\n".join(fs) + "]" for gpu, fs in line_functions.items()) + "},",
@@ -309,76 +312,6 @@ def _rows(table) -> list:
     for shape, efficiency in zip(table.shapes, table.efficiencies):
         rows.setdefault(tuple(shape), efficiency)
     return [[list(shape) for shape in rows], list(rows.values())]
-
-
-#: The pipeline schedules of the page (``html.PIPELINES``' names): (pipeline, interleaved).
-SCHEDULES = {"none": (False, False), "1f1b": (True, False), "interleaved": (True, True)}
-
-
-def page_structures(models: dict) -> dict:
-    """(page inventory, tied, positions, loss) → the :class:`Structure` its step time is derived on: the
-    GPT inventory with the letter f (the page sets f = 4h when empty) at either positions, the LLaMA and
-    MoE inventories (RoPE; the MoE's shared experts the letter E_s) and each model of ``models`` (its own
-    positions), tied and untied; the loss kernels of :func:`page_losses`."""
-    from dataclasses import replace
-
-    from ..bill.derive import structure
-    from ..models.structure import Structure
-    from .html import _symbolic_ffn
-
-    out = {}
-    for tied in (True, False):
-        for positions in ("learned", "rope"):
-            for loss in ("eager", "vocab-parallel"):
-                out[("gpt", tied, positions, loss)] = Structure("gpt", True, tied, positions, loss=loss)
-        for arch in ("llama", "moe"):
-            out[(arch, tied, "rope", "eager")] = Structure(arch, True, tied, "rope", True)
-        for arch, model in models.items():
-            out[(arch, tied, model.positions, "eager")] = replace(structure(_symbolic_ffn(model, tied=tied)),
-                                                               loss="eager")
-    return out
-
-
-def page_combos(models: dict, opening=None) -> dict:
-    """:func:`combo_key` → (the arguments of ``time_derivation``, the GEMM dtype) for every discrete time
-    choice the page prices: each structure of :func:`page_structures` × SP × recompute × ZeRO × pipeline
-    schedule (ZeRO-2/3 with a pipeline is refused by the layout rules) × expert parallelism (a mixture of
-    experts) at :data:`TIME_OPTIMIZERS` × :data:`TIME_DTYPES`, LoRA on the LLaMA inventory
-    (:data:`TIME_LORA_BASES`); ``opening`` (inventory, tied, positions, loss, optimizer, dtype) adds the
-    page's own opening choices."""
-    from itertools import product
-
-    from ..layout.layout import Layout
-    from ..layout.strategies import RECOMPUTE
-    from .html import LEVER_ARCH, LORA_TARGETS_PAGE
-
-    structures = page_structures(models)
-    choices = [(key, optimizer, dtype) for key in structures for optimizer in TIME_OPTIMIZERS for dtype in TIME_DTYPES]
-    if opening is not None:
-        arch, tied, positions, loss, optimizer, dtype = opening
-        key = (arch, tied, positions, loss)
-        if key not in structures:
-            from dataclasses import replace
-            base = structures.get((arch, tied, positions, "eager"))
-            if base is not None:
-                structures[key] = replace(base, loss=loss)
-        if key in structures:
-            choices.append((key, optimizer, dtype))
-    out = {}
-    for (arch, tied, positions, loss), optimizer, dtype in dict.fromkeys(choices):
-        structure = structures[(arch, tied, positions, loss)]
-        gemm = Layout(optimizer=optimizer, dtype=dtype).gemm_dtype
-        bases = ("",) + (TIME_LORA_BASES if arch == LEVER_ARCH else ())
-        for sp, recompute, zero, schedule, ep, base in product(
-                (False, True), RECOMPUTE, (0, 1, 2, 3), SCHEDULES, (False, True) if structure.has_experts else (False,),
-                bases):
-            pipeline, interleaved = SCHEDULES[schedule]
-            if zero >= 2 and pipeline:
-                continue
-            lora = (LORA_TARGETS_PAGE, base) if base else ()
-            out[combo_key(arch, tied, positions, loss, sp, recompute, zero, schedule, optimizer, dtype, ep, base)] = (
-                (structure, sp, recompute, zero, pipeline, interleaved, False, optimizer, dtype, ep, lora), gemm)
-    return out
 
 
 def not_priced_lines() -> dict:
