@@ -16,9 +16,10 @@ shape wins by far more than that, and asks numpy otherwise.
 
 A third backend serves the calculator page (:mod:`symbolic.render.html`): when an argument is a sympy
 expression (``sympy.Basic``; sympy is only asked about when something has imported it already) the
-same functions build an expression — ``where``, ``maximum``, ``minimum`` unevaluated functions ``where``/``maximum``/``minimum`` (:func:`functions`:
-sympy's ``Piecewise``, ``Max`` and ``Min`` fold and simplify their conditions as they are built, seconds a
-price and a failure on a branch's division by zero; these evaluate only once their arguments are numbers),
+same functions build an expression — ``where``, ``maximum`` and ``minimum`` the unevaluated functions of
+:func:`functions` (sympy's ``Piecewise``, ``Max`` and ``Min`` fold and simplify their conditions as they
+are built: seconds per price, and a failure on a dropped branch's division by zero; these evaluate only
+once their arguments are numbers),
 ``ceil``/``floor`` ``ceiling``/``floor``, :func:`equal` an ``Eq`` (``x == n`` on a sympy symbol is
 Python's structural equality, always False, so comparisons for equality go through :func:`equal`),
 ``asarray``/``broadcast_to`` the expression itself, ``zeros_like``/``ones_like`` 0 and 1 — so

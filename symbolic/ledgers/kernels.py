@@ -140,7 +140,7 @@ def nearest_efficiency(table, *dims):
     """``Table.nearest`` as a sympy function of symbolic dimensions: ``nearest_efficiency(id, m, n, k)``,
     evaluated (by :meth:`Table.nearest`'s own Python rule) once every dimension is a number. The
     calculator page prints it as a call of one JavaScript function over the table's rows
-    (:func:`symbolic.render.html.javascript_nearest`)."""
+    (``symbolic.render.page_time.NEAREST_JS``)."""
     return _nearest_function()(table, *dims)
 
 
@@ -373,5 +373,5 @@ def from_file(path, hardware_name: str, ceiling_bf16: float) -> KernelTables:
                         latency, "", sources, collectives_of(data))
 
 
-__all__ = ["Collective", "KernelTables", "Table", "REGISTERED", "nearest_efficiency", "table_id", "collectives_of", "for_hardware", "from_file", "ceiling", "index",
-           "PASSES"]
+__all__ = ["Collective", "KernelTables", "Table", "REGISTERED", "nearest_efficiency", "table_id", "collectives_of",
+           "for_hardware", "from_file", "ceiling", "index", "PASSES"]

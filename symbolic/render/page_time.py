@@ -69,9 +69,6 @@ def evaluate(expr, values: dict) -> float:
     return float(expr.xreplace(numbers))
 
 
-__all__ = ["OUTPUTS", "PARTS", "PRICE_LETTERS", "PricedTime", "evaluate", "priced", "shell_numbers"]
-
-
 # --- the page's step-time section ------------------------------------------------
 
 #: The GPUs the page prices time on (``symbolic/data/hardware``' names, as ``--gpu`` takes them): the
@@ -79,8 +76,8 @@ __all__ = ["OUTPUTS", "PARTS", "PRICE_LETTERS", "PricedTime", "evaluate", "price
 #: that borrow tables (H100, H200). Each adds its own printed functions; ``bill --gpu`` has every file.
 PAGE_GPUS = ("a100-80gb", "h100-sxm", "h200", "b200")
 #: The optimizer recipe and activation dtype the page's step time is priced for (beside the page's own
-#: opening ones): mixed-precision Adam in BF16, what Megatron-LM, DeepSpeed and torchtitan run. Each
-#: further choice multiplies the derivations (every model × SP × recompute × ZeRO × schedule).
+#: opening ones): ``Layout()``'s defaults, mixed-precision Adam with BF16 activations. Each further
+#: choice multiplies the derivations (every model × SP × recompute × ZeRO × schedule) and the page.
 TIME_OPTIMIZERS = ("bf16-adam",)
 TIME_DTYPES = ("bf16",)
 #: The LoRA bases the page prices time for (the LLaMA inventory: ``html.LEVER_ARCH``).
@@ -135,9 +132,9 @@ def line_seconds(line, hardware, gemm_dtype: str):
     ``price`` of a derivation of that line alone (``detail``: its ``compute_lines`` entry)."""
     from sympy import Integer, Symbol
 
+    from ..core.dims import SYMBOLS
     from ..ledgers.time import TimeDerivation, price
 
-    from ..core.dims import SYMBOLS
     numbers = [Symbol(f"q{i}", real=True) for i in range(len(LINE_FIELDS))] + [Integer(0)] * 6
     letters = {name: SYMBOLS[name] for name in PRICE_LETTERS}
     step = price(TimeDerivation([line], None, None, None, None, []), numbers, letters, hardware,
@@ -224,13 +221,12 @@ def _time_section(combos: dict, gpus: tuple, arguments: tuple, batch) -> str:
     from ..core.dims import B
     from ..ledgers import kernels
     from ..ledgers.hardware import builtin
-
-    ARGUMENTS = arguments
+    from ..ledgers.time import ComputeLine
 
     printer = _Printer()
-    names = ", ".join(x.name for x in ARGUMENTS)
+    names = ", ".join(x.name for x in arguments)
     expressions: dict = {}          # printed expression → index
-    kinds: dict = {}                # (kernel, attention core, gemm dtype) → index
+    kinds: dict = {}                # (kernel, attention core, gemm dtype, output side) → index
     line_sets: dict = {}            # lines (kind, output, attention, expression indices) → index
     signatures: dict = {}           # (comm shell, constants) → index
     shells: list = []               # per signature: (comm, numbers)
@@ -246,7 +242,7 @@ def _time_section(combos: dict, gpus: tuple, arguments: tuple, batch) -> str:
 
     def _index(expr) -> int:
         expr = expr.xreplace({B: batch})
-        stray = expr.free_symbols - set(ARGUMENTS)
+        stray = expr.free_symbols - set(arguments)
         if stray:
             raise ValueError(f"time expression {expr}: {stray} not among the page's inputs")
         code = printer(expr)
@@ -273,9 +269,11 @@ def _time_section(combos: dict, gpus: tuple, arguments: tuple, batch) -> str:
                        [index(x) for x in rest]]
     hardware = builtin()
     line_functions, rest_functions, gpu_data = {}, {}, {}
-    from ..ledgers.time import ComputeLine
     for gpu in gpus:
         hw = hardware[gpu]
+        tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
+        if tables is None:  # the GEMM-size step function (hw.efficiency) is numeric only: no page function
+            raise ValueError(f"{gpu}: no kernel tables (index.json's ceilings): the page cannot price it")
         line_functions[gpu] = [
             _function(printer, ", ".join(f"q{i}" for i in range(len(LINE_FIELDS))),
                       [line_seconds(ComputeLine("output/x" if output else "layer/x", None, None, core, 0, kernel),
@@ -288,12 +286,8 @@ def _time_section(combos: dict, gpus: tuple, arguments: tuple, batch) -> str:
             functions.append(_function(printer, "G0, G1, G2, G3, n, " + ", ".join(PRICE_LETTERS),
                                        rest_outputs(comm, numbers, hw), prelude))
         rest_functions[gpu] = functions
-        tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
         gpu_data[gpu] = {"name": hw.name, "peak": hw.peak("bf16"), "describe": hw.describe(),
-                         "kernels": tables.describe() if tables is not None else
-                         "the hardware file's GEMM-size step function (no measured kernel table for this GPU)",
-                         "approximation": tables.approximation if tables is not None else "",
-                         "memory": hw.hbm_bytes}
+                         "kernels": tables.describe(), "approximation": tables.approximation}
     tables = [_rows(t) for t in kernels.REGISTERED]
     out = ["const TIME = {", f"  tie: {kernels.TIE!r},", f"  tables: {json.dumps(tables)},",
            "  exprs: [" + ",\n    ".join(f"function ({names}) {{ return {code}; }}" for code in expressions) + "],",
@@ -328,3 +322,8 @@ def not_priced_lines() -> dict:
 
     return {"ep": one(Layout(ep=2)), "lora_zero3": one(Layout(lora=16, zero=3)),
             **{f"base:{base}": one(Layout(lora=16, base_dtype=base)) for base in ("int8", "nf4")}}
+
+
+__all__ = ["LINE_FIELDS", "NEAREST_JS", "OUTPUTS", "PAGE_GPUS", "PARTS", "PRICE_LETTERS", "PricedTime", "TIME_DTYPES",
+           "TIME_LORA_BASES", "TIME_OPTIMIZERS", "TOTALS", "combo_key", "evaluate", "line_seconds", "not_priced_lines",
+           "priced", "rest_outputs", "scope_text", "shell_numbers", "time_section"]
