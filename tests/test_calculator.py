@@ -778,7 +778,8 @@ def test_the_calculator_takes_gpu(tmp_path, capsys):
 # --- the step time: the bill's price() printed on symbols (html.page_time) ---------------------------
 
 #: (page controls after choosing the preset, the same as ``bill`` options, the page's GPU): a pipeline, TP
-#: with SP, ZeRO-3 with full recompute, a mixture of experts over e ranks, QLoRA, interleaving; the B200
+#: with SP, ZeRO-3 with full recompute, a mixture of experts over e ranks, QLoRA, interleaving, composed
+#: families (Qwen3; DeepSeek-V3's MLA experts over e = 8; Gemma-2's sandwich norms); the B200
 #: prices its in-node collectives from SimuMax's measurements, the A100 and H100/H200 borrow tables.
 TIME_CASES = (
     ("gpt-175b", {}, ["--tp", "8", "--pp", "8", "--sp", "--params", "175B"], "h100-sxm"),
@@ -796,6 +797,9 @@ TIME_CASES = (
                                           "--global-batch", "16"], "h200"),
     ("qwen3-8b", {"p": "2", "d": "2", "recompute": "full"}, ["--pp", "2", "--dp", "2", "--recompute", "full"],
      "a100-80gb"),
+    ("deepseek-v3", {"t": "4", "d": "8", "e": "8", "sp": True, "zero": "1"},
+     ["--tp", "4", "--dp", "8", "--ep", "8", "--sp", "--zero", "1"], "b200"),
+    ("gemma-2-9b", {"t": "2", "sp": True}, ["--tp", "2", "--sp"], "h200"),
 )
 TIME_RESET = {"lora": "0", "base_dtype": "bf16", "double_quant": True, "offload": "none", "activation_offload": False,
               "optimizer": "bf16-adam", "zero": "0", "recompute": "none", "dtype": "bf16"}
