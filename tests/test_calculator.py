@@ -857,6 +857,10 @@ def test_the_page_says_where_it_does_not_price_the_step_time(page):
     assert page.inner_text("#summary-time") == "step time: " + note
     _set(page, {"optimizer": "bf16-adam"})
     assert page.inner_text("#out-step") != "–" and page.inner_text("#time-not-priced") == ""
+    page.fill("#t", "3")  # bad input: no step time left over from the last good one
+    assert page.get_attribute("body", "data-state") == "error"
+    assert page.inner_text("#out-step") == "–" and page.get_attribute("#out-step", "data-value") is None
+    page.fill("#t", "1")
     assert page.errors == []
 
 
