@@ -800,6 +800,13 @@ TIME_CASES = (
     ("deepseek-v3", {"t": "4", "d": "8", "e": "8", "sp": True, "zero": "1"},
      ["--tp", "4", "--dp", "8", "--ep", "8", "--sp", "--zero", "1"], "b200"),
     ("gemma-2-9b", {"t": "2", "sp": True}, ["--tp", "2", "--sp"], "h200"),
+    # the GB200's NVLink domain of 72 (its own class: a ring of 16 at stride 8 crosses nodes of 9), the
+    # A100-40GB and the H800 on their classes' functions (the A100-80GB's, the H100's) with their own figures
+    ("llama-3-8b", {"t": "8", "d": "16", "sp": True, "zero": "1"}, ["--tp", "8", "--dp", "16", "--sp", "--zero", "1"],
+     "gb200-nvl72"),
+    ("llama-3-8b", {"d": "8", "zero": "3", "recompute": "full", "b": "2"},
+     ["--dp", "8", "--zero", "3", "--recompute", "full", "--micro-batch", "2"], "a100-40gb"),
+    ("gpt-175b", {}, ["--tp", "8", "--pp", "8", "--sp", "--params", "175B"], "h800"),
 )
 TIME_RESET = {"lora": "0", "base_dtype": "bf16", "double_quant": True, "offload": "none", "activation_offload": False,
               "optimizer": "bf16-adam", "zero": "0", "recompute": "none", "dtype": "bf16"}
@@ -903,18 +910,21 @@ def test_the_memory_bar_draws_every_verdict_part(page, capsys):
     assert page.errors == []
 
 
-def test_the_calculator_opens_the_step_time_on_its_gpu_and_refuses_one_it_does_not_price(tmp_path, capsys):
-    """``calculator --gpu b200`` opens the step time on the B200; a GPU the page has no functions for is one
-    line naming the page's GPUs and the command that prices it; without --gpu the bill's default, A100-80GB."""
-    from symbolic.render.page_time import PAGE_GPUS
+def test_the_calculator_opens_the_step_time_on_any_gpu_the_bill_takes(tmp_path, capsys):
+    """``calculator --gpu b200`` opens the step time on the B200, ``--gpu gb200`` (an alias) on the GB200 NVL72;
+    the menu offers every hardware file (as ``bill --gpu`` takes them); without --gpu the bill's default,
+    A100-80GB."""
+    from symbolic.ledgers.hardware import names
 
     path = tmp_path / "page.html"
     assert main(["calculator", "--gpu", "b200", "--output", str(path)]) == 0
     capsys.readouterr()
     text = path.read_text()
     assert '"hardware": "b200"' in text and '"gpu": "180GB"' in text
-    assert main(["calculator", "--gpu", "gb200", "--output", str(path)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and ", ".join(PAGE_GPUS) in err[0] and "symbolic bill --gpu gb200" in err[0]
+    assert main(["calculator", "--gpu", "gb200", "--output", str(path)]) == 0
+    text = path.read_text()
+    assert '"hardware": "gb200-nvl72"' in text and '"gpu": "186GB"' in text
+    gpus = text[text.index("  gpus: {"):].split("\n", 1)[0]
+    assert all(f'"{name}": {{"name": ' in gpus for name in names())
     assert main(["calculator", "--output", str(path)]) == 0
     assert '"hardware": "a100-80gb"' in path.read_text()

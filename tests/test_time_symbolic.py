@@ -94,3 +94,46 @@ def test_the_numeric_paths_are_unchanged_by_the_symbolic_backend():
     x = Symbol("x", positive=True)
     assert arrays.equal(x, 2).subs(x, 2) is not False and arrays.where(x > 1, x, 0.0).subs(x, 3) == 3
     assert arrays.maximum(x, 1.0).subs(x, 0.5) == 1.0 and arrays.ceil(x / 2).subs(x, 3) == 2
+
+
+def test_the_page_prices_every_hardware_file():
+    """``page_time.PAGE_GPUS`` is every shipped hardware file (``bill --gpu`` takes each; so does the page)."""
+    from symbolic.ledgers.hardware import names
+
+    assert sorted(page_time.PAGE_GPUS) == names()
+    classes = {page_time.pricing_class(builtin()[gpu]) for gpu in page_time.PAGE_GPUS}
+    assert len(classes) < len(page_time.PAGE_GPUS)   # GPUs share functions: their figures are page data
+
+
+HARDWARE_CASES = [CASES[0], CASES[2], CASES[3], CASES[6],
+                  ("llama-3-8b", Layout(tp=8, dp=16, sp=True, zero=1), "a100-80gb")]
+
+
+@pytest.mark.parametrize("gpu", page_time.PAGE_GPUS)
+def test_one_class_function_is_each_gpus_price(gpu):
+    """``price`` on the symbolic hardware of the first GPU of ``gpu``'s pricing class, its figures then
+    ``gpu``'s (``hardware_values``), is the bill's float price on ``gpu``: the page's functions are shared
+    by a class (A100-40GB with the A100-80GB, H800 with the H100, …) without changing a number."""
+    from symbolic.ledgers.time import price
+
+    from symbolic.core.dims import SYMBOLS
+
+    hw = builtin()[gpu]
+    first = next(builtin()[g] for g in page_time.PAGE_GPUS
+                 if page_time.pricing_class(builtin()[g]) == page_time.pricing_class(hw))
+    shw, stables = page_time.symbolic_hardware(first)
+    figures = {page_time.hardware_symbol(k).name: v for k, v in page_time.hardware_values(hw).items()}
+    for name, layout, _ in HARDWARE_CASES:
+        model = preset(name)
+        count, values = _values(model, layout)
+        bill = timing.step_time(model, layout, hw, params_count=count)
+        derivation = timing.derivation_for(model, layout)
+        expressions = derivation.expressions()
+        letters = {k: SYMBOLS[k] for k in page_time.PRICE_LETTERS}
+        step = price(derivation, page_time.shell_numbers(expressions), letters, shw, gemm_dtype=layout.gemm_dtype,
+                     kernel_tables=stables)
+        at = {**values, **figures, **{f"n{i}": float(exact(x, values)) for i, x in enumerate(expressions)}}
+        got = page_time.evaluate(step.step_seconds, at)
+        assert _close(got, float(bill.step_seconds), 1e-12), (gpu, name, got, float(bill.step_seconds))
+        for key, value in bill.breakdown.items():
+            assert _close(page_time.evaluate(step.breakdown[key], at), float(value), 1e-12), (gpu, name, key)

@@ -78,7 +78,7 @@ def run(args) -> int:
     else:
         params_hand = None if args.params in ("", "config") else _options.parse_count(args.params)
     # --gpu sets the memory the page opens with and the GPU its step time opens on (one of the page's
-    # GPUs, render.page_time.PAGE_GPUS; without --gpu the bill's default hardware, the A100-80GB)
+    # GPUs, render.page_time.PAGE_GPUS: every hardware file; without --gpu the bill's default hardware, the A100-80GB)
     from ..ledgers.hardware import builtin
     from ..render.page_time import PAGE_GPUS
     choice = _gpu.resolve(args.gpu, args.gpu_memory if args.gpu or args.gpu_memory else "80GB")

@@ -443,13 +443,14 @@ class StepTime:
 
 def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware, *, overlap: Overlap = Overlap(),
           gpus_per_node: int | None = None, gemm_dtype: str = "bf16", detail: bool = False,
-          kernel_tables: bool = True, compute_totals: tuple | None = None) -> StepTime:
+          kernel_tables=True, compute_totals: tuple | None = None) -> StepTime:
     """Price an iteration. ``numbers``: the values of ``derivation.expressions()``
     (arrays or floats, same order); ``letters``: arrays for t p d c v b B and s.
     ``gpus_per_node``: the NVLink domain (default: the hardware's). ``kernel_tables``: price the
     kernels from the measured tables of :mod:`symbolic.ledgers.kernels` where the GPU kind has them
-    (own or borrowed); off, or for a GPU with none, the hardware file's GEMM-size step function.
-    ``compute_totals``: (GEMM seconds, of them the output side's, FLOPs on the pacing stage, attention
+    (own or borrowed); off, or for a GPU with none, the hardware file's GEMM-size step function; a
+    :class:`~symbolic.ledgers.kernels.KernelTables` itself: those tables (the calculator page's, their
+    figures symbols). ``compute_totals``: (GEMM seconds, of them the output side's, FLOPs on the pacing stage, attention
     core seconds) of compute lines priced apart, the loop below adding ``derivation.compute``'s to them
     (the calculator page prices each line on its own, :mod:`symbolic.render.page_time`); None: zeros."""
     G = gpus_per_node or hw.nvlink_domain
@@ -474,7 +475,10 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     compute_lines = []
     from .kernels import for_hardware
 
-    tables = for_hardware(hw.name, hw.peak_bf16_flops) if kernel_tables else None
+    if isinstance(kernel_tables, bool):
+        tables = for_hardware(hw.name, hw.peak_bf16_flops) if kernel_tables else None
+    else:
+        tables = kernel_tables
     if tables is None:
         hbm = hw.hbm_bandwidth * hw.hbm_efficiency
         hbm_loss = hbm

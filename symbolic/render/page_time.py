@@ -15,6 +15,7 @@ input) and no context parallelism (c = 1: no page input either).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 #: The layout's letters ``price`` reads (c is 1 on the page: no context-parallel input).
 PRICE_LETTERS = ("t", "p", "d", "v", "b", "B", "s")
@@ -71,10 +72,94 @@ def evaluate(expr, values: dict) -> float:
 
 # --- the page's step-time section ------------------------------------------------
 
-#: The GPUs the page prices time on (``symbolic/data/hardware``' names, as ``--gpu`` takes them): the
-#: bill's default (A100-80GB, the papers'), the kind with its own measured collectives (B200) and two
-#: that borrow tables (H100, H200). Each adds its own printed functions; ``bill --gpu`` has every file.
-PAGE_GPUS = ("a100-80gb", "h100-sxm", "h200", "b200")
+#: The GPUs the page prices time on: every shipped hardware file (``symbolic/data/hardware``' names, as
+#: ``--gpu`` takes them; a test checks the list is the folder's). Their figures are page data
+#: (:data:`HARDWARE_FIGURES`), so one printed function serves every GPU of a pricing class
+#: (:func:`pricing_class`).
+PAGE_GPUS = ("a100-40gb", "a100-80gb", "a800-80gb", "h100-sxm", "h800", "h200", "b200", "gb200-nvl72")
+#: The hardware figures ``price`` reads, as the page's symbols (``H.name`` in its functions): the file's
+#: peaks, bandwidths, efficiencies, NCCL latencies and processor usage, and the kernel tables' scale,
+#: ceiling, FP8 ratio and memory-bound efficiencies. ``peak_gemm_fp8`` is the FP8 peak, the BF16 one on a
+#: GPU with none (``price`` runs its FP8 GEMMs in BF16 there), ``fp8_ratio`` 1 where mamf-finder has no
+#: FP8 figure (``KernelTables._scaled`` then leaves the efficiency as it is).
+HARDWARE_FIGURES = ("peak_bf16", "peak_gemm_fp8", "hbm_bandwidth", "nvlink_bandwidth", "nvlink_efficiency",
+                    "internode_bandwidth", "internode_efficiency", "latency_base", "latency_nvlink_step",
+                    "latency_network_step", "usage_nvlink", "usage_network", "kernel_scale", "kernel_ceiling",
+                    "fp8_ratio", "memory_efficiency", "loss_memory_efficiency")
+
+
+def hardware_symbol(name: str):
+    from sympy import Symbol
+    return Symbol(f"hw_{name}", positive=True)
+
+
+def hardware_values(hw) -> dict:
+    """:data:`HARDWARE_FIGURES` of one hardware file and its kernel tables (the numbers ``price`` uses)."""
+    from ..ledgers import kernels
+
+    tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
+    return {"peak_bf16": hw.peak_bf16_flops, "peak_gemm_fp8": hw.peak_fp8_flops or hw.peak_bf16_flops,
+            "hbm_bandwidth": hw.hbm_bandwidth, "nvlink_bandwidth": hw.nvlink_bandwidth,
+            "nvlink_efficiency": hw.nvlink_efficiency, "internode_bandwidth": hw.internode_bandwidth,
+            "internode_efficiency": hw.internode_efficiency, "latency_base": hw.latency["base"],
+            "latency_nvlink_step": hw.latency["nvlink_step"], "latency_network_step": hw.latency["network_step"],
+            "usage_nvlink": hw.processor_usage["nvlink"], "usage_network": hw.processor_usage["network"],
+            "kernel_scale": tables.scale, "kernel_ceiling": tables.ceiling,
+            "fp8_ratio": 1.0 if tables.fp8_ratio is None else tables.fp8_ratio,
+            "memory_efficiency": tables.memory_efficiency, "loss_memory_efficiency": tables.loss_memory_efficiency}
+
+
+def pricing_class(hw) -> tuple:
+    """What ``price`` branches on beyond :data:`HARDWARE_FIGURES`: the kernel tables' measured kind (which
+    rows, grouped and attention tables or not), the NVLink domain (a ring crosses nodes or not) and the
+    GPU's own measured in-node collectives (the kind that has them: its own figures, numbers)."""
+    from ..ledgers import kernels
+
+    tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
+    if tables is None:  # the GEMM-size step function (hw.efficiency) is numeric only: no page function
+        raise ValueError(f"{hw.name}: no kernel tables (index.json's ceilings): the page cannot price it")
+    return (tables.measured_on, hw.nvlink_domain, hw.name if tables.collectives else "")
+
+
+def symbolic_hardware(hw):
+    """``hw`` and its kernel tables with :data:`HARDWARE_FIGURES` as symbols: ``price`` on them gives one
+    class's expressions (:func:`pricing_class`: the structure stays ``hw``'s)."""
+    from dataclasses import fields, replace
+
+    from ..ledgers import kernels
+
+    x = {name: hardware_symbol(name) for name in HARDWARE_FIGURES}
+    tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
+    symbolic = replace(hw, peak_bf16_flops=x["peak_bf16"], peak_fp8_flops=x["peak_gemm_fp8"],
+                       hbm_bandwidth=x["hbm_bandwidth"], nvlink_bandwidth=x["nvlink_bandwidth"],
+                       nvlink_efficiency=x["nvlink_efficiency"], internode_bandwidth=x["internode_bandwidth"],
+                       internode_efficiency=x["internode_efficiency"],
+                       latency={"base": x["latency_base"], "nvlink_step": x["latency_nvlink_step"],
+                                "network_step": x["latency_network_step"]},
+                       processor_usage={"nvlink": x["usage_nvlink"], "network": x["usage_network"]})
+    figures = {f.name: getattr(tables, f.name) for f in fields(tables)}
+    figures.update(scale=x["kernel_scale"], ceiling=x["kernel_ceiling"], fp8_ratio=x["fp8_ratio"],
+                   memory_efficiency=x["memory_efficiency"], loss_memory_efficiency=x["loss_memory_efficiency"])
+    return symbolic, _SymbolicTables(**figures)
+
+
+@cache
+def _symbolic_tables_class():
+    from ..ledgers.kernels import KernelTables
+
+    class SymbolicTables(KernelTables):
+        """Kernel tables whose figures are symbols: ``describe`` (a formatted text) is the page's own."""
+
+        def describe(self) -> str:
+            return "the page's kernel tables (figures per GPU: page data)"
+
+    return SymbolicTables
+
+
+def _SymbolicTables(**figures):  # noqa: N802 (a class, built late: ledgers before render)
+    return _symbolic_tables_class()(**figures)
+
+
 #: The optimizer recipe and activation dtype the page's step time is priced for (beside the page's own
 #: opening ones): ``Layout()``'s defaults, mixed-precision Adam with BF16 activations. Each further
 #: choice multiplies the derivations (every model × SP × recompute × ZeRO × schedule) and the page.
@@ -107,6 +192,11 @@ class _Printer:
             def _print_Float(self, expr):
                 return repr(float(expr))
 
+            def _print_Symbol(self, expr):
+                if expr.name.startswith("hw_"):   # a hardware figure: the chosen GPU's (page data)
+                    return "H." + expr.name[3:]
+                return super()._print_Symbol(expr)
+
             def _print_Relational(self, expr):
                 op = {"==": "===", "!=": "!=="}.get(expr.rel_op, expr.rel_op)
                 return f"({self._print(expr.lhs)} {op} {self._print(expr.rhs)})"
@@ -127,7 +217,7 @@ def _function(printer, arguments: str, outputs, prelude: str = "") -> str:
     return f"function ({arguments}) {{ {prelude}{body}return [{', '.join(printer(x) for x in reduced)}]; }}"
 
 
-def line_seconds(line, hardware, gemm_dtype: str):
+def line_seconds(line, hardware, gemm_dtype: str, tables=True):
     """One compute line's seconds on ``hardware`` as an expression of its eight numbers (symbols q0…q7):
     ``price`` of a derivation of that line alone (``detail``: its ``compute_lines`` entry)."""
     from sympy import Integer, Symbol
@@ -138,11 +228,11 @@ def line_seconds(line, hardware, gemm_dtype: str):
     numbers = [Symbol(f"q{i}", real=True) for i in range(len(LINE_FIELDS))] + [Integer(0)] * 6
     letters = {name: SYMBOLS[name] for name in PRICE_LETTERS}
     step = price(TimeDerivation([line], None, None, None, None, []), numbers, letters, hardware,
-                 gemm_dtype=gemm_dtype, detail=True)
+                 gemm_dtype=gemm_dtype, detail=True, kernel_tables=tables)
     return step.compute_lines[0]["seconds"]
 
 
-def rest_outputs(comm, numbers, hardware):
+def rest_outputs(comm, numbers, hardware, tables=True):
     """The step time and its parts of the derivation's collectives, pacing, bubble and optimizer, from the
     compute totals (symbols G0…G3, :data:`TOTALS`) and ``numbers`` (its six totals and the classes')."""
     from sympy import Symbol
@@ -153,7 +243,7 @@ def rest_outputs(comm, numbers, hardware):
     totals = tuple(Symbol(f"G{i}", real=True) for i in range(len(TOTALS)))
     letters = {name: SYMBOLS[name] for name in PRICE_LETTERS}
     step = price(TimeDerivation([], None, None, None, None, list(comm)), list(numbers), letters, hardware,
-                 compute_totals=totals)
+                 compute_totals=totals, kernel_tables=tables)
     return (step.step_seconds, *(step.breakdown[name] for name in PARTS), step.model_flops, step.hardware_flops)
 
 
@@ -175,8 +265,8 @@ def time_section(combos: dict, arguments: tuple, batch, gpus: tuple = PAGE_GPUS)
     """The page's ``TIME`` table (JavaScript): ``combos`` maps :func:`combo_key` to (the arguments of
     :func:`symbolic.bill.timing.time_derivation`, the GEMM dtype); ``arguments`` the page's letters (the
     expressions' functions take them in this order), ``batch`` the page's B (b·d·G). Each derivation's
-    expressions are printed once (shared across combos), its compute lines priced by a function per (kernel, GPU) and the rest by
-    a function per (collectives' shape, GPU); cached in the bill's cache folder by the combos' key and
+    expressions are printed once (shared across combos), its compute lines priced by a function per (kernel, pricing class) and the
+    rest by a function per (collectives' shape, pricing class), the GPU's figures their argument ``H``; cached in the bill's cache folder by the combos' key and
     the package's fingerprint (``symbolic.bill.cache``)."""
     import hashlib
     import json
@@ -184,7 +274,7 @@ def time_section(combos: dict, arguments: tuple, batch, gpus: tuple = PAGE_GPUS)
     from ..bill.cache import folder, read_entry, write_entry
 
     key = json.dumps({"page-time": sorted(combos), "gpus": list(gpus), "arguments": [x.name for x in arguments],
-                      "B": str(batch), "v": 1})
+                      "B": str(batch), "v": 2})
     if key in _SECTIONS:
         return _SECTIONS[key]
     where = folder()
@@ -268,33 +358,36 @@ def _time_section(combos: dict, gpus: tuple, arguments: tuple, batch) -> str:
         table[name] = [line_sets.setdefault(tuple(lines), len(line_sets)), signatures[signature],
                        [index(x) for x in rest]]
     hardware = builtin()
-    line_functions, rest_functions, gpu_data = {}, {}, {}
+    line_functions, rest_functions, gpu_data, classes = [], [], {}, {}
     for gpu in gpus:
         hw = hardware[gpu]
         tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
-        if tables is None:  # the GEMM-size step function (hw.efficiency) is numeric only: no page function
-            raise ValueError(f"{gpu}: no kernel tables (index.json's ceilings): the page cannot price it")
-        line_functions[gpu] = [
-            _function(printer, ", ".join(f"q{i}" for i in range(len(LINE_FIELDS))),
-                      [line_seconds(ComputeLine("output/x" if output else "layer/x", None, None, core, 0, kernel),
-                                    hw, dtype)])
-            for (kernel, core, dtype, output) in kinds]
-        functions = []
-        for comm, numbers in shells:
-            used = sorted({int(x.name[1:]) for x in numbers if isinstance(x, Symbol)})
-            prelude = "".join(f"const n{i} = n[{i}]; " for i in used)
-            functions.append(_function(printer, "G0, G1, G2, G3, n, " + ", ".join(PRICE_LETTERS),
-                                       rest_outputs(comm, numbers, hw), prelude))
-        rest_functions[gpu] = functions
+        kind = pricing_class(hw)
+        if kind not in classes:       # the class's functions, printed once on its first GPU's structure
+            classes[kind] = len(classes)
+            shw, stables = symbolic_hardware(hw)
+            line_functions.append([
+                _function(printer, ", ".join(f"q{i}" for i in range(len(LINE_FIELDS))) + ", H",
+                          [line_seconds(ComputeLine("output/x" if output else "layer/x", None, None, core, 0, kernel),
+                                        shw, dtype, stables)])
+                for (kernel, core, dtype, output) in kinds])
+            functions = []
+            for comm, numbers in shells:
+                used = sorted({int(x.name[1:]) for x in numbers if isinstance(x, Symbol)})
+                prelude = "".join(f"const n{i} = n[{i}]; " for i in used)
+                functions.append(_function(printer, "G0, G1, G2, G3, n, " + ", ".join(PRICE_LETTERS) + ", H",
+                                           rest_outputs(comm, numbers, shw, stables), prelude))
+            rest_functions.append(functions)
         gpu_data[gpu] = {"name": hw.name, "peak": hw.peak("bf16"), "describe": hw.describe(),
-                         "kernels": tables.describe(), "approximation": tables.approximation}
+                         "kernels": tables.describe(), "approximation": tables.approximation,
+                         "class": classes[kind], "H": hardware_values(hw)}
     tables = [_rows(t) for t in kernels.REGISTERED]
     out = ["const TIME = {", f"  tie: {kernels.TIE!r},", f"  tables: {json.dumps(tables)},",
            "  exprs: [" + ",\n    ".join(f"function ({names}) {{ return {code}; }}" for code in expressions) + "],",
            f"  lineSets: {json.dumps([[list(x[:3]) + [list(x[3])] for x in s] for s in line_sets])},",
            f"  combos: {json.dumps(table)},", f"  gpus: {json.dumps(gpu_data)},",
-           "  lines: {" + ",\n".join(f"{json.dumps(gpu)}: [" + ",\n".join(fs) + "]" for gpu, fs in line_functions.items()) + "},",
-           "  rests: {" + ",\n".join(f"{json.dumps(gpu)}: [" + ",\n".join(fs) + "]" for gpu, fs in rest_functions.items()) + "},",
+           "  lines: [" + ",\n".join("[" + ",\n".join(fs) + "]" for fs in line_functions) + "],",
+           "  rests: [" + ",\n".join("[" + ",\n".join(fs) + "]" for fs in rest_functions) + "],",
            "};", NEAREST_JS]
     return "\n".join(out)
 
@@ -324,6 +417,7 @@ def not_priced_lines() -> dict:
             **{f"base:{base}": one(Layout(lora=16, base_dtype=base)) for base in ("int8", "nf4")}}
 
 
-__all__ = ["LINE_FIELDS", "NEAREST_JS", "OUTPUTS", "PAGE_GPUS", "PARTS", "PRICE_LETTERS", "PricedTime", "TIME_DTYPES",
+__all__ = ["HARDWARE_FIGURES", "hardware_symbol", "hardware_values", "pricing_class", "symbolic_hardware",
+           "LINE_FIELDS", "NEAREST_JS", "OUTPUTS", "PAGE_GPUS", "PARTS", "PRICE_LETTERS", "PricedTime", "TIME_DTYPES",
            "TIME_LORA_BASES", "TIME_OPTIMIZERS", "TOTALS", "combo_key", "evaluate", "line_seconds", "not_priced_lines",
            "priced", "rest_outputs", "scope_text", "shell_numbers", "time_section"]
