@@ -162,7 +162,7 @@ def _nearest_function():
 
         @classmethod
         def eval(cls, table, *dims):
-            if all(x.is_Number for x in dims):
+            if table.is_Number and all(x.is_Number for x in dims):   # (the page's table id may be a symbol)
                 return Float(REGISTERED[int(table)].nearest(*(float(x) for x in dims)))
             return None
 

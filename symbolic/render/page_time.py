@@ -78,19 +78,32 @@ def evaluate(expr, values: dict) -> float:
 #: (:func:`pricing_class`).
 PAGE_GPUS = ("a100-40gb", "a100-80gb", "a800-80gb", "h100-sxm", "h800", "h200", "b200", "gb200-nvl72")
 #: The hardware figures ``price`` reads, as the page's symbols (``H.name`` in its functions): the file's
-#: peaks, bandwidths, efficiencies, NCCL latencies and processor usage, and the kernel tables' scale,
-#: ceiling, FP8 ratio and memory-bound efficiencies. ``peak_gemm_fp8`` is the FP8 peak, the BF16 one on a
-#: GPU with none (``price`` runs its FP8 GEMMs in BF16 there), ``fp8_ratio`` 1 where mamf-finder has no
-#: FP8 figure (``KernelTables._scaled`` then leaves the efficiency as it is).
+#: peaks, bandwidths, efficiencies, NVLink domain, NCCL latencies and processor usage, and the kernel
+#: tables' scale, ceiling, FP8 ratio, memory-bound efficiencies and which embedded table each lookup reads
+#: (:data:`TABLE_FIGURES`). ``peak_gemm_fp8`` is the FP8 peak, the BF16 one on a GPU with none (``price``
+#: runs its FP8 GEMMs in BF16 there), ``fp8_ratio`` 1 where mamf-finder has no FP8 figure
+#: (``KernelTables._scaled`` then leaves the efficiency as it is).
+TABLE_FIGURES = tuple(f"table_{kind}_{stage}" for kind in ("gemm", "grouped") for stage in
+                      ("forward", "input_gradient", "weight_gradient")) + ("table_attention_forward",
+                                                                            "table_attention_backward")
 HARDWARE_FIGURES = ("peak_bf16", "peak_gemm_fp8", "hbm_bandwidth", "nvlink_bandwidth", "nvlink_efficiency",
-                    "internode_bandwidth", "internode_efficiency", "latency_base", "latency_nvlink_step",
-                    "latency_network_step", "usage_nvlink", "usage_network", "kernel_scale", "kernel_ceiling",
-                    "fp8_ratio", "memory_efficiency", "loss_memory_efficiency")
+                    "nvlink_domain", "internode_bandwidth", "internode_efficiency", "latency_base",
+                    "latency_nvlink_step", "latency_network_step", "usage_nvlink", "usage_network", "kernel_scale",
+                    "kernel_ceiling", "fp8_ratio", "memory_efficiency", "loss_memory_efficiency") + TABLE_FIGURES
 
 
 def hardware_symbol(name: str):
     from sympy import Symbol
+    if name.startswith("table_"):   # an index into the page's tables (0 is one)
+        return Symbol(f"hw_{name}", integer=True, nonnegative=True)
     return Symbol(f"hw_{name}", positive=True)
+
+
+def _table_tables(tables) -> dict:
+    """:data:`TABLE_FIGURES` → the :class:`~symbolic.ledgers.kernels.Table` of ``tables`` each names."""
+    return {**{f"table_gemm_{stage}": table for stage, table in tables.gemm.items()},
+            **{f"table_grouped_{stage}": table for stage, table in tables.grouped.items()},
+            **{f"table_attention_{stage}": table for stage, table in tables.attention.items()}}
 
 
 def hardware_values(hw) -> dict:
@@ -106,19 +119,21 @@ def hardware_values(hw) -> dict:
             "usage_nvlink": hw.processor_usage["nvlink"], "usage_network": hw.processor_usage["network"],
             "kernel_scale": tables.scale, "kernel_ceiling": tables.ceiling,
             "fp8_ratio": 1.0 if tables.fp8_ratio is None else tables.fp8_ratio,
-            "memory_efficiency": tables.memory_efficiency, "loss_memory_efficiency": tables.loss_memory_efficiency}
+            "memory_efficiency": tables.memory_efficiency, "loss_memory_efficiency": tables.loss_memory_efficiency,
+            "nvlink_domain": hw.nvlink_domain,
+            **{name: kernels.table_id(table) for name, table in _table_tables(tables).items()}}
 
 
 def pricing_class(hw) -> tuple:
-    """What ``price`` branches on beyond :data:`HARDWARE_FIGURES`: the kernel tables' measured kind (which
-    rows, grouped and attention tables or not), the NVLink domain (a ring crosses nodes or not) and the
-    GPU's own measured in-node collectives (the kind that has them: its own figures, numbers)."""
+    """What ``price`` branches on beyond :data:`HARDWARE_FIGURES`: which kernel tables the GPU's kind has
+    (grouped GEMM and attention tables or not: the lookups' fallbacks) and its own measured in-node
+    collectives (the kind that has them: its figures, numbers). Every shipped GPU but the B200 is one class."""
     from ..ledgers import kernels
 
     tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
     if tables is None:  # the GEMM-size step function (hw.efficiency) is numeric only: no page function
         raise ValueError(f"{hw.name}: no kernel tables (index.json's ceilings): the page cannot price it")
-    return (tables.measured_on, hw.nvlink_domain, hw.name if tables.collectives else "")
+    return (tuple(sorted(_table_tables(tables))), hw.name if tables.collectives else "")
 
 
 def symbolic_hardware(hw):
@@ -132,15 +147,31 @@ def symbolic_hardware(hw):
     tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
     symbolic = replace(hw, peak_bf16_flops=x["peak_bf16"], peak_fp8_flops=x["peak_gemm_fp8"],
                        hbm_bandwidth=x["hbm_bandwidth"], nvlink_bandwidth=x["nvlink_bandwidth"],
-                       nvlink_efficiency=x["nvlink_efficiency"], internode_bandwidth=x["internode_bandwidth"],
+                       nvlink_efficiency=x["nvlink_efficiency"], nvlink_domain=x["nvlink_domain"],
+                       internode_bandwidth=x["internode_bandwidth"],
                        internode_efficiency=x["internode_efficiency"],
                        latency={"base": x["latency_base"], "nvlink_step": x["latency_nvlink_step"],
                                 "network_step": x["latency_network_step"]},
                        processor_usage={"nvlink": x["usage_nvlink"], "network": x["usage_network"]})
     figures = {f.name: getattr(tables, f.name) for f in fields(tables)}
+    looked_up = {name: _SymbolicTable(x[name]) for name in _table_tables(tables)}
+    figures.update(gemm={stage: looked_up[f"table_gemm_{stage}"] for stage in tables.gemm},
+                   grouped={stage: looked_up[f"table_grouped_{stage}"] for stage in tables.grouped},
+                   attention={stage: looked_up[f"table_attention_{stage}"] for stage in tables.attention})
     figures.update(scale=x["kernel_scale"], ceiling=x["kernel_ceiling"], fp8_ratio=x["fp8_ratio"],
                    memory_efficiency=x["memory_efficiency"], loss_memory_efficiency=x["loss_memory_efficiency"])
     return symbolic, _SymbolicTables(**figures)
+
+
+@dataclass(frozen=True)
+class _SymbolicTable:
+    """A kernel table chosen by the page's data: ``nearest`` is the lookup of table ``H.<figure>``."""
+
+    table: object   #: the symbol of its id (:data:`TABLE_FIGURES`)
+
+    def nearest(self, *dims):
+        from ..ledgers.kernels import nearest_efficiency
+        return nearest_efficiency(self.table, *dims)
 
 
 @cache
