@@ -102,7 +102,7 @@ def test_the_page_prices_every_hardware_file():
 
     assert sorted(page_time.PAGE_GPUS) == names()
     classes = {page_time.pricing_class(builtin()[gpu]) for gpu in page_time.PAGE_GPUS}
-    assert len(classes) < len(page_time.PAGE_GPUS)   # GPUs share functions: their figures are page data
+    assert len(classes) == 1   # every GPU shares the functions: its figures are page data
 
 
 HARDWARE_CASES = [CASES[0], CASES[2], CASES[3], CASES[6],

@@ -121,19 +121,61 @@ def hardware_values(hw) -> dict:
             "fp8_ratio": 1.0 if tables.fp8_ratio is None else tables.fp8_ratio,
             "memory_efficiency": tables.memory_efficiency, "loss_memory_efficiency": tables.loss_memory_efficiency,
             "nvlink_domain": hw.nvlink_domain,
-            **{name: kernels.table_id(table) for name, table in _table_tables(tables).items()}}
+            **{name: kernels.table_id(table) for name, table in _table_tables(tables).items()},
+            **_fabric_values(hw, tables)}
+
+
+def fabric_shape() -> tuple:
+    """The measured in-node collectives of the page's GPUs that have their own (SimuMax's, the B200's):
+    ((collective, (ranks with a fixed latency of their own, …)), …), the union over those GPUs. The page's
+    functions take each one's figures as ``H.coll_*`` (:func:`_fabric_values`)."""
+    from ..ledgers import kernels
+    from ..ledgers.hardware import builtin
+
+    shape: dict = {}
+    for gpu in PAGE_GPUS:
+        hw = builtin()[gpu]
+        tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
+        for name, measured in (tables.collectives if tables is not None else {}).items():
+            shape.setdefault(name, set()).update(n for n, _ in measured.fixed_latency_by_ranks)
+    return tuple((name, tuple(sorted(ranks))) for name, ranks in sorted(shape.items()))
+
+
+def _fabric_name(collective: str, what: str) -> str:
+    return f"coll_{collective.replace('-', '_')}_{what}"
+
+
+def _fabric_values(hw, tables) -> dict:
+    """The ``H.coll_*`` figures of ``hw``: its own measured collectives' (a ranks count its table has no
+    figure for: the fixed latency, as ``Collective.latency`` falls back to); for a collective it has not
+    measured, the NCCL ring model's own figures inside a node — the NVLink bus bandwidth × efficiency, the
+    NVLink step latency, the base latency — so that ``link``'s measured branch gives the ring model's
+    time exactly (inside a node no step crosses the network: latency = base + steps × NVLink step)."""
+    out = {}
+    for name, ranks in fabric_shape():
+        measured = tables.collectives.get(name)
+        if measured is None:
+            bus, step, fixed, by = (hw.nvlink_bandwidth * hw.nvlink_efficiency, hw.latency["nvlink_step"],
+                                    hw.latency["base"], {})
+        else:
+            bus, step, fixed, by = (measured.bus_bandwidth, measured.step_latency, measured.fixed_latency,
+                                    dict(measured.fixed_latency_by_ranks))
+        out.update({_fabric_name(name, "bus"): bus, _fabric_name(name, "step"): step,
+                    _fabric_name(name, "fixed"): fixed,
+                    **{_fabric_name(name, f"fixed_{n}"): by.get(n, fixed) for n in ranks}})
+    return out
 
 
 def pricing_class(hw) -> tuple:
-    """What ``price`` branches on beyond :data:`HARDWARE_FIGURES`: which kernel tables the GPU's kind has
-    (grouped GEMM and attention tables or not: the lookups' fallbacks) and its own measured in-node
-    collectives (the kind that has them: its figures, numbers). Every shipped GPU but the B200 is one class."""
+    """What ``price`` branches on beyond :data:`HARDWARE_FIGURES` and the measured collectives' figures
+    (:func:`fabric_shape`): which kernel tables the GPU's kind has (grouped GEMM and attention tables or
+    not: the lookups' fallbacks). Every shipped GPU is of one class."""
     from ..ledgers import kernels
 
     tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
     if tables is None:  # the GEMM-size step function (hw.efficiency) is numeric only: no page function
         raise ValueError(f"{hw.name}: no kernel tables (index.json's ceilings): the page cannot price it")
-    return (tuple(sorted(_table_tables(tables))), hw.name if tables.collectives else "")
+    return tuple(sorted(_table_tables(tables)))
 
 
 def symbolic_hardware(hw):
@@ -160,6 +202,11 @@ def symbolic_hardware(hw):
                    attention={stage: looked_up[f"table_attention_{stage}"] for stage in tables.attention})
     figures.update(scale=x["kernel_scale"], ceiling=x["kernel_ceiling"], fp8_ratio=x["fp8_ratio"],
                    memory_efficiency=x["memory_efficiency"], loss_memory_efficiency=x["loss_memory_efficiency"])
+    figures.update(collectives={
+        name: kernels.Collective(hardware_symbol(_fabric_name(name, "bus")), hardware_symbol(_fabric_name(name, "step")),
+                                 hardware_symbol(_fabric_name(name, "fixed")),
+                                 tuple((n, hardware_symbol(_fabric_name(name, f"fixed_{n}"))) for n in ranks))
+        for name, ranks in fabric_shape()})
     return symbolic, _SymbolicTables(**figures)
 
 
