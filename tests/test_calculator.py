@@ -31,6 +31,7 @@ from symbolic.core.numeric import exact, fmt
 from symbolic.claims.quantities import evaluate
 from symbolic.render import html
 
+ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
@@ -480,8 +481,24 @@ def test_the_summary_comes_first_and_cites_the_bibliography(page):
     assert "arXiv 2205.05198" in page.inner_text("#footer")
 
 
+#: What docs/images.json records of the README's calculator picture (``screenshot`` writes it, a test
+#: compares it with the page the code writes now): the page's text at its defaults, hashed.
+CALCULATOR_IMAGE = "docs/calculator.png"
+
+
+def shown_text_sha256(tab) -> str:
+    """SHA-256 of the text a page shows (its body's rendered text: what a picture of it shows, without
+    the renderer's pixels)."""
+    import hashlib
+
+    return hashlib.sha256(tab.inner_text("body").encode()).hexdigest()
+
+
 def screenshot(path: str) -> None:
-    """The README's picture of the calculator at its defaults."""
+    """The README's picture of the calculator at its defaults; what it shows recorded in docs/images.json
+    (``calculator``), beside the sheet's pictures (scripts/docs_images.py keeps the entry)."""
+    import json
+
     from playwright.sync_api import sync_playwright
 
     page_file = Path(path).with_suffix(".html")
@@ -493,9 +510,33 @@ def screenshot(path: str) -> None:
             tab = browser.new_page(viewport={"width": 1280, "height": 900})
             tab.goto(page_file.resolve().as_uri())
             tab.screenshot(path=path, full_page=True)
+            shown = shown_text_sha256(tab)
             browser.close()
     finally:
         page_file.unlink()
+    if Path(path).resolve() == (ROOT / CALCULATOR_IMAGE).resolve():
+        manifest_path = ROOT / "docs" / "images.json"
+        manifest = json.loads(manifest_path.read_text())
+        manifest["calculator"] = {CALCULATOR_IMAGE: {
+            "page": "the calculator at its defaults: gpt-7b, b = 4, t = 8, SP, N = 7B, 80 GB (html.render)",
+            "text_sha256": shown}}
+        manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+
+
+def test_the_docs_picture_of_the_calculator_is_current(page):
+    """Issue 23 item 6: docs/calculator.png shows the page the code writes now — the text of a fresh copy
+    of the test's page (the same defaults as the picture's) is what docs/images.json recorded when
+    scripts/docs-images took it. Stale: run scripts/docs-images."""
+    import json
+
+    stored = json.loads((ROOT / "docs" / "images.json").read_text())["calculator"][CALCULATOR_IMAGE]
+    tab = page.context.browser.new_page()
+    try:
+        tab.goto(page.url.split("#")[0])
+        assert tab.get_attribute("body", "data-state") == "ok"
+        assert shown_text_sha256(tab) == stored["text_sha256"], "docs/calculator.png is stale: run scripts/docs-images"
+    finally:
+        tab.close()
 
 
 if __name__ == "__main__":
