@@ -20,9 +20,9 @@ offload and the loss kernels (``…@KERNEL``) are the bill's own terms too.
 The step time (issue 23 item 5) is the bill's own ``ledgers.time.price`` run once on symbols
 (:mod:`symbolic.render.page_time`, the symbolic backend of ``ledgers.arrays``): per discrete choice the
 derivation's expressions (``timing.time_derivation``) are printed as functions of the page's letters
-(B = b·d·G), each compute line's seconds by a function of its kernel on the chosen GPU, and the rest of
-``price`` — collectives, overlap, pacing, bubble, optimizer — by a function of the choice's collectives
-on that GPU; the page sums the lines into ``price``'s four compute totals in its loop's order. A kernel
+(B = b·d·G), each compute line's seconds by a function of its kernel, and the rest of ``price`` —
+collectives, overlap, pacing, bubble, optimizer — by a function of the choice's collectives, both taking
+the chosen GPU's figures (``page_time.HARDWARE_FIGURES``: one set of functions for every hardware file); the page sums the lines into ``price``'s four compute totals in its loop's order. A kernel
 table lookup is ``nearestEfficiency(table, dims…)`` over the tables embedded as data, ``Table.nearest``'s
 rule in ten lines. A choice the page does not price (``page_time.scope_text``) is said in one line.
 The memory bar draws one segment per part alive at the verdict's instant (the summary's parts).
