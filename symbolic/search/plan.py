@@ -972,7 +972,18 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
         rules.append(f"no global batch: one micro-batch per data-parallel rank (m = 1), "
                      f"b in powers of two up to {max_micro_batch}")
 
-    rows = []
+    # Each (c, t, p) block's rows at once, in the loops' order (b, v, ZeRO, SP, expert grid, recompute).
+    # Layout.is_valid, the one rule set, decides each (v, ZeRO, SP, expert grid) of a block once, at the
+    # first micro-batch size b the block admits: b enters the rules only through b·d dividing the
+    # global batch and the interleaved schedule's whole rounds (m a multiple of p), and both are applied
+    # to every b here. tests/test_plan_enumeration.py checks the rows against every candidate layout
+    # Layout.is_valid accepts (for GPT-3 on 1024 GPUs 3,126 validations instead of 32,976, which were most of a cold plan).
+    names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp",
+             "ep", "etp", "L_1", "L_p")
+    recomputes = np.array([rc for rc in range(3) if fixed.get("recompute", RECOMPUTE_ORDER[rc]) == RECOMPUTE_ORDER[rc]],
+                          dtype=np.int64)
+    blocks = []
+    count = 0
     for cp, tp in ((cp, tp) for cp in divisors(gpus) if s_ % cp == 0 and fixed.get("cp", cp) == cp
                    for tp in divisors(gpus // cp)):
         if heads % tp or ffn % tp or tp > gpus_per_node or fixed.get("tp", tp) != tp:
@@ -996,43 +1007,56 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                 micro = divisors(global_batch // dp)
             else:
                 micro = [1 << k for k in range(max_micro_batch.bit_length()) if 1 << k <= max_micro_batch]
-            micro = [mb for mb in micro if fixed.get("micro_batch", mb) == mb]
+            micro = np.array([mb for mb in micro if fixed.get("micro_batch", mb) == mb], dtype=np.int64)
+            if not micro.size or not recomputes.size:
+                continue
+            m_of = global_batch // (micro * dp) if global_batch else np.ones_like(micro)
+            whole_rounds = m_of % pp == 0  # what interleaving (v > 1) needs of each b
             chunks = [1] + ([vv for vv in divisors(math.gcd(*stages)) if vv > 1] if pp > 1 else [])
             zeros = [0] if dp * cp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
             sps = [False, True] if tp > 1 and s_ % (tp * cp) == 0 else [False]
             expert_grids = _expert_grids(model, tp * dp * cp, tp, gpus_per_node, fixed)
-            for mb in micro:
-                m = (global_batch // (mb * dp)) if global_batch else 1
-                for vv in chunks:
-                    if vv > 1 and m % pp:
+            valid = []  # (v, ZeRO, SP, ep, etp) the rules accept, in the loops' order
+            for vv in chunks:
+                if fixed.get("interleave", vv) != vv:
+                    continue
+                admitted = micro[whole_rounds] if vv > 1 else micro
+                if not admitted.size:
+                    continue
+                for zero in zeros:
+                    # A fixed ZeRO stage over one data-parallel rank, or SP at t = 1, changes nothing:
+                    # that layout is ZeRO-0 / no SP (layout.settle_no_ops), not refused.
+                    if fixed.get("zero", zero) != zero and not (dp * cp == 1 and zero == 0):
                         continue
-                    if fixed.get("interleave", vv) != vv:
-                        continue
-                    for zero in zeros:
-                        # A fixed ZeRO stage over one data-parallel rank, or SP at t = 1, changes nothing:
-                        # that layout is ZeRO-0 / no SP (layout.settle_no_ops), not refused.
-                        if fixed.get("zero", zero) != zero and not (dp * cp == 1 and zero == 0):
+                    for sp, ep, etp in ((sp, ep, etp) for sp in sps for ep, etp in expert_grids):
+                        if (fixed.get("sp", sp) != sp and not (tp == 1 and not sp)) or not Layout(
+                                micro_batch=int(admitted[0]), seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, interleave=vv,
+                                zero=zero, global_batch=global_batch, cp=cp, ep=ep, etp=etp,
+                                moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
+                                last_stage_layers=last_stage_layers, **(levers or {})).is_valid(model):
                             continue
-                        for sp, ep, etp in ((sp, ep, etp) for sp in sps for ep, etp in expert_grids):
-                            if (fixed.get("sp", sp) != sp and not (tp == 1 and not sp)) or not Layout(
-                                    micro_batch=mb, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, interleave=vv,
-                                    zero=zero, global_batch=global_batch, cp=cp, ep=ep, etp=etp,
-                                    moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
-                                    last_stage_layers=last_stage_layers, **(levers or {})).is_valid(model):
-                                continue
-                            for rc in range(3):
-                                if fixed.get("recompute", RECOMPUTE_ORDER[rc]) != RECOMPUTE_ORDER[rc]:
-                                    continue
-                                rows.append((tp, pp, dp, mb, vv, zero, sp, rc, m, cp, ep, etp or tp, stages[0],
-                                             stages[-1]))
-                            if len(rows) > MAX_LAYOUTS:
-                                raise ConfigError(
-                                    f"the sweep has more than {MAX_LAYOUTS:,} layouts (global batch "
-                                    f"{global_batch or 'none'}, {gpus} GPUs): fix some of --tp, --pp, --cp, "
-                                    "--micro-batch, --interleave, or give a global batch with fewer divisors")
-    names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp",
-             "ep", "etp", "L_1", "L_p")
-    array = np.array(rows, dtype=np.int64).reshape(-1, len(names))
+                        valid.append((vv, zero, int(sp), ep, etp or tp))
+            if not valid:
+                continue
+            choices = np.array(valid, dtype=np.int64)
+            keep = (choices[None, :, 0] == 1) | whole_rounds[:, None]  # (b, choice)
+            b_index, c_index = np.nonzero(keep)
+            b_index = np.repeat(b_index, recomputes.size)
+            c_index = np.repeat(c_index, recomputes.size)
+            block = np.empty((b_index.size, len(names)), dtype=np.int64)
+            block[:, [0, 1, 2, 9, 12, 13]] = (tp, pp, dp, cp, stages[0], stages[-1])
+            block[:, 3] = micro[b_index]
+            block[:, 8] = m_of[b_index]
+            block[:, [4, 5, 6, 10, 11]] = choices[c_index]
+            block[:, 7] = np.tile(recomputes, b_index.size // recomputes.size)
+            blocks.append(block)
+            count += block.shape[0]
+            if count > MAX_LAYOUTS:
+                raise ConfigError(
+                    f"the sweep has more than {MAX_LAYOUTS:,} layouts (global batch "
+                    f"{global_batch or 'none'}, {gpus} GPUs): fix some of --tp, --pp, --cp, "
+                    "--micro-batch, --interleave, or give a global batch with fewer divisors")
+    array = np.concatenate(blocks) if blocks else np.empty((0, len(names)), dtype=np.int64)
     return {name: array[:, k] for k, name in enumerate(names)}, rules
 
 
