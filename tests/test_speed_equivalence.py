@@ -21,22 +21,27 @@ def test_json_depth_skips_brackets_inside_strings():
     assert inputs.json_depth('"\\\\" [ "\\\\\\"[" ]') == 1
 
 
-def test_make_bill_from_the_disk_cache_is_the_derived_bill(tmp_path, monkeypatch):
-    """make_bill reads a kind an earlier process derived (the CLI's cache): the same lines and totals."""
-    from symbolic.bill import derive as D
+def test_evaluate_with_templates_is_the_bill_of_fresh_lines():
+    """evaluate's lines from per-derivation templates: equal to Line(...) built field by field, and the
+    ledgers' totals their sums (ints where whole), on dense, MoE, pipelined and LoRA layouts."""
+    from fractions import Fraction
+
+    from symbolic.bill.derive import make_bill
+    from symbolic.bill.evaluate import Line
     from symbolic.layout.layout import Layout
     from symbolic.models.builtin import preset
 
-    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
     cases = [(preset("gpt-175b"), Layout(tp=8, pp=8, dp=2, sp=True, recompute="selective", global_batch=64)),
              (preset("llama-3-8b"), Layout(tp=2, dp=4, zero=3, micro_batch=2)),
-             (preset("mixtral-8x7b"), Layout(tp=2, ep=4, dp=4, sp=True, zero=1, global_batch=32))]
-    monkeypatch.setattr(D, "_DERIVED", {})
-    fresh = [D.make_bill(model, layout) for model, layout in cases]  # derived with sympy, written
-    assert len(list(tmp_path.rglob("*.json"))) >= len(cases)
-    monkeypatch.setattr(D, "_DERIVED", {})  # a new process: only the disk holds the kinds
-    monkeypatch.setattr(D, "derive", None)  # no sympy derivation now: every kind read from the disk
-    read = [D.make_bill(model, layout) for model, layout in cases]
-    for a, b in zip(fresh, read):
-        assert a.lines == b.lines and a.totals == b.totals and a.not_counted == b.not_counted
-        assert [type(v) for v in a.totals.values()] == [type(v) for v in b.totals.values()]
+             (preset("mixtral-8x7b"), Layout(tp=2, ep=4, dp=4, sp=True, zero=1, global_batch=32)),
+             (preset("llama-3-8b"), Layout(lora=16, base_dtype="nf4", dp=2))]
+    for model, layout in cases:
+        bill = make_bill(model, layout)
+        for line in bill.lines:
+            rebuilt = Line(line.ledger, line.name, line.formula, line.value, line.source, line.condition,
+                           line.per_micro_batch, line.micro_batches)
+            assert rebuilt == line and hash(rebuilt) == hash(line) and repr(rebuilt) == repr(line)
+        for ledger, key in (("model_states", "model_states_bytes"), ("activations", "activation_bytes")):
+            expected = sum((Fraction(line.value) for line in bill.ledger(ledger)), Fraction(0))
+            assert bill.totals[key] == expected
+            assert type(bill.totals[key]) is (int if expected.denominator == 1 else Fraction)
