@@ -37,3 +37,14 @@ def test_in_flight_without_interleaving_is_the_rule_at_every_shape():
             assert got.dtype == np.int64 and got.tolist() == expected
         assert in_flight_array(8, np.ones(5, dtype=int), 3, stage).tolist() == [in_flight(8, 1, 3, stage)] * 5
         assert in_flight_array(np.array([1, 8]), 1, 64, stage).tolist() == [1, in_flight(8, 1, 64, stage)]
+
+
+def test_blocked_sweep_keeps_length_one_arrays_broadcast():
+    n = P.SWEEP_BLOCK + 5
+    values = {"h": np.full(n, 4096), "a": np.array([32]), "L": 32, "V": np.array([51200]), "s": 2048,
+              "b": np.arange(n) % 4 + 1, "t": 2, "p": np.array([4]), "d": 8, "v": 1, "f": 0}
+    group = Group(sp=True, recompute="selective", zero=1, schedule="1f1b")
+    blocked = sweep(group, values, np.array([64]))
+    whole = P._sweep_block(group, values, np.array([64]))
+    for name in whole:
+        assert np.array_equal(blocked[name], np.broadcast_to(whole[name], (n,))), name

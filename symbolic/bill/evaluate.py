@@ -170,22 +170,13 @@ def _line_fields(derived: DerivedLine) -> dict:
 
 
 def _line_at(fields: dict, value, new=object.__new__, set_field=object.__setattr__) -> Line:
-    """:func:`_line` from a derivation's precomputed fields (:func:`_line_fields`): one dict copy."""
+    """``Line(**fields, value=value)`` from a derivation's precomputed fields (:func:`_line_fields`): one
+    dict copy, without the frozen dataclass's per-field ``object.__setattr__`` (a bill makes dozens per
+    configuration). The instance is the same: equal, hashable and frozen as one built by ``Line(...)``."""
     line = new(Line)
     fields = fields.copy()
     fields["value"] = value
     set_field(line, "__dict__", fields)
-    return line
-
-
-def _line(derived: DerivedLine, value) -> Line:
-    """``Line(**fields of derived, value=value)`` without the frozen dataclass's per-field
-    ``object.__setattr__`` (a bill makes dozens per configuration; this is 2.3× faster). The
-    instance is the same: equal, hashable and frozen as one built by ``Line(...)``."""
-    line = object.__new__(Line)
-    line.__dict__.update({"ledger": derived.ledger, "name": derived.name, "formula": derived.formula, "value": value,
-                          "source": derived.source, "condition": derived.condition,
-                          "per_micro_batch": derived.per_micro_batch, "micro_batches": derived.micro_batches})
     return line
 
 

@@ -629,9 +629,9 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
         return _sweep_block(group, values, micro_batches, params_hand)
     n = shape[0]
 
-    def part(x, lo, hi):
+    def part(x, lo, hi):  # a block of an array over the configurations; a scalar or length-1 one as it is
         x = np.asarray(x)
-        return x[lo:hi] if x.ndim else x
+        return x[lo:hi] if x.ndim and x.shape[0] == n else x
 
     blocks = [_sweep_block(group, {k: part(x, lo, lo + SWEEP_BLOCK) for k, x in values.items()},
                            part(micro_batches, lo, lo + SWEEP_BLOCK), params_hand)
