@@ -121,7 +121,8 @@ def ours_vectorised(configs, tile: int = 1, chunk: int = 1 << 16, grouped: bool 
 def first_pass(n: int, cache_dir: str) -> float:
     """CPU seconds of ``ours_exact`` over the n configurations in a fresh interpreter (after the same
     20-configuration warm-up as in process): each kind of layout derived with sympy on first sight
-    (``make_bill`` memoises derivations in its process; the disk cache is the CLI's)."""
+    (``make_bill`` memoises derivations in its process and reads through the disk cache at
+    ``cache_dir``, as the CLI's bill does)."""
     env = dict(os.environ, SYMBOLIC_CACHE_DIR=cache_dir)
     env.pop("SYMBOLIC_CACHE", None)
     done = subprocess.run([sys.executable, __file__, "--configs", str(n), "--first-pass-only"], env=env,
@@ -167,9 +168,12 @@ def main() -> None:
             found = json.loads(run.stdout)
             theirs = found if theirs is None or found["seconds"] < theirs["seconds"] else theirs
 
-    # The first pass in fresh processes (best of three), so that no kind derived here is reused.
-    scratch = tempfile.mkdtemp(prefix="symbolic-bench-")
-    exact_seconds = min(first_pass(args.configs, scratch) for _ in range(3))
+    # The first pass in fresh processes (best of three), so that no kind derived here is reused: with
+    # the disk cache empty (a first run ever: every kind derived with sympy), then with it filled by
+    # those runs (a user's second run: make_bill reads each kind through the cache, checked).
+    scratch = [tempfile.mkdtemp(prefix="symbolic-bench-") for _ in range(3)]
+    exact_seconds = min(first_pass(args.configs, folder) for folder in scratch)
+    cached_seconds = min(first_pass(args.configs, scratch[0]) for _ in range(3))
     ours_exact(configs[:20])  # build the expressions and caches once, as llm-analysis's import did
     _, totals = ours_exact(configs)
     warm_seconds, _ = ours_exact(configs)            # every kind derived: evaluation alone
@@ -200,6 +204,7 @@ def main() -> None:
     print()
     n = len(configs)
     rows = [("symbolic make_bill (exact), Python loop, first pass", n / exact_seconds),
+            ("  the same, the disk cache filled by an earlier run", n / cached_seconds),
             ("symbolic make_bill (exact), Python loop, kinds derived", n / warm_seconds)]
     rows.append((f"symbolic sweep (vectorised), {n:,} configurations", n / vector_seconds))
     rows.append((f"symbolic sweep (vectorised), tiled to {n * tile:,}", n * tile / tiled_seconds))
@@ -214,6 +219,8 @@ def main() -> None:
     if theirs:
         figure("exact make_bill loop, first pass (a fresh process), over llm-analysis's loop", rows[1][1] / base,
                2.0, "×")
+        figure("exact make_bill loop, first pass (a fresh process, the disk cache filled), over llm-analysis's loop",
+               rows[2][1] / base, 2.0, "×")
         print("(ratios against llm-analysis's loop; llm-analysis reads '80GB' as 80 GiB and counts its own "
               "activation inventory and latency model, so values differ where the models differ)")
 
