@@ -11,6 +11,7 @@ folder of their own.
 """
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -21,12 +22,20 @@ from pathlib import Path
 LLM_ANALYSIS_PYTHON = Path(os.environ.get("LLM_ANALYSIS_VENV", Path.home() / ".cache/symbolic-bench/llm-analysis")) / "bin/python"
 
 
+#: CPU seconds (user + system) of each child run by :func:`wall`, by argv: a shared machine's other jobs
+#: stretch the wall clock, much less the work a process does.
+CPU: dict[tuple, list[float]] = {}
+
+
 def wall(argv: list[str], runs: int, env: dict | None = None) -> list[float]:
     times = []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         times.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        CPU.setdefault(tuple(argv), []).append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return times
 
 
@@ -73,20 +82,29 @@ def main() -> None:
     wall([py, "-m", "symbolic", "bill", args.model], 2, cache)  # warm the page cache, __pycache__, the bill cache
     wall([py, "-m", "symbolic", "bill", args.model, "--json"], 1, cache)
     wall(next(argv for name, argv, *_ in cases if name.startswith("python -m symbolic plan")), 1, cache)  # its formulas
-    print(f"{'command':<88} {'median':>8} {'best':>8}   ({args.runs} fresh processes each)")
-    medians = {}
+    print(f"{'command':<88} {'median':>8} {'best':>8} {'CPU med.':>8} {'CPU best':>8}   ({args.runs} fresh "
+          f"processes each; load average {os.getloadavg()[0]:.1f})")
+    medians, cpu = {}, {}
     for name, argv, *env in cases:
+        CPU.pop(tuple(argv), None)
         times = wall(argv, args.runs, env[0] if env else cache)
         medians[name] = statistics.median(times)
-        print(f"{name:<88} {statistics.median(times):>7.3f}s {min(times):>7.3f}s")
+        cpu[name] = statistics.median(CPU[tuple(argv)])
+        print(f"{name:<88} {statistics.median(times):>7.3f}s {min(times):>7.3f}s {cpu[name]:>7.3f}s "
+              f"{min(CPU[tuple(argv)]):>7.3f}s")
     bill = medians[f"python -m symbolic bill {args.model} (derivation cached)"]
     cold_plan = next(value for name, value in medians.items() if name.startswith("python -m symbolic plan"))
     figure("plan gpt-175b for 1024 GPUs, a fresh process (its formulas cached), median", cold_plan, 1.0, "s",
            higher=False)
+    figure("the same by CPU seconds (median)", next(value for name, value in cpu.items()
+                                                  if name.startswith("python -m symbolic plan")), 1.0, "s", higher=False)
     theirs = next((value for name, value in medians.items() if name.startswith("llm-analysis CLI")), None)
     if theirs:
         figure(f"bill {args.model}, a fresh process (derivation cached), over llm-analysis's CLI in the same run",
                bill / theirs, 0.3, "×", higher=False)
+        their_cpu = next(value for name, value in cpu.items() if name.startswith("llm-analysis CLI"))
+        figure("the same by CPU seconds (medians)", cpu[f"python -m symbolic bill {args.model} (derivation cached)"]
+               / their_cpu, 0.3, "×", higher=False)
     else:
         print(f"figure: bill {args.model}, a fresh process (derivation cached): {bill:.3g} s "
               "(goal ≤ 0.3× llm-analysis's CLI: not measured, no llm-analysis here)")

@@ -11,7 +11,8 @@ llm-analysis's ``LLMAnalysis.training`` in a Python loop; this engine's exact
 Identical inputs: GPT layers (f = 4h, V = 51200, learned positions), bf16 activations, softmax dropout kept and
 no FlashAttention (Korthikanti's inventory), LayerNorm inputs in 2 bytes, mixed-precision Adam with fp32
 gradients (llm-analysis's 2 + 4 + 12 bytes per parameter = this engine's ``bf16-adam-fp32-grads``), A100
-80 GB at 312 TFLOP/s × 0.5. Prints figures; asserts nothing.
+80 GB at 312 TFLOP/s × 0.5. The loops are timed in CPU seconds (best of three), so other jobs on a shared
+machine do not move their ratio. Prints figures; asserts nothing.
 
     bash benchmarks/setup_llm_analysis.sh                 # once: prints the interpreter to use
     .venv/bin/python benchmarks/vs_llm_analysis.py [--configs 2000] [--llm-analysis-python PATH]
@@ -21,6 +22,8 @@ import itertools
 import json
 import os
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -68,9 +71,9 @@ def ours_exact(configs):
     from symbolic.bill.derive import make_bill
     from symbolic.models.builtin import PRESETS
 
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds, as the llm-analysis worker times its loop
     totals = [make_bill(PRESETS[c["name"]], layout_of(c)).totals for c in configs]
-    return time.perf_counter() - start, totals
+    return time.process_time() - start, totals
 
 
 def ours_vectorised(configs, tile: int = 1, chunk: int = 1 << 16, grouped: bool = False):
@@ -115,6 +118,18 @@ def ours_vectorised(configs, tile: int = 1, chunk: int = 1 << 16, grouped: bool 
     return time.perf_counter() - start, total
 
 
+def first_pass(n: int, cache_dir: str) -> float:
+    """CPU seconds of ``ours_exact`` over the n configurations in a fresh interpreter (after the same
+    20-configuration warm-up as in process): each kind of layout derived with sympy on first sight
+    (``make_bill`` memoises derivations in its process and reads through the disk cache at
+    ``cache_dir``, as the CLI's bill does)."""
+    env = dict(os.environ, SYMBOLIC_CACHE_DIR=cache_dir)
+    env.pop("SYMBOLIC_CACHE", None)
+    done = subprocess.run([sys.executable, __file__, "--configs", str(n), "--first-pass-only"], env=env,
+                          capture_output=True, text=True, check=True)
+    return float(done.stdout.split()[-1])
+
+
 def figure(name: str, value: float, goal: float, unit: str, higher: bool = True) -> None:
     """One line ``benchmarks/all.sh`` collects: the figure beside the issue's goal."""
     met = value >= goal if higher else value <= goal
@@ -126,7 +141,13 @@ def main() -> None:
     parser.add_argument("--configs", type=int, default=2000)
     parser.add_argument("--show", type=int, default=5)
     parser.add_argument("--llm-analysis-python", default=str(DEFAULT_PYTHON))
+    parser.add_argument("--first-pass-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.first_pass_only:  # the child of first_pass(): its seconds alone
+        configs = configurations(args.configs)
+        ours_exact(configs[:20])
+        print(ours_exact(configs)[0])
+        return
 
     from symbolic.search.plan import pipeline_bubble, step_seconds
 
@@ -138,15 +159,23 @@ def main() -> None:
         print(f"llm-analysis: no interpreter at {args.llm_analysis_python}; run benchmarks/setup_llm_analysis.sh "
               "(needs PyPI) or pass --llm-analysis-python. Printing this engine's figures only.")
     else:
-        run = subprocess.run([args.llm_analysis_python, str(HERE / "_llm_analysis_worker.py"), str(args.show)],
-                             input=json.dumps(configs), capture_output=True, text=True)
-        if run.returncode:
-            print(f"llm-analysis failed to run here: {run.stderr.strip().splitlines()[-1:]}")
-        else:
-            theirs = json.loads(run.stdout)
+        for _ in range(3):  # the best of three, as this engine's first pass
+            run = subprocess.run([args.llm_analysis_python, str(HERE / "_llm_analysis_worker.py"), str(args.show)],
+                                 input=json.dumps(configs), capture_output=True, text=True)
+            if run.returncode:
+                print(f"llm-analysis failed to run here: {run.stderr.strip().splitlines()[-1:]}")
+                break
+            found = json.loads(run.stdout)
+            theirs = found if theirs is None or found["seconds"] < theirs["seconds"] else theirs
 
+    # The first pass in fresh processes (best of three), so that no kind derived here is reused: with
+    # the disk cache empty (a first run ever: every kind derived with sympy), then with it filled by
+    # those runs (a user's second run: make_bill reads each kind through the cache, checked).
+    scratch = [tempfile.mkdtemp(prefix="symbolic-bench-") for _ in range(3)]
+    exact_seconds = min(first_pass(args.configs, folder) for folder in scratch)
+    cached_seconds = min(first_pass(args.configs, scratch[0]) for _ in range(3))
     ours_exact(configs[:20])  # build the expressions and caches once, as llm-analysis's import did
-    exact_seconds, totals = ours_exact(configs)      # each kind of layout derived on first sight (sympy)
+    _, totals = ours_exact(configs)
     warm_seconds, _ = ours_exact(configs)            # every kind derived: evaluation alone
     ours_vectorised(configs)
     vector_seconds, _ = ours_vectorised(configs)
@@ -175,6 +204,7 @@ def main() -> None:
     print()
     n = len(configs)
     rows = [("symbolic make_bill (exact), Python loop, first pass", n / exact_seconds),
+            ("  the same, the disk cache filled by an earlier run", n / cached_seconds),
             ("symbolic make_bill (exact), Python loop, kinds derived", n / warm_seconds)]
     rows.append((f"symbolic sweep (vectorised), {n:,} configurations", n / vector_seconds))
     rows.append((f"symbolic sweep (vectorised), tiled to {n * tile:,}", n * tile / tiled_seconds))
@@ -185,9 +215,12 @@ def main() -> None:
     base = rows[0][1] if theirs else None
     for name, rate in rows:
         ratio = f"{rate / base:>10.3g}×" if base else ""
-        print(f"{name:<62}{rate:>14,.0f} configurations/s {ratio}")
+        print(f"{name:<66}{rate:>14,.0f} configurations/s {ratio}")
     if theirs:
-        figure("exact make_bill loop, first pass, over llm-analysis's loop", rows[1][1] / base, 2.0, "×")
+        figure("exact make_bill loop, first pass (a fresh process), over llm-analysis's loop", rows[1][1] / base,
+               2.0, "×")
+        figure("exact make_bill loop, first pass (a fresh process, the disk cache filled), over llm-analysis's loop",
+               rows[2][1] / base, 2.0, "×")
         print("(ratios against llm-analysis's loop; llm-analysis reads '80GB' as 80 GiB and counts its own "
               "activation inventory and latency model, so values differ where the models differ)")
 

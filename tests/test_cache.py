@@ -152,3 +152,23 @@ def test_concurrent_processes_share_the_cache_safely(tmp_path):
     # one whole entry of the bill's derivation and one of its step-time derivation, no temporary file
     assert sorted(f.name.startswith("time-") for f in files if f.is_file()) == [False, True]
     assert {f.suffix for f in files if f.is_file()} == {".json"}
+
+
+@pytest.mark.parametrize("name, layout, hand", CASES[:3])
+def test_make_bill_in_a_new_process_reads_the_kinds_an_earlier_run_derived(tmp_path, monkeypatch, name, layout, hand):
+    """make_bill's in-process memo misses in a new process; the disk cache (bill/stored.py, which
+    derives nothing itself) answers, checked: the bill is the derived one to the byte, sympy not asked."""
+    from symbolic.bill import derive as derive_module
+
+    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
+    model = preset(name)
+    monkeypatch.setattr(derive_module, "_DERIVED", {})
+    first = render_json(make_bill(model, layout, params_hand=hand))          # derived, written
+    assert len(list(tmp_path.rglob("*.json"))) == 1
+
+    def refuse(*_):
+        raise AssertionError("derived again: the disk cache was not read")
+
+    monkeypatch.setattr(derive_module, "_DERIVED", {})                      # a new process's memo
+    monkeypatch.setattr(derive_module, "derive", refuse)
+    assert render_json(make_bill(model, layout, params_hand=hand)) == first

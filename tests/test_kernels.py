@@ -274,3 +274,26 @@ def test_data_parallel_rings_that_share_a_node_split_its_nics():
     # t = 8: each DP ring has one rank a node and one NIC; the 8 rings take the 8 NICs
     _, bus8, _ = link("d", "all-reduce", 4, stride("d", 8, 1, 4), 8, hw)
     assert float(bus8) == pytest.approx(nic) and 8 * float(bus8) == pytest.approx(8 * nic)
+
+
+@pytest.mark.parametrize("grid_limit", [kernels.GRID_LIMIT, 0])
+def test_arrays_of_shapes_get_what_each_shape_gets_alone_by_grid_or_by_the_combinations_that_occur(
+        monkeypatch, grid_limit):
+    """The array path (a plan's) finds per dimension the distinct values and prices their grid, or the
+    combinations that occur when the grid is large; each element must equal its shape priced alone
+    (the bill's Python path), the second call (from the table's memo) the first."""
+    import numpy as np
+    monkeypatch.setattr(kernels, "GRID_LIMIT", grid_limit)
+    rng = np.random.default_rng(24)
+    tables = kernels.for_hardware("B200-180GB", 2.25e15)
+    for table in (tables.gemm["forward"], tables.grouped["forward"]):
+        table._grids.clear()
+        d = len(table.shapes[0])
+        # a plan's pattern: few values per dimension, broadcast against each other; measured shapes included
+        dims = [rng.choice([float(row[j]) for row in table.shapes[:5]] + [1.0, 3000.0, 7e4], size=(40, 1) if j % 2
+                           else (1, 30)) for j in range(d)]
+        got = table.nearest(*dims)
+        assert got.shape == (40, 30)
+        alone = np.vectorize(lambda *shape: float(table.nearest(*shape)))(*dims)
+        assert np.array_equal(got, alone)
+        assert np.array_equal(table.nearest(*dims), got)

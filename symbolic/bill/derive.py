@@ -488,13 +488,18 @@ DERIVED_MAX = 4096
 
 
 def derived(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> DerivedBill:
-    """:func:`derive`, memoised in the process by :func:`derivation_key` (a DerivedBill is text)."""
+    """:func:`derive`, memoised in the process by :func:`derivation_key` (a DerivedBill is text), and
+    on a miss read through the disk cache as the CLI's bill is (:func:`symbolic.bill.stored.through`:
+    an entry checked and evaluated before it is used; derived with sympy and written on a miss there
+    too), so a loop in a new process reads the kinds an earlier run derived."""
     import json
+
+    from .stored import through
 
     key = json.dumps(derivation_key(model, layout, params_hand), sort_keys=True)
     found = _DERIVED.get(key)
     if found is None:
-        found = derive(model, layout, params_hand)
+        found = through(model, layout, params_hand, derive)
         if len(_DERIVED) >= DERIVED_MAX:
             _DERIVED.clear()
         _DERIVED[key] = found

@@ -162,14 +162,21 @@ def whole(value: Fraction) -> int | Fraction:
     return value.numerator if value.denominator == 1 else value
 
 
-def _line(derived: DerivedLine, value) -> Line:
-    """``Line(**fields of derived, value=value)`` without the frozen dataclass's per-field
-    ``object.__setattr__`` (a bill makes dozens per configuration; this is 2.3× faster). The
-    instance is the same: equal, hashable and frozen as one built by ``Line(...)``."""
-    line = object.__new__(Line)
-    line.__dict__.update({"ledger": derived.ledger, "name": derived.name, "formula": derived.formula, "value": value,
-                          "source": derived.source, "condition": derived.condition,
-                          "per_micro_batch": derived.per_micro_batch, "micro_batches": derived.micro_batches})
+def _line_fields(derived: DerivedLine) -> dict:
+    """A line's fields in ``Line``'s order, its value a placeholder (:func:`_line_at`)."""
+    return {"ledger": derived.ledger, "name": derived.name, "formula": derived.formula, "value": None,
+            "source": derived.source, "condition": derived.condition, "per_micro_batch": derived.per_micro_batch,
+            "micro_batches": derived.micro_batches}
+
+
+def _line_at(fields: dict, value, new=object.__new__, set_field=object.__setattr__) -> Line:
+    """``Line(**fields, value=value)`` from a derivation's precomputed fields (:func:`_line_fields`): one
+    dict copy, without the frozen dataclass's per-field ``object.__setattr__`` (a bill makes dozens per
+    configuration). The instance is the same: equal, hashable and frozen as one built by ``Line(...)``."""
+    line = new(Line)
+    fields = fields.copy()
+    fields["value"] = value
+    set_field(line, "__dict__", fields)
     return line
 
 
@@ -187,6 +194,12 @@ class _CompiledBill:
     line_slots: tuple[int, ...]
     slots: dict[str, int]
     peaks: tuple[tuple[str, str, str, str, int], ...]
+    #: each line's fields but its value (a placeholder in its place: the same key order as ``Line(...)``)
+    line_fields: tuple[dict, ...] = ()
+    #: ledger → the slots of its lines, in line order (the ledger's total is their sum)
+    ledger_slots: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    #: the verdict's candidate instants: ((stage, phase), {class: (formula, slot)}), as ``peaks`` builds them
+    instants: tuple = ()
 
 
 #: Compiled derivations by id (the DerivedBill is kept with it, so the id stays its own).
@@ -209,10 +222,19 @@ def _compiled(derived: DerivedBill) -> _CompiledBill:
                                                            "params_active") if key in derived.formulas}
     peaks = tuple((*key[len(PEAK_PREFIX):].split("|"), formula, slot(formula))
                   for key, formula in derived.formulas.items() if key.startswith(PEAK_PREFIX))
+    by_ledger: dict[str, list[int]] = {}
+    for line, i in zip(derived.lines, line_slots):
+        by_ledger.setdefault(line.ledger, []).append(i)
+    instants: dict[tuple[str, str], dict[str, tuple[str, int]]] = {}
+    for stage, phase, cls, formula, i in peaks:
+        instants.setdefault((stage, phase), {})[cls] = (formula, i)
     compiled = _CompiledBill(
         before_states=compile_formulas([derived.formulas["params"], derived.formulas.get("params_routed_experts", "0")]),
         has_routed="params_routed_experts" in derived.formulas,
-        at_states=compile_formulas(list(order)), line_slots=line_slots, slots=slots, peaks=peaks)
+        at_states=compile_formulas(list(order)), line_slots=line_slots, slots=slots, peaks=peaks,
+        line_fields=tuple(_line_fields(line) for line in derived.lines),
+        ledger_slots=tuple((ledger, tuple(found)) for ledger, found in by_ledger.items()),
+        instants=tuple(instants.items()))
     if len(_COMPILED_BILLS) >= 4096:
         _COMPILED_BILLS.clear()
     _COMPILED_BILLS[id(derived)] = (derived, compiled)
@@ -235,10 +257,14 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     # The model states are per Psi: the hand-filled N or the config count. Every other formula is
     # evaluated in one call of the derivation's compiled function (a formula many lines share once).
     numbers = [whole(v) for v in compiled.at_states(dict(values, Psi=n_states))]
-    lines = [_line(d, numbers[i]) for d, i in zip(derived.lines, compiled.line_slots)]
+    lines = [_line_at(fields, numbers[i]) for fields, i in zip(compiled.line_fields, compiled.line_slots)]
+    # each ledger's lines summed in line order from 0 (exact: ints, or Fractions where a share is not whole)
     ledger_sums: dict[str, int | Fraction] = {}
-    for line in lines:
-        ledger_sums[line.ledger] = ledger_sums.get(line.ledger, 0) + line.value
+    for ledger, found in compiled.ledger_slots:
+        ledger_total = 0
+        for i in found:
+            ledger_total = ledger_total + numbers[i]
+        ledger_sums[ledger] = ledger_total
 
     def total(ledger: str) -> int | Fraction:
         return ledger_sums.get(ledger, 0)
@@ -272,9 +298,9 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     if "params_active" in derived.formulas:  # seed 001 §07: N_total for the states, N_active for the FLOPs
         totals["params_active"] = formula_value("params_active")
     # The verdict: the largest candidate instant over the stages (ledgers.peak).
-    instants: dict[tuple[str, str], dict[str, tuple[str, int | Fraction]]] = {}
-    for stage, phase, cls, formula, slot in compiled.peaks:
-        instants.setdefault((stage, phase), {})[cls] = (formula, numbers[slot])
+    instants: dict[tuple[str, str], dict[str, tuple[str, int | Fraction]]] = {
+        where: {cls: (formula, numbers[slot]) for cls, (formula, slot) in parts.items()}
+        for where, parts in compiled.instants}
     paper_total = states_bytes + activation_bytes
     totals["paper_total_bytes"] = whole(paper_total)
     if instants:

@@ -81,6 +81,12 @@ class Table:
         return np.array(self.efficiencies, dtype=np.float64)
 
     @cached_property
+    def _grids(self) -> dict:
+        """Distinct values per dimension (their bytes) → the efficiency of each combination
+        (:func:`_nearest_rows`'s memo: a plan's lines and groups share them)."""
+        return {}
+
+    @cached_property
     def _python_rows(self) -> tuple:
         """(log-dimensions, efficiency) of each distinct shape, the first row of equal ones (argmin's)."""
         rows: dict = {}
@@ -94,8 +100,7 @@ class Table:
         (2048, 12288, 12288) is between (4096, 8192, 14336) and (4096, 14336, 8192)), the first in the
         file's order, so the choice never rests on the last place of a logarithm (numpy's SIMD ``log``
         and libm's differ there). One shape of Python numbers (a bill) is compared in Python, without
-        numpy; arrays (a plan) find their distinct shapes once (a plan's layouts share few): each keyed
-        by its log-dimensions rounded to 1/1024 (15 bits each), only those compared with the table."""
+        numpy; arrays (a plan) by :func:`_nearest_rows`, each distinct shape compared once."""
         if np.symbolic(*dims):   # the calculator's expressions: the lookup as a function of them
             return nearest_efficiency(table_id(self), *dims)
         if np.scalar(*dims):
@@ -104,22 +109,7 @@ class Table:
             near = min(distances)
             near += TIE * (1.0 + near)
             return np.Scalar(next(eff for d, (_, eff) in zip(distances, self._python_rows) if d <= near))
-        np_ = _numpy()
-        arrays = np_.broadcast_arrays(*(np_.asarray(x, dtype=np_.float64) for x in dims))
-        shape = arrays[0].shape
-        logs = [np_.log(np_.maximum(a, 1.0)).ravel() for a in arrays]
-        if logs[0].size == 1:
-            unique, inverse = np_.array([[x[0] for x in logs]]), np_.zeros(1, dtype=np_.int64)
-        else:
-            key = np_.zeros(logs[0].shape, dtype=np_.int64)
-            for x in logs:
-                key = key * 32768 + np_.minimum(np_.rint(x * 1024), 32767).astype(np_.int64)
-            _, first, inverse = np_.unique(key, return_index=True, return_inverse=True)
-            unique = np_.stack([x[first] for x in logs], axis=-1)
-        distance = ((unique[:, None, :] - self.log_shapes[None, :, :]) ** 2).sum(axis=-1)
-        near = distance.min(axis=1, keepdims=True)
-        row = np_.argmax(distance <= near + TIE * (1.0 + near), axis=1)   # the first of the nearest rows
-        return self.efficiency[row][inverse.reshape(-1)].reshape(shape)
+        return _nearest_rows(self, dims)
 
 
 #: The tables a symbolic :meth:`Table.nearest` has named, by their id (:func:`table_id`): the
@@ -177,6 +167,77 @@ TIE = 1e-9
 def _numpy():
     import numpy
     return numpy
+
+
+#: Largest grid of distinct values per dimension (their product) priced whole; a plan's calls stay
+#: under ~110 (GPT-3, Llama 3.1 70B, Mixtral on their plans), a sweep's may not.
+GRID_LIMIT = 4096
+#: Distinct-value grids remembered per table (each at most GRID_LIMIT efficiencies) before it starts over.
+MEMO_LIMIT = 1024
+
+
+def _distinct(x, np_):
+    """(sorted distinct values, each element's index among them) of one dimension's array: one sort
+    and a binary search, not ``np.unique``'s several passes (an order less per call on a plan's arrays
+    of tens to thousands)."""
+    if x.size == 1:
+        return x.reshape(1), np_.zeros(x.shape, dtype=np_.intp)
+    ordered = np_.sort(x, axis=None)
+    keep = np_.empty(ordered.size, dtype=bool)
+    keep[0] = True
+    np_.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    values = ordered[keep]
+    return values, np_.searchsorted(values, x)
+
+
+def _first_nearest(table: Table, logs: list, np_):
+    """The first nearest row (:data:`TIE`) of each shape whose log-dimensions broadcast from ``logs``,
+    the squared distances summed dimension by dimension (left to right, as a sum over the last axis is)."""
+    distance = 0.0
+    for j, x in enumerate(logs):
+        distance = distance + (x[..., None] - table.log_shapes[:, j]) ** 2
+    near = distance.min(axis=-1, keepdims=True)
+    return np_.argmax(distance <= near + TIE * (1.0 + near), axis=-1)
+
+
+def _nearest_rows(table: Table, dims) -> object:
+    """:meth:`Table.nearest` for arrays. A plan's shapes are products of a few letters (t, c, b, s),
+    so each dimension takes few distinct values: those are found per dimension, and when the grid of
+    their combinations is small (:data:`GRID_LIMIT`) every combination is priced at once and each
+    element gathers its own, the grid remembered per table (the same values recur across a plan's
+    lines, passes and groups); a larger grid prices only the combinations that occur. Either way each
+    distinct shape is compared exactly, as a single shape is."""
+    np_ = _numpy()
+    arrays = [np_.asarray(x, dtype=np_.float64) for x in dims]
+    shape = np_.broadcast_shapes(*(a.shape for a in arrays))
+    distinct = [_distinct(a, np_) for a in arrays]
+    values = [v for v, _ in distinct]
+    indices = tuple(i for _, i in distinct)
+    sizes = [v.size for v in values]
+    if math.prod(sizes) <= GRID_LIMIT:
+        memo = table._grids
+        key = tuple(v.tobytes() for v in values)
+        grid = memo.get(key)
+        if grid is None:
+            if len(memo) >= MEMO_LIMIT:
+                memo.clear()
+            d = len(values)
+            logs = [np_.log(np_.maximum(v, 1.0)).reshape((1,) * j + (v.size,) + (1,) * (d - 1 - j))
+                    for j, v in enumerate(values)]
+            grid = memo[key] = table.efficiency[_first_nearest(table, logs, np_)]
+        return grid[indices].reshape(shape)
+    # The combinations that occur, numbered exactly (mixed radix over the per-dimension indices,
+    # renumbered densely before the radix could pass 2⁶²).
+    code, radix = np_.zeros(shape, dtype=np_.int64).ravel(), 1
+    for index, size in zip(indices, sizes):
+        if radix * size >= 1 << 62:
+            _, code = np_.unique(code, return_inverse=True)
+            code, radix = code.reshape(-1).astype(np_.int64), int(code.max()) + 1
+        code = code * size + np_.broadcast_to(index, shape).ravel()
+        radix *= size
+    _, first, inverse = np_.unique(code, return_index=True, return_inverse=True)
+    logs = [np_.log(np_.maximum(v, 1.0))[np_.broadcast_to(i, shape).ravel()[first]] for v, i in distinct]
+    return table.efficiency[_first_nearest(table, logs, np_)][inverse.reshape(-1)].reshape(shape)
 
 
 @dataclass(frozen=True)

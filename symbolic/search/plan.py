@@ -606,6 +606,13 @@ def group_formulas(group: "Group") -> GroupFormulas:
     return formulas
 
 
+#: Configurations a sweep evaluates per numpy call: the formulas keep ~10 arrays alive, and at 16,384
+#: doubles (128 KiB) each they stay within a core's L2 (1 MiB here, 512 KiB–2 MiB on current x86); at
+#: 65,536 they spill, and the same sweep ran at 4.8 × 10⁶ configurations/s against 1.1 × 10⁷ in blocks
+#: (benchmarks/sweep_throughput.py). Element-wise arithmetic, so the blocks' results are the same doubles.
+SWEEP_BLOCK = 1 << 14
+
+
 def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand=None) -> dict[str, np.ndarray]:
     """The bill's totals for arrays of configurations sharing ``group``, vectorised.
 
@@ -613,8 +620,28 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
     (the chunks in flight on the first and the last stage, ``Layout.in_flight``);
     ``micro_batches``: micro-batches per iteration, all data-parallel ranks
     together (the bill's ``iteration_micro_batches × dp``). Floats: for
-    screening and ranking; :func:`exact_totals` gives the exact numbers.
+    screening and ranking; :func:`exact_totals` gives the exact numbers. Evaluated in blocks of
+    :data:`SWEEP_BLOCK` configurations.
     """
+    arrays = [np.asarray(x) for x in values.values()] + [np.asarray(micro_batches)]
+    shape = np.broadcast_shapes(*(x.shape for x in arrays))
+    if len(shape) != 1 or shape[0] <= SWEEP_BLOCK:
+        return _sweep_block(group, values, micro_batches, params_hand)
+    n = shape[0]
+
+    def part(x, lo, hi):  # a block of an array over the configurations; a scalar or length-1 one as it is
+        x = np.asarray(x)
+        return x[lo:hi] if x.ndim and x.shape[0] == n else x
+
+    blocks = [_sweep_block(group, {k: part(x, lo, lo + SWEEP_BLOCK) for k, x in values.items()},
+                           part(micro_batches, lo, lo + SWEEP_BLOCK), params_hand)
+              for lo in range(0, n, SWEEP_BLOCK)]
+    return {name: np.concatenate([np.broadcast_to(block[name], (min(SWEEP_BLOCK, n - k * SWEEP_BLOCK),))
+                                  for k, block in enumerate(blocks)]) for name in blocks[0]}
+
+
+def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, params_hand=None) -> dict[str, np.ndarray]:
+    """:func:`sweep` of one block."""
     params_of, ledgers_of = group_formulas(group).functions()
     # Floats throughout: FLOPs per iteration pass 2^63 for large models, and int64 would wrap silently.
     values = dict(values)
@@ -635,7 +662,9 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
     model_states, acts, *rest = ledgers_of(values)
     candidates, flops_micro, model_flops_micro = rest[:-2], rest[-2], rest[-1]
     shape = np.broadcast(*(np.asarray(x) for x in (acts, *candidates))).shape
-    verdict = np.maximum.reduce([np.broadcast_to(np.asarray(x, dtype=np.float64), shape) for x in candidates])
+    verdict = np.array(np.broadcast_to(np.asarray(candidates[0], dtype=np.float64), shape))
+    for x in candidates[1:]:  # the largest candidate instant, in place (no stacked copy of them all)
+        np.maximum(verdict, x, out=verdict)
     verdict = verdict + comm_bytes(values["t"], values["d"], values["p"], values["c"], values["e"],
                                    given.get("e_t"))  # e_t not given: e_t = t (Megatron-Core's default)
     micro_batches = np.asarray(micro_batches, dtype=np.float64)
@@ -870,6 +899,10 @@ def in_flight_array(pp, interleave, micro_batches, stage: str):
     """:func:`symbolic.layout.layout.in_flight` over arrays of layouts: the same rule, written with
     ``np.where`` (``tests/test_verdict.py`` holds the two equal over a grid of p, v and m)."""
     p_, v_, m_ = (np.asarray(x, dtype=np.int64) for x in (pp, interleave, micro_batches))
+    if not np.any(v_ != 1):  # no layout interleaved (a sweep's common case): 1F1B's count alone
+        shape = np.broadcast_shapes(p_.shape, v_.shape, m_.shape)
+        counts = np.minimum(m_, p_) if stage == "first" else 1
+        return np.broadcast_to(np.where(p_ == 1, 1, counts), shape).astype(np.int64)
     warm_up = (2 * (p_ - 1) if stage == "first" else 0) + (v_ - 1) * p_
     interleaved = np.where(m_ == p_, m_ * v_, np.minimum(warm_up + 1, m_ * v_))
     one_f_one_b = np.minimum(m_, p_) if stage == "first" else np.ones_like(m_)
@@ -972,7 +1005,18 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
         rules.append(f"no global batch: one micro-batch per data-parallel rank (m = 1), "
                      f"b in powers of two up to {max_micro_batch}")
 
-    rows = []
+    # Each (c, t, p) block's rows at once, in the loops' order (b, v, ZeRO, SP, expert grid, recompute).
+    # Layout.is_valid, the one rule set, decides each (v, ZeRO, SP, expert grid) of a block once, at the
+    # first micro-batch size b the block admits: b enters the rules only through b·d dividing the
+    # global batch and the interleaved schedule's whole rounds (m a multiple of p), and both are applied
+    # to every b here. tests/test_plan_enumeration.py checks the rows against every candidate layout
+    # Layout.is_valid accepts (for GPT-3 on 1024 GPUs 3,126 validations instead of 32,976, which were most of a cold plan).
+    names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp",
+             "ep", "etp", "L_1", "L_p")
+    recomputes = np.array([rc for rc in range(3) if fixed.get("recompute", RECOMPUTE_ORDER[rc]) == RECOMPUTE_ORDER[rc]],
+                          dtype=np.int64)
+    blocks = []
+    count = 0
     for cp, tp in ((cp, tp) for cp in divisors(gpus) if s_ % cp == 0 and fixed.get("cp", cp) == cp
                    for tp in divisors(gpus // cp)):
         if heads % tp or ffn % tp or tp > gpus_per_node or fixed.get("tp", tp) != tp:
@@ -996,43 +1040,56 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                 micro = divisors(global_batch // dp)
             else:
                 micro = [1 << k for k in range(max_micro_batch.bit_length()) if 1 << k <= max_micro_batch]
-            micro = [mb for mb in micro if fixed.get("micro_batch", mb) == mb]
+            micro = np.array([mb for mb in micro if fixed.get("micro_batch", mb) == mb], dtype=np.int64)
+            if not micro.size or not recomputes.size:
+                continue
+            m_of = global_batch // (micro * dp) if global_batch else np.ones_like(micro)
+            whole_rounds = m_of % pp == 0  # what interleaving (v > 1) needs of each b
             chunks = [1] + ([vv for vv in divisors(math.gcd(*stages)) if vv > 1] if pp > 1 else [])
             zeros = [0] if dp * cp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
             sps = [False, True] if tp > 1 and s_ % (tp * cp) == 0 else [False]
             expert_grids = _expert_grids(model, tp * dp * cp, tp, gpus_per_node, fixed)
-            for mb in micro:
-                m = (global_batch // (mb * dp)) if global_batch else 1
-                for vv in chunks:
-                    if vv > 1 and m % pp:
+            valid = []  # (v, ZeRO, SP, ep, etp) the rules accept, in the loops' order
+            for vv in chunks:
+                if fixed.get("interleave", vv) != vv:
+                    continue
+                admitted = micro[whole_rounds] if vv > 1 else micro
+                if not admitted.size:
+                    continue
+                for zero in zeros:
+                    # A fixed ZeRO stage over one data-parallel rank, or SP at t = 1, changes nothing:
+                    # that layout is ZeRO-0 / no SP (layout.settle_no_ops), not refused.
+                    if fixed.get("zero", zero) != zero and not (dp * cp == 1 and zero == 0):
                         continue
-                    if fixed.get("interleave", vv) != vv:
-                        continue
-                    for zero in zeros:
-                        # A fixed ZeRO stage over one data-parallel rank, or SP at t = 1, changes nothing:
-                        # that layout is ZeRO-0 / no SP (layout.settle_no_ops), not refused.
-                        if fixed.get("zero", zero) != zero and not (dp * cp == 1 and zero == 0):
+                    for sp, ep, etp in ((sp, ep, etp) for sp in sps for ep, etp in expert_grids):
+                        if (fixed.get("sp", sp) != sp and not (tp == 1 and not sp)) or not Layout(
+                                micro_batch=int(admitted[0]), seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, interleave=vv,
+                                zero=zero, global_batch=global_batch, cp=cp, ep=ep, etp=etp,
+                                moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
+                                last_stage_layers=last_stage_layers, **(levers or {})).is_valid(model):
                             continue
-                        for sp, ep, etp in ((sp, ep, etp) for sp in sps for ep, etp in expert_grids):
-                            if (fixed.get("sp", sp) != sp and not (tp == 1 and not sp)) or not Layout(
-                                    micro_batch=mb, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, interleave=vv,
-                                    zero=zero, global_batch=global_batch, cp=cp, ep=ep, etp=etp,
-                                    moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
-                                    last_stage_layers=last_stage_layers, **(levers or {})).is_valid(model):
-                                continue
-                            for rc in range(3):
-                                if fixed.get("recompute", RECOMPUTE_ORDER[rc]) != RECOMPUTE_ORDER[rc]:
-                                    continue
-                                rows.append((tp, pp, dp, mb, vv, zero, sp, rc, m, cp, ep, etp or tp, stages[0],
-                                             stages[-1]))
-                            if len(rows) > MAX_LAYOUTS:
-                                raise ConfigError(
-                                    f"the sweep has more than {MAX_LAYOUTS:,} layouts (global batch "
-                                    f"{global_batch or 'none'}, {gpus} GPUs): fix some of --tp, --pp, --cp, "
-                                    "--micro-batch, --interleave, or give a global batch with fewer divisors")
-    names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp",
-             "ep", "etp", "L_1", "L_p")
-    array = np.array(rows, dtype=np.int64).reshape(-1, len(names))
+                        valid.append((vv, zero, int(sp), ep, etp or tp))
+            if not valid:
+                continue
+            choices = np.array(valid, dtype=np.int64)
+            keep = (choices[None, :, 0] == 1) | whole_rounds[:, None]  # (b, choice)
+            b_index, c_index = np.nonzero(keep)
+            b_index = np.repeat(b_index, recomputes.size)
+            c_index = np.repeat(c_index, recomputes.size)
+            block = np.empty((b_index.size, len(names)), dtype=np.int64)
+            block[:, [0, 1, 2, 9, 12, 13]] = (tp, pp, dp, cp, stages[0], stages[-1])
+            block[:, 3] = micro[b_index]
+            block[:, 8] = m_of[b_index]
+            block[:, [4, 5, 6, 10, 11]] = choices[c_index]
+            block[:, 7] = np.tile(recomputes, b_index.size // recomputes.size)
+            blocks.append(block)
+            count += block.shape[0]
+            if count > MAX_LAYOUTS:
+                raise ConfigError(
+                    f"the sweep has more than {MAX_LAYOUTS:,} layouts (global batch "
+                    f"{global_batch or 'none'}, {gpus} GPUs): fix some of --tp, --pp, --cp, "
+                    "--micro-batch, --interleave, or give a global batch with fewer divisors")
+    array = np.concatenate(blocks) if blocks else np.empty((0, len(names)), dtype=np.int64)
     return {name: array[:, k] for k, name in enumerate(names)}, rules
 
 

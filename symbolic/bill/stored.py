@@ -1,0 +1,145 @@
+"""The bill cache's entries on disk (:mod:`symbolic.bill.cache`): where they live, how one is read
+back and checked, how one is written — and nothing that derives. :func:`through` takes the deriving
+function from its caller, so :func:`symbolic.bill.derive.derived` (``make_bill``'s) reads the disk
+without this module importing sympy's side, and no import comes back to derive.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from ..layout.layout import Layout
+from ..models.config import ModelConfig
+from .evaluate import DerivedBill, derivation_key
+
+PACKAGE = Path(__file__).resolve().parent.parent  # the symbolic/ package, not this folder
+
+
+@lru_cache(maxsize=None)
+def fingerprint() -> str:
+    """A hash of every file of the package: the engine version the cache is for."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".json", ".html", ".toml") and \
+                "derivations" not in path.relative_to(PACKAGE).parts:  # the claims are not the engine
+            digest.update(str(path.relative_to(PACKAGE)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def folder() -> Path | None:
+    """Where the cache lives, or None when it is turned off."""
+    if os.environ.get("SYMBOLIC_CACHE", "").lower() in ("0", "off", "no", "false"):
+        return None
+    base = os.environ.get("SYMBOLIC_CACHE_DIR")
+    if not base:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "symbolic"
+    return Path(base) / fingerprint()
+
+
+#: Largest cache entry read back (a derivation is a few tens of KiB).
+ENTRY_MAX_BYTES = 8 * 2**20
+
+
+def _content_hash(derived_json: str) -> str:
+    return hashlib.sha256(derived_json.encode("utf-8")).hexdigest()
+
+
+def _note(path: Path, why: str) -> None:
+    """One line on stderr: the entry was not used (the bill is derived afresh, so still right)."""
+    import sys
+
+    from ..core.inputs import clean
+
+    print(f"symbolic: note: cache entry {clean(path.name)} discarded ({clean(why)}); derived afresh", file=sys.stderr)
+
+
+def read_entry(path: Path, key: str, load):
+    """The entry at ``path`` if it is whole and true: written by this package (its
+    fingerprint), for ``key``, its content matching its hash, and accepted by
+    ``load(text)`` (which parses, and checks, the stored text: any exception means
+    no entry). Anything else is discarded (one note) and None returned."""
+    from ..core.inputs import InputError, read_json_file
+
+    try:
+        stored = read_json_file(path, ENTRY_MAX_BYTES, what="cache entry")
+        if not isinstance(stored, dict):
+            raise ValueError(f"a JSON {type(stored).__name__}, not an entry")
+        missing = [k for k in ("key", "package", "sha256", "derived") if k not in stored]
+        if missing:
+            raise ValueError(f"no {', '.join(missing)}")
+        if stored["key"] != key:
+            raise ValueError("written for another derivation")
+        if stored["package"] != fingerprint():
+            raise ValueError("written by another version of the package")
+        if not isinstance(stored["derived"], str) or _content_hash(stored["derived"]) != stored["sha256"]:
+            raise ValueError("its content does not match its hash: edited or damaged")
+        return load(stored["derived"])
+    except (InputError, OSError) as error:
+        why = str(error)
+    except Exception as error:  # noqa: BLE001 - any failure of a cache entry means: derive again
+        why = f"{type(error).__name__}: {error}"
+    _note(path, why[:200])
+    try:
+        path.unlink()
+    except OSError:
+        pass
+    return None
+
+
+def _read(path: Path, key: str, model: ModelConfig, layout: Layout, params_hand: int | None) -> DerivedBill | None:
+    """The bill's entry at ``path`` (:func:`read_entry`), evaluable at this configuration."""
+    def load(text: str) -> DerivedBill:
+        derived = DerivedBill.from_json(text)
+        from .evaluate import evaluate
+        evaluate(derived, model, layout, params_hand)  # an entry that cannot be evaluated is no entry
+        return derived
+
+    return read_entry(path, key, load)
+
+
+def write_entry(path: Path, key: str, text: str) -> None:
+    """Atomically: a temporary file in the same folder (unique to this process and
+    call), then ``os.replace`` — a concurrent reader sees the old entry or the whole
+    new one, and two writers of the same entry each replace it whole."""
+    import tempfile
+
+    entry = json.dumps({"key": key, "package": fingerprint(), "sha256": _content_hash(text), "derived": text})
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, partial = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(entry)
+            os.replace(partial, path)
+        except BaseException:
+            try:
+                os.unlink(partial)
+            except OSError:
+                pass
+            raise
+    except OSError:
+        pass  # a read-only home or a full disk: the bill is still right, only not cached
+
+
+def _write(path: Path, key: str, derived: DerivedBill) -> None:
+    write_entry(path, key, derived.to_json())
+
+
+def through(model: ModelConfig, layout: Layout, params_hand: int | None, derive) -> DerivedBill:
+    """The derived bill read from the cache (checked and evaluated at this configuration), or
+    ``derive(model, layout, params_hand)`` (sympy) on a miss, written to it."""
+    key = json.dumps(derivation_key(model, layout, params_hand), sort_keys=True)
+    where = folder()
+    path = where / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
+    if path is not None and (path.exists() or path.is_symlink()):
+        derived = _read(path, key, model, layout, params_hand)
+        if derived is not None:
+            return derived
+    derived = derive(model, layout, params_hand)
+    if path is not None:
+        _write(path, key, derived)
+    return derived
