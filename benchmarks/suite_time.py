@@ -13,6 +13,7 @@ asserts nothing about time. The notebooks and the browser test run where their t
 import argparse
 import collections
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -27,9 +28,13 @@ PARALLEL = ["-n", "auto", "--dist", "loadscope"]
 
 
 def timed(argv: list[str], env: dict) -> tuple[float, str]:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     run = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env)
-    return time.perf_counter() - start, (run.stdout + run.stderr)
+    seconds, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU time of the run and its workers: on a shared machine the wall time is inflated, this is not
+    print(f"  (cpu {after.ru_utime - cpu.ru_utime + after.ru_stime - cpu.ru_stime:.1f} s over {os.cpu_count()} "
+          f"cores, load average {os.getloadavg()[0]:.2f} at the end)")
+    return seconds, (run.stdout + run.stderr)
 
 
 def figure(name: str, value: float, goal: float, unit: str, higher: bool = True) -> None:
@@ -56,6 +61,7 @@ def main() -> None:
     args = parser.parse_args()
     env = dict(os.environ, SYMBOLIC_CACHE_DIR=tempfile.mkdtemp(prefix="symbolic-suite-"))  # a clean clone's cache
     junit = Path(tempfile.mkdtemp(prefix="symbolic-suite-junit-")) / "junit.xml"
+    print(f"per-test times: {junit}")
     base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={junit}", "-o",
             "junit_family=xunit1"]  # xunit1: each case names its file
     if args.only:

@@ -210,11 +210,20 @@ def trace_module(module, args: Sequence = (), kwargs: Mapping | None = None, *,
 
     handles = [m.register_forward_pre_hook(pre) for m in module.modules()]
     handles += [m.register_forward_hook(post) for m in module.modules()]
+    # The objects alive before the forward (the model, torch, transformers, sympy: hundreds of thousands)
+    # are set aside while the forward's garbage is collected: gc.collect() then walks only what the
+    # forward made (~0.4 s a call less in a test process), and they go back to the collector after.
+    # (A caller that froze objects of its own keeps them frozen: then nothing is frozen or thawed here.)
+    thaw = gc.get_freeze_count() == 0
+    if thaw:
+        gc.freeze()
     try:
         with FlopCounterMode(display=False, custom_mapping=dict(custom_flops or {})) as fwd:
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x), _Ops():
                 out = module(*args, **kwargs)
         gc.collect()  # what only a dead branch of the graph referenced is gone now
+        if thaw:
+            gc.unfreeze()
         kept = {ptr: record for ptr, record in seen.items() if alive(ptr)}
         kept_shared = {ptr: record for ptr, record in shared.items() if alive(ptr)}
         loss_of = output or (lambda o: o[0] if isinstance(o, (tuple, list)) else o)
@@ -222,6 +231,8 @@ def trace_module(module, args: Sequence = (), kwargs: Mapping | None = None, *,
         with FlopCounterMode(display=False, custom_mapping=dict(custom_flops or {})) as bwd:
             result.backward(torch.ones_like(result))
     finally:
+        if thaw:
+            gc.unfreeze()  # (again where the forward raised; a no-op once thawed)
         for handle in handles:
             handle.remove()
     return Trace(tuple(kept.values()), tuple(kept_shared.values()), _flop_table(fwd), _flop_table(bwd))

@@ -1,5 +1,6 @@
 """Every claim of the sources is reproduced or a recorded erratum; the checker itself can fail."""
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -8,25 +9,29 @@ from symbolic.claims.claims import DERIVATIONS, check, check_all, load, load_all
 from symbolic.core.expressions import FormulaError, parse_formula
 from symbolic.core.dims import SYMBOLS
 
-RESULTS = check_all()
+@lru_cache(maxsize=None)
+def results() -> tuple:
+    """Every claim checked, once per process and only when a test asks: at import time it would run in
+    every xdist worker's collection (~3 s each), though one worker runs this file."""
+    return tuple(check_all())
 
 
 def test_every_claim_is_reproduced_or_a_recorded_erratum():
-    failed = [(r.claim.id, r.message) for r in RESULTS if r.status == "failed"]
+    failed = [(r.claim.id, r.message) for r in results() if r.status == "failed"]
     assert failed == []
 
 
 def test_both_seeds_are_covered():
-    documents = Counter(r.claim.document for r in RESULTS)
+    documents = Counter(r.claim.document for r in results())
     assert documents["seed 000"] >= 30 and documents["seed 001"] >= 80
 
 
 def test_the_errata_are_the_ones_found():
-    errata = sorted(r.claim.id for r in RESULTS if r.status == "erratum")
+    errata = sorted(r.claim.id for r in results() if r.status == "erratum")
     assert errata == ["001/activations/selective-saving-form", "001/flops/selective-overhead/gpt3",
                       "001/flops/selective-overhead/mt-nlg", "001/flops/selective-ratio",
                       "001/params/175b-embedding-share", *SEED_004_ERRATA, *KORTHIKANTI_ERRATA, *QLORA_ERRATA]
-    assert all(r.claim.erratum.reason for r in RESULTS if r.status == "erratum")
+    assert all(r.claim.erratum.reason for r in results() if r.status == "erratum")
 
 
 #: derivations/seed_004.toml (issue 27: the V3 budget's model states are reproduced under a stage, its
@@ -61,7 +66,7 @@ QLORA_UNDERDETERMINED = [
 
 def test_korthikanti_sections_are_covered():
     """Every section the issue names has claims: §4.1–§4.3, §5, Table 2–5, §6.1–§6.3, Appendix A and B."""
-    sections = {r.claim.section.split(" ")[0].rstrip(";") for r in RESULTS
+    sections = {r.claim.section.split(" ")[0].rstrip(";") for r in results()
                 if r.claim.document == "Korthikanti et al. 2022"}
     assert {"§4.1", "§4.2.1", "§4.2.2", "§4.2.3", "§4.3", "§5", "§6.1", "§6.2", "§6.3", "Table",
             "App."} <= sections
@@ -289,7 +294,7 @@ def test_open_inputs_of_the_seed_004_budget():
     output layer: 36.82 / 32.36 / 69.19 GB, within the file's ±5%), the busiest stage (42.38 / 32.54 /
     74.92 GB) listed beside it; activations and the unoptimised peak are underdetermined; the ≈3 GB of
     communication buffers the 199.5 GB omits stays an erratum."""
-    by_id = {r.claim.id: r for r in RESULTS}
+    by_id = {r.claim.id: r for r in results()}
     stage2 = "stage 2 of 4 (15 MoE layers, no embedding, no output layer)"
     for cid, engine, last in (("weights-and-gradients", "36.82", "42.38"), ("master-and-optimizer", "32.36", "32.54"),
                               ("constant", "69.19", "74.92")):
@@ -305,8 +310,8 @@ def test_open_inputs_of_the_seed_004_budget():
         assert (r.status, r.engine) == ("underdetermined", engine) and r.message.startswith(
             "underdetermined: the source does not state ")
     assert (by_id["004/v3/four-classes-total"].status, by_id["004/v3/four-classes-total"].engine) == ("erratum", "202.5")
-    assert Counter(r.status for r in RESULTS) == {"reproduced": 309, "erratum": 38, "underdetermined": 10}
-    assert sorted(r.claim.id for r in RESULTS if r.status == "underdetermined" and r.claim.id.startswith("qlora/")) \
+    assert Counter(r.status for r in results()) == {"reproduced": 309, "erratum": 38, "underdetermined": 10}
+    assert sorted(r.claim.id for r in results() if r.status == "underdetermined" and r.claim.id.startswith("qlora/")) \
         == QLORA_UNDERDETERMINED
     assert by_id["qlora/table6/4-bit/7b"].engine == "4" and "Memory column" in by_id["qlora/table6/4-bit/7b"].message
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..models.config import ConfigError, ModelConfig
 
@@ -267,6 +268,7 @@ def _suggested_layout(layers: int, pp: int, interleave: int) -> str:
     return balanced_layout(layers, pp, interleave)
 
 
+@lru_cache(maxsize=4096)  # a function of three ints; a sweep (plan's, the tests') refuses the same ones often
 def indivisible_layers(layers: int, pp: int, interleave: int) -> str:
     """The refusal of L layers that do not divide over pp × interleave, with Megatron-Core's rule and the fixes."""
     rule = ("Megatron-Core: num_layers % pipeline_model_parallel_size == 0 and each stage's layers % vp_size == 0"
