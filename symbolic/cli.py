@@ -120,11 +120,14 @@ def main(argv: list[str] | None = None) -> int:
         # A known command first: build its parser alone (cold start); otherwise all, for --help and errors.
         args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
         prog = f"symbolic {args.command}"
+        options = importlib.import_module("symbolic.commands._options")
+        options.flush_notes(keep=False)   # (an earlier in-process call's, refused)
         if getattr(args, "launch", None):  # --from KIND SOURCE: read, run, say what was read
-            code = importlib.import_module("symbolic.commands._options").run_from_launch(args)
+            code = options.run_from_launch(args)
         else:
             code = args._run(args)
         _flush_stdout()
+        options.flush_notes()   # the no-op flags' notes, once the command has run (not above a refusal)
         return code
     except SystemExit as done:  # argparse: --help (0) or a usage error (2, already printed)
         return done.code if isinstance(done.code, int) else EXIT_BAD_INPUT

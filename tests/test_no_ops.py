@@ -55,6 +55,23 @@ def test_a_refused_layout_gets_its_one_line_and_no_note(capsys):
     assert len(err) == 1 and "must be divisible by pp×interleave (80×1)" in err[0]
 
 
+@pytest.mark.parametrize("argv, refusal", [
+    (["bill", "gpt-7b", "--gpu-memory", "0", "--sp"], "--gpu-memory '0'"),       # hypothesis found it
+    (["bill", "gpt-7b", "--sp", "--params", "many"], "--params"),
+    (["timeline", "gpt-7b", "--sp", "--gpu-memory", "lots"], "--gpu-memory 'lots'"),
+])
+def test_an_input_refused_after_the_layout_gets_its_one_line_and_no_note(argv, refusal, capsys):
+    """A no-op flag beside an input read after the layout (memory, counts): the refusal alone, the note
+    held until the command has run and then dropped (``_options.flush_notes``)."""
+    from symbolic.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and refusal in err[0] and "note:" not in err[0]
+    assert main(["bill", "gpt-7b", "--json"]) == 0   # nothing of the refused call is left for the next
+    assert "note:" not in capsys.readouterr().err
+
+
 def test_the_api_warns_and_prices():
     from symbolic import api
 

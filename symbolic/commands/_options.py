@@ -142,18 +142,32 @@ def levers_from_args(args) -> dict:
     return Layout(**{name: getattr(args, name, OPTIONS[name].default) for name in MEMORY_LEVERS}).memory_levers()
 
 
-def layout_from_args(args, model: ModelConfig | None = None) -> Layout:
-    """The layout the options give, a flag that changes nothing (SP at t = 1, ZeRO at d·c = 1) turned
-    off with a note on stderr (:func:`symbolic.layout.layout.settle_no_ops`), as Megatron-LM does."""
+#: Notes for stderr held until the command has run (:func:`flush_notes`): a command refused by a later
+#: input (``--gpu-memory 0``) prints its one line, not a note above it about a layout it never priced.
+PENDING_NOTES: list[str] = []
+
+
+def flush_notes(keep: bool = True) -> None:
+    """Print the held notes to stderr (``keep``) or drop them (the command was refused), then forget them.
+    ``symbolic.cli.main`` calls it after a command's run: printed when it ran, dropped when it raised."""
     import sys
 
+    notes, PENDING_NOTES[:] = list(PENDING_NOTES), []
+    if keep:
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+
+
+def layout_from_args(args, model: ModelConfig | None = None) -> Layout:
+    """The layout the options give, a flag that changes nothing (SP at t = 1, ZeRO at d·c = 1) turned
+    off with a note on stderr once the command has run (:func:`flush_notes`;
+    :func:`symbolic.layout.layout.settle_no_ops`), as Megatron-LM does."""
     from ..layout.layout import settle_no_ops
 
     layout, notes = settle_no_ops(_layout_from_args(args, model))
     if model is not None and notes:
         layout.validate(model)  # a layout refused anyway gets its one line, not a note above it
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+    PENDING_NOTES.extend(notes)
     return layout
 
 

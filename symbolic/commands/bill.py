@@ -46,6 +46,7 @@ def run(args) -> int:
     bill.gpu = gpu
     bill.preset = getattr(args, "_preset", None)  # what --framework filled: the layout line names it
     _options.framework_factors(step, args)
+    _options.flush_notes()   # every input read and priced: the no-op notes now, above the bill
     if args.json:
         print(json.dumps(dict(bill_data(bill), **time_json(step)), indent=2, ensure_ascii=False))
     else:
