@@ -834,6 +834,9 @@ TIME_CASES = (
      ["--seq", "4096", "--tp", "2", "--dp", "4", "--ep", "4", "--sp", "--zero", "1"], "b200"),
     ("llama-3-8b", {"lora": "16", "base_dtype": "nf4", "d": "2"}, ["--lora", "16", "--base-dtype", "nf4", "--dp", "2"],
      "h100-sxm"),
+    # offload and activation offload beside QLoRA: three not-priced lines, in the bill's order
+    ("llama-3-8b", {"lora": "16", "base_dtype": "nf4", "d": "2", "offload": "optimizer", "activation_offload": True},
+     ["--lora", "16", "--base-dtype", "nf4", "--dp", "2", "--offload", "optimizer", "--activation-offload"], "h100-sxm"),
     ("gpt-175b", {"v": "2", "G": "16"}, ["--tp", "8", "--pp", "8", "--sp", "--params", "175B", "--interleave", "2",
                                           "--global-batch", "16"], "h200"),
     ("qwen3-8b", {"p": "2", "d": "2", "recompute": "full"}, ["--pp", "2", "--dp", "2", "--recompute", "full"],

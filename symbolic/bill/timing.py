@@ -183,6 +183,15 @@ def not_priced(layout: Layout) -> list[str]:
     if layout.lora and layout.zero == 3:
         out.append("LoRA under ZeRO-3: the frozen weights' gathers are priced as full training's (every weight "
                    "gathered), their gradient reduce-scatters too")
+    if layout.offload == "optimizer":
+        out.append("ZeRO-Offload (--offload optimizer): the optimizer step is priced as the GPU's HBM pass; the "
+                   "CPU's Adam step and the gradients' and updated weights' PCIe copies are not")
+    elif layout.offload == "params":
+        out.append("parameter offload (--offload params): the optimizer step is priced as the GPU's HBM pass; "
+                   "the CPU's Adam step and every layer's weights fetched over PCIe each forward and backward are not")
+    if layout.activation_offload:
+        out.append("activation offload: the saved activations' copies to CPU memory and back over PCIe are not "
+                   "priced (taken as hidden behind compute)")
     if layout.base_dtype != "bf16":
         out.append(f"{layout.base_dtype} base: the dequantisation pass reads the packed weights, not their "
                    "quantisation constants (QLoRA's 0.127 bits/param)")

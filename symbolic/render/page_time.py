@@ -481,7 +481,7 @@ def _rows(table) -> list:
 
 def not_priced_lines() -> dict:
     """The bill's ``timing.not_priced`` lines the page's choices can raise, by the page's condition:
-    expert parallelism, LoRA under ZeRO-3, a quantised base (each the one line its layout gets)."""
+    expert parallelism, LoRA under ZeRO-3, a quantised base, offload (each the one line its layout gets)."""
     from ..bill.timing import not_priced
     from ..layout.layout import Layout
 
@@ -492,7 +492,9 @@ def not_priced_lines() -> dict:
         return lines[0]
 
     return {"ep": one(Layout(ep=2)), "lora_zero3": one(Layout(lora=16, zero=3)),
-            **{f"base:{base}": one(Layout(lora=16, base_dtype=base)) for base in ("int8", "nf4")}}
+            **{f"base:{base}": one(Layout(lora=16, base_dtype=base)) for base in ("int8", "nf4")},
+            **{f"offload:{kind}": one(Layout(offload=kind)) for kind in ("optimizer", "params")},
+            "activation_offload": one(Layout(activation_offload=True))}
 
 
 __all__ = ["HARDWARE_FIGURES", "hardware_symbol", "hardware_values", "pricing_class", "symbolic_hardware",
