@@ -108,3 +108,35 @@ def test_a_damaged_plan_entry_is_discarded_and_derived_again(tmp_path, monkeypat
     _run()
     assert capsys.readouterr().err == ""  # rewritten whole: the next run trusts it
     _forget()
+
+
+def _cli(args, cache, block_sympy):
+    """``python -m symbolic ARGS`` in a fresh process on ``cache``; ``block_sympy``: sympy made
+    unimportable first (``sys.modules['sympy'] = None``), so any import of it fails the command."""
+    import os
+    import subprocess
+    import sys
+
+    guard = "import sys; sys.modules['sympy'] = None; " if block_sympy else ""
+    code = guard + f"import sys; sys.argv = ['symbolic'] + {list(args)!r}; from symbolic.cli import main; sys.exit(main())"
+    env = dict(os.environ, SYMBOLIC_CACHE_DIR=str(cache))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.mark.parametrize("args", [
+    ["plan", "gpt-7b", "--gpus", "16", "--gpu-memory", "80GB", "--global-batch", "32", "--top", "3"],
+    ["plan", "gpt-7b", "--gpus", "16", "--gpu-memory", "80GB", "--global-batch", "32", "--json"],
+    ["bill", "gpt-7b"],
+], ids=["plan-text", "plan-json", "bill"])
+def test_a_cold_cached_plan_and_bill_never_import_sympy(tmp_path, args):
+    """Issue 24's cold path: once the cache holds a command's formulas, a fresh process answers it
+    with sympy unimportable — the same output, byte for byte, as the process that derived them
+    (but the plan's measured "evaluated in N ms")."""
+    import re
+
+    first = _cli(args, tmp_path, block_sympy=False)
+    assert first.returncode == 0, first.stderr
+    second = _cli(args, tmp_path, block_sympy=True)
+    assert second.returncode == 0, second.stderr
+    timing_free = lambda text: re.sub(r"evaluated in [0-9,]+ ms", "evaluated in N ms", text)  # noqa: E731
+    assert timing_free(second.stdout) == timing_free(first.stdout) and len(first.stdout) > 200

@@ -100,3 +100,18 @@ def test_no_valid_layout_is_an_empty_table_and_too_many_a_refusal(monkeypatch):
     monkeypatch.setattr(P, "MAX_LAYOUTS", 100)
     with pytest.raises(ConfigError, match="more than 100 layouts"):
         enumerate_layouts(preset("gpt-22b"), 64, global_batch=64)
+
+
+def test_divisors_equal_sympys():
+    """``plan.divisors`` (trial division up to ``TRIAL_DIVISION_MAX``, sympy's above) against
+    ``sympy.divisors``: every n ≤ 20,000, powers, primes and hard composites on both sides of the bound."""
+    import sympy
+
+    from symbolic.search.plan import TRIAL_DIVISION_MAX
+
+    cases = list(range(1, 20_001)) + [2**k for k in range(15, 41)] + [
+        TRIAL_DIVISION_MAX - 1, TRIAL_DIVISION_MAX, TRIAL_DIVISION_MAX + 1, 9_999_999_967,  # the largest prime < 10^10
+        99_991 * 99_989, 7**3 * 13**2 * 9_973, 3**20, 2**61 - 1, (2**31 - 1) * (2**61 - 1), 12_288 * 1_000_003]
+    for n in cases:
+        assert divisors(n) == [int(x) for x in sympy.divisors(n)], n
+    assert divisors(1024) == [2**k for k in range(11)] and len(divisors(10**16)) == 289

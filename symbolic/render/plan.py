@@ -13,7 +13,7 @@ MAX_LISTED = 20_000
 def margin_words(margin: int) -> str:
     """How a header names the margin: the default's origin (the bill's not-counted estimate), or its size."""
     from ..bill.evaluate import default_margin
-    from ..core.numeric import fmt
+    from ..core.units import fmt  # (core.numeric re-exports it, but imports sympy)
     if not margin:
         return "no margin"
     if margin == default_margin():
@@ -40,7 +40,7 @@ def top_fix(result, closest) -> str:
 
 
 def _assumptions(result) -> dict[str, str]:
-    from ..core.numeric import fmt
+    from ..core.units import fmt  # (core.numeric re-exports it, but imports sympy)
 
     return {
         "memory": (f"fits when the peak of the step on the busiest GPU (the bill's verdict: model states, the "
@@ -201,7 +201,7 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
     """The plan as text ``width`` columns wide: the answer first (how many
     layouts fit, the best one against the GPU), the assumptions, the table
     (a compact form below 160 columns)."""
-    from ..core.numeric import fmt
+    from ..core.units import fmt  # (core.numeric re-exports it, but imports sympy)
     from ..render.summary import lever_words, plan_summary, wrap
 
     model = result.model
@@ -305,11 +305,9 @@ def _gb(value) -> str:
 
 
 def _num(value, unit: int) -> str:
-    from sympy import Rational
+    from ..core.units import as_fraction, round_half_up  # exact, without sympy
 
-    from ..core.numeric import round_half_up
-
-    return f"{round_half_up(Rational(value) / unit, 2):,.2f}"
+    return f"{round_half_up(as_fraction(value) / unit, 2):,.2f}"
 
 
 def _describe(layout) -> str:

@@ -52,21 +52,25 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Mapping
 
-import numpy as np
-from sympy import Add, Expr, Integer, Rational, Symbol, ceiling
-from sympy import divisors as sympy_divisors
+from typing import TYPE_CHECKING
 
-from ..core.dims import (B, C_f, E, E_s, L, L_1, L_d, L_p, P, Psi, V, a, b, c, d, d_h, d_n, d_r, d_v, e, e_t, f,
-                          f_e, f_s, g, h, k, m, p, r, r_kv, r_q, s, t, v, L_n)
+import numpy as np
+
+# No sympy here: a plan whose groups' formulas are cached (group_formulas) reads them as text and
+# computes in ints and Fractions, so sympy (≈ 0.3–0.5 s to import) loads only where a group is
+# derived — inside the functions below that build expressions.
+from ..layout.choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from ..layout.layout import Layout, stage_layers
-from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
-from ..ledgers import activations, flops, params, peak, states
+from ..layout.recipes import RECIPES  # the ledgers' recipes (ledgers.states re-exports them), as plain data
+from ..ledgers.buffers import CommSettings
 from ..ledgers.hardware import Hardware
 from ..ledgers.hardware import load as load_hardware
 from ..ledgers.time import Overlap, price
-from ..ledgers.transients import CommSettings
 from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig, check_position_table, positive_int
 from ..models.structure import Structure
+
+if TYPE_CHECKING:
+    from sympy import Expr
 
 #: The argument list of every vectorised ledger function (unused ones are ignored):
 #: the GPT letters, then the LLaMA/MoE ones (key/value heads, experts, top-k, shared, expert width),
@@ -74,10 +78,42 @@ from ..models.structure import Structure
 #: capacity factor (symbolic.layout.experts).
 #: m: micro-batch chunks in flight on the first stage (``Layout.in_flight``); m_last: on the last.
 #: Last, the composed families' own letters (symbolic.models.architectures.composed), fixed per model.
-m_last = Symbol("m_last", positive=True, integer=True)
 #: L_1, L_p: layers on the first and the last stage (uneven stages; Layout.values). r: the LoRA rank.
-ARGS = (s, b, h, a, L, V, t, p, d, f, v, Psi, g, E, k, E_s, f_e, c, e, e_t, C_f, m, m_last,
-        P, d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, L_1, L_p, r, L_n)
+#: By name (the guarded reader's formulas read them so); the sympy symbols, :data:`ARGS` and
+#: ``m_last``, are built on first use (:func:`_letters`).
+ARG_NAMES = ("s", "b", "h", "a", "L", "V", "t", "p", "d", "f", "v", "Psi", "g", "E", "k", "E_s", "f_e", "c", "e",
+             "e_t", "C_f", "m", "m_last", "P", "d_h", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v", "L_1",
+             "L_p", "r", "L_n")
+#: The time model's arguments: the ledgers' letters and B (sequences per iteration).
+TIME_NAMES = ARG_NAMES + ("B",)
+
+
+@lru_cache(maxsize=None)
+def _letters() -> dict:
+    """The sympy symbol of every name of :data:`TIME_NAMES`: ``symbolic.core.dims``'s, and the
+    plan-local ``m_last`` (chunks in flight on the last stage)."""
+    from sympy import Symbol
+
+    from ..core import dims
+    letters = {name: getattr(dims, name, None) for name in TIME_NAMES}
+    letters["m_last"] = Symbol("m_last", positive=True, integer=True)
+    wrong = [name for name, x in letters.items() if x is None or x.name != name]
+    if wrong:
+        raise ValueError(f"plan letters {wrong} are not symbolic.core.dims symbols of those names")
+    return letters
+
+
+def __getattr__(name: str):
+    """``ARGS``, ``TIME_ARGS`` and ``m_last`` (sympy symbols), built on first use (PEP 562)."""
+    if name == "m_last":
+        return _letters()["m_last"]
+    if name == "ARGS":
+        return tuple(_letters()[x] for x in ARG_NAMES)
+    if name == "TIME_ARGS":
+        return tuple(_letters()[x] for x in TIME_NAMES)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: The model's letters a plan holds fixed while it sweeps the layout's.
 MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e",
                  "P", "d_h", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v", "L_n")
@@ -116,6 +152,7 @@ def _inventories(structure: Structure):
 @lru_cache(maxsize=None)
 def params_expr(structure: Structure) -> Expr:
     """The configuration's parameter count (the bill's ``params``)."""
+    from ..ledgers import params
     return params.count(_inventories(structure)[0])
 
 
@@ -127,6 +164,10 @@ def states_expr(optimizer: str, zero: int, cp: bool = False, structure: Structur
     the routed experts on the expert grid (e, e_t: the symbols when ``ep``/``etp``, else 1 and t),
     as the bill (``states.expert_blocks``). ``uneven``: the first stage's L_1 of L layers (the
     bill's ``stage_ways``), not L/p."""
+    from sympy import Add
+
+    from ..core.dims import L, L_1, c, e, e_t, p, t
+    from ..ledgers import states
     recipe, context = states.RECIPES[optimizer], c if cp else 1
     stage = L / L_1 if uneven else p
     if structure is None or not _has_experts(structure):
@@ -160,11 +201,12 @@ def _stage_strategy(sp: bool, recompute: str, dtype: str, schedule: str, cp: boo
     """The bill's strategy of ``stage`` with the chunks in flight as a letter (m first, m_last last),
     so one expression serves every m and p (``Layout.in_flight`` gives the values); with uneven
     stages its layers are L_1 (first) or L_p (last)."""
+    from ..core.dims import m
     strategy = _representative(sp, recompute, dtype, schedule, cp, experts, fp8_activations,
                                uneven).strategy(stage)
     if schedule == "none":
         return strategy
-    return replace(strategy, in_flight=m if stage == "first" else m_last)
+    return replace(strategy, in_flight=m if stage == "first" else _letters()["m_last"])
 
 
 @lru_cache(maxsize=None)
@@ -175,6 +217,9 @@ def activations_expr(structure: Structure, sp: bool, recompute: str, dtype: str,
     chunks in flight (m) × layers per chunk × each saved tensor's bytes. ``fp8_activations``: the
     linear layers' saved inputs in FP8 (``strategies.fp8_gemm_inputs``); ``uneven``: the first
     stage's L_1 layers."""
+    from sympy import Add
+
+    from ..ledgers import activations
     strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, "first", experts, fp8_activations, uneven)
     in_flight, layers_held = strategy.layers_held()
     inventory = activations.layer_inventory(strategy, _inventories(structure)[1])
@@ -191,6 +236,10 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
     all-to-all's staging, in the letters, is in): the step's peak on the busiest stage is their
     maximum (``symbolic.ledgers.peak``). (label, bytes) pairs. ``uneven``: each stage's model
     states over its own layers (L_1, L_p), in whole bytes as the bill's."""
+    from sympy import Add, Integer, Rational, ceiling
+
+    from ..core.dims import L, L_1, L_p, c, p
+    from ..ledgers import peak, states
     from ..models.architectures import output
 
     param_inv, base, _ = _inventories(structure)
@@ -241,10 +290,15 @@ def comm_bytes(tp, dp, pp, cp, ep=1, etp=None, settings: CommSettings = CommSett
 
 
 def _state_blocks(recipe, zero: int, cp: bool, structure: Structure | None, ep: bool, etp: bool,
-                  stage_ways: Expr = p) -> dict:
+                  stage_ways: "Expr | None" = None) -> dict:
     """Model-state bytes per GPU of each block of ``recipe`` as the bill's lines: the dense grid,
     or for a mixture of experts its routed experts on the expert grid (:func:`states_expr`);
-    ``stage_ways``: p, or L/L_1 (L/L_p) on the first (last) of uneven stages."""
+    ``stage_ways``: p (None), or L/L_1 (L/L_p) on the first (last) of uneven stages."""
+    from sympy import Integer
+
+    from ..core.dims import c, e, e_t, p, t
+    from ..ledgers import states
+    stage_ways = p if stage_ways is None else stage_ways
     context = c if cp else Integer(1)
     if structure is None or not _has_experts(structure):
         return states.blocks(recipe, zero, context_parallel=context, pipeline_parallel=stage_ways)
@@ -260,6 +314,7 @@ def flops_expr(structure: Structure, recompute: str, modules: tuple = ()) -> Exp
     (the bill's ``flops`` lines, before × micro-batches): with a fused attention
     kernel, its backward's recomputed Q·Kᵀ too."""
     from ..bill.derive import fused_backward_recompute, recompute_for_flops
+    from ..ledgers import flops
     _, saved, matmuls = _inventories(structure)
     return (flops.hardware_training(recompute_for_flops(recompute, saved, modules), matmuls)
             + fused_backward_recompute(saved, matmuls))
@@ -269,14 +324,8 @@ def flops_expr(structure: Structure, recompute: str, modules: tuple = ()) -> Exp
 def model_flops_expr(structure: Structure) -> Expr:
     """Model FLOPs of one micro-batch (forward + backward, nothing recomputed: the
     bill's ``model_flops_per_iteration`` before × micro-batches)."""
+    from ..ledgers import flops
     return flops.model_training(_inventories(structure)[2])
-
-
-#: The time model's arguments: the ledgers' letters and B (sequences per iteration).
-TIME_ARGS = ARGS + (B,)
-#: The names of the letters (the guarded reader's formulas read them by name).
-ARG_NAMES = tuple(x.name for x in ARGS)
-TIME_NAMES = tuple(x.name for x in TIME_ARGS)
 
 
 @lru_cache(maxsize=None)
@@ -438,6 +487,10 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
     activation offload's double buffer (``peak.stage_instants``), and LoRA's FLOPs: a frozen weight
     has no weight gradient, the adapters train (forward, input and weight gradients)."""
     from ..bill.derive import fused_backward_recompute, lora_forward_flops, lora_saved, recompute_for_flops
+    from sympy import Add, Integer, ceiling
+
+    from ..core.dims import L, L_1, L_p, c, e, e_t, p, t
+    from ..ledgers import activations, flops, peak, states
     from ..ledgers.transients import all_to_all_staging
     from ..models.architectures import output
 
@@ -526,7 +579,8 @@ class GroupFormulas:
         ledgers = ([exprs["model_states_bytes"], exprs["activation_bytes"]]
                    + [expr for _, expr in exprs["peak_candidates"]]
                    + [exprs["flops_per_micro_batch"], exprs["model_flops_per_micro_batch"]])
-        missing = set().union(exprs["params"].free_symbols, *(x.free_symbols for x in ledgers)) - set(ARGS)
+        missing = set().union(exprs["params"].free_symbols, *(x.free_symbols for x in ledgers)) - {
+        _letters()[name] for name in ARG_NAMES}
         if missing:
             raise ValueError(f"plan: {sorted(map(str, missing))} not among the plan's letters")
         common, reduced = cse(ledgers, symbols=numbered_symbols("cse_"))
@@ -691,34 +745,57 @@ def exact_totals(model: ModelConfig, layout: Layout, params_hand: int | None = N
     model_flops = int(rest[-1]) * micro_batches
     gpus = layout.gpus
     return {"params": count, "model_states_bytes": model_states, "activation_bytes": acts,
-            "paper_total_bytes": _whole(Rational(model_states) + acts), "total_bytes": _whole(verdict),
+            "paper_total_bytes": _whole(Fraction(model_states) + acts), "total_bytes": _whole(verdict),
             "flops_per_iteration": flops_iteration,
-            "model_flops_per_iteration": model_flops, "flops_per_gpu_per_iteration": Rational(flops_iteration, gpus)}
+            "model_flops_per_iteration": model_flops, "flops_per_gpu_per_iteration": _whole(Fraction(flops_iteration, gpus))}
 
 
 def layout_values(model: ModelConfig, layout: Layout) -> dict[str, int]:
     """The layout's dimension values and its chunks in flight (m first stage, m_last last stage)."""
     values: dict = dict(layout.values(model), m=layout.in_flight("first"))
-    values[m_last] = layout.in_flight("last")  # a plan-local letter: keyed by its symbol
+    values[_letters()["m_last"]] = layout.in_flight("last")  # a plan-local letter: keyed by its symbol
     return values
 
 
 def _whole(x):
-    """As the bill: an int when whole, else the exact Rational."""
-    x = Rational(x)
-    return int(x) if x.is_Integer else x
+    """As the bill: an int when whole, else the exact Fraction."""
+    x = Fraction(x)
+    return int(x) if x.denominator == 1 else x
 
 
 # --- enumeration -------------------------------------------------------------
 
+#: Up to this n, :func:`divisors` factors by trial division (≤ 10^5 trial divisors, ≈ 3 ms at worst);
+#: above it, by sympy's ``factorint``.
+TRIAL_DIVISION_MAX = 10**10
+
+
 def divisors(n: int) -> list[int]:
-    """Every divisor of ``n``, ascending: sympy's :func:`~sympy.ntheory.factor_.divisors`, from the
-    prime factorisation (``factorint``: trial division, Pollard rho and p−1), not a trial range.
-    At a plan's sizes (8–12,288) it takes 6–8 µs against 3–6 µs for the hand-written Miller–Rabin and
-    Pollard–Brent it replaces — under a millisecond over a whole plan's ~100 calls — and it is faster
-    on hard composites ((2^61−1)·(2^31−1): 1.5 ms against 28 ms; the prime 2^89−1: 66 µs against 154 µs)."""
+    """Every divisor of ``n``, ascending, from its prime factorisation. Up to
+    :data:`TRIAL_DIVISION_MAX` (every size a plan meets: GPUs ≤ 10^7, batches, experts) by trial
+    division over 2, 3 and 6k ± 1 here; above it by sympy's :func:`~sympy.ntheory.factor_.divisors`
+    (``factorint``: trial division, Pollard rho and p−1). Why not sympy's always: importing
+    ``sympy.ntheory`` loads sympy's core, 0.35–0.42 s CPU against 0.02–0.03 s for a bare
+    interpreter (2-core machine, load ≈ 2, 2026-12-02), which is most of a cold ``plan`` whose
+    formulas are cached; the factoring itself takes microseconds either way at these sizes.
+    ``tests/test_plan_enumeration.py`` holds it equal to sympy's on every n ≤ 20,000 and on
+    large and hard ones."""
     positive_int("n", n)
-    return [int(x) for x in sympy_divisors(n)]
+    if n > TRIAL_DIVISION_MAX:
+        from sympy import divisors as sympy_divisors
+        return [int(x) for x in sympy_divisors(n)]
+    out, rest, q = [1], n, 2
+    while q * q <= rest:
+        power = 0
+        while rest % q == 0:
+            rest //= q
+            power += 1
+        if power:
+            out = [x * q**i for x in out for i in range(power + 1)]
+        q += 1 if q == 2 else (2 if q % 6 in (3, 5) else 4)  # 2, 3, 5, 7, 11, 13, …: then 6k ± 1
+    if rest > 1:
+        out = out + [x * rest for x in out]
+    return sorted(out)
 
 
 #: The most layouts one plan enumerates (≈ 30 s on one core); a wider sweep is refused with what to fix.
@@ -777,8 +854,8 @@ class Planned:
 def _jsonable(value):
     if value is None or isinstance(value, (bool, int, str, float)):
         return value
-    value = Rational(value)
-    return int(value) if value.is_Integer else f"{value.p}/{value.q}"
+    value = Fraction(value)
+    return int(value) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
 
 
 @dataclass
@@ -830,9 +907,9 @@ class Plan:
         """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
         layout = self.layout_at(i)
         totals = exact_totals(self.model, layout, self.params_hand)
-        headroom = _whole(self.usable - Rational(totals["total_bytes"]))
+        headroom = _whole(self.usable - Fraction(totals["total_bytes"]))
         breakdown = {name: float(self.table["time_" + name][i]) for name in TIME_COLUMNS[:-2]}
-        return Planned(layout, totals, headroom, bool(Rational(headroom) >= 0), float(self.table["step_seconds"][i]),
+        return Planned(layout, totals, headroom, bool(headroom >= 0), float(self.table["step_seconds"][i]),
                        float(self.table["bubble"][i]), float(self.table["recompute_overhead"][i]),
                        _binding(self, i, layout, headroom), int(self.table["micro_batches"][i]), breakdown,
                        float(self.table["time_model_tflops_per_gpu"][i]), float(self.table["time_mfu"][i]))
@@ -859,15 +936,15 @@ def _binding(plan: Plan, i: int, layout: Layout, headroom) -> str:
     optimizer step — as a share of the step. A layout that does not fit is
     bound by memory.
     """
-    if Rational(headroom) < 0:
-        return f"memory: over by {float(-Rational(headroom)) / 1e9:.2f} GB"
+    if headroom < 0:
+        return f"memory: over by {float(-Fraction(headroom)) / 1e9:.2f} GB"
     if layout.recompute != "none":
         lighter = RECOMPUTE_ORDER[RECOMPUTE_ORDER.index(layout.recompute) - 1]
         try:
             total = exact_totals(plan.model, replace(layout, recompute=lighter), plan.params_hand)["total_bytes"]
         except ConfigError:
             total = None
-        if total is not None and Rational(total) > plan.usable:
+        if total is not None and total > plan.usable:
             without = "no recompute" if lighter == "none" else f"{lighter} recompute"
             return f"memory: {without} would need {float(total) / 1e9:.2f} GB"
     return time_binding({name: float(plan.table["time_" + name][i]) for name in TIME_COLUMNS[:-2]},
@@ -1126,11 +1203,11 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     positive_int("gpu_memory", gpu_memory)
     if margin < 0 or margin >= gpu_memory:
         raise ConfigError(f"margin ({margin:,} B) must be at least 0 and below the GPU memory ({gpu_memory:,} B)")
-    if optimizer not in states.RECIPES:
-        raise ConfigError(f"unknown optimizer {optimizer!r}; recipes: {', '.join(states.RECIPES)}")
+    if optimizer not in RECIPES:
+        raise ConfigError(f"unknown optimizer {optimizer!r}; recipes: {', '.join(RECIPES)}")
     if optimizer_impl not in ("foreach", "fused"):
         raise ConfigError(f"optimizer-impl must be foreach or fused, not {optimizer_impl!r}")
-    if states.RECIPES[optimizer].factored:
+    if RECIPES[optimizer].factored:
         raise ConfigError(f"optimizer {optimizer}: its factored states need the parameters' shapes; plan sweeps "
                           "per-parameter recipes — use `symbolic bill` for it")
     if dtype not in FLOAT_ACTIVATION_DTYPES:
@@ -1203,7 +1280,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                          fp8_activations=fp8_activations, flash_attention=flash_attention, loss=loss,
                          first_stage_layers=first_stage_layers,
                          last_stage_layers=last_stage_layers, **levers)
-        fits[i] = Rational(exact_totals(model, layout, params_hand)["total_bytes"]) <= usable
+        fits[i] = exact_totals(model, layout, params_hand)["total_bytes"] <= usable
     bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
     sequences = table["micro_batch"] * micro_batches_total
     # The step-time model, priced for the layouts that fit (the others are never ranked).
