@@ -143,3 +143,24 @@ def test_derive_refuses_an_arch_that_contradicts_the_model():
                            "--arch", "llama"], capture_output=True, text=True)
     assert done.returncode == 2 and "contradicts --model gpt-175b" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_output_is_probed_before_the_work_and_left_as_it_was(tmp_path):
+    """``check_output`` opens the named file before a command's work (the calculator page takes seconds):
+    a new name is created and removed again, an existing file is not changed, and a place the filesystem
+    refuses even to root (sysfs) is one ConfigError naming the field, not a failure after the work."""
+    import os
+
+    from symbolic.commands._options import check_output
+    from symbolic.models.config import ConfigError
+
+    new = tmp_path / "page.html"
+    assert check_output(str(new)) == new and not new.exists()
+    old = tmp_path / "old.html"
+    old.write_text("kept")
+    before = os.stat(old).st_mtime_ns
+    check_output(str(old))
+    assert old.read_text() == "kept" and os.stat(old).st_mtime_ns == before
+    if os.path.isdir("/sys/kernel"):
+        with pytest.raises(ConfigError, match=r"--output '/sys/kernel/symbolic-test\.html'"):
+            check_output("/sys/kernel/symbolic-test.html")

@@ -289,6 +289,18 @@ def check_output(path: str, field: str = "--output") -> Path:
                           "elsewhere")
     if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise ConfigError(f"{field} {clean(path)!r}: not writable (permissions); write elsewhere")
+    # os.access answers yes to root everywhere, but a filesystem may still refuse (sysfs, a read-only
+    # mount): open the file now — created and removed again if new, untouched if it exists — so the
+    # refusal comes before the work (the calculator page takes seconds to build), not after it.
+    try:
+        if mode is None and not os.path.lexists(target):   # (a dangling link is left to the write)
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            os.unlink(target)
+        elif mode is not None:
+            os.close(os.open(target, os.O_WRONLY))
+    except OSError as error:
+        reason = os.strerror(error.errno) if error.errno else "refused"
+        raise ConfigError(f"{field} {clean(path)!r}: cannot write there ({reason.lower()}); write elsewhere") from None
     return target
 
 
