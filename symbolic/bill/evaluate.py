@@ -185,20 +185,19 @@ class _CompiledBill:
     """A derivation's formulas compiled once (:func:`~symbolic.core.expressions.compile_formulas`):
     ``before_states`` gives params and the routed experts' params at the dimension values
     (``has_routed``: whether the model has routed experts); ``at_states`` every other distinct formula at them and Psi; ``line_slots``
-    and ``slots`` say where each line's and each named total's number is; ``peaks`` the verdict's
-    (stage, phase, class, formula, slot)."""
+    and ``slots`` say where each line's and each named total's number is; ``line_fields`` and
+    ``ledger_slots`` build the lines and sum the ledgers; ``instants`` the verdict's candidates."""
 
     before_states: object
     has_routed: bool
     at_states: object
     line_slots: tuple[int, ...]
     slots: dict[str, int]
-    peaks: tuple[tuple[str, str, str, str, int], ...]
     #: each line's fields but its value (a placeholder in its place: the same key order as ``Line(...)``)
     line_fields: tuple[dict, ...] = ()
     #: ledger → the slots of its lines, in line order (the ledger's total is their sum)
     ledger_slots: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    #: the verdict's candidate instants: ((stage, phase), {class: (formula, slot)}), as ``peaks`` builds them
+    #: the verdict's candidate instants: ((stage, phase), {class: (formula, slot)}), from the PEAK_PREFIX formulas
     instants: tuple = ()
 
 
@@ -231,7 +230,7 @@ def _compiled(derived: DerivedBill) -> _CompiledBill:
     compiled = _CompiledBill(
         before_states=compile_formulas([derived.formulas["params"], derived.formulas.get("params_routed_experts", "0")]),
         has_routed="params_routed_experts" in derived.formulas,
-        at_states=compile_formulas(list(order)), line_slots=line_slots, slots=slots, peaks=peaks,
+        at_states=compile_formulas(list(order)), line_slots=line_slots, slots=slots,
         line_fields=tuple(_line_fields(line) for line in derived.lines),
         ledger_slots=tuple((ledger, tuple(found)) for ledger, found in by_ledger.items()),
         instants=tuple(instants.items()))

@@ -86,10 +86,19 @@ PAGE_GPUS = ("a100-40gb", "a100-80gb", "a800-80gb", "h100-sxm", "h800", "h200", 
 TABLE_FIGURES = tuple(f"table_{kind}_{stage}" for kind in ("gemm", "grouped") for stage in
                       ("forward", "input_gradient", "weight_gradient")) + ("table_attention_forward",
                                                                             "table_attention_backward")
-HARDWARE_FIGURES = ("peak_bf16", "peak_gemm_fp8", "hbm_bandwidth", "nvlink_bandwidth", "nvlink_efficiency",
-                    "nvlink_domain", "internode_bandwidth", "internode_efficiency", "latency_base",
-                    "latency_nvlink_step", "latency_network_step", "usage_nvlink", "usage_network", "kernel_scale",
-                    "kernel_ceiling", "fp8_ratio", "memory_efficiency", "loss_memory_efficiency") + TABLE_FIGURES
+#: The hardware file's figures: page figure → (``Hardware`` field, the key where the field is a dict).
+HARDWARE_FIELDS = {"peak_bf16": ("peak_bf16_flops", None), "peak_gemm_fp8": ("peak_fp8_flops", None),
+                   "hbm_bandwidth": ("hbm_bandwidth", None), "nvlink_bandwidth": ("nvlink_bandwidth", None),
+                   "nvlink_efficiency": ("nvlink_efficiency", None), "nvlink_domain": ("nvlink_domain", None),
+                   "internode_bandwidth": ("internode_bandwidth", None),
+                   "internode_efficiency": ("internode_efficiency", None), "latency_base": ("latency", "base"),
+                   "latency_nvlink_step": ("latency", "nvlink_step"),
+                   "latency_network_step": ("latency", "network_step"),
+                   "usage_nvlink": ("processor_usage", "nvlink"), "usage_network": ("processor_usage", "network")}
+#: The kernel tables' figures: page figure → ``KernelTables`` field.
+KERNEL_FIELDS = {"kernel_scale": "scale", "kernel_ceiling": "ceiling", "fp8_ratio": "fp8_ratio",
+                 "memory_efficiency": "memory_efficiency", "loss_memory_efficiency": "loss_memory_efficiency"}
+HARDWARE_FIGURES = (*HARDWARE_FIELDS, *KERNEL_FIELDS, *TABLE_FIGURES)
 
 
 def hardware_symbol(name: str):
@@ -111,17 +120,13 @@ def hardware_values(hw) -> dict:
     from ..ledgers import kernels
 
     tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
-    return {"peak_bf16": hw.peak_bf16_flops, "peak_gemm_fp8": hw.peak_fp8_flops or hw.peak_bf16_flops,
-            "hbm_bandwidth": hw.hbm_bandwidth, "nvlink_bandwidth": hw.nvlink_bandwidth,
-            "nvlink_efficiency": hw.nvlink_efficiency, "internode_bandwidth": hw.internode_bandwidth,
-            "internode_efficiency": hw.internode_efficiency, "latency_base": hw.latency["base"],
-            "latency_nvlink_step": hw.latency["nvlink_step"], "latency_network_step": hw.latency["network_step"],
-            "usage_nvlink": hw.processor_usage["nvlink"], "usage_network": hw.processor_usage["network"],
-            "kernel_scale": tables.scale, "kernel_ceiling": tables.ceiling,
-            "fp8_ratio": 1.0 if tables.fp8_ratio is None else tables.fp8_ratio,
-            "memory_efficiency": tables.memory_efficiency, "loss_memory_efficiency": tables.loss_memory_efficiency,
-            "nvlink_domain": hw.nvlink_domain,
-            **{name: kernels.table_id(table) for name, table in _table_tables(tables).items()},
+    values = {figure: getattr(hw, field) if key is None else getattr(hw, field)[key]
+              for figure, (field, key) in HARDWARE_FIELDS.items()}
+    values.update({figure: getattr(tables, field) for figure, field in KERNEL_FIELDS.items()})
+    values["peak_gemm_fp8"] = hw.peak_fp8_flops or hw.peak_bf16_flops
+    if tables.fp8_ratio is None:
+        values["fp8_ratio"] = 1.0
+    return {**values, **{name: kernels.table_id(table) for name, table in _table_tables(tables).items()},
             **_fabric_values(hw, tables)}
 
 
@@ -187,21 +192,19 @@ def symbolic_hardware(hw):
 
     x = {name: hardware_symbol(name) for name in HARDWARE_FIGURES}
     tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
-    symbolic = replace(hw, peak_bf16_flops=x["peak_bf16"], peak_fp8_flops=x["peak_gemm_fp8"],
-                       hbm_bandwidth=x["hbm_bandwidth"], nvlink_bandwidth=x["nvlink_bandwidth"],
-                       nvlink_efficiency=x["nvlink_efficiency"], nvlink_domain=x["nvlink_domain"],
-                       internode_bandwidth=x["internode_bandwidth"],
-                       internode_efficiency=x["internode_efficiency"],
-                       latency={"base": x["latency_base"], "nvlink_step": x["latency_nvlink_step"],
-                                "network_step": x["latency_network_step"]},
-                       processor_usage={"nvlink": x["usage_nvlink"], "network": x["usage_network"]})
+    changes: dict = {}
+    for figure, (field, key) in HARDWARE_FIELDS.items():
+        if key is None:
+            changes[field] = x[figure]
+        else:
+            changes.setdefault(field, {})[key] = x[figure]
+    symbolic = replace(hw, **changes)
     figures = {f.name: getattr(tables, f.name) for f in fields(tables)}
     looked_up = {name: _SymbolicTable(x[name]) for name in _table_tables(tables)}
     figures.update(gemm={stage: looked_up[f"table_gemm_{stage}"] for stage in tables.gemm},
                    grouped={stage: looked_up[f"table_grouped_{stage}"] for stage in tables.grouped},
                    attention={stage: looked_up[f"table_attention_{stage}"] for stage in tables.attention})
-    figures.update(scale=x["kernel_scale"], ceiling=x["kernel_ceiling"], fp8_ratio=x["fp8_ratio"],
-                   memory_efficiency=x["memory_efficiency"], loss_memory_efficiency=x["loss_memory_efficiency"])
+    figures.update({field: x[figure] for figure, field in KERNEL_FIELDS.items()})
     figures.update(collectives={
         name: kernels.Collective(hardware_symbol(_fabric_name(name, "bus")), hardware_symbol(_fabric_name(name, "step")),
                                  hardware_symbol(_fabric_name(name, "fixed")),
