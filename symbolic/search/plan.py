@@ -687,17 +687,46 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
         x = np.asarray(x)
         return x[lo:hi] if x.ndim and x.shape[0] == n else x
 
-    blocks = [_sweep_block(group, {k: part(x, lo, lo + SWEEP_BLOCK) for k, x in values.items()},
-                           part(micro_batches, lo, lo + SWEEP_BLOCK), params_hand)
-              for lo in range(0, n, SWEEP_BLOCK)]
-    return {name: np.concatenate([np.broadcast_to(block[name], (min(SWEEP_BLOCK, n - k * SWEEP_BLOCK),))
-                                  for k, block in enumerate(blocks)]) for name in blocks[0]}
+    whole: dict[str, np.ndarray] = {}
+    for lo in range(0, n, SWEEP_BLOCK):  # each block written into its slice of the whole arrays
+        hi = min(lo + SWEEP_BLOCK, n)
+        block = _sweep_block(group, {k: part(x, lo, hi) for k, x in values.items()}, part(micro_batches, lo, hi),
+                             params_hand, {name: x[lo:hi] for name, x in whole.items()})
+        if not whole:
+            whole = {name: np.empty(n, dtype=np.result_type(x)) for name, x in block.items()}
+        for name, x in block.items():
+            if not (isinstance(x, np.ndarray) and np.may_share_memory(x, whole[name])):
+                whole[name][lo:hi] = x
+    return whole
 
 
-def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, params_hand=None) -> dict[str, np.ndarray]:
-    """:func:`sweep` of one block."""
-    params_of, ledgers_of = group_formulas(group).functions()
-    # Floats throughout: FLOPs per iteration pass 2^63 for large models, and int64 would wrap silently.
+#: The sweep's outputs, in the order :func:`_sweep_kernel` lists them.
+SWEEP_OUTPUTS = ("params", "model_states_bytes", "activation_bytes", "paper_total_bytes", "total_bytes",
+                 "flops_per_iteration", "model_flops_per_iteration")
+#: Below this many configurations a block is evaluated by the formulas' expression form (compiled when
+#: the group's formulas are read) rather than compiling the kernel (:mod:`symbolic.search.kernel`):
+#: the same doubles either way, the kernel's compile (~1 ms a group) paid only where it is repaid.
+KERNEL_MIN = 2048
+
+
+def _sweep_kernel(formulas: GroupFormulas, arrays: frozenset, hand: bool, papers_only: bool = False):
+    """The group's kernel: params, states, activations, their sum, the verdict (the largest candidate
+    instant + the communicator buffers, input ``_comm``), FLOPs and model FLOPs per iteration (× input
+    ``_mb``); ``papers_only``: the sum of states and activations alone."""
+    from .kernel import program
+
+    states, acts, *rest = formulas.reduced
+    candidates, flops_micro, model_flops_micro = rest[:-2], rest[-2], rest[-1]
+    paper = ("add", states, acts)
+    outputs = ((paper,) if papers_only else
+               (formulas.params, states, acts, paper, ("add", ("max", *candidates), ("in", "_comm")),
+                ("mul", flops_micro, ("in", "_mb")), ("mul", model_flops_micro, ("in", "_mb"))))
+    return program(formulas.common, outputs, arrays, None if hand else formulas.params)
+
+
+def _block_env(values: Mapping[str, object], micro_batches):
+    """The letters as the expression form reads them: every given value float64 (a scalar a 0-d
+    array), every other letter 1.0; m and m_last by the layout's rule where not given."""
     values = dict(values)
     values.setdefault("c", 1)
     if "m" not in values or "m_last" not in values:  # the chunks in flight, by the layout's rule
@@ -707,8 +736,49 @@ def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, para
         values.setdefault("m", in_flight_array(pp, vv, m_iter, "first"))
         values.setdefault("m_last", in_flight_array(pp, vv, m_iter, "last"))
     given = {k: np.asarray(x, dtype=np.float64) for k, x in values.items()}
-    values = dict.fromkeys(ARG_NAMES, 1.0)  # a GPT model has no g, E, k, E_s, f_e: its formulas do not read them
-    values.update(given)
+    env = dict.fromkeys(ARG_NAMES, 1.0)  # a GPT model has no g, E, k, E_s, f_e: its formulas do not read them
+    env.update(given)
+    return env, given
+
+
+def _plain_length(env: Mapping[str, object], micro_batches) -> int | None:
+    """The one length of every array among ``env`` and ``micro_batches`` (the others scalars), or
+    None: a shape the kernel does not take (a length-1 array beside longer ones, 2-D)."""
+    n = None
+    for x in (*env.values(), micro_batches):
+        shape = np.shape(x)
+        if not shape:
+            continue
+        if len(shape) != 1 or (n is not None and shape[0] != n):
+            return None
+        n = shape[0]
+    return n
+
+
+def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, params_hand=None,
+                 outs: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """:func:`sweep` of one block (its arrays written into ``outs`` where given)."""
+    formulas = group_formulas(group)
+    # Floats throughout: FLOPs per iteration pass 2^63 for large models, and int64 would wrap silently.
+    values, given = _block_env(values, micro_batches)
+    n = _plain_length(values, micro_batches)
+    comm = comm_bytes(values["t"], values["d"], values["p"], values["c"], values["e"],
+                      given.get("e_t"))  # e_t not given: e_t = t (Megatron-Core's default)
+    micro_batches = np.asarray(micro_batches, dtype=np.float64)
+    if n is not None and n >= KERNEL_MIN and np.ndim(comm) <= 1:
+        arrays = frozenset(k for k, x in values.items() if np.ndim(x)) | frozenset(
+            k for k, x in (("_comm", comm), ("_mb", micro_batches)) if np.ndim(x))
+        kernel = _sweep_kernel(formulas, arrays, params_hand is not None)
+        env = dict(values, _comm=comm, _mb=micro_batches)
+        if params_hand is not None:
+            env["Psi"] = float(params_hand)
+        results = kernel(env, [outs.get(name) if outs else None for name in SWEEP_OUTPUTS], n)
+        out = dict(zip(SWEEP_OUTPUTS, results))
+        out["params"] = np.asarray(out["params"], dtype=np.float64)
+        if np.ndim(out["total_bytes"]) == 0 and np.ndim(out["activation_bytes"]):  # as the expression form
+            out["total_bytes"] = np.full(n, out["total_bytes"])  # broadcasts its verdict to the activations'
+        return out
+    params_of, ledgers_of = formulas.functions()
     values["Psi"] = 0.0
     (count,) = params_of(values)
     count = np.asarray(count, dtype=np.float64)
@@ -719,9 +789,7 @@ def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, para
     verdict = np.array(np.broadcast_to(np.asarray(candidates[0], dtype=np.float64), shape))
     for x in candidates[1:]:  # the largest candidate instant, in place (no stacked copy of them all)
         np.maximum(verdict, x, out=verdict)
-    verdict = verdict + comm_bytes(values["t"], values["d"], values["p"], values["c"], values["e"],
-                                   given.get("e_t"))  # e_t not given: e_t = t (Megatron-Core's default)
-    micro_batches = np.asarray(micro_batches, dtype=np.float64)
+    verdict = verdict + comm
     return {"params": count, "model_states_bytes": model_states, "activation_bytes": acts,
             "paper_total_bytes": model_states + acts, "total_bytes": verdict,
             "flops_per_iteration": flops_micro * micro_batches,

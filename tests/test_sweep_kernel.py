@@ -1,0 +1,84 @@
+"""The sweep's kernel (search.kernel: each operation once, into reused buffers) gives the doubles the
+formulas' expression form gives, bit for bit, on the sweep's groups and shapes."""
+import numpy as np
+import pytest
+
+from symbolic.core.expressions import FormulaError
+from symbolic.search import plan as P
+from symbolic.search.kernel import program
+from symbolic.search.plan import Group
+
+
+def _expression_form(group, values, micro_batches, params_hand=None):
+    """The sweep of one block by the expression form alone (the kernel's threshold out of reach)."""
+    saved = P.KERNEL_MIN
+    P.KERNEL_MIN = 1 << 62
+    try:
+        return P._sweep_block(group, values, micro_batches, params_hand)
+    finally:
+        P.KERNEL_MIN = saved
+
+
+def _bits(x):
+    return np.asarray(x, dtype=np.float64).view(np.uint64)
+
+
+def _values(rng, n, odd=False):
+    heads = rng.choice([16, 32, 96], n)
+    values = {"h": heads * 128, "a": heads, "L": rng.choice([24, 48, 96], n), "V": rng.choice([50257, 51200], n),
+              "s": rng.choice([1000, 2048, 4097] if odd else [1024, 2048], n), "b": rng.choice([1, 2, 4], n),
+              "t": rng.choice([1, 3, 6, 7] if odd else [1, 2, 8], n), "p": rng.choice([1, 3, 5, 12] if odd else [1, 2, 8], n),
+              "d": rng.choice([1, 3, 24] if odd else [1, 8, 64], n), "v": 1, "f": 0}
+    return values, values["d"] * 7
+
+
+GROUPS = [Group(sp=sp, recompute=rc, zero=z, schedule=schedule)
+          for sp in (False, True) for rc in ("none", "selective", "full") for z in (0, 1, 3)
+          for schedule in ("1f1b", "none")]
+
+
+@pytest.mark.parametrize("odd", [False, True])
+def test_kernel_equals_the_expression_form_bit_for_bit(odd):
+    rng = np.random.default_rng(11)
+    values, micro_batches = _values(rng, P.KERNEL_MIN + 77, odd)
+    for group in GROUPS:
+        kernel = P._sweep_block(group, values, micro_batches)
+        expected = _expression_form(group, values, micro_batches)
+        assert set(kernel) == set(expected)
+        for name in expected:
+            assert np.shape(kernel[name]) == np.shape(expected[name]), name
+            assert np.array_equal(_bits(kernel[name]), _bits(expected[name])), (group, name)
+
+
+def test_kernel_with_model_letters_scalar_and_a_hand_count():
+    """A plan's call: the model's letters scalars, the layout's arrays, the parameter count by hand."""
+    rng = np.random.default_rng(3)
+    n = P.KERNEL_MIN * 2
+    values = {"h": 12288, "a": 96, "L": 96, "V": 51200, "s": 2048, "b": rng.choice([1, 2, 4], n),
+              "t": rng.choice([1, 2, 8], n), "p": rng.choice([1, 4, 8], n), "d": rng.choice([1, 8, 32], n),
+              "v": np.ones(n, dtype=np.int64), "f": 0}
+    micro_batches = values["d"] * 64
+    for group in GROUPS[:6]:
+        for hand in (None, 175_000_000_000):
+            kernel = P._sweep_block(group, values, micro_batches, hand)
+            expected = _expression_form(group, values, micro_batches, hand)
+            for name in expected:
+                assert np.shape(kernel[name]) == np.shape(expected[name]), name
+                assert np.array_equal(_bits(kernel[name]), _bits(expected[name])), (group, hand, name)
+
+
+def test_kernel_writes_into_given_arrays_and_returns_no_input():
+    x = np.arange(1.0, 6.0)
+    given = np.empty(5)
+    k = program((), ("x", "x*2", "x*2", ("in", "x")), frozenset({"x"}))
+    out = k({"x": x}, [given, None, None, None], 5)
+    assert out[0] is given and np.array_equal(given, x)   # an input copied, never returned itself
+    assert out[1] is not out[2] and np.array_equal(out[2], 2 * x)   # one operation, two outputs of their own
+    assert out[3] is not x and np.array_equal(out[3], x)
+
+
+def test_kernel_reads_only_arithmetic():
+    with pytest.raises(FormulaError):
+        program((), ("__import__('os')",), frozenset())
+    with pytest.raises(FormulaError):
+        program((("cse_0", "x.real"),), ("cse_0",), frozenset())
