@@ -136,6 +136,25 @@ class Program:
         return space
 
 
+_SCRATCH = threading.local()
+
+
+def scratch(name: str, n: int, dtype=np.float64, fill=None) -> np.ndarray:
+    """A buffer of ``n`` values kept per thread under ``name`` (the sweep's inputs converted to floats,
+    its chunks in flight): allocated once per size, not per block; ``fill`` its value on allocation
+    (a buffer so filled is never written by its users)."""
+    spaces = getattr(_SCRATCH, "spaces", None)
+    if spaces is None:
+        spaces = _SCRATCH.spaces = {}
+    key = (name, n, np.dtype(dtype).str)
+    found = spaces.get(key)
+    if found is None:
+        if len(spaces) > 256:
+            spaces.clear()
+        found = spaces[key] = np.empty(n, dtype=dtype) if fill is None else np.full(n, fill, dtype=dtype)
+    return found
+
+
 @lru_cache(maxsize=256)
 def program(common: tuple[tuple[str, str], ...], outputs: tuple, arrays: frozenset, psi: str | None = None) -> Program:
     """The kernel of ``outputs`` after ``common`` ((name, text) pairs, each readable by the later

@@ -667,7 +667,8 @@ def group_formulas(group: "Group") -> GroupFormulas:
 SWEEP_BLOCK = 1 << 14
 
 
-def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand=None) -> dict[str, np.ndarray]:
+def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand=None, *,
+          out: Mapping[str, np.ndarray] | None = None, papers_only: bool = False) -> dict[str, np.ndarray]:
     """The bill's totals for arrays of configurations sharing ``group``, vectorised.
 
     ``values``: arrays (or scalars) for the letters s b h a L V t p d f v c, m and m_last
@@ -675,29 +676,38 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
     ``micro_batches``: micro-batches per iteration, all data-parallel ranks
     together (the bill's ``iteration_micro_batches × dp``). Floats: for
     screening and ranking; :func:`exact_totals` gives the exact numbers. Evaluated in blocks of
-    :data:`SWEEP_BLOCK` configurations.
+    :data:`SWEEP_BLOCK` configurations. ``out``: float64 arrays of the configurations' length by
+    total's name, written in place and returned (a table the caller keeps across calls: no result
+    arrays allocated per call). ``papers_only``: ``paper_total_bytes`` alone (the papers' model
+    states + activations, Ψ counted), no verdict, FLOPs or communicator buffers computed.
     """
     arrays = [np.asarray(x) for x in values.values()] + [np.asarray(micro_batches)]
     shape = np.broadcast_shapes(*(x.shape for x in arrays))
     if len(shape) != 1 or shape[0] <= SWEEP_BLOCK:
-        return _sweep_block(group, values, micro_batches, params_hand)
+        result = _sweep_block(group, values, micro_batches, params_hand, out, papers_only)
+        if out is not None:
+            for name, x in result.items():
+                if x is not out[name]:
+                    out[name][...] = x
+                result[name] = out[name]
+        return result
     n = shape[0]
 
     def part(x, lo, hi):  # a block of an array over the configurations; a scalar or length-1 one as it is
         x = np.asarray(x)
         return x[lo:hi] if x.ndim and x.shape[0] == n else x
 
-    whole: dict[str, np.ndarray] = {}
+    whole: dict[str, np.ndarray] = {} if out is None else dict(out)
     for lo in range(0, n, SWEEP_BLOCK):  # each block written into its slice of the whole arrays
         hi = min(lo + SWEEP_BLOCK, n)
         block = _sweep_block(group, {k: part(x, lo, hi) for k, x in values.items()}, part(micro_batches, lo, hi),
-                             params_hand, {name: x[lo:hi] for name, x in whole.items()})
+                             params_hand, {name: x[lo:hi] for name, x in whole.items()}, papers_only)
         if not whole:
             whole = {name: np.empty(n, dtype=np.result_type(x)) for name, x in block.items()}
         for name, x in block.items():
             if not (isinstance(x, np.ndarray) and np.may_share_memory(x, whole[name])):
                 whole[name][lo:hi] = x
-    return whole
+    return {name: whole[name] for name in block}
 
 
 #: The sweep's outputs, in the order :func:`_sweep_kernel` lists them.
@@ -755,25 +765,112 @@ def _plain_length(env: Mapping[str, object], micro_batches) -> int | None:
     return n
 
 
+def _whole_ints(x) -> bool:
+    """A Python int or an int64 array (the chunks in flight's arithmetic as :func:`in_flight_array` does it)."""
+    return type(x) is int or (isinstance(x, np.ndarray) and x.dtype == np.int64)
+
+
+def _kernel_ready(values: Mapping[str, object], micro_batches) -> bool:
+    """The common case :func:`_kernel_env` takes: the chunks in flight not given and nothing
+    interleaved, the pipeline sizes int64, no expert grid, one of p, d, v, micro-batches an array."""
+    if "m" in values or "m_last" in values or "e_t" in values or np.ndim(values.get("e", 1)) or values.get("e", 1) != 1:
+        return False
+    p_, d_, v_ = values["p"], values["d"], values["v"]
+    if not (_whole_ints(p_) and _whole_ints(d_) and _whole_ints(micro_batches) and _whole_ints(v_)):
+        return False
+    if (np.ndim(v_) and np.any(v_ != 1)) or (not np.ndim(v_) and v_ != 1):
+        return False
+    return any(np.ndim(x) for x in (p_, d_, v_, micro_batches))
+
+
+def _kernel_env(values: Mapping[str, object], micro_batches, n: int, reads: frozenset,
+                settings: CommSettings = CommSettings()):
+    """:func:`_block_env` and :func:`comm_bytes` for the kernel, into buffers kept across blocks
+    (:func:`symbolic.search.kernel.scratch`: at 16,384 doubles an array is 128 KiB, glibc's mmap
+    threshold, and a fresh one costs its pages' faults): the same values, for the inputs the kernel
+    ``reads``, in the case :func:`_kernel_ready` accepts."""
+    from .kernel import scratch
+
+    p_, d_ = values["p"], values["d"]
+    # m: 1F1B's min(micro-batches per pipeline, p), 1 where p = 1 (in_flight_array); m_last: 1
+    env = dict.fromkeys(ARG_NAMES, 1.0)  # a GPT model has no g, E, k, E_s, f_e: its formulas do not read them
+    if "m" in reads:
+        m_iter = scratch("m_iter", n, np.int64)
+        np.floor_divide(micro_batches, d_, out=m_iter)
+        np.minimum(m_iter, p_, out=m_iter)
+        m = env["m"] = scratch("m", n)
+        np.copyto(m, m_iter)
+        if np.ndim(p_):
+            single = scratch("p=1", n, np.bool_)
+            np.equal(p_, 1, out=single)
+            np.copyto(m, 1.0, where=single)
+        elif p_ == 1:
+            m.fill(1.0)
+    env["m_last"] = scratch("ones", n, fill=1.0)
+    for name, x in values.items():
+        if name not in reads and not (name in ("t", "d", "p", "c") and "_comm" in reads):
+            env[name] = x  # not read: as given
+        elif np.ndim(x) and np.asarray(x).dtype != np.float64:
+            env[name] = scratch("in " + name, n)
+            np.copyto(env[name], x)
+        else:
+            env[name] = np.asarray(x, dtype=np.float64)
+    if "c" not in values:
+        env["c"] = np.asarray(1.0)
+    if "_comm" not in reads:
+        return env
+    # the communicator buffers (comm_bytes, no expert grid): NCCL's staging per communicator wider than one
+    per_communicator = float(settings.nccl_buffsize * settings.channels)
+    comm, term, wider = scratch("comm", n), scratch("comm term", n), scratch("wider", n, np.bool_)
+    comm.fill(0.0)
+    for letter, size in (("t", per_communicator), ("d", per_communicator + float(settings.bucket_bytes)),
+                         ("p", per_communicator), ("c", per_communicator)):
+        x = env[letter]
+        if np.ndim(x):
+            np.greater(x, 1, out=wider)
+            np.multiply(wider, size, out=term)
+            np.add(comm, term, out=comm)
+        else:
+            np.add(comm, (x > 1) * size, out=comm)
+    env["_comm"] = comm
+    if np.ndim(micro_batches):
+        env["_mb"] = scratch("in _mb", n)
+        np.copyto(env["_mb"], micro_batches)
+    else:
+        env["_mb"] = np.asarray(micro_batches, dtype=np.float64)
+    return env
+
+
 def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, params_hand=None,
-                 outs: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+                 outs: Mapping[str, np.ndarray] | None = None, papers_only: bool = False) -> dict[str, np.ndarray]:
     """:func:`sweep` of one block (its arrays written into ``outs`` where given)."""
     formulas = group_formulas(group)
     # Floats throughout: FLOPs per iteration pass 2^63 for large models, and int64 would wrap silently.
-    values, given = _block_env(values, micro_batches)
     n = _plain_length(values, micro_batches)
-    comm = comm_bytes(values["t"], values["d"], values["p"], values["c"], values["e"],
-                      given.get("e_t"))  # e_t not given: e_t = t (Megatron-Core's default)
-    micro_batches = np.asarray(micro_batches, dtype=np.float64)
-    if n is not None and n >= KERNEL_MIN and np.ndim(comm) <= 1:
-        arrays = frozenset(k for k, x in values.items() if np.ndim(x)) | frozenset(
-            k for k, x in (("_comm", comm), ("_mb", micro_batches)) if np.ndim(x))
-        kernel = _sweep_kernel(formulas, arrays, params_hand is not None)
-        env = dict(values, _comm=comm, _mb=micro_batches)
+    env = kernel = None
+    if n is not None and n >= KERNEL_MIN and _kernel_ready(values, micro_batches):
+        arrays = frozenset(k for k, x in values.items() if np.ndim(x)) | {"m", "m_last", "_comm"} | (
+            {"_mb"} if np.ndim(micro_batches) else set())
+        kernel = _sweep_kernel(formulas, arrays, params_hand is not None, papers_only)
+        env = _kernel_env(values, micro_batches, n, frozenset(kernel.inputs))
+    else:
+        values, given = _block_env(values, micro_batches)
+        n = _plain_length(values, micro_batches)
+        comm = comm_bytes(values["t"], values["d"], values["p"], values["c"], values["e"],
+                          given.get("e_t"))  # e_t not given: e_t = t (Megatron-Core's default)
+        micro_batches = np.asarray(micro_batches, dtype=np.float64)
+        if n is not None and n >= KERNEL_MIN and np.ndim(comm) <= 1:
+            env = dict(values, _comm=comm, _mb=micro_batches)
+            kernel = _sweep_kernel(formulas, frozenset(k for k, x in env.items() if np.ndim(x)),
+                                   params_hand is not None, papers_only)
+    if env is not None:
         if params_hand is not None:
             env["Psi"] = float(params_hand)
-        results = kernel(env, [outs.get(name) if outs else None for name in SWEEP_OUTPUTS], n)
-        out = dict(zip(SWEEP_OUTPUTS, results))
+        names = ("paper_total_bytes",) if papers_only else SWEEP_OUTPUTS
+        results = kernel(env, [outs.get(name) if outs else None for name in names], n)
+        out = dict(zip(names, results))
+        if papers_only:
+            return out
         out["params"] = np.asarray(out["params"], dtype=np.float64)
         if np.ndim(out["total_bytes"]) == 0 and np.ndim(out["activation_bytes"]):  # as the expression form
             out["total_bytes"] = np.full(n, out["total_bytes"])  # broadcasts its verdict to the activations'
@@ -790,6 +887,8 @@ def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, para
     for x in candidates[1:]:  # the largest candidate instant, in place (no stacked copy of them all)
         np.maximum(verdict, x, out=verdict)
     verdict = verdict + comm
+    if papers_only:
+        return {"paper_total_bytes": model_states + acts}
     return {"params": count, "model_states_bytes": model_states, "activation_bytes": acts,
             "paper_total_bytes": model_states + acts, "total_bytes": verdict,
             "flops_per_iteration": flops_micro * micro_batches,
