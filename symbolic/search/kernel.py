@@ -262,3 +262,4 @@ def _write(graph: _Graph, roots: list[int], arrays: frozenset) -> Program:
                 free.append(holder.pop(a))
     lines.append(f"    return ({', '.join(ref(i) for i in roots)},)\n")
     return Program("".join(lines), buffers, tuple(inputs), tuple(is_array[i] for i in roots))
+

@@ -788,27 +788,14 @@ def _kernel_env(values: Mapping[str, object], micro_batches, n: int, reads: froz
     """:func:`_block_env` and :func:`comm_bytes` for the kernel, into buffers kept across blocks
     (:func:`symbolic.search.kernel.scratch`: at 16,384 doubles an array is 128 KiB, glibc's mmap
     threshold, and a fresh one costs its pages' faults): the same values, for the inputs the kernel
-    ``reads``, in the case :func:`_kernel_ready` accepts."""
+    ``reads``, in the case :func:`_kernel_ready` accepts. (An int64 array handed to a ufunc beside a
+    float64 one costs more than converting it once: 16 against 5 µs a multiply here.)"""
     from .kernel import scratch
 
-    p_, d_ = values["p"], values["d"]
-    # m: 1F1B's min(micro-batches per pipeline, p), 1 where p = 1 (in_flight_array); m_last: 1
     env = dict.fromkeys(ARG_NAMES, 1.0)  # a GPT model has no g, E, k, E_s, f_e: its formulas do not read them
-    if "m" in reads:
-        m_iter = scratch("m_iter", n, np.int64)
-        np.floor_divide(micro_batches, d_, out=m_iter)
-        np.minimum(m_iter, p_, out=m_iter)
-        m = env["m"] = scratch("m", n)
-        np.copyto(m, m_iter)
-        if np.ndim(p_):
-            single = scratch("p=1", n, np.bool_)
-            np.equal(p_, 1, out=single)
-            np.copyto(m, 1.0, where=single)
-        elif p_ == 1:
-            m.fill(1.0)
-    env["m_last"] = scratch("ones", n, fill=1.0)
+    comm_read = "_comm" in reads
     for name, x in values.items():
-        if name not in reads and not (name in ("t", "d", "p", "c") and "_comm" in reads):
+        if name not in reads and name not in ("p", "d") and not (comm_read and name in ("t", "c")):
             env[name] = x  # not read: as given
         elif np.ndim(x) and np.asarray(x).dtype != np.float64:
             env[name] = scratch("in " + name, n)
@@ -817,27 +804,47 @@ def _kernel_env(values: Mapping[str, object], micro_batches, n: int, reads: froz
             env[name] = np.asarray(x, dtype=np.float64)
     if "c" not in values:
         env["c"] = np.asarray(1.0)
-    if "_comm" not in reads:
+    if np.ndim(micro_batches):
+        mb = env["_mb"] = scratch("in _mb", n)
+        np.copyto(mb, micro_batches)
+    else:
+        mb = env["_mb"] = np.asarray(micro_batches, dtype=np.float64)
+    env["m_last"] = scratch("ones", n, fill=1.0)  # 1F1B's last stage holds one chunk
+    if "m" in reads:  # 1F1B's min(micro-batches per pipeline, p), 1 where p = 1 (in_flight_array)
+        p_, d_ = env["p"], env["d"]
+        m = env["m"] = scratch("m", n)
+        if np.min(mb) >= 0 and np.max(mb) < 2**52 and np.min(d_) >= 1 and np.max(d_) < 2**52:
+            # ⌊mb/d⌋ in doubles: mb = q·d + r, and for 0 ≤ mb, d < 2^52 the quotient's double lies at
+            # least 1/d below q + 1 when r > 0, more than its half-ulp (d(q + 1) ≤ mb + d < 2^53)
+            np.true_divide(mb, d_, out=m)
+            np.floor(m, out=m)
+        else:
+            m_iter = scratch("m_iter", n, np.int64)
+            np.floor_divide(micro_batches, values["d"], out=m_iter)
+            np.copyto(m, m_iter)
+        np.minimum(m, p_, out=m)
+        if np.ndim(p_):
+            single = scratch("p=1", n, np.bool_)
+            np.equal(p_, 1.0, out=single)
+            np.putmask(m, single, 1.0)
+        elif p_ == 1:
+            m.fill(1.0)
+    if not comm_read:
         return env
     # the communicator buffers (comm_bytes, no expert grid): NCCL's staging per communicator wider than one
     per_communicator = float(settings.nccl_buffsize * settings.channels)
-    comm, term, wider = scratch("comm", n), scratch("comm term", n), scratch("wider", n, np.bool_)
+    comm, term = scratch("comm", n), scratch("comm term", n)
     comm.fill(0.0)
     for letter, size in (("t", per_communicator), ("d", per_communicator + float(settings.bucket_bytes)),
                          ("p", per_communicator), ("c", per_communicator)):
         x = env[letter]
         if np.ndim(x):
-            np.greater(x, 1, out=wider)
-            np.multiply(wider, size, out=term)
+            np.greater(x, 1.0, out=term)  # 1.0 or 0.0: (x > 1) · size as comm_bytes multiplies it
+            np.multiply(term, size, out=term)
             np.add(comm, term, out=comm)
         else:
             np.add(comm, (x > 1) * size, out=comm)
     env["_comm"] = comm
-    if np.ndim(micro_batches):
-        env["_mb"] = scratch("in _mb", n)
-        np.copyto(env["_mb"], micro_batches)
-    else:
-        env["_mb"] = np.asarray(micro_batches, dtype=np.float64)
     return env
 
 
