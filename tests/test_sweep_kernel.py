@@ -82,3 +82,17 @@ def test_kernel_reads_only_arithmetic():
         program((), ("__import__('os')",), frozenset())
     with pytest.raises(FormulaError):
         program((("cse_0", "x.real"),), ("cse_0",), frozenset())
+
+
+def test_kernel_chunks_in_flight_where_a_pipeline_gets_no_micro_batch():
+    """micro-batches per pipeline ⌊mb/d⌋ of 0 beside p = 1 (the chunks in flight 1 there, 0 elsewhere),
+    and micro-batch counts not a multiple of d: the kernel's doubles are the expression form's."""
+    rng = np.random.default_rng(5)
+    values, _ = _values(rng, P.KERNEL_MIN + 5, odd=True)
+    micro_batches = rng.choice([1, 2, 5, 24, 97], P.KERNEL_MIN + 5)
+    assert np.any(micro_batches < values["d"]) and np.any(values["p"] == 1)
+    for group in GROUPS[:4]:
+        kernel = P._sweep_block(group, values, micro_batches)
+        expected = _expression_form(group, values, micro_batches)
+        for name in expected:
+            assert np.array_equal(_bits(kernel[name]), _bits(expected[name])), (group, name)

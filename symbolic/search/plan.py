@@ -698,10 +698,11 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
         return x[lo:hi] if x.ndim and x.shape[0] == n else x
 
     whole: dict[str, np.ndarray] = {} if out is None else dict(out)
+    formulas = group_formulas(group)  # looked up once, not per block
     for lo in range(0, n, SWEEP_BLOCK):  # each block written into its slice of the whole arrays
         hi = min(lo + SWEEP_BLOCK, n)
         block = _sweep_block(group, {k: part(x, lo, hi) for k, x in values.items()}, part(micro_batches, lo, hi),
-                             params_hand, {name: x[lo:hi] for name, x in whole.items()}, papers_only)
+                             params_hand, {name: x[lo:hi] for name, x in whole.items()}, papers_only, formulas)
         if not whole:
             whole = {name: np.empty(n, dtype=np.result_type(x)) for name, x in block.items()}
         for name, x in block.items():
@@ -824,9 +825,10 @@ def _kernel_env(values: Mapping[str, object], micro_batches, n: int, reads: froz
             np.copyto(m, m_iter)
         np.minimum(m, p_, out=m)
         if np.ndim(p_):
-            single = scratch("p=1", n, np.bool_)
-            np.equal(p_, 1.0, out=single)
-            np.putmask(m, single, 1.0)
+            if np.min(m) < 1:  # min(m_iter, 1) is already 1 where p = 1 unless m_iter is 0
+                single = scratch("p=1", n, np.bool_)
+                np.equal(p_, 1.0, out=single)
+                np.putmask(m, single, 1.0)
         elif p_ == 1:
             m.fill(1.0)
     if not comm_read:
@@ -849,9 +851,10 @@ def _kernel_env(values: Mapping[str, object], micro_batches, n: int, reads: froz
 
 
 def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, params_hand=None,
-                 outs: Mapping[str, np.ndarray] | None = None, papers_only: bool = False) -> dict[str, np.ndarray]:
+                 outs: Mapping[str, np.ndarray] | None = None, papers_only: bool = False,
+                 formulas: GroupFormulas | None = None) -> dict[str, np.ndarray]:
     """:func:`sweep` of one block (its arrays written into ``outs`` where given)."""
-    formulas = group_formulas(group)
+    formulas = formulas or group_formulas(group)
     # Floats throughout: FLOPs per iteration pass 2^63 for large models, and int64 would wrap silently.
     n = _plain_length(values, micro_batches)
     env = kernel = None
