@@ -5,7 +5,10 @@ activations, hardware FLOPs per iteration and the total per GPU — the bill's
 totals — evaluated by ``symbolic.search.plan.sweep`` from the same expressions the bill
 sums. Prints figures; asserts nothing about time.
 
-    .venv/bin/python benchmarks/sweep_throughput.py [--configs 4000000] [--chunk 16384]
+    .venv/bin/python benchmarks/sweep_throughput.py [--configs 4000000] [--chunk 0] [--check 4]
+
+The results go into a table allocated once (``sweep(out=...)``), as a sweep of that many configurations
+keeps them; ``--chunk 16384`` times calls of one block each instead.
 """
 import os
 
@@ -91,7 +94,7 @@ def main() -> None:
     for group in groups:  # read (or derive) the formulas and compile each group's kernels once
         for papers in (False, True):
             sweep(group, {k: (x[:SWEEP_BLOCK] if isinstance(x, np.ndarray) else x) for k, x in data.items()},
-                  micro_batches[:SWEEP_BLOCK], papers_only=papers)
+                  micro_batches[:SWEEP_BLOCK], papers_only=papers, kernel=True)
     built = time.perf_counter()
     print(f"import {imported - start:.3f} s; {len(groups)} groups derived (or read from the cache) and compiled "
           f"{built - imported:.3f} s")

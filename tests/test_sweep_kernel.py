@@ -10,13 +10,13 @@ from symbolic.search.plan import Group
 
 
 def _expression_form(group, values, micro_batches, params_hand=None):
-    """The sweep of one block by the expression form alone (the kernel's threshold out of reach)."""
-    saved = P.KERNEL_MIN
-    P.KERNEL_MIN = 1 << 62
+    """The sweep of one block by the expression form alone (no kernel compiled, none built)."""
+    saved = dict(P._KERNELS)
+    P._KERNELS.clear()
     try:
         return P._sweep_block(group, values, micro_batches, params_hand)
     finally:
-        P.KERNEL_MIN = saved
+        P._KERNELS.update(saved)
 
 
 def _bits(x):
@@ -40,9 +40,9 @@ GROUPS = [Group(sp=sp, recompute=rc, zero=z, schedule=schedule)
 @pytest.mark.parametrize("odd", [False, True])
 def test_kernel_equals_the_expression_form_bit_for_bit(odd):
     rng = np.random.default_rng(11)
-    values, micro_batches = _values(rng, P.KERNEL_MIN + 77, odd)
+    values, micro_batches = _values(rng, 2048 + 77, odd)
     for group in GROUPS:
-        kernel = P._sweep_block(group, values, micro_batches)
+        kernel = P._sweep_block(group, values, micro_batches, build=True)
         expected = _expression_form(group, values, micro_batches)
         assert set(kernel) == set(expected)
         for name in expected:
@@ -53,14 +53,14 @@ def test_kernel_equals_the_expression_form_bit_for_bit(odd):
 def test_kernel_with_model_letters_scalar_and_a_hand_count():
     """A plan's call: the model's letters scalars, the layout's arrays, the parameter count by hand."""
     rng = np.random.default_rng(3)
-    n = P.KERNEL_MIN * 2
+    n = 4096
     values = {"h": 12288, "a": 96, "L": 96, "V": 51200, "s": 2048, "b": rng.choice([1, 2, 4], n),
               "t": rng.choice([1, 2, 8], n), "p": rng.choice([1, 4, 8], n), "d": rng.choice([1, 8, 32], n),
               "v": np.ones(n, dtype=np.int64), "f": 0}
     micro_batches = values["d"] * 64
     for group in GROUPS[:6]:
         for hand in (None, 175_000_000_000):
-            kernel = P._sweep_block(group, values, micro_batches, hand)
+            kernel = P._sweep_block(group, values, micro_batches, hand, build=True)
             expected = _expression_form(group, values, micro_batches, hand)
             for name in expected:
                 assert np.shape(kernel[name]) == np.shape(expected[name]), name
@@ -88,11 +88,27 @@ def test_kernel_chunks_in_flight_where_a_pipeline_gets_no_micro_batch():
     """micro-batches per pipeline ⌊mb/d⌋ of 0 beside p = 1 (the chunks in flight 1 there, 0 elsewhere),
     and micro-batch counts not a multiple of d: the kernel's doubles are the expression form's."""
     rng = np.random.default_rng(5)
-    values, _ = _values(rng, P.KERNEL_MIN + 5, odd=True)
-    micro_batches = rng.choice([1, 2, 5, 24, 97], P.KERNEL_MIN + 5)
+    values, _ = _values(rng, 2048 + 5, odd=True)
+    micro_batches = rng.choice([1, 2, 5, 24, 97], 2048 + 5)
     assert np.any(micro_batches < values["d"]) and np.any(values["p"] == 1)
     for group in GROUPS[:4]:
-        kernel = P._sweep_block(group, values, micro_batches)
+        kernel = P._sweep_block(group, values, micro_batches, build=True)
         expected = _expression_form(group, values, micro_batches)
         for name in expected:
             assert np.array_equal(_bits(kernel[name]), _bits(expected[name])), (group, name)
+
+
+def test_a_call_below_the_threshold_compiles_no_kernel_and_one_above_does():
+    rng = np.random.default_rng(2)
+    group = Group(sp=True, recompute="full", zero=2, schedule="1f1b")
+    small, small_mb = _values(rng, 3000)
+    P._KERNELS.clear()
+    P.sweep(group, small, small_mb)
+    assert not P._KERNELS  # a plan's groups: the expression form, no compile
+    big, big_mb = _values(rng, P.KERNEL_MIN)
+    whole = P.sweep(group, big, big_mb)
+    assert len(P._KERNELS) == 1
+    cut = {k: (x[:3000] if isinstance(x, np.ndarray) else x) for k, x in big.items()}
+    again = P.sweep(group, cut, big_mb[:3000])  # compiled now: used at any size
+    for name in whole:
+        assert np.array_equal(_bits(again[name]), _bits(whole[name][:3000])), name

@@ -668,7 +668,8 @@ SWEEP_BLOCK = 1 << 14
 
 
 def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand=None, *,
-          out: Mapping[str, np.ndarray] | None = None, papers_only: bool = False) -> dict[str, np.ndarray]:
+          out: Mapping[str, np.ndarray] | None = None, papers_only: bool = False,
+          kernel: bool | None = None) -> dict[str, np.ndarray]:
     """The bill's totals for arrays of configurations sharing ``group``, vectorised.
 
     ``values``: arrays (or scalars) for the letters s b h a L V t p d f v c, m and m_last
@@ -680,11 +681,15 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
     total's name, written in place and returned (a table the caller keeps across calls: no result
     arrays allocated per call). ``papers_only``: ``paper_total_bytes`` alone (the papers' model
     states + activations, Ψ counted), no verdict, FLOPs or communicator buffers computed.
+    ``kernel``: compile the group's kernel (:mod:`symbolic.search.kernel`) now (True) or never
+    (False); None: for a call of :data:`KERNEL_MIN` configurations or more. Once compiled it
+    evaluates every later call of the group; the doubles are the same either way.
     """
     arrays = [np.asarray(x) for x in values.values()] + [np.asarray(micro_batches)]
     shape = np.broadcast_shapes(*(x.shape for x in arrays))
+    build = (len(shape) == 1 and shape[0] >= KERNEL_MIN) if kernel is None else kernel
     if len(shape) != 1 or shape[0] <= SWEEP_BLOCK:
-        result = _sweep_block(group, values, micro_batches, params_hand, out, papers_only)
+        result = _sweep_block(group, values, micro_batches, params_hand, out, papers_only, build=build)
         if out is not None:
             for name, x in result.items():
                 if x is not out[name]:
@@ -702,7 +707,8 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
     for lo in range(0, n, SWEEP_BLOCK):  # each block written into its slice of the whole arrays
         hi = min(lo + SWEEP_BLOCK, n)
         block = _sweep_block(group, {k: part(x, lo, hi) for k, x in values.items()}, part(micro_batches, lo, hi),
-                             params_hand, {name: x[lo:hi] for name, x in whole.items()}, papers_only, formulas)
+                             params_hand, {name: x[lo:hi] for name, x in whole.items()}, papers_only, formulas,
+                             build)
         if not whole:
             whole = {name: np.empty(n, dtype=np.result_type(x)) for name, x in block.items()}
         for name, x in block.items():
@@ -714,16 +720,25 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
 #: The sweep's outputs, in the order :func:`_sweep_kernel` lists them.
 SWEEP_OUTPUTS = ("params", "model_states_bytes", "activation_bytes", "paper_total_bytes", "total_bytes",
                  "flops_per_iteration", "model_flops_per_iteration")
-#: Below this many configurations a block is evaluated by the formulas' expression form (compiled when
-#: the group's formulas are read) rather than compiling the kernel (:mod:`symbolic.search.kernel`):
-#: the same doubles either way, the kernel's compile (~1 ms a group) paid only where it is repaid.
-KERNEL_MIN = 2048
+#: Below this many configurations in one :func:`sweep` call, the formulas' expression form (compiled
+#: when the group's formulas are read) evaluates them unless the group's kernel is compiled already
+#: (:mod:`symbolic.search.kernel`, ~4 ms a group): the same doubles either way, the kernel ~250 µs a
+#: block faster, so its compile is repaid past ~16 blocks. A plan's groups (GPT-3 on 1024 GPUs: 98,928
+#: layouts in all) stay below it: a cold plan compiles no kernel.
+KERNEL_MIN = 1 << 18
+_KERNELS: dict = {}  # (formulas, array inputs, params by hand, papers only) → compiled kernel
 
 
-def _sweep_kernel(formulas: GroupFormulas, arrays: frozenset, hand: bool, papers_only: bool = False):
+def _sweep_kernel(formulas: GroupFormulas, arrays: frozenset, hand: bool, papers_only: bool = False,
+                  build: bool = True):
     """The group's kernel: params, states, activations, their sum, the verdict (the largest candidate
     instant + the communicator buffers, input ``_comm``), FLOPs and model FLOPs per iteration (× input
-    ``_mb``); ``papers_only``: the sum of states and activations alone."""
+    ``_mb``); ``papers_only``: the sum of states and activations alone. ``build`` False: None unless
+    compiled already."""
+    key = (formulas, arrays, hand, papers_only)
+    found = _KERNELS.get(key)
+    if found is not None or not build:
+        return found
     from .kernel import program
 
     states, acts, *rest = formulas.reduced
@@ -732,7 +747,10 @@ def _sweep_kernel(formulas: GroupFormulas, arrays: frozenset, hand: bool, papers
     outputs = ((paper,) if papers_only else
                (formulas.params, states, acts, paper, ("add", ("max", *candidates), ("in", "_comm")),
                 ("mul", flops_micro, ("in", "_mb")), ("mul", model_flops_micro, ("in", "_mb"))))
-    return program(formulas.common, outputs, arrays, None if hand else formulas.params)
+    if len(_KERNELS) > 256:
+        _KERNELS.clear()
+    found = _KERNELS[key] = program(formulas.common, outputs, arrays, None if hand else formulas.params)
+    return found
 
 
 def _block_env(values: Mapping[str, object], micro_batches):
@@ -852,27 +870,31 @@ def _kernel_env(values: Mapping[str, object], micro_batches, n: int, reads: froz
 
 def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, params_hand=None,
                  outs: Mapping[str, np.ndarray] | None = None, papers_only: bool = False,
-                 formulas: GroupFormulas | None = None) -> dict[str, np.ndarray]:
-    """:func:`sweep` of one block (its arrays written into ``outs`` where given)."""
+                 formulas: GroupFormulas | None = None, build: bool = False) -> dict[str, np.ndarray]:
+    """:func:`sweep` of one block (its arrays written into ``outs`` where given); by the group's
+    kernel where it is compiled, or ``build`` (compile it)."""
     formulas = formulas or group_formulas(group)
     # Floats throughout: FLOPs per iteration pass 2^63 for large models, and int64 would wrap silently.
     n = _plain_length(values, micro_batches)
     env = kernel = None
-    if n is not None and n >= KERNEL_MIN and _kernel_ready(values, micro_batches):
+    if n and _kernel_ready(values, micro_batches):
         arrays = frozenset(k for k, x in values.items() if np.ndim(x)) | {"m", "m_last", "_comm"} | (
             {"_mb"} if np.ndim(micro_batches) else set())
-        kernel = _sweep_kernel(formulas, arrays, params_hand is not None, papers_only)
-        env = _kernel_env(values, micro_batches, n, frozenset(kernel.inputs))
-    else:
+        kernel = _sweep_kernel(formulas, arrays, params_hand is not None, papers_only, build)
+        if kernel is not None:
+            env = _kernel_env(values, micro_batches, n, frozenset(kernel.inputs))
+    if env is None:
         values, given = _block_env(values, micro_batches)
         n = _plain_length(values, micro_batches)
         comm = comm_bytes(values["t"], values["d"], values["p"], values["c"], values["e"],
                           given.get("e_t"))  # e_t not given: e_t = t (Megatron-Core's default)
         micro_batches = np.asarray(micro_batches, dtype=np.float64)
-        if n is not None and n >= KERNEL_MIN and np.ndim(comm) <= 1:
+        if n and np.ndim(comm) <= 1:
             env = dict(values, _comm=comm, _mb=micro_batches)
             kernel = _sweep_kernel(formulas, frozenset(k for k, x in env.items() if np.ndim(x)),
-                                   params_hand is not None, papers_only)
+                                   params_hand is not None, papers_only, build)
+            if kernel is None:
+                env = None
     if env is not None:
         if params_hand is not None:
             env["Psi"] = float(params_hand)
