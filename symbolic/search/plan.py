@@ -726,7 +726,7 @@ SWEEP_OUTPUTS = ("params", "model_states_bytes", "activation_bytes", "paper_tota
 #: block faster, so its compile is repaid past ~16 blocks. A plan's groups (GPT-3 on 1024 GPUs: 98,928
 #: layouts in all) stay below it: a cold plan compiles no kernel.
 KERNEL_MIN = 1 << 18
-_KERNELS: dict = {}  # (formulas, array inputs, params by hand, papers only) → compiled kernel
+_KERNELS: dict = {}  # (id of the formulas, array inputs, params by hand, papers only) → (formulas, kernel)
 
 
 def _sweep_kernel(formulas: GroupFormulas, arrays: frozenset, hand: bool, papers_only: bool = False,
@@ -735,10 +735,12 @@ def _sweep_kernel(formulas: GroupFormulas, arrays: frozenset, hand: bool, papers
     instant + the communicator buffers, input ``_comm``), FLOPs and model FLOPs per iteration (× input
     ``_mb``); ``papers_only``: the sum of states and activations alone. ``build`` False: None unless
     compiled already."""
-    key = (formulas, arrays, hand, papers_only)
+    key = (id(formulas), arrays, hand, papers_only)  # by identity: hashing the formulas' text costs µs a block
     found = _KERNELS.get(key)
-    if found is not None or not build:
-        return found
+    if found is not None and found[0] is formulas:
+        return found[1]
+    if not build:
+        return None
     from .kernel import program
 
     states, acts, *rest = formulas.reduced
@@ -749,7 +751,8 @@ def _sweep_kernel(formulas: GroupFormulas, arrays: frozenset, hand: bool, papers
                 ("mul", flops_micro, ("in", "_mb")), ("mul", model_flops_micro, ("in", "_mb"))))
     if len(_KERNELS) > 256:
         _KERNELS.clear()
-    found = _KERNELS[key] = program(formulas.common, outputs, arrays, None if hand else formulas.params)
+    found = program(formulas.common, outputs, arrays, None if hand else formulas.params)
+    _KERNELS[key] = (formulas, found)  # the formulas held, so their id is not reused while the entry stands
     return found
 
 
