@@ -27,7 +27,8 @@ def _values(rng, n, odd=False):
     heads = rng.choice([16, 32, 96], n)
     values = {"h": heads * 128, "a": heads, "L": rng.choice([24, 48, 96], n), "V": rng.choice([50257, 51200], n),
               "s": rng.choice([1000, 2048, 4097] if odd else [1024, 2048], n), "b": rng.choice([1, 2, 4], n),
-              "t": rng.choice([1, 3, 6, 7] if odd else [1, 2, 8], n), "p": rng.choice([1, 3, 5, 12] if odd else [1, 2, 8], n),
+              "t": rng.choice([1, 3, 6, 7] if odd else [1, 2, 8], n),
+              "p": rng.choice([1, 3, 5, 12] if odd else [1, 2, 8], n),
               "d": rng.choice([1, 3, 24] if odd else [1, 8, 64], n), "v": 1, "f": 0}
     return values, values["d"] * 7
 
