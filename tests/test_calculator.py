@@ -82,6 +82,48 @@ def test_the_page_inlines_the_generated_script_and_needs_no_network():
         assert remote not in page
 
 
+def test_the_pages_formulas_are_read_back_from_the_cache_and_a_bad_entry_is_derived_again(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """html.formula_section: the page's FORMULAS and the facts its data reads off them, read back from the
+    cache folder without sympy (formulas() refused) and equal to the derived ones; an entry edited on disk
+    (its hash no longer matching) or one whose text is not a generated table (rehashed) is discarded with
+    one note, and the formulas derived again."""
+    import hashlib
+    import json
+    import shutil
+
+    from symbolic.bill.cache import folder
+
+    models = html.page_models()
+    built = html.formula_section(models)  # derived here or by an earlier test, and written to the run's cache
+    items = html.formulas(models)
+    assert built == (html.javascript(items), html.formula_facts(items))  # what is stored is the derivation
+    entry = next(path for path in folder().glob("page-formulas-*.json")
+                 if json.loads(json.loads(path.read_text())["derived"])["javascript"] == built[0])
+    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
+    copy = folder() / entry.name
+    copy.parent.mkdir(parents=True)
+    shutil.copy(entry, copy)
+    monkeypatch.setattr(html, "_FORMULA_SECTIONS", {})
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("derived, though the cache holds it")
+
+    monkeypatch.setattr(html, "formulas", refuse)
+    assert html.formula_section(models) == built
+    stored = json.loads(copy.read_text())
+    for rehash, javascript in ((False, built[0].replace("return ", "return 1000 * ", 1)), (True, "alert(1)")):
+        derived = dict(json.loads(stored["derived"]), javascript=javascript)
+        text = json.dumps(derived)
+        copy.write_text(json.dumps(dict(stored, derived=text, **(
+            {"sha256": hashlib.sha256(text.encode()).hexdigest()} if rehash else {}))))
+        monkeypatch.setattr(html, "_FORMULA_SECTIONS", {})
+        capsys.readouterr()
+        with pytest.raises(AssertionError, match="derived, though"):
+            html.formula_section(models)
+        assert not copy.exists() and len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
 def test_cli_writes_the_page_and_refuses_bad_input(tmp_path, capsys):
     out = tmp_path / "calculator.html"
     assert main(["calculator", "-o", str(out)]) == 0
