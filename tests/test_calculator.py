@@ -39,8 +39,14 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 # --- without a browser: the generated formulas are the engine's -------------
 
-def test_every_formula_is_its_engine_expression_as_num_over_den():
-    items = html.formulas()
+@pytest.fixture(scope="module")
+def page_formulas():
+    """html.formulas() over the built-in models, built once for the tests that read them all."""
+    return html.formulas()
+
+
+def test_every_formula_is_its_engine_expression_as_num_over_den(page_formulas):
+    items = page_formulas
     # GPT: 4 + 2 params, 4 ZeRO stages × every per-parameter recipe of states (html.recipes: not
     # factored), 72 activations,
     # 6 FLOPs/tokens; LLaMA: 2 + 1 params, 72
@@ -82,6 +88,47 @@ def test_the_page_inlines_the_generated_script_and_needs_no_network():
         assert remote not in page
 
 
+def test_the_pages_formulas_are_read_back_from_the_cache_and_a_bad_entry_is_derived_again(tmp_path, monkeypatch,
+                                                                                           capsys, page_formulas):
+    """html.formula_section: the page's FORMULAS and the facts its data reads off them, read back from the
+    cache folder without sympy (formulas() refused) and equal to the derived ones; an entry edited on disk
+    (its hash no longer matching) or one whose text is not a generated table (rehashed) is discarded with
+    one note, and the formulas derived again."""
+    import hashlib
+    import json
+    import shutil
+
+    from symbolic.bill.cache import folder
+
+    models = html.page_models()
+    built = html.formula_section(models)  # derived here or by an earlier test, and written to the run's cache
+    assert built == (html.javascript(page_formulas), html.formula_facts(page_formulas))  # stored = derived
+    entry = next(path for path in folder().glob("page-formulas-*.json")
+                 if json.loads(json.loads(path.read_text())["derived"])["javascript"] == built[0])
+    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
+    copy = folder() / entry.name
+    copy.parent.mkdir(parents=True)
+    shutil.copy(entry, copy)
+    monkeypatch.setattr(html, "_FORMULA_SECTIONS", {})
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("derived, though the cache holds it")
+
+    monkeypatch.setattr(html, "formulas", refuse)
+    assert html.formula_section(models) == built
+    stored = json.loads(copy.read_text())
+    for rehash, javascript in ((False, built[0].replace("return ", "return 1000 * ", 1)), (True, "alert(1)")):
+        derived = dict(json.loads(stored["derived"]), javascript=javascript)
+        text = json.dumps(derived)
+        copy.write_text(json.dumps(dict(stored, derived=text, **(
+            {"sha256": hashlib.sha256(text.encode()).hexdigest()} if rehash else {}))))
+        monkeypatch.setattr(html, "_FORMULA_SECTIONS", {})
+        capsys.readouterr()
+        with pytest.raises(AssertionError, match="derived, though"):
+            html.formula_section(models)
+        assert not copy.exists() and len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
 def test_cli_writes_the_page_and_refuses_bad_input(tmp_path, capsys):
     out = tmp_path / "calculator.html"
     assert main(["calculator", "-o", str(out)]) == 0
@@ -91,7 +138,7 @@ def test_cli_writes_the_page_and_refuses_bad_input(tmp_path, capsys):
     assert len(err) == 1 and "heads (32) must be divisible by tp (3)" in err[0]
 
 
-def test_llama_and_moe_models_have_their_own_formulas(tmp_path):
+def test_llama_and_moe_models_have_their_own_formulas(tmp_path, page_formulas):
     """Every built-in model is on the page; the LLaMA/MoE formulas are keyed ``arch:`` and generated
     from the inventories the bill itemises, and so are each composed family's (Qwen3, Qwen3-MoE,
     Gemma-2, DeepSeek-V3), keyed by the page's name of their inventory, with their own letters."""
@@ -106,7 +153,7 @@ def test_llama_and_moe_models_have_their_own_formulas(tmp_path):
     assert (deepseek["L_d"], deepseek["r_kv"]) == (3, 512)
     assert data["presets"]["gemma-2-9b"]["approximations"]  # listed next to it, never silent
     assert (data["presets"]["mixtral-8x7b"]["arch"], data["presets"]["mixtral-8x7b"]["g"]) == ("moe", 8)
-    keys = {item.key for item in html.formulas()}
+    keys = {item.key for item in page_formulas}
     assert {"llama:params/untied/rope", "moe:params_active/untied/rope", "moe:flops/hardware/full",
             "llama:activations/sp/selective/1f1b/bf16"} <= keys
     assert not any(key.startswith("llama:params/") and key.endswith("/learned") for key in keys)
