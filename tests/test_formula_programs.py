@@ -64,3 +64,15 @@ def test_programs_refuse_what_the_reader_refuses():
         exact_program(["s**100"])({"s": 2})
     deep = "+".join(["s"] * 400)  # a long sum: its steps in a flat list, no recursion when run
     assert exact_program([deep])({"s": 3}) == (1200,)
+
+
+def test_the_plans_functions_give_the_same_doubles_run_and_compiled():
+    """search.plan._array_function: its first call runs the program, its second the compiled formulas (a process
+    that plans again): the same doubles both times."""
+    from symbolic.search.plan import _array_function
+
+    texts, values = _bill_texts()[0]
+    arrays = {k: np.full(33, float(v)) * np.arange(1, 34) for k, v in values.items()}
+    function = _array_function(tuple(texts), (), tuple(sorted(values)))
+    first, second = function(arrays), function(arrays)
+    assert [np.asarray(x).tobytes() for x in first] == [np.asarray(x).tobytes() for x in second]

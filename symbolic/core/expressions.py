@@ -432,7 +432,7 @@ def formula_names(text: str) -> frozenset:
 # :func:`_run`: each step one of the reader's operations (+ - * / **, negation, Max, ceiling) on values already
 # on the stack, so nothing but that arithmetic on the given values can ever run, and no text is compiled.
 
-_NAME, _CONST, _BINARY_STEP, _UNARY_STEP, _MAX_STEP, _STORE = range(6)
+_NAME, _CONST, _BINARY_STEP, _UNARY_STEP, _MAX_STEP, _STORE, _BINARY_NAME, _BINARY_CONST = range(8)
 
 
 class _Tree:
@@ -506,6 +506,10 @@ def _steps(text: str, kind: str) -> tuple[tuple, frozenset]:
     for step, arg in postfix:
         if step == _CONST:
             steps.append((_CONST, constant(arg)))
+        elif step == _BINARY_STEP and steps and steps[-1][0] in (_NAME, _CONST):
+            # the right operand is the push just before (a leaf is a whole operand): one step, not two
+            leaf, value = steps.pop()
+            steps.append((_BINARY_NAME if leaf == _NAME else _BINARY_CONST, (operations[arg], value)))
         elif step in (_BINARY_STEP, _UNARY_STEP):
             steps.append((step, operations[arg]))
         elif step == _MAX_STEP:
@@ -553,6 +557,12 @@ def _run(program, env: Mapping) -> tuple:
         if step == _BINARY_STEP:
             right = pop()
             stack[-1] = arg(stack[-1], right)
+        elif step == _BINARY_NAME:
+            operation, letter = arg
+            stack[-1] = operation(stack[-1], scope[letter])
+        elif step == _BINARY_CONST:
+            operation, value = arg
+            stack[-1] = operation(stack[-1], value)
         elif step == _NAME:
             push(scope[arg])
         elif step == _CONST:

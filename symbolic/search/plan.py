@@ -353,7 +353,30 @@ def _array_function(texts: tuple[str, ...], common: tuple = (), names: tuple[str
     unknown = function.names - set(names)
     if unknown:
         raise FormulaError(f"plan formulas read {sorted(unknown)}, not among the plan's letters")
-    return function
+    return _compiled_on_reuse(function, texts, common)
+
+
+def _compiled_on_reuse(program, texts: tuple, common: tuple):
+    """``program`` (the formulas run step by step) for its first call — a fresh ``plan`` evaluates each group
+    once, where compiling cost more than running — and from its second on, in a process that plans again
+    (the API, a notebook, a sweep in blocks), the same formulas compiled
+    (:func:`symbolic.core.expressions.compile_array_formulas`: the same guarded reader writing the arithmetic
+    it accepted as Python), as fast as before. Both give the same doubles (``tests/test_formula_programs.py``)."""
+    from ..core.expressions import FormulaError, compile_array_formulas
+
+    current = [program, 0]
+
+    def evaluate_all(env):
+        if current[1] == 1:
+            try:
+                current[0] = compile_array_formulas(texts, common)
+            except FormulaError:  # too deep to compile: the program serves on
+                pass
+        current[1] += 1
+        return current[0](env)
+
+    evaluate_all.names = program.names
+    return evaluate_all
 
 
 def _time_key(group: "Group") -> tuple:
