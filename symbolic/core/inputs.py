@@ -89,7 +89,12 @@ def read_regular_file(path: str | Path, max_bytes: int = CONFIG_MAX_BYTES, what:
     """The bytes of a regular file of at most ``max_bytes`` (reads at most one byte more)."""
     with open_regular_file(path, max_bytes, what) as handle:
         try:
-            data = handle.read(max_bytes + 1)
+            # Its size first, then the rest (a file that grew since): a read of max_bytes + 1 at once allocates
+            # that much (8 MiB for a cache entry of a few KiB, a fifth of a millisecond each, 165 in a cold plan).
+            size = min(os.fstat(handle.fileno()).st_size, max_bytes) + 1
+            data = handle.read(size)
+            if len(data) == size and size <= max_bytes:
+                data += handle.read(max_bytes + 1 - size)
         except OSError as error:
             raise InputError(f"{clean(path)}: cannot read it ({error.strerror})") from None
     if len(data) > max_bytes:

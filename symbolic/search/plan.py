@@ -331,13 +331,14 @@ def model_flops_expr(structure: Structure) -> Expr:
 @lru_cache(maxsize=None)
 def _array_function(texts: tuple[str, ...], common: tuple = (), names: tuple[str, ...] = ARG_NAMES):
     """One numpy function of a mapping of ``names`` returning every formula of ``texts`` (after the
-    ``common`` subexpressions): the guarded reader's :func:`symbolic.core.expressions.compile_array_formulas`,
-    no ``lambdify``. A formula reading a name not in ``names`` is refused (:class:`FormulaError`);
-    formulas too deep for Python's compiler are read back into sympy and lambdified."""
-    from ..core.expressions import FormulaError, compile_array_formulas, parse_formula
+    ``common`` subexpressions): read by the guarded reader and run as a program,
+    :func:`symbolic.core.expressions.array_program` (no ``lambdify``, nothing compiled: in a fresh process
+    compiling the formulas cost more than evaluating them). A formula reading a name not in ``names`` is
+    refused (:class:`FormulaError`); formulas too deep for the reader are read back into sympy and lambdified."""
+    from ..core.expressions import FormulaError, array_program, parse_formula
 
     try:
-        function = compile_array_formulas(texts, common)
+        function = array_program(texts, common)
     except FormulaError as error:
         if "too deep" not in str(error):
             raise
@@ -352,7 +353,30 @@ def _array_function(texts: tuple[str, ...], common: tuple = (), names: tuple[str
     unknown = function.names - set(names)
     if unknown:
         raise FormulaError(f"plan formulas read {sorted(unknown)}, not among the plan's letters")
-    return function
+    return _compiled_on_reuse(function, texts, common)
+
+
+def _compiled_on_reuse(program, texts: tuple, common: tuple):
+    """``program`` (the formulas run step by step) for its first call — a fresh ``plan`` evaluates each group
+    once, where compiling cost more than running — and from its second on, in a process that plans again
+    (the API, a notebook, a sweep in blocks), the same formulas compiled
+    (:func:`symbolic.core.expressions.compile_array_formulas`: the same guarded reader writing the arithmetic
+    it accepted as Python), as fast as before. Both give the same doubles (``tests/test_formula_programs.py``)."""
+    from ..core.expressions import FormulaError, compile_array_formulas
+
+    current = [program, 0]
+
+    def evaluate_all(env):
+        if current[1] == 1:
+            try:
+                current[0] = compile_array_formulas(texts, common)
+            except FormulaError:  # too deep to compile: the program serves on
+                pass
+        current[1] += 1
+        return current[0](env)
+
+    evaluate_all.names = program.names
+    return evaluate_all
 
 
 def _time_key(group: "Group") -> tuple:
@@ -594,9 +618,11 @@ class GroupFormulas:
 
     @classmethod
     def from_json(cls, text: str) -> "GroupFormulas":
-        """An entry's text, checked: every field of its kind, every formula arithmetic in the plan's
-        letters (:func:`_array_function`, :func:`symbolic.core.expressions.compile_formulas`), the
-        reduced ledgers as many as the candidates say. Anything else raises."""
+        """An entry's text, checked: every field of its kind, every formula the plan evaluates (``params``,
+        ``common``, ``reduced``: :meth:`functions` and :meth:`exact`) arithmetic in the plan's letters
+        (:func:`_array_function`), the reduced ledgers as many as the candidates say. Anything else raises.
+        The ledgers' own texts are the readable form (a benchmark reads them, checked there as it does):
+        the plan evaluates their common-subexpression form, floats and exact alike."""
         data = json.loads(text)
         if not isinstance(data, dict) or set(data) != set(cls.__dataclass_fields__):
             raise ValueError("not a plan group's formulas")
@@ -611,7 +637,6 @@ class GroupFormulas:
         if len(formulas.reduced) != len(formulas.peak_candidates) + 4:
             raise ValueError("reduced ledgers do not match the candidates")
         formulas.functions()
-        _check_exact(formulas.exact_texts())  # read now, compiled when a layout is shown
         return formulas
 
     def functions(self):
@@ -620,24 +645,26 @@ class GroupFormulas:
         return _array_function((self.params,)), _array_function(self.reduced, self.common)
 
     def exact(self):
-        """Every ledger (:meth:`exact_texts`) as one exact function (Fractions) of the values."""
-        return _exact_function(self.exact_texts())
+        """Every ledger, in :meth:`exact_texts`' order (params, then :attr:`reduced`'s), as one exact function
+        (ints and Fractions) of the values: the same formulas the sweep reads (:meth:`functions`, checked
+        when the entry is read), in exact arithmetic, where the common subexpressions are an identity."""
+        return _exact_function((self.params,) + self.reduced, self.common)
 
-
-def _check_exact(texts: tuple[str, ...]) -> None:
-    """Each text read by the guarded reader (arithmetic only), in the plan's letters only."""
-    from ..core.expressions import FormulaError, formula_names
-    names = set().union(*(formula_names(text) for text in texts))
-    if names - set(ARG_NAMES):
-        raise FormulaError(f"plan formulas read {sorted(names - set(ARG_NAMES))}, not among the plan's letters")
+    def exact_params(self):
+        """The parameter count alone, exactly (:meth:`exact`'s first formula)."""
+        return _exact_function((self.params,))
 
 
 @lru_cache(maxsize=None)
-def _exact_function(texts: tuple[str, ...]):
-    """The exact (Fractions) function of ``texts`` (:func:`symbolic.core.expressions.compile_formulas`)."""
-    from ..core.expressions import compile_formulas
-    _check_exact(texts)
-    return compile_formulas(texts)
+def _exact_function(texts: tuple[str, ...], common: tuple = ()):
+    """The exact (ints and Fractions) function of ``texts`` after ``common``, as a program read by the
+    guarded reader (:func:`symbolic.core.expressions.exact_program`): a plan evaluates it at a few layouts,
+    so compiling it would cost more than running it."""
+    from ..core.expressions import FormulaError, exact_program
+    function = exact_program(texts, common)
+    if function.names - set(ARG_NAMES):
+        raise FormulaError(f"plan formulas read {sorted(function.names - set(ARG_NAMES))}, not among the plan's letters")
+    return function
 
 
 @lru_cache(maxsize=None)
@@ -935,7 +962,7 @@ def exact_totals(model: ModelConfig, layout: Layout, params_hand: int | None = N
     formulas = group_formulas(Group.of(model, layout))
     evaluate_all = formulas.exact()
     values = dict(layout.values(model), m=layout.in_flight("first"), m_last=layout.in_flight("last"), Psi=0)
-    count = int(evaluate_all(values)[0])
+    count = int(formulas.exact_params()(values)[0])
     values["Psi"] = count if params_hand is None else params_hand
     _, states_value, acts_value, *rest = evaluate_all(values)
     model_states = _whole(states_value)
