@@ -29,6 +29,7 @@ from .evaluate import (  # noqa: F401 (the bill's types)
     DerivedLine,
     Line,
     derivation_key,
+    derivation_memo_key,
     evaluate,
     layout_structure,
     structure,
@@ -483,7 +484,7 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
 
 #: Derivations kept per process, by :func:`derivation_key` (what derive's text depends on — the
 #: disk cache's key too): a loop over layouts derives each kind once and evaluates the rest.
-_DERIVED: dict[str, DerivedBill] = {}
+_DERIVED: dict[tuple, DerivedBill] = {}
 DERIVED_MAX = 4096
 
 
@@ -492,11 +493,9 @@ def derived(model: ModelConfig, layout: Layout, params_hand: int | None = None) 
     on a miss read through the disk cache as the CLI's bill is (:func:`symbolic.bill.stored.through`:
     an entry checked and evaluated before it is used; derived with sympy and written on a miss there
     too), so a loop in a new process reads the kinds an earlier run derived."""
-    import json
-
     from .stored import through
 
-    key = json.dumps(derivation_key(model, layout, params_hand), sort_keys=True)
+    key = derivation_memo_key(derivation_key(model, layout, params_hand))
     found = _DERIVED.get(key)
     if found is None:
         found = through(model, layout, params_hand, derive)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 
 from ..core.expressions import evaluate_formula, exact_values
 from ..layout.experts import expert_groups
@@ -73,6 +74,37 @@ class Bill:
     def ledger(self, name: str) -> list[Line]:
         return [line for line in self.lines if line.ledger == name]
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)  # a copy or a pickle holds the lines themselves, never the pending builder
+        state["_lines"] = self.lines
+        return state
+
+
+class _PendingLines:
+    """A bill's lines before they are built: :func:`evaluate` has every number already (the totals are
+    sums of them), and a loop that reads ``bill.totals`` only (a plan's check, a benchmark) never needs
+    the few dozen :class:`Line` objects; ``bill.lines`` builds them on first read, the same lines."""
+
+    __slots__ = ("build",)
+
+    def __init__(self, build) -> None:
+        self.build = build
+
+
+def _bill_lines(bill: Bill) -> list[Line]:
+    lines = bill.__dict__["_lines"]
+    if type(lines) is _PendingLines:
+        lines = bill.__dict__["_lines"] = lines.build()
+    return lines
+
+
+def _set_bill_lines(bill: Bill, lines) -> None:
+    bill.__dict__["_lines"] = lines
+
+
+#: ``Bill.lines``: a field (the dataclass's __init__, repr and == go through it), built on first read.
+Bill.lines = property(_bill_lines, _set_bill_lines, doc="Every line of the bill, ledger by ledger, then the verdict's.")
+
 
 @dataclass(frozen=True)
 class DerivedLine:
@@ -119,11 +151,17 @@ def layout_structure(model: ModelConfig, layout: Layout) -> Structure:
     return structure_of(model, flash_attention=layout.flash_attention, loss=layout.loss)
 
 
+@lru_cache(maxsize=1024)
+def _structure_key(model: ModelConfig) -> tuple:
+    """``structure(model).key()``, by model (frozen: a loop over layouts of one model builds it once)."""
+    return structure(model).key()
+
+
 def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> dict:
     """Everything :func:`derive`'s text depends on (the key of the cache): the
     model's structure and the layout's strategy, recipe and ZeRO stage — not
     the dimension values, which only :func:`evaluate` substitutes."""
-    return {"structure": list(structure(model).key()), "sp": layout.sp, "recompute": layout.recompute,
+    return {"structure": list(_structure_key(model)), "sp": layout.sp, "recompute": layout.recompute,
             "dtype": layout.dtype, "pipeline": layout.pp > 1, "interleaved": layout.interleave > 1,
             "optimizer": layout.optimizer, "zero": layout.zero, "hand_filled": params_hand is not None,
             "context_parallel": layout.cp > 1, "expert_parallel": layout.ep > 1,
@@ -155,6 +193,14 @@ def _stage_mix_key(model: ModelConfig, layout: Layout) -> dict:
         return {}
     stages = ("first", "last") if layout.pp > 1 else ("first",)
     return {"stage_mix": [list(map(repr, stage_mix(model, layout, stage).key())) for stage in stages]}
+
+
+def derivation_memo_key(key: dict) -> tuple:
+    """:func:`derivation_key` as a hashable value, for a memo in the process: equal exactly when the keys
+    are (each entry keeps its type from one call to the next), without the JSON text the disk cache names
+    its entries by (a loop over layouts looks a kind up per configuration)."""
+    return tuple((name, tuple(tuple(v) if type(v) is list else v for v in value) if type(value) is list else value)
+                 for name, value in key.items())
 
 
 def whole(value: Fraction) -> int | Fraction:
@@ -197,7 +243,9 @@ class _CompiledBill:
     line_fields: tuple[dict, ...] = ()
     #: ledger → the slots of its lines, in line order (the ledger's total is their sum)
     ledger_slots: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    #: the verdict's candidate instants: ((stage, phase), {class: (formula, slot)}), from the PEAK_PREFIX formulas
+    #: the verdict's candidate instants, from the PEAK_PREFIX formulas in their order: ((stage, phase), the
+    #: slots of its classes in formula order (their sum is the instant's bytes), and for each class of
+    #: PEAK_CLASSES its (formula, slot), ("0", None) for a class the instant does not hold)
     instants: tuple = ()
 
 
@@ -233,11 +281,17 @@ def _compiled(derived: DerivedBill) -> _CompiledBill:
         at_states=compile_formulas(list(order)), line_slots=line_slots, slots=slots,
         line_fields=tuple(_line_fields(line) for line in derived.lines),
         ledger_slots=tuple((ledger, tuple(found)) for ledger, found in by_ledger.items()),
-        instants=tuple(instants.items()))
+        instants=tuple((where, tuple(i for _, i in parts.values()),
+                        tuple(parts.get(cls, ("0", None)) for cls in PEAK_CLASSES))
+                       for where, parts in instants.items()))
     if len(_COMPILED_BILLS) >= 4096:
         _COMPILED_BILLS.clear()
     _COMPILED_BILLS[id(derived)] = (derived, compiled)
     return compiled
+
+
+#: The verdict lines' source (:func:`evaluate`).
+VERDICT_SOURCE = "seed 004 §02–§03; symbolic.ledgers.peak"
 
 
 def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_hand: int | None = None,
@@ -255,8 +309,7 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     n_states = params_hand if params_hand is not None else params_config
     # The model states are per Psi: the hand-filled N or the config count. Every other formula is
     # evaluated in one call of the derivation's compiled function (a formula many lines share once).
-    numbers = [whole(v) for v in compiled.at_states(dict(values, Psi=n_states))]
-    lines = [_line_at(fields, numbers[i]) for fields, i in zip(compiled.line_fields, compiled.line_slots)]
+    numbers = [v if type(v) is int else whole(v) for v in compiled.at_states(dict(values, Psi=n_states))]
     # each ledger's lines summed in line order from 0 (exact: ints, or Fractions where a share is not whole)
     ledger_sums: dict[str, int | Fraction] = {}
     for ledger, found in compiled.ledger_slots:
@@ -264,67 +317,68 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         for i in found:
             ledger_total = ledger_total + numbers[i]
         ledger_sums[ledger] = ledger_total
+    slots = compiled.slots
 
-    def total(ledger: str) -> int | Fraction:
-        return ledger_sums.get(ledger, 0)
-
-    def formula_value(key: str):
-        return numbers[compiled.slots[key]] if key in compiled.slots else None
-
-    states_bytes, activation_bytes = total("model_states"), total("activations")
-    hardware_flops = whole(total("flops"))
+    states_bytes, activation_bytes = ledger_sums.get("model_states", 0), ledger_sums.get("activations", 0)
+    hardware_flops = whole(ledger_sums.get("flops", 0))
     micro_batches = layout.iteration_micro_batches() * layout.dp
     gpus = layout.gpus  # t·p·d·c: the whole model's FLOPs are the same with CP, spread over c times the GPUs
     totals = {
         "params": params_config,
-        "params_eq2": formula_value("params_eq2"),
+        "params_eq2": numbers[slots["params_eq2"]] if "params_eq2" in slots else None,
         "params_hand": params_hand,
         "params_for_states": n_states,
         "model_states_bytes": whole(states_bytes),
         "activation_bytes": whole(activation_bytes),
-        "output_side_bytes": whole(total("output_side")),
+        "output_side_bytes": whole(ledger_sums.get("output_side", 0)),
         "gpu_memory_bytes": gpu_memory,
         "flops_per_iteration": hardware_flops,
-        "model_flops_per_iteration": formula_value("model_flops"),
+        "model_flops_per_iteration": numbers[slots["model_flops"]] if "model_flops" in slots else None,
         "flops_per_gpu_per_iteration": whole(Fraction(hardware_flops, gpus)),
         "tokens_per_iteration": micro_batches * values["b"] * values["s"],
         "gpus": gpus,
     }
     if routed is not None:  # the routed experts' share of params, on the expert grid (the rest: the dense part)
         totals["params_routed_experts"] = routed
-    if "params_per_gpu" in derived.formulas:  # the parameters one GPU holds, on the stage accounted
-        totals["params_per_gpu"] = formula_value("params_per_gpu")
-    if "params_active" in derived.formulas:  # seed 001 §07: N_total for the states, N_active for the FLOPs
-        totals["params_active"] = formula_value("params_active")
-    # The verdict: the largest candidate instant over the stages (ledgers.peak).
-    instants: dict[tuple[str, str], dict[str, tuple[str, int | Fraction]]] = {
-        where: {cls: (formula, numbers[slot]) for cls, (formula, slot) in parts.items()}
-        for where, parts in compiled.instants}
+    if "params_per_gpu" in slots:  # the parameters one GPU holds, on the stage accounted
+        totals["params_per_gpu"] = numbers[slots["params_per_gpu"]]
+    if "params_active" in slots:  # seed 001 §07: N_total for the states, N_active for the FLOPs
+        totals["params_active"] = numbers[slots["params_active"]]
     paper_total = states_bytes + activation_bytes
     totals["paper_total_bytes"] = whole(paper_total)
-    if instants:
-        sums = {where: sum(value for _, value in parts.values()) for where, parts in instants.items()}
-        (stage, phase) = max(sums, key=lambda where: sums[where])  # the first of equal ones: stage order
-        totals["total_bytes"] = whole(sums[(stage, phase)])
+    verdict = None
+    if compiled.instants:
+        # The verdict: the largest candidate instant over the stages (ledgers.peak), each the sum of its
+        # classes in formula order; the first of equal ones (stage order).
+        best = best_sum = None
+        stage_peaks: dict[str, int | Fraction] = {}
+        for instant in compiled.instants:
+            instant_sum = 0
+            for i in instant[1]:
+                instant_sum = instant_sum + numbers[i]
+            if best is None or instant_sum > best_sum:
+                best, best_sum = instant, instant_sum
+            stage = instant[0][0]
+            if stage not in stage_peaks or instant_sum > stage_peaks[stage]:
+                stage_peaks[stage] = instant_sum
+        (stage, phase), _, parts = best
+        totals["total_bytes"] = whole(best_sum)
         totals["verdict_stage"] = stage
         totals["verdict_phase"] = phase
         for name in ("first", "last"):
-            stage_sums = [value for (st, _), value in sums.items() if st == name]
-            if stage_sums:
-                totals[f"peak_{name}_stage_bytes"] = whole(max(stage_sums))
-        where = f"{stage} pipeline stage, {phase}" if layout.pp > 1 else phase
+            if name in stage_peaks:
+                totals[f"peak_{name}_stage_bytes"] = whole(stage_peaks[name])
         # the one breakdown every output prints (text, bar, notebook, --json): what is alive at the verdict's
         # instant, class by class, summing to total_bytes
-        totals["verdict_parts"] = {cls: whole(instants[(stage, phase)].get(cls, ("0", 0))[1]) for cls in PEAK_CLASSES}
-        for cls in PEAK_CLASSES:
-            formula, value = instants[(stage, phase)].get(cls, ("0", 0))
-            lines.append(Line("verdict", f"peak/{cls}", formula, whole(value),
-                              "seed 004 §02–§03; symbolic.ledgers.peak", f"alive at the peak: {where}"))
+        parts = tuple((formula, 0 if i is None else numbers[i]) for formula, i in parts)
+        totals["verdict_parts"] = {cls: whole(value) for cls, (_, value) in zip(PEAK_CLASSES, parts)}
+        verdict = (f"alive at the peak: {stage} pipeline stage, {phase}" if layout.pp > 1
+                   else f"alive at the peak: {phase}", parts)
     else:  # a derivation without the verdict's formulas (none is written so): the papers' total
         totals["total_bytes"] = whole(paper_total)
     if gpu_memory is not None:
         totals["headroom_bytes"] = gpu_memory - totals["total_bytes"]
-    totals["cpu_bytes"] = whole(total("cpu_memory"))
+    totals["cpu_bytes"] = whole(ledger_sums.get("cpu_memory", 0))
     if cpu_memory is not None:
         totals["cpu_memory_bytes"] = cpu_memory
         totals["cpu_headroom_bytes"] = cpu_memory - totals["cpu_bytes"]
@@ -341,7 +395,17 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         diff = params_hand - params_config
         notes.append(f"hand-filled N = {params_hand:,} differs from the config count {params_config:,} by "
                      f"{diff:+,} params ({float(Fraction(diff, params_config) * 100):+.2f}% of the config count)")
-    return Bill(model, layout, values, lines, totals, notes, derived.strategy, not_counted(values, layout))
+
+    def build_lines() -> list[Line]:
+        lines = [_line_at(fields, numbers[i]) for fields, i in zip(compiled.line_fields, compiled.line_slots)]
+        if verdict is not None:
+            condition, parts = verdict
+            lines.extend(Line("verdict", f"peak/{cls}", formula, whole(value), VERDICT_SOURCE, condition)
+                         for cls, (formula, value) in zip(PEAK_CLASSES, parts))
+        return lines
+
+    return Bill(model, layout, values, _PendingLines(build_lines), totals, notes, derived.strategy,
+                not_counted(values, layout))
 
 
 #: The bill's estimate of the CUDA context and the kernel workspaces (its ``not_counted`` line): CUDA 12's
