@@ -11,7 +11,7 @@ the same text in the same way: ``make_bill`` is ``evaluate(derive(...))``.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 
@@ -128,7 +128,12 @@ class DerivedBill:
     strategy: str = ""
 
     def to_json(self) -> str:
-        return json.dumps({"lines": [asdict(line) for line in self.lines], "formulas": self.formulas,
+        # each line's fields in order, as dataclasses.asdict writes them (its deep copy of every str and
+        # int is most of a write to the disk cache)
+        return json.dumps({"lines": [{"ledger": line.ledger, "name": line.name, "formula": line.formula,
+                                      "source": line.source, "condition": line.condition,
+                                      "per_micro_batch": line.per_micro_batch, "micro_batches": line.micro_batches}
+                                     for line in self.lines], "formulas": self.formulas,
                            "strategy": self.strategy})
 
     @classmethod
@@ -228,7 +233,7 @@ def _line_at(fields: dict, value, new=object.__new__, set_field=object.__setattr
 
 @dataclass(frozen=True)
 class _CompiledBill:
-    """A derivation's formulas compiled once (:func:`~symbolic.core.expressions.compile_formulas`):
+    """A derivation's formulas, each compiled once per process (:func:`~symbolic.core.expressions.formula_functions`):
     ``before_states`` gives params and the routed experts' params at the dimension values
     (``has_routed``: whether the model has routed experts); ``at_states`` every other distinct formula at them and Psi; ``line_slots``
     and ``slots`` say where each line's and each named total's number is; ``line_fields`` and
@@ -257,7 +262,7 @@ def _compiled(derived: DerivedBill) -> _CompiledBill:
     found = _COMPILED_BILLS.get(id(derived))
     if found is not None and found[0] is derived:
         return found[1]
-    from ..core.expressions import compile_formulas
+    from ..core.expressions import formula_functions
 
     order: dict[str, int] = {}
 
@@ -276,9 +281,9 @@ def _compiled(derived: DerivedBill) -> _CompiledBill:
     for stage, phase, cls, formula, i in peaks:
         instants.setdefault((stage, phase), {})[cls] = (formula, i)
     compiled = _CompiledBill(
-        before_states=compile_formulas([derived.formulas["params"], derived.formulas.get("params_routed_experts", "0")]),
+        before_states=formula_functions((derived.formulas["params"], derived.formulas.get("params_routed_experts", "0"))),
         has_routed="params_routed_experts" in derived.formulas,
-        at_states=compile_formulas(list(order)), line_slots=line_slots, slots=slots,
+        at_states=formula_functions(order), line_slots=line_slots, slots=slots,
         line_fields=tuple(_line_fields(line) for line in derived.lines),
         ledger_slots=tuple((ledger, tuple(found)) for ledger, found in by_ledger.items()),
         instants=tuple((where, tuple(i for _, i in parts.values()),
