@@ -128,6 +128,35 @@ def fused_backward_recompute(saved_inv, mm_inv) -> Expr:
     return L * llama.fused_backward_recompute(mm_inv) if fused_attention(saved_inv) else Integer(0)
 
 
+# The ledgers' pure functions of frozen inventories and strategies, memoised: the kinds of a loop over
+# layouts share a model's inventories and a handful of strategies, and sympy's arithmetic on them is most
+# of a derivation (2,000 GPT layouts: 126 kinds, each a few hundred sympy operations). The same
+# expressions come back (sympy's are immutable), so the text is the same.
+_layer_inventory = lru_cache(maxsize=1 << 10)(activations.layer_inventory)
+_model_training = lru_cache(maxsize=1 << 10)(flops.model_training)
+_count = lru_cache(maxsize=1 << 10)(params.count)
+_per_gpu = lru_cache(maxsize=1 << 10)(params.per_gpu)
+
+
+@lru_cache(maxsize=1 << 10)
+def _shard(strategy, inventory):
+    return strategy.shard(inventory)
+
+
+@lru_cache(maxsize=1 << 12)
+def _matmul_training(recompute: str, inventory_type, mm, lora: bool) -> tuple[Expr, str, bool]:
+    """One matmul's training FLOPs of one micro-batch under ``recompute`` (hardware FLOPs: what
+    recompute repeats included), their words, and whether recompute repeats it. ``lora``: its weight,
+    if any, is frozen, so its backward computes the input gradient only."""
+    alone = inventory_type((mm,))
+    recomputed = flops.recompute_extra(recompute, alone) != 0
+    work, words = flops.hardware_training(recompute, alone), FORWARD_BACKWARD
+    if lora and mm.weight:
+        # LoRA: every base weight is frozen, so its backward computes the input gradient only
+        work, words = work - flops.forward(alone), FROZEN_FORWARD_BACKWARD
+    return work, words, recomputed
+
+
 def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | None = None) -> DerivedBill:
     """Every ledger of ``model`` under ``layout`` as formulas in the papers'
     letters: the symbolic half of :func:`make_bill`."""
@@ -218,7 +247,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     in_flight, layers_held = strategy.layers_held()
     saved_inv = lora_saved(saved_inv, param_inv, layout)
     fullest = fullest_forward(first_mix) if exact else None
-    for term in activations.layer_inventory(strategy, saved_inv):
+    for term in _layer_inventory(strategy, saved_inv):
         if fullest is not None:  # the stage's own layers at its fullest forward moment, kind by kind
             held_bytes = Add(*(n * in_kind(term.bytes, kind) for kind, n in fullest))
             condition = f"{_split(term)}; {_fullest_words(first_mix, fullest, layout.interleave)}"
@@ -233,7 +262,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # The output side — final norm, logits input, fp32 log-softmax, targets — as its own lines: the
     # last pipeline stage holds it for the one micro-batch between forward and backward. The papers
     # leave it out of their total (paper_total_bytes); the verdict (total_bytes) counts it.
-    output_saved = strategy.shard(output.saved_tensors(norm=output_norm(model), loss=layout.loss))
+    output_saved = _shard(strategy, output.saved_tensors(norm=output_norm(model), loss=layout.loss))
     for term in output_saved:
         add("output_side", term.name, term.bytes, term.source, _split(term))
 
@@ -281,25 +310,19 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     micro_batches = layout.iteration_micro_batches() * layout.dp
     recompute = recompute_for_flops(layout.recompute, saved_inv, tuple(layout.recompute_modules))
     for mm in mm_inv:
-        alone = type(mm_inv)((mm,))
-        recomputed = flops.recompute_extra(recompute, alone) != 0
-        work, words = flops.hardware_training(recompute, alone), FORWARD_BACKWARD
-        if layout.lora and mm.weight:
-            # LoRA: every base weight is frozen, so its backward computes the input gradient only
-            work, words = work - flops.forward(alone), FROZEN_FORWARD_BACKWARD
+        work, words, recomputed = _matmul_training(recompute, type(mm_inv), mm, bool(layout.lora))
         add("flops", mm.name, work * micro_batches, mm.source,
             words + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
     if layout.moe_pad_to_capacity:
         # drop-and-pad: every expert computes on its capacity; the padded rows are their own lines
         shards = (c if layout.cp > 1 else 1) * (t if layout.sp else 1)
         for mm in flops.capacity_padding(mm_inv, shards):
-            alone = type(mm_inv)((mm,))
-            recomputed = flops.recompute_extra(recompute, alone) != 0
-            add("flops", mm.name, flops.hardware_training(recompute, alone) * micro_batches,
+            work, _, recomputed = _matmul_training(recompute, type(mm_inv), mm, False)
+            add("flops", mm.name, work * micro_batches,
                 "Megatron-Core d98e8a6 moe_utils.get_capacity, token_dispatcher.py (moe_pad_expert_input_to_capacity)",
                 "hardware FLOPs on zero-padded rows: " + FORWARD_BACKWARD
                 + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
-    model_flops = flops.model_training(mm_inv)
+    model_flops = _model_training(mm_inv)
     if layout.lora:
         model_flops -= flops.forward(type(mm_inv)(tuple(mm for mm in mm_inv if mm.weight)))
         for name, forward in lora_forward_flops(param_inv, layout.lora_targets):
@@ -315,10 +338,10 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
             "hardware FLOPs: FlashAttention recomputes Q·Kᵀ", micro_batches)
 
     per_gpu = (stage_params_per_gpu(param_inv, first_mix, layout) if staged_states else
-               params.per_gpu(param_inv, layout.pp > 1, expert_parallel=expert_ways(layout)[0],
+               _per_gpu(param_inv, layout.pp > 1, expert_parallel=expert_ways(layout)[0],
                               expert_tensor_parallel=expert_ways(layout)[1], pipeline_parallel=stage_ways(layout)))
-    formulas.update({"params": sstr(params.count(param_inv)),
-                     "params_eq2": sstr(params.count(param_inv, params.eq2_scopes())),
+    formulas.update({"params": sstr(_count(param_inv)),
+                     "params_eq2": sstr(_count(param_inv, params.eq2_scopes())),
                      "model_flops": sstr(model_flops * micro_batches),
                      "params_per_gpu": sstr(per_gpu)})
     active = active_parameters(model)
@@ -457,6 +480,7 @@ def lora_saved(saved_inv, param_inv, layout: Layout):
     return type(saved_inv)(saved_inv.terms + extra, saved_inv.applied)
 
 
+@lru_cache(maxsize=1 << 12)
 def _split(term) -> str:
     return (f"{term.dtype}, split: {term.split.value}"
             + (f" /{term.sharded_by}" if term.sharded_by != 1 else "")
