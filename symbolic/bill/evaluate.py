@@ -165,23 +165,24 @@ def _structure_key(model: ModelConfig) -> tuple:
 def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> dict:
     """Everything :func:`derive`'s text depends on (the key of the cache): the
     model's structure and the layout's strategy, recipe and ZeRO stage — not
-    the dimension values, which only :func:`evaluate` substitutes."""
-    return {"structure": list(_structure_key(model)), "sp": layout.sp, "recompute": layout.recompute,
+    the dimension values, which only :func:`evaluate` substitutes. Its sequences are tuples (hashable:
+    :func:`derivation_memo_key`), written as JSON arrays in the disk cache's key."""
+    return {"structure": _structure_key(model), "sp": layout.sp, "recompute": layout.recompute,
             "dtype": layout.dtype, "pipeline": layout.pp > 1, "interleaved": layout.interleave > 1,
             "optimizer": layout.optimizer, "zero": layout.zero, "hand_filled": params_hand is not None,
             "context_parallel": layout.cp > 1, "expert_parallel": layout.ep > 1,
             "expert_tensor_parallel": layout.etp not in (0, layout.tp),
             "expert_capacity": Fraction(layout.moe_capacity) != 1,
-            "recompute_modules": list(layout.recompute_modules), "fused_swiglu": layout.fused_swiglu,
+            "recompute_modules": tuple(layout.recompute_modules), "fused_swiglu": layout.fused_swiglu,
             "micro_batches": layout.iteration_micro_batches() * layout.dp,
             # the chunks in flight when the micro-batches per iteration cap them (the text holds the
             # integer), and the communication groups wider than one (their buffers are lines)
-            "in_flight": [layout.in_flight_capped(stage) for stage in ("first", "last")] if layout.pp > 1 else None,
-            "comm": [layout.tp > 1, layout.dp > 1, layout.pp > 1, layout.cp > 1,
+            "in_flight": (layout.in_flight_capped("first"), layout.in_flight_capped("last")) if layout.pp > 1 else None,
+            "comm": (layout.tp > 1, layout.dp > 1, layout.pp > 1, layout.cp > 1,
                      # the expert grid's own communicators (EP, expert TP ≠ t, expert DP ≠ d) hold buffers too
-                     *[group for group, size in expert_groups(layout) if size > 1]],
-            "levers": [layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
-                       layout.optimizer_impl, layout.flash_attention, layout.activation_offload],
+                     *[group for group, size in expert_groups(layout) if size > 1]),
+            "levers": (layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
+                       layout.optimizer_impl, layout.flash_attention, layout.activation_offload),
             **({"fp8_activations": True} if layout.fp8_activations else {}),
             **({"loss": layout.loss} if layout.loss != "eager" else {}),
             **({"uneven_stages": True} if layout.uneven_stages else {}),
@@ -197,15 +198,14 @@ def _stage_mix_key(model: ModelConfig, layout: Layout) -> dict:
     if not exact_stages(model, layout):
         return {}
     stages = ("first", "last") if layout.pp > 1 else ("first",)
-    return {"stage_mix": [list(map(repr, stage_mix(model, layout, stage).key())) for stage in stages]}
+    return {"stage_mix": tuple(tuple(map(repr, stage_mix(model, layout, stage).key())) for stage in stages)}
 
 
 def derivation_memo_key(key: dict) -> tuple:
     """:func:`derivation_key` as a hashable value, for a memo in the process: equal exactly when the keys
-    are (each entry keeps its type from one call to the next), without the JSON text the disk cache names
-    its entries by (a loop over layouts looks a kind up per configuration)."""
-    return tuple((name, tuple(tuple(v) if type(v) is list else v for v in value) if type(value) is list else value)
-                 for name, value in key.items())
+    are (each entry keeps its type from one call to the next; its sequences are tuples), without the JSON
+    text the disk cache names its entries by (a loop over layouts looks a kind up per configuration)."""
+    return tuple(key.items())
 
 
 def whole(value: Fraction) -> int | Fraction:
