@@ -269,7 +269,10 @@ class _Source:
         if kind is ast.Div:
             return lambda a, b: (f"_div({a[0]}, {b[0]})", self.ATOM)
         if kind is ast.Pow:
-            return lambda a, b: (f"_pow({a[0]}, {b[0]})", self.ATOM)
+            # a name squared (s**2, h**2: most powers of the engine's formulas) as a product: the same
+            # number and type for an int and a Fraction, without the bounded power's call
+            return lambda a, b: ((f"({a[0]} * {a[0]})", self.ATOM) if b[0] == "2" and a[0].startswith("v_")
+                                 and a[0].isidentifier() else (f"_pow({a[0]}, {b[0]})", self.ATOM))
         symbol, level = {ast.Add: ("+", self.SUM), ast.Sub: ("-", self.SUM), ast.Mult: ("*", self.PRODUCT)}[kind]
         # left-associative: the left operand may be of the same level unparenthesised, the right not
         return lambda a, b: (f"{self._wrap(a, level)} {symbol} {self._wrap(b, level + 1)}", level)
