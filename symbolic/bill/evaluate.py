@@ -208,6 +208,15 @@ def derivation_memo_key(key: dict) -> tuple:
     return tuple(key.items())
 
 
+def _share(total: int | Fraction, ways: int) -> int | Fraction:
+    """``whole(Fraction(total, ways))``: an int when ``ways`` divides an int total, without building the Fraction."""
+    if type(total) is int:
+        quotient, remainder = divmod(total, ways)
+        if remainder == 0:
+            return quotient
+    return whole(Fraction(total, ways))
+
+
 def whole(value: Fraction) -> int | Fraction:
     """Bytes are whole numbers when the sharding divides evenly; keep exact otherwise."""
     return value.numerator if value.denominator == 1 else value
@@ -339,7 +348,7 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         "gpu_memory_bytes": gpu_memory,
         "flops_per_iteration": hardware_flops,
         "model_flops_per_iteration": numbers[slots["model_flops"]] if "model_flops" in slots else None,
-        "flops_per_gpu_per_iteration": whole(Fraction(hardware_flops, gpus)),
+        "flops_per_gpu_per_iteration": _share(hardware_flops, gpus),
         "tokens_per_iteration": micro_batches * values["b"] * values["s"],
         "gpus": gpus,
     }
