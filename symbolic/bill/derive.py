@@ -40,6 +40,13 @@ from .evaluate import (  # noqa: F401 (the bill's types)
 sstr = lru_cache(maxsize=1 << 14)(_sympy_sstr)
 
 
+@lru_cache(maxsize=1 << 14)
+def _per_micro_batch(expr: Expr, micro_batches: int) -> str:
+    """A FLOPs line's formula of one micro-batch, as text: the kinds of a loop repeat a model's
+    matmul lines with the same count, and sympy's division was most of a line's cost."""
+    return sstr(expr / micro_batches)
+
+
 def output_norm(model: ModelConfig) -> str:
     """The final norm of the model's output side (``architectures.output``)."""
     return structure(model).output_norm
@@ -168,7 +175,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     def add(ledger: str, name: str, expr: Expr, source: str, condition: str = "", micro_batches: int = 0) -> None:
         # A FLOPs line also keeps its formula of one micro-batch and the count it is multiplied by,
         # so a reader sees 18*L*b*h**2*s × 64 rather than 1152*L*b*h**2*s.
-        per = sstr(expr / micro_batches) if micro_batches else ""
+        per = _per_micro_batch(expr, micro_batches) if micro_batches else ""
         lines.append(DerivedLine(ledger, name, sstr(expr), source, condition, per, micro_batches))
 
     # Parameters: the inventory, each layer term repeated L times.
@@ -519,10 +526,11 @@ def derived(model: ModelConfig, layout: Layout, params_hand: int | None = None) 
     too), so a loop in a new process reads the kinds an earlier run derived."""
     from .stored import through
 
-    key = derivation_memo_key(derivation_key(model, layout, params_hand))
+    fields = derivation_key(model, layout, params_hand)
+    key = derivation_memo_key(fields)
     found = _DERIVED.get(key)
     if found is None:
-        found = through(model, layout, params_hand, derive)
+        found = through(model, layout, params_hand, derive, fields)
         if len(_DERIVED) >= DERIVED_MAX:
             _DERIVED.clear()
         _DERIVED[key] = found
