@@ -37,6 +37,33 @@ def test_cached_derivation_gives_the_bill_exactly(tmp_path, monkeypatch, name, l
 def test_derived_bill_round_trips_through_json():
     derived = derive(preset("gpt-175b"), Layout(tp=8, pp=8, sp=True))
     assert DerivedBill.from_json(derived.to_json()) == derived
+    # the text names every field of a line, in order, as dataclasses.asdict would (a new field cannot be dropped)
+    from dataclasses import asdict
+    assert derived.to_json() == json.dumps({"lines": [asdict(line) for line in derived.lines],
+                                            "formulas": derived.formulas, "strategy": derived.strategy})
+
+
+@pytest.mark.parametrize("name, layout, hand", CASES)
+def test_a_bill_builds_its_lines_when_read_the_same_lines(name, layout, hand):
+    import copy
+    import pickle
+
+    from symbolic.bill.evaluate import Line
+    model = preset(name)
+    bill = make_bill(model, layout, params_hand=hand)
+    assert "_lines" in vars(bill) and type(vars(bill)["_lines"]) is not list  # not built until read
+    twin = pickle.loads(pickle.dumps(make_bill(model, layout, params_hand=hand)))  # a pickle builds them
+    lines = bill.lines
+    assert type(lines) is list and bill.lines is lines and all(type(line) is Line for line in lines)
+    assert twin.lines == lines and twin == bill and copy.deepcopy(bill) == bill
+    # each line as Line(...) builds it; the ledgers sum to the totals; the verdict's lines last, summing to it
+    assert lines == [Line(line.ledger, line.name, line.formula, line.value, line.source, line.condition,
+                          line.per_micro_batch, line.micro_batches) for line in lines]
+    assert sum(line.value for line in bill.ledger("model_states")) == bill.totals["model_states_bytes"]
+    assert [line.ledger for line in lines[-5:]] == ["verdict"] * 5
+    assert sum(line.value for line in lines[-5:]) == bill.totals["total_bytes"]
+    bill.lines = lines[:3]  # a field still: set, then read back
+    assert bill.lines == lines[:3]
 
 
 def test_a_corrupt_entry_is_derived_again(tmp_path, monkeypatch):

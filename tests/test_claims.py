@@ -197,6 +197,38 @@ def test_compiled_formulas_equal_the_reader_and_refuse_the_same_texts():
     assert compile_formulas([deep])({"s": 3}) == (1200,)
 
 
+def test_formula_functions_equal_the_compiled_formulas_and_refuse_the_same_texts():
+    """formula_functions (the bill's evaluation: each text compiled once, shared by every kind) gives
+    compile_formulas's numbers, of the same types, on every formula of real derivations, and refuses
+    and names what it refuses."""
+    from fractions import Fraction
+
+    from symbolic.bill.derive import derived
+    from symbolic.core.expressions import compile_formulas, formula_functions
+    from symbolic.layout.layout import Layout
+    from symbolic.models.builtin import PRESETS
+
+    for name, layout in (("gpt-175b", Layout(tp=8, pp=8, sp=True, recompute="selective", global_batch=64)),
+                         ("mixtral-8x7b", Layout(tp=2, dp=4, ep=4, zero=3, micro_batch=3)),
+                         ("llama-3-8b", Layout(dp=3, zero=2))):
+        model = PRESETS[name]
+        bill = derived(model, layout)
+        texts = [line.formula for line in bill.lines] + list(bill.formulas.values())
+        values = dict(layout.values(model), Psi=7 * 10**9 + 1)
+        got, want = formula_functions(texts)(values), compile_formulas(texts)(values)
+        assert tuple(got) == want and [type(g) for g in got] == [type(w) for w in want]
+    assert formula_functions(["s/3", "s/2", "0.5*s"])({"s": 2}) == [Fraction(2, 3), 1, 1]
+    for bad in ('__import__("os").system("true")', "s.real", "Max(s, key=1)", "lambda: 1", "x[0]"):
+        with pytest.raises(FormulaError):
+            formula_functions(["s", bad])
+    with pytest.raises(FormulaError, match="unknown name 'h'"):
+        formula_functions(["s*h"])({"s": 1})
+    with pytest.raises(FormulaError, match="beyond"):
+        formula_functions(["s**100"])({"s": 2})
+    deep = "+".join(["s"] * 400)  # a long sum: one flat line
+    assert formula_functions([deep, "s"])({"s": 3}) == [1200, 3]
+
+
 def test_a_bills_lines_are_the_frozen_lines_their_fields_make():
     """evaluate builds its lines without the dataclass __init__ (speed): each equals, hashes as and is
     as frozen as Line(...) of the same fields."""

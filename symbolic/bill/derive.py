@@ -29,6 +29,7 @@ from .evaluate import (  # noqa: F401 (the bill's types)
     DerivedLine,
     Line,
     derivation_key,
+    derivation_memo_key,
     evaluate,
     layout_structure,
     structure,
@@ -37,6 +38,13 @@ from .evaluate import (  # noqa: F401 (the bill's types)
 #: sympy's printer, memoised: a loop over layouts derives many kinds whose lines repeat the same few
 #: expressions (2,000 GPT layouts: 11,385 lines, 117 distinct), and printing is most of a derivation.
 sstr = lru_cache(maxsize=1 << 14)(_sympy_sstr)
+
+
+@lru_cache(maxsize=1 << 14)
+def _per_micro_batch(expr: Expr, micro_batches: int) -> str:
+    """A FLOPs line's formula of one micro-batch, as text: the kinds of a loop repeat a model's
+    matmul lines with the same count, and sympy's division was most of a line's cost."""
+    return sstr(expr / micro_batches)
 
 
 def output_norm(model: ModelConfig) -> str:
@@ -127,6 +135,35 @@ def fused_backward_recompute(saved_inv, mm_inv) -> Expr:
     return L * llama.fused_backward_recompute(mm_inv) if fused_attention(saved_inv) else Integer(0)
 
 
+# The ledgers' pure functions of frozen inventories and strategies, memoised: the kinds of a loop over
+# layouts share a model's inventories and a handful of strategies, and sympy's arithmetic on them is most
+# of a derivation (2,000 GPT layouts: 126 kinds, each a few hundred sympy operations). The same
+# expressions come back (sympy's are immutable), so the text is the same.
+_layer_inventory = lru_cache(maxsize=1 << 10)(activations.layer_inventory)
+_model_training = lru_cache(maxsize=1 << 10)(flops.model_training)
+_count = lru_cache(maxsize=1 << 10)(params.count)
+_per_gpu = lru_cache(maxsize=1 << 10)(params.per_gpu)
+
+
+@lru_cache(maxsize=1 << 10)
+def _shard(strategy, inventory):
+    return strategy.shard(inventory)
+
+
+@lru_cache(maxsize=1 << 12)
+def _matmul_training(recompute: str, inventory_type, mm, lora: bool) -> tuple[Expr, str, bool]:
+    """One matmul's training FLOPs of one micro-batch under ``recompute`` (hardware FLOPs: what
+    recompute repeats included), their words, and whether recompute repeats it. ``lora``: its weight,
+    if any, is frozen, so its backward computes the input gradient only."""
+    alone = inventory_type((mm,))
+    recomputed = flops.recompute_extra(recompute, alone) != 0
+    work, words = flops.hardware_training(recompute, alone), FORWARD_BACKWARD
+    if lora and mm.weight:
+        # LoRA: every base weight is frozen, so its backward computes the input gradient only
+        work, words = work - flops.forward(alone), FROZEN_FORWARD_BACKWARD
+    return work, words, recomputed
+
+
 def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | None = None) -> DerivedBill:
     """Every ledger of ``model`` under ``layout`` as formulas in the papers'
     letters: the symbolic half of :func:`make_bill`."""
@@ -138,7 +175,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     def add(ledger: str, name: str, expr: Expr, source: str, condition: str = "", micro_batches: int = 0) -> None:
         # A FLOPs line also keeps its formula of one micro-batch and the count it is multiplied by,
         # so a reader sees 18*L*b*h**2*s × 64 rather than 1152*L*b*h**2*s.
-        per = sstr(expr / micro_batches) if micro_batches else ""
+        per = _per_micro_batch(expr, micro_batches) if micro_batches else ""
         lines.append(DerivedLine(ledger, name, sstr(expr), source, condition, per, micro_batches))
 
     # Parameters: the inventory, each layer term repeated L times.
@@ -217,7 +254,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     in_flight, layers_held = strategy.layers_held()
     saved_inv = lora_saved(saved_inv, param_inv, layout)
     fullest = fullest_forward(first_mix) if exact else None
-    for term in activations.layer_inventory(strategy, saved_inv):
+    for term in _layer_inventory(strategy, saved_inv):
         if fullest is not None:  # the stage's own layers at its fullest forward moment, kind by kind
             held_bytes = Add(*(n * in_kind(term.bytes, kind) for kind, n in fullest))
             condition = f"{_split(term)}; {_fullest_words(first_mix, fullest, layout.interleave)}"
@@ -232,7 +269,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # The output side — final norm, logits input, fp32 log-softmax, targets — as its own lines: the
     # last pipeline stage holds it for the one micro-batch between forward and backward. The papers
     # leave it out of their total (paper_total_bytes); the verdict (total_bytes) counts it.
-    output_saved = strategy.shard(output.saved_tensors(norm=output_norm(model), loss=layout.loss))
+    output_saved = _shard(strategy, output.saved_tensors(norm=output_norm(model), loss=layout.loss))
     for term in output_saved:
         add("output_side", term.name, term.bytes, term.source, _split(term))
 
@@ -280,25 +317,19 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     micro_batches = layout.iteration_micro_batches() * layout.dp
     recompute = recompute_for_flops(layout.recompute, saved_inv, tuple(layout.recompute_modules))
     for mm in mm_inv:
-        alone = type(mm_inv)((mm,))
-        recomputed = flops.recompute_extra(recompute, alone) != 0
-        work, words = flops.hardware_training(recompute, alone), FORWARD_BACKWARD
-        if layout.lora and mm.weight:
-            # LoRA: every base weight is frozen, so its backward computes the input gradient only
-            work, words = work - flops.forward(alone), FROZEN_FORWARD_BACKWARD
+        work, words, recomputed = _matmul_training(recompute, type(mm_inv), mm, bool(layout.lora))
         add("flops", mm.name, work * micro_batches, mm.source,
             words + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
     if layout.moe_pad_to_capacity:
         # drop-and-pad: every expert computes on its capacity; the padded rows are their own lines
         shards = (c if layout.cp > 1 else 1) * (t if layout.sp else 1)
         for mm in flops.capacity_padding(mm_inv, shards):
-            alone = type(mm_inv)((mm,))
-            recomputed = flops.recompute_extra(recompute, alone) != 0
-            add("flops", mm.name, flops.hardware_training(recompute, alone) * micro_batches,
+            work, _, recomputed = _matmul_training(recompute, type(mm_inv), mm, False)
+            add("flops", mm.name, work * micro_batches,
                 "Megatron-Core d98e8a6 moe_utils.get_capacity, token_dispatcher.py (moe_pad_expert_input_to_capacity)",
                 "hardware FLOPs on zero-padded rows: " + FORWARD_BACKWARD
                 + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
-    model_flops = flops.model_training(mm_inv)
+    model_flops = _model_training(mm_inv)
     if layout.lora:
         model_flops -= flops.forward(type(mm_inv)(tuple(mm for mm in mm_inv if mm.weight)))
         for name, forward in lora_forward_flops(param_inv, layout.lora_targets):
@@ -314,10 +345,10 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
             "hardware FLOPs: FlashAttention recomputes Q·Kᵀ", micro_batches)
 
     per_gpu = (stage_params_per_gpu(param_inv, first_mix, layout) if staged_states else
-               params.per_gpu(param_inv, layout.pp > 1, expert_parallel=expert_ways(layout)[0],
+               _per_gpu(param_inv, layout.pp > 1, expert_parallel=expert_ways(layout)[0],
                               expert_tensor_parallel=expert_ways(layout)[1], pipeline_parallel=stage_ways(layout)))
-    formulas.update({"params": sstr(params.count(param_inv)),
-                     "params_eq2": sstr(params.count(param_inv, params.eq2_scopes())),
+    formulas.update({"params": sstr(_count(param_inv)),
+                     "params_eq2": sstr(_count(param_inv, params.eq2_scopes())),
                      "model_flops": sstr(model_flops * micro_batches),
                      "params_per_gpu": sstr(per_gpu)})
     active = active_parameters(model)
@@ -456,6 +487,7 @@ def lora_saved(saved_inv, param_inv, layout: Layout):
     return type(saved_inv)(saved_inv.terms + extra, saved_inv.applied)
 
 
+@lru_cache(maxsize=1 << 12)
 def _split(term) -> str:
     return (f"{term.dtype}, split: {term.split.value}"
             + (f" /{term.sharded_by}" if term.sharded_by != 1 else "")
@@ -483,7 +515,7 @@ def make_bill(model: ModelConfig, layout: Layout = Layout(), params_hand: int | 
 
 #: Derivations kept per process, by :func:`derivation_key` (what derive's text depends on — the
 #: disk cache's key too): a loop over layouts derives each kind once and evaluates the rest.
-_DERIVED: dict[str, DerivedBill] = {}
+_DERIVED: dict[tuple, DerivedBill] = {}
 DERIVED_MAX = 4096
 
 
@@ -492,14 +524,13 @@ def derived(model: ModelConfig, layout: Layout, params_hand: int | None = None) 
     on a miss read through the disk cache as the CLI's bill is (:func:`symbolic.bill.stored.through`:
     an entry checked and evaluated before it is used; derived with sympy and written on a miss there
     too), so a loop in a new process reads the kinds an earlier run derived."""
-    import json
-
     from .stored import through
 
-    key = json.dumps(derivation_key(model, layout, params_hand), sort_keys=True)
+    fields = derivation_key(model, layout, params_hand)
+    key = derivation_memo_key(fields)
     found = _DERIVED.get(key)
     if found is None:
-        found = through(model, layout, params_hand, derive)
+        found = through(model, layout, params_hand, derive, fields)
         if len(_DERIVED) >= DERIVED_MAX:
             _DERIVED.clear()
         _DERIVED[key] = found

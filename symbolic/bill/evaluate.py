@@ -11,8 +11,9 @@ the same text in the same way: ``make_bill`` is ``evaluate(derive(...))``.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 
 from ..core.expressions import evaluate_formula, exact_values
 from ..layout.experts import expert_groups
@@ -73,6 +74,37 @@ class Bill:
     def ledger(self, name: str) -> list[Line]:
         return [line for line in self.lines if line.ledger == name]
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)  # a copy or a pickle holds the lines themselves, never the pending builder
+        state["_lines"] = self.lines
+        return state
+
+
+class _PendingLines:
+    """A bill's lines before they are built: :func:`evaluate` has every number already (the totals are
+    sums of them), and a loop that reads ``bill.totals`` only (a plan's check, a benchmark) never needs
+    the few dozen :class:`Line` objects; ``bill.lines`` builds them on first read, the same lines."""
+
+    __slots__ = ("build",)
+
+    def __init__(self, build) -> None:
+        self.build = build
+
+
+def _bill_lines(bill: Bill) -> list[Line]:
+    lines = bill.__dict__["_lines"]
+    if type(lines) is _PendingLines:
+        lines = bill.__dict__["_lines"] = lines.build()
+    return lines
+
+
+def _set_bill_lines(bill: Bill, lines) -> None:
+    bill.__dict__["_lines"] = lines
+
+
+#: ``Bill.lines``: a field (the dataclass's __init__, repr and == go through it), built on first read.
+Bill.lines = property(_bill_lines, _set_bill_lines, doc="Every line of the bill, ledger by ledger, then the verdict's.")
+
 
 @dataclass(frozen=True)
 class DerivedLine:
@@ -96,7 +128,12 @@ class DerivedBill:
     strategy: str = ""
 
     def to_json(self) -> str:
-        return json.dumps({"lines": [asdict(line) for line in self.lines], "formulas": self.formulas,
+        # each line's fields in order, as dataclasses.asdict writes them (its deep copy of every str and
+        # int is most of a write to the disk cache)
+        return json.dumps({"lines": [{"ledger": line.ledger, "name": line.name, "formula": line.formula,
+                                      "source": line.source, "condition": line.condition,
+                                      "per_micro_batch": line.per_micro_batch, "micro_batches": line.micro_batches}
+                                     for line in self.lines], "formulas": self.formulas,
                            "strategy": self.strategy})
 
     @classmethod
@@ -119,26 +156,33 @@ def layout_structure(model: ModelConfig, layout: Layout) -> Structure:
     return structure_of(model, flash_attention=layout.flash_attention, loss=layout.loss)
 
 
+@lru_cache(maxsize=1024)
+def _structure_key(model: ModelConfig) -> tuple:
+    """``structure(model).key()``, by model (frozen: a loop over layouts of one model builds it once)."""
+    return structure(model).key()
+
+
 def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> dict:
     """Everything :func:`derive`'s text depends on (the key of the cache): the
     model's structure and the layout's strategy, recipe and ZeRO stage — not
-    the dimension values, which only :func:`evaluate` substitutes."""
-    return {"structure": list(structure(model).key()), "sp": layout.sp, "recompute": layout.recompute,
+    the dimension values, which only :func:`evaluate` substitutes. Its sequences are tuples (hashable:
+    :func:`derivation_memo_key`), written as JSON arrays in the disk cache's key."""
+    return {"structure": _structure_key(model), "sp": layout.sp, "recompute": layout.recompute,
             "dtype": layout.dtype, "pipeline": layout.pp > 1, "interleaved": layout.interleave > 1,
             "optimizer": layout.optimizer, "zero": layout.zero, "hand_filled": params_hand is not None,
             "context_parallel": layout.cp > 1, "expert_parallel": layout.ep > 1,
             "expert_tensor_parallel": layout.etp not in (0, layout.tp),
             "expert_capacity": Fraction(layout.moe_capacity) != 1,
-            "recompute_modules": list(layout.recompute_modules), "fused_swiglu": layout.fused_swiglu,
+            "recompute_modules": tuple(layout.recompute_modules), "fused_swiglu": layout.fused_swiglu,
             "micro_batches": layout.iteration_micro_batches() * layout.dp,
             # the chunks in flight when the micro-batches per iteration cap them (the text holds the
             # integer), and the communication groups wider than one (their buffers are lines)
-            "in_flight": [layout.in_flight_capped(stage) for stage in ("first", "last")] if layout.pp > 1 else None,
-            "comm": [layout.tp > 1, layout.dp > 1, layout.pp > 1, layout.cp > 1,
+            "in_flight": (layout.in_flight_capped("first"), layout.in_flight_capped("last")) if layout.pp > 1 else None,
+            "comm": (layout.tp > 1, layout.dp > 1, layout.pp > 1, layout.cp > 1,
                      # the expert grid's own communicators (EP, expert TP ≠ t, expert DP ≠ d) hold buffers too
-                     *[group for group, size in expert_groups(layout) if size > 1]],
-            "levers": [layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
-                       layout.optimizer_impl, layout.flash_attention, layout.activation_offload],
+                     *[group for group, size in expert_groups(layout) if size > 1]),
+            "levers": (layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
+                       layout.optimizer_impl, layout.flash_attention, layout.activation_offload),
             **({"fp8_activations": True} if layout.fp8_activations else {}),
             **({"loss": layout.loss} if layout.loss != "eager" else {}),
             **({"uneven_stages": True} if layout.uneven_stages else {}),
@@ -154,7 +198,23 @@ def _stage_mix_key(model: ModelConfig, layout: Layout) -> dict:
     if not exact_stages(model, layout):
         return {}
     stages = ("first", "last") if layout.pp > 1 else ("first",)
-    return {"stage_mix": [list(map(repr, stage_mix(model, layout, stage).key())) for stage in stages]}
+    return {"stage_mix": tuple(tuple(map(repr, stage_mix(model, layout, stage).key())) for stage in stages)}
+
+
+def derivation_memo_key(key: dict) -> tuple:
+    """:func:`derivation_key` as a hashable value, for a memo in the process: equal exactly when the keys
+    are (each entry keeps its type from one call to the next; its sequences are tuples), without the JSON
+    text the disk cache names its entries by (a loop over layouts looks a kind up per configuration)."""
+    return tuple(key.items())
+
+
+def _share(total: int | Fraction, ways: int) -> int | Fraction:
+    """``whole(Fraction(total, ways))``: an int when ``ways`` divides an int total, without building the Fraction."""
+    if type(total) is int:
+        quotient, remainder = divmod(total, ways)
+        if remainder == 0:
+            return quotient
+    return whole(Fraction(total, ways))
 
 
 def whole(value: Fraction) -> int | Fraction:
@@ -182,7 +242,7 @@ def _line_at(fields: dict, value, new=object.__new__, set_field=object.__setattr
 
 @dataclass(frozen=True)
 class _CompiledBill:
-    """A derivation's formulas compiled once (:func:`~symbolic.core.expressions.compile_formulas`):
+    """A derivation's formulas, each compiled once per process (:func:`~symbolic.core.expressions.formula_functions`):
     ``before_states`` gives params and the routed experts' params at the dimension values
     (``has_routed``: whether the model has routed experts); ``at_states`` every other distinct formula at them and Psi; ``line_slots``
     and ``slots`` say where each line's and each named total's number is; ``line_fields`` and
@@ -197,7 +257,9 @@ class _CompiledBill:
     line_fields: tuple[dict, ...] = ()
     #: ledger → the slots of its lines, in line order (the ledger's total is their sum)
     ledger_slots: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    #: the verdict's candidate instants: ((stage, phase), {class: (formula, slot)}), from the PEAK_PREFIX formulas
+    #: the verdict's candidate instants, from the PEAK_PREFIX formulas in their order: ((stage, phase), the
+    #: slots of its classes in formula order (their sum is the instant's bytes), and for each class of
+    #: PEAK_CLASSES its (formula, slot), ("0", None) for a class the instant does not hold)
     instants: tuple = ()
 
 
@@ -209,7 +271,7 @@ def _compiled(derived: DerivedBill) -> _CompiledBill:
     found = _COMPILED_BILLS.get(id(derived))
     if found is not None and found[0] is derived:
         return found[1]
-    from ..core.expressions import compile_formulas
+    from ..core.expressions import formula_functions
 
     order: dict[str, int] = {}
 
@@ -228,16 +290,22 @@ def _compiled(derived: DerivedBill) -> _CompiledBill:
     for stage, phase, cls, formula, i in peaks:
         instants.setdefault((stage, phase), {})[cls] = (formula, i)
     compiled = _CompiledBill(
-        before_states=compile_formulas([derived.formulas["params"], derived.formulas.get("params_routed_experts", "0")]),
+        before_states=formula_functions((derived.formulas["params"], derived.formulas.get("params_routed_experts", "0"))),
         has_routed="params_routed_experts" in derived.formulas,
-        at_states=compile_formulas(list(order)), line_slots=line_slots, slots=slots,
+        at_states=formula_functions(order), line_slots=line_slots, slots=slots,
         line_fields=tuple(_line_fields(line) for line in derived.lines),
         ledger_slots=tuple((ledger, tuple(found)) for ledger, found in by_ledger.items()),
-        instants=tuple(instants.items()))
+        instants=tuple((where, tuple(i for _, i in parts.values()),
+                        tuple(parts.get(cls, ("0", None)) for cls in PEAK_CLASSES))
+                       for where, parts in instants.items()))
     if len(_COMPILED_BILLS) >= 4096:
         _COMPILED_BILLS.clear()
     _COMPILED_BILLS[id(derived)] = (derived, compiled)
     return compiled
+
+
+#: The verdict lines' source (:func:`evaluate`).
+VERDICT_SOURCE = "seed 004 §02–§03; symbolic.ledgers.peak"
 
 
 def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_hand: int | None = None,
@@ -255,8 +323,7 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     n_states = params_hand if params_hand is not None else params_config
     # The model states are per Psi: the hand-filled N or the config count. Every other formula is
     # evaluated in one call of the derivation's compiled function (a formula many lines share once).
-    numbers = [whole(v) for v in compiled.at_states(dict(values, Psi=n_states))]
-    lines = [_line_at(fields, numbers[i]) for fields, i in zip(compiled.line_fields, compiled.line_slots)]
+    numbers = [v if type(v) is int else whole(v) for v in compiled.at_states(dict(values, Psi=n_states))]
     # each ledger's lines summed in line order from 0 (exact: ints, or Fractions where a share is not whole)
     ledger_sums: dict[str, int | Fraction] = {}
     for ledger, found in compiled.ledger_slots:
@@ -264,67 +331,68 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         for i in found:
             ledger_total = ledger_total + numbers[i]
         ledger_sums[ledger] = ledger_total
+    slots = compiled.slots
 
-    def total(ledger: str) -> int | Fraction:
-        return ledger_sums.get(ledger, 0)
-
-    def formula_value(key: str):
-        return numbers[compiled.slots[key]] if key in compiled.slots else None
-
-    states_bytes, activation_bytes = total("model_states"), total("activations")
-    hardware_flops = whole(total("flops"))
+    states_bytes, activation_bytes = ledger_sums.get("model_states", 0), ledger_sums.get("activations", 0)
+    hardware_flops = whole(ledger_sums.get("flops", 0))
     micro_batches = layout.iteration_micro_batches() * layout.dp
     gpus = layout.gpus  # t·p·d·c: the whole model's FLOPs are the same with CP, spread over c times the GPUs
     totals = {
         "params": params_config,
-        "params_eq2": formula_value("params_eq2"),
+        "params_eq2": numbers[slots["params_eq2"]] if "params_eq2" in slots else None,
         "params_hand": params_hand,
         "params_for_states": n_states,
         "model_states_bytes": whole(states_bytes),
         "activation_bytes": whole(activation_bytes),
-        "output_side_bytes": whole(total("output_side")),
+        "output_side_bytes": whole(ledger_sums.get("output_side", 0)),
         "gpu_memory_bytes": gpu_memory,
         "flops_per_iteration": hardware_flops,
-        "model_flops_per_iteration": formula_value("model_flops"),
-        "flops_per_gpu_per_iteration": whole(Fraction(hardware_flops, gpus)),
+        "model_flops_per_iteration": numbers[slots["model_flops"]] if "model_flops" in slots else None,
+        "flops_per_gpu_per_iteration": _share(hardware_flops, gpus),
         "tokens_per_iteration": micro_batches * values["b"] * values["s"],
         "gpus": gpus,
     }
     if routed is not None:  # the routed experts' share of params, on the expert grid (the rest: the dense part)
         totals["params_routed_experts"] = routed
-    if "params_per_gpu" in derived.formulas:  # the parameters one GPU holds, on the stage accounted
-        totals["params_per_gpu"] = formula_value("params_per_gpu")
-    if "params_active" in derived.formulas:  # seed 001 §07: N_total for the states, N_active for the FLOPs
-        totals["params_active"] = formula_value("params_active")
-    # The verdict: the largest candidate instant over the stages (ledgers.peak).
-    instants: dict[tuple[str, str], dict[str, tuple[str, int | Fraction]]] = {
-        where: {cls: (formula, numbers[slot]) for cls, (formula, slot) in parts.items()}
-        for where, parts in compiled.instants}
+    if "params_per_gpu" in slots:  # the parameters one GPU holds, on the stage accounted
+        totals["params_per_gpu"] = numbers[slots["params_per_gpu"]]
+    if "params_active" in slots:  # seed 001 §07: N_total for the states, N_active for the FLOPs
+        totals["params_active"] = numbers[slots["params_active"]]
     paper_total = states_bytes + activation_bytes
     totals["paper_total_bytes"] = whole(paper_total)
-    if instants:
-        sums = {where: sum(value for _, value in parts.values()) for where, parts in instants.items()}
-        (stage, phase) = max(sums, key=lambda where: sums[where])  # the first of equal ones: stage order
-        totals["total_bytes"] = whole(sums[(stage, phase)])
+    verdict = None
+    if compiled.instants:
+        # The verdict: the largest candidate instant over the stages (ledgers.peak), each the sum of its
+        # classes in formula order; the first of equal ones (stage order).
+        best = best_sum = None
+        stage_peaks: dict[str, int | Fraction] = {}
+        for instant in compiled.instants:
+            instant_sum = 0
+            for i in instant[1]:
+                instant_sum = instant_sum + numbers[i]
+            if best is None or instant_sum > best_sum:
+                best, best_sum = instant, instant_sum
+            stage = instant[0][0]
+            if stage not in stage_peaks or instant_sum > stage_peaks[stage]:
+                stage_peaks[stage] = instant_sum
+        (stage, phase), _, parts = best
+        totals["total_bytes"] = whole(best_sum)
         totals["verdict_stage"] = stage
         totals["verdict_phase"] = phase
         for name in ("first", "last"):
-            stage_sums = [value for (st, _), value in sums.items() if st == name]
-            if stage_sums:
-                totals[f"peak_{name}_stage_bytes"] = whole(max(stage_sums))
-        where = f"{stage} pipeline stage, {phase}" if layout.pp > 1 else phase
+            if name in stage_peaks:
+                totals[f"peak_{name}_stage_bytes"] = whole(stage_peaks[name])
         # the one breakdown every output prints (text, bar, notebook, --json): what is alive at the verdict's
         # instant, class by class, summing to total_bytes
-        totals["verdict_parts"] = {cls: whole(instants[(stage, phase)].get(cls, ("0", 0))[1]) for cls in PEAK_CLASSES}
-        for cls in PEAK_CLASSES:
-            formula, value = instants[(stage, phase)].get(cls, ("0", 0))
-            lines.append(Line("verdict", f"peak/{cls}", formula, whole(value),
-                              "seed 004 §02–§03; symbolic.ledgers.peak", f"alive at the peak: {where}"))
+        parts = tuple((formula, 0 if i is None else numbers[i]) for formula, i in parts)
+        totals["verdict_parts"] = {cls: whole(value) for cls, (_, value) in zip(PEAK_CLASSES, parts)}
+        verdict = (f"alive at the peak: {stage} pipeline stage, {phase}" if layout.pp > 1
+                   else f"alive at the peak: {phase}", parts)
     else:  # a derivation without the verdict's formulas (none is written so): the papers' total
         totals["total_bytes"] = whole(paper_total)
     if gpu_memory is not None:
         totals["headroom_bytes"] = gpu_memory - totals["total_bytes"]
-    totals["cpu_bytes"] = whole(total("cpu_memory"))
+    totals["cpu_bytes"] = whole(ledger_sums.get("cpu_memory", 0))
     if cpu_memory is not None:
         totals["cpu_memory_bytes"] = cpu_memory
         totals["cpu_headroom_bytes"] = cpu_memory - totals["cpu_bytes"]
@@ -341,7 +409,17 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         diff = params_hand - params_config
         notes.append(f"hand-filled N = {params_hand:,} differs from the config count {params_config:,} by "
                      f"{diff:+,} params ({float(Fraction(diff, params_config) * 100):+.2f}% of the config count)")
-    return Bill(model, layout, values, lines, totals, notes, derived.strategy, not_counted(values, layout))
+
+    def build_lines() -> list[Line]:
+        lines = [_line_at(fields, numbers[i]) for fields, i in zip(compiled.line_fields, compiled.line_slots)]
+        if verdict is not None:
+            condition, parts = verdict
+            lines.extend(Line("verdict", f"peak/{cls}", formula, whole(value), VERDICT_SOURCE, condition)
+                         for cls, (formula, value) in zip(PEAK_CLASSES, parts))
+        return lines
+
+    return Bill(model, layout, values, _PendingLines(build_lines), totals, notes, derived.strategy,
+                not_counted(values, layout))
 
 
 #: The bill's estimate of the CUDA context and the kernel workspaces (its ``not_counted`` line): CUDA 12's

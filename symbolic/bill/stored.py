@@ -109,8 +109,11 @@ def write_entry(path: Path, key: str, text: str) -> None:
 
     entry = json.dumps({"key": key, "package": fingerprint(), "sha256": _content_hash(text), "derived": text})
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, partial = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp", dir=path.parent)
+        try:  # the folder exists after a process's first entry: made only when the file cannot be
+            handle, partial = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp", dir=path.parent)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, partial = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 out.write(entry)
@@ -129,13 +132,14 @@ def _write(path: Path, key: str, derived: DerivedBill) -> None:
     write_entry(path, key, derived.to_json())
 
 
-def through(model: ModelConfig, layout: Layout, params_hand: int | None, derive) -> DerivedBill:
+def through(model: ModelConfig, layout: Layout, params_hand: int | None, derive, fields=None) -> DerivedBill:
     """The derived bill read from the cache (checked and evaluated at this configuration), or
-    ``derive(model, layout, params_hand)`` (sympy) on a miss, written to it."""
-    key = json.dumps(derivation_key(model, layout, params_hand), sort_keys=True)
+    ``derive(model, layout, params_hand)`` (sympy) on a miss, written to it. ``fields``: the
+    configuration's :func:`derivation_key` when the caller has it already."""
+    key = json.dumps(derivation_key(model, layout, params_hand) if fields is None else fields, sort_keys=True)
     where = folder()
     path = where / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
-    if path is not None and (path.exists() or path.is_symlink()):
+    if path is not None and os.path.lexists(path):  # an entry, or a link to check (one lstat)
         derived = _read(path, key, model, layout, params_hand)
         if derived is not None:
             return derived

@@ -171,6 +171,21 @@ class Inventory:
     terms: tuple
     applied: tuple[str, ...] = ()
 
+    def __hash__(self) -> int:
+        # computed once and kept: inventories key the ledgers' memoised functions, and hashing one
+        # walks every term's fields (a derivation hashes the same inventory dozens of times)
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            value = hash((self.terms, self.applied))
+            object.__setattr__(self, "_hash", value)
+            return value
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_hash", None)  # a str's hash differs between processes: recomputed where it is read
+        return state
+
     def __iter__(self) -> Iterator:
         return iter(self.terms)
 

@@ -233,14 +233,26 @@ def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved
                                       "transients": parts.get("transients", Integer(0)),
                                       "communication": communication})
 
+    out = [instant(phase, dict(parts))
+           for phase, parts in _composed(tuple(terms.items()), in_flight, layers, has_loss, activation_offload)]
+    out.append(instant("optimizer step", {"transients": optimizer_temporary}))
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _composed(terms: tuple, in_flight: Expr, layers: Expr, has_loss: bool, activation_offload: bool) -> tuple:
+    """Each instant of :func:`compositions` as (phase, its classes' bytes as items), from the
+    :data:`BASIS` terms' items: memoised, since the kinds of a loop that differ only in their model
+    states (ZeRO, the optimizer) or FLOPs share a stage's activations, and sympy's sums were most
+    of :func:`stage_instants`."""
+    terms = dict(terms)
     out = []
     for phase, composition in compositions(in_flight, layers, has_loss, activation_offload):
         parts: dict[str, Expr] = {}
         for multiplicity, name in composition:
             parts[BASIS[name]] = parts.get(BASIS[name], Integer(0)) + multiplicity * terms[name]
-        out.append(instant(phase, parts))
-    out.append(instant("optimizer step", {"transients": optimizer_temporary}))
-    return out
+        out.append((phase, tuple(parts.items())))
+    return tuple(out)
 
 
 def optimizer_temporary(zero: int, context_parallel: Expr = Integer(1), trainable: Expr = Psi,

@@ -8,6 +8,7 @@ byte blocks; the 16, 18 and 12 bytes/param of seed 001 §3 are their sums.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from sympy import Add, Expr, Integer, Mul, Rational
 
@@ -171,6 +172,34 @@ def state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, con
                 double_quant: bool = True, offload: str = "none",
                 pipeline_parallel: Expr = p, expert_parallel: Expr | None = None,
                 expert_tensor_parallel: Expr = t) -> tuple[list[StateTerm], Expr]:
+    """:func:`_state_terms`, memoised: the terms depend on the recipe, the ZeRO stage, the parameters'
+    inventory and the split, not on the rest of a layout, so the kinds of a loop over layouts share
+    them (every argument is frozen; the list is a fresh copy each call)."""
+    arguments = (recipe, zero, param_inv, params, context_parallel, lora, lora_targets, base_dtype, double_quant,
+                 offload, pipeline_parallel, expert_parallel, expert_tensor_parallel)
+    try:
+        terms, trainable = _state_terms_memo(*arguments)
+    except TypeError:  # an unhashable inventory (a plain list): computed directly
+        terms, trainable = _state_terms_memo.__wrapped__(*arguments)
+    return list(terms), trainable
+
+
+@lru_cache(maxsize=1024, typed=True)
+def _state_terms_memo(*arguments) -> tuple[tuple[StateTerm, ...], Expr]:
+    (recipe, zero, param_inv, params, context_parallel, lora, lora_targets, base_dtype, double_quant, offload,
+     pipeline_parallel, expert_parallel, expert_tensor_parallel) = arguments
+    terms, trainable = _state_terms(recipe, zero, param_inv, params=params, context_parallel=context_parallel,
+                                    lora=lora, lora_targets=lora_targets, base_dtype=base_dtype,
+                                    double_quant=double_quant, offload=offload, pipeline_parallel=pipeline_parallel,
+                                    expert_parallel=expert_parallel, expert_tensor_parallel=expert_tensor_parallel)
+    return tuple(terms), trainable
+
+
+def _state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, context_parallel: Expr = Integer(1),
+                 lora: bool = False, lora_targets: str = "all-linear", base_dtype: str = "bf16",
+                 double_quant: bool = True, offload: str = "none",
+                 pipeline_parallel: Expr = p, expert_parallel: Expr | None = None,
+                 expert_tensor_parallel: Expr = t) -> tuple[list[StateTerm], Expr]:
     """The model-state terms per GPU of a layout and the trainable parameter count.
 
     Full training: the recipe's blocks over ``params`` (:func:`blocks`; Adafactor's factored block

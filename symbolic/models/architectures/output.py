@@ -14,6 +14,8 @@ matmul keeps its input, the final norm's output.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from sympy import ceiling
 
 from ...core.dims import V, b, h, s
@@ -150,6 +152,7 @@ def loss_work(loss: str = "eager") -> tuple[SavedTensor, ...]:
     return tuple(_saved(*term) for term in work)
 
 
+@lru_cache(maxsize=256)  # a pure function of four frozen choices: the kinds of a loop share its inventory
 def saved_tensors(norm: str = "rmsnorm-eager", loss_dtype: str = "fp32", backend=CUDA,
                   loss: str = "eager") -> Inventory:
     """What the final norm, the logits and the loss keep for backward.
