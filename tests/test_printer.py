@@ -5,8 +5,8 @@ from sympy import sstr as sympy_sstr
 
 from symbolic.bill import derive
 from symbolic.core.dims import L, a, b, h, s, t
-from symbolic.models.builtin import preset
 from symbolic.layout.layout import Layout
+from symbolic.models.builtin import preset
 from symbolic.search.plan import Group
 
 
