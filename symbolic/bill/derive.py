@@ -8,7 +8,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from sympy import Add, Expr, Integer, ceiling
-from sympy import sstr as _sympy_sstr
+from sympy import Basic
+from sympy.printing.str import StrPrinter
 
 from ..core.dims import E_s, L, L_1, L_p, P, Psi, c, e, e_t, f, p, s, t
 from ..core.tensors import Group
@@ -35,9 +36,40 @@ from .evaluate import (  # noqa: F401 (the bill's types)
     structure,
 )
 
+class _SubexpressionMemoPrinter(StrPrinter):
+    """``sympy.sstr``'s printer (default settings) that prints each distinct subexpression once: a
+    node's text depends on the node only (``parenthesize`` wraps a child's text by the child's own
+    precedence), so the same text comes back. Not memoised: a Float, whose digits depend on its depth
+    (``full_prec="auto"``), and a call with keyword arguments. Cleared when it holds ``LIMIT`` texts."""
+
+    LIMIT = 1 << 17
+
+    def __init__(self):
+        super().__init__()
+        self._memo: dict = {}
+
+    def _print(self, expr, **kwargs) -> str:
+        if kwargs or not isinstance(expr, Basic) or expr.is_Float:
+            return super()._print(expr, **kwargs)
+        text = self._memo.get(expr)
+        if text is None:
+            text = super()._print(expr)
+            if len(self._memo) >= self.LIMIT:
+                self._memo.clear()
+            self._memo[expr] = text
+        return text
+
+
+_PRINTER = _SubexpressionMemoPrinter()
+
+
 #: sympy's printer, memoised: a loop over layouts derives many kinds whose lines repeat the same few
-#: expressions (2,000 GPT layouts: 11,385 lines, 117 distinct), and printing is most of a derivation.
-sstr = lru_cache(maxsize=1 << 14)(_sympy_sstr)
+#: expressions (2,000 GPT layouts: 11,385 lines, 117 distinct), and printing is most of a derivation;
+#: and a plan's groups (:meth:`symbolic.search.plan.GroupFormulas.of`) share most subexpressions.
+@lru_cache(maxsize=1 << 14)
+def sstr(expr) -> str:
+    """``sympy.sstr(expr)``, the same text (:class:`_SubexpressionMemoPrinter`)."""
+    return _PRINTER.doprint(expr)
 
 
 @lru_cache(maxsize=1 << 14)

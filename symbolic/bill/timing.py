@@ -85,7 +85,7 @@ class StoredTime:
 
     @classmethod
     def of(cls, derivation: TimeDerivation) -> "StoredTime":
-        from sympy import sstr
+        from .derive import sstr  # the bill's printer, memoised per subexpression
         return cls(tuple((x.name, x.attention_core, x.kernel) for x in derivation.compute),
                    tuple(sstr(x) for x in derivation.expressions()),
                    tuple((x.key, x.group, x.collective, x.phase, x.overlap, list(x.names)) for x in derivation.comm))

@@ -597,7 +597,9 @@ class GroupFormulas:
     @classmethod
     def of(cls, group: "Group") -> "GroupFormulas":
         """Derived with sympy (the bill's calls, :meth:`Group.expressions`)."""
-        from sympy import cse, numbered_symbols, sstr
+        from sympy import cse, numbered_symbols
+
+        from ..bill.derive import sstr  # memoised per subexpression: the groups share most
 
         exprs = group.expressions()
         ledgers = ([exprs["model_states_bytes"], exprs["activation_bytes"]]
