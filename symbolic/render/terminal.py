@@ -535,8 +535,16 @@ def render_renderables(items, width: int = PIPE_WIDTH, color: bool = False) -> s
     # output and leave the StringIO empty (the notebook's fold held nothing).
     console = Console(file=io.StringIO(), width=width, force_terminal=color, color_system="standard" if color
                       else None, highlight=False, emoji=False, force_jupyter=False)
+    from rich.cells import cell_len
+
     for item in items:
-        console.print(item)
+        if not color and type(item) is Text and "\t" not in item.plain and \
+                all(cell_len(line) <= width for line in item.plain.split("\n")):
+            # Plain text that fits prints as its own characters (no colours, no wrapping, no tabs to expand):
+            # written as is, not through rich's line breaking and segments, which would give the same text.
+            console.file.write(item.plain + "\n")
+        else:
+            console.print(item)
     return "\n".join(line.rstrip() for line in console.file.getvalue().rstrip("\n").split("\n"))
 
 
