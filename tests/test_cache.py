@@ -175,7 +175,9 @@ def test_concurrent_processes_share_the_cache_safely(tmp_path):
     outs = [p.communicate() for p in procs]
     assert all(p.returncode == 0 for p in procs) and len({out for out, _ in outs}) == 1
     assert all(err == "" for _, err in outs)
-    files = list(tmp_path.rglob("*"))
+    memos = list((tmp_path / "fingerprints").iterdir())  # the package hash remembered, whole, no temporary file
+    assert len(memos) == 1 and len(memos[0].read_text()) == 16
+    files = [f for f in tmp_path.rglob("*") if "fingerprints" not in f.relative_to(tmp_path).parts]
     # one whole entry of the bill's derivation and one of its step-time derivation, no temporary file
     assert sorted(f.name.startswith("time-") for f in files if f.is_file()) == [False, True]
     assert {f.suffix for f in files if f.is_file()} == {".json"}
@@ -199,3 +201,36 @@ def test_make_bill_in_a_new_process_reads_the_kinds_an_earlier_run_derived(tmp_p
     monkeypatch.setattr(derive_module, "_DERIVED", {})                      # a new process's memo
     monkeypatch.setattr(derive_module, "derive", refuse)
     assert render_json(make_bill(model, layout, params_hand=hand)) == first
+
+
+def test_fingerprint_is_remembered_and_an_edit_changes_it(tmp_path, monkeypatch):
+    """The package hash is read back while every file's stat is unchanged; an edit (new size or
+    mtime) hashes the contents afresh, so a changed engine never reads the old entries."""
+    import os
+    import shutil
+
+    from symbolic.bill import stored
+
+    package = tmp_path / "symbolic"
+    shutil.copytree(stored.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__", "derivations"))
+    monkeypatch.setattr(stored, "PACKAGE", package)
+    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("SYMBOLIC_CACHE", raising=False)
+    stored.fingerprint.cache_clear()
+    try:
+        first = stored.fingerprint()
+        assert first == stored._content_fingerprint(stored._engine_files())
+        memo, = (tmp_path / "cache" / "fingerprints").iterdir()
+        assert memo.read_text() == first
+        memo.write_text("0123456789abcdef")  # read back, not recomputed, while the stats are the same
+        stored.fingerprint.cache_clear()
+        assert stored.fingerprint() == "0123456789abcdef"
+        edited = package / "ledgers" / "time.py"
+        stat = edited.stat()
+        edited.write_text(edited.read_text() + "\n# edited\n")
+        os.utime(edited, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+        stored.fingerprint.cache_clear()
+        second = stored.fingerprint()
+        assert second != first and second == stored._content_fingerprint(stored._engine_files())
+    finally:
+        stored.fingerprint.cache_clear()

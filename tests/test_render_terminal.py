@@ -156,3 +156,21 @@ def test_the_readme_command(capsys):
     # a papers' model bills Megatron's vocab-parallel loss by default (transformers' eager: headroom 12.77 GB)
     assert "= 66.08 GB (61.54 GiB)" in out and "headroom 12.87 GB" in out and "vocab-parallel loss" in out
     assert "+329,344,512 params (+4.94% of the config count)" in out
+
+
+@pytest.mark.parametrize("width", [PIPE_WIDTH, 60])
+def test_table_measure_is_richs(width):
+    """``_measure``'s one-pass width of a table is rich's own measurement, for the wide and narrow forms."""
+    from rich.console import Console
+
+    from symbolic.render.terminal import MEASURE_WIDTH, _measure, ledger_table, ledgers, narrow_table, wide_table
+
+    bill = _bill()
+    console = Console(file=io.StringIO(), width=MEASURE_WIDTH, color_system=None, emoji=False, force_jupyter=False)
+    tables = [ledger_table(bill, ledger, width)[0] for ledger in ledgers(bill)]
+    tables += [wide_table(bill, ledger) for ledger in ledgers(bill)]
+    tables += [narrow_table(bill, ledger, stacked=stacked, keep_source=keep, width=width)
+               for ledger in ledgers(bill) for keep, stacked in ((True, False), (False, False), (False, True))]
+    widths = [_measure(table) for table in tables]
+    assert widths == [console.measure(table).maximum for table in tables]
+    assert min(widths) > 10

@@ -18,26 +18,76 @@ from .evaluate import DerivedBill, derivation_key
 PACKAGE = Path(__file__).resolve().parent.parent  # the symbolic/ package, not this folder
 
 
-@lru_cache(maxsize=None)
-def fingerprint() -> str:
-    """A hash of every file of the package: the engine version the cache is for."""
+def _engine_files() -> list[Path]:
+    """The package's files the cache is keyed on: code, data and the calculator page, not the claims
+    (no ``derivations`` folder), in path order; symbolic links to folders are not followed."""
+    found = []
+    for where, folders, names in os.walk(PACKAGE):
+        folders[:] = [name for name in folders if name not in ("derivations", "__pycache__")]  # the claims are not the engine
+        found += [os.path.join(where, name) for name in names if name.endswith((".py", ".json", ".html", ".toml"))]
+    root = len(str(PACKAGE)) + 1
+    return [Path(path) for path in sorted(found, key=lambda path: path[root:].split(os.sep)) if os.path.isfile(path)]
+
+
+def _content_fingerprint(files: list[Path]) -> str:
     digest = hashlib.sha256()
-    for path in sorted(PACKAGE.rglob("*")):
-        if path.is_file() and path.suffix in (".py", ".json", ".html", ".toml") and \
-                "derivations" not in path.relative_to(PACKAGE).parts:  # the claims are not the engine
-            digest.update(str(path.relative_to(PACKAGE)).encode())
-            digest.update(path.read_bytes())
+    for path in files:
+        digest.update(str(path.relative_to(PACKAGE)).encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def folder() -> Path | None:
-    """Where the cache lives, or None when it is turned off."""
+@lru_cache(maxsize=None)
+def fingerprint() -> str:
+    """A hash of every file of the package: the engine version the cache is for.
+
+    The content hash is remembered under the cache's base folder keyed by every file's (path, size,
+    mtime_ns, inode), so a process whose files are as the last one saw them reads it back instead of
+    hashing 1.7 MB; any edit, added, removed or replaced file changes that key and the contents are
+    hashed afresh. Condition: an edit that keeps a file's size, its modification time to the nanosecond
+    and its inode is not seen (editors, git and pip all set the modification time). With the cache off
+    (``SYMBOLIC_CACHE=off``) nothing is remembered."""
+    files = _engine_files()
+    base = _base()
+    if base is None:
+        return _content_fingerprint(files)
+    stats = hashlib.sha256()
+    root = len(str(PACKAGE)) + 1
+    for path in files:
+        stat = os.stat(path)
+        stats.update(f"{str(path)[root:]}\0{stat.st_size}\0{stat.st_mtime_ns}\0{stat.st_ino}\n".encode())
+    memo = base / "fingerprints" / stats.hexdigest()[:32]
+    try:
+        known = memo.read_text(encoding="ascii")
+        if len(known) == 16 and all(c in "0123456789abcdef" for c in known):
+            return known
+    except (OSError, UnicodeDecodeError):
+        pass
+    value = _content_fingerprint(files)
+    try:  # best effort: a read-only cache folder only means hashing again next time
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        partial = memo.with_name(f"{memo.name}.{os.getpid()}.tmp")
+        partial.write_text(value, encoding="ascii")
+        os.replace(partial, memo)
+    except OSError:
+        pass
+    return value
+
+
+def _base() -> Path | None:
+    """The cache's base folder (each engine version's entries lie under it), or None when it is off."""
     if os.environ.get("SYMBOLIC_CACHE", "").lower() in ("0", "off", "no", "false"):
         return None
     base = os.environ.get("SYMBOLIC_CACHE_DIR")
     if not base:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "symbolic"
-    return Path(base) / fingerprint()
+    return Path(base)
+
+
+def folder() -> Path | None:
+    """Where the cache lives, or None when it is turned off."""
+    base = _base()
+    return None if base is None else base / fingerprint()
 
 
 #: Largest cache entry read back (a derivation is a few tens of KiB).

@@ -112,9 +112,25 @@ def _multiplier_note(lines: list[Line]) -> list[str]:
             "the micro-batches of one iteration over all data-parallel ranks"]
 
 
+#: The width a renderable is measured at: wider than any table a bill prints, so nothing wraps.
+MEASURE_WIDTH = 10_000
+
+
 def _measure(renderable) -> int:
-    """The natural width of ``renderable`` in columns (no wrapping)."""
-    console = Console(file=io.StringIO(), width=10_000, color_system=None, emoji=False, force_jupyter=False)
+    """The natural width of ``renderable`` in columns (no wrapping).
+
+    A table's is its columns' widest cells (padding included) plus its rules, measured once: rich's own
+    ``Table.__rich_measure__`` measures every column twice (to lay the table out at ``MEASURE_WIDTH``,
+    then again at that layout's width) for the same maximum whenever the table is narrower than
+    ``MEASURE_WIDTH`` and has a cell in every column (a bill's tables: every one has a total row);
+    otherwise rich measures it (``tests/test_render_terminal.py`` checks the two agree on every table)."""
+    console = Console(file=io.StringIO(), width=MEASURE_WIDTH, color_system=None, emoji=False, force_jupyter=False)
+    if isinstance(renderable, Table) and renderable.width is None and renderable.row_count:
+        options = console.options
+        natural = renderable._extra_width + sum(renderable._measure_column(console, options, column).maximum
+                                                for column in renderable.columns)
+        if natural < MEASURE_WIDTH // 2:
+            return natural
     return console.measure(renderable).maximum
 
 
@@ -519,8 +535,16 @@ def render_renderables(items, width: int = PIPE_WIDTH, color: bool = False) -> s
     # output and leave the StringIO empty (the notebook's fold held nothing).
     console = Console(file=io.StringIO(), width=width, force_terminal=color, color_system="standard" if color
                       else None, highlight=False, emoji=False, force_jupyter=False)
+    from rich.cells import cell_len
+
     for item in items:
-        console.print(item)
+        if not color and type(item) is Text and "\t" not in item.plain and \
+                all(cell_len(line) <= width for line in item.plain.split("\n")):
+            # Plain text that fits prints as its own characters (no colours, no wrapping, no tabs to expand):
+            # written as is, not through rich's line breaking and segments, which would give the same text.
+            console.file.write(item.plain + "\n")
+        else:
+            console.print(item)
     return "\n".join(line.rstrip() for line in console.file.getvalue().rstrip("\n").split("\n"))
 
 
