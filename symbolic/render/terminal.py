@@ -125,7 +125,11 @@ def _measure(renderable) -> int:
     ``MEASURE_WIDTH`` and has a cell in every column (a bill's tables: every one has a total row);
     otherwise rich measures it (``tests/test_render_terminal.py`` checks the two agree on every table)."""
     console = Console(file=io.StringIO(), width=MEASURE_WIDTH, color_system=None, emoji=False, force_jupyter=False)
-    if isinstance(renderable, Table) and renderable.width is None and renderable.row_count:
+    # rich's private measure (rich 13.7-15): where a release lacks it, or a minimum width clamps the
+    # table, rich's public measure answers
+    if (isinstance(renderable, Table) and renderable.width is None and renderable.min_width is None
+            and renderable.row_count and hasattr(renderable, "_measure_column")
+            and hasattr(renderable, "_extra_width")):
         options = console.options
         natural = renderable._extra_width + sum(renderable._measure_column(console, options, column).maximum
                                                 for column in renderable.columns)
