@@ -236,7 +236,7 @@ class Bill(Result):
     command = "bill"
 
     def __init__(self, engine, step=None):
-        from .render.terminal import bill_data
+        from .render.bill_json import bill_data
         from .render.time import time_json
 
         self.engine, self.step = engine, step

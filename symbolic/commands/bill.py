@@ -31,8 +31,6 @@ def run(args) -> int:
     import json
 
     from ..bill.priced import priced_bill
-    from ..render.summary import wrap_lines
-    from ..render.terminal import bill_data, output_width, print_text
     from ..render.time import time_json, time_lines
 
     model = _options.load_model(args)
@@ -47,9 +45,14 @@ def run(args) -> int:
     bill.preset = getattr(args, "_preset", None)  # what --framework filled: the layout line names it
     _options.framework_factors(step, args)
     _options.flush_notes()   # every input read and priced: the no-op notes now, above the bill
-    if args.json:
+    if args.json:  # (render/bill_json.py: the data without the tables' library)
+        from ..render.bill_json import bill_data
+
         print(json.dumps(dict(bill_data(bill), **time_json(step)), indent=2, ensure_ascii=False))
     else:
+        from ..render.summary import wrap_lines
+        from ..render.terminal import output_width, print_text
+
         print_text(bill, brief=args.brief, extra=time_json(step))
         if not args.brief:  # the TIME section, each line wrapped to the terminal
             print()
