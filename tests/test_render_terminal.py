@@ -174,3 +174,37 @@ def test_table_measure_is_richs(width):
     widths = [_measure(table) for table in tables]
     assert widths == [console.measure(table).maximum for table in tables]
     assert min(widths) > 10
+
+
+@pytest.mark.parametrize("width", [PIPE_WIDTH, 100, 60])
+def test_fitted_table_prints_as_richs_own_layout(width):
+    """A table that fits is given its measured column widths (rich does not measure its cells again while
+    printing): it prints the same characters and colours as the same table left to rich's layout, and one
+    that does not fit keeps its columns flexible."""
+    from rich.console import Console
+
+    from symbolic.render.terminal import _fitted, _measure, ledgers, narrow_table, wide_table
+
+    def printed(table, color):
+        console = Console(file=io.StringIO(), width=width, force_terminal=color,
+                          color_system="standard" if color else None, highlight=False, emoji=False,
+                          force_jupyter=False)
+        console.print(table)
+        return console.file.getvalue()
+
+    bill = _bill()
+    fitted = 0
+    for ledger in ledgers(bill):
+        for make in (lambda: wide_table(bill, ledger),
+                     lambda: narrow_table(bill, ledger, keep_source=True, width=width),
+                     lambda: narrow_table(bill, ledger, width=width),
+                     lambda: narrow_table(bill, ledger, stacked=True, width=width)):
+            table, free = make(), make()
+            fits = _fitted(table, width)
+            assert fits == (_measure(free) <= width)
+            assert all(column.width is not None for column in table.columns) == fits
+            assert all(column.width is None for column in free.columns)
+            fitted += fits
+            for color in (False, True):
+                assert printed(table, color) == printed(free, color)
+    assert fitted > 0

@@ -94,6 +94,20 @@ def _multiplier_note(lines: list[Line]) -> list[str]:
 MEASURE_WIDTH = 10_000
 
 
+def _column_maxima(table: Table) -> list[int] | None:
+    """Each column's natural width (padding included) of a bill's ``table``, measured once, or None where
+    rich's own measure must answer (see :func:`_measure`)."""
+    # rich's private measure (rich 13.7-15): where a release lacks it, or a minimum width clamps the
+    # table, rich's public measure answers
+    if not (table.width is None and table.min_width is None and table.row_count
+            and hasattr(table, "_measure_column") and hasattr(table, "_extra_width")):
+        return None
+    console = Console(file=io.StringIO(), width=MEASURE_WIDTH, color_system=None, emoji=False, force_jupyter=False)
+    options = console.options
+    maxima = [table._measure_column(console, options, column).maximum for column in table.columns]
+    return maxima if table._extra_width + sum(maxima) < MEASURE_WIDTH // 2 else None
+
+
 def _measure(renderable) -> int:
     """The natural width of ``renderable`` in columns (no wrapping).
 
@@ -102,18 +116,28 @@ def _measure(renderable) -> int:
     then again at that layout's width) for the same maximum whenever the table is narrower than
     ``MEASURE_WIDTH`` and has a cell in every column (a bill's tables: every one has a total row);
     otherwise rich measures it (``tests/test_render_terminal.py`` checks the two agree on every table)."""
+    maxima = _column_maxima(renderable) if isinstance(renderable, Table) else None
+    if maxima is not None:
+        return renderable._extra_width + sum(maxima)
     console = Console(file=io.StringIO(), width=MEASURE_WIDTH, color_system=None, emoji=False, force_jupyter=False)
-    # rich's private measure (rich 13.7-15): where a release lacks it, or a minimum width clamps the
-    # table, rich's public measure answers
-    if (isinstance(renderable, Table) and renderable.width is None and renderable.min_width is None
-            and renderable.row_count and hasattr(renderable, "_measure_column")
-            and hasattr(renderable, "_extra_width")):
-        options = console.options
-        natural = renderable._extra_width + sum(renderable._measure_column(console, options, column).maximum
-                                                for column in renderable.columns)
-        if natural < MEASURE_WIDTH // 2:
-            return natural
     return console.measure(renderable).maximum
+
+
+def _fitted(table: Table, width: int) -> bool:
+    """Whether ``table`` fits ``width`` columns; where it does, each column is given the width just measured.
+
+    A table that fits is printed at its columns' natural widths (rich lays it out so: no column shrinks, none
+    grows when the table does not expand), so a column fixed at its measured width prints the same cells the
+    same way; rich then does not measure every cell again while printing (a third of a bill's printing)."""
+    maxima = _column_maxima(table)
+    if maxima is None:
+        return _measure(table) <= width
+    if table._extra_width + sum(maxima) > width:
+        return False
+    if not table.expand and hasattr(table, "_get_padding_width"):
+        for column, maximum in zip(table.columns, maxima):
+            column.width = maximum - table._get_padding_width(column._index)
+    return True
 
 
 def _title(ledger: str) -> Text:
@@ -233,11 +257,11 @@ def ledger_table(bill: Bill, ledger: str, width: int = PIPE_WIDTH) -> tuple[Tabl
     the notes to print under it: every column; else the conditions as
     numbered notes; else the sources too; else the formula under the item."""
     table = wide_table(bill, ledger)
-    if _measure(table) <= width:
+    if _fitted(table, width):
         return table, []
     for keep_source, stacked in ((True, False), (False, False), (False, True)):
         table = narrow_table(bill, ledger, stacked=stacked, keep_source=keep_source, width=width)
-        if _measure(table) <= width or stacked:
+        if _fitted(table, width) or stacked:
             attributes = ("condition",) if keep_source else ("source", "condition")
             return table, [f"[{n}] {key}" for key, n in ledger_notes(bill, ledger, attributes).items()]
     raise AssertionError("unreachable")
