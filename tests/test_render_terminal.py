@@ -208,3 +208,18 @@ def test_fitted_table_prints_as_richs_own_layout(width):
             for color in (False, True):
                 assert printed(table, color) == printed(free, color)
     assert fitted > 0
+
+
+def test_remembered_citations_are_cites():
+    """The tables' remembered citations are ``claims.sources.cite``'s, asked again or for the first time."""
+    from symbolic.claims.sources import cite
+    from symbolic.render.terminal import _CITED, _cite, ledgers, shared_entries, wide_table
+
+    bill = _bill()
+    for ledger in ledgers(bill):
+        wide_table(bill, ledger), shared_entries(bill, ledger)
+    sources = {line.source for line in bill.lines}
+    assert sources <= set(_CITED)
+    assert all(_CITED[source] == cite(source) for source in sources)
+    assert _cite("ZeRO §3.1; seed 001 §3") == "ZeRO §3.1; seed 001 §3 [ZeRO2019, seed001]"
+    assert _cite("no source of the bibliography") == "no source of the bibliography"

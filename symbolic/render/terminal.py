@@ -177,12 +177,25 @@ def wide_table(bill: Bill, ledger: str) -> Table:
     return table
 
 
+#: each source's citation with its keys, by source (``claims.sources.cite`` depends on the string alone: it
+#: searches the fixed bibliography's patterns); a bill's tables and notes ask for the same few sources
+#: hundreds of times
+_CITED: dict[str, str] = {}
+
+
+def _cite(entry: str) -> str:
+    cited = _CITED.get(entry)
+    if cited is None:
+        from ..claims.sources import cite
+
+        cited = _CITED[entry] = cite(entry)
+    return cited
+
+
 def _entry(line: Line, attribute: str) -> str:
     """A line's source (with its bibliography keys, docs/sources.md) or condition."""
-    from ..claims.sources import cite
-
     entry = getattr(line, attribute)
-    return cite(entry) if attribute == "source" else entry
+    return _cite(entry) if attribute == "source" else entry
 
 
 def ledger_notes(bill: Bill, ledger: str, attributes=("source", "condition")) -> dict[str, int]:
@@ -269,10 +282,8 @@ def ledger_table(bill: Bill, ledger: str, width: int = PIPE_WIDTH) -> tuple[Tabl
 
 def shared_entries(bill: Bill, ledger: str) -> list[str]:
     """The source and condition common to every line of ``ledger``, said once."""
-    from ..claims.sources import cite
-
     lines = bill.ledger(ledger)
-    return [f"{attribute} (all lines): {cite(entry) if attribute == 'source' else entry}"
+    return [f"{attribute} (all lines): {_cite(entry) if attribute == 'source' else entry}"
             for attribute in ("source", "condition") if (entry := _shared(lines, attribute))]
 
 
