@@ -733,6 +733,24 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
 
     whole: dict[str, np.ndarray] = {} if out is None else dict(out)
     formulas = group_formulas(group)  # looked up once, not per block
+    kernel = _call_kernel(formulas, values, micro_batches, n, params_hand is not None, papers_only, build)
+    if kernel is not None:  # the kernel's case decided once for the call, not per block (~50 µs a block)
+        reads = frozenset(kernel.inputs)
+        names = ("paper_total_bytes",) if papers_only else SWEEP_OUTPUTS
+        columns = [(k, np.asarray(x), np.ndim(x) == 1) for k, x in values.items()]  # as part() gives them
+        mb_array, micro_batches = np.ndim(micro_batches) == 1, np.asarray(micro_batches)
+        for lo in range(0, n, SWEEP_BLOCK):
+            hi = min(lo + SWEEP_BLOCK, n)
+            env = _kernel_env({k: (x[lo:hi] if array else x) for k, x, array in columns},
+                              micro_batches[lo:hi] if mb_array else micro_batches, hi - lo, reads)
+            block = _kernel_outputs(kernel, env, hi - lo, names, [whole[name][lo:hi] if whole else None
+                                                                   for name in names], params_hand, papers_only)
+            if not whole:
+                whole = {name: np.empty(n, dtype=np.result_type(x)) for name, x in block.items()}
+            for name, x in block.items():
+                if not (isinstance(x, np.ndarray) and np.may_share_memory(x, whole[name])):
+                    whole[name][lo:hi] = x
+        return {name: whole[name] for name in block}
     for lo in range(0, n, SWEEP_BLOCK):  # each block written into its slice of the whole arrays
         hi = min(lo + SWEEP_BLOCK, n)
         block = _sweep_block(group, {k: part(x, lo, hi) for k, x in values.items()}, part(micro_batches, lo, hi),
@@ -900,6 +918,32 @@ def _kernel_env(values: Mapping[str, object], micro_batches, n: int, reads: froz
     return env
 
 
+def _call_kernel(formulas: GroupFormulas, values: Mapping[str, object], micro_batches, n: int, hand: bool,
+                 papers_only: bool, build: bool):
+    """The kernel that evaluates every block of a call of ``n`` configurations, where each block is
+    the case :func:`_kernel_ready` takes (it is when the whole call is: p, d, v and micro-batches
+    int64 or ints, v 1 throughout, every array of length ``n``); None otherwise (each block then
+    decides for itself, as :func:`_sweep_block` does: the same doubles either way)."""
+    if _plain_length(values, micro_batches) != n or not _kernel_ready(values, micro_batches):
+        return None
+    arrays = frozenset(k for k, x in values.items() if np.ndim(x)) | {"m", "m_last", "_comm"} | (
+        {"_mb"} if np.ndim(micro_batches) else set())
+    return _sweep_kernel(formulas, arrays, hand, papers_only, build)
+
+
+def _kernel_outputs(kernel, env: dict, n: int, names: tuple, outs: list, params_hand, papers_only: bool) -> dict:
+    """The kernel's outputs at ``env`` by name (into ``outs`` where arrays), as the expression form gives them."""
+    if params_hand is not None:
+        env["Psi"] = float(params_hand)
+    out = dict(zip(names, kernel(env, outs, n)))
+    if papers_only:
+        return out
+    out["params"] = np.asarray(out["params"], dtype=np.float64)
+    if np.ndim(out["total_bytes"]) == 0 and np.ndim(out["activation_bytes"]):  # as the expression form
+        out["total_bytes"] = np.full(n, out["total_bytes"])  # broadcasts its verdict to the activations'
+    return out
+
+
 def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, params_hand=None,
                  outs: Mapping[str, np.ndarray] | None = None, papers_only: bool = False,
                  formulas: GroupFormulas | None = None, build: bool = False) -> dict[str, np.ndarray]:
@@ -928,17 +972,9 @@ def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, para
             if kernel is None:
                 env = None
     if env is not None:
-        if params_hand is not None:
-            env["Psi"] = float(params_hand)
         names = ("paper_total_bytes",) if papers_only else SWEEP_OUTPUTS
-        results = kernel(env, [outs.get(name) if outs else None for name in names], n)
-        out = dict(zip(names, results))
-        if papers_only:
-            return out
-        out["params"] = np.asarray(out["params"], dtype=np.float64)
-        if np.ndim(out["total_bytes"]) == 0 and np.ndim(out["activation_bytes"]):  # as the expression form
-            out["total_bytes"] = np.full(n, out["total_bytes"])  # broadcasts its verdict to the activations'
-        return out
+        return _kernel_outputs(kernel, env, n, names, [outs.get(name) if outs else None for name in names],
+                               params_hand, papers_only)
     params_of, ledgers_of = formulas.functions()
     values["Psi"] = 0.0
     (count,) = params_of(values)
