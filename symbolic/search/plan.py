@@ -694,6 +694,12 @@ def group_formulas(group: "Group") -> GroupFormulas:
 #: 65,536 they spill, and the same sweep ran at 4.8 × 10⁶ configurations/s against 1.1 × 10⁷ in blocks
 #: (benchmarks/sweep_throughput.py). Element-wise arithmetic, so the blocks' results are the same doubles.
 SWEEP_BLOCK = 1 << 14
+#: The same for the papers' totals alone (``sweep(papers_only=True)``): their kernel keeps fewer arrays
+#: alive (GPT-3's groups: 6 work buffers beside the ~10 inputs), and at 32,768 a block its per-block
+#: cost (~40 µs of Python and ufunc dispatch) is spread over twice the configurations: 6.9 × 10⁷
+#: configurations/s against 6.2 × 10⁷ at 16,384 and 5.9 × 10⁷ at 49,152 here (1 MiB of L2 a core;
+#: benchmarks/sweep_throughput.py's configurations, two groups, CPU time, best of 5).
+PAPERS_BLOCK = 1 << 15
 
 
 def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand=None, *,
@@ -706,10 +712,11 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
     ``micro_batches``: micro-batches per iteration, all data-parallel ranks
     together (the bill's ``iteration_micro_batches × dp``). Floats: for
     screening and ranking; :func:`exact_totals` gives the exact numbers. Evaluated in blocks of
-    :data:`SWEEP_BLOCK` configurations. ``out``: float64 arrays of the configurations' length by
-    total's name, written in place and returned (a table the caller keeps across calls: no result
-    arrays allocated per call). ``papers_only``: ``paper_total_bytes`` alone (the papers' model
-    states + activations, Ψ counted), no verdict, FLOPs or communicator buffers computed.
+    :data:`SWEEP_BLOCK` configurations (:data:`PAPERS_BLOCK` for the papers' totals alone). ``out``:
+    float64 arrays of the configurations' length by total's name, written in place and returned (a
+    table the caller keeps across calls: no result arrays allocated per call). ``papers_only``:
+    ``paper_total_bytes`` alone (the papers' model states + activations, Ψ counted), no verdict,
+    FLOPs or communicator buffers computed.
     ``kernel``: compile the group's kernel (:mod:`symbolic.search.kernel`) now (True) or never
     (False); None: for a call of :data:`KERNEL_MIN` configurations or more. Once compiled it
     evaluates every later call of the group; the doubles are the same either way.
@@ -717,7 +724,8 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
     arrays = [np.asarray(x) for x in values.values()] + [np.asarray(micro_batches)]
     shape = np.broadcast_shapes(*(x.shape for x in arrays))
     build = (len(shape) == 1 and shape[0] >= KERNEL_MIN) if kernel is None else kernel
-    if len(shape) != 1 or shape[0] <= SWEEP_BLOCK:
+    step = PAPERS_BLOCK if papers_only else SWEEP_BLOCK
+    if len(shape) != 1 or shape[0] <= step:
         result = _sweep_block(group, values, micro_batches, params_hand, out, papers_only, build=build)
         if out is not None:
             for name, x in result.items():
@@ -739,8 +747,8 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
         names = ("paper_total_bytes",) if papers_only else SWEEP_OUTPUTS
         columns = [(k, np.asarray(x), np.ndim(x) == 1) for k, x in values.items()]  # as part() gives them
         mb_array, micro_batches = np.ndim(micro_batches) == 1, np.asarray(micro_batches)
-        for lo in range(0, n, SWEEP_BLOCK):
-            hi = min(lo + SWEEP_BLOCK, n)
+        for lo in range(0, n, step):
+            hi = min(lo + step, n)
             env = _kernel_env({k: (x[lo:hi] if array else x) for k, x, array in columns},
                               micro_batches[lo:hi] if mb_array else micro_batches, hi - lo, reads)
             block = _kernel_outputs(kernel, env, hi - lo, names, [whole[name][lo:hi] if whole else None
@@ -751,8 +759,8 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
                 if not (isinstance(x, np.ndarray) and np.may_share_memory(x, whole[name])):
                     whole[name][lo:hi] = x
         return {name: whole[name] for name in block}
-    for lo in range(0, n, SWEEP_BLOCK):  # each block written into its slice of the whole arrays
-        hi = min(lo + SWEEP_BLOCK, n)
+    for lo in range(0, n, step):  # each block written into its slice of the whole arrays
+        hi = min(lo + step, n)
         block = _sweep_block(group, {k: part(x, lo, hi) for k, x in values.items()}, part(micro_batches, lo, hi),
                              params_hand, {name: x[lo:hi] for name, x in whole.items()}, papers_only, formulas,
                              build)
