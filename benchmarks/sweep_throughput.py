@@ -84,7 +84,7 @@ def main() -> None:
     args = parser.parse_args()
 
     start = time.perf_counter()
-    from symbolic.search.plan import SWEEP_BLOCK, SWEEP_OUTPUTS, Group, sweep
+    from symbolic.search.plan import PAPERS_BLOCK, SWEEP_BLOCK, SWEEP_OUTPUTS, Group, sweep
     imported = time.perf_counter()
     groups = [Group(sp=sp, recompute=rc, zero=z, schedule="1f1b")
               for sp in (False, True) for rc in ("none", "selective", "full") for z in (0, 1)]
@@ -131,7 +131,7 @@ def main() -> None:
     same = np.array_equal(verdict_papers, table["paper_total_bytes"][:evaluated])
     print(f"check: the papers' totals alone equal the full sweep's paper_total_bytes on all {evaluated:,}: {same}")
     print(f"the papers' totals alone (model states + activations): {evaluated / papers:.3g} configurations/s "
-          f"({evaluated / papers_cpu:.3g} by CPU time)")
+          f"({evaluated / papers_cpu:.3g} by CPU time; blocks of {PAPERS_BLOCK:,})")
     figure("sweep with the verdict as total, one thread", evaluated / best, 1e7, "configurations/s")
     figure("the papers' totals (states + activations), one thread", evaluated / papers, 5e7, "configurations/s")
 

@@ -48,3 +48,32 @@ def test_blocked_sweep_keeps_length_one_arrays_broadcast():
     whole = P._sweep_block(group, values, np.array([64]))
     for name in whole:
         assert np.array_equal(blocked[name], np.broadcast_to(whole[name], (n,))), name
+
+
+def test_blocked_kernel_call_equals_the_expression_form_bit_for_bit():
+    """The kernel's case decided once for a call of several blocks: the expression form's doubles over
+    every configuration, the papers' totals alone into the caller's table, a column given as a list,
+    the parameter count by hand."""
+    rng = np.random.default_rng(11)
+    n = 2 * P.SWEEP_BLOCK + 77
+    heads = rng.choice([16, 32, 96], n)
+    values = {"h": heads * 128, "a": heads, "L": rng.choice([24, 48, 96], n).tolist(),
+              "V": rng.choice([50257, 51200], n), "s": 2048, "b": rng.choice([1, 2, 4], n),
+              "t": rng.choice([1, 3, 8], n), "p": rng.choice([1, 2, 5], n), "d": rng.choice([1, 3, 64], n),
+              "v": 1, "f": 0}
+    micro_batches = values["d"] * 8
+    group = Group(sp=True, recompute="selective", zero=1, schedule="1f1b")
+    for hand in (None, 7.5e9):
+        P._KERNELS.clear()  # the expression form first: no kernel compiled for the group
+        whole = P._sweep_block(group, values, micro_batches, hand)
+        assert not P._KERNELS
+        blocked = sweep(group, values, micro_batches, hand, kernel=True)
+        assert P._KERNELS  # the kernel evaluated it
+        for name in whole:
+            expected = np.broadcast_to(whole[name], (n,))
+            assert np.array_equal(blocked[name].view(np.uint64), np.ascontiguousarray(expected).view(np.uint64)), name
+        table = np.zeros(n)
+        papers = sweep(group, values, micro_batches, hand, out={"paper_total_bytes": table}, papers_only=True,
+                       kernel=True)
+        assert papers["paper_total_bytes"] is table
+        assert np.array_equal(table.view(np.uint64), whole["paper_total_bytes"].view(np.uint64))

@@ -694,6 +694,12 @@ def group_formulas(group: "Group") -> GroupFormulas:
 #: 65,536 they spill, and the same sweep ran at 4.8 × 10⁶ configurations/s against 1.1 × 10⁷ in blocks
 #: (benchmarks/sweep_throughput.py). Element-wise arithmetic, so the blocks' results are the same doubles.
 SWEEP_BLOCK = 1 << 14
+#: The same for the papers' totals alone (``sweep(papers_only=True)``): their kernel keeps fewer arrays
+#: alive (GPT-3's groups: 6 work buffers beside the ~10 inputs), and at 32,768 a block its per-block
+#: cost (~40 µs of Python and ufunc dispatch) is spread over twice the configurations: 6.9 × 10⁷
+#: configurations/s against 6.2 × 10⁷ at 16,384 and 5.9 × 10⁷ at 49,152 here (1 MiB of L2 a core;
+#: benchmarks/sweep_throughput.py's configurations, two groups, CPU time, best of 5).
+PAPERS_BLOCK = 1 << 15
 
 
 def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand=None, *,
@@ -706,10 +712,11 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
     ``micro_batches``: micro-batches per iteration, all data-parallel ranks
     together (the bill's ``iteration_micro_batches × dp``). Floats: for
     screening and ranking; :func:`exact_totals` gives the exact numbers. Evaluated in blocks of
-    :data:`SWEEP_BLOCK` configurations. ``out``: float64 arrays of the configurations' length by
-    total's name, written in place and returned (a table the caller keeps across calls: no result
-    arrays allocated per call). ``papers_only``: ``paper_total_bytes`` alone (the papers' model
-    states + activations, Ψ counted), no verdict, FLOPs or communicator buffers computed.
+    :data:`SWEEP_BLOCK` configurations (:data:`PAPERS_BLOCK` for the papers' totals alone). ``out``:
+    float64 arrays of the configurations' length by total's name, written in place and returned (a
+    table the caller keeps across calls: no result arrays allocated per call). ``papers_only``:
+    ``paper_total_bytes`` alone (the papers' model states + activations, Ψ counted), no verdict,
+    FLOPs or communicator buffers computed.
     ``kernel``: compile the group's kernel (:mod:`symbolic.search.kernel`) now (True) or never
     (False); None: for a call of :data:`KERNEL_MIN` configurations or more. Once compiled it
     evaluates every later call of the group; the doubles are the same either way.
@@ -717,7 +724,8 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
     arrays = [np.asarray(x) for x in values.values()] + [np.asarray(micro_batches)]
     shape = np.broadcast_shapes(*(x.shape for x in arrays))
     build = (len(shape) == 1 and shape[0] >= KERNEL_MIN) if kernel is None else kernel
-    if len(shape) != 1 or shape[0] <= SWEEP_BLOCK:
+    step = PAPERS_BLOCK if papers_only else SWEEP_BLOCK
+    if len(shape) != 1 or shape[0] <= step:
         result = _sweep_block(group, values, micro_batches, params_hand, out, papers_only, build=build)
         if out is not None:
             for name, x in result.items():
@@ -733,8 +741,26 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
 
     whole: dict[str, np.ndarray] = {} if out is None else dict(out)
     formulas = group_formulas(group)  # looked up once, not per block
-    for lo in range(0, n, SWEEP_BLOCK):  # each block written into its slice of the whole arrays
-        hi = min(lo + SWEEP_BLOCK, n)
+    kernel = _call_kernel(formulas, values, micro_batches, n, params_hand is not None, papers_only, build)
+    if kernel is not None:  # the kernel's case decided once for the call, not per block (~50 µs a block)
+        reads = frozenset(kernel.inputs)
+        names = ("paper_total_bytes",) if papers_only else SWEEP_OUTPUTS
+        columns = [(k, np.asarray(x), np.ndim(x) == 1) for k, x in values.items()]  # as part() gives them
+        mb_array, micro_batches = np.ndim(micro_batches) == 1, np.asarray(micro_batches)
+        for lo in range(0, n, step):
+            hi = min(lo + step, n)
+            env = _kernel_env({k: (x[lo:hi] if array else x) for k, x, array in columns},
+                              micro_batches[lo:hi] if mb_array else micro_batches, hi - lo, reads)
+            block = _kernel_outputs(kernel, env, hi - lo, names, [whole[name][lo:hi] if whole else None
+                                                                   for name in names], params_hand, papers_only)
+            if not whole:
+                whole = {name: np.empty(n, dtype=np.result_type(x)) for name, x in block.items()}
+            for name, x in block.items():
+                if not (isinstance(x, np.ndarray) and np.may_share_memory(x, whole[name])):
+                    whole[name][lo:hi] = x
+        return {name: whole[name] for name in block}
+    for lo in range(0, n, step):  # each block written into its slice of the whole arrays
+        hi = min(lo + step, n)
         block = _sweep_block(group, {k: part(x, lo, hi) for k, x in values.items()}, part(micro_batches, lo, hi),
                              params_hand, {name: x[lo:hi] for name, x in whole.items()}, papers_only, formulas,
                              build)
@@ -834,6 +860,16 @@ def _kernel_ready(values: Mapping[str, object], micro_batches) -> bool:
     return any(np.ndim(x) for x in (p_, d_, v_, micro_batches))
 
 
+def _least(x: np.ndarray):
+    """np.min of a float64 array (0-d too), without its Python wrapper's ~1.5 µs."""
+    return np.minimum.reduce(x) if x.ndim else x
+
+
+def _most(x: np.ndarray):
+    """np.max of a float64 array (0-d too), without its Python wrapper's ~1.5 µs."""
+    return np.maximum.reduce(x) if x.ndim else x
+
+
 def _kernel_env(values: Mapping[str, object], micro_batches, n: int, reads: frozenset,
                 settings: CommSettings = CommSettings()):
     """:func:`_block_env` and :func:`comm_bytes` for the kernel, into buffers kept across blocks
@@ -848,7 +884,7 @@ def _kernel_env(values: Mapping[str, object], micro_batches, n: int, reads: froz
     for name, x in values.items():
         if name not in reads and name not in ("p", "d") and not (comm_read and name in ("t", "c")):
             env[name] = x  # not read: as given
-        elif np.ndim(x) and np.asarray(x).dtype != np.float64:
+        elif (x.ndim if type(x) is np.ndarray else np.ndim(x)) and np.asarray(x).dtype != np.float64:
             env[name] = scratch("in " + name, n)
             np.copyto(env[name], x)
         else:
@@ -864,7 +900,7 @@ def _kernel_env(values: Mapping[str, object], micro_batches, n: int, reads: froz
     if "m" in reads:  # 1F1B's min(micro-batches per pipeline, p), 1 where p = 1 (in_flight_array)
         p_, d_ = env["p"], env["d"]
         m = env["m"] = scratch("m", n)
-        if np.min(mb) >= 0 and np.max(mb) < 2**52 and np.min(d_) >= 1 and np.max(d_) < 2**52:
+        if _least(mb) >= 0 and _most(mb) < 2**52 and _least(d_) >= 1 and _most(d_) < 2**52:
             # ⌊mb/d⌋ in doubles: mb = q·d + r, and for 0 ≤ mb, d < 2^52 the quotient's double lies at
             # least 1/d below q + 1 when r > 0, more than its half-ulp (d(q + 1) ≤ mb + d < 2^53)
             np.true_divide(mb, d_, out=m)
@@ -875,7 +911,7 @@ def _kernel_env(values: Mapping[str, object], micro_batches, n: int, reads: froz
             np.copyto(m, m_iter)
         np.minimum(m, p_, out=m)
         if np.ndim(p_):
-            if np.min(m) < 1:  # min(m_iter, 1) is already 1 where p = 1 unless m_iter is 0
+            if _least(m) < 1:  # min(m_iter, 1) is already 1 where p = 1 unless m_iter is 0
                 single = scratch("p=1", n, np.bool_)
                 np.equal(p_, 1.0, out=single)
                 np.putmask(m, single, 1.0)
@@ -898,6 +934,32 @@ def _kernel_env(values: Mapping[str, object], micro_batches, n: int, reads: froz
             np.add(comm, (x > 1) * size, out=comm)
     env["_comm"] = comm
     return env
+
+
+def _call_kernel(formulas: GroupFormulas, values: Mapping[str, object], micro_batches, n: int, hand: bool,
+                 papers_only: bool, build: bool):
+    """The kernel that evaluates every block of a call of ``n`` configurations, where each block is
+    the case :func:`_kernel_ready` takes (it is when the whole call is: p, d, v and micro-batches
+    int64 or ints, v 1 throughout, every array of length ``n``); None otherwise (each block then
+    decides for itself, as :func:`_sweep_block` does: the same doubles either way)."""
+    if _plain_length(values, micro_batches) != n or not _kernel_ready(values, micro_batches):
+        return None
+    arrays = frozenset(k for k, x in values.items() if np.ndim(x)) | {"m", "m_last", "_comm"} | (
+        {"_mb"} if np.ndim(micro_batches) else set())
+    return _sweep_kernel(formulas, arrays, hand, papers_only, build)
+
+
+def _kernel_outputs(kernel, env: dict, n: int, names: tuple, outs: list, params_hand, papers_only: bool) -> dict:
+    """The kernel's outputs at ``env`` by name (into ``outs`` where arrays), as the expression form gives them."""
+    if params_hand is not None:
+        env["Psi"] = float(params_hand)
+    out = dict(zip(names, kernel(env, outs, n)))
+    if papers_only:
+        return out
+    out["params"] = np.asarray(out["params"], dtype=np.float64)
+    if np.ndim(out["total_bytes"]) == 0 and np.ndim(out["activation_bytes"]):  # as the expression form
+        out["total_bytes"] = np.full(n, out["total_bytes"])  # broadcasts its verdict to the activations'
+    return out
 
 
 def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, params_hand=None,
@@ -928,17 +990,9 @@ def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, para
             if kernel is None:
                 env = None
     if env is not None:
-        if params_hand is not None:
-            env["Psi"] = float(params_hand)
         names = ("paper_total_bytes",) if papers_only else SWEEP_OUTPUTS
-        results = kernel(env, [outs.get(name) if outs else None for name in names], n)
-        out = dict(zip(names, results))
-        if papers_only:
-            return out
-        out["params"] = np.asarray(out["params"], dtype=np.float64)
-        if np.ndim(out["total_bytes"]) == 0 and np.ndim(out["activation_bytes"]):  # as the expression form
-            out["total_bytes"] = np.full(n, out["total_bytes"])  # broadcasts its verdict to the activations'
-        return out
+        return _kernel_outputs(kernel, env, n, names, [outs.get(name) if outs else None for name in names],
+                               params_hand, papers_only)
     params_of, ledgers_of = formulas.functions()
     values["Psi"] = 0.0
     (count,) = params_of(values)
