@@ -39,8 +39,7 @@ from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 
-from sympy import (Add, Expr, Integer, Piecewise, Rational, Symbol, ceiling, factor_terms, floor, fraction, sstr,
-                   together)
+from sympy import Add, Expr, Integer, Piecewise, Rational, Symbol, ceiling, factor_terms, floor, fraction, together
 from sympy.printing.jscode import JavascriptCodePrinter
 
 from ..claims.quantities import evaluate
@@ -166,8 +165,11 @@ def _numerator_denominator(expr: Expr) -> tuple[Expr, Expr]:
 
 @lru_cache(maxsize=None)
 def _printed(expr: Expr) -> tuple[str, str]:
-    """(text, text with f = 4h) of ``expr``, as the page shows its formulas (cached as above)."""
-    return sstr(expr), sstr(expr.subs(f, gpt.GPT_FFN))
+    """(text, text with f = 4h) of ``expr``, as the page shows its formulas (cached as above): ``sympy.sstr``'s
+    text by the bill's memoised printer (each distinct subexpression printed once: the page's 740 distinct
+    expressions share most of their terms across models and strategies)."""
+    from ..bill.derive import sstr
+    return sstr(expr), sstr(expr.subs(f, gpt.GPT_FFN)) if f in expr.free_symbols else sstr(expr)
 
 
 @lru_cache(maxsize=None)

@@ -267,7 +267,10 @@ class _Printer:
     ``nearestEfficiency`` (the page's runtime, :data:`NEAREST_JS`)."""
 
     def __init__(self):
+        from sympy import Basic
         from sympy.printing.jscode import JavascriptCodePrinter
+
+        memo: dict = {}
 
         class Printer(JavascriptCodePrinter):
             def _print_Float(self, expr):
@@ -281,6 +284,24 @@ class _Printer:
             def _print_Relational(self, expr):
                 op = {"==": "===", "!=": "!=="}.get(expr.rel_op, expr.rel_op)
                 return f"({self._print(expr.lhs)} {op} {self._print(expr.rhs)})"
+
+            def _print(self, expr, **kwargs):
+                # each distinct subexpression printed once (the functions share most of their terms): a
+                # node's text depends on the node only (our Float's text does not depend on its depth), except
+                # where its printing noted an unsupported node or a number symbol, whose declarations the
+                # printer's doprint adds: those, and every node above them, are printed afresh each time
+                if kwargs or not isinstance(expr, Basic):
+                    return super()._print(expr, **kwargs)
+                text = memo.get(expr)
+                if text is None:
+                    noted = self._noted()
+                    text = super()._print(expr)
+                    if self._noted() == noted:
+                        memo[expr] = text
+                return text
+
+            def _noted(self) -> int:
+                return len(getattr(self, "_not_supported", ())) + len(getattr(self, "_number_symbols", ()))
 
         self.printer = Printer({"user_functions": {"nearest_efficiency": "nearestEfficiency", "where": "where",
                                                    "maximum": "Math.max", "minimum": "Math.min"}})
