@@ -163,14 +163,10 @@ def test_formula_reader_refuses_anything_but_arithmetic():
             parse_formula(bad, SYMBOLS)
 
 
-def test_compiled_formulas_equal_the_reader_and_refuse_the_same_texts():
-    """compile_formulas (the bill's one-call evaluation) gives evaluate_formula's exact numbers on
-    every formula of real derivations, refuses what the guarded reader refuses, and falls back to
-    the per-formula closures on a text too deep to compile."""
-    from fractions import Fraction
-
+def _real_formula_sets():
+    """(every formula text of a real derivation, the values it is evaluated at) for three derivations:
+    GPT-3 with TP, PP, SP and selective recompute; Mixtral with EP and ZeRO-3; Llama-3 with ZeRO-2."""
     from symbolic.bill.derive import derived
-    from symbolic.core.expressions import compile_formulas, evaluate_formula
     from symbolic.layout.layout import Layout
     from symbolic.models.builtin import PRESETS
 
@@ -179,8 +175,19 @@ def test_compiled_formulas_equal_the_reader_and_refuse_the_same_texts():
                          ("llama-3-8b", Layout(dp=3, zero=2))):
         model = PRESETS[name]
         bill = derived(model, layout)
-        texts = [line.formula for line in bill.lines] + list(bill.formulas.values())
-        values = dict(layout.values(model), Psi=7 * 10**9 + 1)
+        yield ([line.formula for line in bill.lines] + list(bill.formulas.values()),
+               dict(layout.values(model), Psi=7 * 10**9 + 1))
+
+
+def test_compiled_formulas_equal_the_reader_and_refuse_the_same_texts():
+    """compile_formulas (the bill's one-call evaluation) gives evaluate_formula's exact numbers on
+    every formula of real derivations, refuses what the guarded reader refuses, and falls back to
+    the per-formula closures on a text too deep to compile."""
+    from fractions import Fraction
+
+    from symbolic.core.expressions import compile_formulas, evaluate_formula
+
+    for texts, values in _real_formula_sets():
         got = compile_formulas(texts)(values)
         want = [evaluate_formula(text, values) for text in texts]
         assert got == tuple(want) and all(type(g) in (int, Fraction) for g in got)
@@ -203,18 +210,9 @@ def test_formula_functions_equal_the_compiled_formulas_and_refuse_the_same_texts
     and names what it refuses."""
     from fractions import Fraction
 
-    from symbolic.bill.derive import derived
     from symbolic.core.expressions import compile_formulas, formula_functions
-    from symbolic.layout.layout import Layout
-    from symbolic.models.builtin import PRESETS
 
-    for name, layout in (("gpt-175b", Layout(tp=8, pp=8, sp=True, recompute="selective", global_batch=64)),
-                         ("mixtral-8x7b", Layout(tp=2, dp=4, ep=4, zero=3, micro_batch=3)),
-                         ("llama-3-8b", Layout(dp=3, zero=2))):
-        model = PRESETS[name]
-        bill = derived(model, layout)
-        texts = [line.formula for line in bill.lines] + list(bill.formulas.values())
-        values = dict(layout.values(model), Psi=7 * 10**9 + 1)
+    for texts, values in _real_formula_sets():
         got, want = formula_functions(texts)(values), compile_formulas(texts)(values)
         assert tuple(got) == want and [type(g) for g in got] == [type(w) for w in want]
     assert formula_functions(["s/3", "s/2", "0.5*s"])({"s": 2}) == [Fraction(2, 3), 1, 1]

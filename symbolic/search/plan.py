@@ -753,23 +753,26 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
                               micro_batches[lo:hi] if mb_array else micro_batches, hi - lo, reads)
             block = _kernel_outputs(kernel, env, hi - lo, names, [whole[name][lo:hi] if whole else None
                                                                    for name in names], params_hand, papers_only)
-            if not whole:
-                whole = {name: np.empty(n, dtype=np.result_type(x)) for name, x in block.items()}
-            for name, x in block.items():
-                if not (isinstance(x, np.ndarray) and np.may_share_memory(x, whole[name])):
-                    whole[name][lo:hi] = x
+            whole = _into_whole(whole, block, n, lo, hi)
         return {name: whole[name] for name in block}
     for lo in range(0, n, step):  # each block written into its slice of the whole arrays
         hi = min(lo + step, n)
         block = _sweep_block(group, {k: part(x, lo, hi) for k, x in values.items()}, part(micro_batches, lo, hi),
                              params_hand, {name: x[lo:hi] for name, x in whole.items()}, papers_only, formulas,
                              build)
-        if not whole:
-            whole = {name: np.empty(n, dtype=np.result_type(x)) for name, x in block.items()}
-        for name, x in block.items():
-            if not (isinstance(x, np.ndarray) and np.may_share_memory(x, whole[name])):
-                whole[name][lo:hi] = x
+        whole = _into_whole(whole, block, n, lo, hi)
     return {name: whole[name] for name in block}
+
+
+def _into_whole(whole: dict, block: Mapping, n: int, lo: int, hi: int) -> dict:
+    """``block``'s arrays written into their slice ``lo:hi`` of the ``n``-long ``whole`` arrays (made on the first
+    block, of each output's type); a block already computed in place (its array a view of ``whole``) is left."""
+    if not whole:
+        whole = {name: np.empty(n, dtype=np.result_type(x)) for name, x in block.items()}
+    for name, x in block.items():
+        if not (isinstance(x, np.ndarray) and np.may_share_memory(x, whole[name])):
+            whole[name][lo:hi] = x
+    return whole
 
 
 #: The sweep's outputs, in the order :func:`_sweep_kernel` lists them.
