@@ -128,18 +128,64 @@ class DerivedBill:
     strategy: str = ""
 
     def to_json(self) -> str:
-        # each line's fields in order, as dataclasses.asdict writes them (its deep copy of every str and
-        # int is most of a write to the disk cache)
-        return json.dumps({"lines": [{"ledger": line.ledger, "name": line.name, "formula": line.formula,
-                                      "source": line.source, "condition": line.condition,
-                                      "per_micro_batch": line.per_micro_batch, "micro_batches": line.micro_batches}
-                                     for line in self.lines], "formulas": self.formulas,
-                           "strategy": self.strategy})
+        return "".join(self.json_fragments())
+
+    def json_fragments(self) -> list[str]:
+        """:meth:`to_json`'s text in pieces whose concatenation it is: ``json.dumps`` of the lines (each
+        line's fields in order, as ``dataclasses.asdict`` writes them), the formulas and the strategy. A
+        line or a formula of the usual types (str, and an int count) is written once per process
+        (:func:`_line_json`): the kinds of a loop share most of them, and the encoding was most of a
+        write to the disk cache. Anything else goes through ``json.dumps`` whole, as before."""
+        if not (all(_plain_line(line) for line in self.lines) and type(self.formulas) is dict
+                and all(type(k) is str and type(v) is str for k, v in self.formulas.items())
+                and type(self.strategy) is str):
+            return [json.dumps({"lines": [{"ledger": line.ledger, "name": line.name, "formula": line.formula,
+                                           "source": line.source, "condition": line.condition,
+                                           "per_micro_batch": line.per_micro_batch,
+                                           "micro_batches": line.micro_batches} for line in self.lines],
+                                "formulas": self.formulas, "strategy": self.strategy})]
+        # json.dumps's own layout of {"lines": [...], "formulas": {...}, "strategy": ...} (separators ", ", ": ")
+        out = ['{"lines": [']
+        for i, line in enumerate(self.lines):
+            if i:
+                out.append(", ")
+            out.append(_line_json(line))
+        out.append('], "formulas": {')
+        for i, item in enumerate(self.formulas.items()):
+            if i:
+                out.append(", ")
+            out.append(_item_json(item))
+        out.append('}, "strategy": ')
+        out.append(json.dumps(self.strategy))
+        out.append("}")
+        return out
 
     @classmethod
     def from_json(cls, text: str) -> "DerivedBill":
         data = json.loads(text)
         return cls(tuple(DerivedLine(**line) for line in data["lines"]), dict(data["formulas"]), data["strategy"])
+
+
+def _plain_line(line: DerivedLine) -> bool:
+    """Whether ``line``'s fields are of the types :func:`_line_json` memoises (a str is its text, an int
+    its digits: a bool or a subclass, equal to it and hashed alike, would be written otherwise)."""
+    return (type(line.ledger) is str and type(line.name) is str and type(line.formula) is str
+            and type(line.source) is str and type(line.condition) is str and type(line.per_micro_batch) is str
+            and type(line.micro_batches) is int)
+
+
+@lru_cache(maxsize=1 << 14)
+def _line_json(line: DerivedLine) -> str:
+    """``json.dumps`` of one line's fields in order (a line of :func:`_plain_line`'s types)."""
+    return json.dumps({"ledger": line.ledger, "name": line.name, "formula": line.formula, "source": line.source,
+                       "condition": line.condition, "per_micro_batch": line.per_micro_batch,
+                       "micro_batches": line.micro_batches})
+
+
+@lru_cache(maxsize=1 << 14)
+def _item_json(item: tuple[str, str]) -> str:
+    """One formula of :attr:`DerivedBill.formulas` as ``json.dumps`` writes a dict's item."""
+    return f"{json.dumps(item[0])}: {json.dumps(item[1])}"
 
 
 def structure(model: ModelConfig) -> Structure:

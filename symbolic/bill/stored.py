@@ -6,6 +6,7 @@ without this module importing sympy's side, and no import comes back to derive.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from functools import lru_cache
@@ -155,18 +156,54 @@ def write_entry(path: Path, key: str, text: str) -> None:
     """Atomically: a temporary file in the same folder (unique to this process and
     call), then ``os.replace`` — a concurrent reader sees the old entry or the whole
     new one, and two writers of the same entry each replace it whole."""
-    import tempfile
+    _write_text(path, json.dumps({"key": key, "package": fingerprint(), "sha256": _content_hash(text),
+                                  "derived": text}))
 
-    entry = json.dumps({"key": key, "package": fingerprint(), "sha256": _content_hash(text), "derived": text})
+
+@lru_cache(maxsize=1 << 14)
+def _escaped(fragment: str) -> str:
+    """``fragment`` as it stands inside a JSON string (``json.dumps`` without its quotes): JSON escapes
+    character by character, so the escaped pieces of a text concatenate to the escaped text."""
+    return json.dumps(fragment)[1:-1]
+
+
+def _entry_text(key: str, fragments: list[str]) -> str:
+    """:func:`write_entry`'s JSON of the derivation whose text is ``"".join(fragments)``: the same
+    bytes, ``derived``'s escaping joined from its pieces' (a loop's kinds share most pieces)."""
+    text = "".join(fragments)
+    return (f'{{"key": {json.dumps(key)}, "package": {json.dumps(fingerprint())}, '
+            f'"sha256": "{_content_hash(text)}", "derived": "{"".join(map(_escaped, fragments))}"}}')
+
+
+#: Temporary names of this process's writes (with its pid: unique to the process and the call).
+_PARTIALS = itertools.count()
+
+
+def _write_text(path: Path, entry: str) -> None:
+    """``entry`` written to ``path`` atomically (:func:`write_entry`): the temporary file opened with
+    ``O_CREAT | O_EXCL`` (mode 0600, as ``tempfile.mkstemp``) under a name of this process and call,
+    written with ``os.write``, and ``os.replace``-d into place; a name left by an earlier process of
+    the same pid falls back to ``mkstemp``'s random one."""
+    data = entry.encode("utf-8")
+    folder, name = os.fspath(path.parent), path.stem
+    partial = os.path.join(folder, f"{name}.{os.getpid()}.{next(_PARTIALS)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     try:
         try:  # the folder exists after a process's first entry: made only when the file cannot be
-            handle, partial = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp", dir=path.parent)
+            handle = os.open(partial, flags, 0o600)
         except FileNotFoundError:
             path.parent.mkdir(parents=True, exist_ok=True)
-            handle, partial = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp", dir=path.parent)
+            handle = os.open(partial, flags, 0o600)
+        except FileExistsError:
+            import tempfile
+            handle, partial = tempfile.mkstemp(prefix=name + ".", suffix=".tmp", dir=folder)
         try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(entry)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(handle, view):]
+            finally:
+                os.close(handle)
             os.replace(partial, path)
         except BaseException:
             try:
@@ -179,7 +216,7 @@ def write_entry(path: Path, key: str, text: str) -> None:
 
 
 def _write(path: Path, key: str, derived: DerivedBill) -> None:
-    write_entry(path, key, derived.to_json())
+    _write_text(path, _entry_text(key, derived.json_fragments()))
 
 
 def through(model: ModelConfig, layout: Layout, params_hand: int | None, derive, fields=None) -> DerivedBill:
