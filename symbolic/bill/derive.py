@@ -196,6 +196,82 @@ def _matmul_training(recompute: str, inventory_type, mm, lora: bool) -> tuple[Ex
     return work, words, recomputed
 
 
+# A kind's lines that depend on a few frozen inputs only, memoised by them: the kinds of a loop over
+# layouts differ in one or two choices (ZeRO, dp, recompute, ...) and share the rest of their lines, and
+# sympy's arithmetic on the shared ones, then the printing, was most of a derivation. Each is the line
+# derive's ``add`` writes from the same inputs (DerivedLines are frozen: shared, not copied).
+def _line(ledger: str, name: str, expr: Expr, source: str, condition: str = "", micro_batches: int = 0) -> DerivedLine:
+    per = _per_micro_batch(expr, micro_batches) if micro_batches else ""
+    return DerivedLine(ledger, name, sstr(expr), source, condition, per, micro_batches)
+
+
+@lru_cache(maxsize=1 << 10)
+def _params_lines(param_inv) -> tuple[DerivedLine, ...]:
+    """The parameters' lines: the inventory, each layer term repeated L times."""
+    return tuple(_line("params", term.name, term.count * (L if term.scope == "layer" else 1), term.source, term.note)
+                 for term in param_inv)
+
+
+def _held_lines(term, held_bytes: Expr, condition: str, activation_offload: bool) -> tuple[DerivedLine, ...]:
+    """One saved tensor's activation line (``held_bytes`` on the stage), and with activation offload its
+    CPU-memory line (streamed out as produced: the stage's saved tensors live in CPU memory)."""
+    line = _line("activations", term.name, held_bytes, term.source, condition)
+    if not activation_offload:
+        return (line,)
+    return line, _line("cpu_memory", f"offloaded activations/{term.name}", held_bytes,
+                       "seed 004 §05.2 (activation offload)", "saved activations in CPU memory; a 2-layer double "
+                       "buffer stays on the GPU (in the verdict)")
+
+
+@lru_cache(maxsize=1 << 10, typed=True)
+def _activation_lines(strategy, saved_inv, in_flight: Expr, layers_held: Expr,
+                      activation_offload: bool) -> tuple[DerivedLine, ...]:
+    """The activation lines of a stage whose layers are held alike: each saved tensor of the layer under
+    ``strategy`` × ``in_flight`` chunks × ``layers_held`` layers (:func:`_held_lines`)."""
+    return tuple(line for term in _layer_inventory(strategy, saved_inv)
+                 for line in _held_lines(term, in_flight * layers_held * term.bytes, _split(term), activation_offload))
+
+
+@lru_cache(maxsize=1 << 10)
+def _output_lines(output_saved) -> tuple[DerivedLine, ...]:
+    """The output side's lines, sharded as the strategy shards them."""
+    return tuple(_line("output_side", term.name, term.bytes, term.source, _split(term)) for term in output_saved)
+
+
+@lru_cache(maxsize=1 << 12)
+def _comm_line(name: str, size: Expr) -> DerivedLine:
+    """A communication buffer's line (held from start-up, seed 004 §02.4; counted in the verdict)."""
+    if "all-to-all staging" in name:
+        return _line("communication", name, size, "seed 004 §02.4, §05.4 (EP all-to-all staging); DeepSeek-V3 §3.3.3",
+                     "one micro-batch's dispatch and combine in flight; rows s·b·k/(c·t under SP), ×C_f received")
+    return _line("communication", name, size, "seed 004 §02.4, §05.4 (NCCL_BUFFSIZE × channels; DDP bucket)",
+                 "NCCL Simple protocol 4 MiB × 16 channels per communicator; one 25 MiB gradient bucket")
+
+
+@lru_cache(maxsize=1 << 12, typed=True)
+def _flops_line(recompute: str, inventory_type, mm, lora: bool, micro_batches: int) -> DerivedLine:
+    """One matmul's FLOPs line of an iteration: per micro-batch (:func:`_matmul_training`) × micro-batches."""
+    work, words, recomputed = _matmul_training(recompute, inventory_type, mm, lora)
+    return _line("flops", mm.name, work * micro_batches, mm.source,
+                 words + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
+
+
+_gathered_weights = lru_cache(maxsize=1 << 10, typed=True)(peak.gathered_weights)
+_optimizer_temporary = lru_cache(maxsize=1 << 10, typed=True)(peak.optimizer_temporary)
+
+
+@lru_cache(maxsize=1 << 12, typed=True)
+def _stage_formulas(stage: str, strategy, saved_inv, output_saved, state_blocks: tuple, temporary: Expr,
+                    comm: tuple, has_loss: bool, gathered: Expr, activation_offload: bool) -> tuple[tuple[str, str], ...]:
+    """The verdict's formulas of one stage whose layers are held alike (:func:`peak.stage_instants`), as
+    (``peak|STAGE|PHASE|CLASS``, text) items in order; ``state_blocks`` and ``comm`` as items."""
+    instants = peak.stage_instants(stage, strategy, saved_inv, output_saved, dict(state_blocks), temporary,
+                                   list(comm), has_loss=has_loss, gathered=gathered,
+                                   activation_offload=activation_offload)
+    return tuple((f"{PEAK_PREFIX}{stage}|{instant.phase}|{cls}", sstr(expr))
+                 for instant in instants for cls, expr in instant.parts.items())
+
+
 def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | None = None) -> DerivedBill:
     """Every ledger of ``model`` under ``layout`` as formulas in the papers'
     letters: the symbolic half of :func:`make_bill`."""
@@ -211,8 +287,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
         lines.append(DerivedLine(ledger, name, sstr(expr), source, condition, per, micro_batches))
 
     # Parameters: the inventory, each layer term repeated L times.
-    for term in param_inv:
-        add("params", term.name, term.count * (L if term.scope == "layer" else 1), term.source, term.note)
+    lines.extend(_params_lines(param_inv))
 
     # Model states: bytes/param blocks of the recipe, sharded t·p and by ZeRO over d (d·c under
     # context parallelism: its ranks replicate the weights, the distributed optimizer shards over them).
@@ -250,8 +325,8 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
                 offload=layout.offload, pipeline_parallel=stage_ways(layout, stage), **grid)
             # the optimizer step's fp32 temporaries: one per trainable parameter of the shard
             stage_states[stage] = ({term.name: term.bytes for term in state_terms if term.device == "gpu"},
-                                   peak.optimizer_temporary(layout.zero, c if cp else 1, trainable,
-                                                            stage_ways(layout, stage)))
+                                   _optimizer_temporary(layout.zero, c if cp else 1, trainable,
+                                                        stage_ways(layout, stage)))
             if stage != "first":
                 continue
             psi_note = ("; LoRA: counts from the inventory" if layout.lora else
@@ -286,40 +361,29 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     in_flight, layers_held = strategy.layers_held()
     saved_inv = lora_saved(saved_inv, param_inv, layout)
     fullest = fullest_forward(first_mix) if exact else None
-    for term in _layer_inventory(strategy, saved_inv):
-        if fullest is not None:  # the stage's own layers at its fullest forward moment, kind by kind
-            held_bytes = Add(*(n * in_kind(term.bytes, kind) for kind, n in fullest))
-            condition = f"{_split(term)}; {_fullest_words(first_mix, fullest, layout.interleave)}"
-        else:
-            held_bytes, condition = in_flight * layers_held * term.bytes, _split(term)
-        add("activations", term.name, held_bytes, term.source, condition)
-        if layout.activation_offload:  # streamed out as produced: the stage's saved tensors live in CPU memory
-            add("cpu_memory", f"offloaded activations/{term.name}", held_bytes,
-                "seed 004 §05.2 (activation offload)", "saved activations in CPU memory; a 2-layer double buffer "
-                "stays on the GPU (in the verdict)")
+    if fullest is None:  # every layer held alike: the lines a kind of the same strategy has already
+        lines.extend(_activation_lines(strategy, saved_inv, in_flight, layers_held, layout.activation_offload))
+    for term in _layer_inventory(strategy, saved_inv) if fullest is not None else ():
+        # the stage's own layers at its fullest forward moment, kind by kind
+        held_bytes = Add(*(n * in_kind(term.bytes, kind) for kind, n in fullest))
+        condition = f"{_split(term)}; {_fullest_words(first_mix, fullest, layout.interleave)}"
+        lines.extend(_held_lines(term, held_bytes, condition, layout.activation_offload))
 
     # The output side — final norm, logits input, fp32 log-softmax, targets — as its own lines: the
     # last pipeline stage holds it for the one micro-batch between forward and backward. The papers
     # leave it out of their total (paper_total_bytes); the verdict (total_bytes) counts it.
     output_saved = _shard(strategy, output.saved_tensors(norm=output_norm(model), loss=layout.loss))
-    for term in output_saved:
-        add("output_side", term.name, term.bytes, term.source, _split(term))
+    lines.extend(_output_lines(output_saved))
 
     # Communication buffers, held from start-up (seed 004 §02.4): counted in the verdict.
     comm = peak.comm_buffers(model, layout)
-    for name, size in comm:
-        if "all-to-all staging" in name:
-            add("communication", name, size, "seed 004 §02.4, §05.4 (EP all-to-all staging); DeepSeek-V3 §3.3.3",
-                "one micro-batch's dispatch and combine in flight; rows s·b·k/(c·t under SP), ×C_f received")
-        else:
-            add("communication", name, size, "seed 004 §02.4, §05.4 (NCCL_BUFFSIZE × channels; DDP bucket)",
-                "NCCL Simple protocol 4 MiB × 16 channels per communicator; one 25 MiB gradient bucket")
+    lines.extend(_comm_line(name, size) for name, size in comm)
 
     # The verdict: the step's peak on the busiest stage (ledgers.peak), each candidate instant
     # of each stage by class, as formulas; evaluate() takes the largest.
     # the optimizer step's fp32 temporaries: PyTorch's foreach step on the GPU only
     on_gpu_step = layout.optimizer_impl == "foreach" and layout.offload == "none"
-    gathered = peak.gathered_weights(param_inv, states.parameter_bytes(recipe, layout), layout.zero)
+    gathered = _gathered_weights(param_inv, states.parameter_bytes(recipe, layout), layout.zero)
     if gathered != 0:
         add("communication", "ZeRO-3 gathered weights (largest matrix, running + prefetched)", gathered,
             "Rajbhandari et al. 2019 (ZeRO) §5.3; DeepSpeed stage 3 per-submodule all-gather",
@@ -337,21 +401,19 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
             instants = peak.mixed_stage_instants(mixes[stage], layout.interleave, layout.strategy(stage), saved_inv,
                                                  output_saved, state_blocks, temporary, comm, gathered=gathered,
                                                  activation_offload=layout.activation_offload)
+            for instant in instants:
+                for cls, expr in instant.parts.items():
+                    formulas[f"{PEAK_PREFIX}{stage}|{instant.phase}|{cls}"] = sstr(expr)
         else:
-            instants = peak.stage_instants(stage, layout.strategy(stage), saved_inv, output_saved, state_blocks,
-                                           temporary, comm, has_loss=layout.pp == 1 or stage == "last",
-                                           gathered=gathered, activation_offload=layout.activation_offload)
-        for instant in instants:
-            for cls, expr in instant.parts.items():
-                formulas[f"{PEAK_PREFIX}{stage}|{instant.phase}|{cls}"] = sstr(expr)
+            formulas.update(_stage_formulas(stage, layout.strategy(stage), saved_inv, output_saved,
+                                            tuple(state_blocks.items()), temporary, tuple(comm),
+                                            layout.pp == 1 or stage == "last", gathered, layout.activation_offload))
 
     # FLOPs of one iteration, whole model: per micro-batch × micro-batches.
     micro_batches = layout.iteration_micro_batches() * layout.dp
     recompute = recompute_for_flops(layout.recompute, saved_inv, tuple(layout.recompute_modules))
-    for mm in mm_inv:
-        work, words, recomputed = _matmul_training(recompute, type(mm_inv), mm, bool(layout.lora))
-        add("flops", mm.name, work * micro_batches, mm.source,
-            words + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
+    lora = bool(layout.lora)
+    lines.extend(_flops_line(recompute, type(mm_inv), mm, lora, micro_batches) for mm in mm_inv)
     if layout.moe_pad_to_capacity:
         # drop-and-pad: every expert computes on its capacity; the padded rows are their own lines
         shards = (c if layout.cp > 1 else 1) * (t if layout.sp else 1)
