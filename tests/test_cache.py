@@ -234,3 +234,45 @@ def test_fingerprint_is_remembered_and_an_edit_changes_it(tmp_path, monkeypatch)
         assert second != first and second == stored._content_fingerprint(stored._engine_files())
     finally:
         stored.fingerprint.cache_clear()
+
+
+def test_an_entry_written_from_pieces_is_the_entry_write_entry_writes(tmp_path, monkeypatch):
+    """The bill's write (its JSON and escaping joined from memoised pieces) gives write_entry's bytes, for
+    kinds that share pieces and for a derivation whose fields are not of the memoised types."""
+    from dataclasses import replace
+
+    from symbolic.bill import stored
+    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
+    key = json.dumps({"kind": "a \"quoted\" key · with a non-ASCII letter"})
+    derived = [derive(preset(name), layout, hand) for name, layout, hand in CASES]
+    derived.append(derive(preset("gpt-7b"), Layout(micro_batch=4, tp=8, sp=True, zero=1, dp=2)))  # shares pieces
+    odd = replace(derived[0], lines=(replace(derived[0].lines[0], micro_batches=True),) + derived[0].lines[1:])
+    for i, one in enumerate(derived + [odd]):
+        assert "".join(one.json_fragments()) == one.to_json() == json.dumps(
+            {"lines": [{"ledger": x.ledger, "name": x.name, "formula": x.formula, "source": x.source,
+                        "condition": x.condition, "per_micro_batch": x.per_micro_batch,
+                        "micro_batches": x.micro_batches} for x in one.lines],
+             "formulas": one.formulas, "strategy": one.strategy})
+        stored._write(tmp_path / "pieces" / f"{i}.json", key, one)  # the folder made on the first write
+        stored.write_entry(tmp_path / "whole" / f"{i}.json", key, one.to_json())
+        written = (tmp_path / "pieces" / f"{i}.json").read_bytes()
+        assert written == (tmp_path / "whole" / f"{i}.json").read_bytes()
+        assert json.loads(written)["derived"] == one.to_json()
+        assert oct((tmp_path / "pieces" / f"{i}.json").stat().st_mode & 0o777) == "0o600"
+    assert '"micro_batches": true' in odd.to_json()  # a bool stays a bool, not a memoised 1
+    assert sorted(path.name for path in (tmp_path / "pieces").iterdir()) == [f"{i}.json" for i in range(7)]
+
+
+def test_a_write_whose_temporary_name_is_taken_still_replaces_the_entry(tmp_path, monkeypatch):
+    """A temporary left under this process's next name (an earlier process of the same pid) is not
+    overwritten: the entry is written through a random name instead, and nothing else is left."""
+    import itertools
+
+    from symbolic.bill import stored
+    monkeypatch.setattr(stored, "_PARTIALS", itertools.count(7))
+    stale = tmp_path / f"entry.{os.getpid()}.7.tmp"
+    stale.write_text("an earlier process's")
+    stored._write_text(tmp_path / "entry.json", '{"whole": true}')
+    assert (tmp_path / "entry.json").read_text() == '{"whole": true}'
+    assert stale.read_text() == "an earlier process's"
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["entry.json", stale.name])

@@ -218,7 +218,8 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
             "optimizer": layout.optimizer, "zero": layout.zero, "hand_filled": params_hand is not None,
             "context_parallel": layout.cp > 1, "expert_parallel": layout.ep > 1,
             "expert_tensor_parallel": layout.etp not in (0, layout.tp),
-            "expert_capacity": Fraction(layout.moe_capacity) != 1,
+            "expert_capacity": (layout.moe_capacity if type(layout.moe_capacity) in (Fraction, int)
+                                else Fraction(layout.moe_capacity)) != 1,
             "recompute_modules": tuple(layout.recompute_modules), "fused_swiglu": layout.fused_swiglu,
             "micro_batches": layout.iteration_micro_batches() * layout.dp,
             # the chunks in flight when the micro-batches per iteration cap them (the text holds the
@@ -268,8 +269,21 @@ def whole(value: Fraction) -> int | Fraction:
     return value.numerator if value.denominator == 1 else value
 
 
+@lru_cache(maxsize=1 << 14)
+def _peak_where(key: str) -> tuple[str, ...]:
+    """A ``peak|STAGE|PHASE|CLASS`` key's (STAGE, PHASE, CLASS): the kinds of a loop repeat them."""
+    return tuple(key[len(PEAK_PREFIX):].split("|"))
+
+
 def _line_fields(derived: DerivedLine) -> dict:
-    """A line's fields in ``Line``'s order, its value a placeholder (:func:`_line_at`)."""
+    """A line's fields in ``Line``'s order, its value a placeholder (:func:`_line_at`); memoised by the
+    line and its count's type (the kinds of a loop share most lines; a count read back as a JSON
+    ``true`` is kept as it is), so the dict is shared: read and copied, never changed."""
+    return _shared_line_fields(derived, type(derived.micro_batches))
+
+
+@lru_cache(maxsize=1 << 14)
+def _shared_line_fields(derived: DerivedLine, _count_type: type) -> dict:
     return {"ledger": derived.ledger, "name": derived.name, "formula": derived.formula, "value": None,
             "source": derived.source, "condition": derived.condition, "per_micro_batch": derived.per_micro_batch,
             "micro_batches": derived.micro_batches}
@@ -324,10 +338,10 @@ def _compiled(derived: DerivedBill) -> _CompiledBill:
     def slot(formula: str) -> int:
         return order.setdefault(formula, len(order))
 
-    line_slots = tuple(slot(line.formula) for line in derived.lines)
+    line_slots = tuple([slot(line.formula) for line in derived.lines])
     slots = {key: slot(derived.formulas[key]) for key in ("params_eq2", "model_flops", "params_per_gpu",
                                                            "params_active") if key in derived.formulas}
-    peaks = tuple((*key[len(PEAK_PREFIX):].split("|"), formula, slot(formula))
+    peaks = tuple((*_peak_where(key), formula, slot(formula))
                   for key, formula in derived.formulas.items() if key.startswith(PEAK_PREFIX))
     by_ledger: dict[str, list[int]] = {}
     for line, i in zip(derived.lines, line_slots):
@@ -339,7 +353,7 @@ def _compiled(derived: DerivedBill) -> _CompiledBill:
         before_states=formula_functions((derived.formulas["params"], derived.formulas.get("params_routed_experts", "0"))),
         has_routed="params_routed_experts" in derived.formulas,
         at_states=formula_functions(order), line_slots=line_slots, slots=slots,
-        line_fields=tuple(_line_fields(line) for line in derived.lines),
+        line_fields=tuple([_line_fields(line) for line in derived.lines]),
         ledger_slots=tuple((ledger, tuple(found)) for ledger, found in by_ledger.items()),
         instants=tuple((where, tuple(i for _, i in parts.values()),
                         tuple(parts.get(cls, ("0", None)) for cls in PEAK_CLASSES))
@@ -371,12 +385,9 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
     # evaluated in one call of the derivation's compiled function (a formula many lines share once).
     numbers = [v if type(v) is int else whole(v) for v in compiled.at_states(dict(values, Psi=n_states))]
     # each ledger's lines summed in line order from 0 (exact: ints, or Fractions where a share is not whole)
-    ledger_sums: dict[str, int | Fraction] = {}
-    for ledger, found in compiled.ledger_slots:
-        ledger_total = 0
-        for i in found:
-            ledger_total = ledger_total + numbers[i]
-        ledger_sums[ledger] = ledger_total
+    # (sum: from 0, left to right, as a loop of +; exact numbers only, so no float's rounding order)
+    number = numbers.__getitem__
+    ledger_sums: dict[str, int | Fraction] = {ledger: sum(map(number, found)) for ledger, found in compiled.ledger_slots}
     slots = compiled.slots
 
     states_bytes, activation_bytes = ledger_sums.get("model_states", 0), ledger_sums.get("activations", 0)
@@ -413,9 +424,7 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         best = best_sum = None
         stage_peaks: dict[str, int | Fraction] = {}
         for instant in compiled.instants:
-            instant_sum = 0
-            for i in instant[1]:
-                instant_sum = instant_sum + numbers[i]
+            instant_sum = sum(map(number, instant[1]))
             if best is None or instant_sum > best_sum:
                 best, best_sum = instant, instant_sum
             stage = instant[0][0]
