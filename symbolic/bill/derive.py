@@ -618,12 +618,12 @@ def derived(model: ModelConfig, layout: Layout, params_hand: int | None = None) 
     on a miss read through the disk cache as the CLI's bill is (:func:`symbolic.bill.stored.through`:
     an entry checked and evaluated before it is used; derived with sympy and written on a miss there
     too), so a loop in a new process reads the kinds an earlier run derived."""
-    from .stored import through
-
     fields = derivation_key(model, layout, params_hand)
     key = derivation_memo_key(fields)
     found = _DERIVED.get(key)
     if found is None:
+        from .stored import through
+
         found = through(model, layout, params_hand, derive, fields)
         if len(_DERIVED) >= DERIVED_MAX:
             _DERIVED.clear()

@@ -18,6 +18,7 @@ from functools import lru_cache
 from ..core.expressions import evaluate_formula, exact_values
 from ..layout.experts import expert_groups
 from ..layout.layout import Layout
+from ..layout.stages import exact_stages, stage_mix  # loaded with the layout (layout.layout imports it)
 from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig  # noqa: F401 (re-exported for the bill)
 from ..models.structure import Structure, structure_of
 
@@ -213,7 +214,7 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
     model's structure and the layout's strategy, recipe and ZeRO stage — not
     the dimension values, which only :func:`evaluate` substitutes. Its sequences are tuples (hashable:
     :func:`derivation_memo_key`), written as JSON arrays in the disk cache's key."""
-    return {"structure": _structure_key(model), "sp": layout.sp, "recompute": layout.recompute,
+    key = {"structure": _structure_key(model), "sp": layout.sp, "recompute": layout.recompute,
             "dtype": layout.dtype, "pipeline": layout.pp > 1, "interleaved": layout.interleave > 1,
             "optimizer": layout.optimizer, "zero": layout.zero, "hand_filled": params_hand is not None,
             "context_parallel": layout.cp > 1, "expert_parallel": layout.ep > 1,
@@ -229,19 +230,27 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
                      # the expert grid's own communicators (EP, expert TP ≠ t, expert DP ≠ d) hold buffers too
                      *[group for group, size in expert_groups(layout) if size > 1]),
             "levers": (layout.lora > 0, layout.lora_targets, layout.base_dtype, layout.double_quant, layout.offload,
-                       layout.optimizer_impl, layout.flash_attention, layout.activation_offload),
-            **({"fp8_activations": True} if layout.fp8_activations else {}),
-            **({"loss": layout.loss} if layout.loss != "eager" else {}),
-            **({"uneven_stages": True} if layout.uneven_stages else {}),
-            **({"moe_dispatcher": layout.moe_dispatcher} if layout.moe_dispatcher != "hf" else {}),
-            **({"moe_pad_to_capacity": True} if layout.moe_pad_to_capacity else {}),
-            **_stage_mix_key(model, layout)}
+                       layout.optimizer_impl, layout.flash_attention, layout.activation_offload)}
+    # the choices most layouts leave at their defaults: keyed only when set (in this order)
+    if layout.fp8_activations:
+        key["fp8_activations"] = True
+    if layout.loss != "eager":
+        key["loss"] = layout.loss
+    if layout.uneven_stages:
+        key["uneven_stages"] = True
+    if layout.moe_dispatcher != "hf":
+        key["moe_dispatcher"] = layout.moe_dispatcher
+    if layout.moe_pad_to_capacity:
+        key["moe_pad_to_capacity"] = True
+    mix_key = _stage_mix_key(model, layout)
+    if mix_key:
+        key.update(mix_key)
+    return key
 
 
 def _stage_mix_key(model: ModelConfig, layout: Layout) -> dict:
     """A stage accounted by its own layers (``layout.stages``): the text holds its layer counts and
     moments as integers, so they key the derivation."""
-    from ..layout.stages import exact_stages, stage_mix
     if not exact_stages(model, layout):
         return {}
     stages = ("first", "last") if layout.pp > 1 else ("first",)
