@@ -81,6 +81,14 @@ def test_vectorised_floats_match_the_bill_for_every_layout_sampled(plan_175b):
 
 
 def test_every_layout_is_valid_and_all_valid_layouts_are_swept():
+    """Every swept layout passes ``Layout.validate``, and every candidate it accepts (t, p, c dividing 16,
+    b ≤ 32, v ≤ L/p = 24, SP, recompute, ZeRO; less the plan's stated framework rules) is swept.
+
+    The candidates whose sizes alone are refused — b·d not dividing B = 32, p·v not dividing L = 48, v > 1
+    without a pipeline: ``Layout.validate``'s size rules, which read b, d, p, v and nothing of SP, recompute
+    or ZeRO — are checked refused once per (t, p, c, b, v), their flags cycling through the 24 combinations;
+    every other candidate goes through ``Layout.validate`` with every flag (43,040 calls in all
+    rather than 626,688, issue 24)."""
     model = preset("gpt-22b")  # 48 layers, 64 heads
     result = plan(model, 16, 80 * GB, global_batch=32)
     swept = set()
@@ -88,26 +96,33 @@ def test_every_layout_is_valid_and_all_valid_layouts_are_swept():
         layout = result.layout_at(i).validate(model)
         assert layout.tp * layout.pp * layout.dp * layout.cp == 16
         swept.add(_key(layout) + (layout.cp,))
-    expected = set()
+    flags = list(itertools.product((False, True), ("none", "selective", "full"), range(4)))
+    expected, refused = set(), 0
     for tp, pp, cp in itertools.product(divisors(16), repeat=3):
         if 16 % (tp * pp * cp) or tp > 8:
             continue
         dp = 16 // (tp * pp * cp)
-        # b·d divides 32; v > 1 needs p ≥ 2, so v ≤ L/p = 24; c divides s (t·c under SP): validate says
-        for mb, v, sp, rc, zero in itertools.product(range(1, 33), range(1, 25), (False, True),
-                                                    ("none", "selective", "full"), range(4)):
-            layout = Layout(micro_batch=mb, tp=tp, pp=pp, dp=dp, sp=sp, recompute=rc, zero=zero, interleave=v,
-                            global_batch=32, cp=cp)
-            try:
-                layout.validate(model)
-            except ConfigError:
+        for k, (mb, v) in enumerate(itertools.product(range(1, 33), range(1, 25))):
+            if 32 % (mb * dp) or 48 % (pp * v) or (v > 1 and pp == 1):  # refused by its sizes alone
+                sp, rc, zero = flags[k % len(flags)]
+                with pytest.raises(ConfigError):
+                    Layout(micro_batch=mb, tp=tp, pp=pp, dp=dp, sp=sp, recompute=rc, zero=zero, interleave=v,
+                           global_batch=32, cp=cp).validate(model)
+                refused += 1
                 continue
-            m = 32 // (mb * dp)
-            if (sp and tp == 1) or (zero and dp * cp == 1) or (zero >= 2 and pp > 1) or (v > 1 and m % pp):
-                continue  # the plan's stated framework rules
-            expected.add(_key(layout) + (cp,))
+            for sp, rc, zero in flags:
+                layout = Layout(micro_batch=mb, tp=tp, pp=pp, dp=dp, sp=sp, recompute=rc, zero=zero, interleave=v,
+                                global_batch=32, cp=cp)
+                try:
+                    layout.validate(model)
+                except ConfigError:
+                    continue
+                m = 32 // (mb * dp)
+                if (sp and tp == 1) or (zero and dp * cp == 1) or (zero >= 2 and pp > 1) or (v > 1 and m % pp):
+                    continue  # the plan's stated framework rules
+                expected.add(_key(layout) + (cp,))
     assert swept == expected
-    assert {key[-1] for key in swept} == {1, 2, 4, 8, 16}  # context parallelism is swept
+    assert refused > 0 and {key[-1] for key in swept} == {1, 2, 4, 8, 16}  # context parallelism is swept
 
 
 def test_ranking_and_time_model(plan_175b):
