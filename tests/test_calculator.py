@@ -129,6 +129,40 @@ def test_the_pages_formulas_are_read_back_from_the_cache_and_a_bad_entry_is_deri
         assert not copy.exists() and len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+def test_a_page_section_is_built_once_by_processes_sharing_the_cache(tmp_path, monkeypatch):
+    """page_time.cached_section: two builders of one entry at once (the suite's two xdist workers) — the
+    second waits on the first's lock file, then reads its entry: one build, the same section for both; a
+    third call reads it; with the cache off each call builds."""
+    import threading
+    import time
+
+    from symbolic.bill.cache import folder
+    from symbolic.render.page_time import cached_section
+
+    monkeypatch.setenv("SYMBOLIC_CACHE_DIR", str(tmp_path))
+    path = folder() / "page-test-section.json"
+    builds = []
+
+    def build():
+        builds.append(threading.get_ident())
+        time.sleep(0.3)  # long enough for the other thread to reach the lock
+        return "const TIME = 1;", "const TIME = 1;"
+
+    def load(text):
+        return text if text.startswith("const TIME") else None
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cached_section(path, "k", load, build)))
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == ["const TIME = 1;"] * 2 and len(builds) == 1
+    assert cached_section(path, "k", load, build) == "const TIME = 1;" and len(builds) == 1
+    assert cached_section(None, "k", load, build) == "const TIME = 1;" and len(builds) == 2
+
+
 def test_cli_writes_the_page_and_refuses_bad_input(tmp_path, capsys):
     out = tmp_path / "calculator.html"
     assert main(["calculator", "-o", str(out)]) == 0
