@@ -373,6 +373,18 @@ def formulas(models: dict[str, ModelConfig] | None = None) -> list[Formula]:
     built-in models' by default), keyed ``arch:`` + the GPT key.
     """
     models = page_models() if models is None else models
+    # this process's lists by the models' repr (the page's cold build and a test reading them all build
+    # them once; a copy returned, the frozen Formulas shared)
+    key = tuple((arch, repr(model)) for arch, model in models.items())
+    if key not in _FORMULA_LISTS:
+        _FORMULA_LISTS[key] = _formulas(models)
+    return list(_FORMULA_LISTS[key])
+
+
+_FORMULA_LISTS: dict = {}
+
+
+def _formulas(models: dict[str, ModelConfig]) -> list[Formula]:
     out: list[Formula] = []
     for tied in (True, False):
         for positions in ("learned", "rope"):
