@@ -75,9 +75,12 @@ def test_every_formula_is_its_engine_expression_as_num_over_den(page_formulas):
     assert losses == 8 * 2 * 3 * 4 * 2
     assert len(items) - losses == 86 + lever + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths + sum(
         80 + 2 * bool(model.experts) + 6 * 17 + widths for model in own.values()) + grids * (4 * per_parameter + 4)
-    for item in items:
+    checked = set()  # num/den are a function of the expression (html._numerator_denominator): a third of the
+    for item in items:  # keys share an expression (fp16 as bf16, ...), whose identity is checked once
         num, den = item.parts()
-        assert expand(num / den - item.expr) == 0, item.key
+        if item.expr not in checked:
+            assert expand(num / den - item.expr) == 0, item.key
+            checked.add(item.expr)
 
 
 def test_the_page_inlines_the_generated_script_and_needs_no_network():
