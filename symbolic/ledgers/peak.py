@@ -200,9 +200,18 @@ def gathered_weights(param_inv, param_bytes, zero: int) -> Expr:
     prefetched, ``param_bytes`` each entry, split by t. 0 below ZeRO-3 (the weights are whole)."""
     if zero != 3:
         return Integer(0)
-    from sympy import Max, Mul
-    matrices = [Mul(*term.shape[-2:]) for term in param_inv if term.scope == "layer" and len(term.shape) >= 2]
-    return 2 * param_bytes * Max(*matrices) / t
+    from sympy import Mul
+    matrices = tuple(Mul(*term.shape[-2:]) for term in param_inv if term.scope == "layer" and len(term.shape) >= 2)
+    return 2 * param_bytes * _largest(matrices) / t
+
+
+@lru_cache(maxsize=None)
+def _largest(matrices: tuple) -> Expr:
+    """``Max(*matrices)``, once per distinct tuple in a process: sympy's Max compares its symbolic
+    arguments pairwise to drop those it can prove smaller (``_find_localzeros``, ~0.1 s a call), and every
+    derivation at ZeRO-3 and the calculator page's formulas ask it of the same few inventories."""
+    from sympy import Max
+    return Max(*matrices)
 
 
 def stage_instants(stage: str, strategy: Strategy, base: Inventory, output_saved: Inventory,

@@ -373,6 +373,18 @@ def formulas(models: dict[str, ModelConfig] | None = None) -> list[Formula]:
     built-in models' by default), keyed ``arch:`` + the GPT key.
     """
     models = page_models() if models is None else models
+    # this process's lists by the models' repr (the page's cold build and a test reading them all build
+    # them once; a copy returned, the frozen Formulas shared)
+    key = tuple((arch, repr(model)) for arch, model in models.items())
+    if key not in _FORMULA_LISTS:
+        _FORMULA_LISTS[key] = _formulas(models)
+    return list(_FORMULA_LISTS[key])
+
+
+_FORMULA_LISTS: dict = {}
+
+
+def _formulas(models: dict[str, ModelConfig]) -> list[Formula]:
     out: list[Formula] = []
     for tied in (True, False):
         for positions in ("learned", "rope"):
@@ -651,21 +663,21 @@ def formula_section(models: dict[str, ModelConfig]) -> tuple[str, dict]:
     from (its full ``repr``: the formulas are a function of those and of the package, whose fingerprint
     names the folder), read back only through :func:`symbolic.bill.cache.read_entry` (its fingerprint and
     hash checked) and only as text of the generated table's shape."""
-    from ..bill.cache import folder, read_entry, write_entry
+    from ..bill.cache import folder
 
     key = json.dumps({"page-formulas": {arch: repr(model) for arch, model in models.items()}, "v": 1})
     if key in _FORMULA_SECTIONS:
         return _FORMULA_SECTIONS[key]
     where = folder()
     path = where / ("page-formulas-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
-    found = None
-    if path is not None and path.exists():
-        found = read_entry(path, key, _formula_entry)
-    if found is None:
+
+    def build() -> tuple[tuple[str, dict], str]:
         items = formulas(models)
-        found = javascript(items), formula_facts(items)
-        if path is not None:
-            write_entry(path, key, json.dumps({"javascript": found[0], "facts": found[1]}))
+        section = javascript(items), formula_facts(items)
+        return section, json.dumps({"javascript": section[0], "facts": section[1]})
+
+    from .page_time import cached_section  # one process builds it, another sharing the folder waits and reads it
+    found = cached_section(path, key, _formula_entry, build)
     _FORMULA_SECTIONS[key] = found
     return found
 

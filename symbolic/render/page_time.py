@@ -14,6 +14,7 @@ input) and no context parallelism (c = 1: no page input either).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
@@ -373,7 +374,7 @@ def time_section(combos: dict, arguments: tuple, batch, gpus: tuple = PAGE_GPUS)
     import hashlib
     import json
 
-    from ..bill.cache import folder, read_entry, write_entry
+    from ..bill.cache import folder
 
     key = json.dumps({"page-time": sorted(combos), "gpus": list(gpus), "arguments": [x.name for x in arguments],
                       "B": str(batch), "v": 2})
@@ -381,19 +382,66 @@ def time_section(combos: dict, arguments: tuple, batch, gpus: tuple = PAGE_GPUS)
         return _SECTIONS[key]
     where = folder()
     path = where / ("page-time-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
-    if path is not None and path.exists():
-        found = read_entry(path, key, lambda text: text if text.startswith("const TIME") else None)
-        if found is not None:
-            _SECTIONS[key] = found
-            return found
-    text = _time_section(combos, gpus, arguments, batch)
-    if path is not None:
-        write_entry(path, key, text)
+
+    def build() -> tuple[str, str]:
+        text = _time_section(combos, gpus, arguments, batch)
+        return text, text
+
+    text = cached_section(path, key, lambda text: text if text.startswith("const TIME") else None, build)
     _SECTIONS[key] = text
     return text
 
 
 _SECTIONS: dict = {}   # this process's sections by key (a page rendered twice prints its time once)
+
+
+def cached_section(path, key: str, load, build):
+    """A page section (its step time, its formulas) read from the cache entry at ``path``
+    (``symbolic.bill.cache.read_entry`` with ``load``), or built (``build()`` → (the section, the entry's
+    text)) and written there. The build holds a lock file beside the entry (``flock``), and looks again once
+    it has it: two processes sharing a cache folder (the test suite's two pytest-xdist workers, two
+    ``calculator`` commands at once) build a section once — the second waits, then reads the first's entry
+    (the build is ~10 s of CPU each). Without ``path`` (the cache off) it builds; where the lock cannot be
+    taken (not POSIX, a folder that cannot be written) it builds unlocked, as before."""
+    from ..bill.cache import read_entry, write_entry
+
+    if path is None:
+        return build()[0]
+    if path.exists():
+        found = read_entry(path, key, load)
+        if found is not None:
+            return found
+    with _one_builder(path):
+        if path.exists():  # built by another process while this one waited for the lock
+            found = read_entry(path, key, load)
+            if found is not None:
+                return found
+        section, text = build()
+        write_entry(path, key, text)
+    return section
+
+
+@contextmanager
+def _one_builder(path):
+    """Held while this process builds the entry at ``path``: an exclusive ``flock`` on ``<entry>.lock``
+    (released by the kernel if the process dies, so a crashed build leaves no lock behind)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock, each process builds its own (the entries are written atomically)
+        yield
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path.with_suffix(".lock"), "a")
+    except OSError:  # a folder that cannot be written: write_entry will not store the entry either
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def scope_text() -> str:
