@@ -305,7 +305,9 @@ class Layout:
         calculator share). Returns the layout with its no-op flags turned off
         (:func:`settle_no_ops`: SP at t = 1, ZeRO at d·c = 1)."""
         for name in ("micro_batch", "tp", "pp", "dp", "interleave", "cp"):
-            positive_int(name, getattr(self, name))
+            size = getattr(self, name)
+            if type(size) is not int or size <= 0:  # positive_int's refusal; the common case checked here,
+                positive_int(name, size)            # as plan validates thousands of layouts
         if self.seq:
             positive_int("seq", self.seq)
         if self.recompute not in RECOMPUTE:
@@ -453,6 +455,8 @@ def settle_no_ops(layout: Layout) -> tuple[Layout, tuple[str, ...]]:
     (d·c = 1: nothing to shard, every state kept whole, as ZeRO-0). Every ledger is the same either way."""
     from dataclasses import replace
 
+    if not (layout.sp and layout.tp == 1) and not (layout.zero and layout.dp * layout.cp == 1):
+        return layout, ()  # nothing to settle: most layouts (plan validates thousands)
     notes = []
     if layout.sp and layout.tp == 1:
         layout = replace(layout, sp=False)

@@ -431,9 +431,28 @@ def time_sweep(group: "Group", values: Mapping[str, object], sequences, hardware
 
 
 def _joined(parts: list, sizes: list[int]) -> np.ndarray:
-    """One float64 array of the groups' ``parts`` (arrays or scalars), each broadcast to its group's size."""
-    return np.concatenate([np.broadcast_to(np.asarray(x, dtype=np.float64), (size,))
-                           for x, size in zip(parts, sizes)])
+    """One float64 array of the groups' ``parts`` (arrays or scalars), each broadcast to its group's size
+    (each written into its slice: numpy's assignment broadcasts and casts to float64 as ``asarray`` would,
+    without a ``broadcast_to`` view per part — a plan joins ~2,000 of them)."""
+    joined = np.empty(sum(sizes), dtype=np.float64)
+    start = 0
+    for x, size in zip(parts, sizes):
+        joined[start:start + size] = x
+        start += size
+    return joined
+
+
+def _indices_by_key(key: np.ndarray, where: np.ndarray | None = None):
+    """The indices holding each distinct value of ``key`` (values ascending, indices ascending), among
+    the indices ``where`` is true at (all without it): ``np.flatnonzero((key == value) & where)`` for each
+    ``value`` of ``np.unique(key[where])``, from one stable sort instead of a pass over every layout per value."""
+    among = np.arange(key.size) if where is None else np.flatnonzero(where)
+    order = among[np.argsort(key[among], kind="stable")]   # stable: ascending indices within a value
+    if not order.size:
+        return
+    cuts = np.flatnonzero(np.diff(key[order])) + 1
+    for idx in np.split(order, cuts):
+        yield idx
 
 
 def price_groups(inputs: list, hardware: Hardware, overlap: Overlap, gpus_per_node: int, gemm_dtype: str = "bf16"):
@@ -1597,8 +1616,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     expert_tensor = (table["etp"] != table["tp"]).astype(np.int64)
     key = ((((((expert * 2 + expert_tensor) * 2 + context) * 2 + table["sp"]) * 3 + table["recompute"]) * 4
             + table["zero"]) * 3 + schedule)
-    for choice in np.unique(key):
-        idx = np.flatnonzero(key == choice)
+    for idx in _indices_by_key(key):
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
                       SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
@@ -1626,8 +1644,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     times = {name: np.full(n, np.nan) for name in TIME_COLUMNS}
     gemm_dtype = Layout(optimizer=optimizer, fp8_activations=fp8_activations).gemm_dtype
     inputs = []
-    for choice in np.unique(key[fits]):
-        idx = np.flatnonzero((key == choice) & fits)
+    for idx in _indices_by_key(key, fits):
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
                       SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
