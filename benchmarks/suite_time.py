@@ -62,8 +62,14 @@ def main() -> None:
     env = dict(os.environ, SYMBOLIC_CACHE_DIR=tempfile.mkdtemp(prefix="symbolic-suite-"))  # a clean clone's cache
     junit = Path(tempfile.mkdtemp(prefix="symbolic-suite-junit-")) / "junit.xml"
     print(f"per-test times: {junit}")
-    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={junit}", "-o",
-            "junit_family=xunit1"]  # xunit1: each case names its file
+    # As scripts/test runs it: symbolic/ compiled once first (PYTHONDONTWRITEBYTECODE=1 on this machine and in
+    # CI, so otherwise every worker, CLI subprocess and notebook kernel compiles the package from source), and
+    # -p tests._fast_start loaded before the installed plugins (1.9 s of CPU a pytest process, see that file).
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "symbolic"], cwd=ROOT, env=env, check=True)
+    print(f"compileall symbolic/ (scripts/test's step before pytest): {time.perf_counter() - start:.1f} s wall")
+    base = [sys.executable, "-m", "pytest", "-p", "tests._fast_start", "-p", "no:cacheprovider",
+            f"--junitxml={junit}", "-o", "junit_family=xunit1"]  # xunit1: each case names its file
     if args.only:
         name, argv = " ".join(args.only), base + args.only
     elif args.serial:

@@ -166,6 +166,32 @@ def test_a_page_section_is_built_once_by_processes_sharing_the_cache(tmp_path, m
     assert cached_section(None, "k", load, build) == "const TIME = 1;" and len(builds) == 2
 
 
+def test_a_section_another_process_builds_is_seen_without_waiting_and_the_page_builds_the_other_first(
+        tmp_path, monkeypatch):
+    """page_time.being_built: true while another builder holds an absent entry's lock (flock, probed without
+    waiting), false once it is released, for an entry already written and with the cache off; html.render then
+    prices the step time before it asks for the formulas, and the page is the same bytes."""
+    from symbolic.render import page_time
+    from symbolic.render.page_time import _one_builder, being_built
+
+    path = tmp_path / "page-test-section.json"
+    assert not being_built(path) and not being_built(None)
+    with _one_builder(path):
+        assert being_built(path)  # another open file description: flock refuses it as it would another process
+    assert not being_built(path)
+    path.write_text("{}")
+    with _one_builder(path):
+        assert not being_built(path)  # written: it is read, not built
+    args = (preset("gpt-7b"), Layout(micro_batch=4, tp=8, sp=True), 7 * 10**9, 80 * 10**9)
+    page = html.render(*args)
+    order = []
+    for module, name in ((html, "formula_section"), (page_time, "time_section")):
+        monkeypatch.setattr(module, name,
+                            lambda *a, _f=getattr(module, name), _n=name, **k: order.append(_n) or _f(*a, **k))
+    monkeypatch.setattr(page_time, "being_built", lambda path: True)
+    assert html.render(*args) == page and order == ["time_section", "formula_section"]
+
+
 def test_cli_writes_the_page_and_refuses_bad_input(tmp_path, capsys):
     out = tmp_path / "calculator.html"
     assert main(["calculator", "-o", str(out)]) == 0

@@ -663,13 +663,9 @@ def formula_section(models: dict[str, ModelConfig]) -> tuple[str, dict]:
     from (its full ``repr``: the formulas are a function of those and of the package, whose fingerprint
     names the folder), read back only through :func:`symbolic.bill.cache.read_entry` (its fingerprint and
     hash checked) and only as text of the generated table's shape."""
-    from ..bill.cache import folder
-
-    key = json.dumps({"page-formulas": {arch: repr(model) for arch, model in models.items()}, "v": 1})
+    key, path = _formula_entry_path(models)
     if key in _FORMULA_SECTIONS:
         return _FORMULA_SECTIONS[key]
-    where = folder()
-    path = where / ("page-formulas-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
 
     def build() -> tuple[tuple[str, dict], str]:
         items = formulas(models)
@@ -680,6 +676,15 @@ def formula_section(models: dict[str, ModelConfig]) -> tuple[str, dict]:
     found = cached_section(path, key, _formula_entry, build)
     _FORMULA_SECTIONS[key] = found
     return found
+
+
+def _formula_entry_path(models: dict[str, ModelConfig]) -> tuple:
+    """:func:`formula_section`'s key over ``models`` and its entry's path in the cache folder (None: the cache off)."""
+    from ..bill.cache import folder
+
+    key = json.dumps({"page-formulas": {arch: repr(model) for arch, model in models.items()}, "v": 1})
+    where = folder()
+    return key, where / ("page-formulas-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
 
 
 def _formula_entry(text: str) -> tuple[str, dict]:
@@ -940,14 +945,21 @@ def render(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     from . import page_time
 
     models = page_models((model,))
+    opening = (page_arch(model), model.tied, model.positions, layout.loss, layout.optimizer, layout.dtype)
+
+    def time_part() -> str:
+        return page_time.time_section(time_combos(models, opening), ARGUMENTS, b * d * G)
+
+    # The two sections are independent: where another process is building the formulas now (a cold cache
+    # shared by the suite's two workers), price the step time first rather than wait for it.
+    time_code = time_part() if page_time.being_built(_formula_entry_path(models)[1]) else None
     formulas_js, facts = formula_section(models)
     template = (Path(__file__).with_name("calculator.html")).read_text(encoding="utf-8")
     # "</" inside a <script> would end it early; JSON allows the escaped form.
     page = page_data(model, layout, params_hand, gpu_memory, facts)
     page["defaults"]["hardware"] = hardware
     data = json.dumps(page, ensure_ascii=False).replace("</", "<\\/")
-    opening = (page_arch(model), model.tied, model.positions, layout.loss, layout.optimizer, layout.dtype)
-    time_js = (page_time.time_section(time_combos(models, opening), ARGUMENTS, b * d * G)
+    time_js = ((time_code if time_code is not None else time_part())
                + f"TIME.scope = {json.dumps(page_time.scope_text())};\n"
                + f"TIME.not_priced = {json.dumps(page_time.not_priced_lines(), ensure_ascii=False)};\n")
     return (template

@@ -444,6 +444,26 @@ def _one_builder(path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def being_built(path) -> bool:
+    """Whether another process holds the build lock of the entry at ``path`` now (:func:`_one_builder`'s
+    ``flock``, probed without waiting): the page's renderer then builds its other section first, rather than
+    wait for this one (the suite's two workers each build one of a cold page's two sections, not one both)."""
+    if path is None or path.exists():
+        return False
+    try:
+        import fcntl
+        handle = open(path.with_suffix(".lock"), "a")
+    except (ImportError, OSError):
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
 def scope_text() -> str:
     """What the page's step time covers, in one line (the page names it where a choice is not priced)."""
     return (f"every inventory × SP × recompute × ZeRO × pipeline schedule × e, the {'/'.join(TIME_OPTIMIZERS)} "
