@@ -1,7 +1,7 @@
 """Cold wall time of ``python -m symbolic bill MODEL``, next to ``import sympy``.
 
 Each run is a fresh interpreter (``subprocess``), so every import is paid; the
-median and the best of N runs are printed. Prints figures; asserts nothing.
+median and the best of N runs are printed, the commands taken in turn (one run of each per round). Prints figures; asserts nothing.
 ``bill`` is timed twice: with its derivation cache warm (a bill of a kind seen
 before: evaluated from stored formulas, no sympy) and with the cache off
 (``SYMBOLIC_CACHE=off``: derived with sympy every time), both in a cache
@@ -22,12 +22,9 @@ from pathlib import Path
 LLM_ANALYSIS_PYTHON = Path(os.environ.get("LLM_ANALYSIS_VENV", Path.home() / ".cache/symbolic-bench/llm-analysis")) / "bin/python"
 
 
-#: CPU seconds (user + system) of each child run by :func:`wall`, by argv: a shared machine's other jobs
-#: stretch the wall clock, much less the work a process does.
-CPU: dict[tuple, list[float]] = {}
-
-
-def wall(argv: list[str], runs: int, env: dict | None = None) -> list[float]:
+def wall(argv: list[str], runs: int, env: dict | None = None, cpu: list[float] | None = None) -> list[float]:
+    """Wall seconds of ``runs`` fresh runs of ``argv``; each run's CPU seconds (user + system: a shared
+    machine's other jobs stretch the wall clock, much less the work a process does) appended to ``cpu``."""
     times = []
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -35,7 +32,8 @@ def wall(argv: list[str], runs: int, env: dict | None = None) -> list[float]:
         subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         times.append(time.perf_counter() - start)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        CPU.setdefault(tuple(argv), []).append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        if cpu is not None:
+            cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return times
 
 
@@ -84,14 +82,20 @@ def main() -> None:
     wall(next(argv for name, argv, *_ in cases if name.startswith("python -m symbolic plan")), 1, cache)  # its formulas
     print(f"{'command':<88} {'median':>8} {'best':>8} {'CPU med.':>8} {'CPU best':>8}   ({args.runs} fresh "
           f"processes each; load average {os.getloadavg()[0]:.1f})")
+    # Round robin: each round runs every command once, so a stretch of a slower machine (another job, a
+    # noisy neighbour on a shared host) falls on every command alike, not on whichever ran its runs then.
+    walls = {name: [] for name, *_ in cases}
+    cpus = {name: [] for name, *_ in cases}
+    for _ in range(args.runs):
+        for name, argv, *env in cases:
+            walls[name] += wall(argv, 1, env[0] if env else cache, cpus[name])
     medians, cpu = {}, {}
-    for name, argv, *env in cases:
-        CPU.pop(tuple(argv), None)
-        times = wall(argv, args.runs, env[0] if env else cache)
+    for name, *_ in cases:
+        times = walls[name]
         medians[name] = statistics.median(times)
-        cpu[name] = statistics.median(CPU[tuple(argv)])
+        cpu[name] = statistics.median(cpus[name])
         print(f"{name:<88} {statistics.median(times):>7.3f}s {min(times):>7.3f}s {cpu[name]:>7.3f}s "
-              f"{min(CPU[tuple(argv)]):>7.3f}s")
+              f"{min(cpus[name]):>7.3f}s")
     bill = medians[f"python -m symbolic bill {args.model} (derivation cached)"]
     cold_plan = next(value for name, value in medians.items() if name.startswith("python -m symbolic plan"))
     figure("plan gpt-175b for 1024 GPUs, a fresh process (its formulas cached), median", cold_plan, 1.0, "s",
