@@ -201,6 +201,8 @@ def _matmul_training(recompute: str, inventory_type, mm, lora: bool) -> tuple[Ex
 # sympy's arithmetic on the shared ones, then the printing, was most of a derivation. Each is the line
 # derive's ``add`` writes from the same inputs (DerivedLines are frozen: shared, not copied).
 def _line(ledger: str, name: str, expr: Expr, source: str, condition: str = "", micro_batches: int = 0) -> DerivedLine:
+    # A FLOPs line also keeps its formula of one micro-batch and the count it is multiplied by,
+    # so a reader sees 18*L*b*h**2*s × 64 rather than 1152*L*b*h**2*s.
     per = _per_micro_batch(expr, micro_batches) if micro_batches else ""
     return DerivedLine(ledger, name, sstr(expr), source, condition, per, micro_batches)
 
@@ -256,7 +258,6 @@ def _flops_line(recompute: str, inventory_type, mm, lora: bool, micro_batches: i
                  words + (f" + {recompute} recompute (1× forward)" if recomputed else ""), micro_batches)
 
 
-_gathered_weights = lru_cache(maxsize=1 << 10, typed=True)(peak.gathered_weights)
 _optimizer_temporary = lru_cache(maxsize=1 << 10, typed=True)(peak.optimizer_temporary)
 
 
@@ -281,10 +282,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     lines: list[DerivedLine] = []
 
     def add(ledger: str, name: str, expr: Expr, source: str, condition: str = "", micro_batches: int = 0) -> None:
-        # A FLOPs line also keeps its formula of one micro-batch and the count it is multiplied by,
-        # so a reader sees 18*L*b*h**2*s × 64 rather than 1152*L*b*h**2*s.
-        per = _per_micro_batch(expr, micro_batches) if micro_batches else ""
-        lines.append(DerivedLine(ledger, name, sstr(expr), source, condition, per, micro_batches))
+        lines.append(_line(ledger, name, expr, source, condition, micro_batches))
 
     # Parameters: the inventory, each layer term repeated L times.
     lines.extend(_params_lines(param_inv))
@@ -383,7 +381,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # of each stage by class, as formulas; evaluate() takes the largest.
     # the optimizer step's fp32 temporaries: PyTorch's foreach step on the GPU only
     on_gpu_step = layout.optimizer_impl == "foreach" and layout.offload == "none"
-    gathered = _gathered_weights(param_inv, states.parameter_bytes(recipe, layout), layout.zero)
+    gathered = peak.gathered_weights(param_inv, states.parameter_bytes(recipe, layout), layout.zero)
     if gathered != 0:
         add("communication", "ZeRO-3 gathered weights (largest matrix, running + prefetched)", gathered,
             "Rajbhandari et al. 2019 (ZeRO) §5.3; DeepSpeed stage 3 per-submodule all-gather",

@@ -140,11 +140,8 @@ class DerivedBill:
         if not (all(_plain_line(line) for line in self.lines) and type(self.formulas) is dict
                 and all(type(k) is str and type(v) is str for k, v in self.formulas.items())
                 and type(self.strategy) is str):
-            return [json.dumps({"lines": [{"ledger": line.ledger, "name": line.name, "formula": line.formula,
-                                           "source": line.source, "condition": line.condition,
-                                           "per_micro_batch": line.per_micro_batch,
-                                           "micro_batches": line.micro_batches} for line in self.lines],
-                                "formulas": self.formulas, "strategy": self.strategy})]
+            return [json.dumps({"lines": [_line_dict(line) for line in self.lines], "formulas": self.formulas,
+                                "strategy": self.strategy})]
         # json.dumps's own layout of {"lines": [...], "formulas": {...}, "strategy": ...} (separators ", ", ": ")
         out = ['{"lines": [']
         for i, line in enumerate(self.lines):
@@ -175,12 +172,16 @@ def _plain_line(line: DerivedLine) -> bool:
             and type(line.micro_batches) is int)
 
 
+def _line_dict(line: DerivedLine) -> dict:
+    """One line's fields in order, as ``dataclasses.asdict`` writes them (without its deep copy)."""
+    return {"ledger": line.ledger, "name": line.name, "formula": line.formula, "source": line.source,
+            "condition": line.condition, "per_micro_batch": line.per_micro_batch, "micro_batches": line.micro_batches}
+
+
 @lru_cache(maxsize=1 << 14)
 def _line_json(line: DerivedLine) -> str:
     """``json.dumps`` of one line's fields in order (a line of :func:`_plain_line`'s types)."""
-    return json.dumps({"ledger": line.ledger, "name": line.name, "formula": line.formula, "source": line.source,
-                       "condition": line.condition, "per_micro_batch": line.per_micro_batch,
-                       "micro_batches": line.micro_batches})
+    return json.dumps(_line_dict(line))
 
 
 @lru_cache(maxsize=1 << 14)

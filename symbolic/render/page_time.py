@@ -423,7 +423,7 @@ def cached_section(path, key: str, load, build):
 
 @contextmanager
 def _one_builder(path):
-    """Held while this process builds the entry at ``path``: an exclusive ``flock`` on ``<entry>.lock``
+    """Held while this process builds the entry at ``path``: an exclusive ``flock`` on ``<entry>.lock`` (:func:`_lock_path`)
     (released by the kernel if the process dies, so a crashed build leaves no lock behind)."""
     try:
         import fcntl
@@ -432,7 +432,7 @@ def _one_builder(path):
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path.with_suffix(".lock"), "a")
+        handle = open(_lock_path(path), "a")
     except OSError:  # a folder that cannot be written: write_entry will not store the entry either
         yield
         return
@@ -444,6 +444,11 @@ def _one_builder(path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _lock_path(path):
+    """The build lock beside the entry at ``path`` (:func:`_one_builder`, :func:`being_built`)."""
+    return path.with_suffix(".lock")
+
+
 def being_built(path) -> bool:
     """Whether another process holds the build lock of the entry at ``path`` now (:func:`_one_builder`'s
     ``flock``, probed without waiting): the page's renderer then builds its other section first, rather than
@@ -452,7 +457,7 @@ def being_built(path) -> bool:
         return False
     try:
         import fcntl
-        handle = open(path.with_suffix(".lock"), "a")
+        handle = open(_lock_path(path), "a")
     except (ImportError, OSError):
         return False
     with handle:
