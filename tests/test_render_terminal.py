@@ -163,6 +163,7 @@ def test_table_measure_is_richs(width):
     """``_measure``'s one-pass width of a table is rich's own measurement, for the wide and narrow forms."""
     from rich.console import Console
 
+    from symbolic.render.blocks import to_rich
     from symbolic.render.terminal import MEASURE_WIDTH, _measure, ledger_table, ledgers, narrow_table, wide_table
 
     bill = _bill()
@@ -172,7 +173,7 @@ def test_table_measure_is_richs(width):
     tables += [narrow_table(bill, ledger, stacked=stacked, keep_source=keep, width=width)
                for ledger in ledgers(bill) for keep, stacked in ((True, False), (False, False), (False, True))]
     widths = [_measure(table) for table in tables]
-    assert widths == [console.measure(table).maximum for table in tables]
+    assert widths == [console.measure(to_rich(table)).maximum for table in tables]
     assert min(widths) > 10
 
 
@@ -183,13 +184,14 @@ def test_fitted_table_prints_as_richs_own_layout(width):
     that does not fit keeps its columns flexible."""
     from rich.console import Console
 
+    from symbolic.render.blocks import to_rich
     from symbolic.render.terminal import _fitted, _measure, ledgers, narrow_table, wide_table
 
     def printed(table, color):
         console = Console(file=io.StringIO(), width=width, force_terminal=color,
                           color_system="standard" if color else None, highlight=False, emoji=False,
                           force_jupyter=False)
-        console.print(table)
+        console.print(to_rich(table))
         return console.file.getvalue()
 
     bill = _bill()
@@ -208,6 +210,81 @@ def test_fitted_table_prints_as_richs_own_layout(width):
             for color in (False, True):
                 assert printed(table, color) == printed(free, color)
     assert fitted > 0
+
+
+def _rich_text(items, width: int) -> str:
+    """The bill's renderables as rich alone prints them without colours (every item through rich's console,
+    as the bill was printed before render/blocks.py), trailing spaces removed."""
+    from rich.console import Console
+
+    from symbolic.render.blocks import to_rich
+
+    console = Console(file=io.StringIO(), width=width, color_system=None, highlight=False, emoji=False,
+                      force_jupyter=False)
+    for item in items:
+        console.print(to_rich(item))
+    return "\n".join(line.rstrip() for line in console.file.getvalue().rstrip("\n").split("\n"))
+
+
+@pytest.mark.parametrize("name, layout", [("gpt-7b", SEED_7B), ("deepseek-v3", dict(tp=8, ep=8, dp=8)),
+                                          ("mixtral-8x7b", dict(tp=2, pp=4, dp=4, ep=2, zero=1))])
+def test_plain_layout_is_richs(name, layout):
+    """Without colours the bill is laid out without rich where it can be (render/blocks.py: plain text
+    that fits, a table at its natural widths) and by rich elsewhere (the approximations panel, a stacked
+    table, a word wider than the terminal): the text is rich's own layout of every item, at every width."""
+    from symbolic.render.blocks import plain_lines
+    from symbolic.render.terminal import renderables
+
+    model = preset(name)
+    bill = make_bill(model, Layout(**layout).validate(model), gpu_memory=80 * 10**9)
+    plain = 0
+    for width in (24, 40, 60, 80, 100, 130, 160, 220):
+        items = renderables(bill, width)
+        assert render_text(bill, width) == _rich_text(items, width), (name, width)
+        plain += sum(plain_lines(item, width) is not None for item in items)
+    assert plain > 0
+
+
+def test_table_cells_are_their_characters():
+    """A cell is printed as its characters, never read as rich markup (rich took the citation keys
+    ``[seed004, NCCL]`` for a style tag and dropped them from the communication table's source column);
+    a character whose width blocks does not know, a tab, a cell of two lines: that table is left to rich
+    (None), and the text is still rich's layout."""
+    from symbolic.render.blocks import Table, Text, plain_lines
+    from symbolic.render.terminal import render_renderables
+
+    def table(cell):
+        out = Table()
+        out.add_column("item", no_wrap=True)
+        out.add_column("value", justify="right", no_wrap=True)
+        out.add_row(cell, "1 B", end_section=True)
+        out.add_row(Text("total", style="bold"), Text("1 B"))
+        return out
+
+    for cell in ("中文", "tab\there", Text("two\nlines"), "emoji ◽"):
+        assert plain_lines(table(cell), 80) is None, cell
+    for cell in ("[bold]x[/bold]", "a \\[b]", "seed 004 §02.4 [seed004, NCCL]", "[Narayanan2021] × h·s — ≈ ≤ →"):
+        lines = plain_lines(table(cell), 80)
+        assert lines is not None and lines[2].startswith(cell), cell
+    for cell in ("[bold]x[/bold]", "seed 004 [seed004, NCCL]", "中文", Text("two\nlines"), "tab\there"):
+        items = [Text("title"), table(cell), Text("end")]
+        text = render_renderables(items, 40)
+        assert text == _rich_text(items, 40), cell
+        assert isinstance(cell, Text) or "\t" in cell or cell in text, cell
+    bill = make_bill(preset("gpt-175b"), Layout(tp=8, dp=4, zero=1))
+    assert "(NCCL_BUFFSIZE × channels; DDP bucket) [seed004, NCCL]" in render_text(bill, 300)
+
+
+def test_narrow_characters_are_one_cell_in_rich():
+    """Every character render/blocks.py measures as its length is one cell wide in rich's own measure."""
+    from rich.cells import cell_len
+
+    from symbolic.render.blocks import NARROW_RANGES, _narrow
+
+    characters = "".join(chr(code) for start, end in NARROW_RANGES for code in range(start, end + 1))
+    assert _narrow(characters)
+    assert [ch for ch in characters if cell_len(ch) != 1] == []
+    assert not any(_narrow(ch) for ch in "\t\n\x1b\xad\u25fd\u231a中")
 
 
 def test_remembered_citations_are_cites():

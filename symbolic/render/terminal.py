@@ -1,4 +1,4 @@
-"""The bill in the terminal (``rich`` tables) and as JSON.
+"""The bill in the terminal (tables, coloured by ``rich`` on a terminal) and as JSON.
 
 One table per ledger: each line shows its exact value with a unit, the
 symbolic formula it came from (papers' letters, sympy syntax), its source and
@@ -10,7 +10,8 @@ HF ``config.json`` with features the inventory does not model carries
 below them, so no approximated number goes unflagged.
 
 Every number comes from :func:`symbolic.bill.derive.make_bill`; nothing here holds a
-formula.
+formula. The text is built from :mod:`symbolic.render.blocks`' types; rich is imported only where its layout
+or colours are needed (a terminal, a folded table, the approximations panel), not for a bill into a pipe.
 """
 from __future__ import annotations
 
@@ -20,14 +21,9 @@ import os
 import sys
 from fractions import Fraction
 
-from rich import box
-from rich.console import Console, Group
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
-
 from ..bill.evaluate import Bill, Line
 from ..core.units import as_fraction, fmt, fmt_bytes, round_half_up
+from .blocks import Group, Panel, Table, Text, plain_lines, to_rich
 from .bill_json import TITLES, UNITS, _jsonable, _kind, bill_data, render_json  # noqa: F401 (re-exported)
 from .summary import bar_parts
 
@@ -94,33 +90,26 @@ def _multiplier_note(lines: list[Line]) -> list[str]:
 MEASURE_WIDTH = 10_000
 
 
-def _column_maxima(table: Table) -> list[int] | None:
-    """Each column's natural width (padding included) of a bill's ``table``, measured once, or None where
-    rich's own measure must answer (see :func:`_measure`)."""
-    # rich's private measure (rich 13.7-15): where a release lacks it, or a minimum width clamps the
-    # table, rich's public measure answers
-    if not (table.width is None and table.min_width is None and table.row_count
-            and hasattr(table, "_measure_column") and hasattr(table, "_extra_width")):
-        return None
-    console = Console(file=io.StringIO(), width=MEASURE_WIDTH, color_system=None, emoji=False, force_jupyter=False)
-    options = console.options
-    maxima = [table._measure_column(console, options, column).maximum for column in table.columns]
-    return maxima if table._extra_width + sum(maxima) < MEASURE_WIDTH // 2 else None
+def _rich_console(width: int, file=None, color: bool = False):
+    """A rich console writing plain text (or ``color``'s ANSI colours) ``width`` columns wide into ``file``
+    (a new StringIO); force_jupyter=False: in a notebook kernel rich would otherwise display every print as
+    its own output and leave the StringIO empty (the notebook's fold held nothing)."""
+    from rich.console import Console
+
+    return Console(file=file if file is not None else io.StringIO(), width=width, force_terminal=color,
+                   color_system="standard" if color else None, highlight=False, emoji=False, force_jupyter=False)
 
 
 def _measure(renderable) -> int:
     """The natural width of ``renderable`` in columns (no wrapping).
 
-    A table's is its columns' widest cells (padding included) plus its rules, measured once: rich's own
-    ``Table.__rich_measure__`` measures every column twice (to lay the table out at ``MEASURE_WIDTH``,
-    then again at that layout's width) for the same maximum whenever the table is narrower than
-    ``MEASURE_WIDTH`` and has a cell in every column (a bill's tables: every one has a total row);
-    otherwise rich measures it (``tests/test_render_terminal.py`` checks the two agree on every table)."""
-    maxima = _column_maxima(renderable) if isinstance(renderable, Table) else None
-    if maxima is not None:
-        return renderable._extra_width + sum(maxima)
-    console = Console(file=io.StringIO(), width=MEASURE_WIDTH, color_system=None, emoji=False, force_jupyter=False)
-    return console.measure(renderable).maximum
+    A table's is its columns' widest cells (padding included) plus its dividers (:meth:`Table.natural_widths`,
+    measured here without rich); a table with a cell that is not plain text, and any other renderable, is
+    measured by rich (``tests/test_render_terminal.py`` checks the two agree on every table)."""
+    widths = renderable.natural_widths() if isinstance(renderable, Table) else None
+    if widths is not None:
+        return renderable.extra_width + sum(widths)
+    return _rich_console(MEASURE_WIDTH).measure(to_rich(renderable)).maximum
 
 
 def _fitted(table: Table, width: int) -> bool:
@@ -128,15 +117,14 @@ def _fitted(table: Table, width: int) -> bool:
 
     A table that fits is printed at its columns' natural widths (rich lays it out so: no column shrinks, none
     grows when the table does not expand), so a column fixed at its measured width prints the same cells the
-    same way; rich then does not measure every cell again while printing (a third of a bill's printing)."""
-    maxima = _column_maxima(table)
-    if maxima is None:
+    same way; rich, where it prints the table, then does not measure every cell again."""
+    widths = table.natural_widths()
+    if widths is None:
         return _measure(table) <= width
-    if table._extra_width + sum(maxima) > width:
+    if table.extra_width + sum(widths) > width:
         return False
-    if not table.expand and hasattr(table, "_get_padding_width"):
-        for column, maximum in zip(table.columns, maxima):
-            column.width = maximum - table._get_padding_width(column._index)
+    for index, (column, size) in enumerate(zip(table.columns, widths)):
+        column.width = size - table.padding_width(index)
     return True
 
 
@@ -147,8 +135,8 @@ def _title(ledger: str) -> Text:
 
 def _new_table(ledger: str) -> Table:
     # The title is printed above the table (wrapped to the terminal), not as the table's own
-    # title, which rich would wrap to the table's width.
-    return Table(box=box.SIMPLE_HEAD, show_edge=False, expand=False, pad_edge=False)
+    # title, which rich would wrap to the table's width. (box.SIMPLE_HEAD, no edge: blocks.Table)
+    return Table()
 
 
 def _total_row(table: Table, lines: list[Line], kind: str, cells: int) -> None:
@@ -451,7 +439,7 @@ def approximations_panel(bill: Bill) -> Panel | None:
     for i, note in enumerate(notes):
         body.append(("\n" if i else "") + "• " + note)
     return Panel(body, title=Text(f"APPROXIMATIONS ({len(notes)}): {bill.model.name} is not modelled exactly"),
-                 title_align="left", border_style="bold yellow", box=box.HEAVY)
+                 title_align="left", border_style="bold yellow", box="HEAVY")
 
 
 def summary(bill: Bill, width: int = PIPE_WIDTH, extra: dict | None = None) -> list:
@@ -547,22 +535,45 @@ def run_wrapped(run, args) -> int:
 
 
 def render_renderables(items, width: int = PIPE_WIDTH, color: bool = False) -> str:
-    """Rich renderables as text of ``width`` columns, trailing spaces removed."""
-    # force_jupyter=False: in a notebook kernel rich would otherwise display every print as its own
-    # output and leave the StringIO empty (the notebook's fold held nothing).
-    console = Console(file=io.StringIO(), width=width, force_terminal=color, color_system="standard" if color
-                      else None, highlight=False, emoji=False, force_jupyter=False)
-    from rich.cells import cell_len
+    """The bill's renderables as text of ``width`` columns, trailing spaces removed.
 
+    Without colours each item that :func:`symbolic.render.blocks.plain_lines` lays out (plain text that
+    fits, a table at its natural widths) is written as those lines, rich's layout of it; the others, and
+    every item in colour, are printed by rich."""
+    out: list[str] = []
+    console = None
     for item in items:
-        if not color and type(item) is Text and "\t" not in item.plain and \
-                all(cell_len(line) <= width for line in item.plain.split("\n")):
-            # Plain text that fits prints as its own characters (no colours, no wrapping, no tabs to expand):
-            # written as is, not through rich's line breaking and segments, which would give the same text.
-            console.file.write(item.plain + "\n")
-        else:
-            console.print(item)
-    return "\n".join(line.rstrip() for line in console.file.getvalue().rstrip("\n").split("\n"))
+        lines = None if color else _plain_lines(item, width)
+        if lines is not None:
+            out.extend(lines)
+            continue
+        if console is None:
+            console = _rich_console(width, color=color)
+        console.print(to_rich(item))
+        out.extend(_flush(console))
+    return "\n".join(line.rstrip() for line in "\n".join(out).rstrip("\n").split("\n"))
+
+
+def _flush(console) -> list[str]:
+    """What ``console`` has printed since the last call, as lines (its StringIO emptied)."""
+    text = console.file.getvalue()
+    console.file.seek(0)
+    console.file.truncate()
+    return text.removesuffix("\n").split("\n") if text else []
+
+
+def _plain_lines(item, width: int) -> list[str] | None:
+    """``item``'s lines without rich (:func:`symbolic.render.blocks.plain_lines`); a text whose characters
+    blocks does not know the width of is measured by rich's ``cell_len`` alone (no console), and printed as
+    its own characters where each line fits and holds no tab — rich prints such text unchanged."""
+    lines = plain_lines(item, width)
+    if lines is None and type(item) is Text and "\t" not in (plain := item.plain):
+        from rich.cells import cell_len
+
+        lines = plain.split("\n")
+        if not all(cell_len(line) <= width for line in lines):
+            return None
+    return lines
 
 
 def render_text(bill: Bill, width: int = PIPE_WIDTH, color: bool = False, brief: bool = False,
@@ -571,17 +582,33 @@ def render_text(bill: Bill, width: int = PIPE_WIDTH, color: bool = False, brief:
     return render_renderables(renderables(bill, width, brief, extra), width, color)
 
 
+def _may_be_terminal(file) -> bool:
+    """Whether rich could take ``file`` for a terminal (rich 13.7-15's ``Console.is_terminal``: a
+    ``TTY_COMPATIBLE=1`` or non-empty ``FORCE_COLOR`` environment, or ``isatty()``); where not, rich would
+    print the plain text, and it is not imported."""
+    if os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR"):
+        return True
+    isatty = getattr(file, "isatty", None)
+    try:
+        return bool(isatty is not None and isatty())
+    except ValueError:
+        return False
+
+
 def print_text(bill: Bill, file=None, brief: bool = False, extra: dict | None = None) -> None:
     """Print the bill: colours at the terminal's width on a terminal; plain
     text ``PIPE_WIDTH`` (or ``$COLUMNS``) wide into a pipe or a file."""
     file = file or sys.stdout
     width = output_width(file)
-    console = Console(file=file, highlight=False, emoji=False, width=width)
-    if console.is_terminal:
-        for item in renderables(bill, width, brief, extra):
-            console.print(item)
-    else:
-        print(render_text(bill, width=width, brief=brief, extra=extra), file=file)
+    if _may_be_terminal(file):
+        from rich.console import Console
+
+        console = Console(file=file, highlight=False, emoji=False, width=width)
+        if console.is_terminal:
+            for item in renderables(bill, width, brief, extra):
+                console.print(to_rich(item))
+            return
+    print(render_text(bill, width=width, brief=brief, extra=extra), file=file)
 
 
 #: The model's letters the bill's header shows, in this order (the families' own letters last).
