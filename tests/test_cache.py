@@ -276,3 +276,18 @@ def test_a_write_whose_temporary_name_is_taken_still_replaces_the_entry(tmp_path
     assert (tmp_path / "entry.json").read_text() == '{"whole": true}'
     assert stale.read_text() == "an earlier process's"
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["entry.json", stale.name])
+
+
+def test_the_cache_keys_digest_is_sha256():
+    """core/digest.py's SHA-256 (CPython's own module, not hashlib's OpenSSL) is hashlib's, so a cache
+    written by either names its entries alike."""
+    import hashlib
+
+    from symbolic.core.digest import sha256
+
+    for data in (b"", b"abc", "gpt-175b|t=8|p=8".encode(), bytes(range(256)) * 300):
+        assert sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+        incremental = sha256()
+        for start in range(0, len(data), 1000):
+            incremental.update(data[start:start + 1000])
+        assert incremental.hexdigest() == hashlib.sha256(data).hexdigest()

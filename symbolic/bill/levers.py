@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from itertools import combinations
-from typing import Callable
+from collections.abc import Callable
 
 from ..layout.layout import Layout
 from ..models.config import ConfigError, ModelConfig

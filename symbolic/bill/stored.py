@@ -5,13 +5,13 @@ without this module importing sympy's side, and no import comes back to derive.
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
 from functools import lru_cache
 from pathlib import Path
 
+from ..core.digest import sha256
 from ..layout.layout import Layout
 from ..models.config import ModelConfig
 from .evaluate import DerivedBill, derivation_key
@@ -31,7 +31,7 @@ def _engine_files() -> list[Path]:
 
 
 def _content_fingerprint(files: list[Path]) -> str:
-    digest = hashlib.sha256()
+    digest = sha256()
     for path in files:
         digest.update(str(path.relative_to(PACKAGE)).encode())
         digest.update(path.read_bytes())
@@ -52,7 +52,7 @@ def fingerprint() -> str:
     base = _base()
     if base is None:
         return _content_fingerprint(files)
-    stats = hashlib.sha256()
+    stats = sha256()
     root = len(str(PACKAGE)) + 1
     for path in files:
         stat = os.stat(path)
@@ -96,7 +96,7 @@ ENTRY_MAX_BYTES = 8 * 2**20
 
 
 def _content_hash(derived_json: str) -> str:
-    return hashlib.sha256(derived_json.encode("utf-8")).hexdigest()
+    return sha256(derived_json.encode("utf-8")).hexdigest()
 
 
 def _note(path: Path, why: str) -> None:
@@ -225,7 +225,7 @@ def through(model: ModelConfig, layout: Layout, params_hand: int | None, derive,
     configuration's :func:`derivation_key` when the caller has it already."""
     key = json.dumps(derivation_key(model, layout, params_hand) if fields is None else fields, sort_keys=True)
     where = folder()
-    path = where / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
+    path = where / (sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
     if path is not None and os.path.lexists(path):  # an entry, or a link to check (one lstat)
         derived = _read(path, key, model, layout, params_hand)
         if derived is not None:

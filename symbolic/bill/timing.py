@@ -6,11 +6,11 @@ the same recompute-as-the-FLOPs-see-it, the same Ψ (hand-filled or counted).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..core.digest import sha256
 from ..layout.layout import Layout
 from ..ledgers.hardware import Hardware
 from ..ledgers.time import CommClass, ComputeLine, Overlap, StepTime, TimeDerivation, derive_time, price
@@ -123,7 +123,7 @@ def stored_for(derivation_key: tuple, load=StoredTime.from_json) -> StoredTime:
     # "v": the stored shape (2: each compute line's kernel and call shape, ledgers.kernels)
     key = json.dumps({"time": [list(model_structure.key()), *choices], "v": 2}, sort_keys=True, default=list)
     where = folder()
-    path = where / ("time-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
+    path = where / ("time-" + sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
     if path is not None and (path.exists() or path.is_symlink()):
         found = read_entry(path, key, load)
         if found is not None:

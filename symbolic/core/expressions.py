@@ -14,7 +14,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from functools import lru_cache
 from itertools import chain
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 #: Bounds on a power in a formula: the engine's formulas hold s**2, h**2 (exponents ≤ 4); a text that
 #: asks for 10**10**10 (a damaged cache entry, a hand-edited file) is refused, not computed for hours.

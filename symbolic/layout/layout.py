@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing: ≈ 2 ms of a cold bill)
 
 from ..models.losses import LOSS_KERNELS, WHOLE_VOCABULARY
 from ..models.config import ConfigError, ModelConfig, check_position_table, positive_int

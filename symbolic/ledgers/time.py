@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING without importing typing: ≈ 2 ms of a cold bill)
 
 from . import arrays as np  # numpy for a plan's arrays, plain floats for a bill's one layout
 

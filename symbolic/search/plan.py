@@ -44,7 +44,6 @@ What a plan models, and what it does not:
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from fractions import Fraction
@@ -59,6 +58,7 @@ import numpy as np
 # No sympy here: a plan whose groups' formulas are cached (group_formulas) reads them as text and
 # computes in ints and Fractions, so sympy (≈ 0.3–0.5 s to import) loads only where a group is
 # derived — inside the functions below that build expressions.
+from ..core.digest import sha256
 from ..layout.choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from ..layout.layout import Layout, stage_layers
 from ..layout.recipes import RECIPES  # the ledgers' recipes (ledgers.states re-exports them), as plain data
@@ -747,7 +747,7 @@ def group_formulas(group: "Group") -> GroupFormulas:
 
     key = json.dumps({"plan": repr(group)})  # a frozen dataclass of strings, bools and tuples: its repr is stable
     where = folder()
-    path = where / ("plan-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
+    path = where / ("plan-" + sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
     if path is not None and (path.exists() or path.is_symlink()):
         found = read_entry(path, key, GroupFormulas.from_json)
         if found is not None:
