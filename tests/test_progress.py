@@ -27,6 +27,17 @@ def test_a_bar_on_a_terminal_and_nothing_on_a_pipe(monkeypatch):
     assert quiet.getvalue() == ""
 
 
+def test_a_description_is_its_characters_not_markup(monkeypatch):
+    """A model's name from a config (rich markup in it) is printed as it is, on a terminal."""
+    monkeypatch.delenv("SYMBOLIC_PROGRESS", raising=False)
+    terminal = Terminal()
+    with progress(2, "evaluating the layouts of [/oops][blink] on 8 GPUs", stream=terminal) as step:
+        step(description="tracing [bold]x[/bold]")
+        step()
+    shown = terminal.getvalue()
+    assert "evaluating the layouts of [/oops][blink]" in shown and "tracing [bold]x[/bold]" in shown
+
+
 def test_commands_print_no_progress_into_a_pipe(tmp_path, capsys):
     assert main(["sheet", "-o", str(tmp_path / "s.tex")]) == 0
     assert main(["plan", "gpt-7b", "--gpus", "8", "--gpu-memory", "80GB", "--top", "1"]) == 0

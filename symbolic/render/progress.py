@@ -32,7 +32,9 @@ def progress(total: int | None, description: str, stream=None):
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                                TimeElapsedColumn)
 
-    columns = [SpinnerColumn(), TextColumn("{task.description}")]
+    # markup=False: a description names the model, from a config's text ("[/oops]" in a name was rich's
+    # MarkupError, an internal error on a terminal); it is printed as its characters
+    columns = [SpinnerColumn(), TextColumn("{task.description}", markup=False)]
     if total is not None:
         columns += [BarColumn(), MofNCompleteColumn()]
     columns.append(TimeElapsedColumn())
