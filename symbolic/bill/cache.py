@@ -31,7 +31,7 @@ from ..layout.layout import Layout
 from ..models.config import ModelConfig
 from .evaluate import DerivedBill
 from .stored import (  # noqa: F401 (the cache's entries, read here by timing, plan and tests)
-    ENTRY_MAX_BYTES, PACKAGE, fingerprint, folder, read_entry, through, write_entry,
+    ENTRY_MAX_BYTES, PACKAGE, entry_path, fingerprint, folder, read_entry, through, write_entry,
 )
 
 

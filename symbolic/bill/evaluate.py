@@ -286,7 +286,7 @@ def _peak_where(key: str) -> tuple[str, ...]:
 
 
 def _line_fields(derived: DerivedLine) -> dict:
-    """A line's fields in ``Line``'s order, its value a placeholder (:func:`_line_at`); memoised by the
+    """A line's fields in ``Line``'s order, its value None until :func:`_line_at` sets it; memoised by the
     line and its count's type (the kinds of a loop share most lines; a count read back as a JSON
     ``true`` is kept as it is), so the dict is shared: read and copied, never changed."""
     return _shared_line_fields(derived, type(derived.micro_batches))

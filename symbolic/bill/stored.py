@@ -91,6 +91,14 @@ def folder() -> Path | None:
     return None if base is None else base / fingerprint()
 
 
+def entry_path(key: str, prefix: str = "") -> Path | None:
+    """Where the cache entry of ``key`` lives: ``PREFIX`` + the key's SHA-256 (32 hex digits) + ``.json`` in
+    :func:`folder` (None: the cache is off). The bill's derivations have no prefix; the step time's,
+    the plan's and the calculator page's entries name theirs."""
+    where = folder()
+    return where / (prefix + sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
+
+
 #: Largest cache entry read back (a derivation is a few tens of KiB).
 ENTRY_MAX_BYTES = 8 * 2**20
 
@@ -224,8 +232,7 @@ def through(model: ModelConfig, layout: Layout, params_hand: int | None, derive,
     ``derive(model, layout, params_hand)`` (sympy) on a miss, written to it. ``fields``: the
     configuration's :func:`derivation_key` when the caller has it already."""
     key = json.dumps(derivation_key(model, layout, params_hand) if fields is None else fields, sort_keys=True)
-    where = folder()
-    path = where / (sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
+    path = entry_path(key)
     if path is not None and os.path.lexists(path):  # an entry, or a link to check (one lstat)
         derived = _read(path, key, model, layout, params_hand)
         if derived is not None:

@@ -10,7 +10,6 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..core.digest import sha256
 from ..layout.layout import Layout
 from ..ledgers.hardware import Hardware
 from ..ledgers.time import CommClass, ComputeLine, Overlap, StepTime, TimeDerivation, derive_time, price
@@ -117,13 +116,12 @@ def stored(model: ModelConfig, layout: Layout) -> StoredTime:
 def stored_for(derivation_key: tuple, load=StoredTime.from_json) -> StoredTime:
     """:func:`stored` by the arguments of :func:`time_derivation` (a plan's groups share the bill's
     entries); ``load`` reads an entry's text and may refuse it (any exception: derived afresh)."""
-    from .cache import folder, read_entry, write_entry
+    from .cache import entry_path, read_entry, write_entry
 
     model_structure, *choices = derivation_key  # the Structure as its stable tuple (the cache key of record)
     # "v": the stored shape (2: each compute line's kernel and call shape, ledgers.kernels)
     key = json.dumps({"time": [list(model_structure.key()), *choices], "v": 2}, sort_keys=True, default=list)
-    where = folder()
-    path = where / ("time-" + sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
+    path = entry_path(key, "time-")
     if path is not None and (path.exists() or path.is_symlink()):
         found = read_entry(path, key, load)
         if found is not None:

@@ -205,7 +205,7 @@ def gathered_weights(param_inv, param_bytes, zero: int) -> Expr:
     return 2 * param_bytes * _largest(matrices) / t
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1 << 10)
 def _largest(matrices: tuple) -> Expr:
     """``Max(*matrices)``, once per distinct tuple in a process: sympy's Max compares its symbolic
     arguments pairwise to drop those it can prove smaller (``_find_localzeros``, ~0.1 s a call), and every

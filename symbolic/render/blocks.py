@@ -66,17 +66,20 @@ class Table:
     as rich markup: rich took a citation's ``[seed004, NCCL]`` for a style tag and dropped it).
     (Plain classes, not dataclasses: a dataclass costs ≈ 0.3 ms to create at import.)"""
 
-    __slots__ = ("columns", "rows")
+    __slots__ = ("columns", "rows", "_widths")
 
     def __init__(self):
         self.columns: list[Column] = []
         self.rows: list[tuple[tuple, bool]] = []  # (cells, end_section)
+        self._widths = False  # natural_widths' answer once measured (False: not yet)
 
     def add_column(self, header: str, **options) -> None:
         self.columns.append(Column(header, **options))
+        self._widths = False
 
     def add_row(self, *cells, end_section: bool = False) -> None:
         self.rows.append((cells, end_section))
+        self._widths = False
 
     @property
     def row_count(self) -> int:
@@ -91,9 +94,16 @@ class Table:
         """A column's padding: one space each side, none at the table's edges."""
         return (index > 0) + (index < len(self.columns) - 1)
 
-    def natural_widths(self) -> list[int] | None:
+    def natural_widths(self) -> tuple[int, ...] | None:
         """Each column's width, padding included, as rich measures it — its widest cell line (header
-        too), at least ``min_width`` — or None where a cell is not :func:`plain_cell` text."""
+        too), at least ``min_width`` — or None where a cell is not :func:`plain_cell` text. Measured once
+        (a ledger's table is measured to choose its form, then laid out): a column later fixed at its
+        measured width (``terminal._fitted``) measures the same."""
+        if self._widths is False:
+            self._widths = self._measure()
+        return self._widths
+
+    def _measure(self) -> tuple[int, ...] | None:
         widths = []
         for index, column in enumerate(self.columns):
             cells = [column.header] + [cells[index] if index < len(cells) else "" for cells, _ in self.rows]
@@ -106,7 +116,7 @@ class Table:
             pad = self.padding_width(index)
             widths.append(column.width + pad if column.width is not None
                           else max(longest + pad, (column.min_width or 0) + pad))
-        return widths
+        return tuple(widths)
 
 
 class Group:

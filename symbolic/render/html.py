@@ -680,11 +680,10 @@ def formula_section(models: dict[str, ModelConfig]) -> tuple[str, dict]:
 
 def _formula_entry_path(models: dict[str, ModelConfig]) -> tuple:
     """:func:`formula_section`'s key over ``models`` and its entry's path in the cache folder (None: the cache off)."""
-    from ..bill.cache import folder
+    from ..bill.cache import entry_path
 
     key = json.dumps({"page-formulas": {arch: repr(model) for arch, model in models.items()}, "v": 1})
-    where = folder()
-    return key, where / ("page-formulas-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
+    return key, entry_path(key, "page-formulas-")
 
 
 def _formula_entry(text: str) -> tuple[str, dict]:

@@ -371,17 +371,15 @@ def time_section(combos: dict, arguments: tuple, batch, gpus: tuple = PAGE_GPUS)
     expressions are printed once (shared across combos), its compute lines priced by a function per (kernel, pricing class) and the
     rest by a function per (collectives' shape, pricing class), the GPU's figures their argument ``H``; cached in the bill's cache folder by the combos' key and
     the package's fingerprint (``symbolic.bill.cache``)."""
-    import hashlib
     import json
 
-    from ..bill.cache import folder
+    from ..bill.cache import entry_path
 
     key = json.dumps({"page-time": sorted(combos), "gpus": list(gpus), "arguments": [x.name for x in arguments],
                       "B": str(batch), "v": 2})
     if key in _SECTIONS:
         return _SECTIONS[key]
-    where = folder()
-    path = where / ("page-time-" + hashlib.sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
+    path = entry_path(key, "page-time-")
 
     def build() -> tuple[str, str]:
         text = _time_section(combos, gpus, arguments, batch)

@@ -136,7 +136,6 @@ class Program:
         return space
 
 
-_SCRATCH = threading.local()
 #: The byte boundary the kernel's buffers start on: a cache line (64 B on x86-64 and arm64). numpy
 #: aligns an array to 16 B only, and a ufunc that writes an array starting mid-line splits its vector
 #: stores across lines: np.multiply of two 32,768-double arrays into a third took 0.40-0.42 ns an
@@ -153,6 +152,8 @@ def aligned_empty(n: int, dtype=np.float64) -> np.ndarray:
     start = -raw.ctypes.data % ALIGNMENT
     return raw[start:start + n * itemsize].view(dtype)
 
+
+_SCRATCH = threading.local()
 
 
 def scratch(name: str, n: int, dtype=np.float64, fill=None) -> np.ndarray:

@@ -58,7 +58,6 @@ import numpy as np
 # No sympy here: a plan whose groups' formulas are cached (group_formulas) reads them as text and
 # computes in ints and Fractions, so sympy (≈ 0.3–0.5 s to import) loads only where a group is
 # derived — inside the functions below that build expressions.
-from ..core.digest import sha256
 from ..layout.choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from ..layout.layout import Layout, stage_layers
 from ..layout.recipes import RECIPES  # the ledgers' recipes (ledgers.states re-exports them), as plain data
@@ -743,11 +742,10 @@ def group_formulas(group: "Group") -> GroupFormulas:
     """``group``'s ledgers as text: from the bill's cache folder (an entry checked as the bill's are,
     :func:`symbolic.bill.cache.read_entry`: written by this package, for this group, matching its
     hash, and read by :meth:`GroupFormulas.from_json`), or derived with sympy and stored atomically."""
-    from ..bill.cache import folder, read_entry, write_entry
+    from ..bill.cache import entry_path, read_entry, write_entry
 
     key = json.dumps({"plan": repr(group)})  # a frozen dataclass of strings, bools and tuples: its repr is stable
-    where = folder()
-    path = where / ("plan-" + sha256(key.encode()).hexdigest()[:32] + ".json") if where else None
+    path = entry_path(key, "plan-")
     if path is not None and (path.exists() or path.is_symlink()):
         found = read_entry(path, key, GroupFormulas.from_json)
         if found is not None:
