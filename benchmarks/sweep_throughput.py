@@ -8,7 +8,9 @@ sums. Prints figures; asserts nothing about time.
     .venv/bin/python benchmarks/sweep_throughput.py [--configs 4000000] [--chunk 0] [--check 4]
 
 The results go into a table allocated once (``sweep(out=...)``), as a sweep of that many configurations
-keeps them; ``--chunk 16384`` times calls of one block each instead.
+keeps them; ``--chunk 16384`` times calls of one block each instead. Where the machine has a C compiler
+the sweep runs each group's compiled loop (``symbolic.search.native``); the same sweeps by the numpy
+kernel, a machine's path without one, are timed after it and printed beside it.
 """
 import os
 
@@ -84,6 +86,7 @@ def main() -> None:
     args = parser.parse_args()
 
     start = time.perf_counter()
+    from symbolic.search import native
     from symbolic.search.plan import PAPERS_BLOCK, SWEEP_BLOCK, SWEEP_OUTPUTS, Group, sweep
     imported = time.perf_counter()
     groups = [Group(sp=sp, recompute=rc, zero=z, schedule="1f1b")
@@ -91,7 +94,7 @@ def main() -> None:
     data = configurations(args.configs, np.random.default_rng(0))
     micro_batches = data["d"] * 8
     per_group = args.configs // len(groups)
-    for group in groups:  # read (or derive) the formulas and compile each group's kernels once
+    for group in groups:  # read (or derive) the formulas and compile each group's kernels (and C loops) once
         for papers in (False, True):
             sweep(group, {k: (x[:SWEEP_BLOCK] if isinstance(x, np.ndarray) else x) for k, x in data.items()},
                   micro_batches[:SWEEP_BLOCK], papers_only=papers, kernel=True)
@@ -118,12 +121,15 @@ def main() -> None:
             cpu = min(cpu, time.process_time() - c0_)
         return wall, cpu
 
-    best, cpu_best = timed(False)
     evaluated = per_group * len(groups)
+    # each group's loop compiled at the warm-up (none where the machine has no C compiler)
+    looped = bool(native._BUILT) and all(built is not None for _, built in native._BUILT.values())
+    kernel_name = "the compiled C loop (search/native.py)" if looped else "the numpy kernel (search/kernel.py)"
+    best, cpu_best = timed(False)
     check(data, groups, per_group, micro_batches, table, args.check)
     print(f"{evaluated:,} configurations × 5 totals (params, model states, activations, FLOPs, total) "
-          f"in {best:.3f} s (best of {args.repeat}, {'one call a group' if not args.chunk else f'calls of {chunk:,}'}, "
-          f"blocks of {SWEEP_BLOCK:,}, into a results table): "
+          f"in {best:.3f} s by {kernel_name} (best of {args.repeat}, "
+          f"{'one call a group' if not args.chunk else f'calls of {chunk:,}'}, into a results table): "
           f"{evaluated / best:.3g} configurations/s on one thread ({evaluated / cpu_best:.3g} by CPU time; load average "
           f"{os.getloadavg()[0]:.1f})")
     verdict_papers = table["paper_total_bytes"][:evaluated].copy()
@@ -131,7 +137,23 @@ def main() -> None:
     same = np.array_equal(verdict_papers, table["paper_total_bytes"][:evaluated])
     print(f"check: the papers' totals alone equal the full sweep's paper_total_bytes on all {evaluated:,}: {same}")
     print(f"the papers' totals alone (model states + activations): {evaluated / papers:.3g} configurations/s "
-          f"({evaluated / papers_cpu:.3g} by CPU time; blocks of {PAPERS_BLOCK:,})")
+          f"({evaluated / papers_cpu:.3g} by CPU time) by {kernel_name}")
+    if looped:  # the same sweeps by the numpy kernel, the path of a machine without a C compiler
+        built = dict(native._BUILT)
+        native._BUILT.clear()
+        os.environ["SYMBOLIC_NATIVE"] = "0"
+        try:
+            numpy_best, _ = timed(False)
+            same_full = np.array_equal(verdict_papers, table["paper_total_bytes"][:evaluated])
+            numpy_papers, _ = timed(True)
+            same_papers = np.array_equal(verdict_papers, table["paper_total_bytes"][:evaluated])
+        finally:
+            del os.environ["SYMBOLIC_NATIVE"]
+            native._BUILT.clear()
+            native._BUILT.update(built)
+        print(f"the numpy kernel (no C compiler; blocks of {SWEEP_BLOCK:,} and {PAPERS_BLOCK:,}): with the verdict "
+              f"{evaluated / numpy_best:.3g}/s, the papers' totals {evaluated / numpy_papers:.3g}/s; "
+              f"check: the same doubles as the loop's: {same_full and same_papers}")
     figure("sweep with the verdict as total, one thread", evaluated / best, 1e7, "configurations/s")
     figure("the papers' totals (states + activations), one thread", evaluated / papers, 5e7, "configurations/s")
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import operator
 import threading
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
@@ -94,14 +95,25 @@ class _Graph:
                       negate=lambda x: self.op("neg", x))
 
 
+@dataclass(frozen=True)
+class Graph:
+    """A program's operations as :func:`program` left them, for another writer of the same operations
+    (:mod:`symbolic.search.native`): the nodes, the outputs' nodes, which nodes an output needs, which
+    are arrays."""
+
+    nodes: tuple[tuple, ...]
+    roots: tuple[int, ...]
+    live: tuple[bool, ...]
+    is_array: tuple[bool, ...]
+
+
 class Program:
     """A compiled kernel: ``run(env, outputs, workspace)`` for one signature (which inputs are arrays)."""
 
-    def __init__(self, source: str, buffers: int, inputs: tuple[str, ...], shapes: tuple[bool, ...]):
-        self.source, self.buffers, self.inputs, self.shapes = source, buffers, inputs, shapes
-        scope = {"__builtins__": {}, "_square_scalar": _SCALAR["square"], "_pow": operator.pow,
-                 "_max_scalar": np.maximum, "_ceil_scalar": np.ceil,
-                 **{f"_{kind}": ufunc for kind, ufunc in _UFUNCS.items()}}
+    def __init__(self, source: str, buffers: int, inputs: tuple[str, ...], shapes: tuple[bool, ...],
+                 graph: "Graph | None" = None):
+        self.source, self.buffers, self.inputs, self.shapes, self.graph = source, buffers, inputs, shapes, graph
+        scope = dict(SCOPE)
         exec(compile(source, "<symbolic sweep kernel>", "exec"), scope)  # operations written below only
         self.run = scope["kernel"]
         self._local = threading.local()
@@ -252,12 +264,7 @@ def _write(graph: _Graph, roots: list[int], arrays: frozenset) -> Program:
         kind, args = key[0], key[1:]
         operands = ", ".join(ref(a) for a in args)
         if not is_array[i]:
-            call = {"square": f"_square_scalar({operands})", "pow": f"_pow({operands})",
-                    "max": f"_max_scalar({operands})", "ceil": f"_ceil_scalar({operands})",
-                    "neg": f"(-{operands})"}.get(kind)
-            if call is None:
-                call = f"({ref(args[0])} {dict(add='+', sub='-', mul='*', div='/')[kind]} {ref(args[1])})"
-            lines.append(f"    x{i} = {call}\n")
+            lines.append(f"    x{i} = {scalar_call(kind, [ref(a) for a in args])}\n")
         elif kind == "pow":  # numpy's ** itself (a power other than 2: its own fast paths and loops)
             lines.append(f"    x{i} = _pow({operands})\n")
         else:
@@ -280,5 +287,21 @@ def _write(graph: _Graph, roots: list[int], arrays: frozenset) -> Program:
             if last_use[a] == i and a in holder and holder.get(a) != holder.get(i):
                 free.append(holder.pop(a))
     lines.append(f"    return ({', '.join(ref(i) for i in roots)},)\n")
-    return Program("".join(lines), buffers, tuple(inputs), tuple(is_array[i] for i in roots))
+    return Program("".join(lines), buffers, tuple(inputs), tuple(is_array[i] for i in roots),
+                   Graph(tuple(nodes), tuple(roots), tuple(live), tuple(is_array)))
+
+
+def scalar_call(kind: str, operands: list[str]) -> str:
+    """The Python text of an operation of scalars only (a plan's model letters, constants), as the
+    expression form evaluates it: Python's operators, numpy's maximum and ceil."""
+    call = {"square": "_square_scalar({})", "pow": "_pow({}, {})", "max": "_max_scalar({}, {})",
+            "ceil": "_ceil_scalar({})", "neg": "(-{})"}.get(kind)
+    if call is None:
+        return f"({operands[0]} {dict(add='+', sub='-', mul='*', div='/')[kind]} {operands[1]})"
+    return call.format(*operands)
+
+
+#: Python's scope for a program's text: the ufuncs it writes arrays with, the scalar operations.
+SCOPE = {"__builtins__": {}, "_square_scalar": _SCALAR["square"], "_pow": operator.pow,
+         "_max_scalar": np.maximum, "_ceil_scalar": np.ceil, **{f"_{kind}": ufunc for kind, ufunc in _UFUNCS.items()}}
 

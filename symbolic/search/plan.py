@@ -799,9 +799,10 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
     arrays = [np.asarray(x) for x in values.values()] + [np.asarray(micro_batches)]
     shape = np.broadcast_shapes(*(x.shape for x in arrays))
     build = (len(shape) == 1 and shape[0] >= KERNEL_MIN) if kernel is None else kernel
+    loop = (len(shape) == 1 and shape[0] >= NATIVE_MIN) if kernel is None else kernel
     step = PAPERS_BLOCK if papers_only else SWEEP_BLOCK
     if len(shape) != 1 or shape[0] <= step:
-        result = _sweep_block(group, values, micro_batches, params_hand, out, papers_only, build=build)
+        result = _sweep_block(group, values, micro_batches, params_hand, out, papers_only, build=build, loop=loop)
         if out is not None:
             for name, x in result.items():
                 if x is not out[name]:
@@ -820,6 +821,11 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
     if kernel is not None:  # the kernel's case decided once for the call, not per block (~50 µs a block)
         reads = frozenset(kernel.inputs)
         names = ("paper_total_bytes",) if papers_only else SWEEP_OUTPUTS
+        looped = _loop_outputs(kernel, values, micro_batches, n, names, [whole.get(name) for name in names],
+                               params_hand, papers_only, loop)
+        if looped is not None:  # the whole call in one compiled loop (search.native): the same doubles
+            whole = _into_whole(whole, looped, n, 0, n)
+            return {name: whole[name] for name in looped}
         columns = [(k, np.asarray(x), np.ndim(x) == 1) for k, x in values.items()]  # as part() gives them
         mb_array, micro_batches = np.ndim(micro_batches) == 1, np.asarray(micro_batches)
         for lo in range(0, n, step):
@@ -1031,7 +1037,53 @@ def _kernel_outputs(kernel, env: dict, n: int, names: tuple, outs: list, params_
     """The kernel's outputs at ``env`` by name (into ``outs`` where arrays), as the expression form gives them."""
     if params_hand is not None:
         env["Psi"] = float(params_hand)
-    out = dict(zip(names, kernel(env, outs, n)))
+    return _as_expression_form(dict(zip(names, kernel(env, outs, n))), n, papers_only)
+
+
+#: Below this many configurations in one :func:`sweep` call (``kernel`` None), the group's kernel is not
+#: compiled into one C loop (:mod:`symbolic.search.native`, ~45 ms a compile with gcc -O2 here) unless it is
+#: compiled already: the loop saves ~20 ns a configuration against the numpy kernel on this project's
+#: Intel VM, so a compile is repaid past ~2 × 10⁶. ``sweep(kernel=True)`` compiles it at any size.
+NATIVE_MIN = 1 << 21
+#: The communicator buffers' sizes the loop adds for t, d, p, c (``_kernel_env``'s, CommSettings' defaults).
+_COMM = CommSettings()
+_PER_COMMUNICATOR = float(_COMM.nccl_buffsize * _COMM.channels)
+_COMM_SIZES = (_PER_COMMUNICATOR, _PER_COMMUNICATOR + float(_COMM.bucket_bytes), _PER_COMMUNICATOR, _PER_COMMUNICATOR)
+
+
+def _loop_outputs(kernel, values: Mapping[str, object], micro_batches, n: int, names: tuple, outs: list,
+                  params_hand, papers_only: bool, build: bool) -> dict | None:
+    """The kernel's outputs by name from its compiled C loop (:mod:`symbolic.search.native`), or None where
+    there is none (no compiler, not compiled and ``build`` False, a call outside the loop's cases)."""
+    from . import native
+
+    signature = native.signature_of(kernel, values, micro_batches, n, params_hand)
+    compiled = None if signature is None else native.native_kernel(kernel, signature, _COMM_SIZES, build)
+    if compiled is not None and not compiled.checked:
+        # Its first call: the loop's doubles against the numpy kernel's on a sample of the configurations
+        # (a compiler whose defaults reassociate or fuse would show here), else never used in the process.
+        sample = min(n, 512)
+        part = {k: (x[:sample] if np.ndim(x) else x) for k, x in values.items()}
+        part_mb = micro_batches[:sample] if np.ndim(micro_batches) else micro_batches
+        looped = native.run(compiled, part, part_mb, sample, [None] * len(names), params_hand)
+        if looped is None:
+            return None  # the sample lies outside the loop's cases: numpy's call, the check left for another
+        env = _kernel_env(part, part_mb, sample, frozenset(kernel.inputs))
+        if params_hand is not None:
+            env["Psi"] = float(params_hand)
+        expected = kernel(env, [None] * len(names), sample)
+        compiled.checked = True
+        if not all(np.array_equal(np.asarray(a, dtype=np.float64).view(np.uint64),
+                                  np.asarray(b, dtype=np.float64).view(np.uint64)) for a, b in zip(looped, expected)):
+            native.refuse(kernel, signature, _COMM_SIZES)
+            return None
+    results = None if compiled is None else native.run(compiled, values, micro_batches, n, outs, params_hand)
+    return None if results is None else _as_expression_form(dict(zip(names, results)), n, papers_only)
+
+
+def _as_expression_form(out: dict, n: int, papers_only: bool) -> dict:
+    """A kernel's outputs as the expression form gives them: params float64, the verdict an array where
+    the activations are."""
     if papers_only:
         return out
     out["params"] = np.asarray(out["params"], dtype=np.float64)
@@ -1042,9 +1094,10 @@ def _kernel_outputs(kernel, env: dict, n: int, names: tuple, outs: list, params_
 
 def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, params_hand=None,
                  outs: Mapping[str, np.ndarray] | None = None, papers_only: bool = False,
-                 formulas: GroupFormulas | None = None, build: bool = False) -> dict[str, np.ndarray]:
+                 formulas: GroupFormulas | None = None, build: bool = False,
+                 loop: bool = False) -> dict[str, np.ndarray]:
     """:func:`sweep` of one block (its arrays written into ``outs`` where given); by the group's
-    kernel where it is compiled, or ``build`` (compile it)."""
+    kernel where it is compiled, or ``build`` (compile it), in its C loop where that is compiled, or ``loop``."""
     formulas = formulas or group_formulas(group)
     # Floats throughout: FLOPs per iteration pass 2^63 for large models, and int64 would wrap silently.
     n = _plain_length(values, micro_batches)
@@ -1054,6 +1107,12 @@ def _sweep_block(group: Group, values: Mapping[str, object], micro_batches, para
             {"_mb"} if np.ndim(micro_batches) else set())
         kernel = _sweep_kernel(formulas, arrays, params_hand is not None, papers_only, build)
         if kernel is not None:
+            names = ("paper_total_bytes",) if papers_only else SWEEP_OUTPUTS
+            looped = _loop_outputs(kernel, values, micro_batches, n, names,
+                                   [outs.get(name) if outs else None for name in names], params_hand, papers_only,
+                                   loop)
+            if looped is not None:
+                return looped
             env = _kernel_env(values, micro_batches, n, frozenset(kernel.inputs))
     if env is None:
         values, given = _block_env(values, micro_batches)
