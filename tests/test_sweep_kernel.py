@@ -8,6 +8,8 @@ from symbolic.search import plan as P
 from symbolic.search.kernel import program
 from symbolic.search.plan import Group
 
+from _sweeps import GROUPS, sweep_values as _values
+
 
 def _expression_form(group, values, micro_batches, params_hand=None):
     """The sweep of one block by the expression form alone (no kernel compiled, none built)."""
@@ -21,21 +23,6 @@ def _expression_form(group, values, micro_batches, params_hand=None):
 
 def _bits(x):
     return np.asarray(x, dtype=np.float64).view(np.uint64)
-
-
-def _values(rng, n, odd=False):
-    heads = rng.choice([16, 32, 96], n)
-    values = {"h": heads * 128, "a": heads, "L": rng.choice([24, 48, 96], n), "V": rng.choice([50257, 51200], n),
-              "s": rng.choice([1000, 2048, 4097] if odd else [1024, 2048], n), "b": rng.choice([1, 2, 4], n),
-              "t": rng.choice([1, 3, 6, 7] if odd else [1, 2, 8], n),
-              "p": rng.choice([1, 3, 5, 12] if odd else [1, 2, 8], n),
-              "d": rng.choice([1, 3, 24] if odd else [1, 8, 64], n), "v": 1, "f": 0}
-    return values, values["d"] * 7
-
-
-GROUPS = [Group(sp=sp, recompute=rc, zero=z, schedule=schedule)
-          for sp in (False, True) for rc in ("none", "selective", "full") for z in (0, 1, 3)
-          for schedule in ("1f1b", "none")]
 
 
 @pytest.mark.parametrize("odd", [False, True])

@@ -13,6 +13,8 @@ from symbolic.search import native
 from symbolic.search import plan as P
 from symbolic.search.plan import Group, sweep
 
+from _sweeps import GROUPS, sweep_values as _values
+
 if native.compiler() is None and os.environ.get("CI") != "true":  # under CI a C compiler is installed: no skip
     pytest.skip("no C compiler here (cc): the sweep runs its numpy kernel", allow_module_level=True)
 
@@ -49,23 +51,6 @@ def _assert_same(got, expected, label):
     for name in expected:
         assert np.shape(got[name]) == np.shape(expected[name]), (label, name)
         assert np.array_equal(_bits(got[name]), _bits(expected[name])), (label, name)
-
-
-def _values(rng, n, odd=False, floats=False):
-    heads = rng.choice([16, 32, 96], n)
-    values = {"h": heads * 128, "a": heads, "L": rng.choice([24, 48, 96], n), "V": rng.choice([50257, 51200], n),
-              "s": rng.choice([1000, 2048, 4097] if odd else [1024, 2048], n), "b": rng.choice([1, 2, 4], n),
-              "t": rng.choice([1, 3, 6, 7] if odd else [1, 2, 8], n),
-              "p": rng.choice([1, 3, 5, 12] if odd else [1, 2, 8], n),
-              "d": rng.choice([1, 3, 24] if odd else [1, 8, 64], n), "v": 1, "f": 0}
-    if floats:  # the model's and the micro-batch's letters as float64 columns (p, d stay whole: m's rule)
-        values.update({k: values[k].astype(np.float64) for k in ("h", "a", "L", "V", "s", "b", "t")})
-    return values, values["d"] * 7
-
-
-GROUPS = [Group(sp=sp, recompute=rc, zero=z, schedule=schedule)
-          for sp in (False, True) for rc in ("none", "selective", "full") for z in (0, 1, 3)
-          for schedule in ("1f1b", "none")]
 
 
 @pytest.mark.parametrize("odd,floats", [(False, False), (True, False), (True, True)])
