@@ -57,7 +57,7 @@ def _assert_same(got, expected, label):
 def test_loop_equals_the_numpy_kernel_bit_for_bit(odd, floats):
     rng = np.random.default_rng(5)
     values, micro_batches = _values(rng, 1500 + 17, odd, floats)
-    for group in GROUPS:
+    for group in GROUPS if not floats else GROUPS[::3]:  # float64 columns: a third of them (a compile each)
         for papers_only in (False, True):
             _assert_same(_loop(group, values, micro_batches, papers_only=papers_only),
                          _numpy_kernel(group, values, micro_batches, papers_only=papers_only), (group, papers_only))
@@ -84,19 +84,19 @@ def test_loop_on_the_calls_real_plans_make(monkeypatch, case):
     uneven stages (ceiling), LoRA, optimizer offload, the parameter count by hand."""
     gpt = ModelConfig("gpt-22b-like", 48, 6144, 48, 51200, 2048)
     model, gpus, options = {
-        "dense": (gpt, 64, dict(global_batch=512)),
+        "dense": (gpt, 32, dict(global_batch=256)),
         "context": (ModelConfig("long", 32, 4096, 32, 32000, 32768), 32, dict(global_batch=64)),
-        "uneven": (gpt, 64, dict(global_batch=512, first_stage_layers=5)),
-        "lora": (gpt, 16, dict(global_batch=128, levers=dict(lora=16))),
-        "offload": (gpt, 16, dict(global_batch=128, levers=dict(offload="optimizer"))),
-        "hand": (gpt, 64, dict(global_batch=512, params_hand=22_000_000_000)),
+        "uneven": (gpt, 32, dict(global_batch=256, first_stage_layers=5)),
+        "lora": (gpt, 8, dict(global_batch=64, levers=dict(lora=16))),
+        "offload": (gpt, 8, dict(global_batch=64, levers=dict(offload="optimizer"))),
+        "hand": (gpt, 32, dict(global_batch=256, params_hand=22_000_000_000)),
     }[case]
     if "levers" in options:
         Layout(**options["levers"])  # the plan's own check of the levers
     calls = _plan_calls(monkeypatch, model, gpus, **options)
     assert calls
     compared = 0
-    for group, values, micro_batches, hand in calls:
+    for group, values, micro_batches, hand in calls[::max(1, len(calls) // 8)]:  # eight groups of the plan's
         # The kernel's case of the same layouts: m derived from mb, d, p (not given), not interleaved, no expert grid.
         keep = np.asarray(values["v"]) == 1
         values = {k: (x[keep] if np.ndim(x) else x) for k, x in values.items() if k not in ("m", "m_last", "e_t")}
