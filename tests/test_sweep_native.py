@@ -165,7 +165,7 @@ def test_without_a_compiler_or_when_turned_off_there_is_no_loop(monkeypatch):
         monkeypatch.delenv(variable)
 
 
-def test_the_c_text_holds_numbers_and_indices_only(monkeypatch):
+def test_the_c_text_holds_numbers_and_indices_only(monkeypatch, tmp_path):
     """Constants as exact hexadecimal floats, no formula's text; compiled in a private folder that is gone
     once the library is loaded."""
     rng = np.random.default_rng(1)
@@ -178,12 +178,9 @@ def test_the_c_text_holds_numbers_and_indices_only(monkeypatch):
     assert "0x1.8p+3" in text or "0x1.8000000000000p+3" in text  # 12.0, exactly
     assert "cse_" not in text and "Psi" not in text
     assert native._c_name("a-b") == "a_u2d_b" and native._c_name("L_1") == "L_1"
-    monkeypatch.setattr(tempfile, "tempdir", str(monkeypatch_folder := tempfile.mkdtemp()))
-    try:
-        assert native._compile(text) is not None
-        assert os.listdir(monkeypatch_folder) == []
-    finally:
-        os.rmdir(monkeypatch_folder)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert native._compile(text) is not None
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_loop_with_pipeline_letters_as_python_ints():

@@ -38,6 +38,9 @@ _UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true
 #: The same operation on scalars, as the expression form evaluates it (Python's operators).
 _SCALAR = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
            "max": np.maximum, "neg": operator.neg, "ceil": np.ceil, "square": lambda x: x**2.0, "pow": operator.pow}
+#: Python's scope for a program's text: the ufuncs it writes arrays with, the scalar operations.
+SCOPE = {"__builtins__": {}, "_square_scalar": _SCALAR["square"], "_pow": operator.pow,
+         "_max_scalar": np.maximum, "_ceil_scalar": np.ceil, **{f"_{kind}": ufunc for kind, ufunc in _UFUNCS.items()}}
 _COMMUTATIVE = {"add", "mul", "max"}
 _KIND = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
 
@@ -300,8 +303,4 @@ def scalar_call(kind: str, operands: list[str]) -> str:
         return f"({operands[0]} {dict(add='+', sub='-', mul='*', div='/')[kind]} {operands[1]})"
     return call.format(*operands)
 
-
-#: Python's scope for a program's text: the ufuncs it writes arrays with, the scalar operations.
-SCOPE = {"__builtins__": {}, "_square_scalar": _SCALAR["square"], "_pow": operator.pow,
-         "_max_scalar": np.maximum, "_ceil_scalar": np.ceil, **{f"_{kind}": ufunc for kind, ufunc in _UFUNCS.items()}}
 
