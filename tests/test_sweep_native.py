@@ -235,3 +235,21 @@ def test_a_loop_whose_doubles_differ_is_refused(monkeypatch):
     finally:
         native._BUILT.clear()
         native._BUILT.update(saved)
+
+
+def test_a_column_off_its_alignment_is_read_by_numpy():
+    """A float64 column that starts mid-word (a view into bytes): not the loop's to read."""
+    rng = np.random.default_rng(13)
+    n = 1000
+    values, micro_batches = _values(rng, n, floats=True)
+    raw = np.zeros(n * 8 + 1, dtype=np.uint8)
+    shifted = raw[1:].view(np.float64)
+    shifted[:] = values["h"]
+    assert not shifted.flags.aligned
+    changed = dict(values, h=shifted)
+    group = Group(sp=True, recompute="selective", zero=1, schedule="1f1b")
+    kernel = P._sweep_kernel(P.group_formulas(group), frozenset(values) - {"v", "f"} | {"m", "m_last", "_comm", "_mb"},
+                             False, True)
+    assert native.signature_of(kernel, changed, micro_batches, n, None) is None
+    _assert_same(P._sweep_block(group, changed, micro_batches, papers_only=True, build=True, loop=True),
+                 _numpy_kernel(group, values, micro_batches, papers_only=True), "unaligned")

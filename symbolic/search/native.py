@@ -119,7 +119,8 @@ def signature_of(program: Program, values, micro_batches, n: int, params_hand) -
         if x is None:
             return None
         if isinstance(x, np.ndarray) and x.ndim:
-            if x.ndim != 1 or x.shape[0] != n or not x.flags.c_contiguous or x.dtype.str not in ("<i8", "<f8"):
+            if (x.ndim != 1 or x.shape[0] != n or not (x.flags.c_contiguous and x.flags.aligned)
+                    or x.dtype.str not in ("<i8", "<f8")):
                 return None
             if name in _INTEGER and x.dtype != np.int64:
                 return None
@@ -370,4 +371,4 @@ def run(kernel: NativeKernel, values, micro_batches, n: int, outs: list, params_
 def _writable_column(x, n: int) -> bool:
     """An array the loop may write ``n`` doubles into, one after another."""
     return (isinstance(x, np.ndarray) and x.dtype == np.float64 and x.shape == (n,) and x.flags.c_contiguous
-            and x.flags.writeable)
+            and x.flags.aligned and x.flags.writeable)
