@@ -253,3 +253,72 @@ def test_a_column_off_its_alignment_is_read_by_numpy():
     assert native.signature_of(kernel, changed, micro_batches, n, None) is None
     _assert_same(P._sweep_block(group, changed, micro_batches, papers_only=True, build=True, loop=True),
                  _numpy_kernel(group, values, micro_batches, papers_only=True), "unaligned")
+
+
+def test_signed_zeros_nan_payloads_and_a_lazy_mapping_as_numpy_gives_them():
+    """Of +0 and -0 the maximum numpy's loops return (read off numpy, not assumed); a NaN result sends
+    the call to numpy (a NaN's payload is the compiler's choice of operand); a mapping that builds its
+    arrays on each access (an npz file) is read once, the arrays checked the arrays the loop reads."""
+    import io
+    from collections.abc import Mapping
+
+    from symbolic.search.kernel import program
+
+    k = program((), ("Max(a, b)", "Max(a, 0) + b*0", "-a"), frozenset({"a", "b"}))
+    zeros = {"a": np.array([0.0, -0.0, 0.0, -0.0] * 5), "b": np.array([-0.0, 0.0, 0.0, -0.0] * 5)}
+    compiled = native.native_kernel(k, native.signature_of(k, zeros, 1, 20, None), P._COMM_SIZES)
+    assert compiled is not None
+    for got, expected in zip(native.run(compiled, zeros, 1, 20, [None] * 3, None), k(dict(zeros), [None] * 3, 20)):
+        assert np.array_equal(_bits(got), _bits(expected))
+
+    rng = np.random.default_rng(14)
+    n = 2 * P.PAPERS_BLOCK + 1
+    values, micro_batches = _values(rng, n, floats=True)
+    group = Group(sp=True, recompute="full", zero=1, schedule="1f1b")
+    sweep(group, values, micro_batches, kernel=True)  # compiled, checked on clean values
+    quiet_nan = np.frombuffer(np.uint64(0x7FF8000000000001).tobytes(), np.float64)[0]
+    nans = dict(values, h=np.where(np.arange(n) % 2 == 0, np.nan, values["h"]),
+                s=np.where(np.arange(n) % 3 == 0, -quiet_nan, values["s"]))
+    with np.errstate(all="ignore"):
+        got = sweep(group, nans, micro_batches, kernel=True)
+        expected = _numpy_kernel(group, nans, micro_batches)
+    _assert_same(got, expected, "NaN")
+
+    columns = io.BytesIO()
+    np.savez(columns, **{k: x for k, x in values.items() if np.ndim(x)})
+    columns.seek(0)
+    stored = np.load(columns)
+
+    class Lazy(Mapping):  # each access a fresh array, as an npz file's
+        def __getitem__(self, key):
+            return values[key] if key in ("v", "f") else stored[key]
+
+        def __iter__(self):
+            return iter(values)
+
+        def __len__(self):
+            return len(values)
+
+    _assert_same(sweep(group, Lazy(), micro_batches, kernel=True), _numpy_kernel(group, values, micro_batches),
+                 "lazy mapping")
+
+
+def test_a_fast_math_compiler_or_a_column_the_loop_does_not_read_is_refused(monkeypatch):
+    rng = np.random.default_rng(15)
+    values, micro_batches = _values(rng, 200)
+    group = Group(recompute="selective", zero=1, schedule="1f1b")
+    expected = _numpy_kernel(group, values, micro_batches)
+    saved = dict(native._BUILT)
+    native._BUILT.clear()
+    monkeypatch.setenv("CC", "cc -ffast-math")
+    try:  # the C text's own #error: reassociation or excess precision would change the doubles
+        _assert_same(P._sweep_block(group, values, micro_batches, build=True, loop=True), expected, "fast-math")
+        assert list(native._BUILT.values()) and all(built is None for _, built in native._BUILT.values())
+    finally:
+        native._BUILT.clear()
+        native._BUILT.update(saved)
+    monkeypatch.delenv("CC")
+    # Psi given as a column beside a hand count: the program reads a column the signature leaves out
+    psi = dict(values, Psi=np.full(200, 5.0))
+    with_hand = P._sweep_block(group, psi, micro_batches, 7e9, build=True, loop=True)
+    _assert_same(with_hand, _numpy_kernel(group, psi, micro_batches, 7e9), "Psi column")

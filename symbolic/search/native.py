@@ -13,17 +13,22 @@ The same doubles, bit for bit (``tests/test_sweep_native.py`` holds them equal w
 
 * each operation of the program's graph (:class:`symbolic.search.kernel.Graph`) is the IEEE operation
   numpy's ufunc performs, on the same operands in the same order: ``+ − × ÷`` as written, ``x²`` as
-  ``x·x`` (``np.square``), the larger of two as numpy's scalar rule (``a ≥ b or a is NaN ? a : b``),
+  ``x·x`` (``np.square``), the larger of two with NaN from either side and, of +0 and −0, the one
+  numpy's loops return (read off ``np.maximum`` at the first build; none written where it varies),
   ``ceil`` from libm; a power other than 2 has numpy's own fast paths, so such a program is not
   written here;
-* compiled with ``-O2 -ffp-contract=off`` and nothing that licenses reassociation (no
-  ``-ffast-math``): no fused multiply-add, no reordering;
+* compiled with ``-O2 -ffp-contract=off``, and the C text refuses to compile (``#error``) under
+  ``__FAST_MATH__`` or excess precision (``FLT_EVAL_METHOD`` ≠ 0): no fused multiply-add, no
+  reordering, whatever ``CC`` adds;
+* a NaN result stops the loop (its payload would be the compiler's choice of operand);
 * an int64 input converted as numpy converts it, ``(double) x``; a scalar input (a plan's model
   letters) passed as the double numpy reads, and every operation of scalars only computed in Python
   exactly as the numpy kernel computes it (:func:`symbolic.search.kernel.scalar_call`);
 * the chunks in flight ``m`` by 1F1B's rule in int64 (``plan.in_flight_array``): ``min(⌊mb/d⌋, p)``,
   1 where p = 1, for d ≥ 1 and mb ≥ 0 — any other element stops the loop, and the numpy kernel
-  evaluates the whole call; ``m_last`` 1; the communicator buffers as ``plan._kernel_env`` sums them.
+  evaluates the whole call; ``m_last`` 1; the communicator buffers as ``plan._kernel_env`` sums them;
+* and on its first call the loop's doubles are compared with the numpy kernel's on a sample
+  (``plan._loop_outputs``): a difference and the loop is not used again in the process.
 
 Trust: the C text holds no text from a formula or a cache entry. Operations are written from the
 graph's node kinds, numbers as C hexadecimal floats (``float.hex``: exact), names as node indices.
@@ -56,11 +61,17 @@ _INTEGER = ("_mb_raw", "d", "p")
 _INT64 = (-(2**63), 2**63)
 
 _C_OPERATOR = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-_HEADER = """#include <math.h>
+_HEADER = """#include <float.h>
+#include <math.h>
 #include <stdint.h>
-/* numpy's maximum of two doubles: the first where it is at least the second or is NaN */
-static inline double larger(double a, double b) { return (a >= b || a != a) ? a : b; }
+#if defined(__FAST_MATH__) || FLT_EVAL_METHOD != 0
+#error "the loop must round each operation as IEEE doubles do (no -ffast-math, no x87 excess precision)"
+#endif
 """
+#: numpy's maximum of two doubles, NaN from either side propagated; which of two equal ones (+0 and -0) it
+#: returns is its SIMD loops' choice, read off numpy at the first build (:func:`_larger_rule`).
+_LARGER = {"second": "static inline double larger(double a, double b) { return (a > b || a != a) ? a : b; }\n",
+           "first": "static inline double larger(double a, double b) { return (a >= b || a != a) ? a : b; }\n"}
 
 
 @dataclass(frozen=True)
@@ -120,7 +131,7 @@ def signature_of(program: Program, values, micro_batches, n: int, params_hand) -
             return None
         if isinstance(x, np.ndarray) and x.ndim:
             if (x.ndim != 1 or x.shape[0] != n or not (x.flags.c_contiguous and x.flags.aligned)
-                    or x.dtype.str not in ("<i8", "<f8")):
+                    or not (x.dtype == np.int64 or x.dtype == np.float64) or not x.dtype.isnative):
                 return None
             if name in _INTEGER and x.dtype != np.int64:
                 return None
@@ -166,22 +177,44 @@ def refuse(program: Program, signature: Signature, comm_sizes: tuple[float, ...]
         _BUILT[(id(program), signature, comm_sizes)] = (program, None)
 
 
+def _larger_rule() -> str | None:
+    """Which of two equal doubles (+0, -0) ``np.maximum`` returns, the same at every length and for a
+    scalar operand ("first" or "second"), or None where it varies: then no loop writes a maximum."""
+    seen = set()
+    for n in (1, 3, 8, 17, 1000):
+        a, b = np.zeros(n), np.full(n, -0.0)
+        for x, y, first in ((a, b, a), (b, a, b), (a, -0.0, a), (b, 0.0, b)):
+            signs = np.signbit(np.maximum(x, y))
+            first_sign = np.signbit(np.broadcast_to(first, signs.shape))
+            seen.add("first" if np.array_equal(signs, first_sign) else
+                     "second" if not np.any(signs == first_sign) else "mixed")
+    return seen.pop() if len(seen) == 1 and "mixed" not in seen else None
+
+
 def _build(program: Program, signature: Signature, comm_sizes: tuple[float, ...]) -> NativeKernel | None:
     graph = program.graph
     if graph is None:
         return None
     nodes, live, is_array = graph.nodes, graph.live, graph.is_array
+    sources = {source.name for source in signature.sources}
+    larger = None
     for i, key in enumerate(nodes):
         if live[i] and is_array[i] and key[0] == "pow":
             return None
         if live[i] and key[0] == "const" and not math.isfinite(key[1]):
             return None
+        if live[i] and is_array[i] and key[0] == "in" and key[1] not in sources and key[1] not in DERIVED:
+            return None  # a column the signature does not read (Psi given as an array beside a hand count)
+        if live[i] and is_array[i] and key[0] == "max" and larger is None:
+            larger = _larger_rule()
+            if larger is None:
+                return None
     if any(nodes[i][0] == "in" and is_array[i] for i in graph.roots):
         return None
     # Scalars an array operation reads: computed in Python (the prelude), passed in as doubles.
     boundary = sorted({a for i, key in enumerate(nodes) if live[i] and is_array[i] and key[0] not in ("in", "const")
                        for a in key[1:] if not is_array[a] and nodes[a][0] not in ("const",)})
-    c_source = _c_text(graph, signature, boundary)
+    c_source = _c_text(graph, signature, boundary, larger or "second")
     function = _compile(c_source)
     if function is None:
         return None
@@ -189,10 +222,10 @@ def _build(program: Program, signature: Signature, comm_sizes: tuple[float, ...]
                         tuple(is_array[i] for i in graph.roots), comm_sizes)
 
 
-def _c_text(graph, signature: Signature, boundary: list[int]) -> str:
+def _c_text(graph, signature: Signature, boundary: list[int], larger: str = "second") -> str:
     nodes, live, is_array = graph.nodes, graph.live, graph.is_array
     position = {i: k for k, i in enumerate(boundary)}
-    lines = [_HEADER, "int sweep_kernel(int64_t n, const void *const *col, const int64_t *whole, "
+    lines = [_HEADER, _LARGER[larger], "int sweep_kernel(int64_t n, const void *const *col, const int64_t *whole, "
                       "const double *given, const double *scalar, const double *sizes, double *const *out) {\n"]
     for k, source in enumerate(signature.sources):
         ctype = "int64_t" if source.dtype == "int64" else "double"
@@ -255,8 +288,8 @@ def _c_text(graph, signature: Signature, boundary: list[int]) -> str:
             raise ValueError(f"no C text for {kind!r}")
         lines.append(f"        const double x{i} = {text};\n")
     for slot, i in enumerate(graph.roots):
-        if is_array[i]:
-            lines.append(f"        out[{slot}][i] = {ref(i)};\n")
+        if is_array[i]:  # a NaN's payload is the compiler's choice of operand, not numpy's: numpy's call then
+            lines.append(f"        if ({ref(i)} != {ref(i)}) return 1;\n        out[{slot}][i] = {ref(i)};\n")
     lines.append("    }\n    return 0;\n}\n")
     return "".join(lines)
 
@@ -333,10 +366,15 @@ def run(kernel: NativeKernel, values, micro_batches, n: int, outs: list, params_
     width = max(len(sources), 1)
     columns, whole, given = (ctypes.c_void_p * width)(), (ctypes.c_int64 * width)(), (ctypes.c_double * width)()
     env: dict = {}
+    read = []  # the columns the loop reads, held (and checked again) for the call
     for k, source in enumerate(sources):
         x = micro_batches if source.name == "_mb_raw" else values.get(source.name, 1.0)
         if source.array:
-            columns[k] = x.ctypes.data  # the caller holds the arrays for the call
+            if not (isinstance(x, np.ndarray) and x.dtype == np.dtype(source.dtype) and x.shape == (n,)
+                    and x.flags.c_contiguous and x.flags.aligned):
+                return None
+            read.append(x)
+            columns[k] = x.ctypes.data
         else:
             env[source.name] = np.asarray(x, dtype=np.float64)  # the scalar the numpy kernel reads
             given[k] = float(env[source.name])
@@ -351,7 +389,6 @@ def run(kernel: NativeKernel, values, micro_batches, n: int, outs: list, params_
     sizes = (ctypes.c_double * len(kernel.comm_sizes))(*kernel.comm_sizes)
     targets = (ctypes.c_void_p * max(len(kernel.roots), 1))()
     results: list = []
-    read = [micro_batches if source.name == "_mb_raw" else values[source.name] for source in sources if source.array]
     for slot, (i, array) in enumerate(zip(kernel.roots, kernel.shapes)):
         if not array:
             results.append(scalars[i])

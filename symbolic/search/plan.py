@@ -824,8 +824,9 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
         looped = _loop_outputs(kernel, values, micro_batches, n, names, [whole.get(name) for name in names],
                                params_hand, papers_only, loop)
         if looped is not None:  # the whole call in one compiled loop (search.native): the same doubles
-            whole = _into_whole(whole, looped, n, 0, n)
-            return {name: whole[name] for name in looped}
+            # an array output is already in the caller's table (or its own array); a scalar one broadcast
+            return {name: whole[name] if name in whole else x if np.ndim(x) else np.full(n, x, dtype=np.float64)
+                    for name, x in (_into_whole(dict(whole), looped, n, 0, n) if whole else looped).items()}
         columns = [(k, np.asarray(x), np.ndim(x) == 1) for k, x in values.items()]  # as part() gives them
         mb_array, micro_batches = np.ndim(micro_batches) == 1, np.asarray(micro_batches)
         for lo in range(0, n, step):
@@ -1057,6 +1058,7 @@ def _loop_outputs(kernel, values: Mapping[str, object], micro_batches, n: int, n
     there is none (no compiler, not compiled and ``build`` False, a call outside the loop's cases)."""
     from . import native
 
+    values = dict(values)  # one object per letter: the arrays checked are the arrays the loop reads
     signature = native.signature_of(kernel, values, micro_batches, n, params_hand)
     compiled = None if signature is None else native.native_kernel(kernel, signature, _COMM_SIZES, build)
     if compiled is not None and not compiled.checked:
@@ -1072,11 +1074,11 @@ def _loop_outputs(kernel, values: Mapping[str, object], micro_batches, n: int, n
         if params_hand is not None:
             env["Psi"] = float(params_hand)
         expected = kernel(env, [None] * len(names), sample)
-        compiled.checked = True
         if not all(np.array_equal(np.asarray(a, dtype=np.float64).view(np.uint64),
                                   np.asarray(b, dtype=np.float64).view(np.uint64)) for a, b in zip(looped, expected)):
             native.refuse(kernel, signature, _COMM_SIZES)
             return None
+        compiled.checked = True
     results = None if compiled is None else native.run(compiled, values, micro_batches, n, outs, params_hand)
     return None if results is None else _as_expression_form(dict(zip(names, results)), n, papers_only)
 
