@@ -6,7 +6,7 @@ Why a loop: numpy evaluates a formula one operation at a time, each a pass over 
 sweep of int64 columns first converts each column it reads, and on a core that streams memory slowly
 that pass is most of the cost: on this project's Intel Xeon VM, converting the papers' ten columns
 took ~48 ms of ~100 ms for 4 × 10⁶ configurations, their ~25 operations most of the rest. One loop
-reads each input once and keeps every intermediate in a register: the same 4 × 10⁶ in ~21 ms
+reads each input once and keeps every intermediate in a register: the same 4 × 10⁶ in ~27 ms
 (``benchmarks/sweep_throughput.py`` prints both kernels' figures).
 
 The same doubles, bit for bit (``tests/test_sweep_native.py`` holds them equal with the numpy kernel's):
@@ -47,6 +47,7 @@ import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -177,6 +178,7 @@ def refuse(program: Program, signature: Signature, comm_sizes: tuple[float, ...]
         _BUILT[(id(program), signature, comm_sizes)] = (program, None)
 
 
+@lru_cache(maxsize=1)
 def _larger_rule() -> str | None:
     """Which of two equal doubles (+0, -0) ``np.maximum`` returns, the same at every length and for a
     scalar operand ("first" or "second"), or None where it varies: then no loop writes a maximum."""
