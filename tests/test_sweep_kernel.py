@@ -100,3 +100,15 @@ def test_a_call_below_the_threshold_compiles_no_kernel_and_one_above_does():
     again = P.sweep(group, cut, big_mb[:3000])  # compiled now: used at any size
     for name in whole:
         assert np.array_equal(_bits(again[name]), _bits(whole[name][:3000])), name
+
+
+def test_the_largest_keeps_its_operands_order():
+    """Of +0 and -0, numpy's maximum returns one by position: Max(a, b) and Max(b, a) are two operations,
+    each numpy's maximum of its operands in the text's order."""
+    a = np.array([0.0, -0.0, 0.0, -0.0] * 4)
+    b = np.array([-0.0, 0.0, 0.0, -0.0] * 4)
+    k = program((), ("Max(a, b)", "Max(b, a)", "Max(a, a)"), frozenset({"a", "b"}))
+    first, second, same = k({"a": a, "b": b}, [None] * 3, 16)
+    assert np.array_equal(np.signbit(first), np.signbit(np.maximum(a, b)))
+    assert np.array_equal(np.signbit(second), np.signbit(np.maximum(b, a)))
+    assert np.array_equal(_bits(same), _bits(a))

@@ -15,8 +15,8 @@ same operands in the same order (left-associative as the text reads; + and × of
 commutative exactly, so ``a·b`` and ``b·a`` are one operation); ``x**2`` is ``np.square``, as numpy's
 ``**`` computes it, any other power numpy's ``**`` itself; an operation of scalars only (a plan's
 model letters) is the same Python operation on the same objects. The largest of several values
-(``Max``, the verdict's candidate instants) is taken over the distinct ones (maximum is exact,
-associative and idempotent). ``tests/test_sweep_kernel.py`` holds the outputs equal to the
+(``Max``, the verdict's candidate instants) is numpy's maximum folded in the text's order (exact and
+idempotent, but of +0 and -0 it returns one by position, so its operands keep their order). ``tests/test_sweep_kernel.py`` holds the outputs equal to the
 expression form's with ``np.array_equal``.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ _SCALAR = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div":
 #: Python's scope for a program's text: the ufuncs it writes arrays with, the scalar operations.
 SCOPE = {"__builtins__": {}, "_square_scalar": _SCALAR["square"], "_pow": operator.pow,
          "_max_scalar": np.maximum, "_ceil_scalar": np.ceil, **{f"_{kind}": ufunc for kind, ufunc in _UFUNCS.items()}}
-_COMMUTATIVE = {"add", "mul", "max"}
+_COMMUTATIVE = {"add", "mul"}  # not max: of +0 and -0 numpy's maximum returns one by position
 _KIND = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
 
 
@@ -81,8 +81,8 @@ class _Graph:
             return self.node(("square", args[0]))
         if kind in _COMMUTATIVE:
             args = tuple(sorted(args))
-            if kind == "max" and args[0] == args[1]:
-                return args[0]
+        if kind == "max" and args[0] == args[1]:
+            return args[0]
         return self.node((kind, *args))
 
     def maximum(self, *args: int) -> int:
