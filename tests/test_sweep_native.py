@@ -322,3 +322,27 @@ def test_a_fast_math_compiler_or_a_column_the_loop_does_not_read_is_refused(monk
     psi = dict(values, Psi=np.full(200, 5.0))
     with_hand = P._sweep_block(group, psi, micro_batches, 7e9, build=True, loop=True)
     _assert_same(with_hand, _numpy_kernel(group, psi, micro_batches, 7e9), "Psi column")
+
+
+def test_a_whole_call_with_the_models_letters_scalar(monkeypatch):
+    """A call of several blocks whose parameter count is one scalar (the model's letters given once): the
+    loop's arrays and the scalar broadcast, as the numpy kernel's blocks give them."""
+    rng = np.random.default_rng(16)
+    n = 2 * P.SWEEP_BLOCK + 5
+    values = {"h": 12288, "a": 96, "L": 96, "V": 51200, "s": 2048, "b": rng.choice([1, 2, 4], n),
+              "t": rng.choice([1, 2, 8], n), "p": rng.choice([1, 4, 8], n), "d": rng.choice([1, 8, 32], n),
+              "v": 1, "f": 0}
+    micro_batches = values["d"] * 64
+    group = Group(sp=True, recompute="selective", zero=1, schedule="1f1b")
+    looped = sweep(group, values, micro_batches, kernel=True)
+    assert any(built is not None for _, built in native._BUILT.values())
+    saved = dict(native._BUILT)
+    native._BUILT.clear()
+    monkeypatch.setenv("SYMBOLIC_NATIVE", "0")
+    try:
+        expected = sweep(group, values, micro_batches, kernel=True)
+    finally:
+        native._BUILT.clear()
+        native._BUILT.update(saved)
+    _assert_same(looped, expected, "scalar model")
+    assert looped["params"].shape == (n,) and len(set(looped["params"].tolist())) == 1

@@ -824,9 +824,10 @@ def sweep(group: Group, values: Mapping[str, object], micro_batches, params_hand
         looped = _loop_outputs(kernel, values, micro_batches, n, names, [whole.get(name) for name in names],
                                params_hand, papers_only, loop)
         if looped is not None:  # the whole call in one compiled loop (search.native): the same doubles
-            # an array output is already in the caller's table (or its own array); a scalar one broadcast
-            return {name: whole[name] if name in whole else x if np.ndim(x) else np.full(n, x, dtype=np.float64)
-                    for name, x in (_into_whole(dict(whole), looped, n, 0, n) if whole else looped).items()}
+            if whole:  # the caller's table: the loop wrote its arrays there; a scalar output broadcast into it
+                whole = _into_whole(whole, looped, n, 0, n)
+                return {name: whole[name] for name in looped}
+            return {name: x if np.ndim(x) else np.full(n, x, dtype=np.float64) for name, x in looped.items()}
         columns = [(k, np.asarray(x), np.ndim(x) == 1) for k, x in values.items()]  # as part() gives them
         mb_array, micro_batches = np.ndim(micro_batches) == 1, np.asarray(micro_batches)
         for lo in range(0, n, step):
