@@ -150,7 +150,7 @@ def test_without_a_compiler_or_when_turned_off_there_is_no_loop(monkeypatch):
     values, micro_batches = _values(rng, 300)
     group = Group(recompute="selective", zero=3, schedule="1f1b")
     expected = _numpy_kernel(group, values, micro_batches)
-    for variable, value in (("CC", "/nonexistent/cc"), ("SYMBOLIC_NATIVE", "0")):
+    for variable, value in (("CC", "/nonexistent/cc"), ("CC", '"cc'), ("SYMBOLIC_NATIVE", "0")):
         monkeypatch.setenv(variable, value)
         saved = dict(native._BUILT)
         native._BUILT.clear()

@@ -111,7 +111,10 @@ def enabled() -> bool:
 
 def compiler() -> list[str] | None:
     """The C compiler's command (``CC``, else ``cc``), or None where there is none."""
-    words = shlex.split(os.environ.get("CC", "")) or ["cc"]
+    try:
+        words = shlex.split(os.environ.get("CC", "")) or ["cc"]
+    except ValueError:  # an unbalanced quote: no compiler to be had from it
+        return None
     found = shutil.which(words[0])
     return [found, *words[1:]] if found else None
 
