@@ -1,5 +1,6 @@
-"""Printing an expression the way the papers write it: a leading monomial
-times a bracket of ratios, e.g. ``s*b*h*(10 + 24/t + 5*a*s/(h*t))``."""
+"""Forms of one expression, the same value written otherwise: the way the papers write it (a leading
+monomial times a bracket of ratios, e.g. ``s*b*h*(10 + 24/t + 5*a*s/(h*t))``, :func:`paper_form`), and
+with each sum's common factors pulled out for fewer operations (:func:`nested_form`, the plan's kernels)."""
 from __future__ import annotations
 
 from fractions import Fraction

@@ -16,8 +16,8 @@ commutative exactly, so ``a·b`` and ``b·a`` are one operation); ``x**2`` is ``
 ``**`` computes it, any other power numpy's ``**`` itself; an operation of scalars only (a plan's
 model letters) is the same Python operation on the same objects. The largest of several values
 (``Max``, the verdict's candidate instants) is numpy's maximum folded in the text's order (exact and
-idempotent, but of +0 and -0 it returns one by position, so its operands keep their order). ``tests/test_sweep_kernel.py`` holds the outputs equal to the
-expression form's with ``np.array_equal``.
+idempotent, but of +0 and -0 it returns one by position, so its operands keep their order).
+``tests/test_sweep_kernel.py`` holds the outputs equal to the expression form's with ``np.array_equal``.
 """
 from __future__ import annotations
 
