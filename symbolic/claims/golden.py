@@ -27,7 +27,8 @@ RESULTS = [
     ("activations/per_layer/tp_sp", "activations.per_layer", _TPSP),
     ("activations/per_layer/tp_selective", "activations.per_layer", dict(_TP, recompute="selective")),
     ("activations/per_layer/tp_sp_selective", "activations.per_layer", dict(_TPSP, recompute="selective")),
-    ("activations/per_layer/full", "activations.per_layer", dict(_TPSP, recompute="full")),
+    ("activations/per_layer/full", "activations.per_layer", dict(_TP, recompute="full")),  # Table 2: 2sbh
+    ("activations/per_layer/tp_sp_full", "activations.per_layer", dict(_TPSP, recompute="full")),  # 2sbh/t
     ("activations/stage/tp_sp_1f1b", "activations.stage", dict(_TPSP, pipeline=True)),
     ("activations/stage/tp_sp_interleaved", "activations.stage", dict(_TPSP, pipeline=True, interleaved=True)),
     ("activations/interleave_factor", "activations.interleave_factor", _TPSP),

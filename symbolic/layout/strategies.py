@@ -353,10 +353,19 @@ def mla_up_proj_recompute(inventory: Inventory, sequence_parallel: bool = False)
 def full_recompute(inventory: Inventory, dtype: str | None = None) -> Inventory:
     """Keep only each layer's input, 2sbh, and recompute the layer in backward.
 
-    Korthikanti Table 2 and §4.3: the kept input is *not* divided by t — that
-    would need an extra all-gather — so it is stored whole, whatever sharding
-    was applied before. Under context parallelism it *is* divided by c: a rank
-    only ever has its own s/c tokens (:func:`context_parallel` rewrote the
+    The kept input is the layer's input as it arrives on the rank, with the
+    split it already has. Without sequence parallelism every TP rank holds it
+    whole — Korthikanti Table 2's 2sbh: dividing it by t would need an extra
+    all-gather (Megatron's ``distribute_saved_activations``). With sequence
+    parallelism the residual stream between layers *is* sequence-sharded, so
+    the input arrives as s/t tokens and is kept so: 2sbh/t. Megatron-Core
+    (``transformer_config.py`` at NVIDIA/Megatron-LM d98e8a6) refuses
+    ``distribute_saved_activations`` with sequence parallelism for that
+    reason; torchtitan's blocks receive ``Shard(1)`` hidden states
+    (``models/common/decoder_sharding.py`` at pytorch/torchtitan b5bcd76c);
+    measured on one rank of PyTorch's ``SequenceParallel`` + checkpoint
+    (:mod:`symbolic.per_rank`). Under context parallelism it is divided by c: a
+    rank only ever has its own s/c tokens (:func:`context_parallel` rewrote the
     shape, which is kept). ``dtype``: the activation dtype the layer receives
     its input in — ``torch.utils.checkpoint`` keeps the input as it arrives,
     not what the layer's first op saves of it (HF's RMSNorm saves an fp32
@@ -365,8 +374,9 @@ def full_recompute(inventory: Inventory, dtype: str | None = None) -> Inventory:
     def keep_input(x: SavedTensor):
         if x.group is not Group.LAYER_INPUT:
             return None
-        kept = replace(x, split=Axis.NONE, split_dim=None, sharded_by=Integer(1),
-                       note=x.note + "; full recompute stores it whole (Korthikanti Table 2)")
+        kept = replace(x, note=x.note + ("; full recompute keeps it sequence-sharded, as it arrives (SP)"
+                                         if x.sharded_by != 1 else
+                                         "; full recompute stores it whole (Korthikanti Table 2)"))
         if dtype is not None and kept.dtype != dtype:
             kept = replace(kept, dtype=dtype, note=kept.note + f"; checkpointing keeps the {dtype} input")
         return kept
