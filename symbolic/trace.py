@@ -30,6 +30,7 @@ torch 2.13.0 not the CPU flash-attention kernel: pytorch/pytorch#195460, see
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import weakref
@@ -109,6 +110,14 @@ def _module_names(module) -> dict[int, str]:
 
 
 def _storage(tensor):
+    # A wrapper subclass — a DTensor (torch.distributed.tensor), whose inner tensor is this rank's
+    # shard; a functional collective's AsyncCollectiveTensor — has no storage of its own: what the
+    # rank holds is its inner tensor's.
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    while is_traceable_wrapper_subclass(tensor):
+        inner, _ = tensor.__tensor_flatten__()
+        tensor = getattr(tensor, inner[0])
     storage = tensor.untyped_storage()
     return storage.data_ptr(), storage.nbytes()
 
@@ -135,13 +144,16 @@ def _flop_table(counter) -> dict[tuple[str, str], int]:
 
 
 def trace_module(module, args: Sequence = (), kwargs: Mapping | None = None, *,
-                 custom_flops: Mapping | None = None, output: Callable | None = None) -> Trace:
+                 custom_flops: Mapping | None = None, output: Callable | None = None,
+                 count_flops: bool = True) -> Trace:
     """Run ``module(*args, **kwargs)`` in training mode, then backward.
 
     ``custom_flops``: extra ``{aten op: formula}`` for FlopCounterMode (e.g.
     :func:`cpu_sdpa_flops`). ``output``: picks the tensor to back-propagate
     from the module's output (default: the output, or its first element).
-    The gradient fed to backward is all ones.
+    The gradient fed to backward is all ones. ``count_flops=False``: no
+    FlopCounterMode (its flop tables are empty), for code whose dispatch it
+    does not pass through (DTensor's ``loss_parallel`` backward).
     """
     torch = _torch()
     from torch.overrides import TorchFunctionMode
@@ -218,7 +230,12 @@ def trace_module(module, args: Sequence = (), kwargs: Mapping | None = None, *,
     if thaw:
         gc.freeze()
     try:
-        with FlopCounterMode(display=False, custom_mapping=dict(custom_flops or {})) as fwd:
+        def counter():
+            if count_flops:
+                return FlopCounterMode(display=False, custom_mapping=dict(custom_flops or {}))
+            return contextlib.nullcontext(None)
+
+        with counter() as fwd:
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x), _Ops():
                 out = module(*args, **kwargs)
         gc.collect()  # what only a dead branch of the graph referenced is gone now
@@ -228,14 +245,15 @@ def trace_module(module, args: Sequence = (), kwargs: Mapping | None = None, *,
         kept_shared = {ptr: record for ptr, record in shared.items() if alive(ptr)}
         loss_of = output or (lambda o: o[0] if isinstance(o, (tuple, list)) else o)
         result = loss_of(out)
-        with FlopCounterMode(display=False, custom_mapping=dict(custom_flops or {})) as bwd:
+        with counter() as bwd:
             result.backward(torch.ones_like(result))
     finally:
         if thaw:
             gc.unfreeze()  # (again where the forward raised; a no-op once thawed)
         for handle in handles:
             handle.remove()
-    return Trace(tuple(kept.values()), tuple(kept_shared.values()), _flop_table(fwd), _flop_table(bwd))
+    return Trace(tuple(kept.values()), tuple(kept_shared.values()), _flop_table(fwd) if fwd else {},
+                 _flop_table(bwd) if bwd else {})
 
 
 def _sdpa_cpu_forward(query, key, value, *args, out_shape=None, **kwargs) -> int:
