@@ -269,7 +269,10 @@ def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnor
     ``torch.split`` into views of one storage, each normed, then ``torch.cat``)."""
     if kind == "none":
         return NOTHING
-    if kind in ("head_layernorm", "head_layernorm_each"):
+    if kind in ("head", "head_layernorm", "head_layernorm_each"):
+        return _heads_split(qk_norm(f"_{kind}", width, kv_heads, norm_kind, conv))
+    if kind in ("_head_layernorm", "_head_layernorm_each"):
+        kind = kind[1:]
         out = NOTHING
         for prefix, heads in (("attention/query_norm", a), ("attention/key_norm", kv_heads)):
             part = norm(prefix, "layernorm", width, conv, rows=heads, source=HF)
@@ -280,13 +283,26 @@ def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnor
         return out
     if kind == "l2":  # Llama4TextL2Norm: x.float()·rsqrt(mean(x²) + eps), cast back; no weight
         return l2_qk_norm(width, kv_heads)
-    if kind == "head":
+    if kind == "_head":
         return (norm("attention/query_norm", norm_kind, width, rows=a)
                 + norm("attention/key_norm", norm_kind, width, rows=kv_heads))
     if kind == "full":
         return (norm("attention/query_norm", norm_kind, a * width)
                 + norm("attention/key_norm", norm_kind, kv_heads * width))
     raise ValueError(f"qk_norm must be none, head, full, l2, head_layernorm or head_layernorm_each, not {kind!r}")
+
+
+def _heads_split(part: Part) -> Part:
+    """A per-head norm's per-token tensors on the tensor-parallel axis: it runs on each head's own
+    width after the column-parallel Q and K projections, so a TP rank normalises its a/t (g/t) heads —
+    the last entry of each (s, b, heads·width) or (s, b, heads) tensor is split t ways, and the
+    sequence stays whole under SP (the projections' output is full-sequence). Measured on one rank
+    of ``ColwiseParallel`` Q/K with Qwen3's per-head RMSNorm (:mod:`symbolic.per_rank`)."""
+    def split(x: SavedTensor) -> SavedTensor:
+        if x.split is not Axis.SEQUENCE:
+            return x
+        return replace(x, split=Axis.TENSOR, split_dim=len(x.shape) - 1)
+    return Part(part.params, tuple(split(x) for x in part.saved), part.matmuls)
 
 
 def l2_qk_norm(width: Expr, kv_heads: Expr = g, share: Expr = Integer(1)) -> Part:
