@@ -56,9 +56,12 @@ def _activations_output_side(norm="layernorm", select=None, **strategy) -> Expr:
     """Bytes the output side keeps for one micro-batch — the final norm, the logits' input,
     the fp32 log-softmax, the targets (:func:`symbolic.models.architectures.output.saved_tensors`)
     — under the strategy's dtype and TP/SP sharding (no recompute applies to it), as the bill's
-    ``output_side`` lines (optionally only the terms matching ``select``)."""
+    ``output_side`` lines (optionally only the terms matching ``select``); ``loss``: the loss kernel
+    (eager: transformers' on the whole vocabulary; vocab-parallel: Megatron's on a vocabulary shard)."""
     from ..models.architectures import output
-    return activations.total_bytes(select_terms(_strategy(strategy).shard(output.saved_tensors(norm=norm)), select))
+    loss = strategy.get("loss", "eager")
+    return activations.total_bytes(select_terms(_strategy(strategy).shard(output.saved_tensors(norm=norm, loss=loss)),
+                                                select))
 
 
 @quantity("activations.interleave_factor", "1")

@@ -62,7 +62,12 @@ def _saved(name, shape, dtype, split, split_dim, source, note) -> SavedTensor:
 
 
 def loss_saved(loss: str = "eager", loss_dtype: str = "fp32") -> tuple[SavedTensor, ...]:
-    """What the loss kernel keeps for backward, unsharded (the vocabulary splits by t: Axis.TENSOR).
+    """What the loss kernel keeps for backward, unsharded (the vocabulary splits by t: Axis.TENSOR,
+    where the kernel runs on vocabulary-sharded logits — vocab-parallel, fused; the eager loss runs on
+    the whole vocabulary: transformers' tensor-parallel plan gathers the output layer's logits,
+    ``_tp_plan = {"lm_head": "colwise_gather_output"}`` in models/llama/modeling_llama.py at 5.24.0,
+    as PyTorch's ``ColwiseParallel(output_layouts=Replicate())`` does — measured on one rank of it,
+    :mod:`symbolic.per_rank`; chunked and liger are refused under TP).
 
     eager: ``F.cross_entropy(logits.float())`` keeps the fp32 log-softmax (s·b·V), nll_loss's int64
     targets and its total weight. vocab-parallel (``VocabParallelCrossEntropy.forward``:
@@ -80,7 +85,7 @@ def loss_saved(loss: str = "eager", loss_dtype: str = "fp32") -> tuple[SavedTens
     _check_loss(loss)
     if loss in ("eager", "chunked"):
         source = HF_LOSS if loss == "eager" else TORCHTUNE_CE
-        return (_saved("output/log_softmax", (s, b, V), loss_dtype, Axis.TENSOR, 2, source,
+        return (_saved("output/log_softmax", (s, b, V), loss_dtype, Axis.NONE, None, source,
                        f"log-softmax of the logits, {loss_dtype}: s·b·V values"
                        + (" (every chunk's, kept until its backward)" if loss == "chunked" else "")),
                 _saved("output/targets", (s, b), "int64", Axis.NONE, None, source,
@@ -125,9 +130,9 @@ def loss_work(loss: str = "eager") -> tuple[SavedTensor, ...]:
     """
     _check_loss(loss)
     work = {
-        "eager": (("loss/logits", (s, b, V), "bf16", Axis.TENSOR, 2, HF_LOSS,
-                   "output layer result, vocabulary split by t"),
-                  ("loss/grad_logits_fp32", (s, b, V), "fp32", Axis.TENSOR, 2, HF_LOSS,
+        "eager": (("loss/logits", (s, b, V), "bf16", Axis.NONE, None, HF_LOSS,
+                   "output layer result, the whole vocabulary (gathered under TP)"),
+                  ("loss/grad_logits_fp32", (s, b, V), "fp32", Axis.NONE, None, HF_LOSS,
                    "d(loss)/d(logits), fp32")),
         "vocab-parallel": (("loss/logits", (s, b, V), "bf16", Axis.TENSOR, 2, MEGATRON_CE,
                             "the logits (forward), then their bf16 gradient (backward)"),
