@@ -315,7 +315,8 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
          base_dtype: str = "bf16", double_quant: bool = True, offload: str = "none",
          optimizer_impl: str = "foreach", flash_attention: bool = False, activation_offload: bool = False,
          cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False,
-         gpu: str | None = None, loss: str | None = None, framework: str | None = None) -> Bill:
+         gpu: str | None = None, loss: str | None = None, framework: str | None = None,
+         sp_inputs: str = "sharded") -> Bill:
     """``symbolic bill``: the four ledgers of ``model`` (a built-in name, an HF
     ``config.json`` path or a ModelConfig) under a layout, against ``gpu_memory``
     (``"80GB"``, ``"80GiB"`` or bytes), and the step time on ``hardware`` (a GPU
@@ -334,7 +335,7 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      double_quant=double_quant, offload=offload, optimizer_impl=optimizer_impl,
                      flash_attention=flash_attention, activation_offload=activation_offload,
                      moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity,
-                     loss=loss or default_loss(config))
+                     loss=loss or default_loss(config), sp_inputs=sp_inputs)
     filled, layout, hidden = _preset(framework, layout, overlap)
     layout = _engine_errors(lambda: layout.validate(config))
     choice = _gpu_choice(gpu, gpu_memory, hardware)

@@ -243,6 +243,8 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
         key["moe_dispatcher"] = layout.moe_dispatcher
     if layout.moe_pad_to_capacity:
         key["moe_pad_to_capacity"] = True
+    if layout.sp_inputs != "sharded":
+        key["sp_inputs"] = layout.sp_inputs
     mix_key = _stage_mix_key(model, layout)
     if mix_key:
         key.update(mix_key)

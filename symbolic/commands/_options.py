@@ -108,6 +108,7 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
     add_stage_layer_options(group)
     add_fp8_activations_option(group)
     add(group, "sp")
+    add(group, "sp_inputs")
     add_recompute_option(group)
     add_zero_option(group)
     add_optimizer_option(group)
@@ -191,6 +192,7 @@ def _layout_from_args(args, model: ModelConfig | None) -> Layout:
                   fp8_activations=given("fp8_activations"), first_stage_layers=given("first_stage_layers"),
                   last_stage_layers=given("last_stage_layers"), moe_dispatcher=given("moe_dispatcher"),
                   moe_pad_to_capacity=given("moe_pad_to_capacity"), pipeline_layout=given("pipeline_layout"),
+                  sp_inputs=given("sp_inputs"),
                   loss=loss_from_args(args, model))
 
 

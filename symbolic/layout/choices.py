@@ -15,6 +15,9 @@ RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj")
 #: hold the inventories to); ``alltoall`` — Megatron-Core's MoEAlltoAllTokenDispatcher with its
 #: unfused permute/unpermute and TEGroupedMLP multiplying the probabilities after the activation.
 MOE_DISPATCHERS = ("hf", "alltoall")
+#: what a sequence-parallel linear layer keeps of its input: Megatron-Core's sequence shard (re-gathered in
+#: backward) or PyTorch DTensor's all-gathered input (torchtitan, transformers' tp_plan)
+SP_INPUTS = ("sharded", "gathered")
 BASE_DTYPES = ("bf16", "int8", "nf4")  #: storage of frozen base weights under LoRA (QLoRA: nf4)
 LORA_TARGETS = ("all-linear", "attention")  #: the weights LoRA adapts (QLoRA: every linear layer)
 OFFLOAD = ("none", "optimizer", "params")  #: what lives in CPU memory (ZeRO-Offload; FSDP CPU offload)

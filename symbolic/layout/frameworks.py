@@ -26,6 +26,11 @@ LLM_FOUNDRY = "mosaicml/llm-foundry @8c8dd48f"
 TORCH = "PyTorch 2.13 / transformers 5.24 (as installed)"
 #: The Layout's loss-kernel names (helper `fits`' field) and the main-gradient precisions.
 LOSS_KERNELS = ("eager", "vocab-parallel", "fused", "chunked", "liger")
+#: What a sequence-parallel linear layer keeps of its input, by framework (``Layout.sp_inputs``).
+SP_SHARDED = (f"{MEGATRON} megatron/core/tensor_parallel/layers.py: LinearWithGradAccumulationAndAsyncCommunication "
+              "saves the sequence shard (ctx.save_for_backward(input, weight)) and all-gathers it again in backward")
+SP_GATHERED = (f"{TORCH} torch/distributed/tensor/parallel/style.py: ColwiseParallel's linear keeps the Replicate "
+               "(all-gathered) input its PrepareModuleInput made: measured on one rank (symbolic.per_rank)")
 MAIN_GRADS = ("fp32", "bf16")
 
 
@@ -44,6 +49,8 @@ class Framework:
     main_grads: str                #: one of :data:`MAIN_GRADS`
     published: tuple               #: the framework names of the published runs it stands for (error bands)
     sources: dict
+    #: what a sequence-parallel linear layer keeps of its input (``choices.SP_INPUTS``; shown where sourced)
+    sp_inputs: str = "sharded"
 
     def overlap_fields(self) -> tuple[bool, bool, bool, int]:
         """``ledgers.time.Overlap``'s fields: (grad reduce, param gather, TP comm, bucket elements)."""
@@ -65,7 +72,7 @@ class Framework:
         """(setting, value, source) for the TIME section."""
         out = []
         for item in fields(self):
-            if item.name in ("name", "published", "sources"):
+            if item.name in ("name", "published", "sources") or item.name not in self.sources:
                 continue
             value = getattr(self, item.name)
             text = ("on" if value else "off") if isinstance(value, bool) else (
@@ -89,7 +96,8 @@ FRAMEWORKS: dict[str, Framework] = {
                             "max(40000000, 1000000 * dp) (the 40 M floor)",
          "loss": f"{MEGATRON} megatron/core/model_parallel_config.py: cross_entropy_loss_fusion: bool = False "
                  "(tensor_parallel.vocab_parallel_cross_entropy)",
-         "main_grads": f"{MEGATRON} megatron/training/arguments.py: bf16 sets accumulate_allreduce_grads_in_fp32 = True"}),
+         "main_grads": f"{MEGATRON} megatron/training/arguments.py: bf16 sets accumulate_allreduce_grads_in_fp32 = True",
+         "sp_inputs": SP_SHARDED}),
     "nemo": Framework(
         "nemo", "fused", False, True, True, 1, 40_000_000, "fused", "fp32",
         ("NeMo", "Megatron-Bridge"),
@@ -101,7 +109,8 @@ FRAMEWORKS: dict[str, Framework] = {
          "zero": f"{NEMO} nemo/collections/llm/recipes/optim/adam.py: use_distributed_optimizer=True (ZeRO-1)",
          "bucket_elements": f"Megatron-Core's default ({MEGATRON} distributed_data_parallel.py: max(40000000, 1000000 * dp))",
          "loss": f"{NEMO} nemo/collections/llm/gpt/model/base.py: cross_entropy_loss_fusion: bool = True",
-         "main_grads": f"{NEMO} nemo/collections/llm/recipes/llama3_8b.py: grad_reduce_in_fp32=True"}),
+         "main_grads": f"{NEMO} nemo/collections/llm/recipes/llama3_8b.py: grad_reduce_in_fp32=True",
+         "sp_inputs": f"{NEMO} runs Megatron-Core's linear layers: {SP_SHARDED}"}),
     "torchtitan": Framework(
         "torchtitan", "fused", False, True, True, 3, 40_000_000, "eager", "fp32",
         ("torchtitan",),
@@ -118,7 +127,10 @@ FRAMEWORKS: dict[str, Framework] = {
                             "Megatron's 40 M elements assumed for the last exposed bucket (a named approximation)",
          "loss": f"{TORCHTITAN} torchtitan/components/loss.py: cross_entropy_loss: torch.nn.functional.cross_entropy("
                  "pred.float(), ...) (eager, fp32 logits)",
-         "main_grads": f"{TORCHTITAN} torchtitan/config/configs.py: mixed_precision_reduce = 'float32'"}),
+         "main_grads": f"{TORCHTITAN} torchtitan/config/configs.py: mixed_precision_reduce = 'float32'",
+         "sp_inputs": f"{TORCHTITAN} torchtitan/models/common/decoder_sharding.py: the attention and FFN inputs "
+                      f"redistributed from the sequence shard to Replicate before the colwise linears: {SP_GATHERED}"},
+        "gathered"),
     "fsdp": Framework(
         "fsdp", "fused", False, True, True, 3, 40_000_000, "eager", "bf16",
         ("llm-foundry (FSDP)",),
@@ -131,7 +143,10 @@ FRAMEWORKS: dict[str, Framework] = {
          "bucket_elements": "FSDP reduces per wrapped unit: Megatron's 40 M elements assumed (a named approximation)",
          "loss": f"{TORCH} transformers/loss/loss_utils.py: logits = logits.float(), then nn.functional.cross_entropy "
                  "(eager)",
-         "main_grads": f"{TORCH} FSDP MixedPrecision reduces in the parameters' dtype unless reduce_dtype is set"}),
+         "main_grads": f"{TORCH} FSDP MixedPrecision reduces in the parameters' dtype unless reduce_dtype is set",
+         "sp_inputs": f"{TORCH} tensor parallelism through torch.distributed.tensor.parallel (transformers' "
+                      f"tp_plan): {SP_GATHERED}"},
+        "gathered"),
     "deepspeed": Framework(
         "deepspeed", "fused", False, False, False, 0, 500_000_000, "eager", "fp32",
         ("DeepSpeed ZeRO-3",),
@@ -163,7 +178,7 @@ FRAMEWORKS: dict[str, Framework] = {
 
 #: The fields a preset may fill, in the order the layout line names them: the Layout's and the
 #: step-time model's ``overlap`` (``PresetChoice.fields``).
-PRESET_FIELDS = ("flash_attention", "zero", "loss", "optimizer", "overlap")
+PRESET_FIELDS = ("flash_attention", "zero", "loss", "optimizer", "sp_inputs", "overlap")
 
 
 @dataclass(frozen=True)
@@ -190,6 +205,7 @@ def filled_words(name: str, filled: dict) -> str:
     preset filled, as the layout line names them (``filled``: field -> value, :attr:`PresetChoice.fields`)."""
     shown = {"flash_attention": lambda v: "fused attention" if v else "unfused attention",
              "zero": lambda v: f"ZeRO-{v}", "loss": lambda v: f"{v} loss", "optimizer": str,
+             "sp_inputs": lambda v: f"SP linear inputs {v}",
              "overlap": lambda v: f"{v} overlap"}
     return f"from --framework {name}: " + ", ".join(shown[field](value) for field, value in filled.items())
 
@@ -207,6 +223,8 @@ def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: b
     - optimizer: fp32 main gradients (``bf16-adam-fp32-grads``) under bf16 activations, where the
       framework accumulates and reduces them in fp32 (Megatron sets accumulate_allreduce_grads_in_fp32
       under --bf16 only: fp16 keeps the recipe given);
+    - sp_inputs: under sequence parallelism, what the framework's linear layers keep of their input
+      (Megatron-Core the shard, DTensor frameworks the all-gathered input);
     - overlap (``overlap=True``: a command with a step time): the preset's communication overlap.
     """
     from dataclasses import replace
@@ -226,6 +244,8 @@ def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: b
     if preset.main_grads == "fp32" and layout.dtype == "bf16" and layout.optimizer == "bf16-adam" \
             and "optimizer" not in typed:
         changes["optimizer"] = "bf16-adam-fp32-grads"
+    if layout.sp and "sp_inputs" not in typed and preset.sp_inputs != layout.sp_inputs:
+        changes["sp_inputs"] = preset.sp_inputs
     filled = tuple(changes.items()) + ((("overlap", preset.overlap_words()),) if overlap and "overlap" not in typed
                                        else ())
     return PresetChoice(preset.name, replace(layout, **changes) if changes else layout, filled)

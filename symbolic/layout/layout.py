@@ -20,6 +20,7 @@ from .choices import (
     MOE_DISPATCHERS,
     OFFLOAD,
     OPTIMIZER_IMPLS,
+    SP_INPUTS,
     RECOMPUTE,
     RECOMPUTE_MODULES,
     ZERO_STAGES,
@@ -139,6 +140,9 @@ class Layout:
     #: the loss kernel (``symbolic.models.architectures.output.LOSS_KERNELS``): eager (transformers),
     #: vocab-parallel (Megatron-Core), fused (flash-attn / llm-foundry), chunked (torchtune), liger
     loss: str = "eager"
+    #: what a sequence-parallel linear layer keeps of its input (``choices.SP_INPUTS``): ``sharded``, Megatron-Core's
+    #: sequence shard re-gathered in backward; ``gathered``, PyTorch DTensor's all-gathered input (torchtitan)
+    sp_inputs: str = "sharded"
 
     @property
     def uneven_stages(self) -> bool:
@@ -176,7 +180,7 @@ class Layout:
                         in_flight=self.in_flight_expression(stage), stage=stage,
                         fp8_gemm_inputs=self.fp8_activations, uneven_stages=self.uneven_stages,
                         moe_dispatcher=self.moe_dispatcher, pad_to_capacity=self.moe_pad_to_capacity,
-                        loss=self.loss)
+                        sp_inputs=self.sp_inputs, loss=self.loss)
 
     def values(self, model: ModelConfig) -> dict[str, int]:
         """Dimension values, papers' letters, for the model under this layout."""
@@ -204,7 +208,7 @@ class Layout:
         """Levers the vectorised plan/solve expressions do not carry (the bill and the timeline do);
         the fused attention kernel they carry in the model's structure key (``bill.evaluate.layout_structure``)."""
         return (self.levers or self.activation_offload or self.moe_dispatcher != "hf"
-                or self.moe_pad_to_capacity)
+                or self.moe_pad_to_capacity or self.sp_inputs != "sharded")
 
     @property
     def gemm_dtype(self) -> str:
@@ -314,6 +318,8 @@ class Layout:
             positive_int("seq", self.seq)
         if self.recompute not in RECOMPUTE:
             raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
+        if self.sp_inputs not in SP_INPUTS:
+            raise ConfigError(f"sp-inputs must be one of {', '.join(SP_INPUTS)}, not {self.sp_inputs!r}")
         if self.recompute_modules or self.fused_swiglu:
             self._validate_modules(model)
         if self.moe_dispatcher != "hf" or self.moe_pad_to_capacity:

@@ -53,7 +53,7 @@ from ..core.inputs import clean
 from ..models.config import ConfigError, ModelConfig
 from ..models.losses import LOSS_KERNELS
 from .choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LAUNCH_KINDS, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD,
-                      OPTIMIZER_IMPLS, RECOMPUTE, ZERO_STAGES)
+                      OPTIMIZER_IMPLS, RECOMPUTE, SP_INPUTS, ZERO_STAGES)
 from .frameworks import FRAMEWORKS
 from .recipes import RECIPES
 
@@ -468,6 +468,9 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
     _int("last_stage_layers", "layers on the last pipeline stage (Megatron-Core's "
          "--decoder-last-pipeline-num-layers)", default=0, high=LIMITS["stage_layers"], metavar="N"),
     Option("sp", "flag", "sequence parallelism over the TP group", False),
+    Option("sp_inputs", "choice", "under --sp, what a linear layer keeps of its input: sharded (Megatron-Core: the "
+           "sequence shard, re-gathered in backward) or gathered (PyTorch DTensor, torchtitan: the all-gathered "
+           "input); default sharded, a --framework's own", "sharded", choices=SP_INPUTS),
     Option("recompute", "choice", "activation recompute", "none", choices=RECOMPUTE),
     Option("zero", "choice", "ZeRO stage over d", 0, choices=ZERO_STAGES),
     Option("optimizer", "choice", "model-state recipe (bytes per parameter)", "bf16-adam",

@@ -13,7 +13,7 @@ from sympy import Expr, Integer, sympify
 
 from ..core.dims import C_f, L, L_1, L_p, T_e, a, b, c, e, e_t, f_e, p, s, t, v
 from ..core.tensors import DTYPE_BYTES, Axis, Group, Inventory, SavedTensor
-from .choices import FLOAT_ACTIVATION_DTYPES, MOE_DISPATCHERS, RECOMPUTE, RECOMPUTE_MODULES
+from .choices import FLOAT_ACTIVATION_DTYPES, MOE_DISPATCHERS, RECOMPUTE, RECOMPUTE_MODULES, SP_INPUTS
 
 
 def tensor_parallel(inventory: Inventory, ways: Expr = t) -> Inventory:
@@ -25,14 +25,34 @@ def tensor_parallel(inventory: Inventory, ways: Expr = t) -> Inventory:
     return inventory.map(lambda x: x.shard(ways) if x.split is Axis.TENSOR else x, f"tensor_parallel({ways})")
 
 
-def sequence_parallel(inventory: Inventory, ways: Expr = t) -> Inventory:
+#: The terms of the sequence-parallel region proper — the norms, the layer's input and the output side's
+#: final norm — that DTensor's sequence parallelism keeps sharded; every other sequence-axis term is
+#: computed after the all-gather into the attention or the MLP (:func:`sequence_parallel`, ``gathered``).
+SP_REGION = ("attention/norm_", "attention/layernorm_", "mlp/norm_", "mlp/layernorm_", "output/final_norm_")
+
+
+def sequence_parallel(inventory: Inventory, ways: Expr = t, gathered: bool = False) -> Inventory:
     """Split the LayerNorm/dropout region along the sequence (Korthikanti §4.2.2).
 
-    Condition: runs on the tensor-parallel group, so ``ways`` is the TP size;
-    the linear layers' inputs are kept sequence-sharded and all-gathered again
-    in backward.
+    Condition: runs on the tensor-parallel group, so ``ways`` is the TP size.
+    ``gathered=False`` (Megatron-Core): the linear layers' inputs are kept
+    sequence-sharded and all-gathered again in backward
+    (``LinearWithGradAccumulationAndAsyncCommunication``: ``ctx.save_for_backward(input, weight)``
+    of the shard, the all-gather repeated in ``backward``; megatron/core/tensor_parallel/layers.py
+    at NVIDIA/Megatron-LM d98e8a6, lines 604 and 667-680). ``gathered=True`` (PyTorch DTensor:
+    ``PrepareModuleInput`` redistributes the block's input to ``Replicate`` and the colwise linear
+    keeps that all-gathered tensor — torchtitan's placements, transformers' tp_plan): only the
+    norms (:data:`SP_REGION`) and the layer input stay sharded; the attention's and the MLP's
+    sequence-axis terms and the output layer's input are whole on every rank. Measured on one rank
+    of PyTorch's ``SequenceParallel`` plan (:mod:`symbolic.per_rank`).
     """
-    return inventory.map(lambda x: x.shard(ways) if x.split is Axis.SEQUENCE else x, f"sequence_parallel({ways})")
+    def shard(x: SavedTensor) -> SavedTensor:
+        if x.split is not Axis.SEQUENCE:
+            return x
+        if gathered and x.group is not Group.LAYER_INPUT and not x.name.startswith(SP_REGION):
+            return x
+        return x.shard(ways)
+    return inventory.map(shard, f"sequence_parallel({ways}{', gathered' if gathered else ''})")
 
 
 def context_parallel(inventory: Inventory, ways: Expr = c) -> Inventory:
@@ -487,6 +507,8 @@ class Strategy:
     (Megatron-Core's dispatcher and grouped experts, :func:`megatron_alltoall_dispatch`).
     pad_to_capacity: Megatron-Core's ``moe_pad_expert_input_to_capacity``: every expert
     computes on C_f × the balanced share of rows (needs expert_capacity).
+    sp_inputs: what a sequence-parallel linear layer keeps of its input (``choices.SP_INPUTS``):
+    ``sharded`` (Megatron-Core) or ``gathered`` (PyTorch DTensor), :func:`sequence_parallel`.
     """
 
     tensor_parallel: bool = False
@@ -507,6 +529,7 @@ class Strategy:
     uneven_stages: bool = False
     moe_dispatcher: str = "hf"
     pad_to_capacity: bool = False
+    sp_inputs: str = "sharded"
     #: the loss kernel (``symbolic.models.architectures.output.LOSS_KERNELS``): its saved tensors
     #: (the output side) and its work tensors (the loss instant's transients)
     loss: str = "eager"
@@ -514,6 +537,8 @@ class Strategy:
     def __post_init__(self) -> None:
         if self.moe_dispatcher not in MOE_DISPATCHERS:
             raise ValueError(f"moe dispatcher must be one of {', '.join(MOE_DISPATCHERS)}, not {self.moe_dispatcher!r}")
+        if self.sp_inputs not in SP_INPUTS:
+            raise ValueError(f"sp inputs must be one of {', '.join(SP_INPUTS)}, not {self.sp_inputs!r}")
         unknown = set(self.recompute_modules) - set(RECOMPUTE_MODULES)
         if unknown:
             raise ValueError(f"recompute modules must be among {', '.join(RECOMPUTE_MODULES)}, not {sorted(unknown)}")
@@ -546,7 +571,7 @@ class Strategy:
         if self.tensor_parallel:
             inventory = tensor_parallel(inventory)
         if self.sequence_parallel:
-            inventory = sequence_parallel(inventory)
+            inventory = sequence_parallel(inventory, gathered=self.sp_inputs == "gathered")
         return inventory
 
     def dispatch(self, inventory: Inventory) -> Inventory:
@@ -611,7 +636,8 @@ class Strategy:
     def describe(self) -> str:
         parts = []
         if self.tensor_parallel:
-            parts.append("TP" + ("+SP" if self.sequence_parallel else ""))
+            parts.append("TP" + ("+SP" + (" (linear inputs all-gathered, DTensor)" if self.sp_inputs == "gathered"
+                                          else "") if self.sequence_parallel else ""))
         if self.context_parallel:
             parts.append("context parallel (s/c per rank)")
         if self.expert_parallel or self.expert_tensor_parallel:
