@@ -44,7 +44,10 @@ class Combination:
     ``none`` or ``full`` (every decoder layer checkpointed). loss: ``eager`` (HF's loss inside the
     model, on replicated logits) or ``vocab-parallel`` (the output layer's logits left vocabulary-
     sharded and ``loss_parallel``'s cross entropy). lora: the LoRA rank (0: off; PEFT's ``LoraConfig``
-    on :data:`LORA_TARGETS`). rank: which rank of the world this process is.
+    with ``target_modules="all-linear"``: every linear layer but the output layer, the bill's
+    ``all-linear``). lora_dtype: the adapters' dtype, ``fp32`` (PEFT's default ``autocast_adapter_dtype=True``
+    beside the bf16 base; the bill's ``fp32-adam`` recipe) or ``bf16`` (``autocast_adapter_dtype=False``:
+    the base's dtype; the bill's ``bf16-adam``). rank: which rank of the world this process is.
     """
 
     family: str
@@ -54,6 +57,7 @@ class Combination:
     recompute: str = "none"
     loss: str = "eager"
     lora: int = 0
+    lora_dtype: str = "fp32"
     rank: int = 0
 
     def words(self) -> str:
@@ -63,7 +67,7 @@ class Combination:
         if self.loss != "eager":
             parts.append(f"{self.loss} loss")
         if self.lora:
-            parts.append(f"LoRA r={self.lora}")
+            parts.append(f"LoRA r={self.lora} ({self.lora_dtype} adapters)")
         return " ".join(parts)
 
 
@@ -102,3 +106,286 @@ def fake_world(size: int, rank: int = 0):
         yield init_device_mesh("cpu", (size,))
     finally:
         dist.destroy_process_group()
+
+
+#: The tiny models of the grid, at dimensions no other test uses (every head count, KV head count and
+#: vocabulary divisible by 4, so each TP rank holds an equal shard), two sets per family: a GQA
+#: llama, a qwen3 (per-head Q/K norms), and an MLA DeepSeek-V3 with every layer dense.
+CONFIGS: dict[str, dict[str, dict]] = {
+    "llama": {
+        "first": {"hidden_size": 72, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 10,
+                  "intermediate_size": 100, "vocab_size": 132},
+        "second": {"hidden_size": 96, "num_attention_heads": 8, "num_key_value_heads": 8, "head_dim": 14,
+                   "intermediate_size": 136, "vocab_size": 148},
+    },
+    "qwen3": {
+        "first": {"hidden_size": 80, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 12,
+                  "intermediate_size": 104, "vocab_size": 140},
+        "second": {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 18,
+                   "intermediate_size": 92, "vocab_size": 124},
+    },
+    "deepseek_v3": {
+        "first": {"hidden_size": 64, "num_attention_heads": 8, "num_key_value_heads": 8, "intermediate_size": 100,
+                  "vocab_size": 132, "q_lora_rank": 24, "kv_lora_rank": 20, "qk_nope_head_dim": 10,
+                  "qk_rope_head_dim": 6, "v_head_dim": 12, "n_routed_experts": 4, "num_experts_per_tok": 2,
+                  "moe_intermediate_size": 24, "n_shared_experts": 1, "n_group": 1, "topk_group": 1},
+        "second": {"hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 88,
+                   "vocab_size": 116, "q_lora_rank": None, "kv_lora_rank": 18, "qk_nope_head_dim": 8,
+                   "qk_rope_head_dim": 4, "v_head_dim": 10, "n_routed_experts": 4, "num_experts_per_tok": 2,
+                   "moe_intermediate_size": 24, "n_shared_experts": 1, "n_group": 1, "topk_group": 1},
+    },
+}
+#: (s, b) of each dimension set.
+TOKENS = {"first": (12, 2), "second": (20, 3)}
+#: The bill's optimizer recipe whose parameter block is the adapters' dtype (``bill.derive.adapter_dtype``).
+LORA_RECIPES = {"fp32": "fp32-adam", "bf16": "bf16-adam"}
+#: The layers of the measured model (its layer is the model of 2 less the model of 1).
+LAYERS = 2
+
+
+def config(family: str, dims: str, layers: int = LAYERS) -> dict:
+    """The ``config.json`` dict of ``family``'s tiny model (:data:`CONFIGS`) with ``layers`` layers; a
+    DeepSeek-V3 has every layer dense (``first_k_dense_replace`` = the layers)."""
+    raw = dict(CONFIGS[family][dims], model_type=family, num_hidden_layers=layers, max_position_embeddings=64)
+    if family == "deepseek_v3":
+        raw["first_k_dense_replace"] = layers
+    return raw
+
+
+def tp_plan(family: str, sp: bool) -> dict:
+    """The decoder layer's ``parallelize_module`` plan: torchtitan's placements
+    (``models/common/decoder_sharding.py`` at b5bcd76c — ``colwise_config``/``rowwise_config``/
+    ``norm_config``) on transformers' module names. The attention and MLP inputs are redistributed to
+    ``Replicate`` (an all-gather under SP) by ``PrepareModuleInput``; an MLA's down projections and
+    latent norms are not split (replicated, as Megatron-Core's ``linear_q_down_proj`` /
+    ``linear_kv_down_proj``), so the attention receives a plain local tensor."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                                   SequenceParallel)
+
+    out = Shard(1) if sp else Replicate()
+    attention = ({"self_attn.q_b_proj": ColwiseParallel(), "self_attn.kv_b_proj": ColwiseParallel()}
+                 if family == "deepseek_v3" else
+                 {f"self_attn.{x}_proj": ColwiseParallel() for x in "qkv"})
+    plan = {**attention, "self_attn.o_proj": RowwiseParallel(output_layouts=out),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
+            "mlp.down_proj": RowwiseParallel(output_layouts=out)}
+    if family == "deepseek_v3" and not sp:
+        return plan
+    if sp:
+        plan.update({"input_layernorm": SequenceParallel(), "post_attention_layernorm": SequenceParallel(),
+                     "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)},
+                                                     desired_input_kwarg_layouts={"hidden_states": Replicate()},
+                                                     use_local_output=True),
+                     "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),),
+                                               use_local_output=True)})
+    return plan
+
+
+class _WithLoss:
+    """The model and its loss as one module, so the loss's saved tensors are traced with the rest:
+    ``eager`` is HF's own (``labels=``: ``ForCausalLMLoss``, the logits upcast to fp32 and
+    ``cross_entropy``); ``vocab-parallel`` is ``cross_entropy`` on the vocabulary-sharded logits under
+    ``torch.distributed.tensor.parallel.loss_parallel`` (torchtitan's ``loss_parallel``), the same
+    upcast first."""
+
+    def __new__(cls, model, loss: str):
+        import torch
+
+        class WithLoss(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def forward(self, input_ids, position_ids):
+                # use_cache=False, as a training step runs (HF's own checkpointing turns the cache off: a
+                # recomputed layer would append its keys to the cache a second time)
+                if loss == "eager":
+                    return self.model(input_ids=input_ids, position_ids=position_ids, labels=input_ids,
+                                      use_cache=False).loss
+                logits = self.model(input_ids=input_ids, position_ids=position_ids, use_cache=False).logits
+                # HF's ForCausalLMLoss: upcast, shift by one, mean over the tokens
+                shifted = torch.nn.functional.pad(input_ids, (0, 1), value=-100)[..., 1:]
+                return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), shifted.flatten(),
+                                                         ignore_index=-100)
+        return WithLoss()
+
+
+def _built(combination: Combination, layers: int, mesh):
+    """The combination's model with ``layers`` layers, parallelised, checkpointed, adapted, wrapped with its loss."""
+    from .trace import hf_model
+
+    raw = config(combination.family, combination.dims, layers)
+    model = hf_model(raw, "sdpa", seed=0)
+    if combination.lora:
+        from peft import LoraConfig, get_peft_model
+        model = get_peft_model(model, LoraConfig(r=combination.lora, lora_alpha=2 * combination.lora,
+                                                 lora_dropout=0.0, target_modules="all-linear"),
+                               autocast_adapter_dtype=combination.lora_dtype == "fp32")
+        model = model.base_model.model  # the adapted HF model itself (PEFT's wrappers add no tensors)
+    if combination.tp > 1:
+        from torch.distributed.tensor import Replicate, Shard
+        from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel, SequenceParallel,
+                                                       parallelize_module)
+        vocab_parallel = combination.loss == "vocab-parallel"
+        top = {"lm_head": ColwiseParallel(input_layouts=Shard(1) if combination.sp else Replicate(),
+                                          output_layouts=Shard(-1) if vocab_parallel else Replicate(),
+                                          use_local_output=not vocab_parallel)}
+        if combination.sp:
+            top.update({"model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+                        "model.norm": SequenceParallel()})
+        parallelize_module(model, mesh, top)
+        for layer in model.model.layers:
+            parallelize_module(layer, mesh, tp_plan(combination.family, combination.sp))
+    if combination.recompute == "full":
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+        for i, layer in enumerate(model.model.layers):  # torchtitan's FullAC: one wrapper per block
+            model.model.layers[i] = checkpoint_wrapper(layer, preserve_rng_state=True, early_stop=False)
+    return _WithLoss(model, combination.loss)
+
+
+#: The modules whose saved tensors are the output side: the final norm, the output layer, and the loss
+#: (HF's, in the causal LM's own forward, ``model``; the vocabulary-parallel one in the wrapper's).
+OUTPUT_MODULES = ("model.model.norm", "model.lm_head")
+LOSS_MODULES = ("model", "WithLoss")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the rank saved for backward, in bytes: one decoder layer, and the output side."""
+
+    layer: int
+    output_side: int
+
+
+def measure(combination: Combination) -> Measured:
+    """Run ``combination`` as rank ``combination.rank`` of ``combination.tp`` and measure what it saves."""
+    import torch
+
+    from .trace import trace_module
+
+    s, b = TOKENS[combination.dims]
+    world = fake_world(combination.tp, combination.rank) if combination.tp > 1 else contextlib.nullcontext()
+    totals, output_side = [], 0
+    with world as mesh:
+        for layers in (1, 2):
+            module = _built(combination, layers, mesh)
+            torch.manual_seed(1)
+            ids = torch.randint(0, CONFIGS[combination.family][combination.dims]["vocab_size"], (b, s))
+            kwargs = {"input_ids": ids, "position_ids": torch.arange(s).expand(b, s)}
+            loss = contextlib.nullcontext()
+            if combination.loss == "vocab-parallel":
+                from torch.distributed.tensor.parallel import loss_parallel
+                loss = loss_parallel()
+            with loss:  # backward too: loss_parallel's ops are swapped in for both passes
+                trace = trace_module(module, (), kwargs, output=lambda out: out, count_flops=False)
+            totals.append(trace.saved_bytes)
+            if layers == 1:
+                output_side = sum(r.bytes for r in trace.saved
+                                  if r.module.startswith(OUTPUT_MODULES) or r.module in LOSS_MODULES)
+    return Measured(totals[1] - totals[0], output_side)
+
+
+def billed(combination: Combination) -> Measured:
+    """The same layout's bill (:func:`symbolic.bill.derive.make_bill` on the same ``config.json``):
+    its activations per GPU over the L = 2 layers it holds, per layer, and its output side."""
+    from .bill.derive import make_bill
+    from .layout.layout import Layout
+    from .models import hf
+
+    s, b = TOKENS[combination.dims]
+    model = hf.from_hf_dict(config(combination.family, combination.dims), f"per-rank {combination.family}")
+    layout = Layout(micro_batch=b, seq=s, tp=combination.tp, sp=combination.sp, recompute=combination.recompute,
+                    loss=combination.loss, lora=combination.lora, sp_inputs="gathered",
+                    optimizer=LORA_RECIPES[combination.lora_dtype] if combination.lora else "bf16-adam")
+    bill = make_bill(model, layout)
+    return Measured(bill.totals["activation_bytes"] // LAYERS, bill.totals["output_side_bytes"])
+
+
+def declared_layer(combination: Combination) -> int:
+    """One layer's bytes on the rank as the bill derives them — the layout's strategy
+    (``Layout.strategy().apply``, what :func:`symbolic.bill.derive.make_bill` applies) on the saved
+    tensors the bill declares for the kernel this rank runs: transformers' SDPA on the CPU
+    (:func:`symbolic.trace.hf_family_declared`; an MLA whose V is narrower than Q·K runs SDPA's math
+    path there, where a GPU runs a fused kernel — that kernel's own terms are proved layer by layer in
+    tests/test_family_traces.py; what is proved here is the split)."""
+    from sympy import Integer
+
+    from .bill.derive import lora_saved
+    from .core.dims import SYMBOLS
+    from .layout.layout import Layout
+    from .ledgers import activations
+    from .trace import hf_family_declared
+
+    s, b = TOKENS[combination.dims]
+    raw = config(combination.family, combination.dims)
+    saved, _, _, values = hf_family_declared(raw, "sdpa", "cpu", dense=True)
+    layout = Layout(micro_batch=b, seq=s, tp=combination.tp, sp=combination.sp, recompute=combination.recompute,
+                    loss=combination.loss, lora=combination.lora, sp_inputs="gathered",
+                    optimizer=LORA_RECIPES[combination.lora_dtype] if combination.lora else "bf16-adam")
+    if combination.lora:
+        from .bill.derive import architecture_inventories, layout_structure
+        from .models import hf
+
+        model = hf.from_hf_dict(dict(raw), f"per-rank {combination.family}")
+        param_inv = architecture_inventories(layout_structure(model, layout))[0]
+        saved = lora_saved(saved, param_inv, layout)
+        values["r"] = combination.lora
+    inventory = layout.strategy().apply(saved)
+    values.update(t=combination.tp, s=s, b=b)
+    total = activations.total_bytes(inventory).xreplace({SYMBOLS[k]: Integer(v) for k, v in values.items()
+                                                         if k in SYMBOLS})
+    return int(total)
+
+
+#: The families whose CPU SDPA kernel saves what the bill's GPU kernel does (the bill itself is the
+#: reference); an MLA (V narrower than Q·K) runs SDPA's math path on the CPU: its reference is the
+#: bill's strategy on the CPU kernel's inventory (:func:`declared_layer`).
+BILL_KERNEL_ON_CPU = ("llama", "qwen3")
+#: (t, SP) of the grid: off, TP alone, TP with SP, at 2 and 4 ranks.
+TENSOR_LAYOUTS = ((1, False), (2, False), (2, True), (4, False), (4, True))
+
+
+def grid(families=tuple(CONFIGS), dims=("first", "second")) -> list[Combination]:
+    """The combinations the grid runs: every family and dimension set × t ∈ {1, 2, 4} with and without SP ×
+    no or full recompute × HF's eager loss or the vocabulary-parallel one (t > 1) × LoRA (t = 1: PEFT
+    under tensor parallelism is not run). Rank 1 of each world (every rank holds equal shards here)."""
+    out = []
+    for family in families:
+        for dim in dims:
+            for tp, sp in TENSOR_LAYOUTS:
+                for recompute in ("none", "full"):
+                    for loss in (("eager", "vocab-parallel") if tp > 1 else ("eager",)):
+                        for lora, dtype in (((0, "fp32"), (4, "fp32"), (4, "bf16")) if tp == 1 else ((0, "fp32"),)):
+                            out.append(Combination(family, dim, tp, sp, recompute, loss, lora, dtype,
+                                                   rank=1 if tp > 1 else 0))
+    return out
+
+
+def loss_parallel_difference(combination: Combination) -> str:
+    """Why the output side of a ``vocab-parallel`` row differs, in words with its size: PyTorch's
+    ``loss_parallel`` cross entropy keeps ``nll_loss``'s int64 targets and a 4 B fp32 total weight, where the
+    bill's vocab-parallel kernel is Megatron-Core's ``VocabParallelCrossEntropy`` (a bool target mask and
+    int64 masked targets: ``models.architectures.output.loss_saved``) — b·s − 4 bytes."""
+    s, b = TOKENS[combination.dims]
+    return (f"PyTorch's loss_parallel keeps nll_loss's int64 targets + a 4 B total weight where the bill's "
+            f"vocab-parallel kernel is Megatron-Core's (bool mask + int64 masked targets): b·s − 4 = {s * b - 4} B")
+
+
+def rows(combinations=None) -> list[RankRow]:
+    """Each combination measured on its rank and billed: one row for a decoder layer, one for the output
+    side. The layer's reference is the bill (:func:`billed`) for :data:`BILL_KERNEL_ON_CPU`, else the bill's
+    strategy on the CPU kernel's inventory (:func:`declared_layer`)."""
+    out = []
+    for combination in (grid() if combinations is None else combinations):
+        measured = measure(combination)
+        bill = billed(combination)
+        layer = bill.layer if combination.family in BILL_KERNEL_ON_CPU else declared_layer(combination)
+        words = combination.words()
+        quantity = "activations/layer" + ("" if combination.family in BILL_KERNEL_ON_CPU else " (CPU kernel)")
+        out.append(RankRow(words, quantity, measured.layer, layer))
+        reason = ""
+        if measured.output_side != bill.output_side and combination.loss == "vocab-parallel":
+            reason = loss_parallel_difference(combination)
+        out.append(RankRow(words, "output side", measured.output_side, bill.output_side, reason))
+    return out
