@@ -142,3 +142,15 @@ def test_solve_is_bound_by_the_middle_stage():
     assert make_bill(LLAMA, replace(UNEVEN, seq=2710)).totals["total_bytes"] == 79_493_751_520 <= 79_500_000_000
     assert make_bill(LLAMA, replace(UNEVEN, seq=2711)).totals["total_bytes"] == 79_502_317_872 > 79_500_000_000
     assert solve_limit(LLAMA, EVEN, "seq", 80 * 10**9, margin=500_000_000).answer == 7214
+
+
+@pytest.mark.parametrize("layout, total", [
+    (Layout(pp=4, interleave=2, first_stage_layers=2, last_stage_layers=2, global_batch=8), 108_642_168_832),
+    (Layout(pp=4, interleave=2, first_stage_layers=2, last_stage_layers=2, global_batch=4), 102_883_684_352),
+    (Layout(pp=4, first_stage_layers=2, last_stage_layers=2, global_batch=2), 79_849_746_432),  # m < p: capped
+])
+def test_middle_stage_is_the_timelines_under_interleaving_and_few_micro_batches(layout, total):
+    totals = make_bill(LLAMA, layout).totals
+    assert totals["verdict_stage"] == "middle"
+    assert totals["total_bytes"] == totals["peak_middle_stage_bytes"] == total
+    assert T.build(LLAMA, layout, stage="middle").evaluate().peak == total
