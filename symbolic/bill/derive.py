@@ -303,8 +303,8 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # other rank dominates, stages.verdict_mixes); else the first and the last, and with uneven
     # first/last counts on p > 2 the middle stage (rank 1: L_m layers, p − 1 in flight under 1F1B),
     # which can hold more than the first (L_m·(p − 1) layer copies in flight against L_1·p, and L_m
-    # layers' states against L_1's). Even stages: the first dominates
-    # every middle one (same layers, most in flight), so nothing is added there.
+    # layers' states against L_1's). Even stages: the first dominates every middle one (same layers,
+    # most in flight), so nothing is added there and their derivations stay as they were.
     mixes = dict(verdict_mixes(model, layout)) if exact else {}
     stages = (tuple(mixes) if exact else ("first", "middle", "last") if layout.middle_stage
               else ("first", "last") if layout.pp > 1 else ("first",))
