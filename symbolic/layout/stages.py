@@ -554,7 +554,8 @@ def verdict_mixes(model: ModelConfig, layout) -> tuple[tuple[str, StageMix], ...
     embedding nor the loss) and each of its moments is matched by one of the other's of the same
     direction and chunk holding at least as many layers of every kind: its instants are then each at
     most one of the other's (same model states, same per-layer terms), so it can never be the peak. Under
-    1F1B every rank r > 0 of an even middle is so dominated by rank 1 (p − r in flight)."""
+    1F1B a middle rank holding the same layers as a lower one is so dominated (p − r in flight); the
+    bill's verdict equals the timeline's largest over every rank (``tests/test_verdict.py``)."""
     pp = layout.pp
     if pp == 1:
         return (("first", stage_mix(model, layout, "first")),)
