@@ -334,7 +334,8 @@ def test_open_inputs_of_the_seed_004_budget():
     assert {o.name: o.reproduces for o in by_id["004/v3-budget/weights-and-gradients"].readings} == {
         stage2: True, "stage 1 of 4 (the embedding, 3 dense and 12 MoE layers)": False,
         "stage 3 of 4 (16 MoE layers)": False, "stage 4 of 4 (15 MoE layers and the output layer)": False}
-    for cid, engine in (("v3-budget/activations", "220"), ("v3-budget/unoptimised-total", "290"),
+    # the unoptimised peak is stage 2 of 4's (299.95 GB; issue 39: every stage checked), the first stage 292 GB
+    for cid, engine in (("v3-budget/activations", "220"), ("v3-budget/unoptimised-total", "300"),
                         ("v3-budget/unoptimised-timeline", "290"), ("ep/all-to-all-staging-combine", "450")):
         r = by_id[f"004/{cid}"]
         assert (r.status, r.engine) == ("underdetermined", engine) and r.message.startswith(

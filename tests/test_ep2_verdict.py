@@ -13,7 +13,7 @@ from symbolic.step import timeline as T
 
 
 def timeline_peaks(model, layout) -> dict:
-    stages = ("first", "last") if layout.pp > 1 else ("first",)
+    stages = (("first", "middle", "last") if layout.middle_stage else ("first", "last")) if layout.pp > 1 else ("first",)
     return {stage: T.build(model, layout, stage=stage).evaluate().peak for stage in stages}
 
 

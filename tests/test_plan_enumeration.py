@@ -17,7 +17,7 @@ from symbolic.models.config import ConfigError
 from symbolic.search.plan import RECOMPUTE_ORDER, divisors, enumerate_layouts
 
 NAMES = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp",
-         "ep", "etp", "L_1", "L_p")
+         "ep", "etp", "L_1", "L_p", "L_m")
 
 
 def _accepted(model, gpus, *, seq=0, global_batch=0, max_micro_batch=16, gpus_per_node=8, fixed=None,
@@ -56,7 +56,8 @@ def _accepted(model, gpus, *, seq=0, global_batch=0, max_micro_batch=16, gpus_pe
             stages = layout.stage_layer_counts(model) if layout.uneven_stages else (model.layers // pp,) * pp
             m = layout.iteration_micro_batches()
             rows.append((cp, tp, pp, mb, vv, zero, sp, ep, etp, rc,
-                         (tp, pp, dp, mb, vv, zero, int(sp), rc, m, cp, ep, etp or tp, stages[0], stages[-1])))
+                         (tp, pp, dp, mb, vv, zero, int(sp), rc, m, cp, ep, etp or tp, stages[0], stages[-1],
+                          stages[1] if pp > 2 else stages[0])))  # L_m: a middle stage's, the first's at p ≤ 2
     assert s_  # the model's sequence length is known
     rows.sort(key=lambda row: row[:10])
     return [row[-1] for row in rows]

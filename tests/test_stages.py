@@ -232,8 +232,11 @@ def test_deepseek_v3_bill_at_seed_004_layout(capsys):
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     bill = make_bill(presets()["deepseek-v3"], SEED_004)
+    # every stage is a candidate: here stage 2 of 4 (15 MoE layers, 60 MoE copies held) is the busiest
     assert data["total_bytes"] == bill.totals["total_bytes"] == max(data["peak_first_stage_bytes"],
+                                                                    data["peak_middle_stage_bytes"],
                                                                     data["peak_last_stage_bytes"])
+    assert data["verdict_stage"] == "rank1" and data["verdict_stage_words"] == "stage 2 of 4"
     # the first stage: 3 dense + 12 MoE layers and the embedding, its own parameters
     model = presets()["deepseek-v3"]
     from symbolic.bill.derive import stage_params_per_gpu

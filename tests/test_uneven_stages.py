@@ -97,7 +97,12 @@ def test_invalid_splits_are_refused_with_one_line(kwargs, message):
 def test_uneven_split_equal_to_the_even_one_changes_nothing():
     model = preset("gpt-7b")  # 32 layers
     even, same = Layout(pp=4, tp=2), Layout(pp=4, tp=2, first_stage_layers=8)
-    assert make_bill(model, even).totals == make_bill(model, same).totals
+    uneven_totals = dict(make_bill(model, same).totals)
+    # the given counts make a middle stage a candidate of the verdict; with the even split it holds
+    # the first stage's layers with one micro-batch fewer in flight, so it never exceeds the first
+    middle = uneven_totals.pop("peak_middle_stage_bytes")
+    assert make_bill(model, even).totals == uneven_totals
+    assert middle <= uneven_totals["peak_first_stage_bytes"]  # equal where the optimizer step is the peak
     assert T.peak(model, even)[1] == T.peak(model, same)[1]
 
 

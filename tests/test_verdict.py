@@ -41,9 +41,19 @@ def layouts_for(model, whole_states: bool = False):
     return out[:3]
 
 
+def timeline_stages(model, layout) -> tuple:
+    """The stages the bill's verdict looks at, as the timeline names them: every rank of a stage accounted
+    by its own layers; else the first and the last, and the middle one of uneven first/last counts."""
+    from symbolic.layout.stages import exact_stages
+    if layout.pp == 1:
+        return ("first",)
+    if exact_stages(model, layout):
+        return tuple(range(layout.pp))
+    return ("first", "middle", "last") if layout.middle_stage else ("first", "last")
+
+
 def timeline_peak(model, layout) -> int:
-    stages = ("first", "last") if layout.pp > 1 else ("first",)
-    return max(T.build(model, layout, stage=stage).evaluate().peak for stage in stages)
+    return max(T.build(model, layout, stage=stage).evaluate().peak for stage in timeline_stages(model, layout))
 
 
 #: Built-in models with dense-first layers (DeepSeek-V3's first_k_dense_replace): each stage is accounted by
@@ -78,16 +88,17 @@ def test_bill_total_is_the_timeline_peak_on_the_busiest_stage(name):
 @pytest.mark.parametrize("layout", DENSE_FIRST_LAYOUTS, ids=("seed-004", "seed-004-full", "1f1b-uneven", "tp8",
                                                             "seed-004-offload", "seed-004-fp8"))
 def test_dense_first_models_bill_and_timeline_agree_stage_by_stage(name, layout):
-    """The stage by its own layers: the verdict is the larger stage's peak, and each stage's peak is the
-    timeline's of that stage, walked instant by instant."""
+    """The stage by its own layers: the verdict is the largest stage's peak over every pipeline rank (the
+    middle ones too), and each stage's peak is the timeline's of that stage, walked instant by instant."""
     model = presets()[name]
     bill = make_bill(model, layout)
-    stages = ("first", "last") if layout.pp > 1 else ("first",)
-    peaks = {stage: T.build(model, layout, stage=stage).evaluate().peak for stage in stages}
+    peaks = {rank: T.build(model, layout, stage=rank).evaluate().peak for rank in range(layout.pp)}
     assert bill.totals["total_bytes"] == max(peaks.values())
     if layout.pp > 1:
-        assert bill.totals["peak_first_stage_bytes"] == peaks["first"]
-        assert bill.totals["peak_last_stage_bytes"] == peaks["last"]
+        assert bill.totals["peak_first_stage_bytes"] == peaks[0]
+        assert bill.totals["peak_last_stage_bytes"] == peaks[layout.pp - 1]
+    if layout.pp > 2:  # the ranks the bill leaves out as dominated are never above the ones it keeps
+        assert bill.totals["peak_middle_stage_bytes"] == max(peaks[rank] for rank in range(1, layout.pp - 1))
     assert sum(line.value for line in bill.ledger("verdict")) == bill.totals["total_bytes"]
 
 

@@ -11,11 +11,11 @@ from sympy import Add, Expr, Integer, ceiling
 from sympy import Basic
 from sympy.printing.str import StrPrinter
 
-from ..core.dims import E_s, L, L_1, L_p, P, Psi, c, e, e_t, f, p, s, t
+from ..core.dims import E_s, L, L_1, L_m, L_p, P, Psi, c, e, e_t, f, p, s, t
 from ..core.tensors import Group
 from ..layout.experts import MEGATRON, routed_expert
 from ..layout.layout import Layout
-from ..layout.stages import exact_stages, in_kind, stage_mix, stage_parameters
+from ..layout.stages import exact_stages, in_kind, stage_mix, stage_parameters, verdict_mixes
 from ..layout.strategies import DISPATCHED
 from ..ledgers import activations, flops, params, peak, states
 from ..models.architectures import INVENTORIES, composed, llama, moe, output
@@ -298,9 +298,16 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # experts' frozen banks or states e·e_t·p ways, ZeRO over edp; the adapters on the dense part)
     expert_grid = bool(model.experts) and (layout.ep > 1 or layout.etp not in (0, layout.tp))
     grid = dict(zip(("expert_parallel", "expert_tensor_parallel"), expert_ways(layout))) if expert_grid else {}
-    stages = ("first", "last") if layout.pp > 1 else ("first",)
     exact = exact_stages(model, layout)
-    mixes = {stage: stage_mix(model, layout, stage) for stage in stages} if exact else {}
+    # The stages the verdict looks at: each rank of a stage accounted by its own layers (those no
+    # other rank dominates, stages.verdict_mixes); else the first and the last, and with uneven
+    # first/last counts on p > 2 the middle stage (rank 1: L_m layers, p − 1 in flight under 1F1B),
+    # which can hold more than the first (L_m·(p − 1) layer copies in flight against L_1·p, and L_m
+    # layers' states against L_1's). Even stages: the first dominates every middle one (same layers,
+    # most in flight), so nothing is added there and their derivations stay as they were.
+    mixes = dict(verdict_mixes(model, layout)) if exact else {}
+    stages = (tuple(mixes) if exact else ("first", "middle", "last") if layout.middle_stage
+              else ("first", "last") if layout.pp > 1 else ("first",))
     staged_states = exact and layout.pp > 1  # each stage's model states from its own layers
     if staged_states and params_hand is not None:
         raise ConfigError("--params with a stage accounted by its own layers: the stage's model states count its "
@@ -313,7 +320,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
              "; the first stage's L_1 of L layers: Psi·L_1/L per stage, t ways (first order)"
              if layout.uneven_stages else "; even split over t·p (first order)")
     # per stage: (model-state bytes by block on the GPU, the optimizer step's fp32 temporaries);
-    # the stages differ only with uneven stages (L_1 and L_p layers)
+    # the stages differ only with uneven stages (L_1, L_m and L_p layers)
     stage_states: dict[str, tuple[dict, Expr]] = {}
     if (levers or not model.experts) and not staged_states:
         for stage in stages:
@@ -397,7 +404,10 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
             state_blocks = {name: ceiling(expr) for name, expr in state_blocks.items()}
             temporary = ceiling(temporary)
         if exact:
-            instants = peak.mixed_stage_instants(mixes[stage], layout.interleave, layout.strategy(stage), saved_inv,
+            # the strategy shards and recomputes alike on every stage; its in-flight count is not read
+            # here (the schedule's moments are): the first stage's stands for a middle rank's
+            strategy = layout.strategy(stage if stage in ("first", "last") else "first")
+            instants = peak.mixed_stage_instants(mixes[stage], layout.interleave, strategy, saved_inv,
                                                  output_saved, state_blocks, temporary, comm, gathered=gathered,
                                                  activation_offload=layout.activation_offload)
             for instant in instants:
@@ -525,12 +535,12 @@ def _fullest_words(mix, fullest, v: int) -> str:
 def stage_ways(layout: Layout, stage: str = "first") -> Expr:
     """What pipeline ``stage`` divides the layers' parameters by: p when the
     stages are even; with uneven stages (Megatron-Core's first/last-stage layer
-    counts) L/L_1 on the first and L/L_p on the last, so that a layer term's L
-    becomes the stage's L_1 or L_p (first order, as the even split: the
+    counts) L/L_1 on the first, L/L_m on the middle ones and L/L_p on the last, so that a layer
+    term's L becomes the stage's L_1, L_m or L_p (first order, as the even split: the
     embedding's placement not counted apart in the model states)."""
     if not layout.uneven_stages:
         return p
-    return L / L_1 if stage == "first" else L / L_p
+    return L / {"first": L_1, "middle": L_m}.get(stage, L_p)
 
 
 def expert_ways(layout: Layout) -> tuple:

@@ -18,7 +18,7 @@ from functools import lru_cache
 from ..core.expressions import evaluate_formula, exact_values
 from ..layout.experts import expert_groups
 from ..layout.layout import Layout
-from ..layout.stages import exact_stages, stage_mix  # loaded with the layout (layout.layout imports it)
+from ..layout.stages import exact_stages, stage_key_rank, stage_words, verdict_mixes  # loaded with the layout (layout.layout imports it)
 from ..models.config import BILLED_ARCHITECTURES, ConfigError, ModelConfig  # noqa: F401 (re-exported for the bill)
 from ..models.structure import Structure, structure_of
 
@@ -239,6 +239,8 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
         key["loss"] = layout.loss
     if layout.uneven_stages:
         key["uneven_stages"] = True
+    if layout.middle_stage:  # the middle stage's formulas, and its chunks in flight when capped
+        key["middle_stage"] = (True, layout.in_flight_capped("middle"))
     if layout.moe_dispatcher != "hf":
         key["moe_dispatcher"] = layout.moe_dispatcher
     if layout.moe_pad_to_capacity:
@@ -256,8 +258,7 @@ def _stage_mix_key(model: ModelConfig, layout: Layout) -> dict:
     moments as integers, so they key the derivation."""
     if not exact_stages(model, layout):
         return {}
-    stages = ("first", "last") if layout.pp > 1 else ("first",)
-    return {"stage_mix": tuple(tuple(map(repr, stage_mix(model, layout, stage).key())) for stage in stages)}
+    return {"stage_mix": tuple(tuple(map(repr, mix.key())) for _, mix in verdict_mixes(model, layout))}
 
 
 def derivation_memo_key(key: dict) -> tuple:
@@ -449,12 +450,18 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
         for name in ("first", "last"):
             if name in stage_peaks:
                 totals[f"peak_{name}_stage_bytes"] = whole(stage_peaks[name])
+        middles = [value for name, value in stage_peaks.items() if name not in ("first", "last")]
+        if middles:  # the stages between (uneven or per-chunk): the largest of their peaks
+            totals["peak_middle_stage_bytes"] = whole(max(middles))
+        if stage not in ("first", "last"):  # a middle stage: its rank and its name in words
+            totals["verdict_stage_rank"] = stage_key_rank(stage, layout.pp)
+            totals["verdict_stage_words"] = stage_words(stage, layout.pp)
         # the one breakdown every output prints (text, bar, notebook, --json): what is alive at the verdict's
         # instant, class by class, summing to total_bytes
         parts = tuple((formula, 0 if i is None else numbers[i]) for formula, i in parts)
         totals["verdict_parts"] = {cls: whole(value) for cls, (_, value) in zip(PEAK_CLASSES, parts)}
-        verdict = (f"alive at the peak: {stage} pipeline stage, {phase}" if layout.pp > 1
-                   else f"alive at the peak: {phase}", parts)
+        where = (f"{stage} pipeline stage" if stage in ("first", "last") else f"pipeline {stage_words(stage, layout.pp)}")
+        verdict = (f"alive at the peak: {where}, {phase}" if layout.pp > 1 else f"alive at the peak: {phase}", parts)
     else:  # a derivation without the verdict's formulas (none is written so): the papers' total
         totals["total_bytes"] = whole(paper_total)
     if gpu_memory is not None:

@@ -24,8 +24,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU to compare against (80GB, 80GiB, or "
                         "a GPU's name)")
     _gpu.add_gpu_option(parser)
-    parser.add_argument("--stage", choices=("first", "last"), default="first",
-                        help="pipeline stage: first (most micro-batches in flight) or last (the output side and loss)")
+    parser.add_argument("--stage", default="first", metavar="STAGE",
+                        help="pipeline stage: first (most micro-batches in flight), last (the output side and loss), "
+                             "middle (uneven first/last counts: rank 1, the busiest middle stage) or a pipeline rank "
+                             "0 … p−1 (a per-chunk layout or placed dense layers: any stage)")
     parser.add_argument("--nccl-buffsize", metavar="SIZE", default="4MiB", help="NCCL_BUFFSIZE per channel (4MiB)")
     parser.add_argument("--nccl-channels", type=_options.bounded_int(1, 1024), default=16, metavar="N", help="NCCL channels per communicator (16)")
     parser.add_argument("--bucket", metavar="SIZE", default="25MiB", help="gradient bucket, data parallel (25MiB)")

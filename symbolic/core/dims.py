@@ -47,6 +47,7 @@ d_r   per-head Q/K rotary width (MLA, decoupled RoPE)              DeepSeek-V2 �
 d_v   per-head value width (MLA)                                   HF ``v_head_dim``
 L_1   transformer layers on the first pipeline stage (uneven)     Megatron-Core (first/last stage)
 L_p   transformer layers on the last pipeline stage (uneven)      Megatron-Core (first/last stage)
+L_m   transformer layers on each middle pipeline stage (uneven)  Megatron-Core (get_num_layers_to_build)
 L_n   layers without rotary positions (NoPE) of a Llama 4 model    HF ``no_rope_layers``
 ====  ==========================================================  =========
 
@@ -134,6 +135,11 @@ DIMENSIONS["C_f"] = Dimension(Symbol("C_f", positive=True, rational=True), "C_{f
 #: bill accounts. L/p when the stages are even; a letter of its own when they are not.
 DIMENSIONS["L_1"] = _dim("L_1", "transformer layers on the first pipeline stage (uneven stages; even: L/p)", "L_{1}")
 DIMENSIONS["L_p"] = _dim("L_p", "transformer layers on the last pipeline stage (uneven stages; even: L/p)", "L_{p}")
+#: The stages between them hold the layers left alike (``get_num_layers_to_build``: "the left over
+#: layers must be divisible by left over stages"): L_m = (L − L_1 − L_p)/(p − 2), given as its own
+#: letter so that a formula of the middle stage is whole for every p > 2 (and never reads 0/0 at p = 2).
+DIMENSIONS["L_m"] = _dim("L_m", "transformer layers on each middle pipeline stage (uneven stages, p > 2; even: L/p)",
+                         "L_{m}")
 
 #: Llama 4's layers without rotary positions (``no_rope_layers``, every ``no_rope_layer_interval``-th):
 #: their attention keeps the temperature-tuning scales and no qk-norm, unlike the RoPE layers.
@@ -155,7 +161,7 @@ B = SYMBOLS["B"]
 
 d_h, P, L_d, f_s, r_q, r_kv, d_n, d_r, d_v = (
     SYMBOLS[n] for n in ("d_h", "P", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v"))
-L_1, L_p = SYMBOLS["L_1"], SYMBOLS["L_p"]
+L_1, L_p, L_m = SYMBOLS["L_1"], SYMBOLS["L_p"], SYMBOLS["L_m"]
 L_n = SYMBOLS["L_n"]
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

@@ -145,6 +145,15 @@ class Layout:
     sp_inputs: str = "sharded"
 
     @property
+    def middle_stage(self) -> bool:
+        """Whether the symbolic verdict accounts a middle stage too: Megatron-Core's first/last-stage
+        counts with p > 2, where every stage between holds the same L_m = (L − L_1 − L_p)/(p − 2)
+        layers (``stages.stage_layers``) and can hold more than the first stage's L_1 × in flight. Even
+        stages hold alike, so the first (the most in flight) dominates them; a per-chunk layout is
+        accounted rank by rank (``stages.stage_mix``)."""
+        return bool(self.first_stage_layers or self.last_stage_layers) and self.pp > 2 and not self.pipeline_layout
+
+    @property
     def uneven_stages(self) -> bool:
         """Whether the pipeline's stages hold given layer counts (Megatron-Core's first/last stage, or a
         per-chunk ``pipeline_layout``)."""
@@ -194,6 +203,8 @@ class Layout:
         if self.uneven_stages:
             stages = self.stage_layer_counts(model)
             values.update(L_1=stages[0], L_p=stages[-1])
+            if self.middle_stage:
+                values["L_m"] = stages[1]
         return values
 
     @property
@@ -239,12 +250,14 @@ class Layout:
         """:meth:`in_flight` when the micro-batches per iteration cap the schedule's
         own count (or on the last stage), None where the papers' symbolic count
         applies (1F1B first stage with m ≥ p: p; interleaved first stage with
-        m > p: Narayanan's count). No sympy: the derivation cache's key uses it."""
+        m > p: Narayanan's count; the middle stage, rank 1, the same counts one
+        rank on: p − 1, and two warm-up chunks fewer). No sympy: the derivation
+        cache's key uses it."""
         if self.pp == 1:
             return None
         m, p, v = self.iteration_micro_batches(), self.pp, self.interleave
-        if stage == "first" and self.in_flight(stage) == in_flight(p, v, max(m, 2 * p), stage):
-            return None  # the uncapped schedule: the papers' symbolic count
+        if stage in ("first", "middle") and self.in_flight(stage) == in_flight(p, v, max(m, 2 * p), stage):
+            return None  # the uncapped schedule: the papers' symbolic count (rank 1's: one less chunk in 1F1B)
         return self.in_flight(stage)
 
     def in_flight_expression(self, stage: str = "first"):
@@ -412,7 +425,18 @@ def default_loss(model: ModelConfig) -> str:
     return "vocab-parallel" if model.arch == "gpt" and not model.position_table else "eager"
 
 
-STAGES = ("first", "last")
+#: The stages the symbolic verdict accounts: the first (rank 0, the most in flight), the last (rank
+#: p − 1, the output side), and ``middle`` — rank 1, the busiest of the stages between them, which
+#: all hold the same L_m layers under Megatron-Core's first/last-stage rule (``stages.stage_layers``).
+STAGES = ("first", "last", "middle")
+
+
+def stage_rank_of(stage: str, pp: int) -> int:
+    """The pipeline rank a symbolic stage stands for: ``first`` 0, ``middle`` 1 (the middle stages hold
+    alike and rank 1 has the most of them in flight), ``last`` p − 1."""
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {', '.join(STAGES)}, not {stage!r}")
+    return {"first": 0, "middle": 1, "last": pp - 1}[stage]
 
 
 def in_flight(pp: int, interleave: int, micro_batches: int, stage: str = "first") -> int:
@@ -420,23 +444,24 @@ def in_flight(pp: int, interleave: int, micro_batches: int, stage: str = "first"
 
     No pipeline: 1. 1F1B (Narayanan et al. 2021 §2.2.1; Korthikanti §4.2.3):
     rank r runs min(m, p − r) forwards before its first backward — the first
-    stage min(m, p), the last stage 1. Interleaved (Megatron-LM's
+    stage min(m, p), the busiest middle stage (rank 1) min(m, p − 1), the last
+    stage 1. Interleaved (Megatron-LM's
     ``forward_backward_pipelining_with_interleaving``): rank r runs
     2(p − 1 − r) + (v − 1)p warm-up chunk forwards and one more, capped at the
     m·v chunks of the iteration; when m = p every rank runs all m·v forwards
     first. Each chunk is L/(p·v) layers. ``m``: micro-batches per pipeline per
-    iteration.
+    iteration. ``stage``: a name of :data:`STAGES` (``middle``: rank 1, with p > 2).
     """
-    if stage not in STAGES:
-        raise ValueError(f"stage must be one of {', '.join(STAGES)}, not {stage!r}")
     p, v, m = pp, interleave, micro_batches
     if p == 1:
+        stage_rank_of(stage, 2)  # the name checked
         return 1
+    rank = stage_rank_of(stage, p)
     if v == 1:
-        return min(m, p) if stage == "first" else 1
+        return min(m, p - rank)
     if m == p:
         return m * v
-    warm_up = (2 * (p - 1) if stage == "first" else 0) + (v - 1) * p
+    warm_up = 2 * (p - 1 - rank) + (v - 1) * p
     return min(warm_up + 1, m * v)
 
 

@@ -421,11 +421,14 @@ def _prune(moments: list[Moment]) -> tuple[Moment, ...]:
 
 
 def stage_rank(stage, pp: int) -> int:
-    """The pipeline rank a stage name means: ``first`` 0, ``last`` p − 1, an integer rank itself."""
+    """The pipeline rank a stage name means: ``first`` 0, ``last`` p − 1, an integer rank itself, or
+    the verdict's key of one (``rank<r>``, :func:`stage_key`)."""
     if stage == "first":
         return 0
     if stage == "last":
         return pp - 1
+    if isinstance(stage, str) and stage.startswith("rank") and stage[4:].isdigit() and int(stage[4:]) < pp:
+        return int(stage[4:])
     if isinstance(stage, int) and not isinstance(stage, bool) and 0 <= stage < pp:
         return stage
     raise ConfigError(f"stage {stage!r}: 'first', 'last' or a pipeline rank 0 … {pp - 1}")
@@ -507,3 +510,67 @@ def stage_parameters(param_inv, mix: StageMix, pipeline: bool, select=None, ways
             count = term.count if (mix.loss or not pipeline) else Integer(0)
         out.append(count / (ways(term) if ways is not None else 1))
     return Add(*out)
+
+
+# --- which stages the verdict accounts ----------------------------------------------------------------
+
+def stage_key(rank: int, pp: int) -> str:
+    """The name a pipeline rank's verdict formulas are keyed by: ``first`` (rank 0), ``last`` (p − 1),
+    ``rank<r>`` for a stage between them accounted by its own layers."""
+    return "first" if rank == 0 else "last" if rank == pp - 1 else f"rank{rank}"
+
+
+def stage_key_rank(key: str, pp: int) -> int:
+    """The pipeline rank of a verdict stage's key (:func:`stage_key`; ``middle``: the symbolic middle
+    stage, rank 1 — the busiest of the middle stages, which hold alike)."""
+    if key == "first":
+        return 0
+    if key == "last":
+        return pp - 1
+    if key == "middle":
+        return 1
+    if key.startswith("rank") and key[4:].isdigit():
+        return int(key[4:])
+    raise ValueError(f"not a verdict stage: {key!r}")
+
+
+def stage_words(key: str, pp: int) -> str:
+    """A verdict stage in words, 1-based as a reader counts stages: ``stage 2 of 4``; the symbolic middle
+    stage says that it stands for every middle stage (their layers alike, rank 1 the most in flight)."""
+    number = f"stage {stage_key_rank(key, pp) + 1} of {pp}"
+    if key == "middle":
+        return f"{number} (the busiest of the middle stages)"
+    return number
+
+
+@lru_cache(maxsize=256)  # the derivation's key and the derivation itself ask it of the same layout
+def verdict_mixes(model: ModelConfig, layout) -> tuple[tuple[str, StageMix], ...]:
+    """(key, :func:`stage_mix`) of every pipeline stage the verdict of a stage accounted by its own layers
+    must look at, first, the middle ranks in order, last.
+
+    Every rank 0 … p − 1 is a candidate (a middle stage of a per-chunk layout, or of DeepSeek's placed
+    dense layers under first/last counts, can hold more than either end). A middle rank is left out
+    when another middle rank holds the same layers (same kinds in the same chunks, neither the
+    embedding nor the loss) and each of its moments is matched by one of the other's of the same
+    direction and chunk holding at least as many layers of every kind: its instants are then each at
+    most one of the other's (same model states, same per-layer terms), so it can never be the peak. Under
+    1F1B a middle rank holding the same layers as a lower one is so dominated (p − r in flight); the
+    bill's verdict equals the timeline's largest over every rank (``tests/test_verdict.py``)."""
+    pp = layout.pp
+    if pp == 1:
+        return (("first", stage_mix(model, layout, "first")),)
+    first, last = stage_mix(model, layout, "first"), stage_mix(model, layout, "last")
+    middles = [stage_mix(model, layout, stage_key(rank, pp)) for rank in range(1, pp - 1)]
+
+    def covers(big: StageMix, small: StageMix) -> bool:
+        return (big.chunks == small.chunks and big.embedding == small.embedding and big.loss == small.loss
+                and all(any(o.direction == m.direction and o.chunk == m.chunk
+                            and all(o.held_count(k) >= m.held_count(k) for k in KINDS) for o in big.moments)
+                        for m in small.moments))
+
+    kept: list[StageMix] = []
+    for mix in middles:
+        if any(covers(other, mix) for other in kept):
+            continue
+        kept = [other for other in kept if not covers(mix, other)] + [mix]
+    return (("first", first), *((stage_key(mix.rank, pp), mix) for mix in kept), ("last", last))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from sympy import Expr, Integer, sympify
 
-from ..core.dims import C_f, L, L_1, L_p, T_e, a, b, c, e, e_t, f_e, p, s, t, v
+from ..core.dims import C_f, L, L_1, L_m, L_p, T_e, a, b, c, e, e_t, f_e, p, s, t, v
 from ..core.tensors import DTYPE_BYTES, Axis, Group, Inventory, SavedTensor
 from .choices import FLOAT_ACTIVATION_DTYPES, MOE_DISPATCHERS, RECOMPUTE, RECOMPUTE_MODULES, SP_INPUTS
 
@@ -449,13 +449,15 @@ def fp8_gemm_inputs(inventory: Inventory) -> Inventory:
     return inventory.map(to_fp8, "fp8_gemm_inputs")
 
 
-def interleave_in_flight(ways: Expr = p, chunks: Expr = v) -> Expr:
+def interleave_in_flight(ways: Expr = p, chunks: Expr = v, rank: int = 0) -> Expr:
     """Micro-batch chunks in flight on the first stage of the interleaved 1F1B
     schedule (Narayanan et al. 2021 §2.2.2; Megatron-LM's
     ``forward_backward_pipelining_with_interleaving``): the first rank runs
     ``2(p-1) + (v-1)p`` warm-up forwards, then one more before its first
-    backward, each over a chunk of L/(p·v) layers."""
-    return 2 * (ways - 1) + (chunks - 1) * ways + 1
+    backward, each over a chunk of L/(p·v) layers. ``rank``: pipeline rank r runs
+    ``2(p-1-r) + (v-1)p`` warm-up forwards (the same function of Megatron-LM at d98e8a6), so the
+    middle stage the verdict accounts (rank 1) holds two chunks fewer."""
+    return 2 * (ways - 1 - rank) + (chunks - 1) * ways + 1
 
 
 def in_flight_formula(micro_batches: Expr, stage: str = "first", ways: Expr = p, chunks: Expr = v) -> Expr:
@@ -487,8 +489,9 @@ class Strategy:
     :func:`interleave_in_flight`), an integer where the micro-batches per
     iteration cap it (``Layout.in_flight``). interleaved: the interleaved
     schedule with v chunks per stage. stage: which pipeline stage is
-    accounted, ``first`` (most micro-batches in flight) or ``last`` (the
-    output side); it changes only the description — the count is in_flight.
+    accounted, ``first`` (most micro-batches in flight), ``last`` (the
+    output side) or, with uneven stages, ``middle`` (rank 1: L_m layers, the
+    schedule's rank-1 count in flight when in_flight is None).
     context_parallel: split every sequence over c ranks (:func:`context_parallel`);
     composes with TP/SP (under SP each rank holds s/(c t)) and recompute.
     expert_parallel: the routed experts split over e ranks (symbol e; off: e = 1).
@@ -548,8 +551,10 @@ class Strategy:
             raise ValueError("sequence parallelism runs on the tensor-parallel group: enable tensor parallelism too")
         if self.interleaved and not self.pipeline:
             raise ValueError("the interleaved schedule is a pipeline schedule: enable the pipeline too")
-        if self.stage not in ("first", "last"):
-            raise ValueError(f"stage must be first or last, not {self.stage!r}")
+        if self.stage not in ("first", "last", "middle"):
+            raise ValueError(f"stage must be first, last or middle, not {self.stage!r}")
+        if self.stage == "middle" and not self.uneven_stages:
+            raise ValueError("the middle stage is accounted with uneven stages only (even ones: the first dominates)")
         if self.uneven_stages and not self.pipeline:
             raise ValueError("uneven stages are pipeline stages: enable the pipeline too")
         if self.dtype not in FLOAT_ACTIVATION_DTYPES:
@@ -614,16 +619,19 @@ class Strategy:
         1F1B: ``m`` micro-batches (p by default) of L/p layers — Korthikanti
         §4.2.3's "p micro-batches in flight" make it L layers' worth (Eq 5).
         Interleaved: :func:`interleave_in_flight` chunks of L/(p v) layers.
-        Uneven stages: the first stage's L_1 (the last stage's L_p) layers replace L/p (its chunks
-        hold L_1/v, L_p/v each); the in-flight count is the schedule's, whatever the
-        layers (Megatron-Core's schedules do not depend on them).
+        Uneven stages: the first stage's L_1 (the last stage's L_p, a middle stage's L_m) layers
+        replace L/p (its chunks hold L_1/v, L_p/v, L_m/v each); the in-flight count is the
+        schedule's, whatever the layers (Megatron-Core's schedules do not depend on them): on the
+        middle stage rank 1's, p − 1 under 1F1B.
         """
         if not self.pipeline:
             return Integer(1), L
         stage = self.stage_layers()
+        # the schedule's own count: rank 0's, or rank 1's on the middle stage (1F1B: p − r in flight)
+        rank = 1 if self.stage == "middle" else 0
         if self.interleaved:
-            return (interleave_in_flight(p, v) if self.in_flight is None else self.in_flight), stage / v
-        return (p if self.in_flight is None else self.in_flight), stage
+            return (interleave_in_flight(p, v, rank) if self.in_flight is None else self.in_flight), stage / v
+        return (p - rank if self.in_flight is None else self.in_flight), stage
 
     def stage_layers(self) -> Expr:
         """Transformer layers on the stage accounted: L/p when the stages are
@@ -631,7 +639,7 @@ class Strategy:
         the first stage's L_1 or the last stage's L_p."""
         if not self.uneven_stages:
             return L / p
-        return L_1 if self.stage == "first" else L_p
+        return {"first": L_1, "middle": L_m, "last": L_p}[self.stage]
 
     def describe(self) -> str:
         parts = []
@@ -658,8 +666,7 @@ class Strategy:
             parts.append("linear layers' saved inputs in FP8")
         if self.pipeline:
             parts.append(f"{self.stage} pipeline stage"
-                         + ((" (L_1 layers, uneven stages)" if self.stage == "first" else " (L_p layers, uneven stages)")
-                            if self.uneven_stages else "")
+                         + (f" ({self.stage_layers()} layers, uneven stages)" if self.uneven_stages else "")
                          + (", interleaved" if self.interleaved else ", 1F1B"))
         return ", ".join(parts)
 

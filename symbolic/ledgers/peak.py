@@ -5,8 +5,12 @@ OOM is what is alive at the same instant. On a pipeline the stages differ:
 the first holds the most micro-batches in flight, the last holds its layers
 plus the output side (final norm, logits, the fp32 log-softmax, the loss).
 Intermediate stages hold fewer micro-batches than the first and no output
-side, so the busiest GPU is the first or the last stage (first order: the
-model states split evenly over the stages).
+side, so with even stages the busiest GPU is the first or the last stage
+(first order: the model states split evenly over the stages). With uneven
+first/last counts a middle stage holds L_m layers and can be the busiest (rank
+1: p − 1 in flight under 1F1B), and a stage accounted by its own layers (a
+per-chunk layout, placed dense layers) can be any rank: ``bill.derive`` then
+takes these instants on every stage it has to (``layout.stages.verdict_mixes``).
 
 For each stage this module lists the instants where the step's memory can
 peak — the ends of the phase families of :mod:`symbolic.step.timeline`

@@ -285,6 +285,8 @@ def instant_compositions(activation_offload: bool = False) -> dict[str, list[dic
     out = {}
     for pipeline in PIPELINES:
         rows = []
+        # the page's stages are even (it has no first/last-stage counts): every middle stage holds the
+        # first's L/p layers with fewer in flight, so the first and the last are the verdict's (bill.derive)
         for stage in ("first",) if pipeline == "none" else ("first", "last"):
             for phase, composition in peak.compositions(_K, _N, pipeline == "none" or stage == "last",
                                                         activation_offload):

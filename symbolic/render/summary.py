@@ -66,6 +66,8 @@ def instant_words(data: dict) -> str:
     if not phase:
         return ""
     pipeline = (data.get("layout") or {}).get("pp", 1) > 1
+    if pipeline and data.get("verdict_stage_words"):  # a middle stage: "of stage 2 of 4 (...)"
+        return f"at the {phase} of {data['verdict_stage_words']}"
     return f"at the {phase}" + (f" of the {stage} stage" if pipeline and stage else "")
 
 
@@ -214,8 +216,10 @@ def bill_summary(data: dict, width: int = 80) -> list[str]:
         out.append(gpu_line(data["gpu"], time="step_seconds" in data))
     # the verdict is the peak: what is alive at its instant, class by class, and the papers' sum beside it
     parts = parts_words(data)
+    # a middle stage's peak: the ledgers (their lines, the papers' total) are the first stage's
+    middle = data.get("verdict_stage_words")
     if total != states + acts:
-        parts += f"; papers' total {fmt(states + acts, 'GB')}"
+        parts += f"; papers' total {fmt(states + acts, 'GB')}" + (" (the first stage's)" if middle else "")
     where = instant_words(data)
     out.append(f"total per GPU: {fmt_bytes(total)}" + (f" {where}" if where else "") + f" = {parts}")
     out += [line(number(data[key])) for key, line in OPTIONAL_LINES
@@ -225,7 +229,11 @@ def bill_summary(data: dict, width: int = 80) -> list[str]:
     memory_lines = [line for line in lines if line.get("ledger") in MEMORY_LEDGERS]
     biggest = ledger_total[big_ledger]
     dominant = f"dominant: {big_ledger} {fmt(biggest, 'GB')} ({_share(biggest, total)})"
-    if memory_lines:
+    if middle:  # the peak's own classes, and a word that the lines below are another stage's
+        _, name, size = max(verdict_parts(data), key=lambda part: part[2])
+        dominant = (f"dominant at the peak: {name} {fmt(size, 'GB')} ({_share(size, total)}); the ledgers below "
+                    f"list the first stage, not {middle}")
+    elif memory_lines:
         top = max(memory_lines, key=lambda line: number(line["value"]))
         dominant += (f"; largest line: {top['name']} ({MEMORY_LEDGERS[top['ledger']]}) "
                      f"{fmt(number(top['value']), 'GB')} ({_share(number(top['value']), total)})")

@@ -381,7 +381,8 @@ def memory_summary(bill: Bill, width: int = PIPE_WIDTH) -> Group:
     paper = totals.get("paper_total_bytes", total)
     where = totals.get("verdict_phase", "")
     if bill.layout.pp > 1 and where:
-        where = f"{totals['verdict_stage']} pipeline stage, {where}"
+        where = (f"pipeline {totals['verdict_stage_words']}, {where}" if "verdict_stage_words" in totals
+                 else f"{totals['verdict_stage']} pipeline stage, {where}")
     parts = [wrapped(f"MEMORY PER GPU: {fmt_bytes(total)}, the peak of the step on the busiest GPU ({where})",
                      width, style="bold"),
              wrapped(f"papers' total: model states {fmt(states, 'GB')} + activations {fmt(acts, 'GB')} = "
@@ -468,7 +469,7 @@ def renderables(bill: Bill, width: int = PIPE_WIDTH, brief: bool = False, extra:
     dims = ("dimensions: " + " ".join(f"{k}={v[k]}" for k in MODEL_LETTERS if k in v)
             + "  |  " + " ".join(f"{k}={v[k]}" for k in ("b", "t", "p", "d", "v") if k in v)
             + (f" c={v['c']}" if v.get("c", 1) > 1 else "")
-            + (f" L_1={v['L_1']} L_p={v['L_p']}" if "L_1" in v else ""))
+            + (f" L_1={v['L_1']} L_p={v['L_p']}" if "L_1" in v else "") + (f" L_m={v['L_m']}" if "L_m" in v else ""))
     out += [Text(), wrapped(dims, width), wrapped(f"layer inventory: {model.arch}; activations: {bill.strategy}",
                                                   width)]
     panel = approximations_panel(bill)

@@ -13,7 +13,8 @@ What a plan models, and what it does not:
 
 * **Memory per GPU** = the bill's verdict: the peak of the step on the busiest
   GPU, the largest of the candidate instants of the first and the last
-  pipeline stage (``symbolic.ledgers.peak``: model states, the chunks in flight,
+  pipeline stage, and with uneven stages of the busiest middle one (rank 1, L_m
+  layers) (``symbolic.ledgers.peak``: model states, the chunks in flight,
   the output side, work tensors, the recompute window, communication buffers,
   ZeRO-3's gathered weights, the optimizer step's temporaries). Fragmentation
   and the CUDA context are not modelled; ``margin`` bytes are reserved from the
@@ -78,11 +79,13 @@ if TYPE_CHECKING:
 #: m: micro-batch chunks in flight on the first stage (``Layout.in_flight``); m_last: on the last.
 #: Last, the composed families' own letters (symbolic.models.architectures.composed), fixed per model.
 #: L_1, L_p: layers on the first and the last stage (uneven stages; Layout.values). r: the LoRA rank.
+#: L_m, m_mid: the middle stage's layers and chunks in flight (uneven stages: rank 1; with p ≤ 2, where no
+#: stage is between, the first stage's L_1 and m, so its candidates repeat the first's).
 #: By name (the guarded reader's formulas read them so); the sympy symbols, :data:`ARGS` and
 #: ``m_last``, are built on first use (:func:`_letters`).
 ARG_NAMES = ("s", "b", "h", "a", "L", "V", "t", "p", "d", "f", "v", "Psi", "g", "E", "k", "E_s", "f_e", "c", "e",
              "e_t", "C_f", "m", "m_last", "P", "d_h", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v", "L_1",
-             "L_p", "r", "L_n")
+             "L_p", "r", "L_n", "L_m", "m_mid")
 #: The time model's arguments: the ledgers' letters and B (sequences per iteration).
 TIME_NAMES = ARG_NAMES + ("B",)
 
@@ -96,6 +99,7 @@ def _letters() -> dict:
     from ..core import dims
     letters = {name: getattr(dims, name, None) for name in TIME_NAMES}
     letters["m_last"] = Symbol("m_last", positive=True, integer=True)
+    letters["m_mid"] = Symbol("m_mid", positive=True, integer=True)
     wrong = [name for name, x in letters.items() if x is None or x.name != name]
     if wrong:
         raise ValueError(f"plan letters {wrong} are not symbolic.core.dims symbols of those names")
@@ -197,15 +201,15 @@ def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: boo
 def _stage_strategy(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool, stage: str,
                     experts: tuple = (False, False, False, (), False), fp8_activations: bool = False,
                     uneven: bool = False):
-    """The bill's strategy of ``stage`` with the chunks in flight as a letter (m first, m_last last),
-    so one expression serves every m and p (``Layout.in_flight`` gives the values); with uneven
-    stages its layers are L_1 (first) or L_p (last)."""
+    """The bill's strategy of ``stage`` with the chunks in flight as a letter (m first, m_last last,
+    m_mid middle), so one expression serves every m and p (``Layout.in_flight`` gives the values); with
+    uneven stages its layers are L_1 (first), L_m (middle) or L_p (last)."""
     from ..core.dims import m
     strategy = _representative(sp, recompute, dtype, schedule, cp, experts, fp8_activations,
                                uneven).strategy(stage)
     if schedule == "none":
         return strategy
-    return replace(strategy, in_flight=m if stage == "first" else _letters()["m_last"])
+    return replace(strategy, in_flight=m if stage == "first" else _letters()["m_mid" if stage == "middle" else "m_last"])
 
 
 @lru_cache(maxsize=None)
@@ -234,10 +238,11 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
     NCCL staging and the gradient bucket (:func:`comm_bytes`, added as numbers; the expert-parallel
     all-to-all's staging, in the letters, is in): the step's peak on the busiest stage is their
     maximum (``symbolic.ledgers.peak``). (label, bytes) pairs. ``uneven``: each stage's model
-    states over its own layers (L_1, L_p), in whole bytes as the bill's."""
+    states over its own layers (L_1, L_m, L_p: the middle stage, rank 1, a candidate too), in whole bytes
+    as the bill's."""
     from sympy import Add, Integer, Rational, ceiling
 
-    from ..core.dims import L, L_1, L_p, c, p
+    from ..core.dims import c, p
     from ..ledgers import peak, states
     from ..models.architectures import output
 
@@ -249,8 +254,8 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
     staging = (all_to_all_staging(sp, cp, experts[2], fp8_activations)
                if structure.arch == "moe" and experts[0] else [])
     out = []
-    for stage in (("first",) if schedule == "none" else ("first", "last")):
-        ways = (L / L_1 if stage == "first" else L / L_p) if uneven else p
+    for stage in _verdict_stages(schedule, uneven):
+        ways = _stage_ways(stage) if uneven else p
         blocks = _state_blocks(recipe, zero, cp, structure, experts[0], experts[1], ways)
         temporary = (Add(*_state_blocks(states.FP32_TEMPORARY, zero, cp, structure, experts[0], experts[1],
                                         ways).values())
@@ -265,6 +270,21 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
                                            has_loss=schedule == "none" or stage == "last", gathered=gathered):
             out.append((f"{stage} stage, {instant.phase}" if schedule != "none" else instant.phase, instant.total))
     return tuple(out)
+
+
+def _verdict_stages(schedule: str, uneven: bool) -> tuple[str, ...]:
+    """The stages whose instants the verdict takes the largest of, as the bill's (``bill.derive``): the
+    first and the last, and with uneven stages the middle one (rank 1, L_m layers, m_mid in flight)."""
+    if schedule == "none":
+        return ("first",)
+    return ("first", "middle", "last") if uneven else ("first", "last")
+
+
+def _stage_ways(stage: str) -> "Expr":
+    """What an uneven ``stage`` divides the layers' parameters by (``bill.derive.stage_ways``): L/L_1,
+    L/L_m, L/L_p."""
+    from ..core.dims import L, L_1, L_m, L_p
+    return L / {"first": L_1, "middle": L_m, "last": L_p}[stage]
 
 
 def comm_bytes(tp, dp, pp, cp, ep=1, etp=None, settings: CommSettings = CommSettings()):
@@ -568,7 +588,7 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
     from ..bill.derive import fused_backward_recompute, lora_forward_flops, lora_saved, recompute_for_flops
     from sympy import Add, Integer, ceiling
 
-    from ..core.dims import L, L_1, L_p, c, e, e_t, p, t
+    from ..core.dims import c, e, e_t, p, t
     from ..ledgers import activations, flops, peak, states
     from ..ledgers.transients import all_to_all_staging
     from ..models.architectures import output
@@ -584,7 +604,7 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
             if structure.has_experts and (group.ep or group.etp) else {})
 
     def stage_states(stage: str) -> tuple[dict, Expr]:
-        ways = (L / L_1 if stage == "first" else L / L_p) if group.uneven else p
+        ways = _stage_ways(stage) if group.uneven else p
         terms, trainable = states.state_terms(
             recipe, group.zero, param_inv, context_parallel=context, lora=bool(group.lora),
             lora_targets=lever.lora_targets, base_dtype=lever.base_dtype, double_quant=lever.double_quant,
@@ -597,7 +617,7 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
     staging = (all_to_all_staging(group.sp, group.cp, group.capacity, group.fp8_activations)
                if structure.arch == "moe" and group.ep else [])
     candidates = []
-    for stage in (("first",) if group.schedule == "none" else ("first", "last")):
+    for stage in _verdict_stages(group.schedule, group.uneven):
         blocks, temporary = stage_states(stage)
         if group.uneven:  # whole bytes per block, as the bill's verdict
             blocks = {name: ceiling(expr) for name, expr in blocks.items()}
@@ -908,6 +928,7 @@ def _block_env(values: Mapping[str, object], micro_batches):
             values["p"], values["v"], np.asarray(micro_batches) // np.asarray(values["d"])))
         values.setdefault("m", in_flight_array(pp, vv, m_iter, "first"))
         values.setdefault("m_last", in_flight_array(pp, vv, m_iter, "last"))
+        values.setdefault("m_mid", in_flight_array(pp, vv, m_iter, "middle"))
     given = {k: np.asarray(x, dtype=np.float64) for k, x in values.items()}
     env = dict.fromkeys(ARG_NAMES, 1.0)  # a GPT model has no g, E, k, E_s, f_e: its formulas do not read them
     env.update(given)
@@ -1157,7 +1178,8 @@ def exact_totals(model: ModelConfig, layout: Layout, params_hand: int | None = N
     """The bill's totals for one layout, exactly, from the plan's expressions."""
     formulas = group_formulas(Group.of(model, layout))
     evaluate_all = formulas.exact()
-    values = dict(layout.values(model), m=layout.in_flight("first"), m_last=layout.in_flight("last"), Psi=0)
+    values = dict(layout.values(model), m=layout.in_flight("first"), m_last=layout.in_flight("last"), Psi=0,
+                  **_middle_values(model, layout))
     count = int(formulas.exact_params()(values)[0])
     values["Psi"] = count if params_hand is None else params_hand
     _, states_value, acts_value, *rest = evaluate_all(values)
@@ -1179,7 +1201,21 @@ def layout_values(model: ModelConfig, layout: Layout) -> dict[str, int]:
     """The layout's dimension values and its chunks in flight (m first stage, m_last last stage)."""
     values: dict = dict(layout.values(model), m=layout.in_flight("first"))
     values[_letters()["m_last"]] = layout.in_flight("last")  # a plan-local letter: keyed by its symbol
+    middle = _middle_values(model, layout)
+    if middle:
+        values["L_m"] = middle["L_m"]
+        values[_letters()["m_mid"]] = middle["m_mid"]
     return values
+
+
+def _middle_values(model: ModelConfig, layout: Layout) -> dict:
+    """L_m and m_mid of an uneven layout (its groups' middle stage, :func:`_verdict_stages`): rank 1's
+    layers and chunks in flight, the first stage's where p ≤ 2 has no stage between; {} when even."""
+    if not (layout.first_stage_layers or layout.last_stage_layers) or layout.pp == 1:
+        return {}
+    if layout.middle_stage:
+        return {"L_m": layout.values(model)["L_m"], "m_mid": layout.in_flight("middle")}
+    return {"L_m": layout.first_stage_layer_count(model), "m_mid": layout.in_flight("first")}
 
 
 def _whole(x):
@@ -1401,6 +1437,12 @@ def in_flight_array(pp, interleave, micro_batches, stage: str):
     """:func:`symbolic.layout.layout.in_flight` over arrays of layouts: the same rule, written with
     ``np.where`` (``tests/test_verdict.py`` holds the two equal over a grid of p, v and m)."""
     p_, v_, m_ = (np.asarray(x, dtype=np.int64) for x in (pp, interleave, micro_batches))
+    if stage == "middle":  # rank 1 (p − 1 in flight under 1F1B); with p ≤ 2 no stage is between: the first's
+        first = in_flight_array(pp, interleave, micro_batches, "first")
+        warm_up = 2 * (p_ - 2) + (v_ - 1) * p_
+        interleaved = np.where(m_ == p_, m_ * v_, np.minimum(warm_up + 1, m_ * v_))
+        rank_one = np.where(v_ == 1, np.minimum(m_, p_ - 1), interleaved)
+        return np.where(p_ > 2, rank_one, first).astype(np.int64)
     if not np.any(v_ != 1):  # no layout interleaved (a sweep's common case): 1F1B's count alone
         shape = np.broadcast_shapes(p_.shape, v_.shape, m_.shape)
         counts = np.minimum(m_, p_) if stage == "first" else 1
@@ -1514,7 +1556,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
     # to every b here. tests/test_plan_enumeration.py checks the rows against every candidate layout
     # Layout.is_valid accepts (for GPT-3 on 1024 GPUs 3,126 validations instead of 32,976, which were most of a cold plan).
     names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp",
-             "ep", "etp", "L_1", "L_p")
+             "ep", "etp", "L_1", "L_p", "L_m")
     recomputes = np.array([rc for rc in range(3) if fixed.get("recompute", RECOMPUTE_ORDER[rc]) == RECOMPUTE_ORDER[rc]],
                           dtype=np.int64)
     blocks = []
@@ -1579,7 +1621,8 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
             b_index = np.repeat(b_index, recomputes.size)
             c_index = np.repeat(c_index, recomputes.size)
             block = np.empty((b_index.size, len(names)), dtype=np.int64)
-            block[:, [0, 1, 2, 9, 12, 13]] = (tp, pp, dp, cp, stages[0], stages[-1])
+            # L_m: a middle stage's layers, the first's where p ≤ 2 has none (plan's ARG_NAMES)
+            block[:, [0, 1, 2, 9, 12, 13, 14]] = (tp, pp, dp, cp, stages[0], stages[-1], stages[1 if pp > 2 else 0])
             block[:, 3] = micro[b_index]
             block[:, 8] = m_of[b_index]
             block[:, [4, 5, 6, 10, 11]] = choices[c_index]
@@ -1672,6 +1715,9 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
             "m": in_flight_array(table["pp"], table["interleave"], table["micro_batches"], "first"),
             "m_last": in_flight_array(table["pp"], table["interleave"], table["micro_batches"], "last"),
             "L_1": table["L_1"], "L_p": table["L_p"]}
+    if first_stage_layers or last_stage_layers:  # the middle stage's letters (uneven groups read them)
+        cols.update(L_m=table["L_m"], m_mid=in_flight_array(table["pp"], table["interleave"], table["micro_batches"],
+                                                            "middle"))
     scalars["C_f"] = float(Fraction(moe_capacity))
     micro_batches_total = table["micro_batches"] * table["dp"]
     out = {k: np.empty(n) for k in ("params", "model_states_bytes", "activation_bytes", "paper_total_bytes",

@@ -83,7 +83,7 @@ def memory_exprs(model: ModelConfig, layout: Layout, params_hand: int | None = N
     exprs = Group.of(model, layout).expressions()
     psi = exprs["params"] if params_hand is None else Integer(params_hand)
     values = layout_values(model, layout)
-    fixed = {key: val for key, val in values.items() if not isinstance(key, str) or key in ("m",)}
+    fixed = {key: val for key, val in values.items() if not isinstance(key, str) or key in ("m", "L_m")}
     comm = sum(size for _, size in CommSettings().items(layout))
     out = []
     for label, expr in exprs["peak_candidates"]:

@@ -220,7 +220,8 @@ def _bill_state_kinds(model="deepseek-v3", kinds=("parameters", "gradients"), st
                          "layout (pipeline_layout) or a model whose dense layers are placed; give first or last")
     if stage == "busiest":
         every = ("parameters", "gradients", "optimizer")
-        candidates = tuple(range(lay.pp)) if by_layers else ("first", "last") if lay.pp > 1 else ("first",)
+        candidates = (tuple(range(lay.pp)) if by_layers else ("first", "middle", "last") if lay.middle_stage
+                      else ("first", "last") if lay.pp > 1 else ("first",))
         stage = max(candidates, key=lambda name: on(name, every))
     return on(stage, tuple(kinds))
 

@@ -492,13 +492,15 @@ def in_flight(layout: Layout, stage: str = "first") -> tuple[Expr, Expr, list[st
     chunks of L/(p v) layers. No pipeline: one micro-batch over L layers.
     """
     notes = []
-    chunks, layers = layout.strategy(stage).layers_held()
+    strategy = layout.strategy(stage)
+    chunks, layers = strategy.layers_held()
     if layout.pp == 1:
         return chunks, layers, notes
     m_iter = layout.iteration_micro_batches()
     schedule = "interleaved" if layout.interleave > 1 else "1F1B"
     if layout.uneven_stages:  # Megatron-Core's first/last-stage layer counts
-        notes.append(f"uneven stages: the {stage} stage holds {'L_1' if stage == 'first' else 'L_p'} layers")
+        notes.append(f"uneven stages: the {stage} stage holds {strategy.stage_layers()} layers"
+                     + (" (rank 1, the most in flight of the middle stages)" if stage == "middle" else ""))
     notes.append(f"{schedule} {stage} stage: {layout.in_flight(stage)} micro-batch chunk(s) in flight "
                  f"(m = {m_iter} micro-batches per iteration, p = {layout.pp})")
     return chunks, layers, notes
@@ -517,16 +519,49 @@ def _whole_state_block(model: ModelConfig, layout: Layout, name: str, size: Expr
                           "(`symbolic bill` counts it as a fraction)")
 
 
+def timeline_stage(model: ModelConfig, layout: Layout, stage) -> str:
+    """The stage the timeline walks, as the bill's verdict keys it: ``first``, ``last``, ``middle`` (uneven
+    first/last counts with p > 2: rank 1, whose L_m layers every middle stage holds), or a pipeline rank
+    0 … p − 1 (an int or its digits) — any rank where the stages are accounted by their own layers
+    (``layout.stages.stage_key``: ``rank<r>``), else those three. Refused in one line otherwise."""
+    from ..layout.stages import exact_stages, stage_key
+    p = layout.pp
+    if isinstance(stage, str) and stage.isdigit():
+        stage = int(stage)
+    if isinstance(stage, int) and not isinstance(stage, bool):
+        if not 0 <= stage < p:
+            raise ConfigError(f"stage {stage}: a pipeline rank is 0 … {p - 1} (pp {p})")
+        if exact_stages(model, layout) or stage in (0, p - 1):
+            return stage_key(stage, p)
+        if stage == 1 and layout.middle_stage:
+            return "middle"
+        raise ConfigError(f"stage {stage}: the middle stages hold alike and rank 1 holds the most of them in flight "
+                          + ("(--stage middle)" if layout.middle_stage else
+                             "; with even stages the first stage (--stage first) holds as many layers and more in flight"))
+    if stage == "middle":
+        if exact_stages(model, layout) and p > 2:
+            raise ConfigError("stage middle: this layout's stages are accounted by their own layers, each middle one "
+                              f"apart: give its pipeline rank, 1 … {p - 2} (the bill names the busiest)")
+        if not layout.middle_stage:
+            raise ConfigError("stage middle: only uneven first/last-stage counts with pp > 2 have a middle stage of "
+                              "their own; even stages hold alike and the first (--stage first) has the most in flight")
+        return stage
+    if stage in ("first", "last"):
+        return stage
+    raise ConfigError(f"stage {stage!r}: first, last, middle or a pipeline rank 0 … {p - 1}")
+
+
 def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions = MemoryOptions(),
           stage: str = "first") -> Timeline:
     """The timeline of one training step of ``model`` under ``layout`` on
     pipeline ``stage``: ``first`` (the most micro-batches in flight) or
-    ``last`` (its layers, then the output side and the loss). With pp = 1 the
-    one stage is both."""
+    ``last`` (its layers, then the output side and the loss), ``middle`` or a
+    pipeline rank (:func:`timeline_stage`). With pp = 1 the one stage is both."""
     from ..bill.derive import inventories, output_norm  # here: the bill imports the ledgers
     from ..models.architectures import output
 
     layout = layout.validate(model)   # no-op flags off (layout.settle_no_ops)
+    stage = timeline_stage(model, layout, stage)
     lora_base = bool(layout.lora) or layout.base_dtype != "bf16" or layout.offload != "none"
     if layout.levers and not lora_base:  # a factored optimizer: its states need the parameters' shapes
         raise ConfigError(f"optimizer {layout.optimizer}: the timeline counts per-parameter recipes; "
@@ -544,7 +579,8 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     from ..bill.derive import model_state_blocks
 
     param_inv, base, _ = inventories(model)
-    strategy = layout.strategy(stage)
+    # a middle rank of a stage accounted by its own layers shards as the first (its moments give the count)
+    strategy = layout.strategy(stage if stage in ("first", "last", "middle") else "first")
     exact = exact_stages(model, layout)
     if lora_base and exact and layout.pp > 1:  # the bill's rule (bill.derive.derive)
         raise ConfigError("LoRA, a quantised base and offload are modelled with even pipeline stages: drop "
