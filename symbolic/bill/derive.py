@@ -370,7 +370,8 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # The output side — final norm, logits input, fp32 log-softmax, targets — as its own lines: the
     # last pipeline stage holds it for the one micro-batch between forward and backward. The papers
     # leave it out of their total (paper_total_bytes); the verdict (total_bytes) counts it.
-    output_saved = _shard(strategy, output.saved_tensors(norm=output_norm(model), loss=layout.loss))
+    output_saved = _shard(strategy, output.saved_tensors(norm=output_norm(model), loss=layout.loss,
+                                                         weight_grad=strategy.output_weight_grad))
     lines.extend(_output_lines(output_saved))
 
     # Communication buffers, held from start-up (seed 004 §02.4): counted in the verdict.
