@@ -236,3 +236,32 @@ def test_the_rounded_bisection_finds_the_exact_boundary_of_forms_sympy_cannot_so
     expr = 3 * x + Max(x, 10)  # sympy's solve raises NotImplementedError on Max: bisected the same way
     bound, _, _ = _largest_integer(expr, x, 1000)
     assert bound == 250 and expr.subs(x, 250) <= 1000 < expr.subs(x, 251)
+
+
+@pytest.mark.parametrize("argv, flags, answer", [
+    # issue 39: QLoRA 70B with Liger on two 40 GB cards: the frozen NF4 base alone is over; ZeRO-3 shards it
+    (["llama-3.1-70b", "--max", "seq", "--lora", "16", "--base-dtype", "nf4", "--gpu-memory", "40GB",
+      "--recompute", "full", "--loss", "liger", "--dp", "2"], "--zero 3", 9162),
+    # the chunked-loss command of issue 39: bf16-adam's foreach step is over an H200; a fused step is not
+    (["llama-3-8b", "--max", "seq", "--gpu", "h200", "--loss", "chunked", "--recompute", "full"],
+     "--optimizer-impl fused", 10646),
+])
+def test_when_nothing_fits_solve_names_the_lever_that_makes_it_reachable(argv, flags, answer, capsys):
+    assert main(["solve", *argv, "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["seq"] is None and data["lever"]["flags"] == flags and data["lever"]["seq"] == answer
+    assert main(["solve", *argv, "--brief"]) == 1
+    assert f"nothing fits; `{flags}` would make s = {answer} reachable" in capsys.readouterr().out
+    # applied as written: solve reaches that s, the bill fits there and not at the next s
+    assert main(["solve", *argv, *flags.split(), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["seq"] == answer and again["lever"] is None
+    assert again["check"]["fits"] and again["check"]["next_fits"] is False
+
+
+def test_when_no_lever_makes_even_the_smallest_value_fit_solve_says_so(capsys):
+    argv = ["solve", "llama-3.1-405b", "--max", "seq", "--gpu-memory", "2GB", "--lora", "16", "--base-dtype", "nf4"]
+    assert main([*argv, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["lever"] is None
+    assert main([*argv, "--brief"]) == 1
+    assert "none of the bill's levers makes even that fit" in capsys.readouterr().out

@@ -50,6 +50,10 @@ def _details(limit) -> str:
     if limit.answer is None:
         out.append(f"NOTHING FITS: the smallest valid {sym} = {getattr(lay, limit.target)} needs "
                    f"{fmt(limit.total_at_answer, 'GB')}, over by {fmt(limit.total_at_answer - limit.usable, 'GB')}")
+        lever = limit.lever
+        if lever is not None:
+            out.append(f"  with {' + '.join(lever.levers)}: {sym} = {lever.answer} needs "
+                       f"{fmt(lever.total_bytes, 'GB')}; cost: {lever.cost}")
         return "\n".join(out)
     step = "" if limit.answer == limit.bound else f" (the largest valid value: {_why(limit)})"
     out.append(f"largest {limit.target.replace('_', '-')}: {sym} = {limit.answer}{step}")
@@ -111,6 +115,10 @@ def render_json(limit, gpu=None, preset=None) -> str:
         "root": None if limit.root is None else sstr(limit.root),
         "root_value": None if limit.root is None else float(limit.root),
         "largest_integer": limit.bound,
+        # nothing fits: the lever that makes the target reachable (the bill's fix list, first that solves)
+        "lever": None if limit.lever is None else {
+            "levers": list(limit.lever.levers), "flags": " ".join(limit.lever.flags), limit.target: limit.lever.answer,
+            "total_bytes": num(limit.lever.total_bytes), "cost": limit.lever.cost},
         "bracket": None if limit.bracket is None else list(limit.bracket),
         "gpu_memory_bytes": limit.gpu_memory, "margin_bytes": limit.margin, "usable_bytes": limit.usable,
         "params_hand": limit.params_hand,

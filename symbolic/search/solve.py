@@ -62,6 +62,9 @@ class Limit:
     params_hand: int | None = None
     instant: str = ""           #: the binding candidate instant (its polynomial is ``polynomial``)
     bracket: tuple | None = None  #: (lower, upper) from the ceilings relaxed both ways, when the instant rounds
+    #: when nothing fits: the first lever of the bill's fix list at the smallest valid value that makes the
+    #: target reachable (:func:`reachable_with`), or None when no lever does
+    lever: "Reachable | None" = None
 
     @property
     def usable(self) -> int:
@@ -79,6 +82,18 @@ class Limit:
 
     def next_fits(self) -> bool | None:
         return None if self.next_value is None else bool(Rational(self.total_at_next) <= self.usable)
+
+
+@dataclass
+class Reachable:
+    """A lever that makes a target reachable when nothing fits: the bill's fix (``symbolic.bill.levers``)
+    at the smallest valid value, and the answer solve gives with it applied."""
+
+    levers: tuple[str, ...]     #: the lever names, as the bill's fix list prints them
+    flags: tuple[str, ...]      #: the flags that make it, appended to the command as written
+    answer: int                 #: the largest value that fits with it (solve on the changed layout)
+    total_bytes: object         #: the bill's total there, with the lever
+    cost: str                   #: the fix's cost in words
 
 
 def memory_exprs(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> list[tuple[str, Expr, Expr]]:
@@ -132,7 +147,10 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     x = Dummy(symbol.name, positive=True)
     values = {k: val for k, val in layout.values(model).items() if k != symbol.name}
     if target == "micro_batch" and layout.pp > 1 and layout.global_batch:
-        return _search_micro_batch(model, layout, gpu_memory, margin, params_hand)
+        limit = _search_micro_batch(model, layout, gpu_memory, margin, params_hand)
+        if limit.answer is None:
+            limit.lever = reachable_with(model, limit.layout, target, gpu_memory, margin, params_hand)
+        return limit
     binding = None  # (key, bound, label, with_psi, polynomial, root): the candidate with the smallest bound
     for label, with_psi, total in memory_exprs(model, layout, params_hand):
         polynomial = expand(substitute(total, values).xreplace({symbol: x}))
@@ -161,7 +179,29 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     polynomial = polynomial.xreplace({x: symbol})
     return Limit(model, target, answer, bound, None if root is None else root.xreplace({x: symbol}),
                  polynomial, with_psi, gpu_memory, margin, at_layout, total_at, next_value, total_next,
-                 params_hand, instant, bracket)
+                 params_hand, instant, bracket,
+                 reachable_with(model, at_layout, target, gpu_memory, margin, params_hand) if answer is None
+                 else None)
+
+
+def reachable_with(model: ModelConfig, layout: Layout, target: str, gpu_memory: int, margin: int,
+                   params_hand: int | None) -> Reachable | None:
+    """When nothing fits: the bill's lever search (:func:`symbolic.bill.levers.what_would_fit`, its
+    order) at the smallest valid value ``layout`` holds, against the usable memory, and for its first
+    fix that solve can solve, the largest value that fits with it — "``--zero 3`` would make s = N
+    reachable". None: no lever of the bill's makes even the smallest value fit."""
+    from ..bill.derive import make_bill
+    from ..bill.levers import what_would_fit
+
+    bill = make_bill(model, layout, params_hand=params_hand, gpu_memory=gpu_memory - margin)
+    for fix in what_would_fit(bill, params_hand):
+        try:
+            limit = solve_limit(model, fix.layout, target, gpu_memory, margin, params_hand)
+        except ConfigError:  # a lever solve does not model (the bill priced it): the next one
+            continue
+        if limit.answer is not None:
+            return Reachable(fix.levers, fix.flags, limit.answer, limit.total_at_answer, fix.cost)
+    return None
 
 
 def _largest_integer(polynomial: Expr, x, usable: int, limit: int = MAX_ANSWER["seq"]
