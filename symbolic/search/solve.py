@@ -121,9 +121,10 @@ def memory_expr(model: ModelConfig, layout: Layout, params_hand: int | None = No
 
 
 def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int, margin: int = 0,
-                params_hand: int | None = None) -> Limit:
+                params_hand: int | None = None, offer_lever: bool = True) -> Limit:
     """The largest ``target`` (``micro_batch`` or ``seq``) for which ``layout`` fits
-    ``gpu_memory − margin`` bytes per GPU; the layout's own value of the target is ignored."""
+    ``gpu_memory − margin`` bytes per GPU; the layout's own value of the target is ignored. When
+    nothing fits and ``offer_lever``: :attr:`Limit.lever`, what would make it reachable."""
     from ..bill.derive import make_bill
 
     _check_arch(model)
@@ -148,7 +149,7 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     values = {k: val for k, val in layout.values(model).items() if k != symbol.name}
     if target == "micro_batch" and layout.pp > 1 and layout.global_batch:
         limit = _search_micro_batch(model, layout, gpu_memory, margin, params_hand)
-        if limit.answer is None:
+        if limit.answer is None and offer_lever:
             limit.lever = reachable_with(model, limit.layout, target, gpu_memory, margin, params_hand)
         return limit
     binding = None  # (key, bound, label, with_psi, polynomial, root): the candidate with the smallest bound
@@ -180,8 +181,8 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     return Limit(model, target, answer, bound, None if root is None else root.xreplace({x: symbol}),
                  polynomial, with_psi, gpu_memory, margin, at_layout, total_at, next_value, total_next,
                  params_hand, instant, bracket,
-                 reachable_with(model, at_layout, target, gpu_memory, margin, params_hand) if answer is None
-                 else None)
+                 reachable_with(model, at_layout, target, gpu_memory, margin, params_hand)
+                 if answer is None and offer_lever else None)
 
 
 def reachable_with(model: ModelConfig, layout: Layout, target: str, gpu_memory: int, margin: int,
@@ -196,7 +197,7 @@ def reachable_with(model: ModelConfig, layout: Layout, target: str, gpu_memory: 
     bill = make_bill(model, layout, params_hand=params_hand, gpu_memory=gpu_memory - margin)
     for fix in what_would_fit(bill, params_hand):
         try:
-            limit = solve_limit(model, fix.layout, target, gpu_memory, margin, params_hand)
+            limit = solve_limit(model, fix.layout, target, gpu_memory, margin, params_hand, offer_lever=False)
         except ConfigError:  # a lever solve does not model (the bill priced it): the next one
             continue
         if limit.answer is not None:

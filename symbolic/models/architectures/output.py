@@ -112,8 +112,10 @@ def loss_saved(loss: str = "eager", loss_dtype: str = "fp32", weight_grad: bool 
                 _saved("output/labels", (s, b), "int64", Axis.NONE, None, FLASH_CE, "the target token ids"))
     grad_input = _saved("output/grad_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, LIGER_CE,
                         "d(loss)/d(final norm output), computed in the forward")
-    if not weight_grad:  # a frozen output weight: grad_weight is None (LIGER_FROZEN)
-        return (grad_input,)
+    if not weight_grad:  # a frozen output weight: grad_weight is None (LIGER_FROZEN), said on the line kept
+        return (_saved("output/grad_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, f"{LIGER_CE}; {LIGER_FROZEN}",
+                       "d(loss)/d(final norm output), computed in the forward; the output weight is frozen "
+                       "(LoRA): no grad_weight, no weight-gradient step"),)
     return (grad_input,
             _saved("output/grad_weight", (V, h), "bf16", Axis.NONE, None, LIGER_CE,
                    "d(loss)/d(output weight), computed in the forward (the weight's dtype)"))
