@@ -239,15 +239,29 @@ def test_the_fix_list_searches_pairs_and_puts_cheap_ones_before_offload(capsys):
     assert fixes[0]["step_seconds"] < fixes[1]["step_seconds"]
 
 
-def test_every_suggested_fix_fits_when_its_flags_are_applied_as_written(capsys):
-    for argv in (QWEN_MOE, ["bill", "llama-3-8b", "--seq", "8192", "--dp", "8", "--gpu-memory", "80GB"],
+def test_every_suggested_fix_fits_when_its_flags_are_applied_as_written(capsys, monkeypatch):
+    """Every fix of the search (not only the eight the bill prints), appended to the command as written,
+    gives the bill the fix was billed at, and it fits: ZeRO, TP and EP over the same GPUs (--tp --dp --sp,
+    --ep), recompute, FlashAttention, FP8, 8-bit Adam, offload, LoRA and their pairs."""
+    import functools
+
+    import symbolic.bill.priced as priced
+
+    monkeypatch.setattr(priced, "what_would_fit", functools.partial(what_would_fit, limit=1000))
+    flags_seen = set()
+    for argv in (QWEN_MOE, ["bill", "llama-3-8b", "--seq", "8192", "--dp", "4", "--tp", "2", "--gpu-memory", "40GB"],
+                 ["bill", "gpt-7b", "--seq", "4096", "--dp", "8", "--gpu-memory", "40GB"],
+                 ["bill", "mixtral-8x7b", "--seq", "4096", "--dp", "8", "--ep", "2", "--gpu-memory", "80GB"],
                  ["bill", "llama-2-7b", "--seq", "4096", "--gpu-memory", "80GB"]):
         code, data = _bill_json(argv, capsys)
-        assert code == 0 and data["fixes"]
+        assert code == 0 and data["headroom_bytes"] < 0 and data["fixes"]
         for fix in data["fixes"]:
             again_code, again = _bill_json([*argv, *fix["flags"].split()], capsys)
-            assert again_code == 0 and again["headroom_bytes"] >= 0, fix["flags"]
+            assert again_code == 0 and Fraction(again["headroom_bytes"]) >= 0, fix["flags"]
             assert again["total_bytes"] == fix["total_bytes"], fix["flags"]
+            flags_seen |= {flag for flag in fix["flags"].split() if flag.startswith("--")}
+    assert {"--zero", "--tp", "--sp", "--ep", "--recompute", "--flash-attention", "--dtype", "--optimizer",
+            "--optimizer-impl", "--offload", "--activation-offload", "--lora", "--base-dtype"} <= flags_seen
 
 
 def test_the_text_and_brief_bill_show_the_flags(capsys):

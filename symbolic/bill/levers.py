@@ -18,8 +18,8 @@ ordered by its other lever's tier (ZeRO-3 + full recompute is (1, 0): after full
 modelled step time of the changed layout on the bill's hardware when it is given
 (:func:`what_would_fit`'s ``price``), else its hardware FLOPs; then the smaller new total. So
 ``--zero 3 --recompute full`` (shard, then recompute) comes before any offload. (The step time
-does not price offload's PCIe traffic: the tiers, not the seconds, keep offload late.) Levers that change the GPU count (more GPUs in t·p·d·c) are not listed: the layout's GPUs
-are the user's. Each fix carries the flags that make it (:attr:`Fix.flags`): appended to the
+does not price offload's PCIe traffic: the tiers, not the seconds, keep offload late.) Levers that
+change the GPU count (more GPUs in t·p·d·c) are not listed: the layout's GPUs are the user's. Each fix carries the flags that make it (:attr:`Fix.flags`): appended to the
 command as written, the bill fits.
 """
 from __future__ import annotations
