@@ -833,6 +833,9 @@ LEVER_CASES = (
     ({"offload": "params", "lora": "8", "d": "2", "zero": "3"},
      ["--offload", "params", "--lora", "8", "--dp", "2", "--zero", "3"]),
     ({"activation_offload": True, "t": "2", "sp": True}, ["--activation-offload", "--tp", "2", "--sp"]),
+    # issue 39: LoRA freezes the output layer, so Liger's loss keeps and allocates no V·h weight gradient
+    ({"lora": "16", "base_dtype": "nf4", "loss": "liger", "recompute": "full"},
+     ["--lora", "16", "--base-dtype", "nf4", "--loss", "liger", "--recompute", "full"]),
 )
 
 
@@ -844,7 +847,7 @@ def test_lora_qlora_and_offload_on_the_page_equal_bill_json(page, capsys):
     """Issue 23: LoRA, QLoRA and (activation) offload on the page, from the bill's own terms
     (``html.lever_formulas``), driven through the page's controls and compared with ``bill --json``."""
     reset = {"lora": "0", "base_dtype": "bf16", "double_quant": True, "offload": "none", "activation_offload": False,
-             "optimizer": "bf16-adam", "zero": "0", "recompute": "none", "dtype": "bf16", "gpu": "80GB"}
+             "optimizer": "bf16-adam", "zero": "0", "recompute": "none", "dtype": "bf16", "gpu": "80GB", "loss": "eager"}
     for controls, options in LEVER_CASES:
         page.select_option("#model", "llama-3-8b")  # one GPU, its size label as N
         _set(page, reset)

@@ -205,3 +205,82 @@ def test_an_offload_that_does_not_fit_the_cpu_memory_is_not_a_fix():
     names = {name for fix in what_would_fit(bill) for name in fix.levers}
     assert not any("offload" in name.lower() for name in names)
     assert any("LoRA" in name for name in names)
+
+
+QWEN_MOE = ["bill", "qwen3-30b-a3b", "--ep", "8", "--dp", "8", "--zero", "1", "--gpu", "h100", "--seq", "4096",
+            "--global-batch", "256"]
+
+
+def _bill_json(argv, capsys):
+    code = main([*argv, "--json"])
+    data = json.loads(capsys.readouterr().out)
+    return code, data
+
+
+def test_the_fix_list_searches_pairs_and_puts_cheap_ones_before_offload(capsys):
+    """Issue 39: Qwen3-30B-A3B with ZeRO-1 over 8 H100s is over by 38 GB; four single levers fit (all
+    offload or LoRA), so pairs were never tried and ``--zero 3 --recompute full`` (77 GB) was not
+    offered. Every pair is searched now; shard + recompute (tier 1) comes before any offload (tier 2)."""
+    code, data = _bill_json(QWEN_MOE, capsys)
+    assert code == 0 and data["headroom_bytes"] < 0
+    fixes = data["fixes"]
+    by_flags = {fix["flags"]: fix for fix in fixes}
+    zero3 = by_flags["--recompute full --zero 3"]
+    assert zero3["levers"] == ["ZeRO-3 / FSDP (and parameters)", "full recompute"]
+    assert 76 * GB < zero3["total_bytes"] < 78 * GB and zero3["tier"] == TIERS[1]
+    tiers = [TIERS.index(fix["tier"]) for fix in fixes]
+    assert tiers == sorted(tiers)
+    first_offload = next(i for i, fix in enumerate(fixes) if "--offload" in fix["flags"])
+    assert fixes.index(zero3) < first_offload
+    # least invasive first — shard + recompute (tiers (1, 0)) before a fused step + recompute ((1, 1)) —
+    # then the least modelled step time: ZeRO-2 before ZeRO-3 (its extra parameter gathers)
+    assert [fix["flags"] for fix in fixes[:3]] == ["--recompute full --zero 2", "--recompute full --zero 3",
+                                                   "--recompute full --optimizer-impl fused"]
+    assert fixes[0]["step_seconds"] < fixes[1]["step_seconds"]
+
+
+def test_every_suggested_fix_fits_when_its_flags_are_applied_as_written(capsys, monkeypatch):
+    """Every fix of the search (not only the eight the bill prints), appended to the command as written,
+    gives the bill the fix was billed at, and it fits: ZeRO, TP and EP over the same GPUs (--tp --dp --sp,
+    --ep), recompute, FlashAttention, FP8, 8-bit Adam, offload, LoRA and their pairs."""
+    import functools
+
+    import symbolic.bill.priced as priced
+
+    monkeypatch.setattr(priced, "what_would_fit", functools.partial(what_would_fit, limit=1000))
+    flags_seen = set()
+    for argv in (QWEN_MOE, ["bill", "llama-3-8b", "--seq", "8192", "--dp", "4", "--tp", "2", "--gpu-memory", "40GB"],
+                 ["bill", "gpt-7b", "--seq", "4096", "--dp", "8", "--gpu-memory", "40GB"],
+                 ["bill", "mixtral-8x7b", "--seq", "4096", "--dp", "8", "--ep", "2", "--gpu-memory", "80GB"],
+                 ["bill", "llama-2-7b", "--seq", "4096", "--gpu-memory", "80GB"]):
+        code, data = _bill_json(argv, capsys)
+        assert code == 0 and data["headroom_bytes"] < 0 and data["fixes"]
+        for fix in data["fixes"]:
+            again_code, again = _bill_json([*argv, *fix["flags"].split()], capsys)
+            assert again_code == 0 and Fraction(again["headroom_bytes"]) >= 0, fix["flags"]
+            assert again["total_bytes"] == fix["total_bytes"], fix["flags"]
+            flags_seen |= {flag for flag in fix["flags"].split() if flag.startswith("--")}
+    assert {"--zero", "--tp", "--sp", "--ep", "--recompute", "--flash-attention", "--dtype", "--optimizer",
+            "--optimizer-impl", "--offload", "--activation-offload", "--lora", "--base-dtype"} <= flags_seen
+
+
+def test_the_text_and_brief_bill_show_the_flags(capsys):
+    assert main([*QWEN_MOE, "--brief"]) == 0
+    out = capsys.readouterr().out
+    assert "top fix: ZeRO-2 (and gradients) + full recompute `--recompute full --zero 2`: 79.72 GB" in out
+    assert main(QWEN_MOE) == 0
+    assert "ZeRO-3 / FSDP (and parameters) + full recompute `--recompute full --zero 3`: 77.03 GB" in \
+        capsys.readouterr().out
+
+
+def test_the_lever_search_is_bounded_and_fast():
+    import time
+
+    model = preset("qwen3-30b-a3b")
+    bill = make_bill(model, Layout(ep=8, dp=8, zero=1, seq=4096, global_batch=256), gpu_memory=80 * GB)
+    what_would_fit(bill)  # derivations cached
+    start = time.perf_counter()
+    fixes = what_would_fit(bill, limit=100)
+    assert time.perf_counter() - start < 1.0
+    assert all(len(fix.levers) <= 2 for fix in fixes)
+    assert len({fix.layout for fix in fixes}) == len(fixes)  # one fix per layout

@@ -151,3 +151,56 @@ def test_plan_solve_and_timeline_take_the_kernel(capsys):
     assert fused["layout"]["loss"] == "fused" and fused["largest_integer"] > eager["largest_integer"]
     code = main(["timeline", "llama-3-8b", "--seq", "2048", "--loss", "fused", "--json"])
     assert code == 0 and json.loads(capsys.readouterr().out)["layout"]["loss"] == "fused"
+
+
+def test_liger_with_a_frozen_output_weight_keeps_and_allocates_no_weight_gradient():
+    # liger-kernel 0.8.5 fused_linear_cross_entropy_forward: grad_weight is None when the weight does
+    # not require grad, and the weight-gradient step (its V·h bf16 mm and fp32 copy) is skipped
+    frozen_saved = _bytes(output.loss_saved("liger", weight_grad=False), s=S, b=B, h=H, V=VV)
+    frozen_work = _bytes(output.loss_work("liger", weight_grad=False), s=S, b=B, h=H, V=VV)
+    assert _saved("liger") - frozen_saved == 2 * VV * H
+    assert frozen_saved == 2 * S * B * H
+    assert _work("liger") - frozen_work == 6 * VV * H
+    # the other kernels keep no weight gradient: unchanged
+    for loss in LOSS_KERNELS[:-1]:
+        assert output.loss_saved(loss, weight_grad=False) == output.loss_saved(loss)
+        assert output.loss_work(loss, weight_grad=False) == output.loss_work(loss)
+
+
+def test_the_lora_bill_under_liger_drops_the_output_weights_gradient(capsys):
+    # LoRA freezes the output layer: Liger's output side loses its V·h bf16 grad_weight, and the loss
+    # instant's work tensors the weight-gradient step's V·h bf16 mm and fp32 copy
+    from symbolic.bill.derive import inventories
+    from symbolic.ledgers.peak import step_terms
+
+    model = preset("llama-3.1-70b")
+    h, v = model.hidden, model.vocab
+    base = ("llama-3.1-70b", "--seq", "1024", "--recompute", "full", "--gpu-memory", "80GB", "--loss", "liger")
+    full = _bill(capsys, *base)
+    lora = _bill(capsys, *base, "--lora", "16", "--base-dtype", "nf4")
+    assert full["output_side_bytes"] - lora["output_side_bytes"] == 2 * v * h == 2_101_346_304
+    assert lora["output_side_bytes"] == 67_112_960  # final norm's fp32 input, rstd, normalized; grad_input
+    assert "output/grad_weight" not in {line["name"] for line in lora["lines"]}
+    assert "output/grad_weight" in {line["name"] for line in full["lines"]}
+    _, saved, _ = inventories(model)
+    work = {}
+    for lora_rank in (0, 16):
+        strategy = Layout(seq=1024, recompute="full", loss="liger", lora=lora_rank).validate(model).strategy()
+        assert strategy.output_weight_grad == (lora_rank == 0)
+        work[lora_rank] = at(activations.total_bytes(step_terms(strategy, saved).loss_work),
+                             **{**model.values(), "s": 1024, "b": 1, "t": 1})
+    assert work[0] - work[16] == 6 * v * h
+
+
+def test_solve_with_lora_and_liger_finds_the_sequence_the_fused_kernel_finds(capsys):
+    # issue 39: the LoRA/QLoRA 70B run on a 48 GB card found nothing under liger (51.24 GB at s = 1:
+    # a V·h gradient of the frozen output layer); without it the binding instant is the last layer's
+    # backward, the same as under the fused kernel: s = 2409
+    argv = ["solve", "llama-3.1-70b", "--max", "seq", "--lora", "16", "--base-dtype", "nf4",
+            "--gpu-memory", "48GB", "--recompute", "full", "--json"]
+    assert main([*argv, "--loss", "liger"]) == 0
+    liger = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--loss", "fused"]) == 0
+    fused = json.loads(capsys.readouterr().out)
+    assert liger["seq"] == fused["seq"] == 2409
+    assert liger["check"]["fits"] and liger["check"]["next_fits"] is False

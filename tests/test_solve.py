@@ -187,3 +187,81 @@ def test_the_default_margin_is_the_bills_not_counted_estimate(capsys):
     assert json.loads(out)["margin_bytes"] == 500_000_000
     code, out, _ = run(capsys, "plan", "gpt-7b", "--gpus", "8", "--gpu-memory", "80GB", "--margin", "0", "--json")
     assert json.loads(out)["margin_bytes"] == 0
+
+
+def test_a_rounded_memory_is_solved_exactly_not_an_internal_error(capsys):
+    """Issue 39: torchtune's chunked loss makes the loss instant 1064460·s + 513024·ceiling(s/8) + const
+    (one chunk's fp32 upcast, ceiling(s/8) rows), which sympy's solve refuses ("multiple generators");
+    solve exited 3. The command as reported: bf16-adam's foreach step alone (20 B/param) is over an
+    H200, so nothing fits — said with exit 1, and the bill agrees at s = 1."""
+    argv = ["solve", "llama-3-8b", "--max", "seq", "--gpu", "h200", "--loss", "chunked", "--recompute", "full"]
+    assert main([*argv, "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    model = preset("llama-3-8b")
+    assert data["seq"] is None and data["binding_instant"] == "optimizer step"
+    usable = data["usable_bytes"]
+    assert total(model, Layout(seq=1, loss="chunked", recompute="full")) > usable
+    # with the fused optimizer step the rounded loss instant binds: bracketed with the ceiling relaxed
+    # both ways, bisected on the exact expression; the bill fits at the answer and not at the next s
+    assert main([*argv, "--optimizer-impl", "fused", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    answer = data["seq"]
+    assert answer == 10646 and data["binding_instant"] == "loss"
+    assert data["inequality"] == "1064460*s + 513024*ceiling(s/8) + 128484180000 <= 140500000000"
+    lo, hi = data["bracket"]
+    assert lo <= answer < hi + 1 and data["root"] is None
+    fits = lambda seq: total(model, Layout(seq=seq, loss="chunked", recompute="full",
+                                           optimizer_impl="fused")) <= usable
+    assert fits(answer) and not fits(answer + 1)
+    assert data["check"] == {"value": answer, "total_bytes": data["check"]["total_bytes"], "fits": True,
+                             "next_value": answer + 1, "next_total_bytes": data["check"]["next_total_bytes"],
+                             "next_fits": False}
+    # the exact boundary by hand: the last s whose expression is within the usable bytes
+    expr = lambda seq: 1064460 * seq + 513024 * -(-seq // 8) + 128484180000
+    assert expr(answer) <= usable < expr(answer + 1)
+
+
+def test_the_rounded_bisection_finds_the_exact_boundary_of_forms_sympy_cannot_solve():
+    from sympy import Max, Symbol, ceiling
+
+    from symbolic.search.solve import _largest_integer
+
+    x = Symbol("x", positive=True, integer=True)
+    # a rounding in a denominator turns the relaxed bounds around: the guesses are checked and widened
+    expr = 1000 * x + 7 * ceiling(x / 3) + 50 * ceiling(x / ceiling(x / 5 + 1))
+    bound, root, bracket = _largest_integer(expr, x, 10**6)
+    assert root is None and bracket is not None
+    assert expr.subs(x, bound) <= 10**6 < expr.subs(x, bound + 1)
+    assert bound == max(n for n in range(2000) if expr.subs(x, n) <= 10**6)
+    expr = 3 * x + Max(x, 10)  # sympy's solve raises NotImplementedError on Max: bisected the same way
+    bound, _, _ = _largest_integer(expr, x, 1000)
+    assert bound == 250 and expr.subs(x, 250) <= 1000 < expr.subs(x, 251)
+
+
+@pytest.mark.parametrize("argv, flags, answer", [
+    # issue 39: QLoRA 70B with Liger on two 40 GB cards: the frozen NF4 base alone is over; ZeRO-3 shards it
+    (["llama-3.1-70b", "--max", "seq", "--lora", "16", "--base-dtype", "nf4", "--gpu-memory", "40GB",
+      "--recompute", "full", "--loss", "liger", "--dp", "2"], "--zero 3", 9162),
+    # the chunked-loss command of issue 39: bf16-adam's foreach step is over an H200; a fused step is not
+    (["llama-3-8b", "--max", "seq", "--gpu", "h200", "--loss", "chunked", "--recompute", "full"],
+     "--optimizer-impl fused", 10646),
+])
+def test_when_nothing_fits_solve_names_the_lever_that_makes_it_reachable(argv, flags, answer, capsys):
+    assert main(["solve", *argv, "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["seq"] is None and data["lever"]["flags"] == flags and data["lever"]["seq"] == answer
+    assert main(["solve", *argv, "--brief"]) == 1
+    assert f"nothing fits; `{flags}` would make s = {answer} reachable" in capsys.readouterr().out
+    # applied as written: solve reaches that s, the bill fits there and not at the next s
+    assert main(["solve", *argv, *flags.split(), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["seq"] == answer and again["lever"] is None
+    assert again["check"]["fits"] and again["check"]["next_fits"] is False
+
+
+def test_when_no_lever_makes_even_the_smallest_value_fit_solve_says_so(capsys):
+    argv = ["solve", "llama-3.1-405b", "--max", "seq", "--gpu-memory", "2GB", "--lora", "16", "--base-dtype", "nf4"]
+    assert main([*argv, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["lever"] is None
+    assert main([*argv, "--brief"]) == 1
+    assert "none of the bill's levers makes even that fit" in capsys.readouterr().out

@@ -377,8 +377,8 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # The output side — final norm, logits input, fp32 log-softmax, targets — as its own lines: the
     # last pipeline stage holds it for the one micro-batch between forward and backward. The papers
     # leave it out of their total (paper_total_bytes); the verdict (total_bytes) counts it.
-    output_saved = lora_output(_shard(strategy, output.saved_tensors(norm=output_norm(model), loss=layout.loss)),
-                               layout)
+    output_saved = _shard(strategy, output.saved_tensors(norm=output_norm(model), loss=layout.loss,
+                                                         weight_grad=strategy.output_weight_grad))
     lines.extend(_output_lines(output_saved))
 
     # Communication buffers, held from start-up (seed 004 §02.4): counted in the verdict.
@@ -665,16 +665,6 @@ def lora_saved(saved_inv, param_inv, layout: Layout):
         return not copies and bool(adapted & set(ADAPTED_INPUTS.get(term.name, ())))
     return type(saved_inv)(tuple(term for term in saved_inv.terms if kept(term)) + tuple(extra),
                            saved_inv.applied + (f"lora(frozen base, {dtype} adapters)",))
-
-
-def lora_output(output_saved, layout: Layout):
-    """The output side under LoRA: the frozen output layer keeps no input and the final RMSNorm no x·rstd
-    (:func:`weight_gradient_only`: ``output/logits_input``, ``output/final_norm_normalized``)."""
-    if not layout.lora:
-        return output_saved
-    return type(output_saved)(tuple(term for term in output_saved.terms
-                                    if not (weight_gradient_only(term) or term.name == "output/logits_input")),
-                              output_saved.applied + ("lora(frozen output layer)",))
 
 
 @lru_cache(maxsize=1 << 12)

@@ -18,8 +18,16 @@ def priced_bill(model: ModelConfig, layout: Layout, hardware: Hardware, *, overl
                 cpu_memory: int | None = None):
     """(the evaluated :class:`Bill` with its ``fixes``, the :class:`StepTime`) of ``model`` under ``layout``."""
     bill: Bill = evaluate(derivation(model, layout, params_hand), model, layout, params_hand, gpu_memory, cpu_memory)
-    bill.fixes = what_would_fit(bill, params_hand)  # empty when it fits (or no --gpu-memory)
-    bill.fix_policy = POLICY
     step = step_time(model, layout, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
                      params_hand=params_hand, params_count=bill.totals["params"])
+
+    def price(changed: Layout) -> float:
+        """The modelled step time of a lever's layout on the same hardware: the fixes' order within a tier."""
+        if changed == layout:
+            return step.step_seconds
+        return step_time(model, changed, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
+                         params_hand=params_hand, params_count=bill.totals["params"]).step_seconds
+
+    bill.fixes = what_would_fit(bill, params_hand, price=price)  # empty when it fits (or no --gpu-memory)
+    bill.fix_policy = POLICY
     return bill, step

@@ -29,7 +29,9 @@ def time_derivation(model_structure: Structure, sp: bool, recompute: str, zero: 
                          structure_output_norm)
 
     parameters, saved, matmuls = architecture_inventories(model_structure)
-    output_saved = output.saved_tensors(norm=structure_output_norm(model_structure), loss=structure_loss(model_structure))
+    # LoRA freezes the output layer: Liger's loss keeps no weight gradient (output.loss_saved)
+    output_saved = output.saved_tensors(norm=structure_output_norm(model_structure), loss=structure_loss(model_structure),
+                                        weight_grad=not lora)
     return derive_time(parameters, saved, matmuls, sp=sp, recompute=recompute,
                        flops_recompute=recompute_for_flops(recompute, saved), zero=zero, pipeline=pipeline,
                        interleaved=interleaved, context_parallel=context_parallel, optimizer=optimizer,

@@ -189,7 +189,7 @@ class Layout:
                         in_flight=self.in_flight_expression(stage), stage=stage,
                         fp8_gemm_inputs=self.fp8_activations, uneven_stages=self.uneven_stages,
                         moe_dispatcher=self.moe_dispatcher, pad_to_capacity=self.moe_pad_to_capacity,
-                        sp_inputs=self.sp_inputs, loss=self.loss)
+                        sp_inputs=self.sp_inputs, loss=self.loss, output_weight_grad=not self.lora)
 
     def values(self, model: ModelConfig) -> dict[str, int]:
         """Dimension values, papers' letters, for the model under this layout."""

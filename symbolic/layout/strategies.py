@@ -536,6 +536,9 @@ class Strategy:
     #: the loss kernel (``symbolic.models.architectures.output.LOSS_KERNELS``): its saved tensors
     #: (the output side) and its work tensors (the loss instant's transients)
     loss: str = "eager"
+    #: whether the output layer's weight trains (False under LoRA, whose base — the output layer
+    #: included — is frozen): Liger's loss then keeps and allocates no weight gradient
+    output_weight_grad: bool = True
 
     def __post_init__(self) -> None:
         if self.moe_dispatcher not in MOE_DISPATCHERS:

@@ -103,7 +103,7 @@ def step_terms(strategy: Strategy, base: Inventory) -> StepTerms:
     the 2-byte ones fp32; FP8 *storage* leaves them alone) and sharded as the
     strategy shards (TP; SP when on; s/c per rank under context parallelism).
     """
-    work = layer_work_tensors(base, strategy.loss)
+    work = layer_work_tensors(base, strategy.loss, strategy.output_weight_grad)
     if not strategy.expert_parallel:
         work = without_all_to_all(work)
     saved = strategy.apply(base)

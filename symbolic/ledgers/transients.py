@@ -124,7 +124,7 @@ def work_tensors(ffn: Expr) -> Inventory:
     ))
 
 
-def layer_work_tensors(saved: Inventory, loss: str = "eager") -> Inventory:
+def layer_work_tensors(saved: Inventory, loss: str = "eager", output_weight_grad: bool = True) -> Inventory:
     """The kernel work tensors of one layer and of the loss, from the layer's
     saved tensors (any architecture), unsharded.
 
@@ -139,7 +139,8 @@ def layer_work_tensors(saved: Inventory, loss: str = "eager") -> Inventory:
     each expert's once its backward is done), in reverse order of forward;
     in the attention backward dY, dX and dQ, dK, dV of the saved Q, K, V's
     shapes (GQA: K and V at g heads). The loss: the kernel ``loss``'s work tensors
-    (:func:`symbolic.models.architectures.output.loss_work`; ``eager`` as :func:`work_tensors`).
+    (:func:`symbolic.models.architectures.output.loss_work`; ``eager`` as :func:`work_tensors`), with
+    ``output_weight_grad`` False when the output layer is frozen (LoRA).
 
     A layer with routed experts also has the dispatch's forward buffers
     (Megatron-Core ``token_dispatcher.MoEAlltoAllTokenDispatcher``): the
@@ -177,7 +178,7 @@ def layer_work_tensors(saved: Inventory, loss: str = "eager") -> Inventory:
         x = saved[f"attention/{part}"]
         terms.append(_tensor(f"backward/attention/grad_{part}", x.shape, "bf16", x.split, x.split_dim, label))
     terms.append(_tensor("backward/attention/grad_input", hidden, "bf16", Axis.SEQUENCE, 0, "dX leaving the layer"))
-    terms += output.loss_work(loss)
+    terms += output.loss_work(loss, output_weight_grad)
     return Inventory(tuple(terms))
 
 

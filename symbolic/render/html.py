@@ -214,11 +214,12 @@ LOSS_TERMS = ("output_side", "loss_work")
 
 
 def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_inv=None,
-                  experts: bool = False) -> list[Formula]:
+                  experts: bool = False, output_weight_grad: bool = True) -> list[Formula]:
     """The terms of the verdict's candidate instants (``symbolic.ledgers.peak.basis``) for every
     strategy the page offers, keyed ``prefix + peak/SP/RECOMPUTE/DTYPE/TERM`` (RECOMPUTE ``any`` for
     the terms recompute does not change: work tensors and the output side). The page composes them
-    by :func:`instant_compositions`."""
+    by :func:`instant_compositions`. ``output_weight_grad``: False for LoRA's keys (a frozen output
+    layer: Liger's loss keeps and allocates no weight gradient, ``output.loss_saved``)."""
     from ..ledgers import peak
     from ..models.architectures import output
     from ..models.structure import Structure
@@ -246,8 +247,10 @@ def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_
             for loss in LOSS_KERNELS[1:]:
                 by_loss = {}
                 for recompute in RECOMPUTE:
-                    strategy = replace(page_strategy(sp, recompute, "none", dtype, experts=experts), loss=loss)
-                    kept = strategy.shard(output.saved_tensors(norm=norm or Structure(arch).output_norm, loss=loss))
+                    strategy = replace(page_strategy(sp, recompute, "none", dtype, experts=experts), loss=loss,
+                                       output_weight_grad=output_weight_grad)
+                    kept = strategy.shard(output.saved_tensors(norm=norm or Structure(arch).output_norm, loss=loss,
+                                                               weight_grad=output_weight_grad))
                     by_loss[recompute] = peak.basis(strategy, saved, kept)
                 for name in peak.BASIS:
                     exprs = {recompute: by_loss[recompute][name] for recompute in RECOMPUTE}
@@ -562,7 +565,8 @@ def lever_formulas(arch: str) -> list[Formula]:
                            "optimizer step: one fp32 temporary per adapter parameter of the shard"))
     adapted = lora_saved(saved, param_inv, lora)
     out += activation_formulas(f"{arch}:lora/", adapted, states.LORA)
-    out += [item for item in peak_formulas(f"{arch}:lora/", arch, adapted, param_inv=param_inv)
+    out += [item for item in peak_formulas(f"{arch}:lora/", arch, adapted, param_inv=param_inv,
+                                           output_weight_grad=False)  # LoRA freezes the output layer
             if "/peak/gathered/" not in item.key]
     for base, (dtype, _) in LORA_BASES.items():
         out.append(Formula(f"{arch}:lora/peak/gathered/{base}",

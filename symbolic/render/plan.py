@@ -35,7 +35,8 @@ def top_fix(result, closest) -> str:
     if not fixes:
         return "top fix: none of the bill's levers makes the closest layout fit; more GPUs or a larger GPU (--gpu)"
     fix = fixes[0]
-    return (f"top fix (closest layout): {' + '.join(fix.levers)}: {fmt(fix.total_bytes, 'GB')}, headroom "
+    flags = f" `{' '.join(fix.flags)}`" if fix.flags else ""
+    return (f"top fix (closest layout): {' + '.join(fix.levers)}{flags}: {fmt(fix.total_bytes, 'GB')}, headroom "
             f"{fmt(fix.headroom_bytes, 'GB')} — cost: {fix.cost}")
 
 

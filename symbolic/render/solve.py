@@ -44,9 +44,16 @@ def _details(limit) -> str:
            + (f" − {margin_words(limit.margin)})" if limit.margin else ", no margin)")]
     if limit.root is not None:
         out.append(f"  {sym} ≤ {sstr(limit.root)} ≈ {float(limit.root):.4f}; largest integer {limit.bound}")
+    elif limit.bracket is not None and limit.bound:
+        out.append(f"  rounded terms relaxed both ways (ceiling(u) in [u, u + 1)): {sym} between {limit.bracket[0]} and "
+                   f"{limit.bracket[1]}; bisection on the exact expression: largest integer {limit.bound}")
     if limit.answer is None:
         out.append(f"NOTHING FITS: the smallest valid {sym} = {getattr(lay, limit.target)} needs "
                    f"{fmt(limit.total_at_answer, 'GB')}, over by {fmt(limit.total_at_answer - limit.usable, 'GB')}")
+        lever = limit.lever
+        if lever is not None:
+            out.append(f"  with {' + '.join(lever.levers)}: {sym} = {lever.answer} needs "
+                       f"{fmt(lever.total_bytes, 'GB')}; cost: {lever.cost}")
         return "\n".join(out)
     step = "" if limit.answer == limit.bound else f" (the largest valid value: {_why(limit)})"
     out.append(f"largest {limit.target.replace('_', '-')}: {sym} = {limit.answer}{step}")
@@ -108,6 +115,11 @@ def render_json(limit, gpu=None, preset=None) -> str:
         "root": None if limit.root is None else sstr(limit.root),
         "root_value": None if limit.root is None else float(limit.root),
         "largest_integer": limit.bound,
+        # nothing fits: the lever that makes the target reachable (the bill's fix list, first that solves)
+        "lever": None if limit.lever is None else {
+            "levers": list(limit.lever.levers), "flags": " ".join(limit.lever.flags), limit.target: limit.lever.answer,
+            "total_bytes": num(limit.lever.total_bytes), "cost": limit.lever.cost},
+        "bracket": None if limit.bracket is None else list(limit.bracket),
         "gpu_memory_bytes": limit.gpu_memory, "margin_bytes": limit.margin, "usable_bytes": limit.usable,
         "params_hand": limit.params_hand,
         "layout": {"micro_batch": lay.micro_batch, "seq": lay.seq or limit.model.seq, "tp": lay.tp, "pp": lay.pp,

@@ -297,6 +297,12 @@ def solve_summary(data: dict, width: int = 80) -> list[str]:
     if data.get(target) is None:
         out.append(f"VERDICT: NOTHING FITS: the smallest valid {letter} = {check.get('value')} needs "
                    f"{fmt(number(check['total_bytes']), 'GB')}")
+        lever = data.get("lever")
+        if lever:  # what would make the target reachable: the bill's first fix that solve can solve
+            out.append(f"  nothing fits; `{lever['flags']}` would make {letter} = {lever[target]} reachable "
+                       f"({' + '.join(lever['levers'])}: {fmt(number(lever['total_bytes']), 'GB')})")
+        else:
+            out.append("  none of the bill's levers makes even that fit: more GPUs (--tp, --pp, --dp) or a larger GPU")
     else:
         out.append(f"VERDICT: {letter} = {data[target]} ("
                    + verdict(number(check["total_bytes"]), data["usable_bytes"]) + ")")

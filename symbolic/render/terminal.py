@@ -415,9 +415,14 @@ def fixes_section(bill: Bill, width: int = PIPE_WIDTH) -> list:
         return []
     out = [wrapped(f"WHAT WOULD MAKE IT FIT ({bill.fix_policy})", width, style="bold")]
     for fix in fixes:
-        out.append(wrapped(f"{' + '.join(fix.levers)}: {fmt_bytes(fix.total_bytes)}, headroom "
+        out.append(wrapped(f"{' + '.join(fix.levers)} {_flags(fix)}: {fmt_bytes(fix.total_bytes)}, headroom "
                            f"{fmt(fix.headroom_bytes, 'GB')} — cost: {fix.cost}", width, "  ", "      "))
     return out
+
+
+def _flags(fix) -> str:
+    """The fix's flags, to append to the command as written: ```--zero 3 --recompute full```."""
+    return f"`{' '.join(fix.flags)}`" if fix.flags else ""
 
 
 def top_fix(bill: Bill, width: int = PIPE_WIDTH) -> list:
@@ -426,7 +431,7 @@ def top_fix(bill: Bill, width: int = PIPE_WIDTH) -> list:
     if not fixes:
         return []
     fix = fixes[0]
-    return [wrapped(f"top fix: {' + '.join(fix.levers)}: {fmt_bytes(fix.total_bytes)}, headroom "
+    return [wrapped(f"top fix: {' + '.join(fix.levers)} {_flags(fix)}: {fmt_bytes(fix.total_bytes)}, headroom "
                     f"{fmt(fix.headroom_bytes, 'GB')} — cost: {fix.cost} ({len(fixes)} levers without --brief)",
                     width, subsequent="  ")]
 

@@ -623,8 +623,10 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
             blocks = {name: ceiling(expr) for name, expr in blocks.items()}
             temporary = ceiling(temporary)
         strategy = replace(_stage_strategy(group.sp, group.recompute, group.dtype, group.schedule, group.cp, stage,
-                                           experts, group.fp8_activations, group.uneven), loss=structure.loss)
-        output_saved = strategy.shard(output.saved_tensors(norm=structure.output_norm, loss=strategy.loss))
+                                           experts, group.fp8_activations, group.uneven), loss=structure.loss,
+                           output_weight_grad=not group.lora)  # LoRA freezes the output layer
+        output_saved = strategy.shard(output.saved_tensors(norm=structure.output_norm, loss=strategy.loss,
+                                                           weight_grad=strategy.output_weight_grad))
         for instant in peak.stage_instants(stage, strategy, saved, output_saved, blocks, temporary, staging,
                                            has_loss=group.schedule == "none" or stage == "last", gathered=gathered,
                                            activation_offload=group.activation_offload):

@@ -9,6 +9,9 @@ at most the usable memory exactly when every candidate is, so
 :func:`solve_limit` substitutes every other dimension, solves ``candidate =
 gpu_memory − margin`` for the positive root of each with sympy, keeps the
 smallest bound (the binding instant), takes the largest integer at or below it
+(an instant with a rounding term — ``ceiling(s/8)``, a loss kernel's chunk —
+is no polynomial: :func:`_largest_integer` brackets it with the ceilings
+relaxed both ways and bisects on the exact expression)
 that makes a valid layout (s a multiple of t under sequence parallelism, b·d
 dividing a given global batch), and checks the answer with
 :func:`symbolic.bill.derive.make_bill`: the answer fits, and the next valid value does
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Dummy, Eq, Expr, Integer, Rational, expand, floor, solve, sstr
+from sympy import Dummy, Eq, Expr, Integer, Rational, ceiling, expand, floor, solve, sstr
 
 from ..core.dims import Psi, b, s
 from ..core.numeric import substitute
@@ -58,6 +61,10 @@ class Limit:
     total_at_next: object       #: make_bill's total_bytes there
     params_hand: int | None = None
     instant: str = ""           #: the binding candidate instant (its polynomial is ``polynomial``)
+    bracket: tuple | None = None  #: (lower, upper) from the ceilings relaxed both ways, when the instant rounds
+    #: when nothing fits: the first lever of the bill's fix list at the smallest valid value that makes the
+    #: target reachable (:func:`reachable_with`), or None when no lever does
+    lever: "Reachable | None" = None
 
     @property
     def usable(self) -> int:
@@ -75,6 +82,18 @@ class Limit:
 
     def next_fits(self) -> bool | None:
         return None if self.next_value is None else bool(Rational(self.total_at_next) <= self.usable)
+
+
+@dataclass
+class Reachable:
+    """A lever that makes a target reachable when nothing fits: the bill's fix (``symbolic.bill.levers``)
+    at the smallest valid value, and the answer solve gives with it applied."""
+
+    levers: tuple[str, ...]     #: the lever names, as the bill's fix list prints them
+    flags: tuple[str, ...]      #: the flags that make it, appended to the command as written
+    answer: int                 #: the largest value that fits with it (solve on the changed layout)
+    total_bytes: object         #: the bill's total there, with the lever
+    cost: str                   #: the fix's cost in words
 
 
 def memory_exprs(model: ModelConfig, layout: Layout, params_hand: int | None = None) -> list[tuple[str, Expr, Expr]]:
@@ -102,9 +121,10 @@ def memory_expr(model: ModelConfig, layout: Layout, params_hand: int | None = No
 
 
 def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int, margin: int = 0,
-                params_hand: int | None = None) -> Limit:
+                params_hand: int | None = None, offer_lever: bool = True) -> Limit:
     """The largest ``target`` (``micro_batch`` or ``seq``) for which ``layout`` fits
-    ``gpu_memory − margin`` bytes per GPU; the layout's own value of the target is ignored."""
+    ``gpu_memory − margin`` bytes per GPU; the layout's own value of the target is ignored. When
+    nothing fits and ``offer_lever``: :attr:`Limit.lever`, what would make it reachable."""
     from ..bill.derive import make_bill
 
     _check_arch(model)
@@ -128,19 +148,22 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     x = Dummy(symbol.name, positive=True)
     values = {k: val for k, val in layout.values(model).items() if k != symbol.name}
     if target == "micro_batch" and layout.pp > 1 and layout.global_batch:
-        return _search_micro_batch(model, layout, gpu_memory, margin, params_hand)
+        limit = _search_micro_batch(model, layout, gpu_memory, margin, params_hand)
+        if limit.answer is None and offer_lever:
+            limit.lever = reachable_with(model, limit.layout, target, gpu_memory, margin, params_hand)
+        return limit
     binding = None  # (key, bound, label, with_psi, polynomial, root): the candidate with the smallest bound
     for label, with_psi, total in memory_exprs(model, layout, params_hand):
         polynomial = expand(substitute(total, values).xreplace({symbol: x}))
         if polynomial.free_symbols - {x}:
             raise ConfigError(f"cannot solve for {target}: {polynomial.free_symbols - {x}} left in the memory")
-        candidate = _largest_integer(polynomial, x, usable)
+        candidate = _largest_integer(polynomial, x, usable, MAX_ANSWER[target])
         # Smallest bound first; between instants that bound it equally (above all when nothing fits,
         # bound 0), the one most over the memory at the smallest value is the one to show.
         key = (float("inf") if candidate[0] is None else candidate[0], -polynomial.xreplace({x: smallest}))
         if binding is None or key < binding[0]:
-            binding = (key, candidate[0], label, with_psi, polynomial, candidate[1])
-    _, bound, instant, with_psi, polynomial, root = binding
+            binding = (key, candidate[0], label, with_psi, polynomial, candidate[1], candidate[2])
+    _, bound, instant, with_psi, polynomial, root, bracket = binding
     bound = bound or None  # 0: not even the smallest value fits (b and s are positive)
     if bound is not None and bound > MAX_ANSWER[target]:
         raise ConfigError(f"the largest {target.replace('_', '-')} that fits ({bound:,}) is beyond the stated range "
@@ -157,25 +180,111 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     polynomial = polynomial.xreplace({x: symbol})
     return Limit(model, target, answer, bound, None if root is None else root.xreplace({x: symbol}),
                  polynomial, with_psi, gpu_memory, margin, at_layout, total_at, next_value, total_next,
-                 params_hand, instant)
+                 params_hand, instant, bracket,
+                 reachable_with(model, at_layout, target, gpu_memory, margin, params_hand)
+                 if answer is None and offer_lever else None)
 
 
-def _largest_integer(polynomial: Expr, x, usable: int) -> tuple[int | None, Expr | None]:
-    """(largest integer x ≥ 0 with polynomial(x) ≤ usable — None when every x is; the positive root).
-    0: not even x → 0 fits (an instant that does not depend on x and is over, e.g. the optimizer step)."""
+def reachable_with(model: ModelConfig, layout: Layout, target: str, gpu_memory: int, margin: int,
+                   params_hand: int | None) -> Reachable | None:
+    """When nothing fits: the bill's lever search (:func:`symbolic.bill.levers.what_would_fit`, its
+    order) at the smallest valid value ``layout`` holds, against the usable memory, and for its first
+    fix that solve can solve, the largest value that fits with it — "``--zero 3`` would make s = N
+    reachable". None: no lever of the bill's makes even the smallest value fit."""
+    from ..bill.derive import make_bill
+    from ..bill.levers import what_would_fit
+
+    bill = make_bill(model, layout, params_hand=params_hand, gpu_memory=gpu_memory - margin)
+    for fix in what_would_fit(bill, params_hand):
+        try:
+            limit = solve_limit(model, fix.layout, target, gpu_memory, margin, params_hand, offer_lever=False)
+        except ConfigError:  # a lever solve does not model (the bill priced it): the next one
+            continue
+        if limit.answer is not None:
+            return Reachable(fix.levers, fix.flags, limit.answer, limit.total_at_answer, fix.cost)
+    return None
+
+
+def _largest_integer(polynomial: Expr, x, usable: int, limit: int = MAX_ANSWER["seq"]
+                     ) -> tuple[int | None, Expr | None, tuple | None]:
+    """(largest integer x ≥ 0 with polynomial(x) ≤ usable — None when every x is; the positive root;
+    the bracket of a rounding expression). 0: not even x → 0 fits (an instant that does not depend on
+    x and is over, e.g. the optimizer step).
+
+    A polynomial: sympy's exact positive root, floored, confirmed on the polynomial. An expression with
+    ceilings in x (a loss kernel's chunk count, ``ceiling(s/8)``) has no root sympy can solve for
+    (``solve`` raises NotImplementedError: "multiple generators"): :func:`_rounded_largest` brackets it
+    and bisects on the exact expression. Both assume what the verdict's instants are — non-decreasing
+    in x (every coefficient non-negative); the caller's bill check at the answer and the next valid
+    value is the judge."""
     if polynomial.xreplace({x: 0}) > usable:
-        return 0, None
-    roots = [r for r in solve(Eq(polynomial, usable), x) if r.is_real and r.is_positive]
+        return 0, None, None
+    if x not in polynomial.free_symbols:
+        return None, None, None  # constant in x (and ≤ usable): no bound from this instant
+    if polynomial.has(ceiling, floor):
+        bound, bracket = _rounded_largest(polynomial, x, usable, limit)
+        return bound, None, bracket
+    try:
+        roots = [r for r in solve(Eq(polynomial, usable), x) if r.is_real and r.is_positive]
+    except NotImplementedError:  # a form sympy cannot solve (no such instant today): bisect exactly
+        bound, bracket = _rounded_largest(polynomial, x, usable, limit)
+        return bound, None, bracket
     root = max(roots, key=lambda r: r.evalf(50)) if roots else None
     if root is None:
-        return None, None  # constant in x (and ≤ usable): no bound from this instant
+        return None, None, None  # no positive root: no bound from this instant
     bound = int(floor(root))
     # floor of an algebraic number is exact in sympy; confirm on the polynomial anyway.
     while bound > 0 and polynomial.xreplace({x: bound}) > usable:
         bound -= 1
     while polynomial.xreplace({x: bound + 1}) <= usable:
         bound += 1
-    return bound, root
+    return bound, root, None
+
+
+def _relaxed_root(expr: Expr, x, usable: int) -> int | None:
+    """floor of the largest positive root of ``expr = usable`` (a polynomial in x), or None (none, or
+    sympy cannot solve it: the bisection then starts from [0, 1])."""
+    try:
+        roots = [r for r in solve(Eq(expr, usable), x) if r.is_real and r.is_positive]
+    except NotImplementedError:
+        return None
+    return int(floor(max(roots, key=lambda r: r.evalf(50)))) if roots else None
+
+
+def _rounded_largest(expr: Expr, x, usable: int, limit: int) -> tuple[int | None, tuple[int, int]]:
+    """The largest integer x ≥ 0 with ``expr(x) ≤ usable`` for a non-decreasing ``expr`` with ceilings
+    (or floors) in x, and the bracket it was found in.
+
+    The bracket: ``ceiling(u)`` lies in [u, u + 1) (``floor(u)`` in (u − 1, u]), so with each rounding
+    replaced by its argument and by its argument ± 1 the expression becomes two polynomials that
+    bound it, whose roots sympy solves exactly; their floors give a lower and an upper guess. The
+    guesses are only guesses (a rounding in a denominator turns the bounds around): each is checked on
+    the exact expression and widened by doubling until expr(lo) ≤ usable < expr(hi), then integer
+    bisection on the exact expression finds the boundary. Still fitting past 2·``limit`` (beyond any
+    stated answer): that value, which the caller refuses."""
+    def fits(value: int) -> bool:
+        return bool(expr.xreplace({x: Integer(value)}) <= usable)
+
+    low_expr = expand(expr.replace(ceiling, lambda u: u).replace(floor, lambda u: u - 1))
+    high_expr = expand(expr.replace(ceiling, lambda u: u + 1).replace(floor, lambda u: u))
+    guesses = [g for g in (_relaxed_root(high_expr, x, usable), _relaxed_root(low_expr, x, usable)) if g is not None]
+    lo = max(0, min(guesses)) if guesses else 0
+    hi = max(guesses) + 1 if guesses else 1
+    bracket = (lo, hi)
+    while lo > 0 and not fits(lo):
+        lo //= 2
+    hi = max(hi, lo + 1)
+    while fits(hi):
+        if hi > 2 * limit:
+            return hi, bracket  # fits beyond the stated range: the caller refuses the memory
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:  # fits(lo) (or lo = 0, which fits: checked by the caller), not fits(hi)
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, bracket
 
 
 def _search_micro_batch(model, layout, gpu_memory, margin, params_hand) -> Limit:

@@ -687,7 +687,8 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     if has_loss:
         # The output side's saved tensors (final norm, logits input, fp32 log-softmax, targets: the
         # bill's output_side lines) and the loss's work tensors (bf16 logits, fp32 grad of the logits).
-        kept_output = strategy.shard(output.saved_tensors(norm=output_norm(model), loss=layout.loss))
+        kept_output = strategy.shard(output.saved_tensors(norm=output_norm(model), loss=layout.loss,
+                                                          weight_grad=strategy.output_weight_grad))
         if options.fused_cross_entropy:  # streamed by row: no s·b·V log-softmax is kept
             kept_output = Inventory(tuple(x for x in kept_output if x.name != "output/log_softmax"))
         families.append(PhaseFamily("loss", fixed + gathered + held() + (current(n),)

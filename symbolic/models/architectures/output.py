@@ -37,6 +37,11 @@ FLASH_CE = ("flash-attention (Dao 2023, FlashAttention-2's repository) 0251105 f
 TORCHTUNE_CE = "torchtune 10ff7cd torchtune/modules/loss/ce_chunked_output_loss.py (CEWithChunkedOutputLoss)"
 LIGER_CE = ("Liger-Kernel ead96b6 src/liger_kernel/ops/fused_linear_cross_entropy.py (a torch.autograd.Function "
             "over Triton kernels)")
+#: Where Liger's forward skips the output weight's gradient when the weight is frozen (read, not measured).
+LIGER_FROZEN = ("liger-kernel 0.8.5 (PyPI) liger_kernel/ops/fused_linear_cross_entropy.py, "
+                "fused_linear_cross_entropy_forward: grad_weight = ... if weight_needs_grad else None "
+                "(weight_needs_grad = weight.requires_grad), and the weight-gradient step runs only "
+                "if grad_weight is not None")
 #: torchtune's ``num_output_chunks`` default (CEWithChunkedOutputLoss.__init__)
 TORCHTUNE_CHUNKS = 8
 LOSS_SOURCES = {"eager": HF_LOSS, "vocab-parallel": MEGATRON_CE, "fused": FLASH_CE, "chunked": TORCHTUNE_CE,
@@ -61,7 +66,7 @@ def _saved(name, shape, dtype, split, split_dim, source, note) -> SavedTensor:
     return SavedTensor(name, shape, dtype, split, split_dim, Group.BODY, source, note)
 
 
-def loss_saved(loss: str = "eager", loss_dtype: str = "fp32") -> tuple[SavedTensor, ...]:
+def loss_saved(loss: str = "eager", loss_dtype: str = "fp32", weight_grad: bool = True) -> tuple[SavedTensor, ...]:
     """What the loss kernel keeps for backward, unsharded (the vocabulary splits by t: Axis.TENSOR,
     where the kernel runs on vocabulary-sharded logits — vocab-parallel, fused; the eager loss runs on
     the whole vocabulary: transformers' tensor-parallel plan gathers the output layer's logits,
@@ -81,6 +86,11 @@ def loss_saved(loss: str = "eager", loss_dtype: str = "fp32") -> tuple[SavedTens
     ``ctx.save_for_backward(grad_input, grad_weight, grad_bias)``): the gradients are computed in
     the forward — the input's (s·b·h, bf16) and the output weight's (V·h, the weight's dtype: bf16
     working weights assumed); no logits and no log-softmax are kept.
+
+    ``weight_grad``: whether the output layer's weight trains. False — a frozen output layer, as under
+    LoRA (PEFT's ``all-linear`` leaves the output layer out, and the base is frozen) — Liger allocates
+    no weight gradient (:data:`LIGER_FROZEN`): ``grad_weight`` is None, so only the input's gradient
+    is kept. The other kernels keep no weight gradient in the loss and do not depend on it.
     """
     _check_loss(loss)
     if loss in ("eager", "chunked"):
@@ -105,13 +115,18 @@ def loss_saved(loss: str = "eager", loss_dtype: str = "fp32") -> tuple[SavedTens
                        "the logits in their own dtype, saved by the kernel (no fp32 copy)"),
                 _saved("output/lse", (s, b), "fp32", Axis.NONE, None, FLASH_CE, "log-sum-exp per row, fp32"),
                 _saved("output/labels", (s, b), "int64", Axis.NONE, None, FLASH_CE, "the target token ids"))
-    return (_saved("output/grad_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, LIGER_CE,
-                   "d(loss)/d(final norm output), computed in the forward"),
+    grad_input = _saved("output/grad_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, LIGER_CE,
+                        "d(loss)/d(final norm output), computed in the forward")
+    if not weight_grad:  # a frozen output weight: grad_weight is None (LIGER_FROZEN), said on the line kept
+        return (_saved("output/grad_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, f"{LIGER_CE}; {LIGER_FROZEN}",
+                       "d(loss)/d(final norm output), computed in the forward; the output weight is frozen "
+                       "(LoRA): no grad_weight, no weight-gradient step"),)
+    return (grad_input,
             _saved("output/grad_weight", (V, h), "bf16", Axis.NONE, None, LIGER_CE,
                    "d(loss)/d(output weight), computed in the forward (the weight's dtype)"))
 
 
-def loss_work(loss: str = "eager") -> tuple[SavedTensor, ...]:
+def loss_work(loss: str = "eager", weight_grad: bool = True) -> tuple[SavedTensor, ...]:
     """The loss kernel's work tensors, unsharded: what is alive beside its saved tensors while it runs
     (the bill's loss instant holds them all at once: an upper bound where forward and backward
     temporaries do not overlap in time).
@@ -126,7 +141,8 @@ def loss_work(loss: str = "eager") -> tuple[SavedTensor, ...]:
     upcast, s·b·V/8. liger: one row chunk's bf16 logits (LIGER_CHUNK_ROWS × V, its gradient computed
     in place), and the weight-gradient step's ``torch.mm(grad_logits_chunk.t(), _input_chunk)`` (V·h,
     bf16) and its ``.float()`` copy (V·h, fp32) — the path a bf16 grad_weight takes (accum_dtype None);
-    the fp32 loss per row.
+    the fp32 loss per row. With ``weight_grad`` False (a frozen output weight, as under LoRA) Liger's
+    weight-gradient step does not run (:data:`LIGER_FROZEN`): neither V·h temporary exists.
     """
     _check_loss(loss)
     work = {
@@ -154,12 +170,14 @@ def loss_work(loss: str = "eager") -> tuple[SavedTensor, ...]:
                   ("loss/grad_weight_chunk_fp32", (V, h), "fp32", Axis.NONE, None, LIGER_CE, "its .float()"),
                   ("loss/row_losses_fp32", (s, b), "fp32", Axis.NONE, None, LIGER_CE, "loss_1d, fp32 per row")),
     }[loss]
+    if not weight_grad:  # no grad_weight: Liger's weight-gradient step is skipped (LIGER_FROZEN)
+        work = tuple(term for term in work if not term[0].startswith("loss/grad_weight"))
     return tuple(_saved(*term) for term in work)
 
 
-@lru_cache(maxsize=256)  # a pure function of four frozen choices: the kinds of a loop share its inventory
+@lru_cache(maxsize=256)  # a pure function of five frozen choices: the kinds of a loop share its inventory
 def saved_tensors(norm: str = "rmsnorm-eager", loss_dtype: str = "fp32", backend=CUDA,
-                  loss: str = "eager") -> Inventory:
+                  loss: str = "eager", weight_grad: bool = True) -> Inventory:
     """What the final norm, the logits and the loss keep for backward.
 
     ``norm``: ``layernorm`` (GPT; its statistics follow ``backend``),
@@ -168,7 +186,11 @@ def saved_tensors(norm: str = "rmsnorm-eager", loss_dtype: str = "fp32", backend
     logits are not upcast). The vocabulary splits under TP (Megatron's
     vocab-parallel cross entropy). ``loss``: the loss kernel (:data:`LOSS_KERNELS`,
     :func:`loss_saved`); every kernel but Liger's, which computes the input's
-    gradient in its forward, keeps the output projection's input.
+    gradient in its forward, keeps the output projection's input. ``weight_grad``: whether the
+    output side's weights train. False — the frozen base of LoRA (PEFT's ``all-linear`` leaves the output
+    layer unadapted) — keeps nothing for a weight's gradient: no output projection input (a frozen linear
+    keeps only its weight for the input's gradient), no RMSNorm x·rstd (``*_normalized``), and Liger no
+    weight gradient (:func:`loss_saved`); measured on one rank of PEFT (:mod:`symbolic.per_rank`).
     """
     conv = conventions(backend)
     if norm not in NORMS:
@@ -181,10 +203,12 @@ def saved_tensors(norm: str = "rmsnorm-eager", loss_dtype: str = "fp32", backend
         final = parts.cite(parts.norm("output/final_norm", "layernorm", conv=conv), wording).saved
     else:
         final = llama.rmsnorm("output/final_norm", norm.removeprefix("rmsnorm-"))
-    logits_input = () if loss == "liger" else (
+    logits_input = () if loss == "liger" or not weight_grad else (
         SavedTensor("output/logits_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, Group.BODY, TORCH_CE,
                     "final norm output, the output projection's input"),)
-    return Inventory((*final, *logits_input, *loss_saved(loss, loss_dtype)))
+    if not weight_grad:
+        final = tuple(term for term in final if not term.name.endswith("_normalized"))
+    return Inventory((*final, *logits_input, *loss_saved(loss, loss_dtype, weight_grad)))
 
 
 def matmuls() -> Inventory:
