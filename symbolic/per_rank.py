@@ -42,8 +42,8 @@ class Combination:
     family: the ``model_type`` (:data:`CONFIGS`). dims: which of the family's two dimension sets.
     tp: tensor-parallel ranks (1 means off). sp: sequence parallel (needs tp > 1). recompute:
     ``none`` or ``full`` (every decoder layer checkpointed). loss: ``eager`` (HF's loss inside the
-    model, on replicated logits) or ``vocab-parallel`` (the output layer's logits left vocabulary-
-    sharded and ``loss_parallel``'s cross entropy). lora: the LoRA rank (0: off; PEFT's ``LoraConfig``
+    model, on replicated logits) or ``loss-parallel`` (the output layer's logits left vocabulary-
+    sharded and ``loss_parallel``'s cross entropy: the bill's kernel of that name). lora: the LoRA rank (0: off; PEFT's ``LoraConfig``
     with ``target_modules="all-linear"``: every linear layer but the output layer, the bill's
     ``all-linear``). lora_dtype: the adapters' dtype, ``fp32`` (PEFT's default ``autocast_adapter_dtype=True``
     beside the bf16 base; the bill's ``fp32-adam`` recipe) or ``bf16`` (``autocast_adapter_dtype=False``:
@@ -152,19 +152,21 @@ def config(family: str, dims: str, layers: int = LAYERS) -> dict:
     return raw
 
 
-def tp_plan(family: str, sp: bool) -> dict:
+def tp_plan(family: str, sp: bool, q_lora: bool = True) -> dict:
     """The decoder layer's ``parallelize_module`` plan: torchtitan's placements
     (``models/common/decoder_sharding.py`` at b5bcd76c — ``colwise_config``/``rowwise_config``/
     ``norm_config``) on transformers' module names. The attention and MLP inputs are redistributed to
     ``Replicate`` (an all-gather under SP) by ``PrepareModuleInput``; an MLA's down projections and
     latent norms are not split (replicated, as Megatron-Core's ``linear_q_down_proj`` /
-    ``linear_kv_down_proj``), so the attention receives a plain local tensor."""
+    ``linear_kv_down_proj``), so the attention receives a plain local tensor; its query projection is
+    ``q_b_proj`` after a low-rank ``q_a_proj`` (``q_lora``), else one ``q_proj``."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
                                                    SequenceParallel)
 
     out = Shard(1) if sp else Replicate()
-    attention = ({"self_attn.q_b_proj": ColwiseParallel(), "self_attn.kv_b_proj": ColwiseParallel()}
+    attention = ({f"self_attn.{'q_b_proj' if q_lora else 'q_proj'}": ColwiseParallel(),
+                  "self_attn.kv_b_proj": ColwiseParallel()}
                  if family == "deepseek_v3" else
                  {f"self_attn.{x}_proj": ColwiseParallel() for x in "qkv"})
     plan = {**attention, "self_attn.o_proj": RowwiseParallel(output_layouts=out),
@@ -185,7 +187,7 @@ def tp_plan(family: str, sp: bool) -> dict:
 class _WithLoss:
     """The model and its loss as one module, so the loss's saved tensors are traced with the rest:
     ``eager`` is HF's own (``labels=``: ``ForCausalLMLoss``, the logits upcast to fp32 and
-    ``cross_entropy``); ``vocab-parallel`` is ``cross_entropy`` on the vocabulary-sharded logits under
+    ``cross_entropy``); ``loss-parallel`` is ``cross_entropy`` on the vocabulary-sharded logits under
     ``torch.distributed.tensor.parallel.loss_parallel`` (torchtitan's ``loss_parallel``), the same
     upcast first."""
 
@@ -227,7 +229,7 @@ def _built(combination: Combination, layers: int, mesh):
         from torch.distributed.tensor import Replicate, Shard
         from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel, SequenceParallel,
                                                        parallelize_module)
-        vocab_parallel = combination.loss == "vocab-parallel"
+        vocab_parallel = combination.loss == "loss-parallel"
         top = {"lm_head": ColwiseParallel(input_layouts=Shard(1) if combination.sp else Replicate(),
                                           output_layouts=Shard(-1) if vocab_parallel else Replicate(),
                                           use_local_output=not vocab_parallel)}
@@ -236,7 +238,8 @@ def _built(combination: Combination, layers: int, mesh):
                         "model.norm": SequenceParallel()})
         parallelize_module(model, mesh, top)
         for layer in model.model.layers:
-            parallelize_module(layer, mesh, tp_plan(combination.family, combination.sp))
+            parallelize_module(layer, mesh, tp_plan(combination.family, combination.sp,
+                                                    raw.get("q_lora_rank") is not None))
     if combination.recompute == "full":
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
         for i, layer in enumerate(model.model.layers):  # torchtitan's FullAC: one wrapper per block
@@ -274,7 +277,7 @@ def measure(combination: Combination) -> Measured:
             ids = torch.randint(0, CONFIGS[combination.family][combination.dims]["vocab_size"], (b, s))
             kwargs = {"input_ids": ids, "position_ids": torch.arange(s).expand(b, s)}
             loss = contextlib.nullcontext()
-            if combination.loss == "vocab-parallel":
+            if combination.loss == "loss-parallel":
                 from torch.distributed.tensor.parallel import loss_parallel
                 loss = loss_parallel()
             with loss:  # backward too: loss_parallel's ops are swapped in for both passes
@@ -355,21 +358,11 @@ def grid(families=tuple(CONFIGS), dims=("first", "second")) -> list[Combination]
         for dim in dims:
             for tp, sp in TENSOR_LAYOUTS:
                 for recompute in ("none", "full"):
-                    for loss in (("eager", "vocab-parallel") if tp > 1 else ("eager",)):
+                    for loss in (("eager", "loss-parallel") if tp > 1 else ("eager",)):
                         for lora, dtype in (((0, "fp32"), (4, "fp32"), (4, "bf16")) if tp == 1 else ((0, "fp32"),)):
                             out.append(Combination(family, dim, tp, sp, recompute, loss, lora, dtype,
                                                    rank=1 if tp > 1 else 0))
     return out
-
-
-def loss_parallel_difference(combination: Combination) -> str:
-    """Why the output side of a ``vocab-parallel`` row differs, in words with its size: PyTorch's
-    ``loss_parallel`` cross entropy keeps ``nll_loss``'s int64 targets and a 4 B fp32 total weight, where the
-    bill's vocab-parallel kernel is Megatron-Core's ``VocabParallelCrossEntropy`` (a bool target mask and
-    int64 masked targets: ``models.architectures.output.loss_saved``) — b·s − 4 bytes."""
-    s, b = TOKENS[combination.dims]
-    return (f"PyTorch's loss_parallel keeps nll_loss's int64 targets + a 4 B total weight where the bill's "
-            f"vocab-parallel kernel is Megatron-Core's (bool mask + int64 masked targets): b·s − 4 = {s * b - 4} B")
 
 
 def rows(combinations=None) -> list[RankRow]:
@@ -384,8 +377,5 @@ def rows(combinations=None) -> list[RankRow]:
         words = combination.words()
         quantity = "activations/layer" + ("" if combination.family in BILL_KERNEL_ON_CPU else " (CPU kernel)")
         out.append(RankRow(words, quantity, measured.layer, layer))
-        reason = ""
-        if measured.output_side != bill.output_side and combination.loss == "vocab-parallel":
-            reason = loss_parallel_difference(combination)
-        out.append(RankRow(words, "output side", measured.output_side, bill.output_side, reason))
+        out.append(RankRow(words, "output side", measured.output_side, bill.output_side))
     return out

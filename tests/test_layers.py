@@ -20,6 +20,7 @@ LAYERS = [
     ("search",),
     ("claims",),
     ("render", "trace"),
+    ("per_rank",),
     ("commands",),
     ("cli", "api"),
     ("__main__", "__init__"),

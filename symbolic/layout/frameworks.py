@@ -25,7 +25,7 @@ DEEPSPEED = "microsoft/DeepSpeed @38327e07"
 LLM_FOUNDRY = "mosaicml/llm-foundry @8c8dd48f"
 TORCH = "PyTorch 2.13 / transformers 5.24 (as installed)"
 #: The Layout's loss-kernel names (helper `fits`' field) and the main-gradient precisions.
-LOSS_KERNELS = ("eager", "vocab-parallel", "fused", "chunked", "liger")
+LOSS_KERNELS = ("eager", "vocab-parallel", "loss-parallel", "fused", "chunked", "liger")
 #: What a sequence-parallel linear layer keeps of its input, by framework (``Layout.sp_inputs``).
 SP_SHARDED = (f"{MEGATRON} megatron/core/tensor_parallel/layers.py: LinearWithGradAccumulationAndAsyncCommunication "
               "saves the sequence shard (ctx.save_for_backward(input, weight)) and all-gathers it again in backward")

@@ -490,6 +490,7 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
            "computes on its capacity C_f·s·b·k/E rows (with --moe-capacity-factor > 1, --moe-dispatcher alltoall)",
            False),
     Option("loss", "choice", "the loss kernel: eager (transformers, fp32 logits), vocab-parallel (Megatron), "
+           "loss-parallel (PyTorch's loss_parallel on DTensor logits, torchtitan), "
            "fused (flash-attn / llm-foundry), chunked (torchtune), liger (fused linear CE); default: an HF model's "
            "eager, the papers' GPT models' vocab-parallel", None, choices=LOSS_KERNELS),
     Option("fp8_activations", "flag", "the linear layers' saved inputs kept in FP8 for backward "

@@ -7,10 +7,12 @@ read from its code at a commit.
 from __future__ import annotations
 
 #: ``eager`` transformers' ``ForCausalLMLoss`` (the logits upcast to fp32, ``F.cross_entropy``);
-#: ``vocab-parallel`` Megatron-Core's ``VocabParallelCrossEntropy``; ``fused`` flash-attn's Triton
+#: ``vocab-parallel`` Megatron-Core's ``VocabParallelCrossEntropy``; ``loss-parallel`` PyTorch's
+#: ``torch.distributed.tensor.parallel.loss_parallel`` (``F.cross_entropy`` on vocabulary-sharded DTensor
+#: logits: torchtitan, DTensor frameworks); ``fused`` flash-attn's Triton
 #: cross-entropy (llm-foundry's ``fused_crossentropy``); ``chunked`` torchtune's
 #: ``CEWithChunkedOutputLoss``; ``liger`` Liger-Kernel's fused linear cross-entropy.
-LOSS_KERNELS = ("eager", "vocab-parallel", "fused", "chunked", "liger")
+LOSS_KERNELS = ("eager", "vocab-parallel", "loss-parallel", "fused", "chunked", "liger")
 
 #: The kernels with no vocabulary split under tensor parallelism (``Layout``'s rule refuses tp > 1).
 WHOLE_VOCABULARY = ("chunked", "liger")

@@ -573,8 +573,10 @@ def lever_layout(group: Group) -> Layout:
     """A layout carrying only ``group``'s levers (rank 1: the formulas keep the letter r), for the
     bill's own calls (``derive.lora_saved``, ``states.parameter_bytes``)."""
     targets, base_dtype, double_quant = group.lora or ("all-linear", "bf16", True)
+    # the optimizer recipe and the activations' dtype decide the adapters' dtype (derive.adapter_dtype)
     return Layout(lora=1 if group.lora else 0, lora_targets=targets, base_dtype=base_dtype,
-                  double_quant=double_quant, offload=group.offload, activation_offload=group.activation_offload)
+                  double_quant=double_quant, offload=group.offload, activation_offload=group.activation_offload,
+                  optimizer=group.optimizer, dtype=group.dtype)
 
 
 @lru_cache(maxsize=None)

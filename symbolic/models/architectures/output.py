@@ -31,6 +31,8 @@ NORMS = ("layernorm", "rmsnorm-eager", "rmsnorm-fused")
 
 HF_LOSS = "HF transformers ForCausalLMLoss: logits.float(), torch F.cross_entropy = log_softmax + nll_loss"
 MEGATRON_CE = "Megatron-LM d98e8a6 megatron/core/tensor_parallel/cross_entropy.py (VocabParallelCrossEntropy)"
+TORCH_LOSS_PARALLEL = ("PyTorch 2.13.0 torch/distributed/tensor/parallel/loss.py (loss_parallel: _log_softmax on the "
+                       "local shard with all-reduced max and sum of exp, _nll_loss_forward)")
 FLASH_CE = ("flash-attention (Dao 2023, FlashAttention-2's repository) 0251105 flash_attn/ops/triton/cross_entropy.py "
             "(CrossEntropyLossFunction, "
             "inplace_backward=False as llm-foundry's FusedCrossEntropyLoss(ignore_index=-100) leaves it)")
@@ -44,10 +46,11 @@ LIGER_FROZEN = ("liger-kernel 0.8.5 (PyPI) liger_kernel/ops/fused_linear_cross_e
                 "if grad_weight is not None")
 #: torchtune's ``num_output_chunks`` default (CEWithChunkedOutputLoss.__init__)
 TORCHTUNE_CHUNKS = 8
-LOSS_SOURCES = {"eager": HF_LOSS, "vocab-parallel": MEGATRON_CE, "fused": FLASH_CE, "chunked": TORCHTUNE_CE,
-                "liger": LIGER_CE}
+LOSS_SOURCES = {"eager": HF_LOSS, "vocab-parallel": MEGATRON_CE, "loss-parallel": TORCH_LOSS_PARALLEL,
+                "fused": FLASH_CE, "chunked": TORCHTUNE_CE, "liger": LIGER_CE}
 LOSS_WORDS = {"eager": "transformers' eager cross-entropy (fp32 logits)",
               "vocab-parallel": "Megatron's vocab-parallel cross-entropy",
+              "loss-parallel": "PyTorch's loss_parallel cross-entropy (vocab-sharded DTensor logits)",
               "fused": "flash-attn's fused cross-entropy", "chunked": "torchtune's chunked cross-entropy (8 chunks)",
               "liger": "Liger's fused linear cross-entropy"}
 
@@ -103,6 +106,14 @@ def loss_saved(loss: str = "eager", loss_dtype: str = "fp32", weight_grad: bool 
                 _saved("output/loss_total_weight", () if loss == "eager" else (TORCHTUNE_CHUNKS,), "fp32",
                        Axis.NONE, None, source, "nll_loss's total weight, one scalar"
                        + (" per chunk" if loss == "chunked" else "")))
+    if loss == "loss-parallel":  # F.cross_entropy's log_softmax + nll_loss, on the rank's V/t columns
+        return (_saved("output/log_softmax", (s, b, V), loss_dtype, Axis.TENSOR, 2, TORCH_LOSS_PARALLEL,
+                       f"log-softmax of the rank's vocabulary shard, {loss_dtype} (the row max and sum of exp "
+                       "all-reduced)"),
+                _saved("output/targets", (s, b), "int64", Axis.NONE, None, TORCH_LOSS_PARALLEL,
+                       "the target token ids, kept by nll_loss"),
+                _saved("output/loss_total_weight", (), "fp32", Axis.NONE, None, TORCH_LOSS_PARALLEL,
+                       "nll_loss's total weight, one scalar"))
     if loss == "vocab-parallel":
         return (_saved("output/softmax", (s, b, V), "fp32", Axis.TENSOR, 2, MEGATRON_CE,
                        "exp_logits / sum: the fp32 softmax, its backward's gradient computed in place"),
@@ -131,6 +142,8 @@ def loss_work(loss: str = "eager", weight_grad: bool = True) -> tuple[SavedTenso
     (the bill's loss instant holds them all at once: an upper bound where forward and backward
     temporaries do not overlap in time).
 
+    loss-parallel: the logits' vocabulary shard (bf16), its fp32 gradient and the two all-reduced fp32
+    row statistics (max, sum of exp) of PyTorch's ``_log_softmax``.
     eager: the bf16 logits (the model's output, alive through backward) and the fp32 gradient of the
     logits. vocab-parallel: one bf16 s·b·V tensor — the logits in forward (their fp32 upcast is the
     saved softmax, exponentiated in place), the gradient autograd casts back to the logits' bf16 in
@@ -150,6 +163,12 @@ def loss_work(loss: str = "eager", weight_grad: bool = True) -> tuple[SavedTenso
                    "output layer result, the whole vocabulary (gathered under TP)"),
                   ("loss/grad_logits_fp32", (s, b, V), "fp32", Axis.NONE, None, HF_LOSS,
                    "d(loss)/d(logits), fp32")),
+        "loss-parallel": (("loss/logits", (s, b, V), "bf16", Axis.TENSOR, 2, TORCH_LOSS_PARALLEL,
+                           "the output layer's vocabulary shard (a DTensor's local tensor)"),
+                          ("loss/grad_logits_fp32", (s, b, V), "fp32", Axis.TENSOR, 2, TORCH_LOSS_PARALLEL,
+                           "d(loss)/d(logits) of the shard, fp32"),
+                          ("loss/row_statistics_fp32", (2, s, b), "fp32", Axis.NONE, None, TORCH_LOSS_PARALLEL,
+                           "the row max and sum of exp, all-reduced, fp32 per row")),
         "vocab-parallel": (("loss/logits", (s, b, V), "bf16", Axis.TENSOR, 2, MEGATRON_CE,
                             "the logits (forward), then their bf16 gradient (backward)"),
                            ("loss/row_statistics_fp32", (3, s, b), "fp32", Axis.NONE, None, MEGATRON_CE,
