@@ -81,7 +81,8 @@ class StatesLayout:
     with FSDP2's mixed precision) or ``zero1`` (ZeroRedundancyOptimizer). d: data-parallel ranks.
     rank: which rank this process is. reshard: FSDP2's ``reshard_after_forward``. lora: LoRA rank
     (0: full training); lora_targets: ``all-linear`` or ``attention``. plain: LoRA on one process
-    without FSDP (d must be 1)."""
+    without FSDP (d must be 1). reduce: FSDP2's ``reduce_dtype`` (``fp32``, torchtitan's default, or
+    ``bf16``, FSDP's when none is set: the gradients are cast back to fp32 either way)."""
 
     kind: str = "fsdp2"
     d: int = 1
@@ -90,6 +91,7 @@ class StatesLayout:
     lora: int = 0
     lora_targets: str = "all-linear"
     plain: bool = False
+    reduce: str = "fp32"
 
     def words(self) -> str:
         if self.plain:
@@ -97,7 +99,8 @@ class StatesLayout:
         elif self.kind == "zero1":
             head = f"ZeroRedundancyOptimizer d={self.d}"
         else:
-            head = f"FSDP2 d={self.d}" + ("" if self.reshard else " no-reshard")
+            head = f"FSDP2 d={self.d}" + ("" if self.reshard else " no-reshard") + (
+                "" if self.reduce == "fp32" else f" reduce {self.reduce}")
         lora = f" LoRA r={self.lora} {self.lora_targets}" if self.lora else ""
         return f"{head}{lora} rank {self.rank}"
 
@@ -184,7 +187,8 @@ def measure_states(cfg: dict, layout: StatesLayout = StatesLayout(), tokens: int
             from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
             # torchtitan's defaults: compute in bf16, reduce gradients in fp32 (module docstring)
-            policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype={
+                "fp32": torch.float32, "bf16": torch.bfloat16}[layout.reduce])
             shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
             for block in _decoder_layers(model):
                 fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=layout.reshard)
@@ -296,6 +300,7 @@ LAYOUTS = (
     StatesLayout(d=4),
     StatesLayout(d=4, rank=3),
     StatesLayout(d=2, reshard=False),
+    StatesLayout(d=2, reduce="bf16"),
     StatesLayout(kind="zero1", d=2),
     StatesLayout(kind="zero1", d=4, rank=1),
     StatesLayout(lora=6, plain=True),
@@ -310,6 +315,11 @@ _FSDP_PARAM = f"{TORCH_VERSION} torch/distributed/fsdp/_fully_shard/_fsdp_param.
 def _shapes(cfg: dict, layout: StatesLayout) -> dict:
     """The unsharded parameter shapes of the model ``layout`` builds (no process group needed)."""
     return {name: tuple(p.shape) for name, p in _build(cfg, layout).named_parameters()}
+
+
+def _signed(x) -> str:
+    """``+3456`` or ``-5184``: an exact difference with its sign."""
+    return ("+" if x >= 0 else "") + str(x)
 
 
 def _reason(name: str, measured: int, billed, found: Measured, layout: StatesLayout, psi: int) -> str:
@@ -355,21 +365,33 @@ def combination_rows(family: str, dims: str, layout: StatesLayout) -> list[RankR
                            and UNEXPLAINED not in reasons else UNEXPLAINED)))
     out.append(RankRow(combo, "optimizer step counters (0-dim)", found.step_counters, 0,
                        f"AdamW's step: one 0-dim fp32 tensor per parameter tensor ({found.step_counter_count} here, "
-                       f"{TORCH_VERSION} torch/optim/adam.py _init_group, capturable False on CPU); "
+                       f"{TORCH_VERSION} torch/optim/adam.py _init_group: on the parameter's device when fused or "
+                       "capturable — torchtitan's default fused AdamW on a GPU — else on the host); "
                        "the bill has no line for them"))
     if layout.kind == "fsdp2" and not layout.lora and not layout.plain:
-        preset = billed_states(cfg, layout, "torchtitan")
+        framework = "torchtitan" if layout.reduce == "fp32" else "fsdp"
+        preset = billed_states(cfg, layout, framework)
         preset_total = sum(preset.values())
-        recipe = bill_layout(layout, "torchtitan").optimizer
+        recipe = bill_layout(layout, framework).optimizer
         extra = preset.get("bf16 parameters", 0)
         pad = sum(found.padding.values())
-        out.append(RankRow(combo, "model states/total, --framework torchtitan", total, preset_total,
-                           "" if total == preset_total else (
-                               f"the preset's {recipe} bills a resting bf16 copy ({extra} B) that FSDP2 does not "
-                               f"keep (the bf16 parameters are all-gather outputs, freed after use; "
-                               f"{TORCHTITAN} mixed_precision_param bf16, reduce fp32), besides "
-                               f"{pad} B of dim-0 padding"
-                               if total - preset_total == pad - extra else UNEXPLAINED)))
+        diff = total - preset_total
+        if diff == 0:
+            why = ""
+        elif diff == pad and recipe == "fp32-adam":
+            why = (f"the preset's {recipe} blocks, as held; {_signed(pad)} B of uneven dim-0 shards (FSDP2's padding, "
+                   f"a last rank's short chunks: {_FSDP_PARAM})")
+        elif diff == pad:
+            why = (f"the preset's {recipe} sums to the bytes held per parameter but names other blocks: FSDP2 "
+                   "keeps fp32 parameters (the master) and fp32 gradients (cast back from the bf16 reduce in "
+                   f"foreach_reduce), no bf16 copy and no separate master; {_signed(pad)} B of uneven dim-0 shards")
+        elif diff == pad - extra:
+            why = (f"the preset's {recipe} bills a resting bf16 copy ({extra} B) that FSDP2 does not keep (the "
+                   f"bf16 parameters are all-gather outputs, freed after use), besides {pad} B of dim-0 padding")
+        else:
+            why = UNEXPLAINED
+        out.append(RankRow(combo, f"model states/total, --framework {framework} ({recipe})", total, preset_total,
+                           why))
     if not layout.reshard:
         shapes = _shapes(cfg, layout)
         d = layout.d

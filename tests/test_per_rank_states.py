@@ -72,3 +72,11 @@ def test_no_reshard_keeps_the_whole_gathered_model():
     assert row.reason and UNEXPLAINED not in row.reason
     # the whole padded model in bf16: twice the fp32 shard's elements over d = 2
     assert row.measured == rows["model states/fp32 parameters"].measured
+
+
+def test_torchtitan_preset_bills_what_fsdp2_holds():
+    # one process: exact; over 2 ranks: the difference is FSDP2's dim-0 padding, sized apart
+    one = _rows("qwen3", "first", StatesLayout())["model states/total, --framework torchtitan (fp32-adam)"]
+    assert one.measured == one.billed, one
+    two = _rows("qwen3", "first", StatesLayout(d=2))["model states/total, --framework torchtitan (fp32-adam)"]
+    assert two.measured > two.billed and two.reason.startswith("the preset's fp32-adam blocks, as held")

@@ -44,6 +44,10 @@ class Framework:
     main_grads: str                #: one of :data:`MAIN_GRADS`
     published: tuple               #: the framework names of the published runs it stands for (error bands)
     sources: dict
+    #: the model's parameters stay fp32 — the sharded parameter *is* the master copy — and the GEMMs run
+    #: on bf16 copies cast and gathered per group, freed after use (FSDP's mixed precision): at rest
+    #: fp32 parameters, fp32 gradients and fp32 Adam m, v, the ``fp32-adam`` blocks, no bf16 copy
+    fp32_params: bool = False
 
     def overlap_fields(self) -> tuple[bool, bool, bool, int]:
         """``ledgers.time.Overlap``'s fields: (grad reduce, param gather, TP comm, bucket elements)."""
@@ -65,7 +69,7 @@ class Framework:
         """(setting, value, source) for the TIME section."""
         out = []
         for item in fields(self):
-            if item.name in ("name", "published", "sources"):
+            if item.name in ("name", "published", "sources", "fp32_params"):
                 continue
             value = getattr(self, item.name)
             text = ("on" if value else "off") if isinstance(value, bool) else (
@@ -118,7 +122,12 @@ FRAMEWORKS: dict[str, Framework] = {
                             "Megatron's 40 M elements assumed for the last exposed bucket (a named approximation)",
          "loss": f"{TORCHTITAN} torchtitan/components/loss.py: cross_entropy_loss: torch.nn.functional.cross_entropy("
                  "pred.float(), ...) (eager, fp32 logits)",
-         "main_grads": f"{TORCHTITAN} torchtitan/config/configs.py: mixed_precision_reduce = 'float32'"}),
+         "main_grads": f"{TORCHTITAN} torchtitan/config/configs.py: mixed_precision_reduce = 'float32'",
+         "fp32_params": f"{TORCHTITAN} torchtitan/config/configs.py: mixed_precision_param = 'bfloat16' on an fp32 "
+                        f"model, FSDP2's MixedPrecisionPolicy ({TORCH} torch/distributed/fsdp/_fully_shard: the fp32 "
+                        "sharded parameter is the master, gradients cast back to it in foreach_reduce); measured per "
+                        "rank by symbolic/per_rank_states.py"},
+        fp32_params=True),
     "fsdp": Framework(
         "fsdp", "fused", False, True, True, 3, 40_000_000, "eager", "bf16",
         ("llm-foundry (FSDP)",),
@@ -204,9 +213,12 @@ def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: b
       ZeRO-2/3 under a pipeline (Megatron refuses it; FSDP's pipelines shard per stage);
     - loss: the preset's loss kernel, unless it needs the whole vocabulary on one GPU (chunked, liger)
       and t > 1;
-    - optimizer: fp32 main gradients (``bf16-adam-fp32-grads``) under bf16 activations, where the
-      framework accumulates and reduces them in fp32 (Megatron sets accumulate_allreduce_grads_in_fp32
-      under --bf16 only: fp16 keeps the recipe given);
+    - optimizer: where the framework keeps fp32 parameters and computes on bf16 copies (FSDP's mixed
+      precision, :attr:`Framework.fp32_params`), ``fp32-adam``'s blocks at rest under bf16 or fp16
+      activations — the launch readers' recipe for the same frameworks (``launch.py``); else fp32 main
+      gradients (``bf16-adam-fp32-grads``) under bf16 activations, where the framework accumulates and
+      reduces them in fp32 (Megatron sets accumulate_allreduce_grads_in_fp32 under --bf16 only: fp16
+      keeps the recipe given);
     - overlap (``overlap=True``: a command with a step time): the preset's communication overlap.
     """
     from dataclasses import replace
@@ -223,7 +235,10 @@ def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: b
         changes["zero"] = preset.zero
     if "loss" not in typed and preset.loss != layout.loss and not (preset.loss in WHOLE_VOCABULARY and layout.tp > 1):
         changes["loss"] = preset.loss
-    if preset.main_grads == "fp32" and layout.dtype == "bf16" and layout.optimizer == "bf16-adam" \
+    if preset.fp32_params and layout.dtype in ("bf16", "fp16") and layout.optimizer == "bf16-adam" \
+            and "optimizer" not in typed:
+        changes["optimizer"] = "fp32-adam"  # no resting bf16 copy: the fp32 parameter is the master
+    elif preset.main_grads == "fp32" and layout.dtype == "bf16" and layout.optimizer == "bf16-adam" \
             and "optimizer" not in typed:
         changes["optimizer"] = "bf16-adam-fp32-grads"
     filled = tuple(changes.items()) + ((("overlap", preset.overlap_words()),) if overlap and "overlap" not in typed

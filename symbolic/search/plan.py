@@ -244,7 +244,7 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
     param_inv, base, _ = _inventories(structure)
     ways = c if cp else Integer(1)
     recipe = states.RECIPES[optimizer]
-    gathered = peak.gathered_weights(param_inv, Rational(recipe.bytes_of("parameters")), zero)
+    gathered = peak.gathered_weights(param_inv, Rational(recipe.working_bytes(dtype)), zero)
     from ..ledgers.transients import all_to_all_staging
     staging = (all_to_all_staging(sp, cp, experts[2], fp8_activations)
                if structure.arch == "moe" and experts[0] else [])
@@ -554,7 +554,8 @@ def lever_layout(group: Group) -> Layout:
     bill's own calls (``derive.lora_saved``, ``states.parameter_bytes``)."""
     targets, base_dtype, double_quant = group.lora or ("all-linear", "bf16", True)
     return Layout(lora=1 if group.lora else 0, lora_targets=targets, base_dtype=base_dtype,
-                  double_quant=double_quant, offload=group.offload, activation_offload=group.activation_offload)
+                  double_quant=double_quant, offload=group.offload, activation_offload=group.activation_offload,
+                  dtype=group.dtype)
 
 
 @lru_cache(maxsize=None)
