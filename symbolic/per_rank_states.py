@@ -36,6 +36,16 @@ The layouts (:data:`LAYOUTS`):
 * LoRA (``lora`` = r): PEFT's ``get_peft_model`` on a bf16 model; PEFT's ``autocast_adapter_dtype``
   (default True) upcasts the adapters to fp32, so at rest the adapters are the bill's ``fp32-adam``
   blocks and the frozen base stays bf16. Alone (d = 1, no FSDP) or under FSDP2 over d.
+* TP × FSDP (``tp`` = t): torchtitan's decoder plan (colwise Q/K/V/gate/up and output layer, rowwise
+  o/down and embedding) on the ``tp`` dimension of a (dp, tp) mesh, then ``fully_shard`` on ``dp``;
+  the norms stay whole on each TP rank, which the bill's first-order blocks split t ways.
+
+What the grid found in the engine and fixed: the ``--framework torchtitan`` preset billed
+``bf16-adam-fp32-grads`` (18 B/param over d: a resting bf16 copy FSDP2 does not keep); it now fills
+``fp32-adam`` (16 B/param, as its launch reader already read a job), with the gathered copy in bf16
+(``Recipe.working_bytes``). Named, not fixed: FSDP2's dim-0 padding (``ceil(rows/d)·cols`` per
+parameter: zero at sizes divisible by d, as real models' are), the last rank's short chunks, AdamW's
+0-dim step counters, ZeRO-1's whole-parameter partition, TP's replicated norms.
 
 :func:`billed_states` derives the same layout's bill (:func:`symbolic.bill.derive.make_bill` on the
 same ``config.json``) and :func:`rows` sets the two side by side as :class:`~symbolic.per_rank.RankRow`
@@ -65,6 +75,12 @@ DIMS = {
     "second": dict(hidden_size=54, head_dim=14, num_attention_heads=6, num_key_value_heads=3,
                    intermediate_size=90, vocab_size=150),
 }
+#: The 2-D set: tensor parallelism over t = 3 needs the heads, K/V heads, MLP width and vocabulary to
+#: divide by 3 (DTensor's ``from_local`` in the colwise/rowwise plans assumes even shards), while the
+#: TP-local shards FSDP2 splits over d = 2 stay odd (45 vocabulary rows, hidden 66 rows of o/down:
+#: 33; K/V 10 rows: 5; Qwen3's q/k norms 10) so that its padding shows where it arises.
+TP_DIMS = {"tp": dict(hidden_size=66, head_dim=10, num_attention_heads=6, num_key_value_heads=3,
+                      intermediate_size=102, vocab_size=135)}
 FAMILIES = ("llama", "qwen3")
 LORA_TARGET_MODULES = {"all-linear": "all-linear", "attention": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 
@@ -72,7 +88,7 @@ LORA_TARGET_MODULES = {"all-linear": "all-linear", "attention": ["q_proj", "k_pr
 def config(family: str, dims: str = "first", layers: int = 2) -> dict:
     """The ``config.json`` dict of a tiny ``family`` model at dimension set ``dims``."""
     return dict(model_type=family, num_hidden_layers=layers, max_position_embeddings=64,
-                tie_word_embeddings=False, rms_norm_eps=1e-6, **DIMS[dims])
+                tie_word_embeddings=False, rms_norm_eps=1e-6, **{**DIMS, **TP_DIMS}[dims])
 
 
 @dataclass(frozen=True)
@@ -82,7 +98,9 @@ class StatesLayout:
     rank: which rank this process is. reshard: FSDP2's ``reshard_after_forward``. lora: LoRA rank
     (0: full training); lora_targets: ``all-linear`` or ``attention``. plain: LoRA on one process
     without FSDP (d must be 1). reduce: FSDP2's ``reduce_dtype`` (``fp32``, torchtitan's default, or
-    ``bf16``, FSDP's when none is set: the gradients are cast back to fp32 either way)."""
+    ``bf16``, FSDP's when none is set: the gradients are cast back to fp32 either way). tp: tensor-parallel
+    ranks under FSDP2 (2-D: ``parallelize_module`` on the ``tp`` dimension of a (d, tp) mesh, then
+    ``fully_shard`` on ``dp``, as torchtitan composes them); ``rank`` is then the global rank."""
 
     kind: str = "fsdp2"
     d: int = 1
@@ -92,6 +110,7 @@ class StatesLayout:
     lora_targets: str = "all-linear"
     plain: bool = False
     reduce: str = "fp32"
+    tp: int = 1
 
     def words(self) -> str:
         if self.plain:
@@ -99,7 +118,8 @@ class StatesLayout:
         elif self.kind == "zero1":
             head = f"ZeroRedundancyOptimizer d={self.d}"
         else:
-            head = f"FSDP2 d={self.d}" + ("" if self.reshard else " no-reshard") + (
+            head = f"FSDP2 d={self.d}" + (f" × TP t={self.tp}" if self.tp > 1 else "") + (
+                "" if self.reshard else " no-reshard") + (
                 "" if self.reduce == "fp32" else f" reduce {self.reduce}")
         lora = f" LoRA r={self.lora} {self.lora_targets}" if self.lora else ""
         return f"{head}{lora} rank {self.rank}"
@@ -115,6 +135,9 @@ class Measured:
     gathered_after_forward: int  #: bf16 all-gather outputs alive when the forward returns (FSDP2)
     padding: dict               #: FSDP2: per name, the bytes of dim-0 padding in the rank's storages
     owned_params: int = 0       #: zero1: parameters whose optimizer states this rank holds
+    #: TP × FSDP: per name, the bytes the rank holds over the bill's first-order share Ψ/(t·d) because
+    #: the norms are replicated over t (their even share over d, less Ψ/(t·d) of them)
+    replication: dict = None
 
 
 def _dtype(t) -> str:
@@ -172,6 +195,59 @@ def _gathered(model) -> int:
     return total
 
 
+@contextlib.contextmanager
+def fake_world_2d(dp: int, tp: int, rank: int = 0):
+    """This process as global rank ``rank`` of dp·tp on the fake backend, and the 2-D CPU mesh
+    (``dp``, ``tp``) over it, as :func:`symbolic.per_rank.fake_world` builds the 1-D one."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    _forget_meshes()
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=dp * tp)
+    try:
+        yield init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
+    finally:
+        dist.destroy_process_group()
+
+
+def _forget_meshes() -> None:
+    """Clear DTensor's sharding-propagation caches: they key an op by its mesh's shape and names, not its
+    process groups, so a world built after another (another rank of the same mesh) would be handed the
+    earlier world's mesh and its group names, unresolvable now (torch 2.13.0
+    ``torch/distributed/tensor/_sharding_prop.py``: ``LocalLRUCache``, ``_propagate_tensor_meta_cached``;
+    the C++ dispatch fast path's, ``torch._C._clear_DTensor_sharding_propagator_cache``)."""
+    from torch.distributed.tensor import DTensor
+
+    import torch
+
+    propagator = DTensor._op_dispatcher.sharding_propagator
+    propagator.propagate_op_sharding.cache_clear()
+    type(propagator)._propagate_tensor_meta_cached.cache_clear()
+    torch._C._clear_DTensor_sharding_propagator_cache()  # the C++ fast path's own cache
+
+
+def _tensor_parallel(model, mesh) -> None:
+    """torchtitan's decoder placements (``models/common/decoder_sharding.py`` at pytorch/torchtitan
+    b5bcd76c, without sequence parallelism): Q/K/V and gate/up colwise, output and down rowwise, the
+    embedding rowwise (vocabulary-sharded, output replicated), the output layer colwise with replicated
+    logits (HF's loss on them); the RMSNorms (and Qwen3's q/k norms) stay replicated."""
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    parallelize_module(inner, mesh, {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate()),
+                                     "lm_head": ColwiseParallel(output_layouts=Replicate())})
+    for block in _decoder_layers(model):
+        parallelize_module(block, mesh, {
+            "self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
+            "mlp.down_proj": RowwiseParallel()})
+
+
 def measure_states(cfg: dict, layout: StatesLayout = StatesLayout(), tokens: int = 8) -> Measured:
     """Run ``layout`` on ``cfg`` as rank ``layout.rank`` of ``layout.d`` (fake backend, CPU), one
     forward, backward and AdamW step, and return what the rank holds (module docstring)."""
@@ -179,17 +255,28 @@ def measure_states(cfg: dict, layout: StatesLayout = StatesLayout(), tokens: int
 
     if layout.plain and layout.d != 1:
         raise ValueError("plain: one process, d = 1")
-    world = fake_world(layout.d, layout.rank) if not layout.plain else contextlib.nullcontext()
+    _forget_meshes()  # each run a new world: no op sharding cached from an earlier one
+    if layout.plain:
+        world = contextlib.nullcontext()
+    elif layout.tp > 1:
+        world = fake_world_2d(layout.d, layout.tp, layout.rank)
+    else:
+        world = fake_world(layout.d, layout.rank)
     with world as mesh:
         model = _build(cfg, layout)
         pad = {}
+        if layout.tp > 1:
+            _tensor_parallel(model, mesh["tp"])
+            mesh = mesh["dp"]
         if layout.kind == "fsdp2" and not layout.plain:
             from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
             # torchtitan's defaults: compute in bf16, reduce gradients in fp32 (module docstring)
             policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype={
                 "fp32": torch.float32, "bf16": torch.bfloat16}[layout.reduce])
-            shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
+            # the shapes FSDP2 shards over d: each parameter's TP-local shard (the whole parameter at t = 1)
+            shapes = {name: tuple(_local(p).shape) for name, p in model.named_parameters()}
+            full = {name: tuple(p.shape) for name, p in model.named_parameters()}
             for block in _decoder_layers(model):
                 fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=layout.reshard)
             fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=layout.reshard)
@@ -208,17 +295,19 @@ def measure_states(cfg: dict, layout: StatesLayout = StatesLayout(), tokens: int
         gathered = _gathered(model) if layout.kind == "fsdp2" and not layout.plain else 0
         loss.backward()
         optimizer.step()
-        return _tally(model, optimizer, layout, gathered, pad)
+        return _tally(model, optimizer, layout, gathered, pad, full if pad else {})
 
 
-def _tally(model, optimizer, layout: StatesLayout, gathered: int, shapes: dict) -> Measured:
+def _tally(model, optimizer, layout: StatesLayout, gathered: int, shapes: dict, full: dict) -> Measured:
     """The rank's storages after the step, under the bill's line names (``symbolic/ledgers/states.py``
     ``state_terms``: ``<dtype> parameters``, ``<dtype> gradients``, ``Adam m (<dtype>)``, ...; under
     LoRA the frozen base split as the bill splits it and the adapters prefixed). Under FSDP2
-    (``shapes``: the unsharded shapes) ``padding`` is each name's bytes over the even share
-    (element bytes × numel / d, summed over the parameters it holds)."""
+    (``shapes``: the shapes FSDP2 shards, TP-local under 2-D) ``padding`` is each name's bytes over the
+    even share (element bytes × numel / d, summed over the parameters it holds) and ``replication`` that
+    even share less the bill's t·d-way share of the whole parameters (``full``)."""
     terms: dict = defaultdict(int)
     even: dict = defaultdict(Fraction)
+    share: dict = defaultdict(Fraction)
     seen: set = set()
     prefix = f"LoRA adapters ({layout.lora_targets}, rank r): " if layout.lora else ""
     d = layout.d if shapes else 1
@@ -226,7 +315,9 @@ def _tally(model, optimizer, layout: StatesLayout, gathered: int, shapes: dict) 
     def add(name, tensor, param_name):
         ptr, nbytes = _storage(tensor)
         if shapes:
-            even[name] += Fraction(_local(tensor).element_size() * math.prod(shapes[param_name]), d)
+            size = _local(tensor).element_size()
+            even[name] += Fraction(size * math.prod(shapes[param_name]), d)
+            share[name] += Fraction(size * math.prod(full[param_name]), d * layout.tp)
         if ptr in seen or nbytes == 0:  # a group's gradients share one reduce-scatter buffer: once
             return
         seen.add(ptr)
@@ -257,7 +348,8 @@ def _tally(model, optimizer, layout: StatesLayout, gathered: int, shapes: dict) 
             label = {"exp_avg": "Adam m", "exp_avg_sq": "Adam v"}[key]
             add(f"{prefix}{label} ({_dtype(local)})", value, names[param])
     padding = {name: terms[name] - even[name] for name in terms} if shapes else {}
-    return Measured(dict(terms), counters, count, gathered, padding, owned)
+    replication = {name: even[name] - share[name] for name in terms} if shapes else {}
+    return Measured(dict(terms), counters, count, gathered, padding, owned, replication)
 
 
 # --- the bill's side -----------------------------------------------------------------------------------
@@ -273,9 +365,9 @@ def bill_layout(layout: StatesLayout, framework: str | None = None):
 
     lora = dict(lora=layout.lora, lora_targets=layout.lora_targets) if layout.lora else {}
     if framework is not None:
-        return apply_preset(Layout(dp=layout.d, **lora), FRAMEWORKS[framework], overlap=False).layout
+        return apply_preset(Layout(dp=layout.d, tp=layout.tp, **lora), FRAMEWORKS[framework], overlap=False).layout
     zero = 1 if layout.kind == "zero1" else (3 if layout.d > 1 else 0)
-    return Layout(dp=layout.d, zero=zero, optimizer="fp32-adam", **lora)
+    return Layout(dp=layout.d, tp=layout.tp, zero=zero, optimizer="fp32-adam", **lora)
 
 
 def billed_states(cfg: dict, layout: StatesLayout, framework: str | None = None) -> dict:
@@ -307,6 +399,8 @@ LAYOUTS = (
     StatesLayout(lora=6, d=2, lora_targets="attention"),
     StatesLayout(lora=5, d=4, rank=3),
 )
+#: TP × FSDP on a (dp, tp) = (2, 3) mesh, at :data:`TP_DIMS`: global rank 0 and the last (dp 1, tp 2).
+TP_LAYOUTS = (StatesLayout(d=2, tp=3), StatesLayout(d=2, tp=3, rank=5))
 
 UNEXPLAINED = "UNEXPLAINED"
 _FSDP_PARAM = f"{TORCH_VERSION} torch/distributed/fsdp/_fully_shard/_fsdp_param.py _init_sharded_param"
@@ -335,6 +429,11 @@ def _reason(name: str, measured: int, billed, found: Measured, layout: StatesLay
                     f"({_FSDP_PARAM}: chunks[0].size()): {diff} B over the bill's even share")
         return (f"rank {layout.rank} of {layout.d} holds the short last chunks of dim 0 (torch.chunk; "
                 f"AdamW's zeros_like of the unpadded local shard): {-diff} B under the bill's even share")
+    spread = (found.replication or {}).get(name)
+    if layout.tp > 1 and pad is not None and spread and pad + spread == diff:
+        return (f"the norms stay whole on each of the t={layout.tp} ranks (torchtitan's plan replicates them; the "
+                f"bill's blocks split every tensor t ways, first order): {_signed(spread)} B; FSDP2's dim-0 "
+                f"padding of the TP-local shards: {_signed(pad)} B")
     if layout.kind == "zero1" and name.startswith("Adam ") and measured == 4 * found.owned_params:
         return (f"ZeroRedundancyOptimizer assigns whole parameters, largest first, to the least-loaded rank "
                 f"({TORCH_VERSION} torch/distributed/optim/zero_redundancy_optimizer.py _partition_parameters): "
@@ -375,12 +474,16 @@ def combination_rows(family: str, dims: str, layout: StatesLayout) -> list[RankR
         recipe = bill_layout(layout, framework).optimizer
         extra = preset.get("bf16 parameters", 0)
         pad = sum(found.padding.values())
+        spread = sum((found.replication or {}).values())
         diff = total - preset_total
         if diff == 0:
             why = ""
         elif diff == pad and recipe == "fp32-adam":
             why = (f"the preset's {recipe} blocks, as held; {_signed(pad)} B of uneven dim-0 shards (FSDP2's padding, "
                    f"a last rank's short chunks: {_FSDP_PARAM})")
+        elif diff == pad + spread and spread and recipe == "fp32-adam":
+            why = (f"the preset's {recipe} blocks, as held; {_signed(spread)} B of norms replicated over t (the "
+                   f"bill's first order), {_signed(pad)} B of uneven dim-0 shards")
         elif diff == pad:
             why = (f"the preset's {recipe} sums to the bytes held per parameter but names other blocks: FSDP2 "
                    "keeps fp32 parameters (the master) and fp32 gradients (cast back from the bf16 reduce in "
@@ -411,11 +514,12 @@ def combination_rows(family: str, dims: str, layout: StatesLayout) -> list[RankR
     return out
 
 
-def rows(families=FAMILIES, dims=tuple(DIMS), layouts=LAYOUTS) -> list[RankRow]:
-    """Every combination of the grid (:data:`FAMILIES` × :data:`DIMS` × :data:`LAYOUTS`), one row per
-    quantity."""
-    return [row for family in families for dim in dims for layout in layouts
-            for row in combination_rows(family, dim, layout)]
+def rows(families=FAMILIES, dims=tuple(DIMS), layouts=LAYOUTS, tp_layouts=TP_LAYOUTS) -> list[RankRow]:
+    """Every combination of the grid (:data:`FAMILIES` × :data:`DIMS` × :data:`LAYOUTS`, and
+    :data:`FAMILIES` × :data:`TP_DIMS` × :data:`TP_LAYOUTS`), one row per quantity."""
+    return [row for family in families
+            for dim, group in [(dim, layouts) for dim in dims] + [(dim, tp_layouts) for dim in TP_DIMS]
+            for layout in group for row in combination_rows(family, dim, layout)]
 
 
 def main() -> None:  # pragma: no cover - prints the grid

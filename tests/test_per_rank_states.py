@@ -80,3 +80,25 @@ def test_torchtitan_preset_bills_what_fsdp2_holds():
     assert one.measured == one.billed, one
     two = _rows("qwen3", "first", StatesLayout(d=2))["model states/total, --framework torchtitan (fp32-adam)"]
     assert two.measured > two.billed and two.reason.startswith("the preset's fp32-adam blocks, as held")
+
+
+def test_tp_by_fsdp_differs_by_replicated_norms_and_padding():
+    # 2-D: torchtitan's TP plan on t = 3, FSDP2 over d = 2; the norms stay whole on each TP rank, which the
+    # bill's first-order blocks split t ways: (2L + 1)·h norm weights, 4 B each, held (1 − 1/t)/d too many
+    from fractions import Fraction
+
+    cfg = config("llama", "tp")
+    rows = _rows("llama", "tp", StatesLayout(d=2, tp=3))
+    norms = (2 * cfg["num_hidden_layers"] + 1) * cfg["hidden_size"]
+    excess = Fraction(4 * norms * 2, 3 * 2)
+    row = rows["model states/fp32 parameters"]
+    assert f"first order): +{excess} B" in row.reason and UNEXPLAINED not in row.reason
+    assert row.measured > row.billed + excess   # and FSDP2's padding of the TP-local shards on top
+
+
+def test_every_row_of_one_model_is_exact_or_named():
+    from symbolic.per_rank_states import LAYOUTS, rows
+
+    grid = rows(families=("qwen3",), dims=("second",), layouts=LAYOUTS, tp_layouts=())
+    assert len(grid) > 70 and not [row for row in grid if not row.exact and (not row.reason or UNEXPLAINED in row.reason)]
+    assert sum(row.exact for row in grid) >= 40

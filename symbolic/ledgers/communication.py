@@ -182,9 +182,9 @@ def terms(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, tensor
     ``grad_bytes``/``param_bytes``: bytes per gradient and per weight, from the
     model-state recipe. ``gather_bytes``: bytes per weight of the copy ZeRO-3 gathers before use
     (None: ``param_bytes``) — the working copy, bf16 cast from fp32 parameters under FSDP's mixed
-    precision (``Recipe.working_bytes``), where ZeRO-1/2 gather the stored weights after the step. ``tied``: the word embedding doubles as the output layer
-    (with a pipeline its gradient is all-reduced between the first and last
-    stage). ``scatter_gather``: the stage boundary is sent as t slices and
+    precision (``Recipe.working_bytes``), where ZeRO-1/2 gather the stored weights after the step.
+    ``tied``: the word embedding doubles as the output layer (with a pipeline its gradient is
+    all-reduced between the first and last stage). ``scatter_gather``: the stage boundary is sent as t slices and
     all-gathered on the receiver (Narayanan §4.1; Megatron-LM's default).
     ``expert_parallel``: the hook for the MoE token dispatcher over ``e`` ranks.
     A group of one rank moves nothing (every ring factor has n − 1).
