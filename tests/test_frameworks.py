@@ -86,3 +86,5 @@ def test_working_bytes_are_the_narrower_of_stored_and_compute():
     assert RECIPES["fp32-adam"].working_bytes("bf16") == 2 and RECIPES["fp32-adam"].working_bytes("fp32") == 4
     assert RECIPES["bf16-adam"].working_bytes("bf16") == 2
     assert {r.name: r.working_bytes("bf16") for r in LOW_PRECISION_RECIPES}["fp8-adam"] == 1
+    # FP8 activations cast inside each GEMM: the gathered copy stays bf16 (or the FP8 parameters)
+    assert RECIPES["bf16-adam"].working_bytes("fp8") == 2 and RECIPES["fp32-adam"].working_bytes("fp8") == 2
