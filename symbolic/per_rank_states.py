@@ -15,8 +15,9 @@ storage (a DTensor by its local tensor's storage, shared storages once):
   cast back to the sharded parameter's dtype (``_fsdp_collectives.py`` ``foreach_reduce``:
   ``reduce_output = _to_dtype_if_needed(reduce_output, orig_dtype)``, then ``torch.as_strided``);
 * **optimizer**: AdamW's ``exp_avg`` and ``exp_avg_sq`` (``zeros_like`` the parameter: the local,
-  unpadded shard), and apart the 0-dim ``step`` counters (one fp32 scalar per parameter tensor on
-  CPU, ``torch/optim/adamw.py``/``adam.py`` ``_init_group``), which the bill does not count.
+  unpadded shard), and apart the 0-dim ``step`` counters (one fp32 scalar per parameter tensor,
+  ``torch/optim/adam.py`` ``_init_group``: on the parameter's device when fused or capturable, else on
+  the host), which the bill does not count.
 
 The layouts (:data:`LAYOUTS`):
 
@@ -28,7 +29,8 @@ The layouts (:data:`LAYOUTS`):
   ``fp32-adam`` blocks, 16 B/param, sharded over d (ZeRO-3). The bf16 copies are the all-gather's
   outputs, unsharded per group and freed after use (reshard_after_forward True) or kept from the
   forward to the backward (False): :func:`measure_states` also sums the gathered bf16 parameters
-  alive when the forward returns (``FSDPParam.all_gather_outputs``).
+  alive when the forward returns (``FSDPParam.all_gather_outputs``). Also with ``reduce_dtype=bf16``
+  (FSDP's when none is set): the gradients are cast back to fp32 all the same.
 * ``zero1``: ``torch.distributed.optim.ZeroRedundancyOptimizer`` over AdamW on a replicated fp32
   model under ``torch.autocast("cpu", bfloat16)``: parameters and gradients whole, m and v of the
   parameters this rank owns — whole tensors, assigned greedily largest first to the least-loaded
@@ -63,8 +65,6 @@ from .per_rank import RankRow, fake_world
 
 TORCH_VERSION = "torch 2.13.0"
 PEFT_VERSION = "peft 0.21.0"
-#: torchtitan's mixed-precision defaults, read at this commit (``torchtitan/config/configs.py``).
-TORCHTITAN = "pytorch/torchtitan b5bcd76c"
 
 #: Two dimension sets per family, odd on purpose: the vocabulary and the MLP width are not multiples
 #: of 2 or 4 (FSDP2 pads them), and the second set's hidden size, K/V width (3 heads of 14) and head_dim 14 (Qwen3's
