@@ -52,3 +52,39 @@ def test_plan_takes_the_presets_overlap_and_attention_kernel(capsys):
                  "--framework", "megatron-core", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["hardware"]["overlap"] == "no overlap" and data["flash_attention"] is True
+
+
+def test_torchtitan_preset_bills_fsdp_mixed_precision_states_at_rest():
+    # FSDP2's MixedPrecisionPolicy keeps the fp32 sharded parameter as the master and computes on bf16
+    # copies gathered per group (measured per rank: symbolic/per_rank_states.py): fp32-adam's blocks at rest,
+    # as the torchtitan launch reader reads a job; gathered in bf16, as before.
+    from symbolic.bill.derive import make_bill
+    from symbolic.layout.frameworks import apply_preset
+    from symbolic.layout.layout import Layout
+    from symbolic.models.builtin import preset
+
+    titan = FRAMEWORKS["torchtitan"]
+    assert titan.fp32_params and "fp32_params" in titan.sources
+    assert apply_preset(Layout(dp=8), titan).layout.optimizer == "fp32-adam"
+    assert apply_preset(Layout(dp=1), titan).layout.optimizer == "fp32-adam"   # one device: autocast, fp32 model
+    assert apply_preset(Layout(dp=8, optimizer="bf16-adam"), titan, typed={"optimizer"}).layout.optimizer == "bf16-adam"
+    assert apply_preset(Layout(dp=8), FRAMEWORKS["megatron-core"]).layout.optimizer == "bf16-adam-fp32-grads"
+    model = preset("llama-3-8b")
+    fsdp = make_bill(model, Layout(dp=8, zero=3, optimizer="fp32-adam"))
+    mixed = make_bill(model, Layout(dp=8, zero=3, optimizer="bf16-adam"))
+    states = {line.name: line.value for line in fsdp.ledger("model_states")}
+    assert set(states) == {"fp32 parameters", "fp32 gradients", "Adam m (fp32)", "Adam v (fp32)"}
+
+    def gathered(bill):
+        return [line.value for line in bill.ledger("communication") if line.name.startswith("ZeRO-3 gathered")]
+    assert gathered(fsdp) == gathered(mixed) != []   # the bf16 working copy, not the fp32 shard
+
+
+def test_working_bytes_are_the_narrower_of_stored_and_compute():
+    from symbolic.layout.recipes import LOW_PRECISION_RECIPES, RECIPES
+
+    assert RECIPES["fp32-adam"].working_bytes("bf16") == 2 and RECIPES["fp32-adam"].working_bytes("fp32") == 4
+    assert RECIPES["bf16-adam"].working_bytes("bf16") == 2
+    assert {r.name: r.working_bytes("bf16") for r in LOW_PRECISION_RECIPES}["fp8-adam"] == 1
+    # FP8 activations cast inside each GEMM: the gathered copy stays bf16 (or the FP8 parameters)
+    assert RECIPES["bf16-adam"].working_bytes("fp8") == 2 and RECIPES["fp32-adam"].working_bytes("fp8") == 2

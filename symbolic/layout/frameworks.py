@@ -51,6 +51,10 @@ class Framework:
     sources: dict
     #: what a sequence-parallel linear layer keeps of its input (``choices.SP_INPUTS``; shown where sourced)
     sp_inputs: str = "sharded"
+    #: the model's parameters stay fp32 — the sharded parameter *is* the master copy — and the GEMMs run
+    #: on bf16 copies cast and gathered per group, freed after use (FSDP's mixed precision): at rest
+    #: fp32 parameters, fp32 gradients and fp32 Adam m, v, the ``fp32-adam`` blocks, no bf16 copy
+    fp32_params: bool = False
 
     def overlap_fields(self) -> tuple[bool, bool, bool, int]:
         """``ledgers.time.Overlap``'s fields: (grad reduce, param gather, TP comm, bucket elements)."""
@@ -72,7 +76,7 @@ class Framework:
         """(setting, value, source) for the TIME section."""
         out = []
         for item in fields(self):
-            if item.name in ("name", "published", "sources") or item.name not in self.sources:
+            if item.name in ("name", "published", "sources", "fp32_params") or item.name not in self.sources:
                 continue
             value = getattr(self, item.name)
             text = ("on" if value else "off") if isinstance(value, bool) else (
@@ -112,7 +116,7 @@ FRAMEWORKS: dict[str, Framework] = {
          "main_grads": f"{NEMO} nemo/collections/llm/recipes/llama3_8b.py: grad_reduce_in_fp32=True",
          "sp_inputs": f"{NEMO} runs Megatron-Core's linear layers: {SP_SHARDED}"}),
     "torchtitan": Framework(
-        "torchtitan", "fused", False, True, True, 3, 40_000_000, "eager", "fp32",
+        "torchtitan", "fused", False, True, True, 3, 40_000_000, "loss-parallel", "fp32",
         ("torchtitan",),
         {"attention": f"{TORCHTITAN} torchtitan/models/llama3/__init__.py: model_registry(attn_backend='flex') "
                       "(FlexAttention, a fused kernel)",
@@ -125,12 +129,18 @@ FRAMEWORKS: dict[str, Framework] = {
                  "every data-parallel rank: ZeRO-3)",
          "bucket_elements": "FSDP2 reduces per parameter group (one transformer block), not by a size bucket: "
                             "Megatron's 40 M elements assumed for the last exposed bucket (a named approximation)",
-         "loss": f"{TORCHTITAN} torchtitan/components/loss.py: cross_entropy_loss: torch.nn.functional.cross_entropy("
-                 "pred.float(), ...) (eager, fp32 logits)",
+         "loss": f"{TORCHTITAN} torchtitan/components/loss.py: cross_entropy_loss — on vocabulary-sharded logits "
+                 "(TP) _LossParallelCrossEntropy, which keeps the shard's fp32 log_probs and the labels (PyTorch's "
+                 "loss_parallel, measured per rank, keeps nll_loss's 4 B total weight besides); on one rank "
+                 "F.cross_entropy(pred.float()), the same terms",
          "main_grads": f"{TORCHTITAN} torchtitan/config/configs.py: mixed_precision_reduce = 'float32'",
          "sp_inputs": f"{TORCHTITAN} torchtitan/models/common/decoder_sharding.py: the attention and FFN inputs "
-                      f"redistributed from the sequence shard to Replicate before the colwise linears: {SP_GATHERED}"},
-        "gathered"),
+                      f"redistributed from the sequence shard to Replicate before the colwise linears: {SP_GATHERED}",
+         "fp32_params": f"{TORCHTITAN} torchtitan/config/configs.py: mixed_precision_param = 'bfloat16' on an fp32 "
+                        f"model, FSDP2's MixedPrecisionPolicy ({TORCH} torch/distributed/fsdp/_fully_shard: the fp32 "
+                        "sharded parameter is the master, gradients cast back to it in foreach_reduce); measured per "
+                        "rank by symbolic/per_rank_states.py"},
+        "gathered", fp32_params=True),
     "fsdp": Framework(
         "fsdp", "fused", False, True, True, 3, 40_000_000, "eager", "bf16",
         ("llm-foundry (FSDP)",),
@@ -220,9 +230,12 @@ def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: b
       ZeRO-2/3 under a pipeline (Megatron refuses it; FSDP's pipelines shard per stage);
     - loss: the preset's loss kernel, unless it needs the whole vocabulary on one GPU (chunked, liger)
       and t > 1;
-    - optimizer: fp32 main gradients (``bf16-adam-fp32-grads``) under bf16 activations, where the
-      framework accumulates and reduces them in fp32 (Megatron sets accumulate_allreduce_grads_in_fp32
-      under --bf16 only: fp16 keeps the recipe given);
+    - optimizer: where the framework keeps fp32 parameters and computes on bf16 copies (FSDP's mixed
+      precision, :attr:`Framework.fp32_params`), ``fp32-adam``'s blocks at rest under bf16 or fp16
+      activations — the launch readers' recipe for the same frameworks (``launch.py``); else fp32 main
+      gradients (``bf16-adam-fp32-grads``) under bf16 activations, where the framework accumulates and
+      reduces them in fp32 (Megatron sets accumulate_allreduce_grads_in_fp32 under --bf16 only: fp16
+      keeps the recipe given);
     - sp_inputs: under sequence parallelism, what the framework's linear layers keep of their input
       (Megatron-Core the shard, DTensor frameworks the all-gathered input);
     - overlap (``overlap=True``: a command with a step time): the preset's communication overlap.
@@ -241,7 +254,10 @@ def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: b
         changes["zero"] = preset.zero
     if "loss" not in typed and preset.loss != layout.loss and not (preset.loss in WHOLE_VOCABULARY and layout.tp > 1):
         changes["loss"] = preset.loss
-    if preset.main_grads == "fp32" and layout.dtype == "bf16" and layout.optimizer == "bf16-adam" \
+    if preset.fp32_params and layout.dtype in ("bf16", "fp16") and layout.optimizer == "bf16-adam" \
+            and "optimizer" not in typed:
+        changes["optimizer"] = "fp32-adam"  # no resting bf16 copy: the fp32 parameter is the master
+    elif preset.main_grads == "fp32" and layout.dtype == "bf16" and layout.optimizer == "bf16-adam" \
             and "optimizer" not in typed:
         changes["optimizer"] = "bf16-adam-fp32-grads"
     if layout.sp and "sp_inputs" not in typed and preset.sp_inputs != layout.sp_inputs:

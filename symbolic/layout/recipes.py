@@ -38,6 +38,18 @@ class Recipe:
     def bytes_of(self, kind: str) -> int:
         return sum(block.bytes for block in self.blocks if block.kind == kind)
 
+    def working_bytes(self, dtype: str) -> int:
+        """Bytes per weight of the copy the GEMMs read and ZeRO-3/FSDP all-gathers, under activations of
+        ``dtype``: the stored parameters' width, or the activations' where the stored parameters are
+        wider — fp32 parameters computed in bf16 are cast first (FSDP2's ``MixedPrecisionPolicy.
+        param_dtype``: torch 2.13.0 ``_fsdp_param.py`` casts the shard to it before the all-gather,
+        measured per rank by ``symbolic/per_rank_states.py``; FSDP1's ``MixedPrecision``; autocast) —
+        while narrower stored weights (FP8) are read as stored. FP8 activations keep a bf16 working copy:
+        their GEMMs cast each weight to FP8 inside the GEMM, a transient (weights stored and gathered in
+        FP8, Megatron's ``--fp8-param-gather``, are the ``fp8-adam`` recipes' FP8 parameters)."""
+        compute = "bf16" if dtype == "fp8" else dtype
+        return min(self.bytes_of("parameters"), STATE_DTYPE_BYTES[compute])
+
     @property
     def tally(self) -> str:
         if self.factored:

@@ -176,18 +176,21 @@ def terms(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, tensor
           sequence_parallel: bool = False, recompute: str = "none", zero: int = 0, pipeline: bool = False,
           interleaved: bool = False, context_parallel: bool = False, expert_parallel: bool = False,
           dtype: str = "bf16", grad_bytes: int = 2, param_bytes: int = 2, tied: bool = True,
-          scatter_gather: bool = True) -> tuple[Collective, ...]:
+          scatter_gather: bool = True, gather_bytes: int | None = None) -> tuple[Collective, ...]:
     """Every collective of one iteration under a layout, per GPU.
 
     ``grad_bytes``/``param_bytes``: bytes per gradient and per weight, from the
-    model-state recipe. ``tied``: the word embedding doubles as the output layer
-    (with a pipeline its gradient is all-reduced between the first and last
-    stage). ``scatter_gather``: the stage boundary is sent as t slices and
+    model-state recipe. ``gather_bytes``: bytes per weight of the copy ZeRO-3 gathers before use
+    (None: ``param_bytes``) — the working copy, bf16 cast from fp32 parameters under FSDP's mixed
+    precision (``Recipe.working_bytes``), where ZeRO-1/2 gather the stored weights after the step.
+    ``tied``: the word embedding doubles as the output layer (with a pipeline its gradient is
+    all-reduced between the first and last stage). ``scatter_gather``: the stage boundary is sent as t slices and
     all-gathered on the receiver (Narayanan §4.1; Megatron-LM's default).
     ``expert_parallel``: the hook for the MoE token dispatcher over ``e`` ranks.
     A group of one rank moves nothing (every ring factor has n − 1).
     """
     act = DTYPE_BYTES[dtype]
+    gathered = param_bytes if gather_bytes is None else gather_bytes
     tokens = s / c if context_parallel else s            # each context-parallel rank holds s/c tokens
     boundary = b * tokens * h * act                       # one micro-batch's hidden states at a block boundary
     layers = L / p
@@ -298,7 +301,7 @@ def terms(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, tensor
             calls = MICRO_BATCHES * (layers if scope == "layer" else 1 / p)
             share = Psi * count / total
             for phase, window in passes:
-                add(f"zero3/{module}/{phase}_all_gather", "d", group_size, "all-gather", share * param_bytes / t,
+                add(f"zero3/{module}/{phase}_all_gather", "d", group_size, "all-gather", share * gathered / t,
                     calls, phase, window, ZERO, "parameters gathered before use, every micro-batch (prefetched)")
             add(f"zero3/{module}/gradient_reduce_scatter", "d", group_size, "reduce-scatter", share * grad_bytes / t,
                 calls, "backward", "backward", ZERO)

@@ -247,6 +247,7 @@ def _collectives(arch="gpt", select=None, exclude=(), zero=0, recompute="none", 
                         sequence_parallel=sequence_parallel, recompute=recompute, zero=zero, pipeline=pipeline,
                         interleaved=interleaved, context_parallel=context_parallel, dtype=dtype,
                         grad_bytes=chosen.bytes_of("gradients"), param_bytes=chosen.bytes_of("parameters"),
+                        gather_bytes=chosen.working_bytes(dtype),
                         tied=tied)
     prefixes = (select,) if isinstance(select, str) else tuple(select or ("",))
     kept = [x for x in collectives if x.name.startswith(prefixes) and not any(part in x.name for part in exclude)]

@@ -341,11 +341,12 @@ def _state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, co
 
 
 def parameter_bytes(recipe: Recipe, layout) -> Expr:
-    """Bytes per parameter of the weights a layer computes with: the recipe's parameter blocks,
-    or under LoRA the frozen base's storage (NF4 ½ B, int8 1 B, bf16 2 B)."""
+    """Bytes per parameter of the weights a layer computes with: the recipe's parameter blocks, cast
+    to the activations' dtype where they are wider (:meth:`Recipe.working_bytes`: FSDP's fp32
+    parameters gathered in bf16), or under LoRA the frozen base's storage (NF4 ½ B, int8 1 B, bf16 2 B)."""
     if getattr(layout, "lora", 0):
         return BASE_DTYPE_BYTES[layout.base_dtype]
-    return Rational(recipe.bytes_of("parameters"))
+    return Rational(recipe.working_bytes(layout.dtype))
 
 
 #: The optimizer step's fp32 temporaries as a one-block recipe: 4 B per parameter of the GPU's

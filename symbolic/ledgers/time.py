@@ -214,7 +214,7 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
     attention_shape = (Integer(1),) * 4
     average = Integer(0)
     row_parallel = _row_parallel(matmuls)
-    act, weight = DTYPE_BYTES[dtype], RECIPES[optimizer].bytes_of("parameters")
+    act, weight = DTYPE_BYTES[dtype], RECIPES[optimizer].working_bytes(dtype)  # the copy the GEMMs read
     fused = fused_backward != 0
     for mm in matmuls:
         alone = type(matmuls)((mm,))
@@ -286,10 +286,12 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
     shard = trainable / (t * p) / ((d * cp) if zero >= 1 else 1)
     grad, param, states = recipe.bytes_of("gradients"), recipe.bytes_of("parameters"), recipe.bytes_of("optimizer")
     optimizer_bytes = shard * (2 * states + grad + param)   # read + write optimizer states, read grads, write weights
+    gathered = recipe.working_bytes(dtype)   # ZeRO-3/FSDP gathers the copy the GEMMs read (fp32 cast to bf16)
 
     collectives = terms(parameters, saved, matmuls, sequence_parallel=sp, recompute=recompute, zero=zero,
                         pipeline=pipeline, interleaved=interleaved, context_parallel=context_parallel,
-                        expert_parallel=expert_parallel, dtype=dtype, grad_bytes=grad, param_bytes=param, tied=tied)
+                        expert_parallel=expert_parallel, dtype=dtype, grad_bytes=grad, param_bytes=param, tied=tied,
+                        gather_bytes=gathered)
     if lora is not None:  # the data-parallel reduce (and the distributed optimizer's gather) of the adapters only
         from dataclasses import replace as _replace
         collectives = [_replace(x, bytes=x.bytes.xreplace({Psi: lora.trainable})) if x.name.startswith("dp/") else x

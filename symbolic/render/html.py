@@ -264,7 +264,8 @@ def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_
                                            exprs["none" if recompute == "any" else recompute], peak.SOURCE,
                                            f"{name.replace('_', ' ')} under the {loss} loss kernel: one micro-batch"))
     param_inv = param_inv if param_inv is not None else architecture_inventories_for_page(arch, saved)
-    for size in sorted({recipe.bytes_of("parameters") for recipe in page_recipes().values()}):
+    # the copy ZeRO-3 gathers: each recipe's working bytes under each activation dtype (Recipe.working_bytes)
+    for size in sorted({recipe.working_bytes(dtype) for recipe in page_recipes().values() for dtype in FLOAT_ACTIVATION_DTYPES}):
         out.append(Formula(f"{prefix}peak/gathered/{size}", peak.gathered_weights(param_inv, Integer(size), 3),
                            peak.SOURCE, f"ZeRO-3: the largest weight matrix gathered and one prefetched, {size} B each"))
     return out
@@ -835,7 +836,8 @@ def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_m
         # the class of each verdict term and the words every output names them by (the one breakdown)
         "peak_classes": dict(peak_terms.BASIS), "part_names": dict(PART_NAMES),
         "recipes": {name: {"tally": r.tally, "bytes": str(r.bytes_per_param), "condition": r.condition,
-                             "source": r.source, "param_bytes": r.bytes_of("parameters")}
+                             "source": r.source, "param_bytes": r.bytes_of("parameters"),
+                             "working_bytes": {dtype: r.working_bytes(dtype) for dtype in FLOAT_ACTIVATION_DTYPES}}
                     for name, r in page_recipes().items()},
         "defaults": {**_preset_data(model), "model": model.name, "b": layout.micro_batch,
                      "s": layout.seq or model.seq, "t": layout.tp, "p": layout.pp, "d": layout.dp,

@@ -249,7 +249,7 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
     param_inv, base, _ = _inventories(structure)
     ways = c if cp else Integer(1)
     recipe = states.RECIPES[optimizer]
-    gathered = peak.gathered_weights(param_inv, Rational(recipe.bytes_of("parameters")), zero)
+    gathered = peak.gathered_weights(param_inv, Rational(recipe.working_bytes(dtype)), zero)
     from ..ledgers.transients import all_to_all_staging
     staging = (all_to_all_staging(sp, cp, experts[2], fp8_activations)
                if structure.arch == "moe" and experts[0] else [])
