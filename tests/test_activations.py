@@ -65,7 +65,8 @@ def test_eq1_eq2_eq4_eq6_and_full_recompute_equal_the_paper_forms():
     assert equal(activations.per_layer(TPSP), s * b * h / t * (34 + 5 * a * s / h))
     assert equal(activations.per_layer(Strategy(True, True, "selective")), 34 * s * b * h / t)
     assert equal(activations.per_layer(Strategy(True, False, "selective")), s * b * h * (10 + 24 / t))
-    assert activations.per_layer(Strategy(True, True, "full")) == 2 * s * b * h
+    assert activations.per_layer(Strategy(True, False, "full")) == 2 * s * b * h  # Table 2: whole on every rank
+    assert activations.per_layer(Strategy(True, True, "full")) == 2 * s * b * h / t  # SP: as it arrives, s/t
 
 
 def test_eq5_first_stage_holds_L_layers_worth():
@@ -90,10 +91,18 @@ def test_strategies_compose_in_any_order():
 
 
 def test_full_recompute_keeps_only_the_layer_input_whole():
-    kept = full_recompute(sequence_parallel(tensor_parallel(gpt.saved_tensors())))
+    kept = full_recompute(tensor_parallel(gpt.saved_tensors()))
     assert kept.names() == ["attention/layernorm_input"]
     assert kept["attention/layernorm_input"].group is Group.LAYER_INPUT
     assert kept["attention/layernorm_input"].bytes == 2 * s * b * h
+
+
+def test_full_recompute_under_sp_keeps_the_sequence_shard_the_layer_receives():
+    """The residual stream between layers is sequence-sharded under SP: the kept input is 2sbh/t (measured on
+    one rank of PyTorch's SequenceParallel with a checkpointed layer, tests/test_per_rank.py)."""
+    kept = full_recompute(sequence_parallel(tensor_parallel(gpt.saved_tensors())))
+    assert kept.names() == ["attention/layernorm_input"]
+    assert kept["attention/layernorm_input"].bytes == 2 * s * b * h / t
 
 
 def test_fp32_activations_double_the_floats_not_the_masks():

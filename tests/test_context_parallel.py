@@ -53,9 +53,11 @@ def test_every_saved_tensor_shrinks_exactly_c_fold(name):
         assert cancel(after.bytes / before.bytes) == 1 / c, before.name
 
 
-def test_full_recompute_keeps_the_layer_input_whole_over_t_but_divided_by_c():
+def test_full_recompute_keeps_the_layer_input_as_it_arrives_divided_by_c():
     full = Strategy(tensor_parallel=True, sequence_parallel=True, recompute="full", context_parallel=True)
-    assert activations.per_layer(full) == 2 * s * b * h / c
+    assert activations.per_layer(full) == 2 * s * b * h / (c * t)  # SP: the rank's s/(c·t) tokens
+    whole = Strategy(tensor_parallel=True, recompute="full", context_parallel=True)
+    assert activations.per_layer(whole) == 2 * s * b * h / c  # TP alone: whole over t, divided by c
     selective = Strategy(tensor_parallel=True, sequence_parallel=True, recompute="selective", context_parallel=True)
     assert expand(activations.per_layer(selective) - 34 * s * b * h / (t * c)) == 0
 
@@ -92,9 +94,9 @@ def test_bill_gpt_7b_at_32k_tp8_sp_cp4_matches_hand_computed_bytes(capsys):
     assert data["gpus"] == 32 and data["flops_per_gpu_per_iteration"] == plain["flops_per_iteration"] // 32
     assert data["tokens_per_iteration"] == 32768
     # output side: final-norm and logits inputs 2·2sbh/(tc), fp32 mean/rstd 2·4sb/(tc),
-    # fp32 log-softmax 4Vsb/(tc), int64 targets 8sb/c, one fp32 scalar
-    assert data["output_side_bytes"] == (2 * 2 * 32768 * 4096 + 2 * 4 * 32768 + 4 * 51200 * 32768) // 32 \
-        + 8 * 32768 // 4 + 4
+    # fp32 log-softmax 4Vsb/c (the eager loss on the gathered, whole vocabulary), int64 targets 8sb/c, one fp32 scalar
+    assert data["output_side_bytes"] == (2 * 2 * 32768 * 4096 + 2 * 4 * 32768) // 32 \
+        + (4 * 51200 * 32768 + 8 * 32768) // 4 + 4
 
 
 def test_zero_shards_over_d_times_c_and_cp_1_is_unchanged():

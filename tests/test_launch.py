@@ -97,9 +97,10 @@ def test_megatron_gpt3_example_script():
 def test_torchtitan_llama3_70b_toml():
     reading = read_launch("torchtitan", str(FIXTURES / "torchtitan_llama3_70b.toml"))
     assert reading.model_name == "llama-3.1-70b" and reading.framework == "torchtitan"
+    # torchtitan's SP is DTensor's: its linear layers keep the all-gathered input (tests/test_per_rank.py)
     assert reading.layout() == Layout(tp=8, sp=True, dp=1, zero=3, micro_batch=8, seq=8192, recompute="full",
                                       dtype="bf16", optimizer="fp32-adam", optimizer_impl="fused",
-                                      flash_attention=True)
+                                      flash_attention=True, sp_inputs="gathered")
 
 
 def test_deepspeed_bing_bert_zero2():

@@ -21,6 +21,7 @@ LAYERS = [
     ("claims",),
     ("render", "trace"),
     ("per_rank",),
+    ("per_rank_states",),
     ("commands",),
     ("cli", "api"),
     ("__main__", "__init__"),

@@ -14,6 +14,7 @@ EXPRS = {name: vectorize(activations.stage(strategy), ARGS) for name, strategy i
     "tp_selective": Strategy(tensor_parallel=True, recompute="selective"),
     "tp_sp_selective": Strategy(tensor_parallel=True, sequence_parallel=True, recompute="selective"),
     "tp_sp_full": Strategy(tensor_parallel=True, sequence_parallel=True, recompute="full"),
+    "tp_full": Strategy(tensor_parallel=True, recompute="full"),
 }.items()}
 
 dims = st.fixed_dictionaries({
@@ -46,9 +47,18 @@ def test_sequence_parallel_and_selective_never_cost_more(d):
 
 
 def test_full_recompute_stored_whole_loses_to_sp_for_large_t():
-    """Korthikanti Table 2 keeps the layer input whole (2sbh); with SP everything else
-    is /t, so for t > 17 + 5as/(2h) storing all of TP+SP costs less than full recompute
-    (here s = h = a = 1: t > 19.5)."""
+    """Korthikanti Table 2 keeps the layer input whole (2sbh) under TP without SP; with SP everything
+    else is /t, so for t > 17 + 5as/(2h) storing all of TP+SP costs less than TP's full recompute
+    (here s = h = a = 1: t > 19.5). Under SP full recompute keeps the input's sequence shard, 2sbh/t,
+    which never loses."""
     d = {"s": 1, "b": 1, "heads": 1, "head_dim": 1, "L": 1, "p": 1}
-    assert value("tp_sp_full", d, t=19) < value("tp_sp", d, t=19)
-    assert value("tp_sp_full", d, t=20) > value("tp_sp", d, t=20)
+    assert value("tp_full", d, t=19) < value("tp_sp", d, t=19)
+    assert value("tp_full", d, t=20) > value("tp_sp", d, t=20)
+    assert value("tp_sp_full", d, t=20) < value("tp_sp", d, t=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(dims)
+def test_full_recompute_under_sp_is_the_least(d):
+    assert value("tp_sp_full", d) <= value("tp_sp_selective", d)
+    assert value("tp_sp_full", d) <= value("tp_full", d)

@@ -380,11 +380,18 @@ def apply_launch(args, command: str):
         args.model = reading.model
     extra: list[str] = []
     swept = []
+    priced_as = ""
     for field, value in reading.layout_fields:
         dest = _LAUNCH_DESTS.get(field, field)
         if command == "plan" and field in _PLAN_SWEEPS:
             if value not in (None, 1, 0, False, (), "none") or field == "micro_batch":
                 swept.append(f"{_flag(dest)} {value}" if not isinstance(value, bool) else _flag(dest))
+            continue
+        if not hasattr(args, dest) and field == "sp_inputs" and value != "sharded":
+            # plan and solve price SP as Megatron-Core's; the DTensor frameworks' gathered inputs are the bill's
+            priced_as = (f"`{command}` prices sequence parallelism as Megatron-Core's (linear inputs kept sharded); "
+                         f"the config's framework keeps them all-gathered: bill the chosen layout with "
+                         f"--sp-inputs {clean(str(value))} for its own memory")
             continue
         if not hasattr(args, dest):
             from ..layout.layout import Layout
@@ -413,6 +420,8 @@ def apply_launch(args, command: str):
         extra.append("plan sweeps the layout; the config's: " + " ".join(swept) + " (type them to fix them)")
     if reading.gpus and command == "plan" and args.gpus != reading.gpus:
         extra.append(f"the config's world size is {reading.gpus} GPUs; --gpus {args.gpus} is planned")
+    if priced_as:
+        extra.append(priced_as)
     return reading, extra
 
 

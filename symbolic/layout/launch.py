@@ -814,7 +814,8 @@ def read_torchtitan(source, model: ModelConfig | None = None) -> LaunchReading:
                                                                **{field: number})
     if tp > 1:
         reader.assume("sequence parallelism", "", "sp (torchtitan's TP plan shards the norms' activations along the "
-                      "sequence: SequenceParallel, parallelize.py)", sp=True)
+                      "sequence: SequenceParallel, parallelize.py), its linear layers keeping the all-gathered input "
+                      "(DTensor: sp_inputs = gathered)", sp=True, sp_inputs="gathered")
     if replicate > 1:
         reader.refuse("parallelism.data_parallel_replicate_degree", replicate, "HSDP (replicas of FSDP groups) is not "
                       "modelled: ZeRO shards over all d ranks")

@@ -560,8 +560,9 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
     Option("optimize", "names", "apply an optimisation (repeatable): zero, fp8-weights, fp8-optimizer, "
            "optimizer-offload, activation-offload, fp8-activations, flash-attention, fused-cross-entropy", (),
            metavar="NAME"),
-    Option("stage", "choice", "pipeline stage: first (most micro-batches in flight) or last (the output side "
-           "and loss)", "first", choices=("first", "last")),
+    Option("stage", "text", "pipeline stage: first (most micro-batches in flight), last (the output side and loss), "
+           "middle (uneven first/last counts: rank 1, the busiest middle stage) or a pipeline rank 0 … p−1 (a "
+           "per-chunk layout or placed dense layers: any stage)", "first", metavar="STAGE"),
 )}
 
 

@@ -110,8 +110,8 @@ def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...]
         words.append(f"s={seq}" + (f" ({layout['seq_from']})" if default else ""))
     if layout.get("interleave", 1) > 1:
         words.append(f"v={layout['interleave']} interleaved")
-    if layout.get("sp"):
-        words.append("SP")
+    if layout.get("sp"):  # DTensor's SP keeps the linear layers' all-gathered inputs (Layout.sp_inputs)
+        words.append("SP (linear inputs all-gathered)" if layout.get("sp_inputs") == "gathered" else "SP")
     recompute = layout.get("recompute", "none")
     words.append("no recompute" if recompute == "none" else f"{recompute} recompute")
     words.append(f"ZeRO-{layout.get('zero', 0)}")

@@ -189,9 +189,12 @@ def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: boo
                     experts: tuple = (False, False, False, (), False), fp8_activations: bool = False,
                     uneven: bool = False) -> Layout:
     """A layout with this schedule, so that :meth:`Layout.strategy` maps it as the bill does.
-    ``experts``: (ep > 1, etp ≠ tp, capacity factor ≠ 1, recompute modules, fused expert SwiGLU)."""
+    ``experts``: (ep > 1, etp ≠ tp, capacity factor ≠ 1, recompute modules, fused expert SwiGLU).
+    ``sp``: False, True (Megatron-Core's sequence parallelism) or ``"gathered"`` (DTensor's: the linear
+    layers keep the all-gathered input, ``Layout.sp_inputs``)."""
     ep, etp, capacity, modules, fused = experts
-    return Layout(sp=sp, recompute=recompute, dtype=dtype, pp=1 if schedule == "none" else 2,
+    return Layout(sp=bool(sp), sp_inputs="gathered" if sp == "gathered" else "sharded", recompute=recompute,
+                  dtype=dtype, pp=1 if schedule == "none" else 2,
                   interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1, tp=2 if sp else 1,
                   ep=2 if ep else 1, etp=3 if etp else 0, moe_capacity=2 if capacity else 1,  # e_t ≠ t (t ≤ 2)
                   recompute_modules=modules, fused_swiglu=fused, fp8_activations=fp8_activations,
@@ -251,7 +254,7 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
     recipe = states.RECIPES[optimizer]
     gathered = peak.gathered_weights(param_inv, Rational(recipe.working_bytes(dtype)), zero)
     from ..ledgers.transients import all_to_all_staging
-    staging = (all_to_all_staging(sp, cp, experts[2], fp8_activations)
+    staging = (all_to_all_staging(bool(sp), cp, experts[2], fp8_activations)
                if structure.arch == "moe" and experts[0] else [])
     out = []
     for stage in _verdict_stages(schedule, uneven):
@@ -400,7 +403,7 @@ def _compiled_on_reuse(program, texts: tuple, common: tuple):
 
 def _time_key(group: "Group") -> tuple:
     """The arguments of :func:`symbolic.bill.timing.time_derivation` for ``group`` (the bill's key)."""
-    return (group.structure, group.sp, group.recompute, group.zero, group.schedule != "none",
+    return (group.structure, bool(group.sp), group.recompute, group.zero, group.schedule != "none",
             group.schedule == "interleaved", group.cp, group.optimizer, group.dtype, group.ep,
             group.lora[:2] if group.lora else ())
 
@@ -502,7 +505,8 @@ def price_groups(inputs: list, hardware: Hardware, overlap: Overlap, gpus_per_no
 class Group:
     """The discrete choices that change the shape of the ledgers' expressions."""
 
-    sp: bool = False
+    #: False, True (Megatron-Core's SP) or "gathered" (DTensor's SP: Layout.sp_inputs)
+    sp: bool | str = False
     recompute: str = "none"
     zero: int = 0
     schedule: str = "none"
@@ -532,7 +536,8 @@ class Group:
     @classmethod
     def of(cls, model: ModelConfig, layout: Layout) -> "Group":
         from ..bill.evaluate import layout_structure
-        return cls(layout.sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
+        sp = "gathered" if layout.sp and layout.sp_inputs == "gathered" else layout.sp
+        return cls(sp, layout.recompute, layout.zero, schedule_of(layout), layout.optimizer,
                    layout.dtype, layout_structure(model, layout), layout.cp > 1, layout.ep > 1, layout.etp not in (0, layout.tp),
                    layout.moe_capacity != 1, tuple(layout.recompute_modules), layout.fused_swiglu,
                    layout.optimizer_impl, layout.fp8_activations, layout.uneven_stages,
@@ -616,7 +621,7 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
         return {term.name: term.bytes for term in terms if term.device == "gpu"}, temporary
 
     gathered = peak.gathered_weights(param_inv, states.parameter_bytes(recipe, lever), group.zero)
-    staging = (all_to_all_staging(group.sp, group.cp, group.capacity, group.fp8_activations)
+    staging = (all_to_all_staging(bool(group.sp), group.cp, group.capacity, group.fp8_activations)
                if structure.arch == "moe" and group.ep else [])
     candidates = []
     for stage in _verdict_stages(group.schedule, group.uneven):
