@@ -31,8 +31,11 @@ def test_bill_json_7b_example(capsys):
     # fp32 statistics per row 12bs) — 0.42 GB less than transformers' eager loss, whose fp32 gradient
     # of the logits (4Vbs/t) is gone — so the step's peak moves to the last layer's attention backward.
     vbs_t, bs = 51200 * 4 * 4096 // 8, 4 * 4096
-    eager_total = 67_225_865_220  # eager: the peak at the loss, with the fp32 gradient and nll's scalar 4 B
-    at_loss = eager_total - 4 * vbs_t + 12 * bs + bs - 4
+    # eager: the peak at the loss, with the fp32 gradient and nll's scalar 4 B — on the whole vocabulary on
+    # every TP rank (transformers gathers the logits): (4 + 2 + 4)·Vbs·(1 − 1/t) above a vocabulary shard's
+    sharded_eager = 67_225_865_220
+    eager_total = sharded_eager + 10 * vbs_t * 7
+    at_loss = sharded_eager - 4 * vbs_t + 12 * bs + bs - 4
     assert data["verdict_phase"] == "backward, last layer (attention half)"
     assert at_loss < data["total_bytes"] == 67_125_054_464 < eager_total
     assert data["headroom_bytes"] == 80_000_000_000 - 67_125_054_464
@@ -50,8 +53,8 @@ def test_bill_counts_the_output_side_in_the_verdict_not_in_the_papers_total(caps
                        "--loss", "eager")
     data = json.loads(out)
     # final LayerNorm input and logits input 2·(2bsh/t), fp32 mean/rstd 2·(4bs/t),
-    # fp32 log-softmax 4Vbs/t (vocabulary split by t), int64 targets 8bs, one fp32 scalar
-    assert data["output_side_bytes"] == 33_554_432 + 16_384 + 419_430_400 + 131_072 + 4
+    # fp32 log-softmax 4Vbs (the whole vocabulary: transformers gathers the logits), int64 targets 8bs, one fp32 scalar
+    assert data["output_side_bytes"] == 33_554_432 + 16_384 + 8 * 419_430_400 + 131_072 + 4
     assert data["paper_total_bytes"] == data["model_states_bytes"] + data["activation_bytes"]
     assert data["verdict_phase"] == "loss"
     assert data["total_bytes"] >= data["paper_total_bytes"] + data["output_side_bytes"]

@@ -122,15 +122,15 @@ def test_solve_qlora_max_seq_is_checked_by_the_bill(capsys):
     next s does not."""
     code, data = run_json(capsys, "solve", "llama-3-8b", "--gpu", "h100", "--lora", "16", "--base-dtype", "nf4",
                           "--max", "seq")
-    assert code == 0 and data["seq"] == 9436 and data["layout"]["base_dtype"] == "nf4"
+    assert code == 0 and data["seq"] == 10144 and data["layout"]["base_dtype"] == "nf4"
     model, usable = preset("llama-3-8b"), data["usable_bytes"]
-    at = make_bill(model, Layout(seq=9436, lora=16, base_dtype="nf4")).totals["total_bytes"]
-    after = make_bill(model, Layout(seq=9437, lora=16, base_dtype="nf4")).totals["total_bytes"]
+    at = make_bill(model, Layout(seq=10144, lora=16, base_dtype="nf4")).totals["total_bytes"]
+    after = make_bill(model, Layout(seq=10145, lora=16, base_dtype="nf4")).totals["total_bytes"]
     assert at == data["check"]["total_bytes"] and at <= usable < after
     api = symbolic.solve("llama-3-8b", max="seq", lora=16, base_dtype="nf4", gpu="h100")
-    assert api.answer == 9436
-    assert data["max_positions"] == 8192  # memory allows 9,436; the answer says the table does not
-    assert "s = 9,436 is beyond the config's max_position_embeddings (8,192)" in "\n".join(api.summary(200))
+    assert api.answer == 10144
+    assert data["max_positions"] == 8192  # memory allows 10,144; the answer says the table does not
+    assert "s = 10,144 is beyond the config's max_position_embeddings (8,192)" in "\n".join(api.summary(200))
 
 
 @pytest.mark.parametrize("levers", LEVERS + [dict(offload="params", dp=8, zero=3)],

@@ -34,10 +34,12 @@ def seed_7b_text():
 
 def test_seed_7b_numbers_and_verdict(seed_7b_text):
     text = seed_7b_text
-    # seed 001 §1's 66.08 GB is the papers' total; the verdict is the step's peak (at the loss)
+    # seed 001 §1's 66.08 GB is the papers' total; the verdict is the step's peak (at the loss: transformers'
+    # eager loss, on the whole vocabulary on every TP rank — its fp32 log-softmax, bf16 logits and fp32
+    # gradient, 10·s·b·V·(1 − 1/t) = 7.34 GB more than a vocabulary shard would hold)
     assert "papers' total: model states 14.00 GB + activations 52.08 GB = 66.08 GB (61.54 GiB)" in text
-    assert "MEMORY PER GPU: 67.23 GB (62.61 GiB), the peak of the step on the busiest GPU (loss)" in text
-    assert "fits, 84.0% used, headroom 12.77 GB" in text
+    assert "MEMORY PER GPU: 74.57 GB (69.44 GiB), the peak of the step on the busiest GPU (loss)" in text
+    assert "fits, 93.2% used, headroom 5.43 GB" in text
     assert "Megatron Eq 2 (layers + tied embedding): 6,670,647,296 params" in text
 
 
@@ -94,10 +96,10 @@ def test_bar_without_gpu_memory_is_scaled_to_the_total():
 
 def test_over_capacity_text():
     text = render_text(_bill(micro_batch=8))
-    assert "does NOT fit, 150.5% used, short by 40.38 GB" in text
+    assert "does NOT fit, 168.8% used, short by 55.06 GB" in text
     bar = next(line for line in text.splitlines() if line.startswith("["))
-    # 120.38 GB fills the bar: the limit at 80/120.38·60 = 39.9 -> 40, states 14/120.38·60 = 7
-    assert bar.count("┃") == 1 and bar.count("▓") == 20 and bar.count("█") == 7
+    # 135.06 GB fills the bar: the limit at 80/135.06·60 = 35.5 -> 36, states 14/135.06·60 = 6
+    assert bar.count("┃") == 1 and bar.count("▓") == 24 and bar.count("█") == 6
 
 
 def test_approximations_panel_is_prominent():
@@ -125,7 +127,8 @@ def test_json_keys_are_kept_and_added():
             "approximations", "model_config"} <= set(data)
     assert (data["model_states_bytes"], data["activation_bytes"], data["paper_total_bytes"]) == \
         (14_000_000_000, 52_076_478_464, 66_076_478_464)
-    assert (data["total_bytes"], data["headroom_bytes"]) == (67_225_865_220, 12_774_134_780)
+    # the eager loss on the whole vocabulary: 10·s·b·V·(1 − 1/t) = 7,340,032,000 B above a vocabulary shard's
+    assert (data["total_bytes"], data["headroom_bytes"]) == (67_225_865_220 + 7_340_032_000, 5_434_102_780)
     assert {"paper_total_bytes", "verdict_stage", "verdict_phase", "not_counted"} <= set(data)
     assert data["approximations"] == [] and data["model_config"]["arch"] == "gpt"
     line = next(x for x in data["lines"] if x["name"] == "attention/softmax_output")
