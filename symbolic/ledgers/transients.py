@@ -99,8 +99,8 @@ def work_tensors(ffn: Expr) -> Inventory:
     f-wide intermediates (GeLU output and input) — "与它同形状的中间量梯度"
     (seed 004 §06.3). Attention backward: dY, dX, the gradients of the
     probabilities and of the scores (b, a, s, s each, no FlashAttention) and
-    dQ, dK, dV. Loss: the logits (bf16, vocabulary split by t as Megatron's
-    vocab-parallel cross-entropy does) and the fp32 gradient of the logits. (The fp32 log-softmax the
+    dQ, dK, dV. Loss (the eager kernel): the logits (bf16, the whole vocabulary — transformers' tensor
+    parallelism gathers them, ``output.loss_work``) and the fp32 gradient of the logits. (The fp32 log-softmax the
     loss keeps for backward is a saved tensor of the output side,
     ``models.architectures.output``: the loss phase holds it with the final
     norm's and the logits' inputs.)
@@ -119,8 +119,9 @@ def work_tensors(ffn: Expr) -> Inventory:
         _tensor("backward/attention/grad_key", (s, b, a, head), "bf16", Axis.TENSOR, 2, "dK"),
         _tensor("backward/attention/grad_value", (s, b, a, head), "bf16", Axis.TENSOR, 2, "dV"),
         _tensor("backward/attention/grad_input", (s, b, h), "bf16", Axis.SEQUENCE, 0, "dX leaving the layer"),
-        _tensor("loss/logits", (s, b, V), "bf16", Axis.TENSOR, 2, "output layer result, vocabulary split by t"),
-        _tensor("loss/grad_logits_fp32", (s, b, V), "fp32", Axis.TENSOR, 2, "d(loss)/d(logits), fp32"),
+        _tensor("loss/logits", (s, b, V), "bf16", Axis.NONE, None,
+                "output layer result, the whole vocabulary (gathered under TP)"),
+        _tensor("loss/grad_logits_fp32", (s, b, V), "fp32", Axis.NONE, None, "d(loss)/d(logits), fp32"),
     ))
 
 
