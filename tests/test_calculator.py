@@ -70,9 +70,9 @@ def test_every_formula_is_its_engine_expression_as_num_over_den(page_formulas):
     lever = 2 * 4 * 4 * 3 + per_parameter * 4 * 3 + per_parameter * 4 * 2 + 3 + 72 + 6 * 17 + 4 + 4
     assert len([item for item in html.lever_formulas(html.LEVER_ARCH) if "@" not in item.key]) == lever
     # the loss kernels (html.LOSS_TERMS): per inventory (GPT, LLaMA, MoE, the 4 own, LLaMA with LoRA) SP × 3
-    # dtypes × 4 kernels beyond eager × the output side and the loss's work tensors (recompute changes neither)
+    # dtypes × 5 kernels beyond eager × the output side and the loss's work tensors (recompute changes neither)
     losses = sum("@" in item.key for item in items)
-    assert losses == 8 * 2 * 3 * 4 * 2
+    assert losses == 8 * 2 * 3 * 5 * 2
     assert len(items) - losses == 86 + lever + 4 * per_parameter + 80 + 82 + 15 + 6 * (19 + 17 + 17) + 3 * widths + sum(
         80 + 2 * bool(model.experts) + 6 * 17 + widths for model in own.values()) + grids * (4 * per_parameter + 4)
     checked = set()  # num/den are a function of the expression (html._numerator_denominator): a third of the
@@ -495,7 +495,8 @@ def test_the_page_names_the_field_of_bad_input(page):
     assert page.inner_text("#error").startswith('N "7 apples": give a count such as 7B')
     page.fill("#N", "7B")
     assert page.is_hidden("#error") and page.inner_text("#out-paper-total") == "66.08 GB"
-    assert page.inner_text("#out-total") == "67.23 GB"  # the verdict: the step's peak
+    # the verdict: the step's peak — at the loss, transformers' eager loss on the whole vocabulary (gathered)
+    assert page.inner_text("#out-total") == "74.57 GB"
 
 
 @pytest.mark.parametrize("layout", [Layout(tp=8, pp=2, dp=2, zero=2),
@@ -616,8 +617,9 @@ def test_a_partial_address_starts_from_its_named_preset(page, capsys):
 
 def test_the_summary_comes_first_and_cites_the_bibliography(page):
     fill(page, SEED_7B)
-    # the verdict is the step's peak (67.23 GB; the papers' total is 66.08 GB), worded as the bill's summary
-    assert page.inner_text("#summary-verdict") == "FITS in 80.00 GB: 67.23 GB per GPU (84.0%), headroom 12.77 GB"
+    # the verdict is the step's peak (74.57 GB with the eager loss on the whole vocabulary; the papers' total
+    # is 66.08 GB), worded as the bill's summary
+    assert page.inner_text("#summary-verdict") == "FITS in 80.00 GB: 74.57 GB per GPU (93.2%), headroom 5.43 GB"
     assert page.inner_text("#summary-dominant") == "dominant: activations 52.08 GB (77.5%)"
     # the summary card is the first thing in the outputs, above step 2
     order = page.evaluate("[...document.querySelectorAll('#outputs > .card')].map(e => e.id || 'step')")

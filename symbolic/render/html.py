@@ -229,8 +229,11 @@ def peak_formulas(prefix: str, arch: str, saved, norm: str | None = None, param_
         for dtype in sorted(set(PEAK_DTYPE.values())):
             by_policy = {}
             for recompute in RECOMPUTE:
-                strategy = page_strategy(sp, recompute, "none", dtype, experts=experts)
-                kept = strategy.shard(output.saved_tensors(norm=norm or Structure(arch).output_norm))
+                strategy = replace(page_strategy(sp, recompute, "none", dtype, experts=experts),
+                                   output_weight_grad=output_weight_grad)
+                # a frozen output side (LoRA) keeps neither the output layer's input nor the final norm's x·rstd
+                kept = strategy.shard(output.saved_tensors(norm=norm or Structure(arch).output_norm,
+                                                           weight_grad=output_weight_grad))
                 by_policy[recompute] = peak.basis(strategy, saved, kept)
             for name in peak.BASIS:
                 if name == "gathered_weights":
