@@ -71,11 +71,11 @@ def _steady(global_batch, pp, micro_batch, dp):
     return steady_state_batch(global_batch, pp, micro_batch, dp)
 
 
-def default_loss(config: ModelConfig) -> str:
-    """The loss kernel of the model's usual stack (``symbolic.layout.layout.default_loss``)."""
+def default_loss(config: ModelConfig, tp=1) -> str:
+    """The loss kernel of the model's usual stack at ``tp`` (``symbolic.layout.layout.default_loss``)."""
     from .layout.layout import default_loss as usual
 
-    return usual(config)
+    return usual(config, tp if isinstance(tp, int) else 1)
 
 
 def _levers(**given) -> dict:
@@ -335,7 +335,7 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      double_quant=double_quant, offload=offload, optimizer_impl=optimizer_impl,
                      flash_attention=flash_attention, activation_offload=activation_offload,
                      moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity,
-                     loss=loss or default_loss(config), sp_inputs=sp_inputs)
+                     loss=loss or default_loss(config, tp), sp_inputs=sp_inputs)
     filled, layout, hidden = _preset(framework, layout, overlap)
     layout = _engine_errors(lambda: layout.validate(config))
     choice = _gpu_choice(gpu, gpu_memory, hardware)
@@ -492,7 +492,7 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
     memory = choice.memory
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
-                     global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config),
+                     global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config, tp),
                      lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
                      offload=offload, activation_offload=activation_offload)
     filled, layout, _ = _preset(framework, layout)
@@ -554,7 +554,7 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
     config = _model(model)
     layout = _layout(micro_batch=micro_batch, seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, recompute=recompute,
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
-                     global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config),
+                     global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config, tp),
                      lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
                      offload=offload, activation_offload=activation_offload)
     filled, layout, _ = _preset(framework, layout)

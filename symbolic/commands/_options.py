@@ -202,9 +202,11 @@ def add_loss_option(group) -> None:
 
 
 def loss_from_args(args, model: ModelConfig | None) -> str:
-    """The ``--loss`` given, else the model's usual stack's (``layout.default_loss``), else eager."""
+    """The ``--loss`` given, else the model's usual stack's at the layout's TP size (``layout.default_loss``),
+    else eager."""
     given = getattr(args, "loss", None)
-    return given or (default_loss(model) if model is not None else "eager")
+    tp = getattr(args, "tp", 1)
+    return given or (default_loss(model, tp if isinstance(tp, int) else 1) if model is not None else "eager")
 
 
 def add_time_options(parser: argparse.ArgumentParser, gpus_per_node: bool = True) -> None:

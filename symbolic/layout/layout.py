@@ -418,11 +418,17 @@ def steady_state_batch(global_batch: int, pp: int, micro_batch: int, dp: int) ->
     return pp * micro_batch * dp
 
 
-def default_loss(model: ModelConfig) -> str:
+def default_loss(model: ModelConfig, tp: int = 1) -> str:
     """The loss kernel the model's usual stack runs: the papers' GPT models (a learned position table
     sized by s: Korthikanti's Table 3, seed 001's 7B — trained with Megatron-LM) Megatron's
-    vocab-parallel cross-entropy; any other (an HF config) transformers' eager loss."""
-    return "vocab-parallel" if model.arch == "gpt" and not model.position_table else "eager"
+    vocab-parallel cross-entropy; any other (an HF config) transformers' eager loss on one rank, and a
+    vocabulary-parallel loss under tensor parallelism (``tp`` > 1): every framework that runs TP computes
+    the loss on the rank's vocabulary shard — Megatron-Core's ``VocabParallelCrossEntropy``, torchtitan's
+    ``loss_parallel`` (within b·s bytes of it, measured per rank) — where transformers' eager loss would
+    gather the whole vocabulary on every rank (10·s·b·V bytes: ``output.loss_saved``)."""
+    if model.arch == "gpt" and not model.position_table:
+        return "vocab-parallel"
+    return "vocab-parallel" if tp > 1 else "eager"
 
 
 #: The stages the symbolic verdict accounts: the first (rank 0, the most in flight), the last (rank

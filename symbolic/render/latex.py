@@ -57,6 +57,7 @@ STRATEGIES = (
     ("TP + selective recompute", {"tensor_parallel": True, "recompute": "selective"}),
     ("TP + SP + selective recompute", {"tensor_parallel": True, "sequence_parallel": True,
                                        "recompute": "selective"}),
+    ("TP + full recompute", {"tensor_parallel": True, "recompute": "full"}),
     ("TP + SP + full recompute", {"tensor_parallel": True, "sequence_parallel": True, "recompute": "full"}),
 )
 
@@ -303,7 +304,9 @@ def activations_derivation() -> list[str]:
     out += [r"\subsection*{Per layer and per GPU, by strategy}",
             r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule strategy & bytes per layer \\ \midrule"]
     for label, options in STRATEGIES:
-        out.append(rf"{tex(label)} & {dmath(simplified(evaluate('activations.per_layer', **options)))} \\")
+        # 2.5pt between rows: a \displaystyle denominator (2bhs/t) would touch the next row (issue 23's collisions)
+        out.append(rf"{tex(label)} & {dmath(simplified(evaluate('activations.per_layer', **options)))} \\"
+                   r"\addlinespace[2.5pt]")
     out.append(r"\midrule")
     for label, options in (("TP + SP, first pipeline stage (1F1B)",
                             {"tensor_parallel": True, "sequence_parallel": True, "pipeline": True}),
@@ -439,7 +442,8 @@ def native_derivation(arch: str, intro: str) -> list[str]:
            r"\subsection*{Per layer, by strategy}",
            r"\begin{center}\begin{tabular}{@{}ll@{}}\toprule strategy & bytes per layer \\ \midrule"]
     for label, options in STRATEGIES:
-        out.append(rf"{tex(label)} & {dmath(simplified(evaluate('activations.per_layer', arch=arch, **options)))} \\")
+        out.append(rf"{tex(label)} & {dmath(simplified(evaluate('activations.per_layer', arch=arch, **options)))} \\"
+                   r"\addlinespace[2.5pt]")
     out += [r"\bottomrule\end{tabular}\end{center}",
             rf"\subsection*{{The parameters of a {word} model}}", *params_table(parameters),
             r"\noindent All parameters" + (r" ($N_\mathrm{total}$, every expert: the model states hold them)"
