@@ -17,6 +17,7 @@ LLA=$(bash benchmarks/setup_llm_analysis.sh 2>/dev/null | tail -1) || LLA=/nonex
   echo; echo "== published throughput, measured vs predicted"; $PY benchmarks/throughput.py
   echo; echo "== scale: timeline depth, snapshot events, plan GPUs"; $PY benchmarks/scale.py
   echo; echo "== side by side with llm-analysis"; $PY benchmarks/vs_llm_analysis.py --llm-analysis-python "$LLA"
+  echo; echo "== proved per rank (issue 39)"; $PY benchmarks/per_rank.py | tail -25
   if [ "${1:-}" = "--suite" ]; then echo; echo "== test suite"; $PY benchmarks/suite_time.py; fi
 } 2>&1 | tee "$LOG"
 echo

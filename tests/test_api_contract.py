@@ -736,4 +736,7 @@ def test_a_typed_framework_beside_from_wins_and_is_listed(capsys):
     assert data["time_model"]["framework"] == "fsdp" and data["read_from"]["framework"] == "torchtitan"
     assert data["read_from"]["overrides"] == ["--framework fsdp (typed) wins over the config's torchtitan"]
     # what the config set is kept; the typed preset fills only the rest (here the overlap)
-    assert data["framework_preset"] == {"framework": "fsdp", "filled": {"overlap": "DP grad reduce + param gather"}}
+    # t = 8 from the config: the bill's default loss is vocabulary-parallel; FSDP's (transformers' tp_plan) is the
+    # eager loss on the gathered logits, which the preset fills
+    assert data["framework_preset"] == {"framework": "fsdp", "filled": {"loss": "eager",
+                                                                       "overlap": "DP grad reduce + param gather"}}

@@ -206,7 +206,12 @@ def test_cli_timeline_llama(capsys):
     assert main(["timeline", "llama-2-7b", "--seq", "4096", "--micro-batch", "4", "--tp", "8", "--sp",
                  "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert (data["t_star"], data["peak_bytes"]) == ("loss", 31_076_794_372)  # the eager loss on the whole vocabulary
+    # t = 8: the CLI's default loss is vocabulary-parallel (Megatron's): against test_llama_timeline_peak_by_hand's
+    # eager loss on a vocabulary shard, its fp32 gradient (4sbV/t) goes, a bool mask (sb) and three fp32 row
+    # statistics (12sb) come, nll_loss's 4 B scalar goes
+    s, b, V, t = 4096, 4, 32000, 8
+    assert (data["t_star"], data["peak_bytes"]) == ("loss", 26_489_274_372 - 4 * s * b * V // t + 13 * s * b - 4)
+    assert data["peak_bytes"] == 26_227_343_360
 
 
 def test_cli_timeline_bad_input_is_one_line(capsys):

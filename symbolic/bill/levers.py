@@ -56,10 +56,13 @@ def _when(condition: Callable[[Layout], bool], **fields) -> Callable[[Layout], L
 
 def _tp_doubled(layout: Layout) -> Layout | None:
     """t doubled and d halved: the same GPUs, with sequence parallelism (Megatron's pairing; Korthikanti
-    et al. 2022 §4.2.2). The layout's rules (heads divisible by t, the expert grid) judge it."""
+    et al. 2022 §4.2.2). The layout's rules (heads divisible by t, the expert grid) judge it. A layout
+    on transformers' eager loss takes a vocabulary-parallel one with TP, as every framework that runs TP
+    does (``layout.default_loss``: eager would gather the whole vocabulary on every rank)."""
     if layout.dp % 2:
         return None
-    return replace(layout, tp=2 * layout.tp, dp=layout.dp // 2, sp=True)
+    loss = "vocab-parallel" if layout.loss == "eager" else layout.loss
+    return replace(layout, tp=2 * layout.tp, dp=layout.dp // 2, sp=True, loss=loss)
 
 
 def _ep_doubled(layout: Layout) -> Layout | None:

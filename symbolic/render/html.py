@@ -759,8 +759,10 @@ def _preset_data(model: ModelConfig, layout: Layout | None = None, params_hand: 
                and letter in values},
             "approximations": list(getattr(model, "approximations", ())),
             # the loss kernel the bill assumes for it (layout.default_loss), or the page's own layout's
+            # the loss at t = 1 (the page follows the bill's default_loss as t changes)
+            "loss_usual": default_loss(model),
             "N": label, "layout": {**_layout_fields(layout if layout is not None else reference),
-                                   "loss": layout.loss if layout is not None else default_loss(model)},
+                                   "loss": layout.loss if layout is not None else default_loss(model, reference.tp)},
             "layout_source": layout_source or reference_source}
 
 
