@@ -16,6 +16,7 @@ are off each named with the mechanism that makes them differ.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 import warnings
@@ -75,11 +76,14 @@ def main(argv=None) -> int:
     exact = [name for name in names if all(row.exact for row in rows + states if row.combination == name)]
     print(f"\n{len(rows) + len(states)} rows ({len(rows)} activation rows of {len(combinations)} combinations, "
           f"{len(states)} model-state rows) in {elapsed:.0f} s; {len(off)} rows off, {len(unnamed)} of them unnamed")
+    # the mechanisms, each once: a reason's words with its sizes and ranks taken out
     reasons = {}
     for row in off:
-        reasons.setdefault(row.reason.split(":")[0] if row.reason else "NOT NAMED", []).append(row)
-    for reason, group in reasons.items():
-        print(f"  off ({len(group)} rows): {reason}")
+        words = row.reason.removeprefix("the lines' differences: ") if row.reason else "NOT NAMED"
+        key = re.sub(r"\b\d[\d,/.]*\b", "N", words.split(" (")[0].split(";")[0])
+        reasons.setdefault(key, []).append(row)
+    for key, group in reasons.items():
+        print(f"  off ({len(group)} rows): {key}")
     print(f"figure: per-rank: {len(names)} combinations, {len(exact)} exact to the byte, {len(names) - len(exact)} off "
           f"(every row off named with its mechanism: {'yes' if not unnamed else 'NO'})")
     return 1 if unnamed else 0
