@@ -184,33 +184,31 @@ def tp_plan(family: str, sp: bool, q_lora: bool = True) -> dict:
     return plan
 
 
-class _WithLoss:
+def _with_loss(model, loss: str):
     """The model and its loss as one module, so the loss's saved tensors are traced with the rest:
     ``eager`` is HF's own (``labels=``: ``ForCausalLMLoss``, the logits upcast to fp32 and
     ``cross_entropy``); ``loss-parallel`` is ``cross_entropy`` on the vocabulary-sharded logits under
     ``torch.distributed.tensor.parallel.loss_parallel`` (torchtitan's ``loss_parallel``), the same
     upcast first."""
+    import torch
 
-    def __new__(cls, model, loss: str):
-        import torch
+    class WithLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
 
-        class WithLoss(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.model = model
-
-            def forward(self, input_ids, position_ids):
-                # use_cache=False, as a training step runs (HF's own checkpointing turns the cache off: a
-                # recomputed layer would append its keys to the cache a second time)
-                if loss == "eager":
-                    return self.model(input_ids=input_ids, position_ids=position_ids, labels=input_ids,
-                                      use_cache=False).loss
-                logits = self.model(input_ids=input_ids, position_ids=position_ids, use_cache=False).logits
-                # HF's ForCausalLMLoss: upcast, shift by one, mean over the tokens
-                shifted = torch.nn.functional.pad(input_ids, (0, 1), value=-100)[..., 1:]
-                return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), shifted.flatten(),
-                                                         ignore_index=-100)
-        return WithLoss()
+        def forward(self, input_ids, position_ids):
+            # use_cache=False, as a training step runs (HF's own checkpointing turns the cache off: a
+            # recomputed layer would append its keys to the cache a second time)
+            if loss == "eager":
+                return self.model(input_ids=input_ids, position_ids=position_ids, labels=input_ids,
+                                  use_cache=False).loss
+            logits = self.model(input_ids=input_ids, position_ids=position_ids, use_cache=False).logits
+            # HF's ForCausalLMLoss: upcast, shift by one, mean over the tokens
+            shifted = torch.nn.functional.pad(input_ids, (0, 1), value=-100)[..., 1:]
+            return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), shifted.flatten(),
+                                                     ignore_index=-100)
+    return WithLoss()
 
 
 def _built(combination: Combination, layers: int, mesh):
@@ -244,7 +242,7 @@ def _built(combination: Combination, layers: int, mesh):
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
         for i, layer in enumerate(model.model.layers):  # torchtitan's FullAC: one wrapper per block
             model.model.layers[i] = checkpoint_wrapper(layer, preserve_rng_state=True, early_stop=False)
-    return _WithLoss(model, combination.loss)
+    return _with_loss(model, combination.loss)
 
 
 #: The modules whose saved tensors are the output side: the final norm, the output layer, and the loss
