@@ -437,6 +437,9 @@ def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int =
         max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node,
         fixed={name: fixed.get(name) for name in FIXABLE}, overlap=hidden,
         moe_capacity=moe_capacity_factor, loss=shared.loss, flash_attention=shared.flash_attention,
+        # no loss given and none filled: each layout's default, the bill's (vocabulary-parallel under TP)
+        loss_under_tp=(default_loss(config, 2) if loss is None and shared.loss == default_loss(config)
+                       and default_loss(config, 2) != shared.loss else None),
         levers=_levers(lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
                        offload=offload, activation_offload=activation_offload)))
     elapsed = time.perf_counter() - start

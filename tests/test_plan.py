@@ -343,3 +343,23 @@ def test_comm_bytes_is_the_bills_communication_buffers_on_every_grid():
     assert len(rows) > 500 and len(set(expected)) > 5  # the grid reaches every communicator count
     # Broadcasting as the sweep calls it: scalars beside arrays, e_t defaulting to t.
     assert comm_bytes(np.array([1, 8]), 4, 1, 1).tolist() == [64 * 2**20 + 25 * 2**20, 2 * 64 * 2**20 + 25 * 2**20]
+
+
+def test_a_plan_without_a_loss_prices_each_layout_with_its_bills_default():
+    """An HF model's usual loss is transformers' eager one on one rank; under TP the bill's default is
+    vocabulary-parallel (``layout.default_loss``: eager would gather the whole vocabulary). A plan given no
+    loss prices each layout so — its swept totals equal the exact bill of the same layout, t = 1 and t > 1."""
+    import numpy as np
+
+    import symbolic
+    from symbolic.search.plan import exact_totals
+
+    result = symbolic.plan("llama-3-8b", gpus=8, gpu="h100", top=1).engine
+    table = result.table
+    assert result.loss == "eager" and result.loss_under_tp == "vocab-parallel"
+    for tp in (1, 2):
+        i = int(np.flatnonzero(table["tp"] == tp)[0])
+        layout = result.layout_at(i)
+        assert layout.loss == ("eager" if tp == 1 else "vocab-parallel")
+        exact = exact_totals(result.model, layout, None)["total_bytes"]
+        assert abs(table["total_bytes"][i] - exact) <= 1e-9 * exact

@@ -209,6 +209,16 @@ def loss_from_args(args, model: ModelConfig | None) -> str:
     return given or (default_loss(model, tp if isinstance(tp, int) else 1) if model is not None else "eager")
 
 
+def loss_under_tp(args, model: ModelConfig, loss: str) -> str | None:
+    """For ``plan``, which sweeps t: the loss kernel of its layouts with t > 1 when no ``--loss`` was typed and
+    the preset left the model's usual one — the bill's default under tensor parallelism
+    (``layout.default_loss``), so each layout is priced as its bill would be; None otherwise."""
+    if getattr(args, "loss", None) is not None or model is None or loss != default_loss(model):
+        return None
+    under = default_loss(model, 2)
+    return under if under != loss else None
+
+
 def add_time_options(parser: argparse.ArgumentParser, gpus_per_node: bool = True) -> None:
     """--hardware, --overlap (and --gpus-per-node): the step-time model's inputs."""
     group = parser.add_argument_group("step-time model")

@@ -112,6 +112,7 @@ def run(args) -> int:
                       fp8_activations=args.fp8_activations, first_stage_layers=args.first_stage_layers,
                       last_stage_layers=args.last_stage_layers,
                       flash_attention=shared.flash_attention, loss=shared.loss,
+                      loss_under_tp=_options.loss_under_tp(args, model, shared.loss),
                       levers=_options.levers_from_args(args))
     elapsed = time.perf_counter() - start
     shown = result.ranked(min(args.top or MAX_LISTED, MAX_LISTED))  # each listed layout is evaluated exactly

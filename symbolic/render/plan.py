@@ -220,7 +220,9 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
                 + (" (linear inputs in FP8)" if result.fp8_activations else "")
                 + (", fused attention kernel" if result.flash_attention else "")
                 + "".join(", " + words for words in lever_words(result.levers))
-                + f", {result.loss} loss; {margin_words(result.margin)}", width)
+                + f", {result.loss} loss"
+                + (f" ({result.loss_under_tp} under TP, as the bill's default)" if result.loss_under_tp else "")
+                + f"; {margin_words(result.margin)}", width)
     out += wrap(f"{result.evaluated:,} valid layouts evaluated in {elapsed * 1e3:.0f} ms; {len(result.order):,} fit",
                 width)
     for name, text in _assumptions(result).items():
@@ -327,7 +329,7 @@ def render_json(result, shown, closest, gpu=None) -> str:
         "margin_bytes": result.margin, "usable_bytes": result.usable, "seq": result.seq or result.model.seq,
         "global_batch": result.global_batch, "params_hand": result.params_hand, "optimizer": result.optimizer,
         "dtype": result.dtype, "fp8_activations": result.fp8_activations,
-        "flash_attention": result.flash_attention, "loss": result.loss,
+        "flash_attention": result.flash_attention, "loss": result.loss, "loss_under_tp": result.loss_under_tp,
         "hardware": {"name": result.hardware.name, "peak_flops": result.hardware.peak_bf16_flops,
                      "gpus_per_node": result.gpus_per_node, "overlap": result.overlap.describe()},
         "assumptions": _assumptions(result), "rules": result.rules,

@@ -1354,6 +1354,7 @@ class Plan:
     last_stage_layers: int = 0
     flash_attention: bool = False  #: the layouts run the fused attention kernel
     loss: str = "eager"  #: the layouts' loss kernel (Layout.loss)
+    loss_under_tp: str | None = None  #: the kernel of the layouts with t > 1 where it is another (None: loss)
     seq_given: bool = False  #: s was given (--seq), not the model's or the stated default (seq_origin)
     #: the memory levers of every layout, as Layout fields (lora, lora_targets, base_dtype, double_quant,
     #: offload, activation_offload); empty: none
@@ -1371,7 +1372,11 @@ class Plan:
         return replace(_layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
                                     self.moe_capacity, self.optimizer_impl), fp8_activations=self.fp8_activations,
                        flash_attention=self.flash_attention, first_stage_layers=self.first_stage_layers, last_stage_layers=self.last_stage_layers,
-                       loss=self.loss, **self.levers)
+                       loss=self.loss_of(int(self.table["tp"][i])), **self.levers)
+
+    def loss_of(self, tp: int) -> str:
+        """The loss kernel of a layout with ``tp`` tensor-parallel ranks."""
+        return self.loss_under_tp if self.loss_under_tp and tp > 1 else self.loss
 
     def planned(self, i: int) -> Planned:
         """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
@@ -1653,7 +1658,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
          fixed: Mapping[str, object] | None = None, moe_capacity=1, overlap: Overlap = Overlap(),
          optimizer_impl: str = "foreach", fp8_activations: bool = False, first_stage_layers: int = 0,
          last_stage_layers: int = 0, flash_attention: bool = False, loss: str = "eager",
-         levers: Mapping | None = None) -> Plan:
+         loss_under_tp: str | None = None, levers: Mapping | None = None) -> Plan:
     """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
 
     Keeps those whose verdict (the step's peak on the busiest GPU) ≤ ``gpu_memory − margin``
@@ -1668,15 +1673,21 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     ``last_stage_layers``: uneven pipeline stages for every layout (Megatron-Core's).
     ``flash_attention``: every layout runs the fused attention kernel (no s×s tensor saved, its
     backward recomputes Q·Kᵀ; ``strategies.flash_attention``) — memory and time both.
-    ``loss``: every layout's loss kernel (``Layout.loss``; its output side and work tensors).
+    ``loss``: every layout's loss kernel (``Layout.loss``; its output side and work tensors);
+    ``loss_under_tp``: the kernel of the layouts with t > 1 instead (None: ``loss`` everywhere) — the bill's
+    default under tensor parallelism (``layout.default_loss``) when the caller gave no loss.
     """
     from ..bill.evaluate import layout_structure
     from ..models.losses import LOSS_KERNELS, WHOLE_VOCABULARY
 
     _check_arch(model)
-    if loss not in LOSS_KERNELS:
-        raise ConfigError(f"loss must be one of {', '.join(LOSS_KERNELS)}, not {loss!r}")
-    model_structure = layout_structure(model, Layout(flash_attention=flash_attention, loss=loss))
+    for kernel in (loss, loss_under_tp or loss):
+        if kernel not in LOSS_KERNELS:
+            raise ConfigError(f"loss must be one of {', '.join(LOSS_KERNELS)}, not {kernel!r}")
+    # the layouts' structure (the loss kernel rides in it) without and with tensor parallelism
+    structures = {tp_split: layout_structure(model, Layout(flash_attention=flash_attention,
+                                                            loss=(loss_under_tp or loss) if tp_split else loss))
+                  for tp_split in (False, True)}
     positive_int("gpu_memory", gpu_memory)
     if margin < 0 or margin >= gpu_memory:
         raise ConfigError(f"margin ({margin:,} B) must be at least 0 and below the GPU memory ({gpu_memory:,} B)")
@@ -1737,12 +1748,15 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     context = (table["cp"] > 1).astype(np.int64)
     expert = (table["ep"] > 1).astype(np.int64)
     expert_tensor = (table["etp"] != table["tp"]).astype(np.int64)
-    key = ((((((expert * 2 + expert_tensor) * 2 + context) * 2 + table["sp"]) * 3 + table["recompute"]) * 4
-            + table["zero"]) * 3 + schedule)
+    # the layouts with t > 1 are their own groups where their loss kernel is not the others' (loss_under_tp)
+    tp_split = ((table["tp"] > 1) if loss_under_tp and loss_under_tp != loss
+                else np.zeros_like(table["tp"], dtype=bool)).astype(np.int64)
+    key = (((((((tp_split * 2 + expert) * 2 + expert_tensor) * 2 + context) * 2 + table["sp"]) * 3
+             + table["recompute"]) * 4 + table["zero"]) * 3 + schedule)
     for idx in _indices_by_key(key):
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
-                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
+                      SCHEDULES[schedule[i0]], optimizer, dtype, structures[bool(tp_split[i0])], bool(context[i0]),
                       bool(expert[i0]), bool(expert_tensor[i0]), Fraction(moe_capacity) != 1,
                       optimizer_impl=optimizer_impl, fp8_activations=fp8_activations,
                       uneven=bool(first_stage_layers or last_stage_layers), **lever_fields(Layout(**levers)))
@@ -1756,7 +1770,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     near = np.flatnonzero(np.abs(out["total_bytes"] - usable) <= 1e-9 * usable)
     for i in near:
         layout = replace(_layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity, optimizer_impl),
-                         fp8_activations=fp8_activations, flash_attention=flash_attention, loss=loss,
+                         fp8_activations=fp8_activations, flash_attention=flash_attention,
+                         loss=(loss_under_tp or loss) if tp_split[i] else loss,
                          first_stage_layers=first_stage_layers,
                          last_stage_layers=last_stage_layers, **levers)
         fits[i] = exact_totals(model, layout, params_hand)["total_bytes"] <= usable
@@ -1770,7 +1785,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     for idx in _indices_by_key(key, fits):
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
-                      SCHEDULES[schedule[i0]], optimizer, dtype, model_structure, bool(context[i0]),
+                      SCHEDULES[schedule[i0]], optimizer, dtype, structures[bool(tp_split[i0])], bool(context[i0]),
                       bool(expert[i0]), uneven=bool(first_stage_layers or last_stage_layers),
                       **lever_fields(Layout(**levers)))
         vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
@@ -1802,7 +1817,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                 gpus_per_node=gpus_per_node, optimizer_impl=optimizer_impl,
                 fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
                 last_stage_layers=last_stage_layers, flash_attention=flash_attention, loss=loss,
-                seq_given=seq_given, levers=levers)
+                loss_under_tp=loss_under_tp if loss_under_tp != loss else None, seq_given=seq_given, levers=levers)
 
 
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
