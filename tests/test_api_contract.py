@@ -317,6 +317,8 @@ DEEPSEEK = json.loads((Path(symbolic.__file__).parent / "data" / "deepseek-v3.js
     (dict(DEEPSEEK, first_k_dense_replace=99), r"first_k_dense_replace = 99 is more than num_hidden_layers = 61"),
     (dict(QWEN3_MOE, num_experts=8, mlp_only_layers=[99, -1]), r"mlp_only_layers holds \[99, -1\], outside .*0\.\.3"),
     (dict(LLAMA, model_type="mistral", sliding_window=-4096), r"sliding_window must be a positive number"),
+    (dict(LLAMA, model_type="qwen2_moe", sliding_window=0, use_sliding_window=True),
+     r"sliding_window must be a positive number of tokens \(or null; 0 with use_sliding_window false\), got 0"),
     (dict(LLAMA, model_type="gpt_neox", rotary_pct=2.0), r"rotary_pct must be a fraction in \(0, 1\]"),
     (dict(LLAMA, partial_rotary_factor=0), r"partial_rotary_factor must be a fraction"),
     (dict(LLAMA, layer_types=["full_attention"]), r"layer_types has 1 entries for num_hidden_layers = 4"),

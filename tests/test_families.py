@@ -157,3 +157,21 @@ def test_derive_prints_a_composed_layer_in_its_own_letters(capsys):
     bill = make_bill(preset("deepseek-v3"), Layout(seq=4096))
     values = {SYMBOLS[k]: v for k, v in bill.values.items()}
     assert expand(expr.subs(values)) * 61 == bill.totals["activation_bytes"]
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_published_configs_as_transformers_saves_them(name, tmp_path):
+    """A published config after a ``save_pretrained`` round trip (every field written out as transformers 5.24.0
+    stores it: Qwen2-MoE's ``"sliding_window": 0`` for no window, Falcon's ``num_kv_heads`` filled in) is billed
+    to the same count as the file itself."""
+    require("transformers")
+    from transformers import AutoConfig
+
+    entry = PUBLISHED[name]
+    raw = dict(entry["config"])
+    for key in ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map"):
+        raw.pop(key, None)
+    AutoConfig.for_model(raw.pop("model_type"), **raw).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert make_bill(hf.load_hf_config(tmp_path / "config.json")).totals["params"] == entry["transformers_params"], \
+        {key: saved.get(key) for key in ("sliding_window", "use_sliding_window")}
