@@ -175,3 +175,37 @@ def test_published_configs_as_transformers_saves_them(name, tmp_path):
     saved = json.loads((tmp_path / "config.json").read_text())
     assert make_bill(hf.load_hf_config(tmp_path / "config.json")).totals["params"] == entry["transformers_params"], \
         {key: saved.get(key) for key in ("sliding_window", "use_sliding_window")}
+
+
+def saved_as_transformers(model_type: str, **changes) -> dict:
+    """``tiny(model_type, **changes)`` as transformers 5.24.0 writes it (``AutoConfig.for_model(...).to_dict()``:
+    every field, the derived ones filled in)."""
+    from transformers import AutoConfig
+
+    fields = tiny(model_type, **changes)
+    fields.pop("model_type")
+    return {**AutoConfig.for_model(model_type, **fields).to_dict(), "model_type": model_type}
+
+
+@pytest.mark.parametrize("model_type, changes", [
+    # FalconAttention: 3h wide QKV without multi_query or new_decoder_architecture, num_kv_heads unread there
+    ("falcon", {"multi_query": False, "num_kv_heads": 2}),
+    ("falcon", {"multi_query": False, "num_kv_heads": 2, "parallel_attn": False, "bias": True}),
+])
+def test_configs_as_transformers_saves_them_count_as_it_builds_them(model_type, changes):
+    """Issue 40: configs transformers accepts, as it saves them, billed to its meta-device count."""
+    require("transformers")
+    raw = saved_as_transformers(model_type, **changes)
+    assert make_bill(hf.from_hf_dict(raw, "tiny")).totals["params"] == hf_parameter_count(raw), changes
+
+
+def test_falcon_num_kv_heads_without_multi_query_is_stated():
+    """num_kv_heads ≠ a with neither multi_query nor new_decoder_architecture: HF builds every head's K and V
+    (modeling_falcon.py:235) and its forward fails reshaping them into num_kv_heads heads (:320): billed as
+    built, the failure stated."""
+    model = hf.from_hf_dict(tiny("falcon", multi_query=False, num_kv_heads=2), "tiny")
+    assert model.kv_heads == 0  # = a: multi-head attention
+    assert any(note.startswith("num_kv_heads = 2 with multi_query false") and "fails" in note
+               for note in model.approximations)
+    assert not any("num_kv_heads" in note for note in hf.from_hf_dict(tiny("falcon", multi_query=False),
+                                                                       "tiny").approximations)

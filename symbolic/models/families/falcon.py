@@ -1,7 +1,7 @@
 """Falcon (HF ``model_type`` falcon) with rotary positions, as ``modeling_falcon.py`` of transformers 5.24.0.
 
 FalconAttention: one fused query_key_value (FalconLinear, ``bias``): a + 2 heads of width h/a
-with ``multi_query`` (one K/V head), 3h without, (a + 2g) heads with ``new_decoder_architecture``
+with ``multi_query`` (one K/V head), 3h without (``num_kv_heads`` does not change it), (a + 2g) heads with ``new_decoder_architecture``
 (g = ``num_kv_heads``, K and V broadcast to a heads and copied); Q, K, V reshaped into per-head
 copies, rotary, then SDPA or the eager path (softmax in the activation dtype), the output permuted
 and reshaped (a copy) for ``dense``. FalconDecoderLayer: ``parallel_attn`` with one norm
@@ -37,7 +37,9 @@ def read(fields) -> Read:
         kv_heads = kv
     else:
         residual = "parallel_shared" if fields.flag("parallel_attn") else "sequential"
-        kv_heads = 1 if fields.flag("multi_query") else kv
+        # FalconAttention.__init__ (modeling_falcon.py:230-235): without new_decoder_architecture the fused QKV
+        # is h + 2·h/a wide with multi_query, else 3h — every head has its own K and V, whatever num_kv_heads says
+        kv_heads = 1 if fields.flag("multi_query") else heads
     if new and not fields.flag("parallel_attn"):
         fields.refuse("parallel_attn", False, "Falcon's new_decoder_architecture with parallel_attn")
     bias = fields.flag("bias")
@@ -46,6 +48,12 @@ def read(fields) -> Read:
                     kv_materialized=new, kv_indexed=new or kv_heads == 1)
     seq = fields.count("max_position_embeddings")
     notes = ()
+    if not new and not fields.flag("multi_query") and kv != heads:
+        # modeling_falcon.py:241, :313, :320: forward reshapes the a heads of K and V into num_kv_heads heads
+        notes = (f"num_kv_heads = {kv} with multi_query false and new_decoder_architecture false: HF's FalconAttention "
+                 f"builds the fused QKV 3h wide (all {heads} heads have their own K and V, as billed) but its forward "
+                 f"reshapes K and V into {kv} heads and fails (a shape error) unless num_kv_heads = "
+                 f"num_attention_heads; set num_kv_heads to {heads} (or null) to train it",)
     if kv_heads == 1 and heads > 1 and not new:
         formula, value = math_path_gap(recipe, {"a": heads, "h": fields.hidden, "g": 1, "s": seq, "b": 1})
         notes = (f"attention is counted as a fused kernel with one K/V head; HF's FalconAttention hands SDPA that one "
