@@ -191,6 +191,12 @@ def saved_as_transformers(model_type: str, **changes) -> dict:
     # FalconAttention: 3h wide QKV without multi_query or new_decoder_architecture, num_kv_heads unread there
     ("falcon", {"multi_query": False, "num_kv_heads": 2}),
     ("falcon", {"multi_query": False, "num_kv_heads": 2, "parallel_attn": False, "bias": True}),
+    # DeepseekV3DecoderLayer: MoE iff layer_idx >= first_k_dense_replace; past L, every layer dense
+    ("deepseek_v3", {"first_k_dense_replace": 5}),
+    ("deepseek_v2", {"first_k_dense_replace": 4}),
+    # shared_experts = MLP(moe_intermediate_size * n_shared_experts): 0 wide, no parameters
+    ("deepseek_v3", {"n_shared_experts": 0}),
+    ("deepseek_v2", {"n_shared_experts": 0}),
 ])
 def test_configs_as_transformers_saves_them_count_as_it_builds_them(model_type, changes):
     """Issue 40: configs transformers accepts, as it saves them, billed to its meta-device count."""
@@ -209,3 +215,11 @@ def test_falcon_num_kv_heads_without_multi_query_is_stated():
                for note in model.approximations)
     assert not any("num_kv_heads" in note for note in hf.from_hf_dict(tiny("falcon", multi_query=False),
                                                                        "tiny").approximations)
+
+
+def test_deepseek_with_every_layer_dense_has_no_router_buffer():
+    """first_k_dense_replace past the layer count: every layer dense, stated so, no e_score_correction_bias."""
+    model = hf.from_hf_dict(tiny("deepseek_v3", first_k_dense_replace=5), "tiny")
+    assert dict(model.dims)["L_d"] == 3
+    assert any(note.startswith("3 of the 3 layers (the first 3) have a dense MLP") for note in model.approximations)
+    assert not any("e_score_correction_bias" in note for note in model.approximations)

@@ -83,10 +83,6 @@ def check_fields(raw: dict, where: str) -> None:
         raise ConfigError(f"{where}: {key} must be true or false, got {_shown(value)}")
     layers = raw.get("num_hidden_layers")
     layers = layers if _is_int(layers) and layers > 0 else None  # the family's reader names a bad count
-    first = raw.get("first_k_dense_replace")
-    if first is not None and layers is not None and _is_int(first) and first > layers:
-        raise ConfigError(f"{where}: first_k_dense_replace = {first} is more than num_hidden_layers = {layers}: "
-                          f"at most every layer is dense; give 0..{layers}")
     only = raw.get("mlp_only_layers")
     if isinstance(only, list) and layers is not None:
         outside = [index for index in only if _is_int(index) and not 0 <= index < layers]
