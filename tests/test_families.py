@@ -197,6 +197,9 @@ def saved_as_transformers(model_type: str, **changes) -> dict:
     # shared_experts = MLP(moe_intermediate_size * n_shared_experts): 0 wide, no parameters
     ("deepseek_v3", {"n_shared_experts": 0}),
     ("deepseek_v2", {"n_shared_experts": 0}),
+    # Qwen3MoeDecoderLayer / Qwen2MoeDecoderLayer: MoE iff num_experts > 0 and ...: none, every layer dense
+    ("qwen3_moe", {"num_experts": 0}),
+    ("qwen2_moe", {"num_experts": 0, "mlp_only_layers": None}),
 ])
 def test_configs_as_transformers_saves_them_count_as_it_builds_them(model_type, changes):
     """Issue 40: configs transformers accepts, as it saves them, billed to its meta-device count."""
@@ -223,3 +226,14 @@ def test_deepseek_with_every_layer_dense_has_no_router_buffer():
     assert dict(model.dims)["L_d"] == 3
     assert any(note.startswith("3 of the 3 layers (the first 3) have a dense MLP") for note in model.approximations)
     assert not any("e_score_correction_bias" in note for note in model.approximations)
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_moe", "qwen3_moe"])
+def test_qwen_moe_without_experts_is_the_dense_model(model_type):
+    """num_experts 0: every layer HF builds is the dense MLP, so the bill is a dense model's (no expert levers),
+    and says why; a negative count is still one line."""
+    model = hf.from_hf_dict(tiny(model_type, num_experts=0), "tiny")
+    assert model.experts == 0 and model.recipe.moe == "none"
+    assert any(note.startswith("num_experts = 0: HF builds every one of the") for note in model.approximations)
+    with pytest.raises(ConfigError, match="num_experts must be a positive integer, got -1"):
+        hf.from_hf_dict(tiny(model_type, num_experts=-1), "tiny")

@@ -73,6 +73,7 @@ def test_dense_layers_of_an_moe_model(family):
     ("llama", {"attention_bias": True, "mlp_bias": True, "head_dim": 10}),
     ("mixtral", {"head_dim": 10}),
     ("qwen2_moe", {"shared_expert_intermediate_size": 0}),
+    ("qwen3_moe", {"num_experts": 0}),  # every layer the dense MLP (Qwen3MoeDecoderLayer: num_experts > 0 and ...)
     ("deepseek_v3", {"norm_topk_prob": False}),
     ("deepseek_v3", {"norm_topk_prob": False, "n_shared_experts": 0}),  # a 0-wide shared MLP, run as HF runs it
     ("deepseek_v2", {"topk_method": "group_limited_greedy", "n_group": 2, "topk_group": 1, "q_lora_rank": 14}),

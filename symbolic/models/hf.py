@@ -171,6 +171,10 @@ def _field(raw: dict, name: str):
     return None
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _present(raw: dict, name: str) -> bool:
     return any(key in raw for key in (name, *ALIASES.get(name, ())))
 
@@ -428,7 +432,15 @@ def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int,
                       norm="rmsnorm_fp32" if model_type == "olmo2" else "rmsnorm",
                       fused_qkv=model_type == "phi3", fused_gate_up=model_type == "phi3",
                       rotary_cat=model_type == "phi3")
-        if model_type in ("qwen2_moe", "qwen3_moe", "mixtral"):
+        no_experts = model_type in ("qwen2_moe", "qwen3_moe") and _field(raw, "num_experts") == 0 \
+            and _is_int(_field(raw, "num_experts"))
+        if no_experts:
+            # Qwen3MoeDecoderLayer (modeling_qwen3_moe.py:310-315; Qwen2-MoE's :358-363, transformers 5.24.0): a
+            # layer is MoE iff not in mlp_only_layers and num_experts > 0 and (idx + 1) % decoder_sparse_step == 0,
+            # else the dense MLP of intermediate_size: with no experts every layer is dense, no router, no shared
+            notes.append(f"num_experts = 0: HF builds every one of the {layers} layers with the dense MLP (width {ffn}), "
+                         "no router or experts; billed as that dense model (the MoE fields are not read)")
+        elif model_type in ("qwen2_moe", "qwen3_moe", "mixtral"):
             moe, extra, more, moe_notes = _moe_fields(model_type, raw, defaults, where, layers, ffn)
             recipe.update(extra)
             dims.update(more)
