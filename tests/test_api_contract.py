@@ -371,6 +371,40 @@ def test_trace_hf_on_configs_as_transformers_saves_them(tmp_path, capsys):
     assert "traced == declared at every point" in capsys.readouterr().out
 
 
+LLAMA4_ONE_LAYER = dict(num_hidden_layers=1, hidden_size=48, num_attention_heads=4, num_key_value_heads=2,
+                        head_dim=12, intermediate_size=14, intermediate_size_mlp=22, vocab_size=101,
+                        max_position_embeddings=64, num_local_experts=3, num_experts_per_tok=1, attention_chunk_size=16)
+
+
+def test_trace_hf_on_a_one_layer_llama4_as_transformers_saves_it(tmp_path, capsys):
+    """Llama4TextConfig writes no_rope_layers [1] and moe_layers [0] for one layer; the trace's model of two
+    layers takes transformers' default for two (both RoPE, both MoE) instead of the file's one-entry lists."""
+    pytest.importorskip("transformers")
+    from transformers import AutoConfig
+
+    from symbolic.trace import resized_config
+
+    AutoConfig.for_model("llama4_text", **LLAMA4_ONE_LAYER).save_pretrained(tmp_path)
+    raw = json.loads((tmp_path / "config.json").read_text())
+    assert (raw["no_rope_layers"], raw["moe_layers"]) == ([1], [0])
+    two = resized_config(raw, 2)
+    assert two["num_hidden_layers"] == 2 and not {"no_rope_layers", "moe_layers", "layer_types"} & set(two)
+    assert resized_config(raw, 1)["no_rope_layers"] == [1]
+    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--seq", "8", "--batch", "2"]) == 0
+    assert "traced == declared at every point" in capsys.readouterr().out
+
+
+def test_trace_hf_refuses_to_extend_a_hand_written_pattern():
+    pytest.importorskip("transformers")
+    from symbolic.trace import resized_config
+
+    raw = dict(LLAMA4_ONE_LAYER, model_type="llama4_text", no_rope_layers=[0], moe_layers=[])
+    with pytest.raises(symbolic.ConfigError, match=r"no_rope_layers \[0\] is not llama4_text's default pattern "
+                       r"for 1 layers \(\[1\]\)"):
+        resized_config(raw, 2)
+    assert resized_config(dict(raw, no_rope_layers=[1]), 2)["moe_layers"] == []  # its one layer dense: both dense
+
+
 # --- the keyword space: a result or a ConfigError, never another exception, never NaN --------
 
 VALUES = st.sampled_from([-1, 0, 1, 2, 8, 10**30, True, False, None, 1.5, float("nan"), float("inf"),

@@ -228,14 +228,15 @@ def _by_difference(config: dict, args) -> int:
                           "drop --dtype")
     hf.from_hf_dict(config, "traced", where=clean(args.hf))  # a config the bill refuses is refused here too
 
-    def dense_layers(n: int) -> int:
-        from ..models.hf_fields import resized
+    def kinds(n: int) -> dict:  # the model of n layers, resized as it is built (symbolic.trace.resized_config)
+        return dict(hf.from_hf_dict(tr.resized_config(config, n), "traced").dims)
 
-        return dict(hf.from_hf_dict(resized(config, n), "traced").dims).get("L_d", 0)
-
-    # the layer measured is the second of two: dense if the two-layer model has one more dense layer
+    # the layer measured is the second of two: dense if the two-layer model has one more dense layer, NoPE if
+    # it has one more NoPE layer (Llama 4)
+    one, two = kinds(1), kinds(2)
     saved, layer, extra, values = tr.hf_family_declared(config, args.attention,
-                                                        dense=dense_layers(2) > dense_layers(1))
+                                                        dense=two.get("L_d", 0) > one.get("L_d", 0),
+                                                        nope=two.get("L_n", 0) > one.get("L_n", 0))
     exprs = (activations.total_bytes(saved), Add(*(mm.forward_flops for mm in layer)),
              Add(*(mm.backward_flops for mm in layer)) + extra)
     batches = [b for b in args.batch if b > 1] or [2]
