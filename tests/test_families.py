@@ -200,6 +200,9 @@ def saved_as_transformers(model_type: str, **changes) -> dict:
     # Qwen3MoeDecoderLayer / Qwen2MoeDecoderLayer: MoE iff num_experts > 0 and ...: none, every layer dense
     ("qwen3_moe", {"num_experts": 0}),
     ("qwen2_moe", {"num_experts": 0, "mlp_only_layers": None}),
+    # CohereAttention's q_norm, k_norm: CohereLayerNorm((heads, head_dim)), a·d_h and g·d_h weights
+    ("cohere", {"use_qk_norm": True}),
+    ("cohere", {"use_qk_norm": True, "num_key_value_heads": 1, "head_dim": 10}),
 ])
 def test_configs_as_transformers_saves_them_count_as_it_builds_them(model_type, changes):
     """Issue 40: configs transformers accepts, as it saves them, billed to its meta-device count."""

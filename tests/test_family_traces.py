@@ -89,6 +89,8 @@ def test_variants(family, changes):
     ("phi", "first", {"qk_layernorm": True}),
     ("phi", "second", {"qk_layernorm": True, "head_dim": None, "partial_rotary_factor": 0.4}),
     ("stablelm", "second", {"qk_layernorm": True}),
+    ("cohere", "first", {"use_qk_norm": True}),  # Command R+: CohereLayerNorm((heads, d_h)) in fp32, no bias
+    ("cohere", "second", {"use_qk_norm": True}),
 ])
 def test_per_head_qk_layernorm(family, dims, changes, attention):
     """Phi's qk_layernorm (one LayerNorm of width h/a over every head) and StableLM's

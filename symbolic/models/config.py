@@ -39,7 +39,9 @@ class Recipe:
     biases on Q/K/V and on the output projection. qk_norm: ``none``,
     ``head`` (RMSNorm over each head's d_h: Qwen3, Gemma-3) or ``full``
     (RMSNorm over all a·d_h query / g·d_h key features: OLMo-2) or ``l2``
-    (Llama 4's weightless L2 norm over each head, on its RoPE layers only).
+    (Llama 4's weightless L2 norm over each head, on its RoPE layers only) or a LayerNorm over each head's d_h:
+    ``head_layernorm`` (Phi), ``head_layernorm_each`` (StableLM, a weight per head),
+    ``head_layernorm_fp32_each`` (Cohere's use_qk_norm: in fp32, a weight per head, no bias).
     fused_qkv: one Q|K|V matrix (Phi-3, GPT-NeoX): the same count.
     q_lora: MLA's queries through a rank-r_q bottleneck (else one h→a(d_n+d_r)).
     mlp: ``gated`` (gate, up, down) or ``plain`` (h→f→h). activation: HF's
