@@ -203,6 +203,9 @@ def saved_as_transformers(model_type: str, **changes) -> dict:
     # CohereAttention's q_norm, k_norm: CohereLayerNorm((heads, head_dim)), a·d_h and g·d_h weights
     ("cohere", {"use_qk_norm": True}),
     ("cohere", {"use_qk_norm": True, "num_key_value_heads": 1, "head_dim": 10}),
+    # Falcon's alibi: no rotary, no parameters (build_alibi_tensor makes a buffer-free bias)
+    ("falcon", {"alibi": True}),
+    ("falcon", {"alibi": True, "new_decoder_architecture": True, "num_kv_heads": 2}),
 ])
 def test_configs_as_transformers_saves_them_count_as_it_builds_them(model_type, changes):
     """Issue 40: configs transformers accepts, as it saves them, billed to its meta-device count."""

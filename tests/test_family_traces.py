@@ -105,6 +105,24 @@ def test_per_head_qk_layernorm(family, dims, changes, attention):
     _check(raw, attention, *((5, 2) if dims == "first" else (7, 3)))
 
 
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("dims, changes", [
+    ("first", {}),                                                         # multi_query: SDPA's math path
+    ("first", {"multi_query": False, "bias": True}),                       # K a view of the fused output
+    ("second", {}),                                                        # new_decoder_architecture
+    ("second", {"new_decoder_architecture": False, "multi_query": False, "num_kv_heads": None}),
+])
+def test_falcon_alibi(dims, changes, attention):
+    """Falcon with ALiBi (no rotary): the layer HF builds, to the byte and FLOP; its (b, a, s, s) mask is one per
+    model (not a layer's), and a multi-head layer's K reaches SDPA as a view of the fused Q|K|V output."""
+    from _families import hf_parameter_count
+    from symbolic.bill.derive import make_bill
+
+    raw = _config("falcon", dims, alibi=True, **changes)
+    assert make_bill(hf.from_hf_dict(raw, "tiny")).totals["params"] == hf_parameter_count(raw)
+    _check(raw, attention, *((5, 2) if dims == "first" else (7, 3)))
+
+
 @pytest.mark.parametrize("family", hf.FAMILIES)
 def test_full_recompute_keeps_what_checkpointing_keeps(family):
     """Under torch.utils.checkpoint a layer keeps its input as it arrives, bf16 (2sbh) — not its

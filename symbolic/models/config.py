@@ -104,6 +104,9 @@ class Recipe:
     attn_temperature: bool = False
     #: eager attention's softmax in the activation dtype, no fp32 copy (Llama 4's eager_attention_forward)
     softmax_bf16: bool = False
+    #: Falcon's ``alibi``: no rotary; the ALiBi bias is folded into one (b, a, s, s) additive mask per model
+    #: (not per layer), and under SDPA the multi-head layer's K is a view of the fused Q|K|V output
+    alibi: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -119,7 +122,7 @@ class Recipe:
 
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
-                "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16")
+                "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far
