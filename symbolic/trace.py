@@ -701,6 +701,9 @@ def _hf_declared(cfg, backend: str):
     return saved, mms, extra
 
 
+#: Keys of a saved ``config.json`` that are not the config class's fields (metadata, symbolic's own block).
+NOT_CONFIG = ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map")
+
 #: Per-layer fields transformers derives when a config leaves them out (its configs' ``__post_init__``), and
 #: writes out for the file's own layer count when it saves one: ``layer_types`` (one kind per layer), Llama 4's
 #: ``no_rope_layers`` (one RoPE flag per layer) and ``moe_layers`` (the MoE layers' indices).
@@ -729,7 +732,7 @@ def _resized(model_type: str, config: dict, layers: int) -> dict:
         given = config.get(key)
         if not isinstance(given, list):
             continue
-        rest = {name: value for name, value in config.items() if name != key}
+        rest = {name: value for name, value in config.items() if name != key and name not in NOT_CONFIG}
         default = getattr(AutoConfig.for_model(model_type, **rest), key, None)
         if given == list(default or []):
             out.pop(key, None)  # transformers' own pattern for the file's count: rebuilt for ``layers``
@@ -759,7 +762,7 @@ def hf_model(config: Mapping, attention: str = "sdpa", layers: int | None = None
     logging.set_verbosity_error()
     config = dict(config)
     model_type = config.pop("model_type")
-    for key in ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map"):
+    for key in NOT_CONFIG:
         config.pop(key, None)
     if layers is not None:
         config = _resized(model_type, config, layers)

@@ -438,8 +438,9 @@ def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int,
             # Qwen3MoeDecoderLayer (modeling_qwen3_moe.py:310-315; Qwen2-MoE's :358-363, transformers 5.24.0): a
             # layer is MoE iff not in mlp_only_layers and num_experts > 0 and (idx + 1) % decoder_sparse_step == 0,
             # else the dense MLP of intermediate_size: with no experts every layer is dense, no router, no shared
-            notes.append(f"num_experts = 0: HF builds every one of the {layers} layers with the dense MLP (width {ffn}), "
-                         "no router or experts; billed as that dense model (the MoE fields are not read)")
+            notes.append(f"num_experts = 0: HF builds every one of the {layers} layers with the dense MLP "
+                         f"(width {ffn}), no router or experts; billed as that dense model (the MoE fields are "
+                         "not read)")
         elif model_type in ("qwen2_moe", "qwen3_moe", "mixtral"):
             moe, extra, more, moe_notes = _moe_fields(model_type, raw, defaults, where, layers, ffn)
             recipe.update(extra)

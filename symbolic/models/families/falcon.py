@@ -1,10 +1,11 @@
 """Falcon (HF ``model_type`` falcon), with rotary positions or ALiBi, as ``modeling_falcon.py`` of transformers 5.24.0.
 
 FalconAttention: one fused query_key_value (FalconLinear, ``bias``): a + 2 heads of width h/a
-with ``multi_query`` (one K/V head), 3h without (``num_kv_heads`` does not change it), (a + 2g) heads with ``new_decoder_architecture``
-(g = ``num_kv_heads``, K and V broadcast to a heads and copied); Q, K, V reshaped into per-head
-copies, rotary, then SDPA or the eager path (softmax in the activation dtype), the output permuted
-and reshaped (a copy) for ``dense``. FalconDecoderLayer: ``parallel_attn`` with one norm
+with ``multi_query`` (one K/V head), 3h without (``num_kv_heads`` does not change it), (a + 2g)
+heads with ``new_decoder_architecture`` (g = ``num_kv_heads``, K and V broadcast to a heads and
+copied); Q, K, V reshaped into per-head copies, rotary (none with ``alibi``), then SDPA or the
+eager path (softmax in the activation dtype), the output permuted and reshaped (a copy) for
+``dense``. FalconDecoderLayer: ``parallel_attn`` with one norm
 (``input_layernorm``) or, in the new architecture, two (``ln_attn``, ``ln_mlp``, both reading x);
 sequential otherwise. FalconMLP: dense_h_to_4h → gelu → dense_4h_to_h (``ffn_hidden_size``,
 null: 4h), ``bias``. ``alibi``: no rotary; the bias is folded into one (b, a, s, s) mask per model
@@ -54,15 +55,15 @@ def read(fields) -> Read:
                   f"s = {seq:,} (max_position_embeddings), b = 1 (traced; eager attention does not keep it)",)
     if not new and not fields.flag("multi_query") and kv != heads:
         # modeling_falcon.py:241, :313, :320: forward reshapes the a heads of K and V into num_kv_heads heads
-        notes += (f"num_kv_heads = {kv} with multi_query false and new_decoder_architecture false: HF's FalconAttention "
-                 f"builds the fused QKV 3h wide (all {heads} heads have their own K and V, as billed) but its forward "
-                 f"reshapes K and V into {kv} heads and fails (a shape error) unless num_kv_heads = "
-                 f"num_attention_heads; set num_kv_heads to {heads} (or null) to train it",)
+        notes += (f"num_kv_heads = {kv} with multi_query false and new_decoder_architecture false: HF's "
+                  f"FalconAttention builds the fused QKV 3h wide (all {heads} heads have their own K and V, as billed) "
+                  f"but its forward reshapes K and V into {kv} heads and fails (a shape error) unless num_kv_heads = "
+                  f"num_attention_heads; set num_kv_heads to {heads} (or null) to train it",)
     if kv_heads == 1 and heads > 1 and not new:
         formula, value = math_path_gap(recipe, {"a": heads, "h": fields.hidden, "g": 1, "s": seq, "b": 1})
         notes += (f"attention is counted as a fused kernel with one K/V head; HF's FalconAttention hands SDPA that one "
-                 "head without enable_gqa, and torch takes its math path (traced on CPU: fp32 Q, K and V expanded to "
-                 f"a heads, the fp32 s×s probabilities), {formula} bytes per layer more, {value:,} B per layer at "
-                 f"s = {seq:,} (max_position_embeddings), b = 1; which kernel a GPU runs depends on its backend",)
+                  "head without enable_gqa, and torch takes its math path (traced on CPU: fp32 Q, K and V expanded to "
+                  f"a heads, the fp32 s×s probabilities), {formula} bytes per layer more, {value:,} B per layer at "
+                  f"s = {seq:,} (max_position_embeddings), b = 1; which kernel a GPU runs depends on its backend",)
     return Read(recipe, ffn=fields.count("ffn_hidden_size", 4 * fields.hidden), kv_heads=kv_heads, seq=seq,
                 notes=notes)
