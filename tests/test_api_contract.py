@@ -394,6 +394,19 @@ def test_trace_hf_on_a_one_layer_llama4_as_transformers_saves_it(tmp_path, capsy
     assert "traced == declared at every point" in capsys.readouterr().out
 
 
+def test_trace_hf_on_a_qwen2_moe_without_experts_measures_its_dense_layer(tmp_path, capsys):
+    """num_experts 0: every layer Qwen2MoeDecoderLayer builds is the dense MLP (modeling_qwen2_moe.py:358-363);
+    the trace sets the layer against the bill's dense layer, not the MoE inventory of its fitted path."""
+    pytest.importorskip("transformers")
+    from transformers import AutoConfig
+
+    AutoConfig.for_model("qwen2_moe", num_hidden_layers=1, hidden_size=48, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=80, vocab_size=101, max_position_embeddings=64,
+                         num_experts=0).save_pretrained(tmp_path)
+    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--seq", "8", "--batch", "2"]) == 0
+    assert "traced == declared at every point" in capsys.readouterr().out
+
+
 def test_trace_hf_refuses_to_extend_a_hand_written_pattern():
     pytest.importorskip("transformers")
     from symbolic.trace import resized_config

@@ -179,8 +179,11 @@ def _run(args) -> int:
     config = read_json_file(path)
     if not isinstance(config, dict):
         raise ConfigError(f"--hf {clean(args.hf)!r}: a config.json holds one JSON object, not {type(config).__name__}")
-    if config.get("model_type") not in tr.HF_MODELS:
-        return _by_difference(dict(config, **_overrides(args.set)), args)
+    config = dict(config, **_overrides(args.set))
+    # a Qwen2-MoE file without experts is a dense model (every layer HF builds is the dense MLP): its layer is
+    # the bill's composed dense layer, measured by difference, not the MoE inventory the fitted path declares
+    if config.get("model_type") not in tr.HF_MODELS or config.get("num_experts") == 0:
+        return _by_difference(config, args)
     cfg = tr.hf_config(config, args.attention, **_overrides(args.set))
     from sympy import Add
 
