@@ -701,27 +701,54 @@ def _hf_declared(cfg, backend: str):
     return saved, mms, extra
 
 
+#: Keys of a saved ``config.json`` that are not the config class's fields (metadata, symbolic's own block).
+NOT_CONFIG = ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map")
+
+#: Per-layer fields transformers derives when a config leaves them out (its configs' ``__post_init__``), and
+#: writes out for the file's own layer count when it saves one: ``layer_types`` (one kind per layer), Llama 4's
+#: ``no_rope_layers`` (one RoPE flag per layer) and ``moe_layers`` (the MoE layers' indices).
+DERIVED_PER_LAYER = ("layer_types", "no_rope_layers", "moe_layers")
+
+
 def _resized(model_type: str, config: dict, layers: int) -> dict:
     """``config`` (no ``model_type`` key) with ``layers`` layers, every per-layer field consistent
-    (:func:`symbolic.models.hf_fields.resized`); a ``layer_types`` shorter than ``layers`` is
-    rebuilt by transformers when it is the family's default for the file's own count (a one-layer
-    file as transformers saves it), else refused: extending a hand-written pattern would guess."""
+    (:func:`symbolic.models.hf_fields.resized`). Built with more layers than the file has, a field of
+    :data:`DERIVED_PER_LAYER` that is the family's default pattern for the file's own count (a one-layer file as
+    transformers saves it: Llama 4's ``no_rope_layers`` [1] and ``moe_layers`` [0]) is left out, so transformers
+    rebuilds its default for ``layers``; another ``layer_types`` or ``no_rope_layers`` is refused (extending a
+    hand-written pattern would guess); another ``moe_layers`` keeps its indices (the new layers dense, as
+    transformers reads the list)."""
     from transformers import AutoConfig
 
     from .models.config import ConfigError
     from .models.hf_fields import resized
 
-    types = config.get("layer_types")
     out = resized(dict(config, model_type=model_type), layers)
     out.pop("model_type")
-    if isinstance(types, list) and "layer_types" not in out:
-        own = {key: value for key, value in config.items() if key != "layer_types"}
-        default = list(AutoConfig.for_model(model_type, **own).layer_types or [])
-        if default != types:
-            raise ConfigError(f"layer_types {types!r} is not {model_type}'s default pattern for "
-                              f"{len(types)} layers ({default!r}): a model of {layers} layers cannot be built from "
-                              "it without guessing; give a config with at least that many layers")
+    own = config.get("n_layer" if model_type == "gpt2" else "num_hidden_layers")
+    if not isinstance(own, int) or layers <= own:
+        return out
+    for key in DERIVED_PER_LAYER:
+        given = config.get(key)
+        if not isinstance(given, list):
+            continue
+        rest = {name: value for name, value in config.items() if name != key and name not in NOT_CONFIG}
+        default = getattr(AutoConfig.for_model(model_type, **rest), key, None)
+        if given == list(default or []):
+            out.pop(key, None)  # transformers' own pattern for the file's count: rebuilt for ``layers``
+        elif key != "moe_layers":
+            raise ConfigError(f"{key} {given!r} is not {model_type}'s default pattern for {own} layers "
+                              f"({list(default or [])!r}): a model of {layers} layers cannot be built from it without "
+                              "guessing; give a config with at least that many layers")
     return out
+
+
+def resized_config(config: Mapping, layers: int) -> dict:
+    """A ``config.json`` dict (with its ``model_type``) as :func:`hf_model` builds it with ``layers`` layers: what
+    the bill is read from when a traced layer is set against it."""
+    config = dict(config)
+    model_type = config.pop("model_type")
+    return {**_resized(model_type, config, layers), "model_type": model_type}
 
 
 def hf_model(config: Mapping, attention: str = "sdpa", layers: int | None = None, dtype: str = "bfloat16",
@@ -735,7 +762,7 @@ def hf_model(config: Mapping, attention: str = "sdpa", layers: int | None = None
     logging.set_verbosity_error()
     config = dict(config)
     model_type = config.pop("model_type")
-    for key in ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map"):
+    for key in NOT_CONFIG:
         config.pop(key, None)
     if layers is not None:
         config = _resized(model_type, config, layers)

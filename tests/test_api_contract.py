@@ -314,9 +314,12 @@ DEEPSEEK = json.loads((Path(symbolic.__file__).parent / "data" / "deepseek-v3.js
     (dict(GPT2, add_cross_attention=True), r"add_cross_attention = true adds a cross-attention block"),
     (dict(GPT2, add_cross_attention="yes"), r"add_cross_attention must be true or false"),
     (dict(LLAMA, is_encoder_decoder=True), r"is_encoder_decoder = true adds an encoder stack"),
-    (dict(DEEPSEEK, first_k_dense_replace=99), r"first_k_dense_replace = 99 is more than num_hidden_layers = 61"),
+    (dict(DEEPSEEK, first_k_dense_replace=-1), r"first_k_dense_replace must be a non-negative integer, got -1"),
+    (dict(DEEPSEEK, n_shared_experts=-1), r"n_shared_experts must be a non-negative integer for deepseek_v3"),
     (dict(QWEN3_MOE, num_experts=8, mlp_only_layers=[99, -1]), r"mlp_only_layers holds \[99, -1\], outside .*0\.\.3"),
     (dict(LLAMA, model_type="mistral", sliding_window=-4096), r"sliding_window must be a positive number"),
+    (dict(LLAMA, model_type="qwen2_moe", sliding_window=0, use_sliding_window=True),
+     r"sliding_window must be a positive number of tokens \(or null; 0 with use_sliding_window false\), got 0"),
     (dict(LLAMA, model_type="gpt_neox", rotary_pct=2.0), r"rotary_pct must be a fraction in \(0, 1\]"),
     (dict(LLAMA, partial_rotary_factor=0), r"partial_rotary_factor must be a fraction"),
     (dict(LLAMA, layer_types=["full_attention"]), r"layer_types has 1 entries for num_hidden_layers = 4"),
@@ -366,6 +369,53 @@ def test_trace_hf_on_configs_as_transformers_saves_them(tmp_path, capsys):
     assert json.loads((tmp_path / "config.json").read_text())["layer_types"] == ["full_attention"]
     assert main(["trace", "--hf", str(tmp_path / "config.json"), "--seq", "16", "--batch", "2"]) == 0
     assert "traced == declared at every point" in capsys.readouterr().out
+
+
+LLAMA4_ONE_LAYER = dict(num_hidden_layers=1, hidden_size=48, num_attention_heads=4, num_key_value_heads=2,
+                        head_dim=12, intermediate_size=14, intermediate_size_mlp=22, vocab_size=101,
+                        max_position_embeddings=64, num_local_experts=3, num_experts_per_tok=1, attention_chunk_size=16)
+
+
+def test_trace_hf_on_a_one_layer_llama4_as_transformers_saves_it(tmp_path, capsys):
+    """Llama4TextConfig writes no_rope_layers [1] and moe_layers [0] for one layer; the trace's model of two
+    layers takes transformers' default for two (both RoPE, both MoE) instead of the file's one-entry lists."""
+    pytest.importorskip("transformers")
+    from transformers import AutoConfig
+
+    from symbolic.trace import resized_config
+
+    AutoConfig.for_model("llama4_text", **LLAMA4_ONE_LAYER).save_pretrained(tmp_path)
+    raw = json.loads((tmp_path / "config.json").read_text())
+    assert (raw["no_rope_layers"], raw["moe_layers"]) == ([1], [0])
+    two = resized_config(raw, 2)
+    assert two["num_hidden_layers"] == 2 and not {"no_rope_layers", "moe_layers", "layer_types"} & set(two)
+    assert resized_config(raw, 1)["no_rope_layers"] == [1]
+    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--seq", "8", "--batch", "2"]) == 0
+    assert "traced == declared at every point" in capsys.readouterr().out
+
+
+def test_trace_hf_on_a_qwen2_moe_without_experts_measures_its_dense_layer(tmp_path, capsys):
+    """num_experts 0: every layer Qwen2MoeDecoderLayer builds is the dense MLP (modeling_qwen2_moe.py:358-363);
+    the trace sets the layer against the bill's dense layer, not the MoE inventory of its fitted path."""
+    pytest.importorskip("transformers")
+    from transformers import AutoConfig
+
+    AutoConfig.for_model("qwen2_moe", num_hidden_layers=1, hidden_size=48, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=80, vocab_size=101, max_position_embeddings=64,
+                         num_experts=0).save_pretrained(tmp_path)
+    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--seq", "8", "--batch", "2"]) == 0
+    assert "traced == declared at every point" in capsys.readouterr().out
+
+
+def test_trace_hf_refuses_to_extend_a_hand_written_pattern():
+    pytest.importorskip("transformers")
+    from symbolic.trace import resized_config
+
+    raw = dict(LLAMA4_ONE_LAYER, model_type="llama4_text", no_rope_layers=[0], moe_layers=[])
+    with pytest.raises(symbolic.ConfigError, match=r"no_rope_layers \[0\] is not llama4_text's default pattern "
+                       r"for 1 layers \(\[1\]\)"):
+        resized_config(raw, 2)
+    assert resized_config(dict(raw, no_rope_layers=[1]), 2)["moe_layers"] == []  # its one layer dense: both dense
 
 
 # --- the keyword space: a result or a ConfigError, never another exception, never NaN --------

@@ -157,3 +157,89 @@ def test_derive_prints_a_composed_layer_in_its_own_letters(capsys):
     bill = make_bill(preset("deepseek-v3"), Layout(seq=4096))
     values = {SYMBOLS[k]: v for k, v in bill.values.items()}
     assert expand(expr.subs(values)) * 61 == bill.totals["activation_bytes"]
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_published_configs_as_transformers_saves_them(name, tmp_path):
+    """A published config after a ``save_pretrained`` round trip (every field written out as transformers 5.24.0
+    stores it: Qwen2-MoE's ``"sliding_window": 0`` for no window, Falcon's ``num_kv_heads`` filled in) is billed
+    to the same count as the file itself."""
+    require("transformers")
+    from transformers import AutoConfig
+
+    entry = PUBLISHED[name]
+    raw = dict(entry["config"])
+    for key in ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map"):
+        raw.pop(key, None)
+    AutoConfig.for_model(raw.pop("model_type"), **raw).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert make_bill(hf.load_hf_config(tmp_path / "config.json")).totals["params"] == entry["transformers_params"], \
+        {key: saved.get(key) for key in ("sliding_window", "use_sliding_window")}
+
+
+def saved_as_transformers(model_type: str, **changes) -> dict:
+    """``tiny(model_type, **changes)`` as transformers 5.24.0 writes it (``AutoConfig.for_model(...).to_dict()``:
+    every field, the derived ones filled in)."""
+    from transformers import AutoConfig
+
+    fields = tiny(model_type, **changes)
+    fields.pop("model_type")
+    return {**AutoConfig.for_model(model_type, **fields).to_dict(), "model_type": model_type}
+
+
+@pytest.mark.parametrize("model_type, changes", [
+    # FalconAttention: 3h wide QKV without multi_query or new_decoder_architecture, num_kv_heads unread there
+    ("falcon", {"multi_query": False, "num_kv_heads": 2}),
+    ("falcon", {"multi_query": False, "num_kv_heads": 2, "parallel_attn": False, "bias": True}),
+    # DeepseekV3DecoderLayer: MoE iff layer_idx >= first_k_dense_replace; past L, every layer dense
+    ("deepseek_v3", {"first_k_dense_replace": 5}),
+    ("deepseek_v2", {"first_k_dense_replace": 4}),
+    # shared_experts = MLP(moe_intermediate_size * n_shared_experts): 0 wide, no parameters
+    ("deepseek_v3", {"n_shared_experts": 0}),
+    ("deepseek_v2", {"n_shared_experts": 0}),
+    # Qwen3MoeDecoderLayer / Qwen2MoeDecoderLayer: MoE iff num_experts > 0 and ...: none, every layer dense
+    ("qwen3_moe", {"num_experts": 0}),
+    ("qwen2_moe", {"num_experts": 0, "mlp_only_layers": None}),
+    # CohereAttention's q_norm, k_norm: CohereLayerNorm((heads, head_dim)), a·d_h and g·d_h weights
+    ("cohere", {"use_qk_norm": True}),
+    ("cohere", {"use_qk_norm": True, "num_key_value_heads": 1, "head_dim": 10}),
+    # Falcon's alibi: no rotary, no parameters (build_alibi_tensor makes a buffer-free bias)
+    ("falcon", {"alibi": True}),
+    ("falcon", {"alibi": True, "new_decoder_architecture": True, "num_kv_heads": 2}),
+])
+def test_configs_as_transformers_saves_them_count_as_it_builds_them(model_type, changes):
+    """Issue 40: configs transformers accepts, as it saves them, billed to its meta-device count."""
+    require("transformers")
+    raw = saved_as_transformers(model_type, **changes)
+    assert make_bill(hf.from_hf_dict(raw, "tiny")).totals["params"] == hf_parameter_count(raw), changes
+
+
+def test_falcon_num_kv_heads_without_multi_query_is_stated():
+    """num_kv_heads ≠ a with neither multi_query nor new_decoder_architecture: HF builds every head's K and V
+    (modeling_falcon.py:235) and its forward fails reshaping them into num_kv_heads heads (:320): billed as
+    built, the failure stated."""
+    model = hf.from_hf_dict(tiny("falcon", multi_query=False, num_kv_heads=2), "tiny")
+    assert model.kv_heads == 0  # = a: multi-head attention
+    assert any(note.startswith("num_kv_heads = 2 with multi_query false") and "fails" in note
+               for note in model.approximations)
+    assert not any("num_kv_heads" in note for note in hf.from_hf_dict(tiny("falcon", multi_query=False),
+                                                                       "tiny").approximations)
+
+
+def test_deepseek_with_every_layer_dense_has_no_router_buffer():
+    """first_k_dense_replace past the layer count: every layer dense, stated so, no e_score_correction_bias."""
+    model = hf.from_hf_dict(tiny("deepseek_v3", first_k_dense_replace=5), "tiny")
+    assert dict(model.dims)["L_d"] == 3
+    assert any(note.startswith("3 of the 3 layers (the first 3) have a dense MLP") for note in model.approximations)
+    assert not any("e_score_correction_bias" in note for note in model.approximations)
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_moe", "qwen3_moe"])
+def test_qwen_moe_without_experts_is_the_dense_model(model_type):
+    """num_experts 0: every layer HF builds is the dense MLP, so the bill is a dense model's (no expert levers),
+    and says why; a negative count is still one line."""
+    model = hf.from_hf_dict(tiny(model_type, num_experts=0), "tiny")
+    assert model.experts == 0 and model.recipe.moe == "none"
+    assert any(note.startswith("num_experts = 0: HF builds every one of the") for note in model.approximations)
+    with pytest.raises(ConfigError, match="num_experts must be a positive integer, got -1"):
+        hf.from_hf_dict(tiny(model_type, num_experts=-1), "tiny")

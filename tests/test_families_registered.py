@@ -35,7 +35,6 @@ def test_granite_multipliers_are_read_and_stated():
     ("phimoe", "num_experts_per_tok", {"num_experts_per_tok": 3}),
     ("phi", "head_dim", {"qk_layernorm": True, "head_dim": 16}),  # q_layernorm is LayerNorm(h/a): HF fails too
     ("olmoe", "clip_qkv", {"clip_qkv": -1.0}),
-    ("falcon", "alibi", {"alibi": True}),
 ])
 def test_what_a_family_does_not_model_is_one_line(model_type, field, changes, tmp_path, capsys):
     path = tmp_path / "config.json"
@@ -154,3 +153,13 @@ def test_llama4_without_text_config_is_one_line(tmp_path, capsys):
     assert main(["bill", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "text_config" in err
+
+
+def test_falcon_alibi_states_its_one_mask_per_model():
+    """ALiBi adds no parameter; its bias, folded into one (b, a, s, s) bf16 mask per step that every layer's SDPA
+    keeps (modeling_falcon.py:740-775), is stated with its size, 2·a·b·s² bytes (traced: the first layer keeps
+    it, the others share it, tests/test_family_traces.py)."""
+    model = hf.from_hf_dict(tiny("falcon", alibi=True), "tiny")
+    assert model.recipe.alibi and not hf.from_hf_dict(tiny("falcon"), "tiny").recipe.alibi
+    note = next(line for line in model.approximations if line.startswith("alibi:"))
+    assert f"{2 * 4 * 64 * 64:,} B at s = 64" in note and "2·a·b·s² bytes once per model" in note

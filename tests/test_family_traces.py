@@ -73,7 +73,9 @@ def test_dense_layers_of_an_moe_model(family):
     ("llama", {"attention_bias": True, "mlp_bias": True, "head_dim": 10}),
     ("mixtral", {"head_dim": 10}),
     ("qwen2_moe", {"shared_expert_intermediate_size": 0}),
+    ("qwen3_moe", {"num_experts": 0}),  # every layer the dense MLP (Qwen3MoeDecoderLayer: num_experts > 0 and ...)
     ("deepseek_v3", {"norm_topk_prob": False}),
+    ("deepseek_v3", {"norm_topk_prob": False, "n_shared_experts": 0}),  # a 0-wide shared MLP, run as HF runs it
     ("deepseek_v2", {"topk_method": "group_limited_greedy", "n_group": 2, "topk_group": 1, "q_lora_rank": 14}),
     ("falcon", {"multi_query": False, "parallel_attn": False, "bias": True}),
     ("stablelm", {"use_parallel_residual": True}),
@@ -87,6 +89,8 @@ def test_variants(family, changes):
     ("phi", "first", {"qk_layernorm": True}),
     ("phi", "second", {"qk_layernorm": True, "head_dim": None, "partial_rotary_factor": 0.4}),
     ("stablelm", "second", {"qk_layernorm": True}),
+    ("cohere", "first", {"use_qk_norm": True}),  # Command R+: CohereLayerNorm((heads, d_h)) in fp32, no bias
+    ("cohere", "second", {"use_qk_norm": True}),
 ])
 def test_per_head_qk_layernorm(family, dims, changes, attention):
     """Phi's qk_layernorm (one LayerNorm of width h/a over every head) and StableLM's
@@ -97,6 +101,24 @@ def test_per_head_qk_layernorm(family, dims, changes, attention):
     from symbolic.bill.derive import make_bill
 
     raw = _config(family, dims, **changes)
+    assert make_bill(hf.from_hf_dict(raw, "tiny")).totals["params"] == hf_parameter_count(raw)
+    _check(raw, attention, *((5, 2) if dims == "first" else (7, 3)))
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("dims, changes", [
+    ("first", {}),                                                         # multi_query: SDPA's math path
+    ("first", {"multi_query": False, "bias": True}),                       # K a view of the fused output
+    ("second", {}),                                                        # new_decoder_architecture
+    ("second", {"new_decoder_architecture": False, "multi_query": False, "num_kv_heads": None}),
+])
+def test_falcon_alibi(dims, changes, attention):
+    """Falcon with ALiBi (no rotary): the layer HF builds, to the byte and FLOP; its (b, a, s, s) mask is one per
+    model (not a layer's), and a multi-head layer's K reaches SDPA as a view of the fused Q|K|V output."""
+    from _families import hf_parameter_count
+    from symbolic.bill.derive import make_bill
+
+    raw = _config("falcon", dims, alibi=True, **changes)
     assert make_bill(hf.from_hf_dict(raw, "tiny")).totals["params"] == hf_parameter_count(raw)
     _check(raw, attention, *((5, 2) if dims == "first" else (7, 3)))
 

@@ -179,8 +179,11 @@ def _run(args) -> int:
     config = read_json_file(path)
     if not isinstance(config, dict):
         raise ConfigError(f"--hf {clean(args.hf)!r}: a config.json holds one JSON object, not {type(config).__name__}")
-    if config.get("model_type") not in tr.HF_MODELS:
-        return _by_difference(dict(config, **_overrides(args.set)), args)
+    config = dict(config, **_overrides(args.set))
+    # a Qwen2-MoE file without experts is a dense model (every layer HF builds is the dense MLP): its layer is
+    # the bill's composed dense layer, measured by difference, not the MoE inventory the fitted path declares
+    if config.get("model_type") not in tr.HF_MODELS or config.get("num_experts") == 0:
+        return _by_difference(config, args)
     cfg = tr.hf_config(config, args.attention, **_overrides(args.set))
     from sympy import Add
 
@@ -228,14 +231,15 @@ def _by_difference(config: dict, args) -> int:
                           "drop --dtype")
     hf.from_hf_dict(config, "traced", where=clean(args.hf))  # a config the bill refuses is refused here too
 
-    def dense_layers(n: int) -> int:
-        from ..models.hf_fields import resized
+    def kinds(n: int) -> dict:  # the model of n layers, resized as it is built (symbolic.trace.resized_config)
+        return dict(hf.from_hf_dict(tr.resized_config(config, n), "traced").dims)
 
-        return dict(hf.from_hf_dict(resized(config, n), "traced").dims).get("L_d", 0)
-
-    # the layer measured is the second of two: dense if the two-layer model has one more dense layer
+    # the layer measured is the second of two: dense if the two-layer model has one more dense layer, NoPE if
+    # it has one more NoPE layer (Llama 4)
+    one, two = kinds(1), kinds(2)
     saved, layer, extra, values = tr.hf_family_declared(config, args.attention,
-                                                        dense=dense_layers(2) > dense_layers(1))
+                                                        dense=two.get("L_d", 0) > one.get("L_d", 0),
+                                                        nope=two.get("L_n", 0) > one.get("L_n", 0))
     exprs = (activations.total_bytes(saved), Add(*(mm.forward_flops for mm in layer)),
              Add(*(mm.backward_flops for mm in layer)) + extra)
     batches = [b for b in args.batch if b > 1] or [2]

@@ -39,7 +39,9 @@ class Recipe:
     biases on Q/K/V and on the output projection. qk_norm: ``none``,
     ``head`` (RMSNorm over each head's d_h: Qwen3, Gemma-3) or ``full``
     (RMSNorm over all a·d_h query / g·d_h key features: OLMo-2) or ``l2``
-    (Llama 4's weightless L2 norm over each head, on its RoPE layers only).
+    (Llama 4's weightless L2 norm over each head, on its RoPE layers only) or a LayerNorm over each head's d_h:
+    ``head_layernorm`` (Phi), ``head_layernorm_each`` (StableLM, a weight per head),
+    ``head_layernorm_fp32_each`` (Cohere's use_qk_norm: in fp32, a weight per head, no bias).
     fused_qkv: one Q|K|V matrix (Phi-3, GPT-NeoX): the same count.
     q_lora: MLA's queries through a rank-r_q bottleneck (else one h→a(d_n+d_r)).
     mlp: ``gated`` (gate, up, down) or ``plain`` (h→f→h). activation: HF's
@@ -102,6 +104,9 @@ class Recipe:
     attn_temperature: bool = False
     #: eager attention's softmax in the activation dtype, no fp32 copy (Llama 4's eager_attention_forward)
     softmax_bf16: bool = False
+    #: Falcon's ``alibi``: no rotary; the ALiBi bias is folded into one (b, a, s, s) additive mask per model
+    #: (not per layer), and under SDPA the multi-head layer's K is a view of the fused Q|K|V output
+    alibi: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -117,7 +122,7 @@ class Recipe:
 
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
-                "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16")
+                "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

@@ -171,6 +171,10 @@ def _field(raw: dict, name: str):
     return None
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _present(raw: dict, name: str) -> bool:
     return any(key in raw for key in (name, *ALIASES.get(name, ())))
 
@@ -428,7 +432,16 @@ def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int,
                       norm="rmsnorm_fp32" if model_type == "olmo2" else "rmsnorm",
                       fused_qkv=model_type == "phi3", fused_gate_up=model_type == "phi3",
                       rotary_cat=model_type == "phi3")
-        if model_type in ("qwen2_moe", "qwen3_moe", "mixtral"):
+        no_experts = model_type in ("qwen2_moe", "qwen3_moe") and _field(raw, "num_experts") == 0 \
+            and _is_int(_field(raw, "num_experts"))
+        if no_experts:
+            # Qwen3MoeDecoderLayer (modeling_qwen3_moe.py:310-315; Qwen2-MoE's :358-363, transformers 5.24.0): a
+            # layer is MoE iff not in mlp_only_layers and num_experts > 0 and (idx + 1) % decoder_sparse_step == 0,
+            # else the dense MLP of intermediate_size: with no experts every layer is dense, no router, no shared
+            notes.append(f"num_experts = 0: HF builds every one of the {layers} layers with the dense MLP "
+                         f"(width {ffn}), no router or experts; billed as that dense model (the MoE fields are "
+                         "not read)")
+        elif model_type in ("qwen2_moe", "qwen3_moe", "mixtral"):
             moe, extra, more, moe_notes = _moe_fields(model_type, raw, defaults, where, layers, ffn)
             recipe.update(extra)
             dims.update(more)
@@ -462,7 +475,7 @@ def _recipe(model_type: str, raw: dict, defaults: dict, where: str, layers: int,
                               "not modelled; this version refuses it")
         notes += _mtp_notes(model_type, raw, hidden, vocab=_count(raw, "vocab_size", where), moe=moe,
                             dims=dims, recipe=recipe, heads=heads)
-        if model_type == "deepseek_v3":
+        if model_type == "deepseek_v3" and layers > dims.get("L_d", 0):
             sparse = layers - dims.get("L_d", 0)
             notes.append(f"the router's e_score_correction_bias ({moe[0]} per MoE layer, {sparse} × {moe[0]} = "
                          f"{sparse * moe[0]:,} values) is an fp32 buffer in HF, not a parameter: stored in the "
@@ -539,12 +552,12 @@ def _moe_fields(model_type: str, raw: dict, defaults: dict, where: str, layers: 
         shared = width // expert_ffn if width % expert_ffn == 0 else 0
     if model_type in ("deepseek_v2", "deepseek_v3"):
         n_shared = raw.get("n_shared_experts", defaults["n_shared_experts"])
-        if n_shared is not None:
-            n_shared = _count(raw, "n_shared_experts", where, n_shared)
-        # HF builds shared_experts = MLP(moe_intermediate_size * n_shared_experts): None would fail there
-        if not n_shared:
-            raise ConfigError(f"{where}: n_shared_experts must be a positive integer for {model_type} "
-                              "(HF builds one shared MLP of moe_intermediate_size × n_shared_experts)")
+        # HF builds shared_experts = MLP(moe_intermediate_size * n_shared_experts) (modeling_deepseek_v3.py:212,
+        # modeling_deepseek_v2.py:127): None fails there; 0 builds it 0 wide (no parameters), run and added as zeros
+        if isinstance(n_shared, bool) or not isinstance(n_shared, int) or n_shared < 0:
+            raise ConfigError(f"{where}: n_shared_experts must be a non-negative integer for {model_type} "
+                              "(HF builds one shared MLP of moe_intermediate_size × n_shared_experts), got "
+                              f"{json.dumps(n_shared)}")
         extra.update(shared=True)
         dims["f_s"] = expert_ffn * n_shared
         shared = n_shared
@@ -571,6 +584,8 @@ def _dense_layers(model_type: str, raw: dict, defaults: dict, where: str, layers
         first = raw.get("first_k_dense_replace", defaults["first_k_dense_replace"])
         if not isinstance(first, int) or isinstance(first, bool) or first < 0:
             raise ConfigError(f"{where}: first_k_dense_replace must be a non-negative integer, got {json.dumps(first)}")
+        # DeepseekV3DecoderLayer (modeling_deepseek_v3.py:493; V2's :428): MoE iff layer_idx >= first_k_dense_replace,
+        # so a value past the layer count makes every layer dense
         return min(first, layers)
     only = raw.get("mlp_only_layers") or []
     step = raw.get("decoder_sparse_step", defaults["decoder_sparse_step"])

@@ -83,10 +83,6 @@ def check_fields(raw: dict, where: str) -> None:
         raise ConfigError(f"{where}: {key} must be true or false, got {_shown(value)}")
     layers = raw.get("num_hidden_layers")
     layers = layers if _is_int(layers) and layers > 0 else None  # the family's reader names a bad count
-    first = raw.get("first_k_dense_replace")
-    if first is not None and layers is not None and _is_int(first) and first > layers:
-        raise ConfigError(f"{where}: first_k_dense_replace = {first} is more than num_hidden_layers = {layers}: "
-                          f"at most every layer is dense; give 0..{layers}")
     only = raw.get("mlp_only_layers")
     if isinstance(only, list) and layers is not None:
         outside = [index for index in only if _is_int(index) and not 0 <= index < layers]
@@ -94,9 +90,12 @@ def check_fields(raw: dict, where: str) -> None:
             raise ConfigError(f"{where}: mlp_only_layers holds {_shown(outside)}, outside the layer indices "
                               f"0..{layers - 1}")
     window = raw.get("sliding_window")
-    if window is not None and not (_is_int(window) and window > 0):
-        raise ConfigError(f"{where}: sliding_window must be a positive number of tokens (or null), "
-                          f"got {_shown(window)}")
+    # Qwen2MoeConfig.__post_init__ (configuration_qwen2_moe.py:112, transformers 5.24.0) stores 0 for "no window"
+    # when use_sliding_window is false, and save_pretrained writes it: 0 means no window there, and only there
+    off = window == 0 and _is_int(window) and raw.get("use_sliding_window") is False
+    if window is not None and not (_is_int(window) and window > 0) and not off:
+        raise ConfigError(f"{where}: sliding_window must be a positive number of tokens (or null; 0 with "
+                          f"use_sliding_window false), got {_shown(window)}")
     for key in FRACTIONS:
         value = raw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))

@@ -104,7 +104,17 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
     if (recipe.falcon_core or recipe.softmax_bf16) and kernel == "explicit":
         core = parts.Part(core.params, tuple(t for t in core.saved if t.name != "attention/softmax_output"),
                           core.matmuls)
-    if recipe.falcon_core and kernel == "fused":  # SDPA keeps the (b, 1, s, s) additive mask Falcon passes it
+    if recipe.alibi and kernel == "fused" and not recipe.kv_indexed:
+        # Falcon's alibi, multi-head (modeling_falcon.py:265-267, 318-321): no rotary, so K reaches SDPA as a view
+        # of the fused Q|K|V output and the kernel keeps that whole storage (3·a·d_h per token) where the rotary
+        # path keeps K's own copy (traced)
+        core = parts.Part(core.params, tuple(
+            replace(t, shape=t.shape[:-1] + (3 * t.shape[-1],),
+                    note="K without rotary: a view of the fused Q|K|V output, whose whole storage SDPA keeps")
+            if t.name == "attention/key" else t for t in core.saved), core.matmuls)
+    if recipe.falcon_core and kernel == "fused" and not recipe.alibi:
+        # SDPA keeps the (b, 1, s, s) additive mask Falcon passes it; with alibi the mask is one (b, a, s, s)
+        # tensor per model, not per layer (stated by the family's reader)
         core = core + parts.Part(saved=(SavedTensor(
             "attention/mask", (b, s, s), "bf16", Axis.NONE, None, Group.BODY, parts.HF,
             "the additive causal mask FalconAttention passes to SDPA, kept by its backward (traced: per layer)"),))

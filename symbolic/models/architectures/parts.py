@@ -266,11 +266,23 @@ def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnor
     transformers 5.24.0 models/phi/modeling_phi.py, ``q_layernorm``/``k_layernorm``);
     ``head_layernorm_each`` one LayerNorm per head without bias, a·d_h and
     g·d_h weights (StableLmLayerNormPerHead, models/stablelm/modeling_stablelm.py:
-    ``torch.split`` into views of one storage, each normed, then ``torch.cat``)."""
+    ``torch.split`` into views of one storage, each normed, then ``torch.cat``);
+    ``head_layernorm_fp32_each`` Cohere's ``use_qk_norm`` (Command R+): one CohereLayerNorm of
+    shape (heads, d_h) — over each head's d_h, in fp32, a weight per head and feature, no bias —
+    a·d_h and g·d_h weights (models/cohere/modeling_cohere.py:231-236, applied at :254-256)."""
     if kind == "none":
         return NOTHING
-    if kind in ("head", "head_layernorm", "head_layernorm_each"):
+    if kind in ("head", "head_layernorm", "head_layernorm_each", "head_layernorm_fp32_each"):
         return _heads_split(qk_norm(f"_{kind}", width, kv_heads, norm_kind, conv))
+    if kind == "_head_layernorm_fp32_each":
+        out = NOTHING
+        for prefix, heads in (("attention/query_norm", a), ("attention/key_norm", kv_heads)):
+            part = norm(prefix, "layernorm_fp32", width, rows=heads, source=HF)
+            saved = tuple(replace(t, shape=(heads * width,)) if t.name == f"{prefix}_weight_fp32" else t
+                          for t in part.saved)
+            out = out + Part((_weight(f"{prefix}_weight", (heads * width,), HF,
+                                      "CohereLayerNorm of shape (heads, d_h): a weight per head, no bias"),), saved)
+        return out
     if kind in ("_head_layernorm", "_head_layernorm_each"):
         kind = kind[1:]
         out = NOTHING
@@ -289,7 +301,8 @@ def qk_norm(kind: str, width: Expr, kv_heads: Expr = g, norm_kind: str = "rmsnor
     if kind == "full":
         return (norm("attention/query_norm", norm_kind, a * width)
                 + norm("attention/key_norm", norm_kind, kv_heads * width))
-    raise ValueError(f"qk_norm must be none, head, full, l2, head_layernorm or head_layernorm_each, not {kind!r}")
+    raise ValueError(f"qk_norm must be none, head, full, l2, head_layernorm, head_layernorm_each or "
+                     f"head_layernorm_fp32_each, not {kind!r}")
 
 
 def _heads_split(part: Part) -> Part:

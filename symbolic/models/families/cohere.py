@@ -4,7 +4,8 @@ CohereDecoderLayer: one CohereLayerNorm (in fp32, weight only, no bias) whose ou
 blocks, x + attn(ln(x)) + mlp(ln(x)); CohereAttention: GQA, ``attention_bias`` on Q, K, V, O,
 interleaved rotary computed in fp32 (``q.float()``) and cast back; the Llama MLP (gate, up,
 down, SiLU); a final CohereLayerNorm; lm_head tied by default, its logits multiplied by
-``logit_scale``.
+``logit_scale``. ``use_qk_norm`` (Command R+): a CohereLayerNorm of shape (heads, head_dim) on Q
+and one of (kv heads, head_dim) on K, per head, before the rotary.
 """
 from ..config import Recipe
 from .base import Read, multiplier_note, source
@@ -20,12 +21,12 @@ DEFAULTS = {"intermediate_size": 22528, "max_position_embeddings": 8192, "num_ke
 
 
 def read(fields) -> Read:
-    if fields.flag("use_qk_norm"):  # Command-R+: a CohereLayerNorm of (heads, head_dim) on Q and K
-        fields.refuse("use_qk_norm", True, "Cohere without use_qk_norm (the per-head (a, d_h) LayerNorms on Q and K "
-                      "are not modelled)")
     bias = fields.flag("attention_bias")
+    # use_qk_norm (Command R+): CohereAttention's q_norm, k_norm, CohereLayerNorm((heads, head_dim)) over each
+    # head's width in fp32, no bias (modeling_cohere.py:228-236), on Q and K before the transpose and rotary (:254)
     recipe = Recipe(MODEL_TYPE, norm="layernorm_fp32", residual="parallel_shared", qkv_bias=bias, o_bias=bias,
-                    activation=fields.activation())
+                    activation=fields.activation(),
+                    qk_norm="head_layernorm_fp32_each" if fields.flag("use_qk_norm") else "none")
     return Read(recipe, ffn=fields.count("intermediate_size"),
                 kv_heads=fields.count("num_key_value_heads", fields.heads),
                 seq=fields.count("max_position_embeddings"), head_dim=fields.count("head_dim"),
