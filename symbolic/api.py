@@ -71,6 +71,13 @@ def _steady(global_batch, pp, micro_batch, dp):
     return steady_state_batch(global_batch, pp, micro_batch, dp)
 
 
+def _loss_under_tp(config: ModelConfig, loss: str) -> str | None:
+    """``plan``'s kernel for its layouts with t > 1 (``symbolic.layout.layout.loss_under_tp``)."""
+    from .layout.layout import loss_under_tp
+
+    return loss_under_tp(config, loss)
+
+
 def default_loss(config: ModelConfig, tp=1) -> str:
     """The loss kernel of the model's usual stack at ``tp`` (``symbolic.layout.layout.default_loss``)."""
     from .layout.layout import default_loss as usual
@@ -438,8 +445,7 @@ def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int =
         fixed={name: fixed.get(name) for name in FIXABLE}, overlap=hidden,
         moe_capacity=moe_capacity_factor, loss=shared.loss, flash_attention=shared.flash_attention,
         # no loss given and none filled: each layout's default, the bill's (vocabulary-parallel under TP)
-        loss_under_tp=(default_loss(config, 2) if loss is None and shared.loss == default_loss(config)
-                       and default_loss(config, 2) != shared.loss else None),
+        loss_under_tp=None if loss is not None else _loss_under_tp(config, shared.loss),
         levers=_levers(lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
                        offload=offload, activation_offload=activation_offload)))
     elapsed = time.perf_counter() - start
@@ -483,7 +489,7 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
           global_batch: int = 0, gpu: str | None = None, loss: str | None = None,
           framework: str | None = None,
           lora: int = 0, lora_targets: str = "all-linear", base_dtype: str = "bf16", double_quant: bool = True,
-          offload: str = "none", activation_offload: bool = False) -> Solve:
+          offload: str = "none", activation_offload: bool = False, sp_inputs: str = "sharded") -> Solve:
     """``symbolic solve``: the largest ``max`` (``"micro-batch"`` or ``"seq"``)
     for which the layout fits ``gpu_memory``, solved exactly and checked by the bill."""
     from .search.solve import solve_limit
@@ -497,7 +503,7 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config, tp),
                      lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
-                     offload=offload, activation_offload=activation_offload)
+                     offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs)
     filled, layout, _ = _preset(framework, layout)
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
@@ -547,7 +553,7 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
              interleave: int = 1, dtype: str = "bf16", global_batch: int = 0, gpu: str | None = None,
              loss: str | None = None, framework: str | None = None,
              lora: int = 0, lora_targets: str = "all-linear", base_dtype: str = "bf16", double_quant: bool = True,
-             offload: str = "none", activation_offload: bool = False) -> Timeline:
+             offload: str = "none", activation_offload: bool = False, sp_inputs: str = "sharded") -> Timeline:
     """``symbolic timeline``: the four lifetime classes over one step, the peak
     and its phase t*; ``optimize`` names optimisations (``"flash-attention"``, ...)."""
     from .render.timeline import report
@@ -559,7 +565,7 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config, tp),
                      lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
-                     offload=offload, activation_offload=activation_offload)
+                     offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs)
     filled, layout, _ = _preset(framework, layout)
     comm = CommSettings(nccl_buffsize, nccl_channels, bucket)
     choice = _gpu_choice(gpu, gpu_memory, None)

@@ -29,7 +29,7 @@ on the same ``config.json``): exact to the byte, or named with its reason.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 #: pytorch/torchtitan at the commit read for the placements and the checkpoint wrapper.
 TORCHTITAN = "pytorch/torchtitan b5bcd76c"

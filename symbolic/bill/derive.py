@@ -11,11 +11,11 @@ from sympy import Add, Expr, Integer, ceiling
 from sympy import Basic
 from sympy.printing.str import StrPrinter
 
-from ..core.dims import E_s, L, L_1, L_m, L_p, P, Psi, c, e, e_t, f, p, s, t
+from ..core.dims import E_s, L, P, Psi, c, e, e_t, f, p, s, t
 from ..core.tensors import Group
 from ..layout.experts import MEGATRON, routed_expert
 from ..layout.layout import Layout
-from ..layout.stages import exact_stages, in_kind, stage_mix, stage_parameters, verdict_mixes
+from ..layout.stages import exact_stages, in_kind, stage_mix, stage_parameters, uneven_stage_ways, verdict_mixes
 from ..layout.strategies import DISPATCHED
 from ..ledgers import activations, flops, params, peak, states
 from ..models.architectures import INVENTORIES, composed, llama, moe, output
@@ -473,13 +473,14 @@ def model_state_blocks(model: ModelConfig, layout: Layout, param_inv, recipe, ze
     zero = layout.zero if zero is None else zero
     context = c if layout.cp > 1 else Integer(1)
     routed = routed_expert_parameters(param_inv)
-    pipeline = stage_ways(layout, stage)
     if layout.pp > 1 and exact_stages(model, layout):
-        # the stage's own layers, by kind, and its embedding or output side (layout.stages)
+        # the stage's own layers, by kind, and its embedding or output side (layout.stages): any rank
         mix = stage_mix(model, layout, stage)
         params = stage_parameters(param_inv, mix, pipeline=True)
         routed = stage_parameters(param_inv, mix, pipeline=True, select=lambda term: routed_expert(term.name))
         pipeline = Integer(1)
+    else:
+        pipeline = stage_ways(layout, stage)
     if not model.experts:
         return states.blocks(recipe, zero, params, context_parallel=context, pipeline_parallel=pipeline)
     ep_ways, etp_ways = expert_ways(layout)
@@ -538,9 +539,7 @@ def stage_ways(layout: Layout, stage: str = "first") -> Expr:
     counts) L/L_1 on the first, L/L_m on the middle ones and L/L_p on the last, so that a layer
     term's L becomes the stage's L_1, L_m or L_p (first order, as the even split: the
     embedding's placement not counted apart in the model states)."""
-    if not layout.uneven_stages:
-        return p
-    return L / {"first": L_1, "middle": L_m}.get(stage, L_p)
+    return uneven_stage_ways(stage) if layout.uneven_stages else p
 
 
 def expert_ways(layout: Layout) -> tuple:
@@ -580,15 +579,15 @@ ROW_PARALLEL = ("layer/attention/output_weight", "layer/attention/projection_wei
                 "layer/mlp/fc2_weight")
 
 
-def weight_gradient_only(term) -> bool:
+def weight_gradient_only(term, fused_kernel: bool) -> bool:
     """Whether a saved tensor is kept only for a weight's gradient, so a frozen weight does not keep it
     (autograd saves a linear's input only when its weight requires grad: ``mm``'s derivative saves
     ``self`` under ``should_compute_output(1)``): a weight GEMM's input that is nothing else's backward
     operand (:data:`~symbolic.layout.strategies.FP8_GEMM_INPUTS`; an MLA's up projections' latent inputs;
-    the output projection's input where it
-    is a tensor of its own — an explicit attention's context, a contiguous copy of a fused kernel's
-    output — not the fused kernel's own output, which the kernel keeps), and an RMSNorm's x·rstd, kept
-    for its weight's gradient only (``parts.norm``: ``*_normalized``)."""
+    the output projection's input where it is a tensor of its own — an explicit or math attention's
+    context, a contiguous copy of a fused kernel's output — not the fused kernel's own output, which the
+    kernel keeps: ``fused_kernel``, the layer's attention keeps a log-sum-exp), and an RMSNorm's x·rstd,
+    kept for its weight's gradient only (``parts.norm``: ``*_normalized``)."""
     from fnmatch import fnmatchcase
 
     from ..layout.strategies import FP8_GEMM_INPUTS
@@ -597,7 +596,7 @@ def weight_gradient_only(term) -> bool:
             or term.name.endswith("_normalized"):
         return True
     if term.name == "attention/projection_input":
-        return "kernel's output" not in term.note
+        return not fused_kernel
     return any(fnmatchcase(term.name, pattern) for pattern in FP8_GEMM_INPUTS)
 
 
@@ -659,8 +658,10 @@ def lora_saved(saved_inv, param_inv, layout: Layout):
         extra.append(SavedTensor(f"lora/{name}_down_output", (s, b, r), dtype, Axis.NONE, None, Group.BODY, PEFT,
                                  f"A·x in {dtype}, kept for the gradient of B"))
 
+    fused_kernel = "attention/logsumexp" in saved_inv.names()
+
     def kept(term) -> bool:
-        if not weight_gradient_only(term):
+        if not weight_gradient_only(term, fused_kernel):
             return True
         return not copies and bool(adapted & set(ADAPTED_INPUTS.get(term.name, ())))
     return type(saved_inv)(tuple(term for term in saved_inv.terms if kept(term)) + tuple(extra),

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..core.inputs import clean
 from ..layout.layout import MEMORY_LEVERS, Layout, default_loss, steady_state_batch  # noqa: F401 (re-exported)
+from ..layout.layout import loss_under_tp as layout_loss_under_tp
 from ..layout.options import (COUNT_SUFFIXES, DTYPE_ALIASES, GPU_MEMORY, LIMITS, MEMORY_UNITS, OPTIONS,  # noqa: F401
                               Option, _decimal, _interned_int, add, bounded_float, bounded_int, dtype,
                               model_from_text, parse_count, parse_memory, parse_memory_or_share, parse_ratio, read,
@@ -213,10 +214,9 @@ def loss_under_tp(args, model: ModelConfig, loss: str) -> str | None:
     """For ``plan``, which sweeps t: the loss kernel of its layouts with t > 1 when no ``--loss`` was typed and
     the preset left the model's usual one — the bill's default under tensor parallelism
     (``layout.default_loss``), so each layout is priced as its bill would be; None otherwise."""
-    if getattr(args, "loss", None) is not None or model is None or loss != default_loss(model):
+    if getattr(args, "loss", None) is not None or model is None:
         return None
-    under = default_loss(model, 2)
-    return under if under != loss else None
+    return layout_loss_under_tp(model, loss)
 
 
 def add_time_options(parser: argparse.ArgumentParser, gpus_per_node: bool = True) -> None:

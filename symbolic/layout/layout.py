@@ -28,7 +28,7 @@ from .choices import (
 from .experts import validate_expert_parallel
 from .suggest import largest_divisor, smallest_multiple_at_least, try_flags
 from .recipes import RECIPES
-from .stages import MEGATRON_STAGES, indivisible_layers, stage_layers  # noqa: F401 (re-exported: the layout's rule)
+from .stages import MEGATRON_STAGES, indivisible_layers, stage_key_rank, stage_layers  # noqa: F401 (re-exported: the layout's rule)
 
 if TYPE_CHECKING:
     from .strategies import Strategy
@@ -431,6 +431,16 @@ def default_loss(model: ModelConfig, tp: int = 1) -> str:
     return "vocab-parallel" if tp > 1 else "eager"
 
 
+def loss_under_tp(model: ModelConfig, loss: str) -> str | None:
+    """For a sweep over t (``plan``) whose layouts share ``loss``: the kernel its layouts with t > 1 take
+    instead — the model's default under tensor parallelism (:func:`default_loss`) where ``loss`` is the
+    model's usual one on one rank; None where they take ``loss`` too (a kernel chosen, or the same)."""
+    if loss != default_loss(model):
+        return None
+    under = default_loss(model, 2)
+    return under if under != loss else None
+
+
 #: The stages the symbolic verdict accounts: the first (rank 0, the most in flight), the last (rank
 #: p − 1, the output side), and ``middle`` — rank 1, the busiest of the stages between them, which
 #: all hold the same L_m layers under Megatron-Core's first/last-stage rule (``stages.stage_layers``).
@@ -439,10 +449,10 @@ STAGES = ("first", "last", "middle")
 
 def stage_rank_of(stage: str, pp: int) -> int:
     """The pipeline rank a symbolic stage stands for: ``first`` 0, ``middle`` 1 (the middle stages hold
-    alike and rank 1 has the most of them in flight), ``last`` p − 1."""
+    alike and rank 1 has the most of them in flight), ``last`` p − 1 (``stages.stage_key_rank``)."""
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {', '.join(STAGES)}, not {stage!r}")
-    return {"first": 0, "middle": 1, "last": pp - 1}[stage]
+    return stage_key_rank(stage, pp)
 
 
 def in_flight(pp: int, interleave: int, micro_batches: int, stage: str = "first") -> int:

@@ -473,6 +473,13 @@ def stage_mix(model: ModelConfig, layout, stage: str = "first") -> StageMix:
     return StageMix(stage, rank, chunks, _prune(moments), embedding=rank == 0, loss=rank == pp - 1)
 
 
+def uneven_stage_ways(stage: str):
+    """What an uneven ``stage`` divides the layers' parameters by, so that a layer term's L becomes the
+    stage's own count: L/L_1 (first), L/L_m (middle), L/L_p (last) — first order, as the even split's p."""
+    from ..core.dims import L, L_1, L_m, L_p
+    return L / {"first": L_1, "middle": L_m, "last": L_p}[stage]
+
+
 def kind_substitution(kind: str) -> dict:
     """What makes the inventory's averaged layer one layer of ``kind``: its MoE terms carry the share
     (L − L_d)/L and its dense MLP L_d/L (``models.architectures.parts.dense_share``), so L_d = 0 is
@@ -521,17 +528,9 @@ def stage_key(rank: int, pp: int) -> str:
 
 
 def stage_key_rank(key: str, pp: int) -> int:
-    """The pipeline rank of a verdict stage's key (:func:`stage_key`; ``middle``: the symbolic middle
-    stage, rank 1 — the busiest of the middle stages, which hold alike)."""
-    if key == "first":
-        return 0
-    if key == "last":
-        return pp - 1
-    if key == "middle":
-        return 1
-    if key.startswith("rank") and key[4:].isdigit():
-        return int(key[4:])
-    raise ValueError(f"not a verdict stage: {key!r}")
+    """The pipeline rank of a verdict stage's key (:func:`stage_key`, read by :func:`stage_rank`;
+    ``middle``: the symbolic middle stage, rank 1 — the busiest of the middle stages, which hold alike)."""
+    return 1 if key == "middle" else stage_rank(key, pp)
 
 
 def stage_words(key: str, pp: int) -> str:

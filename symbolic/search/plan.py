@@ -61,6 +61,7 @@ import numpy as np
 # derived — inside the functions below that build expressions.
 from ..layout.choices import FLOAT_ACTIVATION_DTYPES, RECOMPUTE
 from ..layout.layout import Layout, stage_layers
+from ..layout.stages import uneven_stage_ways
 from ..layout.recipes import RECIPES  # the ledgers' recipes (ledgers.states re-exports them), as plain data
 from ..ledgers.buffers import CommSettings
 from ..ledgers.hardware import Hardware
@@ -258,7 +259,7 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
                if structure.arch == "moe" and experts[0] else [])
     out = []
     for stage in _verdict_stages(schedule, uneven):
-        ways = _stage_ways(stage) if uneven else p
+        ways = uneven_stage_ways(stage) if uneven else p
         blocks = _state_blocks(recipe, zero, cp, structure, experts[0], experts[1], ways)
         temporary = (Add(*_state_blocks(states.FP32_TEMPORARY, zero, cp, structure, experts[0], experts[1],
                                         ways).values())
@@ -281,13 +282,6 @@ def _verdict_stages(schedule: str, uneven: bool) -> tuple[str, ...]:
     if schedule == "none":
         return ("first",)
     return ("first", "middle", "last") if uneven else ("first", "last")
-
-
-def _stage_ways(stage: str) -> "Expr":
-    """What an uneven ``stage`` divides the layers' parameters by (``bill.derive.stage_ways``): L/L_1,
-    L/L_m, L/L_p."""
-    from ..core.dims import L, L_1, L_m, L_p
-    return L / {"first": L_1, "middle": L_m, "last": L_p}[stage]
 
 
 def comm_bytes(tp, dp, pp, cp, ep=1, etp=None, settings: CommSettings = CommSettings()):
@@ -611,7 +605,7 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
             if structure.has_experts and (group.ep or group.etp) else {})
 
     def stage_states(stage: str) -> tuple[dict, Expr]:
-        ways = _stage_ways(stage) if group.uneven else p
+        ways = uneven_stage_ways(stage) if group.uneven else p
         terms, trainable = states.state_terms(
             recipe, group.zero, param_inv, context_parallel=context, lora=bool(group.lora),
             lora_targets=lever.lora_targets, base_dtype=lever.base_dtype, double_quant=lever.double_quant,

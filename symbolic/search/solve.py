@@ -225,11 +225,10 @@ def _largest_integer(polynomial: Expr, x, usable: int, limit: int = MAX_ANSWER["
         bound, bracket = _rounded_largest(polynomial, x, usable, limit)
         return bound, None, bracket
     try:
-        roots = [r for r in solve(Eq(polynomial, usable), x) if r.is_real and r.is_positive]
+        root = _positive_root(polynomial, x, usable)
     except NotImplementedError:  # a form sympy cannot solve (no such instant today): bisect exactly
         bound, bracket = _rounded_largest(polynomial, x, usable, limit)
         return bound, None, bracket
-    root = max(roots, key=lambda r: r.evalf(50)) if roots else None
     if root is None:
         return None, None, None  # no positive root: no bound from this instant
     bound = int(floor(root))
@@ -241,14 +240,21 @@ def _largest_integer(polynomial: Expr, x, usable: int, limit: int = MAX_ANSWER["
     return bound, root, None
 
 
+def _positive_root(expr: Expr, x, usable: int) -> Expr | None:
+    """The largest positive real root of ``expr = usable``, exact (sympy's ``solve``), or None when there is
+    none; sympy's NotImplementedError when it cannot solve the form."""
+    roots = [r for r in solve(Eq(expr, usable), x) if r.is_real and r.is_positive]
+    return max(roots, key=lambda r: r.evalf(50)) if roots else None
+
+
 def _relaxed_root(expr: Expr, x, usable: int) -> int | None:
-    """floor of the largest positive root of ``expr = usable`` (a polynomial in x), or None (none, or
-    sympy cannot solve it: the bisection then starts from [0, 1])."""
+    """floor of :func:`_positive_root` of ``expr`` (a polynomial in x), or None (no root, or sympy cannot
+    solve it: the bisection then starts from [0, 1])."""
     try:
-        roots = [r for r in solve(Eq(expr, usable), x) if r.is_real and r.is_positive]
+        root = _positive_root(expr, x, usable)
     except NotImplementedError:
         return None
-    return int(floor(max(roots, key=lambda r: r.evalf(50)))) if roots else None
+    return None if root is None else int(floor(root))
 
 
 def _rounded_largest(expr: Expr, x, usable: int, limit: int) -> tuple[int | None, tuple[int, int]]:
