@@ -16,7 +16,7 @@ from _tracing import at, require
 from symbolic.ledgers import activations
 from symbolic.models import hf
 
-ATTENTION = {family: ("eager",) if family in ("gemma2", "gpt2") else ("sdpa", "eager") for family in hf.FAMILIES}
+ATTENTION = {family: ("eager",) if family in ("gemma2", "gpt2", "gpt_oss") else ("sdpa", "eager") for family in hf.FAMILIES}
 
 CASES = [(family, attention, dims) for family in hf.FAMILIES for attention in ATTENTION[family]
          for dims in ("first", "second")]
