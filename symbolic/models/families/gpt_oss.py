@@ -74,26 +74,32 @@ def read(fields) -> Read:
         fields.count("head_dim")
     hidden = fields.hidden
     notes = [
-        f"layer_types: {sliding} sliding-window (window {window}) + {full} full-attention layers; HF applies the "
-        "window as a mask, so each sliding layer keeps and multiplies what a full one does (traced)",
-        # ---- layer-type share: to be wired after the merge of issue 40's sliding-window part ------------------
-        # (sliding, full) above are this model's per-layer kinds; the windowed layers' share sliding/L goes
-        # here as that part's letter, so that a kernel with a native window prices sliding layers apart.
-        # ------------------------------------------------------------------------------------------------------
-        "attention is counted as a fused kernel keeping Q, K, V, the output and an fp32 log-sum-exp that includes "
-        "the sink (FlashAttention-3's s_aux / FlashAttention-4's learnable_sink, HF's flash paths on GPU): HF's "
-        "gpt_oss has no SDPA path, and its eager attention (the CPU path) keeps K and V repeated to a heads, the "
+        f"layer_types: {sliding} sliding-window + {full} full-attention layers, each billed as a full-attention layer "
+        "(HF's window is a mask: see the sliding-window line)",
+        # ---- layer-type share: wired here after the merge of issue 40's sliding-window part -------------------
+        # (sliding, full) are this model's per-layer kinds, read from layer_types as HF builds them; that part's
+        # share of windowed layers (sliding/L) is to be set here, so a kernel with a native window prices the
+        # sliding layers apart. Until then the window is stated (symbolic.models.hf._window_notes), not priced.
+        # --------------------------------------------------------------------------------------------------------
+        "attention is billed as a fused kernel with the sink in its log-sum-exp — Q, K, V, the output and the "
+        "fp32 log-sum-exp (FlashAttention-4's learnable_sink, HF's flash path on GPU: Dao-AILab/flash-attention "
+        "flash_attn/cute/interface.py:3117 at 0251105a, backward on SM90/SM100); HF's gpt_oss has no SDPA path "
+        "(_supports_sdpa = False), and its eager attention, the CPU path, keeps K and V repeated to a heads, the "
         "(b, a, s, s + 1) bf16 softmax over the scores and the sink and the int64 index of each row's max: "
         "4·s·b·(a − g)·d_h + 2·b·a·s·(s + 1) + 4·b·a·s bytes per layer more "
-        f"({4 * (heads - kv_heads) * head_dim + 2 * heads + 4 * heads:,}·s·b + {2 * heads:,}·b·s² B; traced)",
-        "HF's flex_attention path (GPU only: its CPU path refuses sinks) renormalises flex's output by the sink "
-        "through its log-sum-exp outside the kernel, keeping 8·b·a·s bytes per layer beyond the fused kernel "
-        f"({8 * heads:,}·b·s B: the (lse, sink) pair, the combined log-sum-exp and the factor, bf16) and the "
-        f"factor's product copied for o_proj (2·s·b·a·d_h, {2 * heads * head_dim:,}·b·s B) — read from "
-        "transformers 5.24.0 integrations/flex_attention.py:344-358, not traced",
-        "the experts are counted as HF's eager experts loop runs them on the hit experts' tokens (the traced path: "
-        "GptOssExperts.forward); from_pretrained's default experts_implementation is grouped_mm (HF "
-        "integrations/moe.py), whose saved tensors are not itemised here",
+        f"({4 * (heads - kv_heads) * head_dim + 6 * heads:,}·s·b + {2 * heads:,}·b·s² B; traced)",
+        "HF's flex_attention path (GPU only: on CPU it refuses sinks) applies the sink outside the kernel, "
+        "renormalising flex's output by its log-sum-exp (transformers 5.24.0 integrations/flex_attention.py:344-358, "
+        "read, not traced): beyond the fused kernel 8·b·a·s bytes per layer (the (lse, sink) pair, the "
+        f"combined log-sum-exp and the factor, bf16; {8 * heads:,}·b·s B) and the renormalised output, "
+        f"2·s·b·a·d_h ({2 * heads * head_dim:,}·s·b B)",
+        "the experts are billed as HF's eager experts loop runs them (GptOssExperts.forward, traced). "
+        "from_pretrained's default experts_implementation is grouped_mm (modeling_utils.py "
+        "get_correct_experts_implementation; integrations/moe.py grouped_mm_experts_forward): it keeps 4 int64 "
+        "indices per token-expert pair instead of 2 and not index_add_'s input, (2·h − 16)·s·b·k − 4·E bytes per "
+        f"layer fewer ({(2 * hidden - 16) * fields.count('num_experts_per_tok'):,}·s·b B; traced), with the same "
+        "matmuls (FlopCounterMode does not count torch._grouped_mm); use_kernels' MegaBlocks MoE MLP is not "
+        "itemised",
         f"the output side's final norm is counted as Llama's RMSNorm: gpt_oss's keeps x·rstd in fp32, 2·s·b·h "
         f"bytes more ({2 * hidden:,} B per token; the output side is reported beside the total, not in it)",
     ]
