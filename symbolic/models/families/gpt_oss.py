@@ -75,7 +75,7 @@ def read(fields) -> Read:
     hidden = fields.hidden
     notes = [
         f"layer_types: {sliding} sliding-window + {full} full-attention layers, each billed as a full-attention layer "
-        "(HF's window is a mask: see the sliding-window line)",
+        f"(HF applies sliding_window {window} as a mask: the traced layer keeps and multiplies what a full one does)",
         # ---- layer-type share: wired here after the merge of issue 40's sliding-window part -------------------
         # (sliding, full) are this model's per-layer kinds, read from layer_types as HF builds them; that part's
         # share of windowed layers (sliding/L) is to be set here, so a kernel with a native window prices the
