@@ -251,3 +251,20 @@ def test_gpt_oss_grouped_mm_experts_gap_is_the_stated_size():
                                          output=lambda out: out.logits.float().sum()).saved_bytes)
         layer[implementation] = measured[1] - measured[0]
     assert layer["eager"] - layer["grouped_mm"] == (2 * h - 16) * s * b * k - 4 * experts
+
+
+@pytest.mark.parametrize("attention, refusal", [
+    ("sdpa", "does not support an attention implementation through torch.nn.functional.scaled_dot_product_attention"),
+    ("flex_attention", "Attention sinks cannot be run on CPU with flex attention"),
+])
+def test_gpt_oss_runs_eager_only_on_cpu(attention, refusal):
+    """Why gpt_oss is traced with eager attention only: transformers 5.24.0 refuses SDPA for it
+    (GptOssPreTrainedModel._supports_sdpa = False) and its flex path refuses sinks on CPU."""
+    require("transformers")
+    import torch
+
+    from symbolic.trace import hf_model
+
+    with pytest.raises(ValueError, match=refusal):
+        model = hf_model(tiny("gpt_oss"), attention, layers=1)
+        model(input_ids=torch.zeros(1, 4, dtype=torch.long))
