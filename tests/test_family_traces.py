@@ -2,7 +2,7 @@
 
 One layer is measured as the model with L + 1 layers less the model with L (the embeddings,
 rotary tables, masks, final norm and loss cancel), at two dimension sets per family, with HF's
-sdpa and eager attention where the family has both (Gemma-2 has eager only; GPT-2 is declared
+sdpa and eager attention where the family has both (Gemma-2 and gpt-oss have eager only; GPT-2 is declared
 for eager). What the layer saves: ``symbolic.trace`` (storages autograd still holds when the
 forward returns); FLOPs: FlopCounterMode, CPU SDPA's gap filled by torch's own formula.
 """
@@ -16,7 +16,8 @@ from _tracing import at, require
 from symbolic.ledgers import activations
 from symbolic.models import hf
 
-ATTENTION = {family: ("eager",) if family in ("gemma2", "gpt2", "gpt_oss") else ("sdpa", "eager") for family in hf.FAMILIES}
+ATTENTION = {family: ("eager",) if family in ("gemma2", "gpt2", "gpt_oss") else ("sdpa", "eager")
+             for family in hf.FAMILIES}
 
 CASES = [(family, attention, dims) for family in hf.FAMILIES for attention in ATTENTION[family]
          for dims in ("first", "second")]
