@@ -83,6 +83,10 @@ TINY: dict[str, dict] = {
                     "head_dim": 20, "intermediate_size": 14, "intermediate_size_mlp": 22, "vocab_size": 101,
                     "max_position_embeddings": 64, "num_local_experts": 3, "num_experts_per_tok": 1,
                     "moe_layers": [0, 2], "attention_chunk_size": 16},
+    # (h, a, g, d, E, k, f_e) = (56, 4, 2, 18, 4, 2, 22): d ≠ h/a; layer 0 sliding (window 3 < s), layer 1 full
+    "gpt_oss": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 18, "intermediate_size": 22, "vocab_size": 101, "max_position_embeddings": 64,
+                "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 3},
 }
 
 
@@ -238,6 +242,11 @@ SECOND: dict[str, dict] = {
     "llama4_text": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
                     "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 10,
                     "intermediate_size_mlp": 26, "moe_layers": None, "attention_bias": True},
+    # (h, a, g, d, E, k, f_e) = (72, 6, 3, 10, 5, 3, 16); no attention bias; the published swiglu_limit off
+    # the default; sliding first (window 4 < s)
+    "gpt_oss": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+                "intermediate_size": 16, "num_local_experts": 5, "num_experts_per_tok": 3, "attention_bias": False,
+                "swiglu_limit": 3.0, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
 }
 
 

@@ -35,6 +35,8 @@ def test_granite_multipliers_are_read_and_stated():
     ("phimoe", "num_experts_per_tok", {"num_experts_per_tok": 3}),
     ("phi", "head_dim", {"qk_layernorm": True, "head_dim": 16}),  # q_layernorm is LayerNorm(h/a): HF fails too
     ("olmoe", "clip_qkv", {"clip_qkv": -1.0}),
+    ("gpt_oss", "layer_types", {"layer_types": ["sliding_attention", "chunked_attention"]}),
+    ("gpt_oss", "attention_dropout", {"attention_dropout": 0.1}),
 ])
 def test_what_a_family_does_not_model_is_one_line(model_type, field, changes, tmp_path, capsys):
     path = tmp_path / "config.json"

@@ -2,7 +2,7 @@
 
 One layer is measured as the model with L + 1 layers less the model with L (the embeddings,
 rotary tables, masks, final norm and loss cancel), at two dimension sets per family, with HF's
-sdpa and eager attention where the family has both (Gemma-2 has eager only; GPT-2 is declared
+sdpa and eager attention where the family has both (Gemma-2 and gpt-oss have eager only; GPT-2 is declared
 for eager). What the layer saves: ``symbolic.trace`` (storages autograd still holds when the
 forward returns); FLOPs: FlopCounterMode, CPU SDPA's gap filled by torch's own formula.
 """
@@ -16,7 +16,8 @@ from _tracing import at, require
 from symbolic.ledgers import activations
 from symbolic.models import hf
 
-ATTENTION = {family: ("eager",) if family in ("gemma2", "gpt2") else ("sdpa", "eager") for family in hf.FAMILIES}
+ATTENTION = {family: ("eager",) if family in ("gemma2", "gpt2", "gpt_oss") else ("sdpa", "eager")
+             for family in hf.FAMILIES}
 
 CASES = [(family, attention, dims) for family in hf.FAMILIES for attention in ATTENTION[family]
          for dims in ("first", "second")]
@@ -200,3 +201,71 @@ def test_llama4_chunked_sdpa_gap_is_the_stated_size():
     declared = at(activations.total_bytes(saved), **{**values, "s": s, "b": b})
     assert hf_layer_by_difference(raw, "sdpa", s, b)[0] - declared == 4 * s * b * (a - g) * d + 2 * b * s * s
     _check(raw, "eager", s, b)
+
+
+@pytest.mark.parametrize("dims", ["first", "second"])
+def test_gpt_oss_sliding_layer_is_a_full_layer_on_the_traced_path(dims):
+    """gpt-oss's measured layer a sliding one (layer_types), its window shorter than s: HF applies the window as a
+    mask, so it keeps and multiplies what the full layer does — the declared layer, to the byte and the FLOP."""
+    s, b = (5, 2) if dims == "first" else (7, 3)
+    raw = _config("gpt_oss", dims, sliding_window=2, layer_types=["full_attention", "sliding_attention"])
+    _check(raw, "eager", s, b)
+
+
+def test_gpt_oss_eager_attention_gap_is_the_stated_size():
+    """The bill counts the fused kernel (FlashAttention-4 with a learnable sink); HF's eager path keeps more, by
+    exactly the 4·s·b·(a − g)·d_h + 2·b·a·s·(s + 1) + 4·b·a·s bytes the reader's note states (the eager inventory
+    is the traced layer: the tests above)."""
+    raw = _config("gpt_oss", "second")
+    note = next(n for n in hf.from_hf_dict(raw, "t").approximations if n.startswith("attention is billed"))
+    assert "4·s·b·(a − g)·d_h + 2·b·a·s·(s + 1) + 4·b·a·s" in note
+    s, b, a, g, d = 7, 3, 6, 3, 10
+    totals = {}
+    for attention in ("eager", "sdpa"):
+        saved, _, _, values = declared_layer(raw, attention)
+        totals[attention] = at(activations.total_bytes(saved), **{**values, "s": s, "b": b})
+    assert totals["eager"] - totals["sdpa"] == 4 * s * b * (a - g) * d + 2 * b * a * s * (s + 1) + 4 * b * a * s
+
+
+def test_gpt_oss_grouped_mm_experts_gap_is_the_stated_size():
+    """transformers' default experts_implementation, grouped_mm, keeps (2·h − 16)·s·b·k − 4·E bytes fewer per
+    layer than the eager loop the bill counts (four int64 indices per token-expert pair, not two; no index_add_
+    input), as the reader's note states. (Widths whose rows are multiples of 16 bytes: CPU grouped_mm needs them.)"""
+    require("transformers")
+    import torch
+
+    from symbolic.trace import hf_model, trace_module
+
+    raw = _config("gpt_oss", "first", intermediate_size=24)
+    note = next(n for n in hf.from_hf_dict(raw, "t").approximations if n.startswith("the experts are billed"))
+    assert "(2·h − 16)·s·b·k − 4·E bytes per layer fewer" in note
+    s, b, h, k, experts = 5, 2, 56, 2, 4
+    layer = {}
+    for implementation in ("eager", "grouped_mm"):
+        measured = []
+        for n in (1, 2):
+            model = hf_model(raw, "eager", layers=n)
+            model.set_experts_implementation(implementation)
+            torch.manual_seed(1)
+            ids = torch.randint(0, model.config.vocab_size, (b, s))
+            measured.append(trace_module(model, (), {"input_ids": ids}, count_flops=False,
+                                         output=lambda out: out.logits.float().sum()).saved_bytes)
+        layer[implementation] = measured[1] - measured[0]
+    assert layer["eager"] - layer["grouped_mm"] == (2 * h - 16) * s * b * k - 4 * experts
+
+
+@pytest.mark.parametrize("attention, refusal", [
+    ("sdpa", "does not support an attention implementation through torch.nn.functional.scaled_dot_product_attention"),
+    ("flex_attention", "Attention sinks cannot be run on CPU with flex attention"),
+])
+def test_gpt_oss_runs_eager_only_on_cpu(attention, refusal):
+    """Why gpt_oss is traced with eager attention only: transformers 5.24.0 refuses SDPA for it
+    (GptOssPreTrainedModel._supports_sdpa = False) and its flex path refuses sinks on CPU."""
+    require("transformers")
+    import torch
+
+    from symbolic.trace import hf_model
+
+    with pytest.raises(ValueError, match=refusal):
+        model = hf_model(tiny("gpt_oss"), attention, layers=1)
+        model(input_ids=torch.zeros(1, 4, dtype=torch.long))

@@ -58,6 +58,10 @@ ROUTERS = {
                                   sparsemixer=True, input_jitter=True),
     # Llama4Router (models.families.llama4): top-k then sigmoid; every token through every expert
     "llama4": parts.Router("llama4", score="sigmoid", renormalize=False, weight_dtype="bf16", dense_experts=True),
+    # GptOssTopKRouter (models.families.gpt_oss): linear with bias, top-k, softmax over the k in bf16;
+    # GptOssExperts: biases and the clamped SwiGLU
+    "gpt_oss": parts.Router("gpt_oss", renormalize=False, weight_dtype="bf16", topk_first=True, bias=True,
+                            score_dtype="bf16", experts="clamped_swiglu"),
 }
 
 
@@ -118,6 +122,8 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
         core = core + parts.Part(saved=(SavedTensor(
             "attention/mask", (b, s, s), "bf16", Axis.NONE, None, Group.BODY, parts.HF,
             "the additive causal mask FalconAttention passes to SDPA, kept by its backward (traced: per layer)"),))
+    if recipe.sinks:  # gpt-oss: a learned logit per head in the softmax (its eager path's softmax over s + 1)
+        core = parts.attention_sinks(core, kernel)
     if recipe.kv_indexed:  # qkv[..., [-2], :] and [-1]: the index lists are int64 tensors indexing keeps
         core = core + parts.Part(saved=(SavedTensor(
             "attention/kv_index", (Integer(2),), "int64", Axis.NONE, None, Group.BODY, parts.HF,

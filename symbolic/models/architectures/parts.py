@@ -451,6 +451,32 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
     return Part((), saved, matmuls)
 
 
+def attention_sinks(core: Part, kernel: str, heads: Expr = a) -> Part:
+    """gpt-oss's attention sinks on an attention core (transformers 5.24.0
+    models/gpt_oss/modeling_gpt_oss.py:285, ``sinks``, a learned logit per query head; parameters: a).
+
+    ``explicit`` (``eager_attention_forward``, :227-255): the sink is concatenated to each score row
+    (``torch.cat``, nothing kept), the row's max subtracted (``max(dim=-1)`` keeps its int64 index, one per
+    row and head), the softmax over s + 1 taken in the activation dtype (its output kept, (b, a, s, s + 1))
+    and the sink column dropped by a slice: ·V reads a view of that storage, so no fp32 copy and no second
+    s×s tensor is kept. Other kernels: the fused core as it is (the sink enters the log-sum-exp)."""
+    params = (_weight("attention/sinks", (heads,), HF, "a learned logit per query head (the sink)"),)
+    if kernel != "explicit":
+        return Part(params, core.saved, core.matmuls)
+    saved = []
+    for term in core.saved:
+        if term.name == "attention/softmax_output":
+            saved += [SavedTensor("attention/softmax_output", (b, heads, s, s + 1), "bf16", Axis.TENSOR, 1,
+                                  Group.ATTENTION_CORE, HF, "softmax over the scores and the sink, in the activation "
+                                  "dtype; ·V reads its first s columns (a view)"),
+                      SavedTensor("attention/row_max_index", (b, heads, s), "int64", Axis.TENSOR, 1,
+                                  Group.ATTENTION_CORE, HF, "index of each row's max (scores and sink), kept by "
+                                  "max(dim=-1) for its backward")]
+        elif term.name != "attention/probabilities":
+            saved.append(term)
+    return Part(params, tuple(saved), core.matmuls)
+
+
 def mla_projections(r_q: Expr, r_kv: Expr, d_n: Expr, d_r: Expr, d_v: Expr, q_lora: bool,
                     bias: bool = False) -> Part:
     """DeepSeek's multi-head latent attention: the projections and their norms.
@@ -612,6 +638,13 @@ class Router:
     sparsemixer: bool = False
     input_jitter: bool = False
     dense_experts: bool = False
+    #: the router's linear has a bias of E (gpt-oss's GptOssTopKRouter)
+    bias: bool = False
+    #: the dtype of the kept scores (gpt-oss: the softmax over the k in the activation dtype)
+    score_dtype: str = "fp32"
+    #: the routed experts' kind: ``swiglu`` (HF's eager loop, :func:`routed_experts`) or ``clamped_swiglu``
+    #: (gpt-oss's biased experts and clamped SwiGLU, :func:`clamped_swiglu_experts`)
+    experts: str = "swiglu"
 
 
 def moe(router: Router, expert_ffn: Expr = f_e, shared_width: Expr | None = None, shared_gate: bool = False,
@@ -672,6 +705,8 @@ def moe_router(router: Router, experts: Expr = E, top_k: Expr = k, share: Expr =
     weights and their sum when ``router.renormalize``, the router's ``extra`` terms)."""
     params = (_weight("moe/router_weight", (h, experts), paper,
                       "fp32 (DeepSeek keeps it in fp32)" if router.logits_fp32 else "", share=share),)
+    if router.bias:
+        params += (_weight("moe/router_bias", (experts,), paper, "the router's bias", share=share),)
     mms = (Matmul("layer/moe/router", share, b * s, h, experts, True, "layer", paper),)
     saved = [_tokens("moe/router_input", h, note="the router's and the experts' gathers' input", source=source,
                      share=share)]
@@ -681,9 +716,10 @@ def moe_router(router: Router, experts: Expr = E, top_k: Expr = k, share: Expr =
     if router.logits_fp32:
         saved.append(_tokens("moe/router_input_fp32", h, "fp32", note="router input upcast to fp32", source=source,
                              share=share))
-    saved.append(_tokens("moe/router_scores", top_k if router.topk_first else experts, "fp32",
-                         note=(f"{router.score} of the k chosen logits, fp32" if router.topk_first else
-                               f"{router.score} of the router logits, fp32"), source=source, share=share))
+    saved.append(_tokens("moe/router_scores", top_k if router.topk_first else experts, router.score_dtype,
+                         note=(f"{router.score} of the k chosen logits, {router.score_dtype}" if router.topk_first
+                               else f"{router.score} of the router logits, {router.score_dtype}"),
+                         source=source, share=share))
     saved.append(_tokens("moe/topk_indices", top_k, "int64", note="the k chosen experts", source=source, share=share))
     if router.renormalize:
         saved += [_tokens("moe/routing_weights", top_k, "fp32", note="the k weights, renormalised", source=source,
@@ -815,6 +851,62 @@ def routed_experts(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, to
     return Part(params, saved, mms)
 
 
+def clamped_swiglu_experts(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k,
+                           tokens_per_expert: Expr | None = None, share: Expr = Integer(1), activation: str = "silu",
+                           source: str = MOE_SOURCE, paper: str = MOE_SOURCE) -> Part:
+    """gpt-oss's routed experts as HF's eager loop runs them (transformers 5.24.0
+    models/gpt_oss/modeling_gpt_oss.py:68-114, GptOssExperts): per hit expert its tokens gathered,
+    ``x @ gate_up_proj[e] + gate_up_proj_bias[e]`` (gate and up interleaved in one h×2f_e weight),
+    ``_apply_gate`` (:82-88) — gate = gate_up[..., ::2].clamp(max=limit), up = gate_up[..., 1::2].clamp(
+    −limit, limit), glu = gate·sigmoid(alpha·gate), (up + 1)·glu — then ``@ down_proj[e] + down_proj_bias[e]``,
+    the routing weight's multiply and ``index_add_``. Parameters: E×h×2f_e and E×2f_e, E×f_e×h and E×h.
+    Kept per assignment (traced): the (slot, token) index pair, the gathered input, the gate|up output (both
+    clamps keep it: strided views of one storage), the clamped gate (kept by the multiply by its sigmoid),
+    the sigmoid's output, up + 1 and glu (kept by their product), that product (the down matmul's input),
+    the routing weight, the down output (kept by the weight's multiply) and the weighted output (kept by
+    ``index_add_``). Multiplying by alpha, adding 1 and the biases keep nothing; the matmuls are the
+    swiglu experts' (biases are not matmul FLOPs). ``activation`` is unused: the activation is fixed."""
+    per_expert = balanced_tokens(experts, top_k) if tokens_per_expert is None else tokens_per_expert
+    tokens = per_expert * share  # saved tensors: the layers' average
+    note = "all E experts (N_total)"
+    params = (
+        _weight("moe/experts_gate_up_weight", (experts * h, 2 * expert_ffn), paper, note + ", gate|up interleaved",
+                share=share),
+        _weight("moe/experts_gate_up_bias", (experts, 2 * expert_ffn), paper, note, share=share),
+        _weight("moe/experts_down_weight", (experts * expert_ffn, h), paper, note, share=share),
+        _weight("moe/experts_down_bias", (experts, h), paper, note, share=share),
+    )
+    mms = (
+        Matmul("layer/moe/experts_gate_up", experts * share, per_expert, h, 2 * expert_ffn, True, "layer", paper),
+        Matmul("layer/moe/experts_down", experts * share, per_expert, expert_ffn, h, True, "layer", paper),
+    )
+
+    def expert(name, last, dtype="bf16", note="", group=Group.BODY):
+        return SavedTensor(name, (experts, tokens, last), dtype, Axis.EXPERT, 0, group, source, note)
+
+    act = Group.EXPERT_ACTIVATION  # what a fused clamped-SwiGLU kernel would recompute from gate|up
+    saved = (
+        expert("moe/expert/token_index", 2, "int64", "(slot, token) pairs of the expert's assignments: one "
+               "torch.where storage, kept by the gathers and index_add_"),
+        expert("moe/expert/input", h, note="the expert's tokens, gathered"),
+        expert("moe/expert/gate_up_output", 2 * expert_ffn, note="gate|up output plus bias, kept by both clamps "
+               "(gate and up are strided views of it)"),
+        expert("moe/expert/gate_clamped", expert_ffn, note="gate clamped above at swiglu_limit, kept by "
+               "gate·sigmoid(alpha·gate)", group=act),
+        expert("moe/expert/gate_sigmoid", expert_ffn, note="sigmoid(alpha·gate), kept by its backward and the "
+               "multiply", group=act),
+        expert("moe/expert/up_plus_one", expert_ffn, note="up clamped to ±swiglu_limit, plus 1, kept by (up + 1)·glu",
+               group=act),
+        expert("moe/expert/glu", expert_ffn, note="gate·sigmoid(alpha·gate), kept by (up + 1)·glu", group=act),
+        expert("moe/expert/down_input", expert_ffn, note="(up + 1)·glu, the down matmul's input",
+               group=Group.EXPERT_ACTIVATION_OUTPUT),
+        expert("moe/expert/routing_weight", 1, router.weight_dtype, "the token's weight for this expert"),
+        expert("moe/expert/down_output", h, note="down output plus bias, kept for the routing weight's gradient"),
+        expert("moe/expert/combine_input", h, note="weighted output, kept by index_add_"),
+    )
+    return Part(params, saved, mms)
+
+
 def shared_experts(width: Expr, activation: str = "silu", gate: bool = False, share: Expr = Integer(1),
                    source: str = MOE_SOURCE) -> Part:
     """The shared expert(s) every token goes through: one gated MLP of total width ``width``
@@ -848,9 +940,9 @@ def moe_layer(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: 
         if shared_width is not None:
             part = part + shared_experts(shared_width, activation, shared_gate, share, **cite)
         return part
+    routed = clamped_swiglu_experts if router.experts == "clamped_swiglu" else routed_experts
     part = (moe_router(router, experts, top_k, share, paper=paper, **cite)
-            + routed_experts(router, expert_ffn, experts, top_k, tokens_per_expert, share, activation,
-                             paper=paper, **cite))
+            + routed(router, expert_ffn, experts, top_k, tokens_per_expert, share, activation, paper=paper, **cite))
     if shared_width is not None:
         part = part + shared_experts(shared_width, activation, shared_gate, share, **cite)
     return part
