@@ -833,6 +833,9 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
         # Falcon's multi_query passes one K/V head to SDPA without enable_gqa: torch's math path
         if model.recipe.falcon_core and kernel == "fused" and not model.recipe.kv_materialized and model.kv_heads:
             kernel = "math"
+        # dropout on the probabilities: torch SDPA on CPU has no fused kernel with dropout and takes its math path
+        if model.recipe.attention_dropout and kernel == "fused" and conventions.conventions(backend).name == "cpu":
+            kernel = "math"
         saved, mms = composed.saved_tensors(model.recipe, kernel, backend), composed.matmuls(model.recipe)
     elif model.arch == "llama":
         saved, mms = llama.saved_tensors(attention=kernel), llama.matmuls()

@@ -83,6 +83,17 @@ TINY: dict[str, dict] = {
                     "head_dim": 20, "intermediate_size": 14, "intermediate_size_mlp": 22, "vocab_size": 101,
                     "max_position_embeddings": 64, "num_local_experts": 3, "num_experts_per_tok": 1,
                     "moe_layers": [0, 2], "attention_chunk_size": 16},
+    # issue 40's dense families: (h, a, g, d_h, f) of their own, d_h ≠ h/a
+    "smollm3": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 18, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
+    "arcee": {"num_hidden_layers": 2, "hidden_size": 52, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 18, "intermediate_size": 46, "vocab_size": 97, "max_position_embeddings": 64},
+    "seed_oss": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 2,
+                 "head_dim": 22, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
+    "ernie4_5": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 1,
+                 "head_dim": 18, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
+    "apertus": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 18, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
 }
 
 
@@ -238,6 +249,19 @@ SECOND: dict[str, dict] = {
     "llama4_text": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
                     "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 10,
                     "intermediate_size_mlp": 26, "moe_layers": None, "attention_bias": True},
+    # SmolLM3: a NoPE layer measured (every 2nd layer NoPE), with biases
+    "smollm3": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 10,
+                "intermediate_size": 30, "no_rope_layer_interval": 2, "attention_bias": True, "mlp_bias": True},
+    "arcee": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+              "intermediate_size": 30, "attention_bias": True, "mlp_bias": True},
+    # Seed-OSS without its dropouts (the first set keeps its defaults, 0.1 each), with O's bias
+    "seed_oss": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+                 "intermediate_size": 30, "attention_dropout": 0.0, "residual_dropout": 0.0,
+                 "attention_out_bias": True, "mlp_bias": True},
+    "ernie4_5": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 10,
+                 "intermediate_size": 30, "use_bias": True, "tie_word_embeddings": False},
+    "apertus": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+                "intermediate_size": 30, "attention_bias": True},
 }
 
 
