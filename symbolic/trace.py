@@ -760,8 +760,11 @@ def hf_model(config: Mapping, attention: str = "sdpa", layers: int | None = None
     from transformers.utils import logging
 
     logging.set_verbosity_error()
+    from .models.hf import family_of
+
     config = dict(config)
-    model_type = config.pop("model_type")
+    model_type = family_of(config)  # Kimi-K2's kimi_k2: built as the deepseek_v3 its architectures names
+    config.pop("model_type")
     for key in NOT_CONFIG:
         config.pop(key, None)
     if layers is not None:

@@ -174,8 +174,11 @@ def hf_parameter_count(raw: dict) -> int:
 
     logging.set_verbosity_error()  # token ids outside a tiny vocabulary: irrelevant to the count
 
+    from symbolic.models.hf import family_of
+
     raw = dict(raw)
-    model_type = raw.pop("model_type")
+    model_type = family_of(raw)  # Kimi-K2 (kimi_k2): HF's DeepseekV3 built from the same fields
+    raw.pop("model_type")
     for key in ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map"):
         raw.pop(key, None)
     cfg = AutoConfig.for_model(model_type, **raw)
