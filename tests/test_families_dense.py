@@ -118,3 +118,19 @@ def test_xielu_scalars_are_parameters_of_each_layer():
     bill = make_bill(hf.from_hf_dict(tiny("apertus"), "t"))
     lines = {line.name: line.value for line in bill.ledger("params")}
     assert lines["layer/mlp/xielu_alpha_p"] == lines["layer/mlp/xielu_alpha_n"] == 2  # L = 2 layers
+
+
+@pytest.mark.parametrize("model_type", ["gemma3n", "gemma3n_text"])
+def test_gemma3n_is_refused_in_one_line_naming_its_missing_parts(model_type, tmp_path, capsys):
+    """Gemma 3n is not modelled: the refusal names the parts it would need (AltUp, LAuReL, per-layer
+    embeddings, KV sharing, activation sparsity), never a stand-in."""
+    raw = {"model_type": model_type, "num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4,
+           "vocab_size": 101}
+    if model_type == "gemma3n":
+        raw = {"model_type": "gemma3n", "text_config": {**raw, "model_type": "gemma3n_text"}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    assert main(["bill", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f'model_type "{model_type}" is not modelled' in err
+    assert all(part in err for part in ("AltUp", "LAuReL", "per-layer embeddings", "KV sharing", "sparsity"))

@@ -21,6 +21,11 @@ NOT_MODELLED = {
     "jamba": "a hybrid of Mamba and attention layers with MoE: the scan part and a per-layer kind would be needed",
     **dict.fromkeys(("rwkv", "rwkv5", "rwkv6"), "a recurrent (RWKV) model: its time-mix recurrence would need a part "
                     "of its own"),
+    **dict.fromkeys(("gemma3n", "gemma3n_text"), "Gemma 3n: its layer's AltUp (altup_num_inputs streams of h, "
+                    "predicted and corrected by learned coefficients), LAuReL (a rank-laurel_rank residual), the "
+                    "per-layer embeddings (a vocab_size_per_layer_input × L·hidden_size_per_layer_input table gated "
+                    "into every layer), KV sharing (the last num_kv_shared_layers reuse earlier K and V) and the "
+                    "Gaussian top-k activation sparsity of its first layers would each need a part"),
     **dict.fromkeys(("t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "longt5", "switch_transformers"),
                     "an encoder–decoder: an encoder stack, cross-attention in each decoder layer and two sequence "
                     "lengths would be needed"),
