@@ -134,3 +134,16 @@ def test_gemma3n_is_refused_in_one_line_naming_its_missing_parts(model_type, tmp
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f'model_type "{model_type}" is not modelled' in err
     assert all(part in err for part in ("AltUp", "LAuReL", "per-layer embeddings", "KV sharing", "sparsity"))
+
+
+def test_apertus_states_what_the_xielu_cuda_wheel_keeps_instead():
+    """The wheel's XIELUAutograd keeps x, alpha_p, alpha_n only: the Python path's 7 bytes per MLP element
+    (α_p·x, expm1, the negative branch: 2 each; the mask: 1) fewer, stated per token."""
+    from symbolic.models.architectures.parts import xielu_part
+    from symbolic.core.dims import b, f, s
+
+    model = hf.from_hf_dict(tiny("apertus"), "t")
+    note = next(n for n in model.approximations if n.startswith("xIELU"))
+    assert "7·s·b·f bytes per layer fewer" in note and f"({7 * 44:,} B per token per layer)" in note
+    per_element = Add(*(t.bytes for t in xielu_part(f).saved if t.shape[-1] == f))
+    assert per_element == 7 * s * b * f

@@ -7,6 +7,8 @@ sequential; ApertusAttention (:197-266): GQA of ``head_dim`` (h/a unless the fil
 up → xIELU → down, no gate and no biases. xIELU (``hidden_act`` xielu, built at :52-53 with two
 learned scalars per layer) runs as transformers' Python path (activations.py:281-288) unless the
 ``xielu`` CUDA wheel is installed: its saved tensors are :func:`~..architectures.parts.xielu_part`'s.
+The wheel's autograd function (github.com/nickjbrowning/XIELU at 6856ca9, xielu/cuda/src/xielu_impl.cu:453,
+``save_for_backward({x, alpha_p, alpha_n})``) keeps only the input: the bill states the difference.
 """
 from ..config import Recipe, default_seq
 from .base import Read, attention_dropout_note, dropout_rate, source
@@ -36,9 +38,11 @@ def read(fields) -> Read:
               "s": default_seq(seq), "b": 1}
     notes = attention_dropout_note(recipe, rate, values)
     if activation == "xielu":
+        f = fields.count("intermediate_size")
         notes += ("xIELU is counted as transformers runs it without the optional xielu CUDA wheel (its Python path, "
                   "traced): per element of the MLP width its input, α_p·x, expm1's output, the negative branch, the "
-                  "x > 0 mask and its output, 11 bytes; the wheel's fused kernel (nickjbrowning/XIELU) keeps other "
-                  "tensors, not read here",)
+                  "x > 0 mask and its output, 11 bytes; with the wheel installed HF calls its XIELUAutograd, which "
+                  "keeps only x and the two parameters (nickjbrowning/XIELU 6856ca9, xielu/cuda/src/xielu_impl.cu:453): "
+                  f"7·s·b·f bytes per layer fewer than billed ({7 * f:,} B per token per layer) and 4 B of scalars",)
     return Read(recipe, ffn=fields.count("intermediate_size"), kv_heads=kv_heads, seq=seq, head_dim=head_dim,
                 notes=notes)
