@@ -154,6 +154,16 @@ def random_config(model_type: str, rng: random.Random) -> dict:
                    moe_layers=rng.choice([None, [0], list(range(layers))]),
                    interleave_moe_layer_step=rng.choice([1, 2]),
                    no_rope_layers=rng.choice([None, [0] * layers, [1, 0] * (layers // 2) + [1] * (layers % 2)]))
+    if model_type in ("smollm3", "arcee", "seed_oss", "apertus"):  # issue 40's dense families: their flags
+        raw["attention_bias"] = rng.choice([True, False])
+    if model_type in ("smollm3", "arcee", "seed_oss"):
+        raw["mlp_bias"] = rng.choice([True, False])
+    if model_type == "seed_oss":  # SeedOssAttention reads config.head_dim as given: null fails there
+        raw.update(head_dim=rng.randint(3, 12) * 2, attention_out_bias=rng.choice([True, False]))
+    if model_type == "ernie4_5":
+        raw["use_bias"] = rng.choice([True, False])
+    if model_type in ("arcee", "apertus"):
+        raw["hidden_act"] = rng.choice(["relu2", "xielu" if model_type == "apertus" else "silu"])
     if model_type in ("deepseek_v2", "deepseek_v3"):
         raw.update(q_lora_rank=rng.choice([None, 14]), kv_lora_rank=rng.randint(5, 16),
                    qk_nope_head_dim=rng.randint(2, 8) * 2, qk_rope_head_dim=rng.choice([2, 4, 6]),
