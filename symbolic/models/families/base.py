@@ -104,8 +104,8 @@ def attention_dropout_note(recipe: Recipe, rate: float, values: dict) -> tuple[s
         return ()
     own_width = values["d_h"] * values["a"] != values["h"]  # the reader sets head_dim after read(); here already
     formula, at = math_path_gap(replace(recipe, head_dim=own_width), values)
-    return (f"attention_dropout = {rate:g} is applied in training: counted as FlashAttention-2 draws it, in the "
-            "kernel from its RNG state (no s×s tensor kept); eager attention keeps the dropout mask and the dropped "
-            "probabilities (the bill's eager kernel counts them), and torch SDPA on CPU (its math path, the one it "
-            f"takes with dropout) keeps {formula} bytes per layer more than the fused kernel (traced), {at:,} B per "
-            f"layer at s = {values['s']:,}, b = 1",)
+    return (f"attention_dropout = {rate:g} is applied in training: billed as FlashAttention-2 runs it, the mask "
+            "drawn in the kernel from its RNG state (no s×s tensor kept); torch SDPA on CPU has no fused kernel with "
+            f"dropout and takes its math path, which keeps {formula} bytes per layer more (traced), {at:,} B per layer "
+            f"at s = {values['s']:,}, b = 1; HF's eager attention keeps the dropout's mask and the dropped "
+            "probabilities instead of the probabilities (traced)",)
