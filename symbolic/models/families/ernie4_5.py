@@ -5,7 +5,7 @@ Ernie4_5DecoderLayer (:267-): Llama's — pre-RMSNorm, sequential; Ernie4_5Atten
 on Q, K, V and O (:199-202), no attention dropout (0.0, hard-coded); Ernie4_5MLP (:90-104): gated
 with ``use_bias``; tied embeddings by default (configuration_ernie4_5.py:77). Its rotary
 (apply_rotary_pos_emb, :151-182) is GLM's interleaved form over the whole head, in fp32: the model's
-cos and sin stay fp32 (:100-104), each layer rebuilds them by ``repeat_interleave`` (:176-177) —
+cos and sin stay fp32 (:79-88), each layer rebuilds them by ``repeat_interleave`` (:176-177) —
 (s, d_h) fp32 each, kept by the rotary multiplies — and rotates Q and K in fp32 before casting back.
 """
 from ..config import Recipe
