@@ -760,8 +760,11 @@ def hf_model(config: Mapping, attention: str = "sdpa", layers: int | None = None
     from transformers.utils import logging
 
     logging.set_verbosity_error()
+    from .models.hf import family_of
+
     config = dict(config)
-    model_type = config.pop("model_type")
+    model_type = family_of(config)  # Kimi-K2's kimi_k2: built as the deepseek_v3 its architectures names
+    config.pop("model_type")
     for key in NOT_CONFIG:
         config.pop(key, None)
     if layers is not None:
@@ -832,6 +835,9 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
             kernel = "math"
         # Falcon's multi_query passes one K/V head to SDPA without enable_gqa: torch's math path
         if model.recipe.falcon_core and kernel == "fused" and not model.recipe.kv_materialized and model.kv_heads:
+            kernel = "math"
+        # dropout on the probabilities: torch SDPA on CPU has no fused kernel with dropout and takes its math path
+        if model.recipe.attention_dropout and kernel == "fused" and conventions.conventions(backend).name == "cpu":
             kernel = "math"
         saved, mms = composed.saved_tensors(model.recipe, kernel, backend), composed.matmuls(model.recipe)
     elif model.arch == "llama":

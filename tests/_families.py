@@ -87,6 +87,17 @@ TINY: dict[str, dict] = {
     "gpt_oss": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 2,
                 "head_dim": 18, "intermediate_size": 22, "vocab_size": 101, "max_position_embeddings": 64,
                 "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 3},
+    # issue 40's dense families: (h, a, g, d_h, f) of their own, d_h ≠ h/a
+    "smollm3": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 18, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
+    "arcee": {"num_hidden_layers": 2, "hidden_size": 52, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 18, "intermediate_size": 46, "vocab_size": 97, "max_position_embeddings": 64},
+    "seed_oss": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 2,
+                 "head_dim": 22, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
+    "ernie4_5": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 1,
+                 "head_dim": 18, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
+    "apertus": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 18, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
 }
 
 
@@ -147,6 +158,16 @@ def random_config(model_type: str, rng: random.Random) -> dict:
                    moe_layers=rng.choice([None, [0], list(range(layers))]),
                    interleave_moe_layer_step=rng.choice([1, 2]),
                    no_rope_layers=rng.choice([None, [0] * layers, [1, 0] * (layers // 2) + [1] * (layers % 2)]))
+    if model_type in ("smollm3", "arcee", "seed_oss", "apertus"):  # issue 40's dense families: their flags
+        raw["attention_bias"] = rng.choice([True, False])
+    if model_type in ("smollm3", "arcee", "seed_oss"):
+        raw["mlp_bias"] = rng.choice([True, False])
+    if model_type == "seed_oss":  # SeedOssAttention reads config.head_dim as given: null fails there
+        raw.update(head_dim=rng.randint(3, 12) * 2, attention_out_bias=rng.choice([True, False]))
+    if model_type == "ernie4_5":
+        raw["use_bias"] = rng.choice([True, False])
+    if model_type in ("arcee", "apertus"):
+        raw["hidden_act"] = rng.choice(["relu2", "xielu" if model_type == "apertus" else "silu"])
     if model_type in ("deepseek_v2", "deepseek_v3"):
         raw.update(q_lora_rank=rng.choice([None, 14]), kv_lora_rank=rng.randint(5, 16),
                    qk_nope_head_dim=rng.randint(2, 8) * 2, qk_rope_head_dim=rng.choice([2, 4, 6]),
@@ -167,8 +188,11 @@ def hf_parameter_count(raw: dict) -> int:
 
     logging.set_verbosity_error()  # token ids outside a tiny vocabulary: irrelevant to the count
 
+    from symbolic.models.hf import family_of
+
     raw = dict(raw)
-    model_type = raw.pop("model_type")
+    model_type = family_of(raw)  # Kimi-K2 (kimi_k2): HF's DeepseekV3 built from the same fields
+    raw.pop("model_type")
     for key in ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map"):
         raw.pop(key, None)
     cfg = AutoConfig.for_model(model_type, **raw)
@@ -247,6 +271,19 @@ SECOND: dict[str, dict] = {
     "gpt_oss": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
                 "intermediate_size": 16, "num_local_experts": 5, "num_experts_per_tok": 3, "attention_bias": False,
                 "swiglu_limit": 3.0, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
+    # SmolLM3: a NoPE layer measured (every 2nd layer NoPE), with biases
+    "smollm3": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 10,
+                "intermediate_size": 30, "no_rope_layer_interval": 2, "attention_bias": True, "mlp_bias": True},
+    "arcee": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+              "intermediate_size": 30, "attention_bias": True, "mlp_bias": True},
+    # Seed-OSS without its dropouts (the first set keeps its defaults, 0.1 each), with O's bias
+    "seed_oss": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+                 "intermediate_size": 30, "attention_dropout": 0.0, "residual_dropout": 0.0,
+                 "attention_out_bias": True, "mlp_bias": True},
+    "ernie4_5": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 10,
+                 "intermediate_size": 30, "use_bias": True, "tie_word_embeddings": False},
+    "apertus": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+                "intermediate_size": 30, "attention_bias": True},
 }
 
 

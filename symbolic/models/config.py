@@ -110,6 +110,16 @@ class Recipe:
     #: gpt-oss's attention sinks: a learned logit per query head joins each score row's softmax (its eager
     #: path: a softmax over s + 1 in the activation dtype and the row max's index kept)
     sinks: bool = False
+    #: RoPE's cos and sin kept in fp32 (``rotary_tables`` rebuilt in the layer in fp32, Q and K rotated in fp32
+    #: and cast back: ERNIE 4.5's apply_rotary_pos_emb)
+    rotary_fp32: bool = False
+    #: dropout on each block's output before its residual add (Seed-OSS's ``residual_dropout`` on the output
+    #: projection's and the MLP's output): its mask (the backend's dtype) per hidden feature and token
+    block_dropout: bool = False
+    #: dropout on the attention probabilities (``attention_dropout`` > 0 in training): eager keeps its mask and
+    #: the dropped probabilities; SDPA's math path (CPU) its fp32 mask and the dropped fp32 probabilities; a fused
+    #: kernel (FlashAttention-2) draws it in-kernel and keeps only its RNG state
+    attention_dropout: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -126,7 +136,7 @@ class Recipe:
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
                 "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi",
-                "sinks")
+                "sinks", "rotary_fp32", "block_dropout", "attention_dropout")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

@@ -163,6 +163,22 @@ _EXPERTS.update({model_type: family.EXPERTS for model_type, family in FAMILY_REA
                  if getattr(family, "EXPERTS", None)})
 
 
+#: model_types transformers 5.24.0 has no module for, published with remote code whose ``architectures`` class is one
+#: of its own: model_type -> (that class, the family read). Kimi-K2's config.json names DeepseekV3ForCausalLM and maps
+#: it to remote DeepSeek-V3 code (auto_map); transformers itself reads a kimi_k2 text_config as deepseek_v3
+#: (models/kimi_k25/configuration_kimi_k25.py:85-86).
+BY_ARCHITECTURE = {"kimi_k2": ("DeepseekV3ForCausalLM", "deepseek_v3")}
+
+
+def family_of(raw: dict) -> str | None:
+    """The model_type transformers builds ``raw`` as: its own, or the family its ``architectures`` names
+    (:data:`BY_ARCHITECTURE`)."""
+    model_type = raw.get("model_type")
+    if model_type in BY_ARCHITECTURE and raw.get("architectures") == [BY_ARCHITECTURE[model_type][0]]:
+        return BY_ARCHITECTURE[model_type][1]
+    return model_type
+
+
 def _field(raw: dict, name: str):
     """``raw[name]`` under any of its spellings; ``None`` when absent or null."""
     for key in (name, *ALIASES.get(name, ())):
@@ -250,6 +266,18 @@ def _from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.j
         return replace(model, approximations=model.approximations + (
             "model_type 'llama4': its text model (text_config) is billed; the vision tower and the multimodal "
             "projector are not counted",))
+    if raw.get("model_type") in BY_ARCHITECTURE:
+        model_type = raw["model_type"]
+        architecture, family = BY_ARCHITECTURE[model_type]
+        if family_of(raw) != family:
+            raise ConfigError(f"{where}: model_type {json.dumps(model_type)} is read through its architectures "
+                              f"[{json.dumps(architecture)}] (remote code: transformers 5.24.0 has no module for it); "
+                              f"this file gives architectures {json.dumps(raw.get('architectures'))}")
+        model = _from_hf_dict({**raw, "model_type": family}, name, source, where, positions_follow_seq)
+        return replace(model, approximations=(
+            f"model_type {json.dumps(model_type)} (no transformers module) is read as {family}, the family its "
+            f"architectures {architecture} names: parameters as HF's {architecture} builds them from these fields",)
+            + model.approximations)
     model_type = _known(raw, where)
     raw = canonical(raw, model_type, where)  # transformers' attribute_map spellings, cross-field checks
     defaults = DEFAULTS[model_type]

@@ -85,8 +85,10 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
         # each (1, s, d_r): HF's position_ids are cache_position.unsqueeze(0), broadcast over the batch
         names = ("cos", "sin") if recipe.rotary_tables == 2 else \
             tuple(f"{name}_{i}" for i in range(recipe.rotary_tables // 2) for name in ("cos", "sin"))
+        # ERNIE 4.5 (rotary_fp32): the tables stay fp32 and Q, K are rotated in fp32 (modeling_ernie4_5.py:169-182)
         rotary = parts.Part(saved=tuple(
-            SavedTensor(f"attention/rotary_{name}", (s, d_r), "bf16", Axis.SEQUENCE, 0, Group.BODY, parts.HF,
+            SavedTensor(f"attention/rotary_{name}", (s, d_r), "fp32" if recipe.rotary_fp32 else "bf16",
+                        Axis.SEQUENCE, 0, Group.BODY, parts.HF,
                         f"{name} rebuilt by repeat_interleave in the layer, kept by the rotary multiplies: "
                         "one per position, shared by the batch") for name in names))
     rope, nope = parts.rope_share(recipe.nope_layers)
@@ -103,7 +105,7 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
             for name, n in (("query", a * width), ("key", kv_heads * width), ("value", kv_heads * width))))
     core_heads = a if recipe.kv_materialized else kv_heads
     core = parts.attention_core(width, core_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
-                                mask_dtype=mask_dtype, per_head=per_head)
+                                mask_dtype=mask_dtype, per_head=per_head, dropout=recipe.attention_dropout)
     # Falcon's softmax(dtype=bf16), Llama 4's plain softmax: the probabilities kept once, in bf16
     if (recipe.falcon_core or recipe.softmax_bf16) and kernel == "explicit":
         core = parts.Part(core.params, tuple(t for t in core.saved if t.name != "attention/softmax_output"),
@@ -168,7 +170,7 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
         return _attention(recipe, kernel, layer_input, kv_heads, conv.dropout_mask, wording.per_head, conv)
 
     def drop(block):  # x + dropout(block(x)): the mask of the block's output
-        if not dropout:
+        if not (dropout or recipe.block_dropout):
             return parts.NOTHING
         return parts.block_dropout(f"{block}/dropout_mask", "attention" if block == "attention" else "MLP",
                                    conv.dropout_mask)

@@ -353,7 +353,7 @@ def rope_share(nope_layers: bool) -> tuple[Expr, Expr]:
 
 def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value_width: Expr | None = None,
                    output_copy: bool = False, softcap: bool = False, value_storage: Expr | None = None,
-                   mask_dtype: str = "mask", per_head: bool = False) -> Part:
+                   mask_dtype: str = "mask", per_head: bool = False, dropout: bool = False) -> Part:
     """Q·Kᵀ, softmax, ·V over ``a`` query heads of width ``width`` (V of ``value_width``).
 
     ``paper`` (Korthikanti et al. 2022 §4.1, Megatron's GPT layer): Q and K
@@ -376,6 +376,14 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
     math fallback, taken on CPU when V's width differs from Q's — MLA): Q
     scaled, Kᵀ, the probabilities and V, all upcast to fp32, no output.
     The matmuls count the full s×s products (as FlopCounterMode does).
+
+    ``dropout`` (``attention_dropout`` > 0 in training, Seed-OSS): ``explicit`` keeps the dropout's
+    mask (``mask_dtype``: CPU's ``input * noise`` keeps a bf16 noise tensor, CUDA a bool mask) and the
+    dropped probabilities (the ·V matmul's input) instead of the bf16 probabilities; ``math`` (torch
+    SDPA with dropout_p > 0 on CPU, aten ``_scaled_dot_product_attention_math``) keeps the fp32 noise
+    and the dropped fp32 probabilities besides the fp32 softmax; ``fused`` (FlashAttention-2 on CUDA)
+    draws the mask in the kernel from its Philox RNG state and keeps no s×s tensor (the seed and
+    offset it keeps are two int64 values, not counted).
 
     Condition of ``explicit``: b ≥ 2. At b = 1 torch's batched matmul
     reshapes a slice as a view, so a slice of a fused projection keeps its
@@ -421,6 +429,9 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
             SavedTensor("attention/key", (s, b, a * width), "fp32", Axis.TENSOR, 2, Group.BODY, HF,
                         "Kᵀ, upcast to fp32 (SDPA math path)"),
             scores("attention/probabilities", "fp32", "softmax(Q·Kᵀ), fp32"),
+            *((scores("attention/dropout_mask", "fp32", "dropout's noise, fp32 (CPU: input * noise)"),
+               scores("attention/dropped_probabilities", "fp32", "the dropped probabilities, fp32, kept for ·V"))
+              if dropout else ()),
             SavedTensor("attention/value", (s, b, a * value_width), "fp32", Axis.TENSOR, 2, Group.BODY, HF,
                         "V, upcast to fp32 (SDPA math path)"),
             heads("attention/projection_input", a, value_width, "the output, cast back, the output projection's input"),
@@ -444,7 +455,10 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
         heads("attention/key", a, width, "K after RoPE, repeated to a heads (repeat_kv), kept for Q·Kᵀ"),
         *((scores("attention/softcap_tanh", "bf16", "tanh(scores / cap), kept for its backward"),) if softcap else ()),
         scores("attention/softmax_output", "fp32", "softmax computed and kept in fp32"),
-        scores("attention/probabilities", "bf16", "softmax cast back to the activation dtype, kept for ·V"),
+        *((scores("attention/dropout_mask", mask_dtype, "dropout mask on the probabilities"),
+           scores("attention/dropped_probabilities", "bf16", "the dropped probabilities, kept for ·V"))
+          if dropout else
+          (scores("attention/probabilities", "bf16", "softmax cast back to the activation dtype, kept for ·V"),)),
         heads("attention/value", a, value_width, "V repeated to a heads (repeat_kv), kept for ·V"),
         heads("attention/projection_input", a, value_width, "attention context, the output projection's input"),
     )
@@ -553,6 +567,35 @@ def activation_chain(activation: str, width: Expr, prefix: str = "mlp", share: E
                         source=source, share=share) for name in CHAINS.get(activation, ()))
 
 
+XIELU_SOURCE = "HF transformers 5.24.0 activations.py XIELUActivation._xielu_python (Huang 2024, xIELU)"
+
+
+def xielu_part(width: Expr, prefix: str = "mlp", share: Expr = Integer(1)) -> Part:
+    """xIELU as HF's Python path runs it (transformers 5.24.0 activations.py:281-288, the path taken
+    unless the ``xielu`` CUDA wheel is installed): ``where(x > 0, α_p·x·x + β·x, (expm1(min(x, ε)) − x)·α_n
+    + β·x)`` with α_p = softplus(alpha_p), α_n = β + softplus(alpha_n) from two learned scalars per layer
+    (``alpha_p``, ``alpha_n``: models/apertus/modeling_apertus.py:52-53 builds one per MLP) and β, ε buffers (not
+    parameters). Per element of the MLP width, besides its input x (``act_input``, kept by α_p·x, by
+    ·x and by min) and its output (fc2's input): α_p·x (kept by ·x), expm1's output (kept by its
+    backward), expm1(…) − x (kept by ·α_n), and the bool ``x > 0`` (kept by ``where``); per layer, the
+    two (1,) scalars α_p and α_n (kept by their multiplies). β·x and min keep only β and ε, buffers."""
+    def element(name, dtype, note):
+        return _split(f"{prefix}/xielu/{name}", width, dtype, note=f"xIELU: {note}", source=XIELU_SOURCE,
+                      share=share)
+
+    saved = (element("alpha_p_x", "bf16", "α_p·x, kept by the second multiply by x"),
+             element("expm1_output", "bf16", "expm1(min(x, ε)), kept by expm1's backward"),
+             element("negative_branch", "bf16", "expm1(min(x, ε)) − x, kept by the multiply by α_n"),
+             element("positive_mask", "mask", "x > 0 (bool), kept by torch.where"),
+             *(SavedTensor(f"{prefix}/xielu/{name}", (Integer(1),) if share == 1 else (share, Integer(1)), "bf16",
+                           Axis.NONE, None, Group.BODY, XIELU_SOURCE,
+                           f"{formula}: one value per layer, kept by the multiply it scales")
+               for name, formula in (("alpha_p", "softplus(alpha_p)"), ("alpha_n", "β + softplus(alpha_n)"))))
+    params = tuple(_weight(f"{prefix}/xielu_{name}", (Integer(1),), XIELU_SOURCE, "a learned scalar of xIELU",
+                           share=share) for name in ("alpha_p", "alpha_n"))
+    return Part(params, saved)
+
+
 def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fused_gate_up: bool = False,
         prefix: str = "mlp", input_name: str | None = None, share: Expr = Integer(1),
         layer_input: bool = False) -> Part:
@@ -567,8 +610,10 @@ def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fu
     gelu_pytorch_tanh) keep only their input. The input the first linears
     share is kept once.
     """
-    if activation not in ("silu", "gelu", "gelu_pytorch_tanh", "gelu_new", "gelu_fast", "relu", "relu2"):
+    if activation not in ("silu", "gelu", "gelu_pytorch_tanh", "gelu_new", "gelu_fast", "relu", "relu2", "xielu"):
         raise ValueError(f"activation {activation!r} is not one the MLP part models")
+    if activation == "xielu" and kind != "plain":
+        raise ValueError("xielu is modelled in the plain MLP (Apertus's up → xIELU → down)")
     params, saved, mms = [], [], []
     note = "shared input of the MLP's first linears"
     saved.append(_tokens(input_name or f"{prefix}/input", h, group=Group.LAYER_INPUT if layer_input else Group.BODY,
@@ -598,6 +643,10 @@ def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fu
                   *activation_chain(activation, width, prefix, share),
                   _split(f"{prefix}/fc2_input", width, note=f"{activation} output, fc2's input", share=share)]
         mms += [_linear(f"{prefix}/fc1", h, width, batch=share), _linear(f"{prefix}/fc2", width, h, batch=share)]
+        if activation == "xielu":
+            xielu = xielu_part(width, prefix, share)
+            params += xielu.params
+            saved += xielu.saved
     else:
         raise ValueError(f"mlp must be gated or plain, not {kind!r}")
     return Part(tuple(params), tuple(saved), tuple(mms))
