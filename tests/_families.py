@@ -83,6 +83,17 @@ TINY: dict[str, dict] = {
                     "head_dim": 20, "intermediate_size": 14, "intermediate_size_mlp": 22, "vocab_size": 101,
                     "max_position_embeddings": 64, "num_local_experts": 3, "num_experts_per_tok": 1,
                     "moe_layers": [0, 2], "attention_chunk_size": 16},
+    # (h, a, g, d, E, k, f_e, f) = (48, 4, 2, 20, 4, 2, 14, 22): d ≠ h/a; layer 0 dense, layer 1 MoE; 2 groups
+    "glm4_moe": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                 "head_dim": 20, "intermediate_size": 22, "vocab_size": 101, "max_position_embeddings": 64,
+                 "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 14, "n_shared_experts": 1,
+                 "n_group": 2, "topk_group": 1, "first_k_dense_replace": 1, "routed_scaling_factor": 2.5},
+    # (h, a, g, d, E, k, f_e, f) = (48, 4, 2, 20, 6, 2, 14, 22): d ≠ h/a; layer 0 dense, layer 1 MoE; 2 shared
+    "dots1": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 20, "intermediate_size": 22, "vocab_size": 101, "max_position_embeddings": 64,
+              "n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 14, "n_shared_experts": 2,
+              "first_k_dense_replace": 1, "norm_topk_prob": True, "routed_scaling_factor": 2.5,
+              "max_window_layers": 64},
 }
 
 
@@ -238,6 +249,15 @@ SECOND: dict[str, dict] = {
     "llama4_text": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
                     "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 10,
                     "intermediate_size_mlp": 26, "moe_layers": None, "attention_bias": True},
+    # (h, a, g, d, E, k, f_e) = (60, 6, 3, 14, 8, 3, 10): qk-norm, attention bias, 4 groups, 2 shared, no renorm
+    "glm4_moe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                 "n_routed_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 10, "n_shared_experts": 2,
+                 "n_group": 4, "topk_group": 2, "use_qk_norm": True, "attention_bias": True, "norm_topk_prob": False,
+                 "partial_rotary_factor": 0.75},
+    # (h, a, g, d, E, k, f_e) = (60, 6, 3, 14, 8, 3, 10): attention bias on Q, K, V and O, 4 groups, no renorm
+    "dots1": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+              "n_routed_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 10, "n_shared_experts": 1,
+              "n_group": 4, "topk_group": 2, "attention_bias": True, "norm_topk_prob": False},
 }
 
 

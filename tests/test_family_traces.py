@@ -60,10 +60,15 @@ class TestSecondDimensions:
         _check(_config(family, "second"), attention, 7, 3)
 
 
-@pytest.mark.parametrize("family", ["deepseek_v3", "qwen2_moe"])
+#: the fields that make the measured (second) layer dense, per family with dense layers
+DENSE_SECOND_LAYER = {"deepseek_v3": {"first_k_dense_replace": 2}, "qwen2_moe": {"mlp_only_layers": [1]},
+                      "glm4_moe": {"first_k_dense_replace": 2}, "dots1": {"first_k_dense_replace": 2}}
+
+
+@pytest.mark.parametrize("family", list(DENSE_SECOND_LAYER))
 def test_dense_layers_of_an_moe_model(family):
     """The dense layer of a dense-first (or mlp_only) MoE model: the inventory at L_d = L."""
-    changes = ({"first_k_dense_replace": 2} if family.startswith("deepseek") else {"mlp_only_layers": [1]})
+    changes = DENSE_SECOND_LAYER[family]
     _check(_config(family, "first", **changes), "eager", 5, 2, layers=1, dense=True)
 
 

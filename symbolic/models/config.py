@@ -107,6 +107,9 @@ class Recipe:
     #: Falcon's ``alibi``: no rotary; the ALiBi bias is folded into one (b, a, s, s) additive mask per model
     #: (not per layer), and under SDPA the multi-head layer's K is a view of the fused Q|K|V output
     alibi: bool = False
+    #: the rotary tables rebuilt in each layer (``rotary_tables``) are fp32 (ERNIE-4.5: cos and sin kept in
+    #: full precision, Q and K rotated in fp32 and cast back)
+    rotary_fp32: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -122,7 +125,8 @@ class Recipe:
 
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
-                "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi")
+                "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi",
+                "rotary_fp32")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

@@ -58,6 +58,19 @@ ROUTERS = {
                                   sparsemixer=True, input_jitter=True),
     # Llama4Router (models.families.llama4): top-k then sigmoid; every token through every expert
     "llama4": parts.Router("llama4", score="sigmoid", renormalize=False, weight_dtype="bf16", dense_experts=True),
+    # GLM-4.5's and dots.llm1's routers (models.families.glm4_moe, dots1) are DeepSeek-V3's, line for line:
+    # they use "deepseek_v3" and "deepseek_v3_norm" above.
+    # MiniMaxM2TopKRouter (models.families.minimax_m2): logits in the activation dtype, sigmoid in fp32, top-k of
+    # the scores plus the correction bias, the k weights renormalised in fp32
+    "minimax_m2": parts.Router("minimax_m2", score="sigmoid", renormalize=True, weight_dtype="fp32",
+                               correction_bias="buffer"),
+    # Ernie4_5_MoeTopKRouter (models.families.ernie4_5_moe): fp32 logits, softmax, top-k of the scores plus
+    # moe_statics' correction bias (a parameter), the k weights over clamp(sum, moe_norm_min), cast back
+    "ernie4_5_moe": parts.Router("ernie4_5_moe", renormalize=True, weight_dtype="bf16", logits_fp32=True,
+                                 correction_bias="parameter",
+                                 extra=(parts._tokens("moe/routing_weight_sum_unclamped", 1, "fp32",
+                                                      note="the k weights' sum before clamp(min=moe_norm_min), "
+                                                      "kept by the clamp"),)),
 }
 
 
@@ -82,7 +95,8 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
         names = ("cos", "sin") if recipe.rotary_tables == 2 else \
             tuple(f"{name}_{i}" for i in range(recipe.rotary_tables // 2) for name in ("cos", "sin"))
         rotary = parts.Part(saved=tuple(
-            SavedTensor(f"attention/rotary_{name}", (s, d_r), "bf16", Axis.SEQUENCE, 0, Group.BODY, parts.HF,
+            SavedTensor(f"attention/rotary_{name}", (s, d_r), "fp32" if recipe.rotary_fp32 else "bf16",
+                        Axis.SEQUENCE, 0, Group.BODY, parts.HF,
                         f"{name} rebuilt by repeat_interleave in the layer, kept by the rotary multiplies: "
                         "one per position, shared by the batch") for name in names))
     rope, nope = parts.rope_share(recipe.nope_layers)
@@ -135,7 +149,7 @@ def _mlp_block(recipe: Recipe, layer_input: bool = False, ffn: Expr = f) -> part
                          layer_input=layer_input)
     moe_share, dense_share = parts.dense_share(recipe.dense_layers)
     block = parts.moe(ROUTERS[recipe.moe], f_e, f_s if recipe.shared else None, recipe.shared_gate, moe_share,
-                      activation=recipe.activation)
+                      activation=recipe.activation, shared_bias=recipe.mlp_bias)
     if recipe.dense_layers:
         block = block + parts.mlp("gated", ffn, recipe.activation, recipe.mlp_bias, share=dense_share)
     return block
