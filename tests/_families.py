@@ -94,6 +94,10 @@ TINY: dict[str, dict] = {
               "n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 14, "n_shared_experts": 2,
               "first_k_dense_replace": 1, "norm_topk_prob": True, "routed_scaling_factor": 2.5,
               "max_window_layers": 64},
+    # (h, a, g, d, E, k, f_e) = (48, 4, 2, 20, 4, 2, 14): d ≠ h/a; rotary on half of each head
+    "minimax_m2": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "head_dim": 20, "intermediate_size": 14, "vocab_size": 101, "max_position_embeddings": 64,
+                   "num_local_experts": 4, "num_experts_per_tok": 2, "partial_rotary_factor": 0.5},
 }
 
 
@@ -258,6 +262,10 @@ SECOND: dict[str, dict] = {
     "dots1": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
               "n_routed_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 10, "n_shared_experts": 1,
               "n_group": 4, "topk_group": 2, "attention_bias": True, "norm_topk_prob": False},
+    # (h, a, g, d, E, k, f_e) = (60, 6, 3, 14, 5, 3, 10): the released files' rotary_dim (6 of 14 features)
+    "minimax_m2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                   "num_local_experts": 5, "num_experts_per_tok": 3, "intermediate_size": 10,
+                   "partial_rotary_factor": None, "rotary_dim": 6},
 }
 
 
