@@ -98,6 +98,11 @@ TINY: dict[str, dict] = {
     "minimax_m2": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
                    "head_dim": 20, "intermediate_size": 14, "vocab_size": 101, "max_position_embeddings": 64,
                    "num_local_experts": 4, "num_experts_per_tok": 2, "partial_rotary_factor": 0.5},
+    # (h, a, g, d, E, k, f_e, f) = (48, 4, 2, 20, 4, 2, 14, 22): d ≠ h/a; layer 0 dense, layer 1 MoE; 1 shared
+    "ernie4_5_moe": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "head_dim": 20, "intermediate_size": 22, "vocab_size": 101, "max_position_embeddings": 64,
+                     "moe_num_experts": 4, "moe_k": 2, "moe_intermediate_size": 14, "moe_num_shared_experts": 1,
+                     "moe_layer_start_index": 1, "moe_layer_end_index": -1, "moe_layer_interval": 1},
 }
 
 
@@ -266,6 +271,10 @@ SECOND: dict[str, dict] = {
     "minimax_m2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
                    "num_local_experts": 5, "num_experts_per_tok": 3, "intermediate_size": 10,
                    "partial_rotary_factor": None, "rotary_dim": 6},
+    # (h, a, g, d, E, k, f_e) = (60, 6, 3, 14, 5, 3, 10): use_bias (Q, K, V, O, MLPs, the output layer), 2 shared
+    "ernie4_5_moe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                     "moe_num_experts": 5, "moe_k": 3, "moe_intermediate_size": 10, "moe_num_shared_experts": 2,
+                     "use_bias": True},
 }
 
 

@@ -62,7 +62,8 @@ class TestSecondDimensions:
 
 #: the fields that make the measured (second) layer dense, per family with dense layers
 DENSE_SECOND_LAYER = {"deepseek_v3": {"first_k_dense_replace": 2}, "qwen2_moe": {"mlp_only_layers": [1]},
-                      "glm4_moe": {"first_k_dense_replace": 2}, "dots1": {"first_k_dense_replace": 2}}
+                      "glm4_moe": {"first_k_dense_replace": 2}, "dots1": {"first_k_dense_replace": 2},
+                      "ernie4_5_moe": {"moe_layer_start_index": 2}}
 
 
 @pytest.mark.parametrize("family", list(DENSE_SECOND_LAYER))
@@ -84,6 +85,9 @@ def test_dense_layers_of_an_moe_model(family):
     ("deepseek_v2", {"topk_method": "group_limited_greedy", "n_group": 2, "topk_group": 1, "q_lora_rank": 14}),
     ("falcon", {"multi_query": False, "parallel_attn": False, "bias": True}),
     ("stablelm", {"use_parallel_residual": True}),
+    ("glm4_moe", {"n_shared_experts": 0, "norm_topk_prob": False, "use_qk_norm": True}),
+    ("ernie4_5_moe", {"moe_num_shared_experts": 0}),  # nothing keeps the block's bf16 input: the router's is fp32
+    ("ernie4_5_moe", {"moe_layer_interval": 2, "use_bias": True}),
 ])
 def test_variants(family, changes):
     _check(_config(family, "first", **changes), "eager", 6, 2)

@@ -862,9 +862,13 @@ def moe_layer(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: 
         if shared_width is not None:
             part = part + shared_experts(shared_width, activation, shared_gate, share, bias=shared_bias, **cite)
         return part
-    part = (moe_router(router, experts, top_k, share, paper=paper, **cite)
-            + routed_experts(router, expert_ffn, experts, top_k, tokens_per_expert, share, activation,
-                             paper=paper, **cite))
+    gate = moe_router(router, experts, top_k, share, paper=paper, **cite)
+    if router.logits_fp32 and shared_width is None:
+        # the router reads its fp32 upcast and the experts' gathers keep only indices: with no shared expert
+        # nothing keeps the block's activation-dtype input (traced: ERNIE-4.5 with moe_num_shared_experts 0)
+        gate = Part(gate.params, tuple(t for t in gate.saved if t.name != "moe/router_input"), gate.matmuls)
+    part = gate + routed_experts(router, expert_ffn, experts, top_k, tokens_per_expert, share, activation,
+                                 paper=paper, **cite)
     if shared_width is not None:
         part = part + shared_experts(shared_width, activation, shared_gate, share, bias=shared_bias, **cite)
     return part
