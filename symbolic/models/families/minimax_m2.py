@@ -54,6 +54,11 @@ def read(fields) -> Read:
     notes = (f"the block's e_score_correction_bias ({experts} per layer, {sparse} × {experts} = {sparse * experts:,} "
              "values) is a buffer in HF, not a parameter: stored in the checkpoint, not trained by the optimizer, "
              "not counted in params",)
+    modules = fields.raw.get("num_mtp_modules")
+    if isinstance(modules, int) and not isinstance(modules, bool) and modules > 0 and fields.raw.get("use_mtp", True):
+        # the released files' multi-token-prediction fields: MiniMaxM2ForCausalLM builds no such module
+        notes += (f"{modules} multi-token-prediction module(s) (num_mtp_modules) are not built by HF and not counted "
+                  "(parameters, activations, FLOPs)",)
     return Read(recipe, ffn=expert_ffn, kv_heads=fields.count("num_key_value_heads", fields.heads),
                 seq=fields.count("max_position_embeddings"), head_dim=head_dim, moe=(experts, top_k, expert_ffn, 0),
                 notes=notes)
