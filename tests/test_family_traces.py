@@ -88,6 +88,9 @@ def test_dense_layers_of_an_moe_model(family):
     ("glm4_moe", {"n_shared_experts": 0, "norm_topk_prob": False, "use_qk_norm": True}),
     ("ernie4_5_moe", {"moe_num_shared_experts": 0}),  # nothing keeps the block's bf16 input: the router's is fp32
     ("ernie4_5_moe", {"moe_layer_interval": 2, "use_bias": True}),
+    # no head_dim and a ∤ h (GLM-4.5's defaults: 96 heads over 4096): heads of h // a, floored, as HF builds them
+    ("glm4_moe", {"head_dim": None, "hidden_size": 50}),
+    ("ernie4_5_moe", {"head_dim": None, "hidden_size": 50}),
 ])
 def test_variants(family, changes):
     _check(_config(family, "first", **changes), "eager", 6, 2)

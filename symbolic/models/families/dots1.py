@@ -14,7 +14,7 @@ i >= ``max_window_layers``) is given a windowed mask (:211, configuration_dots1.
 ``num_experts_per_tok`` None, which HF cannot build: they are required.
 """
 from ..config import Recipe
-from .base import Read, source
+from .base import Read, head_width, source
 from .glm4_moe import sigmoid_moe
 
 MODEL_TYPE = "dots1"
@@ -66,5 +66,5 @@ def read(fields) -> Read:
     recipe = Recipe(MODEL_TYPE, qkv_bias=bias, o_bias=bias, qk_norm="head", activation=fields.activation(), **moe)
     return Read(recipe, ffn=fields.count("intermediate_size"),
                 kv_heads=fields.count("num_key_value_heads", fields.heads),
-                seq=fields.count("max_position_embeddings"), head_dim=fields.count("head_dim"), dims=dims,
+                seq=fields.count("max_position_embeddings"), head_dim=head_width(fields), dims=dims,
                 moe=numbers, notes=tuple(notes))

@@ -7,7 +7,7 @@ block iff (i + 1) % ``moe_layer_interval`` == 0 and ``moe_layer_start_index`` <=
 ``__post_init__``), else a dense Ernie4_5_MoeMLP of ``intermediate_size`` (f; L_d of them).
 ``use_bias``: biases on Q, K, V, O (:222-225), on every dense and shared MLP linear (:73-75) and
 on the output layer (:635). Ernie4_5_MoeAttention (:208-266): GQA, heads of the file's
-``head_dim`` (else h/a); rotary in full precision (:137-168): cos and sin, fp32, are
+``head_dim`` (else h // a, floored); rotary in full precision (:137-168): cos and sin, fp32, are
 ``repeat_interleave``'d in every layer (one pair, (s, d_h), kept by the multiplies), Q and K
 rotated in fp32 (interleaved pairs, ``torch.stack``) and cast back. Ernie4_5_MoeSparseMoeBlock
 (:360-387): Ernie4_5_MoeTopKRouter (:336-357) — fp32 logits (autocast off), softmax, top-k of the
@@ -19,7 +19,7 @@ activation dtype; Ernie4_5_MoeExperts' eager loop (:297-333) of E experts of
 when that count is positive (:369-371).
 """
 from ..config import Recipe
-from .base import Read, source
+from .base import Read, head_width, source
 
 MODEL_TYPE = "ernie4_5_moe"
 TITLE = "ERNIE-4.5 (MoE)"
@@ -58,8 +58,7 @@ def read(fields) -> Read:
     shared = fields.value("moe_num_shared_experts")
     if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
         fields.refuse("moe_num_shared_experts", shared, "moe_num_shared_experts as a non-negative integer")
-    head_dim = fields.count("head_dim")
-    width = head_dim or fields.hidden // fields.heads
+    head_dim = width = head_width(fields)
     if width % 2:
         # cos[..., :d/2].repeat_interleave(2) is one feature wider than an odd head: HF's rotary cannot run it
         fields.refuse("head_dim", width, "ERNIE-4.5 with heads of even width")

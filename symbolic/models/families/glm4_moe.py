@@ -4,19 +4,20 @@ builds it.
 Glm4MoeDecoderLayer (:395-440): pre-RMSNorm (Llama's), sequential; layer i has Glm4MoeMoE iff
 i >= ``first_k_dense_replace`` (:402-405), else a dense Glm4MoeMLP of ``intermediate_size`` (f; the
 first L_d layers). Glm4MoeAttention (:174-250): Q, K, V with ``attention_bias``, O without; heads
-of the file's ``head_dim`` (a field the config class does not declare: ``getattr``, else h/a,
-:181); ``use_qk_norm``: Qwen3's RMSNorm over each head's width on Q and K (:198-221); rotary on
-the first ``partial_rotary_factor``·d_h features (0.5 by default, configuration_glm4_moe.py
-``__post_init__``), split, rotated and put back by ``torch.cat`` (:138-171), so Q and K reach the
-kernel laid out per head. Glm4MoeMoE (:371-392): Glm4MoeTopkRouter (:269-307) — fp32 logits,
-sigmoid, the ``e_score_correction_bias`` buffer added to choose, grouped top-k (``n_group``,
-``topk_group``), the k weights gathered from the sigmoid, renormalised when ``norm_topk_prob``,
-times ``routed_scaling_factor`` — DeepSeek-V3's router line for line; Glm4MoeExperts' eager loop
+of the file's ``head_dim`` (a field the config class does not declare: ``getattr``, else h // a,
+floored, :181 — the defaults' 4096 // 96 = 42); ``use_qk_norm``: Qwen3's RMSNorm over each head's
+width on Q and K (:198-221); rotary on the first ``partial_rotary_factor``·d_h features (0.5 by
+default, configuration_glm4_moe.py ``__post_init__``), split, rotated and put back by ``torch.cat``
+(:138-171), so Q and K reach the kernel laid out per head. Glm4MoeMoE (:371-392):
+Glm4MoeTopkRouter (:269-307) — fp32 logits, sigmoid, the ``e_score_correction_bias`` buffer added
+to choose, grouped top-k (``n_group``, ``topk_group``), the k weights gathered from the sigmoid,
+renormalised when ``norm_topk_prob``, times ``routed_scaling_factor`` — DeepSeek-V3's router line
+for line; Glm4MoeExperts' eager loop
 of E experts of ``moe_intermediate_size`` (:331-368); one shared MLP of
 ``moe_intermediate_size``·``n_shared_experts`` (:381-383).
 """
 from ..config import Recipe
-from .base import Read, rotary_factor, source
+from .base import Read, head_width, rotary_factor, source
 
 MODEL_TYPE = "glm4_moe"
 TITLE = "GLM-4.5 (MoE)"
@@ -53,7 +54,7 @@ def sigmoid_moe(fields, family: str) -> tuple[dict, dict, tuple, list]:
     notes = []
     groups, chosen = fields.value("n_group"), fields.value("topk_group")
     if groups is None or chosen is None:
-        notes.append(f"n_group / topk_group null: HF's router cannot run it (view(-1, None, ...)); billed as one "
+        notes.append("n_group / topk_group null: HF's router cannot run it (view(-1, None, ...)); billed as one "
                      "group, whose top-k keeps the same tensors as any grouping (the grouping only picks indices)")
     else:
         groups, chosen = fields.count("n_group"), fields.count("topk_group")
@@ -95,5 +96,5 @@ def read(fields) -> Read:
                     qk_norm="head" if fields.flag("use_qk_norm") else "none", rotary_cat=True, **moe)
     return Read(recipe, ffn=fields.count("intermediate_size"),
                 kv_heads=fields.count("num_key_value_heads", fields.heads),
-                seq=fields.count("max_position_embeddings"), head_dim=fields.count("head_dim"), dims=dims,
+                seq=fields.count("max_position_embeddings"), head_dim=head_width(fields), dims=dims,
                 moe=numbers, notes=tuple(notes))
