@@ -182,6 +182,28 @@ def test_trace_command_measures_any_family(family, tmp_path, capsys):
     assert out.strip().endswith("traced == declared at every point")
 
 
+@pytest.mark.parametrize("family, changes", [
+    ("ernie4_5_moe", {}),                          # moe_layer_end_index saved resolved (1): layer 1 is MoE
+    ("ernie4_5_moe", {"moe_layer_start_index": 2}),  # no MoE layer in either model: the dense layer
+    ("glm4_moe", {"first_k_dense_replace": 2}),
+])
+def test_trace_command_on_moe_files_as_transformers_saves_them(family, changes, tmp_path, capsys):
+    """`symbolic trace --hf` on a two-layer file as transformers 5.24.0 writes it (ERNIE-4.5's end index -1
+    resolved to the file's last layer): the measured (second) layer's kind is the one the bill declares."""
+    require("transformers")
+    import json
+
+    from transformers import AutoConfig
+
+    from symbolic.cli import main
+
+    raw = tiny(family, **changes)
+    AutoConfig.for_model(raw.pop("model_type"), **raw).save_pretrained(tmp_path)
+    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--attention", "eager", "--seq", "4",
+                 "--batch", "2"]) == 0
+    assert capsys.readouterr().out.strip().endswith("traced == declared at every point")
+
+
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 @pytest.mark.parametrize("dims, changes, dense, nope", [
     ("first", {"moe_layers": [0]}, True, False),  # the measured layer (index 1) has the dense MLP of width f

@@ -66,29 +66,26 @@ def read(fields) -> Read:
     dense = fields.layers - sparse
     bias = fields.flag("use_bias")
     expert_ffn = fields.count("moe_intermediate_size")
+    # no sparse layer (a start index past the layers): every layer dense, L_d = L, the MoE's share 0
     recipe = Recipe(MODEL_TYPE, qkv_bias=bias, o_bias=bias, mlp_bias=bias, logits_bias=bias,
-                    activation=fields.activation(), rotary_tables=2, rotary_fp32=True,
-                    **({"moe": "ernie4_5_moe", "shared": shared > 0, "dense_layers": dense > 0} if sparse else {}))
+                    activation=fields.activation(), rotary_tables=2, rotary_fp32=True, moe="ernie4_5_moe",
+                    shared=shared > 0, dense_layers=dense > 0)
     dims = {"d_r": width}
     notes = []
+    if shared:
+        dims["f_s"] = expert_ffn * shared
+    if dense:
+        dims["L_d"] = dense
+        notes.append(f"{dense} of the {fields.layers} layers have a dense MLP (width "
+                     f"{fields.count('intermediate_size')}) instead of the MoE: parameters, FLOPs and activations "
+                     "over the whole model are exact; a layer's terms are the layers' average, so under pipeline "
+                     "parallelism (pp > 1) the stage holding the dense layers is not itemised apart")
     if sparse:
-        if shared:
-            dims["f_s"] = expert_ffn * shared
-        if dense:
-            dims["L_d"] = dense
-            notes.append(f"{dense} of the {fields.layers} layers have a dense MLP (width "
-                         f"{fields.count('intermediate_size')}) instead of the MoE: parameters, FLOPs and activations "
-                         "over the whole model are exact; a layer's terms are the layers' average, so under pipeline "
-                         "parallelism (pp > 1) the stage holding the dense layers is not itemised apart")
         notes.append(f"the router's e_score_correction_bias (moe_statics: {experts} per MoE layer, {sparse} × "
                      f"{experts} = {sparse * experts:,} values) is an fp32 parameter HF counts but never trains "
                      "(requires_grad=False): counted in params as HF counts it, so the bill's gradients and optimizer "
                      "states hold these values too")
-    else:
-        notes.append(f"no layer has the sparse block (moe_layer_start_index..moe_layer_end_index, "
-                     f"moe_layer_interval): HF builds every one of the {fields.layers} layers with the dense MLP "
-                     f"(width {fields.count('intermediate_size')}); billed as that dense model")
     return Read(recipe, ffn=fields.count("intermediate_size"),
                 kv_heads=fields.count("num_key_value_heads", fields.heads),
                 seq=fields.count("max_position_embeddings"), head_dim=head_dim, dims=dims,
-                moe=(experts, top_k, expert_ffn, shared) if sparse else (0, 0, 0, 0), notes=tuple(notes))
+                moe=(experts, top_k, expert_ffn, shared), notes=tuple(notes))
