@@ -36,7 +36,7 @@ def test_granite_multipliers_are_read_and_stated():
     ("phi", "head_dim", {"qk_layernorm": True, "head_dim": 16}),  # q_layernorm is LayerNorm(h/a): HF fails too
     ("olmoe", "clip_qkv", {"clip_qkv": -1.0}),
     ("glm4_moe", "n_group", {"n_group": 3}),  # the router views the scores as (n_group, E/n_group): 4 experts
-    ("dots1", "max_window_layers", {"max_window_layers": 1}),  # a sliding-window layer: its mask is not modelled
+    ("dots1", "layer_types", {"layer_types": ["full_attention", "linear_attention"]}),  # a kind dots1 has not
     ("dots1", "n_routed_experts", {"n_routed_experts": None}),  # Dots1Config leaves it None: HF cannot build it
     ("minimax_m2", "router_jitter_noise", {"router_jitter_noise": 0.01}),
     ("ernie4_5_moe", "head_dim", {"head_dim": 15}),  # the interleaved rotary needs an even head width

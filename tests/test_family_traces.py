@@ -182,6 +182,29 @@ def test_trace_command_measures_any_family(family, tmp_path, capsys):
     assert out.strip().endswith("traced == declared at every point")
 
 
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("window", [3, 16])
+def test_dots1_sliding_layers_are_full_attention_but_for_the_stated_sdpa_gap(attention, window):
+    """dots1's sliding layers (i >= max_window_layers): HF masks them, so the layer is full attention's to the
+    byte and FLOP — eager at any s, SDPA for s ≤ window; beyond it SDPA keeps K and V copied to a heads and a
+    (b, 1, s, s) bf16 mask per sliding layer, 4·s·b·(a − g)·d_h + 2·b·s² bytes, the size the bill states."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _config("dots1", "first", max_window_layers=1, sliding_window=window, first_k_dense_replace=0)
+    model = hf.from_hf_dict(raw, "tiny")
+    assert any(note.startswith("1 of the 2 layers use a sliding window") for note in model.approximations)
+    a, g, d = 4, 2, 20
+    for s, b in ((6, 2), (7, 3)):
+        saved, layer, extra, values = declared_layer(raw, attention)
+        values.update(s=s, b=b)
+        gap = 4 * s * b * (a - g) * d + 2 * b * s * s if attention == "sdpa" and s > window else 0
+        want = (at(activations.total_bytes(saved), **values) + gap,
+                at(Add(*(mm.forward_flops for mm in layer)), **values),
+                at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
+        assert hf_layer_by_difference(raw, attention, s, b, 1) == want
+
+
 @pytest.mark.parametrize("family, changes", [
     ("ernie4_5_moe", {}),                          # moe_layer_end_index saved resolved (1): layer 1 is MoE
     ("ernie4_5_moe", {"moe_layer_start_index": 2}),  # no MoE layer in either model: the dense layer

@@ -5,8 +5,8 @@ i >= ``first_k_dense_replace`` (:384-387; 0 by default, 1 in dots.llm1), else a 
 ``intermediate_size`` (f; the first L_d layers). Dots1Attention (:183-250): Qwen3's — Q, K, V and O
 with ``attention_bias``, RMSNorm over each head's width on Q and K (:209-210, always), full
 rotary; a layer of ``layer_types`` "sliding_attention" (``sliding_window`` set and
-i >= ``max_window_layers``) is given a windowed mask (:211, configuration_dots1.py
-``__post_init__``). Dots1MoE (:353-374): Dots1TopkRouter (:272-310) — DeepSeek-V3's router
+i >= ``max_window_layers``) is given a windowed mask (:211, :247, :512; configuration_dots1.py
+``__post_init__``): stated, with what SDPA keeps more beyond the window (:func:`window_note`). Dots1MoE (:353-374): Dots1TopkRouter (:272-310) — DeepSeek-V3's router
 (fp32 logits, sigmoid, ``e_score_correction_bias`` buffer, grouped top-k, ``norm_topk_prob``,
 ``routed_scaling_factor``), Dots1Experts' eager loop (:314-350) of E experts of
 ``moe_intermediate_size``, one shared MLP of ``moe_intermediate_size``·``n_shared_experts``
@@ -21,7 +21,7 @@ MODEL_TYPE = "dots1"
 TITLE = "dots.llm1"
 SOURCE = source(MODEL_TYPE)
 EXPERTS = "n_routed_experts"  #: the experts count's field (attribute_map: num_local_experts)
-#: the reader states the sliding layers itself (it refuses them), not the generic window note
+#: the reader states the sliding layers itself (their count and SDPA's gap), not the generic window note
 READS_WINDOWS = True
 
 #: configuration_dots1.py's defaults of the fields read
@@ -53,15 +53,26 @@ def sliding_layers(fields) -> int:
     return max(0, fields.layers - max(first, 0))
 
 
+def window_note(fields, sliding: int) -> str:
+    """What HF does on the sliding-window layers, stated with its size (traced: tests/test_family_traces.py)."""
+    window = fields.value("sliding_window")
+    return (f"{sliding} of the {fields.layers} layers use a sliding window ({window} positions; layer_types / "
+            "max_window_layers): HF applies it as a mask, so eager attention keeps and FlopCounterMode counts full "
+            f"attention's tensors and s×s FLOPs, as the bill does, at any s (a kernel with a native window does "
+            f"fewer attention FLOPs for s > {window}); under SDPA for s > {window} HF's path copies K and V to a "
+            "heads and keeps a (b, 1, s, s) bf16 mask on each such layer: 4·s·b·(a − g)·d_h + 2·b·s² bytes per "
+            "sliding layer the bill does not count (traced)")
+
+
 def read(fields) -> Read:
     sliding = sliding_layers(fields)
-    if sliding:
-        fields.refuse("max_window_layers" if fields.value("layer_types") is None else "layer_types",
-                      fields.value("max_window_layers") if fields.value("layer_types") is None
-                      else fields.value("layer_types"),
-                      f"dots1 with full attention on every layer ({sliding} sliding-window layers here: their "
-                      "windowed mask is not modelled; set max_window_layers to num_hidden_layers)")
+    window = fields.value("sliding_window")
+    if sliding and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
+        fields.refuse("sliding_window", window, "a positive sliding_window for the layers layer_types marks "
+                      "sliding_attention")
     moe, dims, numbers, notes = sigmoid_moe(fields, MODEL_TYPE)
+    if sliding:
+        notes.append(window_note(fields, sliding))
     bias = fields.flag("attention_bias")
     recipe = Recipe(MODEL_TYPE, qkv_bias=bias, o_bias=bias, qk_norm="head", activation=fields.activation(), **moe)
     return Read(recipe, ffn=fields.count("intermediate_size"),
