@@ -43,9 +43,9 @@ ROUTERS = {
                                       extra=(parts._tokens("moe/group_mask", E, "mask",
                                                            note="group-limited top-k: masked_fill keeps the mask"),)),
     "deepseek_v3": parts.Router("deepseek_v3", score="sigmoid", renormalize=False, weight_dtype="fp32",
-                                logits_fp32=True),
+                                logits_fp32=True, correction_bias="buffer"),
     "deepseek_v3_norm": parts.Router("deepseek_v3_norm", score="sigmoid", renormalize=True, weight_dtype="fp32",
-                                     logits_fp32=True),
+                                     logits_fp32=True, correction_bias="buffer"),
     # GraniteMoeTopKRouter (models.families.granitemoe): softmax over the k chosen logits (fp32), no
     # renormalisation, weights cast back to the activation dtype
     "granitemoe": parts.Router("granitemoe", renormalize=False, weight_dtype="bf16", topk_first=True),
