@@ -98,6 +98,26 @@ TINY: dict[str, dict] = {
                  "head_dim": 18, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
     "apertus": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 2,
                 "head_dim": 18, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
+    # (h, a, g, d, E, k, f_e, f) = (48, 4, 2, 20, 4, 2, 14, 22): d ≠ h/a; layer 0 dense, layer 1 MoE; 2 groups
+    "glm4_moe": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                 "head_dim": 20, "intermediate_size": 22, "vocab_size": 101, "max_position_embeddings": 64,
+                 "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 14, "n_shared_experts": 1,
+                 "n_group": 2, "topk_group": 1, "first_k_dense_replace": 1, "routed_scaling_factor": 2.5},
+    # (h, a, g, d, E, k, f_e, f) = (48, 4, 2, 20, 6, 2, 14, 22): d ≠ h/a; layer 0 dense, layer 1 MoE; 2 shared
+    "dots1": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 20, "intermediate_size": 22, "vocab_size": 101, "max_position_embeddings": 64,
+              "n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 14, "n_shared_experts": 2,
+              "first_k_dense_replace": 1, "norm_topk_prob": True, "routed_scaling_factor": 2.5,
+              "max_window_layers": 64},
+    # (h, a, g, d, E, k, f_e) = (48, 4, 2, 20, 4, 2, 14): d ≠ h/a; rotary on half of each head
+    "minimax_m2": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "head_dim": 20, "intermediate_size": 14, "vocab_size": 101, "max_position_embeddings": 64,
+                   "num_local_experts": 4, "num_experts_per_tok": 2, "partial_rotary_factor": 0.5},
+    # (h, a, g, d, E, k, f_e, f) = (48, 4, 2, 20, 4, 2, 14, 22): d ≠ h/a; layer 0 dense, layer 1 MoE; 1 shared
+    "ernie4_5_moe": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "head_dim": 20, "intermediate_size": 22, "vocab_size": 101, "max_position_embeddings": 64,
+                     "moe_num_experts": 4, "moe_k": 2, "moe_intermediate_size": 14, "moe_num_shared_experts": 1,
+                     "moe_layer_start_index": 1, "moe_layer_end_index": -1, "moe_layer_interval": 1},
 }
 
 
@@ -284,6 +304,23 @@ SECOND: dict[str, dict] = {
                  "intermediate_size": 30, "use_bias": True, "tie_word_embeddings": False},
     "apertus": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
                 "intermediate_size": 30, "attention_bias": True},
+    # (h, a, g, d, E, k, f_e) = (60, 6, 3, 14, 8, 3, 10): qk-norm, attention bias, 4 groups, 2 shared, no renorm
+    "glm4_moe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                 "n_routed_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 10, "n_shared_experts": 2,
+                 "n_group": 4, "topk_group": 2, "use_qk_norm": True, "attention_bias": True, "norm_topk_prob": False,
+                 "partial_rotary_factor": 0.75},
+    # (h, a, g, d, E, k, f_e) = (60, 6, 3, 14, 8, 3, 10): attention bias on Q, K, V and O, 4 groups, no renorm
+    "dots1": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+              "n_routed_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 10, "n_shared_experts": 1,
+              "n_group": 4, "topk_group": 2, "attention_bias": True, "norm_topk_prob": False},
+    # (h, a, g, d, E, k, f_e) = (60, 6, 3, 14, 5, 3, 10): the released files' rotary_dim (6 of 14 features)
+    "minimax_m2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                   "num_local_experts": 5, "num_experts_per_tok": 3, "intermediate_size": 10,
+                   "partial_rotary_factor": None, "rotary_dim": 6},
+    # (h, a, g, d, E, k, f_e) = (60, 6, 3, 14, 5, 3, 10): use_bias (Q, K, V, O, MLPs, the output layer), 2 shared
+    "ernie4_5_moe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                     "moe_num_experts": 5, "moe_k": 3, "moe_intermediate_size": 10, "moe_num_shared_experts": 2,
+                     "use_bias": True},
 }
 
 

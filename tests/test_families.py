@@ -209,6 +209,14 @@ def saved_as_transformers(model_type: str, **changes) -> dict:
     # Falcon's alibi: no rotary, no parameters (build_alibi_tensor makes a buffer-free bias)
     ("falcon", {"alibi": True}),
     ("falcon", {"alibi": True, "new_decoder_architecture": True, "num_kv_heads": 2}),
+    # the four MoE families of issue 40: every layer dense (a first_k_dense_replace or start index past L), no
+    # shared expert, no head_dim with a ∤ h (heads of h // a, as GLM-4.5's defaults build them)
+    ("glm4_moe", {"first_k_dense_replace": 5, "n_shared_experts": 0}),
+    ("glm4_moe", {"head_dim": None, "hidden_size": 50}),
+    ("dots1", {"first_k_dense_replace": 4, "attention_bias": True}),
+    ("ernie4_5_moe", {"moe_layer_start_index": 3, "use_bias": True}),
+    ("ernie4_5_moe", {"moe_num_shared_experts": 0, "moe_layer_interval": 2, "head_dim": None, "hidden_size": 50}),
+    ("minimax_m2", {"rotary_dim": 10, "partial_rotary_factor": None}),
 ])
 def test_configs_as_transformers_saves_them_count_as_it_builds_them(model_type, changes):
     """Issue 40: configs transformers accepts, as it saves them, billed to its meta-device count."""

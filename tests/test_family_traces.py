@@ -61,10 +61,16 @@ class TestSecondDimensions:
         _check(_config(family, "second"), attention, 7, 3)
 
 
-@pytest.mark.parametrize("family", ["deepseek_v3", "qwen2_moe"])
+#: the fields that make the measured (second) layer dense, per family with dense layers
+DENSE_SECOND_LAYER = {"deepseek_v3": {"first_k_dense_replace": 2}, "qwen2_moe": {"mlp_only_layers": [1]},
+                      "glm4_moe": {"first_k_dense_replace": 2}, "dots1": {"first_k_dense_replace": 2},
+                      "ernie4_5_moe": {"moe_layer_start_index": 2}}
+
+
+@pytest.mark.parametrize("family", list(DENSE_SECOND_LAYER))
 def test_dense_layers_of_an_moe_model(family):
     """The dense layer of a dense-first (or mlp_only) MoE model: the inventory at L_d = L."""
-    changes = ({"first_k_dense_replace": 2} if family.startswith("deepseek") else {"mlp_only_layers": [1]})
+    changes = DENSE_SECOND_LAYER[family]
     _check(_config(family, "first", **changes), "eager", 5, 2, layers=1, dense=True)
 
 
@@ -80,6 +86,12 @@ def test_dense_layers_of_an_moe_model(family):
     ("deepseek_v2", {"topk_method": "group_limited_greedy", "n_group": 2, "topk_group": 1, "q_lora_rank": 14}),
     ("falcon", {"multi_query": False, "parallel_attn": False, "bias": True}),
     ("stablelm", {"use_parallel_residual": True}),
+    ("glm4_moe", {"n_shared_experts": 0, "norm_topk_prob": False, "use_qk_norm": True}),
+    ("ernie4_5_moe", {"moe_num_shared_experts": 0}),  # nothing keeps the block's bf16 input: the router's is fp32
+    ("ernie4_5_moe", {"moe_layer_interval": 2, "use_bias": True}),
+    # no head_dim and a ∤ h (GLM-4.5's defaults: 96 heads over 4096): heads of h // a, floored, as HF builds them
+    ("glm4_moe", {"head_dim": None, "hidden_size": 50}),
+    ("ernie4_5_moe", {"head_dim": None, "hidden_size": 50}),
 ])
 def test_variants(family, changes):
     _check(_config(family, "first", **changes), "eager", 6, 2)
@@ -169,6 +181,51 @@ def test_trace_command_measures_any_family(family, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "measured as the model of L + 1 layers less L" in out and "b in [2]" in out
     assert out.strip().endswith("traced == declared at every point")
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("window", [3, 16])
+def test_dots1_sliding_layers_are_full_attention_but_for_the_stated_sdpa_gap(attention, window):
+    """dots1's sliding layers (i >= max_window_layers): HF masks them, so the layer is full attention's to the
+    byte and FLOP — eager at any s, SDPA for s ≤ window; beyond it SDPA keeps K and V copied to a heads and a
+    (b, 1, s, s) bf16 mask per sliding layer, 4·s·b·(a − g)·d_h + 2·b·s² bytes, the size the bill states."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _config("dots1", "first", max_window_layers=1, sliding_window=window, first_k_dense_replace=0)
+    model = hf.from_hf_dict(raw, "tiny")
+    assert any(note.startswith("1 of the 2 layers use a sliding window") for note in model.approximations)
+    a, g, d = 4, 2, 20
+    for s, b in ((6, 2), (7, 3)):
+        saved, layer, extra, values = declared_layer(raw, attention)
+        values.update(s=s, b=b)
+        gap = 4 * s * b * (a - g) * d + 2 * b * s * s if attention == "sdpa" and s > window else 0
+        want = (at(activations.total_bytes(saved), **values) + gap,
+                at(Add(*(mm.forward_flops for mm in layer)), **values),
+                at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
+        assert hf_layer_by_difference(raw, attention, s, b, 1) == want
+
+
+@pytest.mark.parametrize("family, changes", [
+    ("ernie4_5_moe", {}),                          # moe_layer_end_index saved resolved (1): layer 1 is MoE
+    ("ernie4_5_moe", {"moe_layer_start_index": 2}),  # no MoE layer in either model: the dense layer
+    ("glm4_moe", {"first_k_dense_replace": 2}),
+])
+def test_trace_command_on_moe_files_as_transformers_saves_them(family, changes, tmp_path, capsys):
+    """`symbolic trace --hf` on a two-layer file as transformers 5.24.0 writes it (ERNIE-4.5's end index -1
+    resolved to the file's last layer): the measured (second) layer's kind is the one the bill declares."""
+    require("transformers")
+    import json
+
+    from transformers import AutoConfig
+
+    from symbolic.cli import main
+
+    raw = tiny(family, **changes)
+    AutoConfig.for_model(raw.pop("model_type"), **raw).save_pretrained(tmp_path)
+    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--attention", "eager", "--seq", "4",
+                 "--batch", "2"]) == 0
+    assert capsys.readouterr().out.strip().endswith("traced == declared at every point")
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])

@@ -410,7 +410,8 @@ def _from_family(family, raw: dict, name: str, source: str, where: str, sizes: t
         raise ConfigError(f"{where}: num_key_value_heads ({kv_heads}) must divide num_attention_heads ({heads})")
     tied = _flag(raw, "tie_word_embeddings", where, DEFAULTS[model_type]["tie_word_embeddings"])
     notes = [*read.notes, *_unmodelled_fields(raw, model_type, where),
-             *_window_notes(model_type, raw, DEFAULTS[model_type], read.seq)]
+             *(() if getattr(family, "READS_WINDOWS", False) else
+               _window_notes(model_type, raw, DEFAULTS[model_type], read.seq))]
     dims = dict(read.dims)
     if own_head:
         dims["d_h"] = head_dim

@@ -505,7 +505,14 @@ STRUCTURE_EXTRA = {"deepseek_v2": {"num_experts_per_tok": 6},
                    # Llama 4: two layers, one MoE and one dense (Maverick interleaves them), both
                    # with RoPE: the page shows the MoE and the dense layer (L_d); the NoPE layers' share
                    # (L_n) is the bill's (its fractions overran the page's rows)
-                   "llama4_text": {"num_hidden_layers": 2, "moe_layers": [0]}}
+                   "llama4_text": {"num_hidden_layers": 2, "moe_layers": [0]},
+                   # two layers, the first dense (first_k_dense_replace 1; ERNIE-4.5's moe_layer_start_index 1),
+                   # so the page shows the MoE and the dense layer (L_d); dots.llm1's own MoE numbers (its config
+                   # class leaves them None)
+                   "glm4_moe": {"num_hidden_layers": 2},
+                   "ernie4_5_moe": {"num_hidden_layers": 2},
+                   "dots1": {"num_hidden_layers": 2, "first_k_dense_replace": 1, "n_routed_experts": 128,
+                             "n_shared_experts": 2, "num_experts_per_tok": 6}}
 
 
 def family_model(model_type: str, builtin: str | None):

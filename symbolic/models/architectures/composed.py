@@ -43,9 +43,9 @@ ROUTERS = {
                                       extra=(parts._tokens("moe/group_mask", E, "mask",
                                                            note="group-limited top-k: masked_fill keeps the mask"),)),
     "deepseek_v3": parts.Router("deepseek_v3", score="sigmoid", renormalize=False, weight_dtype="fp32",
-                                logits_fp32=True),
+                                logits_fp32=True, correction_bias="buffer"),
     "deepseek_v3_norm": parts.Router("deepseek_v3_norm", score="sigmoid", renormalize=True, weight_dtype="fp32",
-                                     logits_fp32=True),
+                                     logits_fp32=True, correction_bias="buffer"),
     # GraniteMoeTopKRouter (models.families.granitemoe): softmax over the k chosen logits (fp32), no
     # renormalisation, weights cast back to the activation dtype
     "granitemoe": parts.Router("granitemoe", renormalize=False, weight_dtype="bf16", topk_first=True),
@@ -62,6 +62,19 @@ ROUTERS = {
     # GptOssExperts: biases and the clamped SwiGLU
     "gpt_oss": parts.Router("gpt_oss", renormalize=False, weight_dtype="bf16", topk_first=True, bias=True,
                             score_dtype="bf16", experts="clamped_swiglu"),
+    # GLM-4.5's and dots.llm1's routers (models.families.glm4_moe, dots1) are DeepSeek-V3's, line for line:
+    # they use "deepseek_v3" and "deepseek_v3_norm" above.
+    # MiniMaxM2TopKRouter (models.families.minimax_m2): logits in the activation dtype, sigmoid in fp32, top-k of
+    # the scores plus the correction bias, the k weights renormalised in fp32
+    "minimax_m2": parts.Router("minimax_m2", score="sigmoid", renormalize=True, weight_dtype="fp32",
+                               correction_bias="buffer"),
+    # Ernie4_5_MoeTopKRouter (models.families.ernie4_5_moe): fp32 logits, softmax, top-k of the scores plus
+    # moe_statics' correction bias (a parameter), the k weights over clamp(sum, moe_norm_min), cast back
+    "ernie4_5_moe": parts.Router("ernie4_5_moe", renormalize=True, weight_dtype="bf16", logits_fp32=True,
+                                 correction_bias="parameter",
+                                 extra=(parts._tokens("moe/routing_weight_sum_unclamped", 1, "fp32",
+                                                      note="the k weights' sum before clamp(min=moe_norm_min), "
+                                                      "kept by the clamp"),)),
 }
 
 
@@ -143,7 +156,7 @@ def _mlp_block(recipe: Recipe, layer_input: bool = False, ffn: Expr = f) -> part
                          layer_input=layer_input)
     moe_share, dense_share = parts.dense_share(recipe.dense_layers)
     block = parts.moe(ROUTERS[recipe.moe], f_e, f_s if recipe.shared else None, recipe.shared_gate, moe_share,
-                      activation=recipe.activation)
+                      activation=recipe.activation, shared_bias=recipe.mlp_bias)
     if recipe.dense_layers:
         block = block + parts.mlp("gated", ffn, recipe.activation, recipe.mlp_bias, share=dense_share)
     return block

@@ -675,6 +675,13 @@ class Router:
     models/llama4/modeling_llama4.py, ``Llama4Router`` and ``Llama4TextMoe``): top-k of the
     logits, the others set to −inf, a sigmoid in fp32 cast back; every token goes through every
     expert, its input scaled by its score (0 for an expert not chosen): :func:`dense_experts`.
+    correction_bias: the router's ``e_score_correction_bias``, added to the scores to choose the
+    experts only (DeepSeek-V3, GLM-4.5, dots.llm1, MiniMax-M2, ERNIE-4.5's ``moe_statics``):
+    ``""`` none, ``buffer`` (an fp32 buffer, not a parameter) or ``parameter`` (ERNIE-4.5: an
+    fp32 ``nn.Parameter`` of E, ``requires_grad=False``, which HF's parameter count includes). The
+    biased scores, and a grouped top-k's group scores and ``masked_fill`` (``n_group``,
+    ``topk_group``), feed only the top-k's indices, which carry no gradient: nothing of them
+    is kept for backward (traced: DeepSeek-V3, GLM-4.5, dots.llm1 at n_group 2 and 4).
     """
 
     name: str
@@ -694,17 +701,20 @@ class Router:
     #: the routed experts' kind: ``swiglu`` (HF's eager loop, :func:`routed_experts`) or ``clamped_swiglu``
     #: (gpt-oss's biased experts and clamped SwiGLU, :func:`clamped_swiglu_experts`)
     experts: str = "swiglu"
+    correction_bias: str = ""
 
 
 def moe(router: Router, expert_ffn: Expr = f_e, shared_width: Expr | None = None, shared_gate: bool = False,
-        share: Expr = Integer(1), tokens_per_expert: Expr | None = None, activation: str = "silu") -> Part:
+        share: Expr = Integer(1), tokens_per_expert: Expr | None = None, activation: str = "silu",
+        shared_bias: bool = False) -> Part:
     """Routed experts (E of width f_e, top-k), optional shared expert(s) of total width f_s
     (optionally behind a sigmoid gate h→1), as HF's eager experts loop keeps them.
 
     Parameters: router E×h; stacked gate|up E×2f_e×h and down E×h×f_e.
     Tokens per expert: balanced routing s·b·k/E unless given.
     """
-    return moe_layer(router, expert_ffn, E, k, shared_width, shared_gate, share, tokens_per_expert, activation)
+    return moe_layer(router, expert_ffn, E, k, shared_width, shared_gate, share, tokens_per_expert, activation,
+                     shared_bias=shared_bias)
 
 
 def dense_share(dense_layers: bool) -> tuple[Expr, Expr]:
@@ -756,6 +766,9 @@ def moe_router(router: Router, experts: Expr = E, top_k: Expr = k, share: Expr =
                       "fp32 (DeepSeek keeps it in fp32)" if router.logits_fp32 else "", share=share),)
     if router.bias:
         params += (_weight("moe/router_bias", (experts,), paper, "the router's bias", share=share),)
+    if router.correction_bias == "parameter":  # ERNIE-4.5's moe_statics: a parameter HF counts, not trained
+        params += (_weight("moe/router_correction_bias", (experts,), source, "e_score_correction_bias: an fp32 "
+                           "nn.Parameter with requires_grad=False (chooses the experts only)", share=share),)
     mms = (Matmul("layer/moe/router", share, b * s, h, experts, True, "layer", paper),)
     saved = [_tokens("moe/router_input", h, note="the router's and the experts' gathers' input", source=source,
                      share=share)]
@@ -957,12 +970,13 @@ def clamped_swiglu_experts(router: Router, expert_ffn: Expr = f_e, experts: Expr
 
 
 def shared_experts(width: Expr, activation: str = "silu", gate: bool = False, share: Expr = Integer(1),
-                   source: str = MOE_SOURCE) -> Part:
+                   source: str = MOE_SOURCE, bias: bool = False) -> Part:
     """The shared expert(s) every token goes through: one gated MLP of total width ``width``
     (DeepSeekMoE §3.2; HF builds one MLP of n_shared × f_e), reading the router's input (declared
     once, by :func:`moe_router`); with ``gate``, a sigmoid gate h → 1 scales its output
-    (Qwen2-MoE), which keeps the sigmoid and the shared output for the multiply."""
-    dense = mlp("gated", width, activation, prefix="moe/shared", input_name="moe/shared/input", share=share)
+    (Qwen2-MoE), which keeps the sigmoid and the shared output for the multiply. ``bias``: biases on
+    its three linears (ERNIE-4.5's ``use_bias``), which keep nothing more."""
+    dense = mlp("gated", width, activation, bias, prefix="moe/shared", input_name="moe/shared/input", share=share)
     part = Part(dense.params, dense.saved[1:], dense.matmuls)
     if gate:
         part = part + Part(
@@ -978,7 +992,7 @@ def shared_experts(width: Expr, activation: str = "silu", gate: bool = False, sh
 def moe_layer(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k,
               shared_width: Expr | None = None, shared_gate: bool = False, share: Expr = Integer(1),
               tokens_per_expert: Expr | None = None, activation: str = "silu", source: str | None = None,
-              paper: str = MOE_SOURCE) -> Part:
+              paper: str = MOE_SOURCE, shared_bias: bool = False) -> Part:
     """The MoE block as a recipe: :func:`moe_router` + :func:`routed_experts` (+
     :func:`shared_experts` when ``shared_width`` is given). ``source``: the implementation the
     saved tensors are cited from (None: each part's own default); ``paper``: the source the
@@ -987,11 +1001,15 @@ def moe_layer(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: 
     if router.dense_experts:
         part = dense_experts(expert_ffn, experts, top_k, share, paper=paper, **cite)
         if shared_width is not None:
-            part = part + shared_experts(shared_width, activation, shared_gate, share, **cite)
+            part = part + shared_experts(shared_width, activation, shared_gate, share, bias=shared_bias, **cite)
         return part
+    gate = moe_router(router, experts, top_k, share, paper=paper, **cite)
+    if router.logits_fp32 and shared_width is None:
+        # the router reads its fp32 upcast and the experts' gathers keep only indices: with no shared expert
+        # nothing keeps the block's activation-dtype input (traced: ERNIE-4.5 with moe_num_shared_experts 0)
+        gate = Part(gate.params, tuple(t for t in gate.saved if t.name != "moe/router_input"), gate.matmuls)
     routed = clamped_swiglu_experts if router.experts == "clamped_swiglu" else routed_experts
-    part = (moe_router(router, experts, top_k, share, paper=paper, **cite)
-            + routed(router, expert_ffn, experts, top_k, tokens_per_expert, share, activation, paper=paper, **cite))
+    part = gate + routed(router, expert_ffn, experts, top_k, tokens_per_expert, share, activation, paper=paper, **cite)
     if shared_width is not None:
-        part = part + shared_experts(shared_width, activation, shared_gate, share, **cite)
+        part = part + shared_experts(shared_width, activation, shared_gate, share, bias=shared_bias, **cite)
     return part

@@ -54,6 +54,13 @@ def rotary_factor(fields, default: float) -> float:
     return default
 
 
+def head_width(fields) -> int:
+    """The head width of a family whose attention takes ``getattr(config, "head_dim", hidden_size //
+    num_attention_heads)``: the file's ``head_dim``, else h // a floored (GLM-4.5's defaults, 4096 // 96 = 42:
+    HF builds Q of 96·42 = 4,032 features, an output projection 4,032 → 4,096)."""
+    return fields.count("head_dim") or fields.hidden // fields.heads
+
+
 def multiplier_note(fields, names: tuple[str, ...]) -> tuple[str, ...]:
     """The scalar multipliers a family applies (Granite's, Cohere's logit scale), read and stated: a
     multiply by a Python number keeps no tensor, so they change no byte and no counted FLOP."""
