@@ -241,8 +241,9 @@ SECOND: dict[str, dict] = {
 }
 
 
-def declared_layer(raw: dict, attention: str, backend: str = "cpu", dense: bool = False, nope: bool = False):
+def declared_layer(raw: dict, attention: str, backend: str = "cpu", dense: bool = False, nope: bool = False,
+                   seq: int | None = None):
     """The bill's declared layer of ``raw`` for HF ``attention`` (:func:`symbolic.trace.hf_family_declared`)."""
     from symbolic.trace import hf_family_declared
 
-    return hf_family_declared(raw, attention, backend, dense, nope)
+    return hf_family_declared(raw, attention, backend, dense, nope, seq)
