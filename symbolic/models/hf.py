@@ -330,7 +330,7 @@ def _from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.j
                                                 + unmodelled))
     experts, top_k, expert_ffn, shared = moe
     plain_llama = (model_type in ("llama", "mistral") and recipe == Recipe(model_type) and not own_head)
-    plain_mixtral = model_type == "mixtral" and not own_head
+    plain_mixtral = model_type == "mixtral" and not own_head and not recipe.window
     arch = "llama" if plain_llama else "moe" if plain_mixtral else "composed"
     return ModelConfig(**common, ffn=ffn, positions="rope", arch=arch,
                        kv_heads=0 if kv_heads == heads else kv_heads,
