@@ -99,6 +99,12 @@ WINDOWED = [
     ("gemma3_text", {}),
     ("starcoder2", {}),
     ("phi3", {}),
+    # issue 40's families: their full-attention layers (the measured second of two); the sliding ones are
+    # traced by tests/test_family_traces.py (TINY and SECOND windows cut at the traced s)
+    ("ministral", {"layer_types": ["sliding_attention", "full_attention"]}),
+    ("cohere2", {"layer_types": ["sliding_attention", "full_attention"]}),   # no rotary on the full layers
+    ("exaone4", {"layer_types": ["sliding_attention", "full_attention"]}),   # no rotary on the full layers
+    ("exaone4", {"sliding_window": None, "layer_types": ["full_attention"] * 2}),  # no window: rotary everywhere
 ]
 
 
@@ -112,7 +118,7 @@ def test_the_traced_layer_with_the_window_cutting_is_exact(family, changes, atte
     require("transformers")
     from symbolic.trace import hf_layer_by_difference
 
-    raw = tiny(family, sliding_window=3, **changes)
+    raw = tiny(family, **{"sliding_window": 3, **changes})
     s, b = 5, 2
     saved, layer, extra, values = declared_layer(raw, attention, seq=s)
     values.update(s=s, b=b)
@@ -128,3 +134,21 @@ def test_the_note_states_the_difference_from_hf_paths_with_its_size():
     assert "4·s·b·(a − g)·d_h + 2·b·s² bytes" in note
     # at the default s = 4096 = w nothing is cut: 0 FLOPs, the SDPA path's mask and K, V copies only
     assert f"0 training FLOPs and {4 * 4096 * 24 * 128 + 2 * 4096 ** 2:,} B" in note
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_olmo3_full_layer_beside_a_sliding_one(attention):
+    """OLMo-3's full layer is exact; measured as two layers less one, the difference also holds the full
+    layers' rotary table (cos, sin: (1, s, d_h) fp32 each), built once per model for each layer type present
+    (Olmo3RotaryEmbedding) — a model-level tensor, 8·s·d_h bytes, not the layer's."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = tiny("olmo3", layer_types=["sliding_attention", "full_attention"])
+    s, b, d = 5, 2, 40 // 4
+    saved, layer, extra, values = declared_layer(raw, attention, seq=s)
+    values.update(s=s, b=b)
+    traced = hf_layer_by_difference(raw, attention, s, b)
+    assert traced[0] - at(activations.total_bytes(saved), **values) == 8 * s * d
+    assert traced[1:] == (at(Add(*(mm.forward_flops for mm in layer)), **values),
+                          at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
