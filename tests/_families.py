@@ -122,7 +122,8 @@ def random_config(model_type: str, rng: random.Random) -> dict:
         raw["num_key_value_heads"] = kv
     if "head_dim" in raw or model_type in ("llama", "qwen2", "olmo2"):
         raw["head_dim"] = rng.choice([None, rng.randint(3, 12) * 2]) if model_type not in ("gemma", "gemma2",
-                                                                                            "gemma3_text", "qwen3") \
+                                                                                            "gemma3_text", "qwen3",
+                                                                                            "ministral") \
             else rng.randint(3, 12) * 2
     raw["tie_word_embeddings"] = rng.choice([True, False, None])
     for flag in ("attention_bias",):

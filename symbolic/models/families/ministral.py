@@ -24,7 +24,12 @@ WINDOWS = windows.Rule(layer_types=True, default=lambda i, value: True)
 
 
 def read(fields) -> Read:
+    head_dim = fields.count("head_dim")
+    if head_dim is None:  # MinistralAttention: getattr(config, "head_dim", ...) is the config's None (:145-147)
+        fields.refuse("head_dim", None, "Ministral with its head_dim given: transformers 5.24.0's "
+                      "MinistralAttention reads config.head_dim, None unless the file sets it, and fails "
+                      f"(None ** -0.5); give head_dim (h/a = {fields.hidden // fields.heads})")
     recipe = Recipe(MODEL_TYPE, activation=fields.activation())
     return Read(recipe, ffn=fields.count("intermediate_size"),
                 kv_heads=fields.count("num_key_value_heads", fields.heads),
-                seq=fields.count("max_position_embeddings"), head_dim=fields.count("head_dim"))
+                seq=fields.count("max_position_embeddings"), head_dim=head_dim)
