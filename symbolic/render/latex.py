@@ -505,7 +505,9 @@ STRUCTURE_EXTRA = {"deepseek_v2": {"num_experts_per_tok": 6},
                    # Llama 4: two layers, one MoE and one dense (Maverick interleaves them), both
                    # with RoPE: the page shows the MoE and the dense layer (L_d); the NoPE layers' share
                    # (L_n) is the bill's (its fractions overran the page's rows)
-                   "llama4_text": {"num_hidden_layers": 2, "moe_layers": [0]}}
+                   "llama4_text": {"num_hidden_layers": 2, "moe_layers": [0]},
+                   # Ministral: transformers 5.24.0 builds it only with head_dim given (the reader refuses null)
+                   "ministral": {"head_dim": 128}}
 
 
 def family_model(model_type: str, builtin: str | None):
