@@ -83,7 +83,7 @@ TINY: dict[str, dict] = {
                     "head_dim": 20, "intermediate_size": 14, "intermediate_size_mlp": 22, "vocab_size": 101,
                     "max_position_embeddings": 64, "num_local_experts": 3, "num_experts_per_tok": 1,
                     "moe_layers": [0, 2], "attention_chunk_size": 16},
-    # issue 40's windowed families: (h, a, g, d, f) = (44, 4, 2, 18, 52) (OLMo-3, Cohere 2: h = 40, d = h/a), a window
+    # issue 40's windowed families: (h, a, g, d, f) = (44, 4, 2, 18, 52) (OLMo-3: h = 40, d = h/a; Cohere 2: h = 40, d = 12), a window
     # of 4 keys that cuts at the traced s
     "ministral": {"num_hidden_layers": 2, "hidden_size": 44, "num_attention_heads": 4, "num_key_value_heads": 2,
                   "head_dim": 18, "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64,
@@ -91,7 +91,7 @@ TINY: dict[str, dict] = {
     "olmo3": {"num_hidden_layers": 2, "hidden_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2,
               "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64, "sliding_window": 4},
     "cohere2": {"num_hidden_layers": 2, "hidden_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2,
-                "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64, "sliding_window": 4},
+                "head_dim": 12, "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64, "sliding_window": 4},
     "exaone4": {"num_hidden_layers": 2, "hidden_size": 44, "num_attention_heads": 4, "num_key_value_heads": 2,
                 "head_dim": 18, "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64,
                 "sliding_window": 4},
@@ -251,12 +251,13 @@ SECOND: dict[str, dict] = {
     "llama4_text": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
                     "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 10,
                     "intermediate_size_mlp": 26, "moe_layers": None, "attention_bias": True},
-    # (h, a, g, d, f) = (66, 6, 3, 10, 38) (OLMo-3, Cohere 2: h = 72, d = h/a), a window of 3 keys
+    # (h, a, g, d, f) = (66, 6, 3, 10, 38) (OLMo-3: h = 72, d = h/a; Cohere 2: h = 72, d = 14), a window of 3 keys
     "ministral": {"hidden_size": 66, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
                   "intermediate_size": 38, "sliding_window": 3, "tie_word_embeddings": True},
     "olmo3": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 38,
               "sliding_window": 3, "attention_bias": True},
-    "cohere2": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 2, "intermediate_size": 38,
+    "cohere2": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 14,
+                "intermediate_size": 38,
                 "sliding_window": 3, "attention_bias": True, "tie_word_embeddings": False},
     "exaone4": {"hidden_size": 66, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
                 "intermediate_size": 38, "sliding_window": 3},

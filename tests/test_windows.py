@@ -152,3 +152,17 @@ def test_olmo3_full_layer_beside_a_sliding_one(attention):
     assert traced[0] - at(activations.total_bytes(saved), **values) == 8 * s * d
     assert traced[1:] == (at(Add(*(mm.forward_flops for mm in layer)), **values),
                           at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
+
+
+def test_configs_transformers_cannot_build_are_refused_in_one_line():
+    """EXAONE 4.0 without a window and without layer_types (Exaone4Config: (i + 1) % 0), with a string pattern
+    alone ((i + 1) % "LLLG"), and Ministral without head_dim (MinistralAttention: None ** -0.5)."""
+    raw = tiny("exaone4")
+    with pytest.raises(ConfigError, match=r"sliding_window null on model_type 'exaone4'.*give layer_types"):
+        hf.from_hf_dict(dict(raw, sliding_window=None), "t")
+    with pytest.raises(ConfigError, match=r'sliding_window_pattern "LLLG" on model_type .exaone4.'):
+        hf.from_hf_dict(dict(raw, sliding_window_pattern="LLLG"), "t")
+    full = hf.from_hf_dict(dict(raw, sliding_window=None, layer_types=["full_attention"] * 2), "t")
+    assert not full.recipe.window and "L_w" not in dict(full.dims)
+    with pytest.raises(ConfigError, match=r"head_dim null on model_type 'ministral'.*give head_dim \(h/a = 11\)"):
+        hf.from_hf_dict({k: v for k, v in tiny("ministral").items() if k != "head_dim"}, "t")

@@ -7,9 +7,9 @@ weight only) whose output feeds both blocks, x + attn(ln(x)) + mlp(ln(x)); Coher
 names "sliding_attention", and the interleaved rotary (in fp32, cast back) on those layers only:
 the full-attention layers have no positions (``if self.sliding_window is not None``); the Llama
 MLP; a final Cohere2LayerNorm; lm_head tied by default, logits × ``logit_scale``.
-configuration_cohere2.py: ``head_dim`` is set to hidden_size // num_attention_heads whatever the
-file says, and without ``layer_types`` the Hub's ``sliding_window_pattern`` (4) gives three
-sliding layers then one full.
+configuration_cohere2.py: ``head_dim`` is hidden_size // num_attention_heads unless the file gives
+one (its ``__post_init__`` sets h/a, the file's value is set after it), and without ``layer_types``
+the Hub's ``sliding_window_pattern`` (4) gives three sliding layers then one full.
 """
 from .. import windows
 from ..config import Recipe
@@ -33,11 +33,7 @@ def read(fields) -> Read:
     bias = fields.flag("attention_bias")
     recipe = Recipe(MODEL_TYPE, norm="layernorm_fp32", residual="parallel_shared", qkv_bias=bias, o_bias=bias,
                     activation=fields.activation())
-    notes = multiplier_note(fields, ("logit_scale",))
-    given = fields.raw.get("head_dim")
-    if given is not None and given != fields.hidden // fields.heads:
-        notes += (f"head_dim {given} is not read: Cohere2Config sets head_dim = hidden_size // num_attention_heads "
-                  f"({fields.hidden // fields.heads}) whatever the file says, and HF builds that",)
     return Read(recipe, ffn=fields.count("intermediate_size"),
                 kv_heads=fields.count("num_key_value_heads", fields.heads),
-                seq=fields.count("max_position_embeddings"), head_dim=None, notes=notes)
+                seq=fields.count("max_position_embeddings"), head_dim=fields.count("head_dim"),
+                notes=multiplier_note(fields, ("logit_scale",)))

@@ -23,12 +23,7 @@ DEFAULTS = {"intermediate_size": 16384, "max_position_embeddings": 2048, "num_ke
 
 
 def _sliding(i, value):
-    pattern = value("sliding_window_pattern")
-    if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern <= 0:
-        from ..config import ConfigError
-        raise ConfigError(f"sliding_window_pattern {pattern!r} on model_type 'exaone4' without layer_types: "
-                          "transformers builds layer_types from a positive int pattern only; give layer_types")
-    return (i + 1) % pattern != 0
+    return (i + 1) % value("sliding_window_pattern") != 0
 
 
 #: layer_types read (modeling_exaone4.py Exaone4Attention); absent, the int sliding_window_pattern
@@ -36,6 +31,18 @@ WINDOWS = windows.Rule(layer_types=True, default=_sliding)
 
 
 def read(fields) -> Read:
+    if fields.value("sliding_window") is None and fields.raw.get("layer_types") is None:
+        # configuration_exaone4.py __post_init__: no window sets sliding_window_pattern = 0, then (i + 1) % 0
+        fields.refuse("sliding_window", None, "EXAONE 4.0 without a window only with its layer_types given "
+                      "(transformers 5.24.0's Exaone4Config fails on (i + 1) % 0 otherwise); give layer_types, "
+                      "e.g. every layer \"full_attention\"")
+    pattern = fields.value("sliding_window_pattern")
+    if fields.raw.get("layer_types") is None and (isinstance(pattern, bool) or not isinstance(pattern, int)
+                                                  or pattern <= 0):
+        # configuration_exaone4.py: (i + 1) % sliding_window_pattern — a string ("LLLG") fails there
+        fields.refuse("sliding_window_pattern", pattern, "EXAONE 4.0's layer kinds from layer_types, or from an "
+                      "int sliding_window_pattern (transformers 5.24.0 cannot build a string pattern alone); "
+                      "give layer_types")
     recipe = Recipe(MODEL_TYPE, placement="post", qk_norm="head", activation=fields.activation())
     return Read(recipe, ffn=fields.count("intermediate_size"),
                 kv_heads=fields.count("num_key_value_heads", fields.heads),
