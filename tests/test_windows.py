@@ -166,3 +166,17 @@ def test_configs_transformers_cannot_build_are_refused_in_one_line():
     assert not full.recipe.window and "L_w" not in dict(full.dims)
     with pytest.raises(ConfigError, match=r"head_dim null on model_type 'ministral'.*give head_dim \(h/a = 11\)"):
         hf.from_hf_dict({k: v for k, v in tiny("ministral").items() if k != "head_dim"}, "t")
+
+
+def test_trace_command_declares_the_masked_path_from_s_at_the_window(tmp_path, capsys):
+    """`symbolic trace --hf` on a windowed config: below the window SDPA runs as without one, from s ≥ w with
+    its mask materialised — declared per s, traced == declared at each."""
+    require("transformers")
+    import json
+
+    from symbolic.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(tiny("gemma3_text", sliding_window=3)))
+    assert main(["trace", "--hf", str(path), "--attention", "sdpa", "--seq", "2,5", "--batch", "2"]) == 0
+    assert capsys.readouterr().out.strip().endswith("traced == declared at every point")

@@ -238,7 +238,7 @@ def _by_difference(config: dict, args) -> int:
     # it has one more NoPE layer (Llama 4)
     one, two = kinds(1), kinds(2)
 
-    def declared(s: int):  # at s ≥ w a windowed layer's SDPA path materialises its mask (models.windows)
+    def declared_at(s: int):  # at s ≥ w a windowed layer's SDPA path materialises its mask (models.windows)
         saved, layer, extra, values = tr.hf_family_declared(config, args.attention,
                                                             dense=two.get("L_d", 0) > one.get("L_d", 0),
                                                             nope=two.get("L_n", 0) > one.get("L_n", 0), seq=s,
@@ -250,7 +250,7 @@ def _by_difference(config: dict, args) -> int:
           f"model of L + 1 layers less L; s in {args.seq}, b in {batches}")
     ok = True
     for s in args.seq:
-        exprs, values = declared(s)
+        exprs, values = declared_at(s)
         for b in batches:
             at = {SYMBOLS[name]: value for name, value in dict(values, s=s, b=b).items()}
             declared = tuple(int(expr.subs(at)) for expr in exprs)
