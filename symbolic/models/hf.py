@@ -405,7 +405,7 @@ def _from_family(family, raw: dict, name: str, source: str, where: str, sizes: t
         found = windows.read(rule, fields.value, raw, layers, where, model_type)
         recipe = windows.apply(recipe, dims, found)
         if found:
-            notes.append(windows.note(found, heads, kv_heads, head_dim or hidden // heads, read.seq))
+            notes.append(windows.note(found, heads, kv_heads, head_dim or hidden // heads, default_seq(read.seq)))
     experts, top_k, expert_ffn, shared = read.moe
     return ModelConfig(name=name, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq=read.seq, tied=tied,
                        source=source, ffn=read.ffn, positions="rope", arch="composed",
