@@ -10,7 +10,10 @@ its letters and its notes. The attention part then bills (``parts.attention_core
   ``flash_attention_2`` passes (modeling_flash_attention_utils.py:687-692) — Q·Kᵀ and ·V of the
   L_w windowed layers over the window's band (``parts.window_band``: the engine's convention for
   the causal triangle applied to the window), the other L − L_w over the full s×s; flash-attn keeps
-  what it keeps without a window (q, k, v, out, softmax_lse: ``FlashAttnFunc``);
+  what it keeps without a window (Dao-AILab/flash-attention @0251105a2fb1,
+  flash_attn/flash_attn_interface.py:862-869: ``window_size`` goes to the kernel, and
+  ``ctx.save_for_backward(q, k, v, out_padded, softmax_lse, rng_state)`` as without one;
+  csrc/flash_attn/src/flash_fwd_kernel.h:90: the key blocks left of the window are not visited);
 - on HF's eager and SDPA paths (and so on every traced CPU path) the window is a mask: the
   products are the full s×s, as FlopCounterMode counts them; eager keeps nothing more (the mask is
   the model's, built once); SDPA, once the mask is materialised (s ≥ w), runs without native GQA

@@ -454,7 +454,7 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
     return Part((), saved, matmuls)
 
 
-#: flash-attn's native sliding window (Dao-AILab/flash-attention @0251105a, flash_attn/flash_attn_interface.py
+#: flash-attn's native sliding window (Dao-AILab/flash-attention @0251105a, flash_attn/flash_attn_interface.py:862-869
 #: FlashAttnFunc: ``window_size`` passed to the kernel, ``ctx.save_for_backward(q, k, v, out_padded, softmax_lse,
 #: rng_state)`` as without a window; csrc/flash_attn/src/flash_fwd_kernel.h:90: the key blocks left of the window
 #: are skipped), as HF passes it (modeling_flash_attention_utils.py:687-692: window_size (w − 1, w − 1) with causal)
@@ -470,7 +470,8 @@ def window_band(seq: Expr = s, window: Expr | None = None) -> Expr:
     = 2 relates it to the triangle a causal kernel executes): the executed triangle s(s+1)/2 mirrored
     over its diagonal, 2·executed − s. The same rule on a window: a query at position i executes
     min(i + 1, w) keys (flash-attn's hopper/benchmark_attn.py ``flops`` counts these), s·m − m(m − 1)/2
-    in all with m = min(w, s); mirrored, the band of keys within w on either side,
+    in all with m = min(w, s) (flash-attn @0251105a hopper/benchmark_attn.py:62-73); mirrored, the band of keys
+    within w on either side,
 
         s·(2m − 1) − m·(m − 1),
 
