@@ -813,7 +813,7 @@ def hf_layer_by_difference(config: Mapping, attention: str, s: int, b: int, laye
 
 
 def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = "cpu", dense: bool = False,
-                       nope: bool = False):
+                       nope: bool = False, seq: int | None = None, windowed: bool | None = None):
     """(saved tensors, layer matmuls, the FLOPs the kernel adds to backward, values) of one decoder
     layer of a ``config.json`` dict of any family :mod:`symbolic.models.hf` reads, as the bill
     declares it for HF's ``attention`` (``sdpa`` or ``eager``) on ``backend``.
@@ -822,7 +822,9 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     when V is not as wide as Q and K (the CPU flash kernel needs equal widths). ``dense``: for a
     model with dense-first layers, the dense layer (L_d = L), else an MoE layer (L_d = 0); ``nope``:
     for a model with NoPE layers (Llama 4), a NoPE layer (L_n = L), else a RoPE one (L_n = 0); the
-    values have L = 1.
+    values have L = 1. ``windowed``: the measured layer (the second of two) has a sliding window (None:
+    as the config's rule gives it, :mod:`symbolic.models.windows`); with ``seq`` ≥ w, HF's SDPA path on it
+    runs with the window's mask materialised (the ``masked`` kernel).
     """
     from .models import hf
     from .models.architectures import composed, conventions, gpt, llama, moe
@@ -839,7 +841,14 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
         # dropout on the probabilities: torch SDPA on CPU has no fused kernel with dropout and takes its math path
         if model.recipe.attention_dropout and kernel == "fused" and conventions.conventions(backend).name == "cpu":
             kernel = "math"
-        saved, mms = composed.saved_tensors(model.recipe, kernel, backend), composed.matmuls(model.recipe)
+        if model.recipe.window:
+            if windowed is None:  # the second layer of two is windowed if the two-layer model has one more
+                windowed = (dict(hf.from_hf_dict(resized_config(config, 2), "traced").dims).get("L_w", 0)
+                            > dict(hf.from_hf_dict(resized_config(config, 1), "traced").dims).get("L_w", 0))
+            if windowed and kernel == "fused" and seq is not None and seq >= widths["w"]:
+                kernel = "masked"
+        saved = composed.saved_tensors(model.recipe, kernel, backend)
+        mms = composed.matmuls(model.recipe, kernel, backend)
     elif model.arch == "llama":
         saved, mms = llama.saved_tensors(attention=kernel), llama.matmuls()
     elif model.arch == "moe":
@@ -849,9 +858,11 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
         mms = gpt.matmuls()
     layer = mms.select("layer")
     extra = Add(*(mm.forward_flops for mm in layer if mm.name.endswith("attention/scores"))) \
-        if kernel == "fused" else Integer(0)
+        if kernel in ("fused", "masked") else Integer(0)
     values = model.values()
     values["L"] = 1
+    if "L_w" in values:
+        values["L_w"] = 1 if windowed else 0
     if "L_d" in values:
         values["L_d"] = 1 if dense else 0
     if "L_n" in values:

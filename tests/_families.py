@@ -118,6 +118,18 @@ TINY: dict[str, dict] = {
                      "head_dim": 20, "intermediate_size": 22, "vocab_size": 101, "max_position_embeddings": 64,
                      "moe_num_experts": 4, "moe_k": 2, "moe_intermediate_size": 14, "moe_num_shared_experts": 1,
                      "moe_layer_start_index": 1, "moe_layer_end_index": -1, "moe_layer_interval": 1},
+    # issue 40's windowed families: (h, a, g, d, f) = (44, 4, 2, 18, 52) (OLMo-3: h = 40, d = h/a; Cohere 2: h = 40, d = 12), a window
+    # of 4 keys that cuts at the traced s
+    "ministral": {"num_hidden_layers": 2, "hidden_size": 44, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "head_dim": 18, "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64,
+                  "sliding_window": 4},
+    "olmo3": {"num_hidden_layers": 2, "hidden_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64, "sliding_window": 4},
+    "cohere2": {"num_hidden_layers": 2, "hidden_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 12, "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64, "sliding_window": 4},
+    "exaone4": {"num_hidden_layers": 2, "hidden_size": 44, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 18, "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64,
+                "sliding_window": 4},
 }
 
 
@@ -145,7 +157,8 @@ def random_config(model_type: str, rng: random.Random) -> dict:
         raw["num_key_value_heads"] = kv
     if "head_dim" in raw or model_type in ("llama", "qwen2", "olmo2"):
         raw["head_dim"] = rng.choice([None, rng.randint(3, 12) * 2]) if model_type not in ("gemma", "gemma2",
-                                                                                            "gemma3_text", "qwen3") \
+                                                                                            "gemma3_text", "qwen3",
+                                                                                            "ministral") \
             else rng.randint(3, 12) * 2
     raw["tie_word_embeddings"] = rng.choice([True, False, None])
     for flag in ("attention_bias",):
@@ -321,11 +334,22 @@ SECOND: dict[str, dict] = {
     "ernie4_5_moe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
                      "moe_num_experts": 5, "moe_k": 3, "moe_intermediate_size": 10, "moe_num_shared_experts": 2,
                      "use_bias": True},
+    # (h, a, g, d, f) = (66, 6, 3, 10, 38) (OLMo-3: h = 72, d = h/a; Cohere 2: h = 72, d = 14), a window of 3 keys
+    "ministral": {"hidden_size": 66, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+                  "intermediate_size": 38, "sliding_window": 3, "tie_word_embeddings": True},
+    "olmo3": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 38,
+              "sliding_window": 3, "attention_bias": True},
+    "cohere2": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 14,
+                "intermediate_size": 38,
+                "sliding_window": 3, "attention_bias": True, "tie_word_embeddings": False},
+    "exaone4": {"hidden_size": 66, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+                "intermediate_size": 38, "sliding_window": 3},
 }
 
 
-def declared_layer(raw: dict, attention: str, backend: str = "cpu", dense: bool = False, nope: bool = False):
+def declared_layer(raw: dict, attention: str, backend: str = "cpu", dense: bool = False, nope: bool = False,
+                   seq: int | None = None):
     """The bill's declared layer of ``raw`` for HF ``attention`` (:func:`symbolic.trace.hf_family_declared`)."""
     from symbolic.trace import hf_family_declared
 
-    return hf_family_declared(raw, attention, backend, dense, nope)
+    return hf_family_declared(raw, attention, backend, dense, nope, seq)

@@ -39,7 +39,7 @@ def _check(raw: dict, attention: str, s: int, b: int, layers: int = 1, dense: bo
     require("transformers")
     from symbolic.trace import hf_layer_by_difference
 
-    saved, layer, extra, values = declared_layer(raw, attention, dense=dense, nope=nope)
+    saved, layer, extra, values = declared_layer(raw, attention, dense=dense, nope=nope, seq=s)
     values.update(s=s, b=b)
     want = (at(activations.total_bytes(saved), **values),
             at(Add(*(mm.forward_flops for mm in layer)), **values),

@@ -120,6 +120,10 @@ class Recipe:
     #: the dropped probabilities; SDPA's math path (CPU) its fp32 mask and the dropped fp32 probabilities; a fused
     #: kernel (FlashAttention-2) draws it in-kernel and keeps only its RNG state
     attention_dropout: bool = False
+    #: sliding-window attention (:mod:`symbolic.models.windows`): L_w of the L layers attend to the w most recent
+    #: keys. HF's eager and SDPA paths apply it as a mask (full s×s products); a kernel with a native window
+    #: (flash-attn's window_size: the bill's fused kernel on CUDA) multiplies only within it
+    window: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -136,7 +140,7 @@ class Recipe:
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
                 "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi",
-                "sinks", "rotary_fp32", "block_dropout", "attention_dropout")
+                "sinks", "rotary_fp32", "block_dropout", "attention_dropout", "window")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

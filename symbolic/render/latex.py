@@ -512,7 +512,9 @@ STRUCTURE_EXTRA = {"deepseek_v2": {"num_experts_per_tok": 6},
                    "glm4_moe": {"num_hidden_layers": 2},
                    "ernie4_5_moe": {"num_hidden_layers": 2},
                    "dots1": {"num_hidden_layers": 2, "first_k_dense_replace": 1, "n_routed_experts": 128,
-                             "n_shared_experts": 2, "num_experts_per_tok": 6}}
+                             "n_shared_experts": 2, "num_experts_per_tok": 6},
+                   # Ministral: transformers 5.24.0 builds it only with head_dim given (the reader refuses null)
+                   "ministral": {"head_dim": 128}}
 
 
 def family_model(model_type: str, builtin: str | None):

@@ -116,9 +116,13 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
             parts._split(f"attention/{name}_clamp_input", n, note="clamp_ is in place: autograd keeps a copy of "
                          "its input (the projection's output) for the clamp's mask in backward")
             for name, n in (("query", a * width), ("key", kv_heads * width), ("value", kv_heads * width))))
-    core_heads = a if recipe.kv_materialized else kv_heads
-    core = parts.attention_core(width, core_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
-                                mask_dtype=mask_dtype, per_head=per_head, dropout=recipe.attention_dropout)
+    core_heads = a if recipe.kv_materialized or kernel == "masked" else kv_heads
+    core = parts.attention_core(width, core_heads, "fused" if kernel == "masked" else kernel,
+                                output_copy=recipe.rotary_cat, softcap=recipe.softcap, mask_dtype=mask_dtype,
+                                per_head=per_head, dropout=recipe.attention_dropout,
+                                window_share=_window_share(recipe, kernel, conv))
+    if kernel == "masked":
+        core = core + _window_mask()
     # Falcon's softmax(dtype=bf16), Llama 4's plain softmax: the probabilities kept once, in bf16
     if (recipe.falcon_core or recipe.softmax_bf16) and kernel == "explicit":
         core = parts.Part(core.params, tuple(t for t in core.saved if t.name != "attention/softmax_output"),
@@ -150,6 +154,28 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
     return projections + rotary + core + parts.attention_output(width, recipe.o_bias)
 
 
+def _window_share(recipe: Recipe, kernel: str, conv) -> Expr:
+    """The layers whose attention multiplies only within the sliding window: L_w/L on the fused kernel on CUDA
+    (flash-attn's native window_size, what the bill counts); none where the window is a mask (HF's eager and
+    SDPA paths, and every traced CPU path: FlopCounterMode counts the full s×s)."""
+    from ...core.dims import L, L_w
+    if not recipe.window or kernel != "fused" or conv is None or conventions(conv).name != "cuda":
+        return Integer(0)
+    return L_w / L
+
+
+def _window_mask() -> parts.Part:
+    """What HF's SDPA path keeps on a windowed layer once the window's mask is materialised (s ≥ w:
+    masking_utils.py ``_ignore_causal_mask_sdpa`` skips the mask only below the window): with a mask,
+    ``use_gqa_in_sdpa`` is false (integrations/sdpa_attention.py:40-48), so K and V are repeated to a heads
+    before the kernel (the ``masked`` kernel's K, V at a heads), and the boolean mask is converted to an
+    additive bf16 (b, 1, s, s) tensor in each layer's call, which the kernel keeps (traced)."""
+    return parts.Part(saved=(SavedTensor(
+        "attention/window_mask", (b, s, s), "bf16", Axis.NONE, None, Group.BODY, parts.HF,
+        "the sliding-window mask as SDPA's additive bf16 attn_mask, converted in each layer and kept by its "
+        "backward (traced: per layer)"),))
+
+
 def _mlp_block(recipe: Recipe, layer_input: bool = False, ffn: Expr = f) -> parts.Part:
     if recipe.moe == "none":
         return parts.mlp(recipe.mlp, ffn, recipe.activation, recipe.mlp_bias, recipe.fused_gate_up,
@@ -166,7 +192,9 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
           dropout: bool = False, wording: parts.Wording = parts.HF_WORDING) -> parts.Part:
     """One decoder layer of ``recipe``: its norms, attention and MLP parts in the recipe's residual
     wiring. ``kernel``: ``fused`` SDPA/FlashAttention, ``explicit`` eager attention, ``math``, SDPA's
-    fp32 fallback, which CPU takes for MLA, or ``paper``, the attention Korthikanti §4.1 counts.
+    fp32 fallback, which CPU takes for MLA, ``masked``, HF's SDPA path on a windowed layer once its
+    mask is materialised (s ≥ w: K, V repeated to a heads, the mask kept), or ``paper``, the attention
+    Korthikanti §4.1 counts.
     ``ffn``: the MLP width (f; the papers' GPT: 4h). ``kv_heads``: key/value heads (g; MHA: a).
     ``dropout``: dropout on each block's output before its residual add (Megatron's GPT; its mask
     dtype the backend's). ``wording``: the names and citations of the inventory (the paper layers')."""
@@ -244,9 +272,10 @@ def saved_tensors(recipe: Recipe, kernel: str = "fused", backend=CUDA) -> Invent
     return Inventory(layer(recipe, kernel, backend).saved)
 
 
-def matmuls(recipe: Recipe) -> Inventory:
-    """One layer's matmuls and the logits."""
-    return Inventory(layer(recipe).matmuls + model_side(recipe, True).matmuls)
+def matmuls(recipe: Recipe, kernel: str = "fused", backend=CUDA) -> Inventory:
+    """One layer's matmuls and the logits (the bill's: the fused kernel on CUDA, a native sliding window
+    multiplying only within it; ``backend`` cpu: the traced path, full s×s products)."""
+    return Inventory(layer(recipe, kernel, backend).matmuls + model_side(recipe, True).matmuls)
 
 
 @lru_cache(maxsize=None)

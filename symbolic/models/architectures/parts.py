@@ -353,7 +353,8 @@ def rope_share(nope_layers: bool) -> tuple[Expr, Expr]:
 
 def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value_width: Expr | None = None,
                    output_copy: bool = False, softcap: bool = False, value_storage: Expr | None = None,
-                   mask_dtype: str = "mask", per_head: bool = False, dropout: bool = False) -> Part:
+                   mask_dtype: str = "mask", per_head: bool = False, dropout: bool = False,
+                   window_share: Expr = Integer(0)) -> Part:
     """Q·Kᵀ, softmax, ·V over ``a`` query heads of width ``width`` (V of ``value_width``).
 
     ``paper`` (Korthikanti et al. 2022 §4.1, Megatron's GPT layer): Q and K
@@ -375,7 +376,9 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
     tanh(scores / cap)·cap keeps the tanh output. ``math`` (torch SDPA's
     math fallback, taken on CPU when V's width differs from Q's — MLA): Q
     scaled, Kᵀ, the probabilities and V, all upcast to fp32, no output.
-    The matmuls count the full s×s products (as FlopCounterMode does).
+    The matmuls count the full s×s products (as FlopCounterMode does);
+    ``window_share``: the share of the layers (L_w/L) whose kernel multiplies
+    only within a sliding window (:func:`window_products`), the rest full.
 
     ``dropout`` (``attention_dropout`` > 0 in training, Seed-OSS): ``explicit`` keeps the dropout's
     mask (``mask_dtype``: CPU's ``input * noise`` keeps a bf16 noise tensor, CUDA a bool mask) and the
@@ -397,12 +400,13 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
         if per_head:
             return SavedTensor(name, (s, b, n, w), "bf16", Axis.TENSOR, 2, Group.BODY, src, note)
         return _split(name, n * w, note=note, source=src)
+    full = 1 - window_share
     matmuls = (
-        Matmul("layer/attention/scores", b * a, s, width, s, False, "layer", HF, "Q·Kᵀ per head",
+        Matmul("layer/attention/scores", b * a * full, s, width, s, False, "layer", HF, "Q·Kᵀ per head",
                Group.ATTENTION_CORE),
-        Matmul("layer/attention/context", b * a, s, s, value_width, False, "layer", HF, "probabilities·V per head",
-               Group.ATTENTION_CORE),
-    )
+        Matmul("layer/attention/context", b * a * full, s, s, value_width, False, "layer", HF,
+               "probabilities·V per head", Group.ATTENTION_CORE),
+    ) + (window_products(width, value_width, window_share) if window_share != 0 else ())
     scores = lambda name, dtype, note: SavedTensor(name, (b, a, s, s), dtype, Axis.TENSOR, 1,  # noqa: E731
                                                    Group.ATTENTION_CORE, HF, note)
     if kernel == "fused":
@@ -489,6 +493,56 @@ def attention_sinks(core: Part, kernel: str, heads: Expr = a) -> Part:
         elif term.name != "attention/probabilities":
             saved.append(term)
     return Part(params, tuple(saved), core.matmuls)
+
+
+#: flash-attn's native sliding window (Dao-AILab/flash-attention @0251105a, flash_attn/flash_attn_interface.py:862-869
+#: FlashAttnFunc: ``window_size`` passed to the kernel, ``ctx.save_for_backward(q, k, v, out_padded, softmax_lse,
+#: rng_state)`` as without a window; csrc/flash_attn/src/flash_fwd_kernel.h:90: the key blocks left of the window
+#: are skipped), as HF passes it (modeling_flash_attention_utils.py:687-692: window_size (w − 1, w − 1) with causal)
+FLASH_WINDOW = "flash-attn @0251105a FlashAttnFunc window_size; HF modeling_flash_attention_utils.py:687"
+
+
+def window_band(seq: Expr = s, window: Expr | None = None) -> Expr:
+    """The score entries one (sequence, head) is billed under a causal sliding window of ``window`` keys,
+    in the engine's convention for the causal triangle.
+
+    The engine bills causal attention at the full s×s square (FlopCounterMode's count of HF's masked
+    products, Megatron-Core's and PaLM's MFU convention; :data:`symbolic.ledgers.kernels.CAUSAL_DENSE_OVER_EXECUTED`
+    = 2 relates it to the triangle a causal kernel executes): the executed triangle s(s+1)/2 mirrored
+    over its diagonal, 2·executed − s. The same rule on a window: a query at position i executes
+    min(i + 1, w) keys (flash-attn's hopper/benchmark_attn.py ``flops`` counts these), s·m − m(m − 1)/2
+    in all with m = min(w, s) (flash-attn @0251105a hopper/benchmark_attn.py:62-73); mirrored, the band of keys
+    within w on either side,
+
+        s·(2m − 1) − m·(m − 1),
+
+    which is s² at m = s (no window cut: full attention's count), so the windowed and the full layers'
+    FLOPs stand in the same ratio to what their kernels execute (≈ 2), and an MFU read from the bill
+    stays as comparable as for full attention — never the full s² for a kernel that skips the blocks
+    outside the window (torchtitan's FLOP counter did, and reported MFU above 100 % on windowed models).
+    Tiles: a kernel computes whole blocks that cross the window's edge; like the causal triangle, the
+    count is the mask's, not the tiles'.
+
+    >>> from sympy import Integer
+    >>> window_band(Integer(5), Integer(3)), window_band(Integer(5), Integer(8))
+    (19, 25)
+    """
+    from sympy import Max
+
+    from ...core.dims import w
+    window = w if window is None else window
+    m = window + seq - Max(window, seq)  # min(w, s), written with Max: the formula readers take Max only
+    return seq * (2 * m - 1) - m * (m - 1)
+
+
+def window_products(width: Expr, value_width: Expr, share: Expr) -> tuple:
+    """Q·Kᵀ and ·V of the windowed layers (``share`` of them, L_w/L) on a kernel with a native window:
+    per (sequence, head) :func:`window_band` entries, s queries of band/s keys on average each."""
+    keys = window_band() / s
+    return (Matmul("layer/attention/scores_window", b * a * share, s, width, keys, False, "layer", FLASH_WINDOW,
+                   "Q·Kᵀ per head within the sliding window (the band, window_band)", Group.ATTENTION_CORE),
+            Matmul("layer/attention/context_window", b * a * share, s, keys, value_width, False, "layer",
+                   FLASH_WINDOW, "probabilities·V per head within the sliding window", Group.ATTENTION_CORE))
 
 
 def mla_projections(r_q: Expr, r_kv: Expr, d_n: Expr, d_r: Expr, d_v: Expr, q_lora: bool,

@@ -5,14 +5,16 @@ below are each a module, registered here by ``MODEL_TYPE``.
 """
 from . import (cohere, falcon, glm4, gpt_oss, gptj, granite, granitemoe, llama4, nemotron, olmoe, phi, phimoe,
                stablelm, starcoder2)
-from . import apertus, arcee, dots1, ernie4_5, ernie4_5_moe, glm4_moe, minimax_m2, seed_oss, smollm3
+from . import (apertus, arcee, cohere2, dots1, ernie4_5, ernie4_5_moe, exaone4, glm4_moe, minimax_m2, ministral, olmo3,
+               seed_oss, smollm3)
 
 #: model_type -> the family's module (``DEFAULTS``, ``SOURCE``, ``TITLE``, ``read``), in listing order
 READERS = {module.MODEL_TYPE: module for module in (phi, starcoder2, stablelm, granite, nemotron, glm4, cohere, olmoe,
                                                        granitemoe, gptj, falcon, phimoe, llama4)}
 # issue 40's families (2025–26)
 READERS.update({module.MODEL_TYPE: module for module in (smollm3, arcee, seed_oss, ernie4_5, apertus, gpt_oss,
-                                                         glm4_moe, dots1, minimax_m2, ernie4_5_moe)})
+                                                         glm4_moe, dots1, minimax_m2, ernie4_5_moe, ministral, olmo3,
+                                                         cohere2, exaone4)})
 
 #: Families this version does not model, each with what modelling it would need: their configs are refused in
 #: one line that says so (``symbolic.models.hf``), never billed as a stand-in.

@@ -21,6 +21,7 @@ over the k in the activation dtype) and GptOssExperts (:68-114): per expert a ga
 applies ``sliding_window`` as a mask (:284, :467-470), so what it keeps and what FlopCounterMode counts
 are a full layer's on the traced path.
 """
+from .. import windows
 from ..config import Recipe
 from .base import Read, source
 
@@ -39,6 +40,10 @@ DEFAULTS = {"intermediate_size": 2880, "max_position_embeddings": 131072, "num_k
 LAYER_KINDS = ("sliding_attention", "full_attention")
 
 # Its router is ``architectures.composed.ROUTERS["gpt_oss"]``.
+
+#: the sliding layers (symbolic.models.windows): ``layer_types``, else sliding on even indices
+#: (configuration_gpt_oss.py:84-87) — priced at the window's band on a kernel with a native window
+WINDOWS = windows.Rule(layer_types=True, default=lambda i, value: (i + 1) % 2 == 1)
 
 
 def layer_kinds(fields) -> tuple[int, int]:
@@ -74,13 +79,7 @@ def read(fields) -> Read:
         fields.count("head_dim")
     hidden = fields.hidden
     notes = [
-        f"layer_types: {sliding} sliding-window + {full} full-attention layers, each billed as a full-attention layer "
-        f"(HF applies sliding_window {window} as a mask: the traced layer keeps and multiplies what a full one does)",
-        # ---- layer-type share: wired here after the merge of issue 40's sliding-window part -------------------
-        # (sliding, full) are this model's per-layer kinds, read from layer_types as HF builds them; that part's
-        # share of windowed layers (sliding/L) is to be set here, so a kernel with a native window prices the
-        # sliding layers apart. Until then the window is stated (symbolic.models.hf._window_notes), not priced.
-        # --------------------------------------------------------------------------------------------------------
+        f"layer_types: {sliding} sliding-window + {full} full-attention layers (window {window})",
         "attention is billed as a fused kernel with the sink in its log-sum-exp — Q, K, V, the output and the "
         "fp32 log-sum-exp (FlashAttention-4's learnable_sink, HF's flash path on GPU: Dao-AILab/flash-attention "
         "flash_attn/cute/interface.py:3117 at 0251105a, backward on SM90/SM100); HF's gpt_oss has no SDPA path "
