@@ -514,7 +514,8 @@ def test_the_apis_framework_is_the_clis(capsys):
     assert api_bill["layout"]["optimizer"] == "bf16-adam-fp32-grads" and api_bill["layout"]["flash_attention"] is True
     assert api_bill["time_model"]["framework"] == "megatron-core"
     assert api_bill["framework_preset"] == {"framework": "megatron-core", "filled": {
-        "flash_attention": True, "loss": "vocab-parallel", "optimizer": "bf16-adam-fp32-grads", "overlap": "no"}}
+        "flash_attention": True, "loss": "vocab-parallel", "optimizer": "bf16-adam-fp32-grads", "optimizer_impl": "fused",
+        "overlap": "no"}}
     plan = symbolic.plan("llama-3-8b", gpus=8, gpu_memory="80GB", global_batch=16, framework="nemo").to_dict()
     cli_plan = _cli_json(capsys, "plan", "llama-3-8b", "--gpus", "8", "--gpu-memory", "80GB", "--global-batch", "16",
                          "--framework", "nemo", "--json")
@@ -528,10 +529,12 @@ def test_the_apis_framework_is_the_clis(capsys):
     assert timeline == _cli_json(capsys, "timeline", "llama-3-8b", "--dp", "8", "--framework", "nemo", "--json")
     assert (timeline["layout"]["zero"], timeline["layout"]["loss"]) == (1, "fused")
     # the memory-only commands take the preset's memory fields, and say which (no overlap: no step time)
-    filled = {"flash_attention": True, "zero": 1, "loss": "fused", "optimizer": "bf16-adam-fp32-grads"}
+    filled = {"flash_attention": True, "zero": 1, "loss": "fused", "optimizer": "bf16-adam-fp32-grads",
+              "optimizer_impl": "fused"}
     assert solve["framework_preset"] == timeline["framework_preset"] == {"framework": "nemo", "filled": filled}
     main(["solve", "llama-3-8b", "--max", "micro-batch", "--gpu-memory", "200GB", "--dp", "8", "--framework", "nemo"])
-    assert ("fused loss; from --framework nemo: fused attention, ZeRO-1, fused loss, bf16-adam-fp32-grads"
+    assert ("fused loss; from --framework nemo: fused attention, ZeRO-1, fused loss, bf16-adam-fp32-grads, fused "
+            "optimizer step"
             in " ".join(capsys.readouterr().out.split("\nVERDICT")[0].split()))
 
 
@@ -580,9 +583,10 @@ def test_the_api_can_type_what_the_cli_cannot_and_the_layout_line_names_the_pres
     typed = capsys.readouterr().out.split("\nVERDICT")[0]
     assert " ".join(untyped.split()).endswith("bf16-adam-fp32-grads, bf16 activations, vocab-parallel loss; from "
                                               "--framework megatron-core: fused attention, vocab-parallel loss, "
-                                              "bf16-adam-fp32-grads, no overlap")
+                                              "bf16-adam-fp32-grads, fused optimizer step, no overlap")
     assert " ".join(typed.split()).endswith("ZeRO-0, bf16-adam, bf16 activations, vocab-parallel loss; from "
-                                            "--framework megatron-core: fused attention, vocab-parallel loss, no overlap")
+                                            "--framework megatron-core: fused attention, vocab-parallel loss, fused "
+                                            "optimizer step, no overlap")
     # without a preset the line is as it was
     main(["bill", "llama-3-8b"])
     assert "--framework" not in capsys.readouterr().out.split("\nVERDICT")[0]

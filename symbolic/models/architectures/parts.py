@@ -499,7 +499,8 @@ def attention_sinks(core: Part, kernel: str, heads: Expr = a) -> Part:
 #: FlashAttnFunc: ``window_size`` passed to the kernel, ``ctx.save_for_backward(q, k, v, out_padded, softmax_lse,
 #: rng_state)`` as without a window; csrc/flash_attn/src/flash_fwd_kernel.h:90: the key blocks left of the window
 #: are skipped), as HF passes it (modeling_flash_attention_utils.py:687-692: window_size (w − 1, w − 1) with causal)
-FLASH_WINDOW = "flash-attn @0251105a FlashAttnFunc window_size; HF modeling_flash_attention_utils.py:687"
+FLASH_WINDOW = ("FlashAttention-2 with a native window (flash-attn @0251105a FlashAttnFunc window_size; HF "
+                "modeling_flash_attention_utils.py:687)")
 
 
 def window_band(seq: Expr = s, window: Expr | None = None) -> Expr:
