@@ -813,7 +813,7 @@ def hf_layer_by_difference(config: Mapping, attention: str, s: int, b: int, laye
 
 
 def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = "cpu", dense: bool = False,
-                       nope: bool = False):
+                       nope: bool = False, kinds: tuple = ()):
     """(saved tensors, layer matmuls, the FLOPs the kernel adds to backward, values) of one decoder
     layer of a ``config.json`` dict of any family :mod:`symbolic.models.hf` reads, as the bill
     declares it for HF's ``attention`` (``sdpa`` or ``eager``) on ``backend``.
@@ -821,8 +821,9 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     sdpa is the fused kernel, eager the explicit one; MLA under sdpa on CPU is SDPA's math path
     when V is not as wide as Q and K (the CPU flash kernel needs equal widths). ``dense``: for a
     model with dense-first layers, the dense layer (L_d = L), else an MoE layer (L_d = 0); ``nope``:
-    for a model with NoPE layers (Llama 4), a NoPE layer (L_n = L), else a RoPE one (L_n = 0); the
-    values have L = 1.
+    for a model with NoPE layers (Llama 4), a NoPE layer (L_n = L), else a RoPE one (L_n = 0); ``kinds``:
+    Gemma 3n's letters of the measured layer's kinds (``L_kv``: KV-shared, ``L_sp``: sparse; = L when named,
+    else 0); the values have L = 1.
     """
     from .models import hf
     from .models.architectures import composed, conventions, gpt, llama, moe
@@ -856,4 +857,7 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
         values["L_d"] = 1 if dense else 0
     if "L_n" in values:
         values["L_n"] = 1 if nope else 0
+    for letter in ("L_kv", "L_sp"):  # Gemma 3n's layer kinds: the measured layer is of the kinds named
+        if letter in values:
+            values[letter] = 1 if letter in kinds else 0
     return saved, layer, extra, values

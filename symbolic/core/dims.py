@@ -165,3 +165,16 @@ L_1, L_p, L_m = SYMBOLS["L_1"], SYMBOLS["L_p"], SYMBOLS["L_m"]
 L_n = SYMBOLS["L_n"]
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}
+
+#: Gemma 3n (HF ``gemma3n_text``, issue 40): AltUp's streams, LAuReL's rank, the per-layer inputs' width and
+#: vocabulary, and the two per-layer kinds its config names (KV-shared layers; activation-sparse layers).
+DIMENSIONS["n_u"] = _dim("n_u", "AltUp streams of a Gemma 3n model (altup_num_inputs)", "n_{u}")
+DIMENSIONS["r_l"] = _dim("r_l", "LAuReL rank of a Gemma 3n layer (laurel_rank)", "r_{l}")
+DIMENSIONS["h_p"] = _dim("h_p", "per-layer input width of a Gemma 3n model (hidden_size_per_layer_input)", "h_{p}")
+DIMENSIONS["V_p"] = _dim("V_p", "per-layer embedding rows of a Gemma 3n model (vocab_size_per_layer_input)", "V_{p}")
+DIMENSIONS["L_kv"] = _dim("L_kv", "layers reusing earlier layers' K and V (Gemma 3n num_kv_shared_layers)", "L_{kv}")
+DIMENSIONS["L_sp"] = _dim("L_sp", "layers with Gaussian top-k activation sparsity (Gemma 3n)", "L_{sp}")
+for _name in ("n_u", "r_l", "h_p", "V_p", "L_kv", "L_sp"):
+    SYMBOLS[_name] = DIMENSIONS[_name].symbol
+    LATEX_NAMES[DIMENSIONS[_name].symbol] = DIMENSIONS[_name].latex
+n_u, r_l, h_p, V_p, L_kv, L_sp = (SYMBOLS[n] for n in ("n_u", "r_l", "h_p", "V_p", "L_kv", "L_sp"))

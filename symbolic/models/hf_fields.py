@@ -131,6 +131,15 @@ def resized(raw: dict, layers: int) -> dict:
         out["moe_layers"] = [index for index in out["moe_layers"] if not _is_int(index) or index < layers]
     if isinstance(out.get("no_rope_layers"), list) and len(out["no_rope_layers"]) >= layers:
         out["no_rope_layers"] = out["no_rope_layers"][:layers]  # Llama 4: one RoPE flag per layer
+    # Gemma 3n: the per-layer lists keep their first ``layers`` entries, and the KV-shared layers stay the
+    # file's last ones counted from the same first shared index (the first ``layers`` layers of the file's model)
+    for key in ("intermediate_size", "activation_sparsity_pattern"):
+        if out.get("model_type") in ("gemma3n", "gemma3n_text") and isinstance(out.get(key), list) \
+                and len(out[key]) >= layers:
+            out[key] = out[key][:layers]
+    own, shared = raw.get("num_hidden_layers"), out.get("num_kv_shared_layers")
+    if out.get("model_type") in ("gemma3n", "gemma3n_text") and _is_int(own) and _is_int(shared):
+        out["num_kv_shared_layers"] = max(0, layers - (own - shared))
     types = out.get("layer_types")
     if isinstance(types, list):
         if len(types) >= layers:
