@@ -132,9 +132,8 @@ def read(fields) -> Read:
     active = fields.value("altup_active_idx")
     if isinstance(active, bool) or not isinstance(active, int) or not 0 <= active < streams:
         fields.refuse("altup_active_idx", active, f"a stream index in 0..{streams - 1}")
-    clip = fields.value("altup_coef_clip")
-    if clip is not None:
-        _number(fields, "altup_coef_clip", clip)
+    # a number (HF's strict config refuses null): the correct step keeps the clamped n_u × n_u weight in training
+    _number(fields, "altup_coef_clip", fields.value("altup_coef_clip"))
     correct_scale = fields.flag("altup_correct_scale")
     ffn = ffn_width(fields)
     types = layer_types(fields)
@@ -179,9 +178,6 @@ def read(fields) -> Read:
                      "(activation_sparsity_pattern): about 1 − sparsity of its activations stay nonzero, but the "
                      "matmuls are dense (no FLOP saved); those layers keep the std and the relu output, "
                      "2·s·b·(f + 1) bytes more each: over the whole model exact, a layer's terms the layers' average")
-    if clip is None:
-        notes.append(f"altup_coef_clip null: HF keeps no clamped copy of correction_coefs in training, 2·n_u² = "
-                     f"{2 * streams * streams} bytes per layer fewer than billed")
     cap = fields.value("final_logit_softcapping")
     if cap is not None:
         _number(fields, "final_logit_softcapping", cap)
