@@ -505,7 +505,10 @@ STRUCTURE_EXTRA = {"deepseek_v2": {"num_experts_per_tok": 6},
                    # Llama 4: two layers, one MoE and one dense (Maverick interleaves them), both
                    # with RoPE: the page shows the MoE and the dense layer (L_d); the NoPE layers' share
                    # (L_n) is the bill's (its fractions overran the page's rows)
-                   "llama4_text": {"num_hidden_layers": 2, "moe_layers": [0]}}
+                   "llama4_text": {"num_hidden_layers": 2, "moe_layers": [0]},
+                   # Gemma 3n: one plain layer (no KV sharing; one layer has no default sparsity): the KV-shared
+                   # and sparse layers' shares (L_kv, L_sp) are the bill's, as Llama 4's L_n
+                   "gemma3n_text": {"num_kv_shared_layers": 0}}
 
 
 def family_model(model_type: str, builtin: str | None):
