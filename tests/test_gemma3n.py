@@ -68,6 +68,30 @@ def test_sdpa_sliding_layer_gap_is_the_stated_size(layers, kinds, shared):
     assert hf_layer_by_difference(raw, "eager", s, b, layers) == _declared(raw, "eager", s, b, kinds)
 
 
+@pytest.mark.parametrize("dims", ["first", "second"])
+def test_altup_model_level_activations_are_the_stated_size(dims):
+    """What Gemma3nTextModel.forward keeps outside its layers for AltUp (the extra streams' projections and
+    magnitudes at the input and the output, the last layer's streams), with the embeddings the per-layer projection
+    keeps: the (10·n_u − 6)·h + 8·n_u bytes per token the reader's note states as not counted."""
+    require("transformers")
+    import torch
+
+    from symbolic.trace import hf_model, trace_module
+
+    raw = _config(dims)
+    values = dict(hf.from_hf_dict(raw, "t").dims)
+    n, h = values["n_u"], raw["hidden_size"]
+    note = next(x for x in hf.from_hf_dict(raw, "t").approximations if x.startswith("AltUp's model-level"))
+    assert "(10·n_u − 6)·h + 8·n_u bytes per token" in note and f"{(10 * n - 6) * h + 8 * n:,} B" in note
+    s, b = 5, 2
+    model = hf_model(raw, "eager", layers=1)
+    torch.manual_seed(1)
+    ids = torch.randint(0, model.config.vocab_size, (b, s))
+    trace = trace_module(model, (), {"input_ids": ids}, count_flops=False, output=lambda out: out.logits.float().sum())
+    kept = sum(r.bytes for r in trace.saved if r.module in ("model", "model.per_layer_model_projection"))
+    assert kept == ((10 * n - 6) * h + 8 * n) * s * b
+
+
 def test_the_multimodal_config_bills_its_text_model_and_names_the_towers(tmp_path, capsys):
     """model_type gemma3n: its text_config is billed (HF's Gemma3nForCausalLM count); the vision and audio towers
     are named as not counted; without a text_config, one line."""

@@ -164,9 +164,12 @@ def read(fields) -> Read:
         f"((10·h_p + 8)·s·b = {10 * width + 8:,}·s·b bytes per layer) and of the projection's FLOPs (2·s·b·h·h_p "
         "per layer) are billed with each layer — exact over the model; HF computes them before the first layer, "
         "so under pipeline parallelism (pp > 1) they sit on the first stage, not spread over the stages",
-        f"AltUp's {streams} streams: the model-level projections in and out ({2 * (streams - 1)} h × h) and their "
-        "norms' magnitudes are counted as parameters and FLOPs; their activations, outside the layers, are on the "
-        "output side (reported beside the total, not in it)",
+        f"AltUp's model-level activations, outside the layers, are not counted: the embeddings (kept by the "
+        "per-layer projection and the first magnitude), each extra stream's projection and magnitude at the model's "
+        "input and at its output, and the last layer's n_u streams — (10·n_u − 6)·h + 8·n_u bytes per token "
+        f"({(10 * streams - 6) * hidden + 8 * streams:,} B; traced); the final norm is Gemma3nRMSNorm, which keeps "
+        f"2·h + 4 bytes per token more than the output side's RMSNorm ({2 * hidden + 4:,} B); the AltUp projections' "
+        f"{2 * (streams - 1)} h × h matrices are counted as parameters and FLOPs",
     ]
     if shared:
         notes.append(f"{shared} of the {layers} layers reuse earlier layers' K and V (num_kv_shared_layers): no "
