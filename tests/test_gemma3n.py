@@ -141,3 +141,12 @@ def test_what_gemma3n_does_not_model_is_one_line(changes, field, tmp_path, capsy
     assert main(["bill", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and field in err and "gemma3n_text" in err
+
+
+def test_trace_command_measures_a_sparse_layer(tmp_path, capsys):
+    """`symbolic trace --hf` on a Gemma 3n file whose second layer is sparse: the declared layer at that kind."""
+    require("transformers")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_config("first", activation_sparsity_pattern=[0.95, 0.95, 0.0])))
+    assert main(["trace", "--hf", str(path), "--attention", "sdpa", "--seq", "4", "--batch", "2"]) == 0
+    assert capsys.readouterr().out.strip().endswith("traced == declared at every point")
