@@ -49,6 +49,12 @@ L_1   transformer layers on the first pipeline stage (uneven)     Megatron-Core 
 L_p   transformer layers on the last pipeline stage (uneven)      Megatron-Core (first/last stage)
 L_m   transformer layers on each middle pipeline stage (uneven)  Megatron-Core (get_num_layers_to_build)
 L_n   layers without rotary positions (NoPE) of a Llama 4 model    HF ``no_rope_layers``
+n_u   AltUp streams of a Gemma 3n model                            HF ``altup_num_inputs``
+r_l   LAuReL rank of a Gemma 3n layer                              HF ``laurel_rank``
+h_p   per-layer input width of a Gemma 3n model                    HF ``hidden_size_per_layer_input``
+V_p   per-layer embedding rows of a Gemma 3n model                 HF ``vocab_size_per_layer_input``
+L_kv  layers reusing earlier layers' K and V (Gemma 3n)            HF ``num_kv_shared_layers``
+L_sp  layers with Gaussian top-k activation sparsity (Gemma 3n)    HF ``activation_sparsity_pattern``
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches

@@ -117,7 +117,8 @@ def resized(raw: dict, layers: int) -> dict:
     family's key, ``first_k_dense_replace`` at most ``layers`` (HF makes layers ``i < k``
     dense: a model of n layers has min(k, n)), ``mlp_only_layers`` and ``moe_layers`` the indices
     below ``layers``, ``no_rope_layers`` its first ``layers`` flags, ``layer_types`` its first
-    ``layers`` entries — or, when the file has fewer,
+    ``layers`` entries (Gemma 3n's ``intermediate_size`` and ``activation_sparsity_pattern`` lists too, and its
+    ``num_kv_shared_layers`` the shared layers among the first ``layers``) — or, when the file has fewer,
     removed: the caller building the HF model (:func:`symbolic.trace.hf_model`) lets
     transformers rebuild its family's default pattern, after checking the file's list is
     that default."""

@@ -163,7 +163,9 @@ def read(fields) -> Read:
         "model-level): their parameters are billed on the embedding side; the per-layer slices of their activations "
         f"((10·h_p + 8)·s·b = {10 * width + 8:,}·s·b bytes per layer) and of the projection's FLOPs (2·s·b·h·h_p "
         "per layer) are billed with each layer — exact over the model; HF computes them before the first layer, "
-        "so under pipeline parallelism (pp > 1) they sit on the first stage, not spread over the stages",
+        "so under pipeline parallelism (pp > 1) they sit on the first stage, not spread over the stages; and a "
+        f"stage boundary then carries the {streams} AltUp streams (n_u·s·b·h) and the later layers' per-layer "
+        "inputs, where the pipeline's sends are billed for s·b·h",
         f"AltUp's model-level activations, outside the layers, are not counted: the embeddings (kept by the "
         "per-layer projection and the first magnitude), each extra stream's projection and magnitude at the model's "
         "input and at its output, and the last layer's n_u streams — (10·n_u − 6)·h + 8·n_u bytes per token "
