@@ -38,6 +38,7 @@ def _declared(raw: dict, attention: str, s: int, b: int, kinds: tuple = ()) -> t
     ("first", {"activation_sparsity_pattern": [0.95, 0.95, 0.0]}, 1, ("L_sp",)),  # Gaussian top-k MLP
     ("second", {"activation_sparsity_pattern": [0.0, 0.5, 0.9]}, 2, ("L_kv", "L_sp")),  # both kinds
     ("first", {"num_kv_shared_layers": 0, "altup_num_inputs": 2}, 2, ()),         # a third plain layer, 2 streams
+    ("first", {"num_key_value_heads": 4}, 2, ("L_kv",)),  # g = a: eager's repeat_kv returns the reused K, V
 ])
 def test_layer_kinds_equal_the_traced_layer(dims, changes, layers, kinds, attention):
     """The KV-shared layer (no K, V projections or norms; the fused kernel keeps nothing of the reused K, V), the

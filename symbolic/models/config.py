@@ -129,6 +129,9 @@ class Recipe:
     kv_shared_layers: bool = False
     #: Gemma 3n's activation-sparse layers (``activation_sparsity_pattern`` > 0): L_sp of the L layers
     sparse_layers: bool = False
+    #: Gemma 3n's KV-shared layers with g = a: repeat_kv returns the reused K, V themselves, so HF's eager path
+    #: keeps no copy of them either
+    kv_shared_unrepeated: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -146,7 +149,7 @@ class Recipe:
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
                 "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi",
                 "sinks", "rotary_fp32", "block_dropout", "attention_dropout", "altup", "altup_correct_scale",
-                "kv_shared_layers", "sparse_layers")
+                "kv_shared_layers", "sparse_layers", "kv_shared_unrepeated")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

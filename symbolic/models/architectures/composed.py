@@ -297,8 +297,8 @@ def _gemma3n_layer(recipe: Recipe, kernel: str, ffn: Expr = f, kv_heads: Expr = 
     the sparse layers), post_feedforward_layernorm, the residual; AltUp's correct; the per-layer input.
     KV-shared layers (share L_kv/L, :1165, :1210-1211) have no k_proj, v_proj, k_norm, v_norm and compute no
     K, V: they read the last earlier layer of their type's K and V — on the fused kernel (native GQA, no
-    copy) they keep nothing of them; HF's eager path copies them to a heads (repeat_kv), which that layer keeps
-    (for g < a). ``kv_heads``: g. Each layer is billed its slice of the model-level per-layer inputs
+    copy) they keep nothing of them; HF's eager path copies them to a heads (repeat_kv), which that layer keeps,
+    unless g = a (``kv_shared_unrepeated``: repeat_kv returns them). ``kv_heads``: g. Each layer is billed its slice of the model-level per-layer inputs
     (:func:`parts.per_layer_input_slice`)."""
     from ...core.dims import L, L_kv, L_sp, h_p, n_u, r_l
 
@@ -323,7 +323,9 @@ def _gemma3n_layer(recipe: Recipe, kernel: str, ffn: Expr = f, kv_heads: Expr = 
              + parts.gemma3n_norm("attention/key_norm", width, kv_heads, share=own, heads=True)
              + parts.gemma3n_norm("attention/value_norm", width, kv_heads, with_scale=False, share=own, heads=True))
     core = parts.attention_core(width, kv_heads, kernel)
-    if kernel == "fused" and recipe.kv_shared_layers:  # a shared layer's K, V are the producer's storages
+    # a shared layer's K, V are the producer's storages: the fused kernel reads them as they are (native GQA), and
+    # eager's repeat_kv copies them to a heads unless g = a (then it returns them)
+    if recipe.kv_shared_layers and (kernel == "fused" or recipe.kv_shared_unrepeated):
         core = parts.Part(core.params, tuple(
             replace(t, shape=(own, *t.shape), split_dim=t.split_dim + 1,
                     note=t.note + "; the KV-shared layers read the producer's (nothing kept)")

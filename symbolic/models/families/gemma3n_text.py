@@ -31,6 +31,8 @@ Gemma3nTextDecoderLayer (:1248-1322), wired in ``architectures.composed._gemma3n
 - Gemma3nRMSNorm (:118-136) on Q, K (per head, with weights) and V (per head, no weight), scaling 1.
 - ``final_logit_softcapping`` (:1838-1841) on the output side (stated).
 """
+from dataclasses import replace
+
 from ..config import Recipe
 from .base import Read, source
 
@@ -145,6 +147,8 @@ def read(fields) -> Read:
                     activation=fields.activation("hidden_activation", ACTIVATIONS), altup=True,
                     altup_correct_scale=correct_scale, kv_shared_layers=shared > 0, sparse_layers=sparse > 0)
     kv_heads, head_dim = fields.count("num_key_value_heads", heads), fields.count("head_dim")
+    if shared and kv_heads == heads:
+        recipe = replace(recipe, kv_shared_unrepeated=True)
     width = fields.count("hidden_size_per_layer_input")
     dims = {"n_u": streams, "r_l": fields.count("laurel_rank"), "h_p": width,
             "V_p": fields.count("vocab_size_per_layer_input")}
@@ -176,7 +180,8 @@ def read(fields) -> Read:
     if shared:
         notes.append(f"{shared} of the {layers} layers reuse earlier layers' K and V (num_kv_shared_layers): no "
                      "k_proj, v_proj, k_norm, v_norm there — their parameters, K/V matmuls and norms' activations are "
-                     "not billed, and the fused kernel keeps nothing of the reused K, V; over the whole model exact, "
+                     "not billed, and the fused kernel keeps nothing of the reused K, V (HF's eager path keeps its "
+                     "repeat_kv copies, a K and a V of a heads, when g < a); over the whole model exact, "
                      "a layer's terms the layers' average (pp > 1: the stage holding them is not itemised apart)")
     if sparse:
         notes.append(f"{sparse} of the {layers} layers cut the MLP's gate at a Gaussian top-k "
