@@ -151,3 +151,27 @@ def test_trace_command_measures_a_sparse_layer(tmp_path, capsys):
     path.write_text(json.dumps(_config("first", activation_sparsity_pattern=[0.95, 0.95, 0.0])))
     assert main(["trace", "--hf", str(path), "--attention", "sdpa", "--seq", "4", "--batch", "2"]) == 0
     assert capsys.readouterr().out.strip().endswith("traced == declared at every point")
+
+
+@pytest.mark.parametrize("dims", ["first", "second"])
+def test_whole_model_flops_equal_the_declared_layer_and_model_side(dims):
+    """A one-layer model's FlopCounterMode total, forward and backward: the layer (with its slice of the per-layer
+    projection) plus the model side — the logits and the AltUp projections in and out."""
+    require("transformers")
+    import torch
+
+    from symbolic.models.architectures import composed
+    from symbolic.trace import cpu_sdpa_flops, hf_model, trace_module
+
+    raw = _config(dims)
+    model = hf.from_hf_dict(raw, "t")
+    s, b = 5, 2
+    built = hf_model(raw, "eager", layers=1)
+    torch.manual_seed(1)
+    ids = torch.randint(0, built.config.vocab_size, (b, s))
+    trace = trace_module(built, (), {"input_ids": ids}, custom_flops=cpu_sdpa_flops(),
+                         output=lambda out: out.logits.float().sum())
+    mms = composed.matmuls(model.recipe)
+    values = dict(model.values(), L=1, s=s, b=b, L_kv=0, L_sp=0)
+    assert (trace.forward_total, trace.backward_total) == (at(Add(*(mm.forward_flops for mm in mms)), **values),
+                                                           at(Add(*(mm.backward_flops for mm in mms)), **values))
