@@ -177,6 +177,15 @@ def read(fields) -> Read:
         f"2·h + 4 bytes per token more than the output side's RMSNorm ({2 * hidden + 4:,} B); the AltUp projections' "
         f"{2 * (streams - 1)} h × h matrices are counted as parameters and FLOPs",
     ]
+    rank, vocab_p = dims["r_l"], dims["V_p"]
+    unplanned = (vocab_p * layers * width + layers * hidden * width + 2 * (streams - 1) * hidden * hidden
+                 + layers * (2 * hidden * (rank + width) + hidden + streams ** 2 + streams ** 3))
+    notes.append("under tensor parallelism (t > 1) the per-layer embedding, its projection, the AltUp projections and "
+                 "each layer's LAuReL, per-layer-input and AltUp coefficient matrices are billed split t ways, as the "
+                 "layout splits a dense matrix; HF's gemma3n tp_plan (configuration_gemma3n.py:77-88) splits only the "
+                 "attention and the MLP and keeps these whole on every rank: (1 − 1/t) × "
+                 f"{unplanned:,} parameters per GPU more there (V_p·L·h_p + L·h·h_p + 2(n_u − 1)·h² + "
+                 "L·(2h·(r_l + h_p) + h + n_u² + n_u³))")
     if shared:
         notes.append(f"{shared} of the {layers} layers reuse earlier layers' K and V (num_kv_shared_layers): no "
                      "k_proj, v_proj, k_norm, v_norm there — their parameters, K/V matmuls and norms' activations are "
