@@ -813,7 +813,8 @@ def hf_layer_by_difference(config: Mapping, attention: str, s: int, b: int, laye
 
 
 def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = "cpu", dense: bool = False,
-                       nope: bool = False, seq: int | None = None, windowed: bool | None = None):
+                       nope: bool = False, seq: int | None = None, windowed: bool | None = None,
+                       kinds: tuple = ()):
     """(saved tensors, layer matmuls, the FLOPs the kernel adds to backward, values) of one decoder
     layer of a ``config.json`` dict of any family :mod:`symbolic.models.hf` reads, as the bill
     declares it for HF's ``attention`` (``sdpa`` or ``eager``) on ``backend``.
@@ -824,7 +825,8 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     for a model with NoPE layers (Llama 4), a NoPE layer (L_n = L), else a RoPE one (L_n = 0); the
     values have L = 1. ``windowed``: the measured layer (the second of two) has a sliding window (None:
     as the config's rule gives it, :mod:`symbolic.models.windows`); with ``seq`` ≥ w, HF's SDPA path on it
-    runs with the window's mask materialised (the ``masked`` kernel).
+    runs with the window's mask materialised (the ``masked`` kernel). ``kinds``: Gemma 3n's letters of the
+    measured layer's kinds (``L_kv``: KV-shared, ``L_sp``: sparse; = L when named, else 0).
     """
     from .models import hf
     from .models.architectures import composed, conventions, gpt, llama, moe
@@ -867,4 +869,7 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
         values["L_d"] = 1 if dense else 0
     if "L_n" in values:
         values["L_n"] = 1 if nope else 0
+    for letter in ("L_kv", "L_sp"):  # Gemma 3n's layer kinds: the measured layer is of the kinds named
+        if letter in values:
+            values[letter] = 1 if letter in kinds else 0
     return saved, layer, extra, values

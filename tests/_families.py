@@ -130,6 +130,13 @@ TINY: dict[str, dict] = {
     "exaone4": {"num_hidden_layers": 2, "hidden_size": 44, "num_attention_heads": 4, "num_key_value_heads": 2,
                 "head_dim": 18, "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64,
                 "sliding_window": 4},
+    # Gemma 3n: (h, a, g, d_h, f, n_u, r_l, h_p, V_p) = (48, 4, 2, 20, 40, 3, 6, 12, 61), d_h ≠ h/a; three sliding
+    # layers (window ≥ s: no mask), the last KV-shared, the first sparse: the measured layer (index 1) is plain
+    "gemma3n_text": {"num_hidden_layers": 3, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "head_dim": 20, "intermediate_size": 40, "vocab_size": 101, "max_position_embeddings": 64,
+                     "vocab_size_per_layer_input": 61, "hidden_size_per_layer_input": 12, "laurel_rank": 6,
+                     "altup_num_inputs": 3, "num_kv_shared_layers": 1, "sliding_window": 64,
+                     "layer_types": ["sliding_attention"] * 3, "activation_sparsity_pattern": [0.95, 0.0, 0.0]},
 }
 
 
@@ -201,6 +208,13 @@ def random_config(model_type: str, rng: random.Random) -> dict:
         raw["use_bias"] = rng.choice([True, False])
     if model_type in ("arcee", "apertus"):
         raw["hidden_act"] = rng.choice(["relu2", "xielu" if model_type == "apertus" else "silu"])
+    if model_type == "gemma3n_text":
+        layers = raw["num_hidden_layers"]
+        raw.update(head_dim=rng.randint(3, 12) * 2, layer_types=None, num_kv_shared_layers=rng.choice([0, 1]),
+                   activation_sparsity_pattern=[rng.choice([0.0, 0.95]) for _ in range(layers)],
+                   attention_bias=rng.choice([True, False]), altup_num_inputs=rng.choice([2, 3, 4]),
+                   laurel_rank=rng.randint(2, 9), hidden_size_per_layer_input=rng.randint(2, 14),
+                   vocab_size_per_layer_input=rng.randint(20, 70))
     if model_type in ("deepseek_v2", "deepseek_v3"):
         raw.update(q_lora_rank=rng.choice([None, 14]), kv_lora_rank=rng.randint(5, 16),
                    qk_nope_head_dim=rng.randint(2, 8) * 2, qk_rope_head_dim=rng.choice([2, 4, 6]),
@@ -344,6 +358,13 @@ SECOND: dict[str, dict] = {
                 "sliding_window": 3, "attention_bias": True, "tie_word_embeddings": False},
     "exaone4": {"hidden_size": 66, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
                 "intermediate_size": 38, "sliding_window": 3},
+    # (h, a, g, d_h, f, n_u, r_l, h_p, V_p) = (60, 6, 3, 14, 36, 4, 4, 10, 53): full layers, biases, SiLU, the
+    # active stream not scaled, untied
+    "gemma3n_text": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                     "intermediate_size": [36, 36, 36], "altup_num_inputs": 4, "laurel_rank": 4,
+                     "hidden_size_per_layer_input": 10, "vocab_size_per_layer_input": 53, "attention_bias": True,
+                     "hidden_activation": "silu", "altup_correct_scale": False, "tie_word_embeddings": False,
+                     "layer_types": ["full_attention"] * 3},
 }
 
 

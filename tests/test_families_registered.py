@@ -18,7 +18,8 @@ def test_every_registered_family_is_read_listed_and_paged():
     paged = {model_type for _, _, model_type, _ in FAMILY_PAGES}
     for model_type, family in READERS.items():
         assert model_type in hf.FAMILIES and model_type in paged
-        folder = {"llama4_text": "llama4"}.get(model_type, model_type)  # Llama 4's text model is in llama4/
+        # Llama 4's and Gemma 3n's text models are in llama4/ and gemma3n/
+        folder = {"llama4_text": "llama4", "gemma3n_text": "gemma3n"}.get(model_type, model_type)
         assert family.SOURCE == f"HF transformers 5.24.0 models/{folder}/modeling_{folder}.py"
         model = hf.from_hf_dict(tiny(model_type), "tiny")
         assert model.arch == "composed" and model.recipe.family == model_type

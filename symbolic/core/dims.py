@@ -51,6 +51,12 @@ L_m   transformer layers on each middle pipeline stage (uneven)  Megatron-Core (
 L_n   layers without rotary positions (NoPE) of a Llama 4 model    HF ``no_rope_layers``
 L_w   layers with sliding-window attention                         HF ``layer_types`` (sliding_attention)
 w     keys one query attends to under a sliding window (self too)  HF ``sliding_window``
+n_u   AltUp streams of a Gemma 3n model                            HF ``altup_num_inputs``
+r_l   LAuReL rank of a Gemma 3n layer                              HF ``laurel_rank``
+h_p   per-layer input width of a Gemma 3n model                    HF ``hidden_size_per_layer_input``
+V_p   per-layer embedding rows of a Gemma 3n model                 HF ``vocab_size_per_layer_input``
+L_kv  layers reusing earlier layers' K and V (Gemma 3n)            HF ``num_kv_shared_layers``
+L_sp  layers with Gaussian top-k activation sparsity (Gemma 3n)    HF ``activation_sparsity_pattern``
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -174,3 +180,16 @@ L_n = SYMBOLS["L_n"]
 L_w, w = SYMBOLS["L_w"], SYMBOLS["w"]
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}
+
+#: Gemma 3n (HF ``gemma3n_text``, issue 40): AltUp's streams, LAuReL's rank, the per-layer inputs' width and
+#: vocabulary, and the two per-layer kinds its config names (KV-shared layers; activation-sparse layers).
+DIMENSIONS["n_u"] = _dim("n_u", "AltUp streams of a Gemma 3n model (altup_num_inputs)", "n_{u}")
+DIMENSIONS["r_l"] = _dim("r_l", "LAuReL rank of a Gemma 3n layer (laurel_rank)", "r_{l}")
+DIMENSIONS["h_p"] = _dim("h_p", "per-layer input width of a Gemma 3n model (hidden_size_per_layer_input)", "h_{p}")
+DIMENSIONS["V_p"] = _dim("V_p", "per-layer embedding rows of a Gemma 3n model (vocab_size_per_layer_input)", "V_{p}")
+DIMENSIONS["L_kv"] = _dim("L_kv", "layers reusing earlier layers' K and V (Gemma 3n num_kv_shared_layers)", "L_{kv}")
+DIMENSIONS["L_sp"] = _dim("L_sp", "layers with Gaussian top-k activation sparsity (Gemma 3n)", "L_{sp}")
+for _name in ("n_u", "r_l", "h_p", "V_p", "L_kv", "L_sp"):
+    SYMBOLS[_name] = DIMENSIONS[_name].symbol
+    LATEX_NAMES[DIMENSIONS[_name].symbol] = DIMENSIONS[_name].latex
+n_u, r_l, h_p, V_p, L_kv, L_sp = (SYMBOLS[n] for n in ("n_u", "r_l", "h_p", "V_p", "L_kv", "L_sp"))

@@ -397,10 +397,16 @@ def full_recompute(inventory: Inventory, dtype: str | None = None) -> Inventory:
         kept = replace(x, note=x.note + ("; full recompute keeps it sequence-sharded, as it arrives (SP)"
                                          if x.sharded_by != 1 else
                                          "; full recompute stores it whole (Korthikanti Table 2)"))
-        if dtype is not None and kept.dtype != dtype:
+        if dtype is not None and kept.dtype != dtype and not x.name.startswith(OUTSIDE_THE_LAYER):
             kept = replace(kept, dtype=dtype, note=kept.note + f"; checkpointing keeps the {dtype} input")
         return kept
     return inventory.map(keep_input, "full_recompute")
+
+
+#: Layer-input terms computed outside the checkpointed layer and billed with it (Gemma 3n's slices of the
+#: model-level per-layer inputs, ``parts.per_layer_input_slice``): full recompute keeps them as they were saved,
+#: in their own dtype (traced: the fp32 norm terms stay fp32)
+OUTSIDE_THE_LAYER = ("per_layer_input/slice", "per_layer_input/projection_norm_")
 
 
 def activation_dtype(inventory: Inventory, dtype: str) -> Inventory:

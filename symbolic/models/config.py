@@ -124,6 +124,18 @@ class Recipe:
     #: keys. HF's eager and SDPA paths apply it as a mask (full s×s products); a kernel with a native window
     #: (flash-attn's window_size: the bill's fused kernel on CUDA) multiplies only within it
     window: bool = False
+    #: Gemma 3n's layer (``gemma3n_text``): AltUp's predict/correct around a sandwich layer with LAuReL, QK and V
+    #: norms, and the per-layer input (models.families.gemma3n_text); its MLP's activation is the config's
+    altup: bool = False
+    #: Gemma 3n's ``altup_correct_scale``: the active corrected stream × correct_output_scale (a clone kept)
+    altup_correct_scale: bool = False
+    #: Gemma 3n's KV-shared layers (``num_kv_shared_layers``): L_kv of the L layers reuse K and V
+    kv_shared_layers: bool = False
+    #: Gemma 3n's activation-sparse layers (``activation_sparsity_pattern`` > 0): L_sp of the L layers
+    sparse_layers: bool = False
+    #: Gemma 3n's KV-shared layers with g = a: repeat_kv returns the reused K, V themselves, so HF's eager path
+    #: keeps no copy of them either
+    kv_shared_unrepeated: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -140,7 +152,8 @@ class Recipe:
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
                 "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi",
-                "sinks", "rotary_fp32", "block_dropout", "attention_dropout", "window")
+                "sinks", "rotary_fp32", "block_dropout", "attention_dropout", "window", "altup",
+                "altup_correct_scale", "kv_shared_layers", "sparse_layers", "kv_shared_unrepeated")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

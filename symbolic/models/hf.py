@@ -269,6 +269,16 @@ def _from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.j
         return replace(model, approximations=model.approximations + (
             "model_type 'llama4': its text model (text_config) is billed; the vision tower and the multimodal "
             "projector are not counted",))
+    if raw.get("model_type") == "gemma3n":  # Gemma3nConfig: the text model is its text_config (Gemma3nTextConfig)
+        text = raw.get("text_config")
+        if not isinstance(text, dict):
+            raise ConfigError(f"{where}: model_type 'gemma3n' needs its text_config (a JSON object with the text "
+                              "model's fields); or give that object as a file with model_type 'gemma3n_text'")
+        model = _from_hf_dict({**text, "model_type": "gemma3n_text"}, name, source, f"{where}: text_config",
+                              positions_follow_seq)
+        return replace(model, approximations=model.approximations + (
+            "model_type 'gemma3n': its text model (text_config, Gemma3nForCausalLM) is billed; the vision tower "
+            "(vision_config), the audio tower (audio_config) and their multimodal embedders are not counted",))
     if raw.get("model_type") in BY_ARCHITECTURE:
         model_type = raw["model_type"]
         architecture, family = BY_ARCHITECTURE[model_type]

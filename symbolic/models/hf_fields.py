@@ -117,7 +117,8 @@ def resized(raw: dict, layers: int) -> dict:
     family's key, ``first_k_dense_replace`` at most ``layers`` (HF makes layers ``i < k``
     dense: a model of n layers has min(k, n)), ``mlp_only_layers`` and ``moe_layers`` the indices
     below ``layers``, ``no_rope_layers`` its first ``layers`` flags, ``layer_types`` its first
-    ``layers`` entries — or, when the file has fewer,
+    ``layers`` entries (Gemma 3n's ``intermediate_size`` and ``activation_sparsity_pattern`` lists too, and its
+    ``num_kv_shared_layers`` the shared layers among the first ``layers``) — or, when the file has fewer,
     removed: the caller building the HF model (:func:`symbolic.trace.hf_model`) lets
     transformers rebuild its family's default pattern, after checking the file's list is
     that default."""
@@ -131,6 +132,15 @@ def resized(raw: dict, layers: int) -> dict:
         out["moe_layers"] = [index for index in out["moe_layers"] if not _is_int(index) or index < layers]
     if isinstance(out.get("no_rope_layers"), list) and len(out["no_rope_layers"]) >= layers:
         out["no_rope_layers"] = out["no_rope_layers"][:layers]  # Llama 4: one RoPE flag per layer
+    # Gemma 3n: the per-layer lists keep their first ``layers`` entries, and the KV-shared layers stay the
+    # file's last ones counted from the same first shared index (the first ``layers`` layers of the file's model)
+    for key in ("intermediate_size", "activation_sparsity_pattern"):
+        if out.get("model_type") in ("gemma3n", "gemma3n_text") and isinstance(out.get(key), list) \
+                and len(out[key]) >= layers:
+            out[key] = out[key][:layers]
+    own, shared = raw.get("num_hidden_layers"), out.get("num_kv_shared_layers")
+    if out.get("model_type") in ("gemma3n", "gemma3n_text") and _is_int(own) and _is_int(shared):
+        out["num_kv_shared_layers"] = max(0, layers - (own - shared))
     types = out.get("layer_types")
     if isinstance(types, list):
         if len(types) >= layers:

@@ -514,7 +514,10 @@ STRUCTURE_EXTRA = {"deepseek_v2": {"num_experts_per_tok": 6},
                    "dots1": {"num_hidden_layers": 2, "first_k_dense_replace": 1, "n_routed_experts": 128,
                              "n_shared_experts": 2, "num_experts_per_tok": 6},
                    # Ministral: transformers 5.24.0 builds it only with head_dim given (the reader refuses null)
-                   "ministral": {"head_dim": 128}}
+                   "ministral": {"head_dim": 128},
+                   # Gemma 3n: one plain layer (no KV sharing; one layer has no default sparsity): the KV-shared
+                   # and sparse layers' shares (L_kv, L_sp) are the bill's, as Llama 4's L_n
+                   "gemma3n_text": {"num_kv_shared_layers": 0}}
 
 
 def family_model(model_type: str, builtin: str | None):

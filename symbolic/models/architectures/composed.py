@@ -198,6 +198,8 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
     ``ffn``: the MLP width (f; the papers' GPT: 4h). ``kv_heads``: key/value heads (g; MHA: a).
     ``dropout``: dropout on each block's output before its residual add (Megatron's GPT; its mask
     dtype the backend's). ``wording``: the names and citations of the inventory (the paper layers')."""
+    if recipe.altup:  # Gemma 3n: a layer of its own wiring (AltUp streams, LAuReL, per-layer inputs)
+        return parts.cite(_gemma3n_layer(recipe, kernel, ffn, kv_heads), wording)
     conv = conventions(backend)
     kind = recipe.norm
 
@@ -245,7 +247,11 @@ def model_side(recipe: Recipe, tied: bool, positions: Expr | None = None,
                wording: parts.Wording = parts.HF_WORDING) -> parts.Part:
     """The embedding and output side of a model of ``recipe``: word embedding, learned positions of
     ``positions`` rows (None: none), the final norm, an untied output layer, the logits."""
-    return parts.cite(parts.embeddings(tied, recipe.norm, positions, logits_bias=recipe.logits_bias), wording)
+    side = parts.embeddings(tied, recipe.norm, positions, logits_bias=recipe.logits_bias)
+    if recipe.altup:  # Gemma 3n's per-layer embedding and its projection, the AltUp projections in and out
+        from ...core.dims import V_p, h_p, n_u
+        side = side + parts.gemma3n_model_side(n_u, h_p, V_p)
+    return parts.cite(side, wording)
 
 
 def _embeddings(recipe: Recipe, tied: bool, positions: str, table: bool) -> parts.Part:
@@ -322,3 +328,56 @@ def register(model) -> str:
     ARCHITECTURES.setdefault(name, RecipeArchitecture(model.recipe, model.tied, model.positions,
                                                       bool(model.position_table)))
     return name
+
+
+def _gemma3n_layer(recipe: Recipe, kernel: str, ffn: Expr = f, kv_heads: Expr = g) -> parts.Part:
+    """Gemma3nTextDecoderLayer (transformers 5.24.0 models/gemma3n/modeling_gemma3n.py:1248-1322): AltUp's
+    predict on the n_u streams; the active prediction through input_layernorm (its output read by LAuReL and
+    by Q, K, V); Gemma3nTextAttention (:1150-1245: Q, K, V, O with ``attention_bias``, per-head q_norm and
+    k_norm with weights, v_norm without, RoPE on Q and K, scaling 1); post_attention_layernorm; (active +
+    attention + LAuReL)/√2; pre_feedforward_layernorm, Gemma3nTextMLP (:938-973, gated, the Gaussian top-k on
+    the sparse layers), post_feedforward_layernorm, the residual; AltUp's correct; the per-layer input.
+    KV-shared layers (share L_kv/L, :1165, :1210-1211) have no k_proj, v_proj, k_norm, v_norm and compute no
+    K, V: they read the last earlier layer of their type's K and V — on the fused kernel (native GQA, no
+    copy) they keep nothing of them; HF's eager path copies them to a heads (repeat_kv), which that layer keeps,
+    unless g = a (``kv_shared_unrepeated``: repeat_kv returns them). ``kv_heads``: g. Each layer is billed its slice of the model-level per-layer inputs
+    (:func:`parts.per_layer_input_slice`)."""
+    from ...core.dims import L, L_kv, L_sp, h_p, n_u, r_l
+
+    width = head_width(recipe)
+    own = (L - L_kv) / L if recipe.kv_shared_layers else Integer(1)
+    sparse = L_sp / L if recipe.sparse_layers else Integer(0)
+    q, kv = a * width, kv_heads * width
+    params = [*parts._linear_params("attention/query", h, q, recipe.qkv_bias, parts.GEMMA3N),
+              *parts._linear_params("attention/key", h, kv, recipe.qkv_bias, parts.GEMMA3N,
+                                    share=own),
+              *parts._linear_params("attention/value", h, kv, recipe.qkv_bias, parts.GEMMA3N,
+                                    share=own),
+              *parts._linear_params("attention/output", q, h, recipe.o_bias, parts.GEMMA3N)]
+    projections = parts.Part(
+        tuple(params),
+        (parts._tokens("attention/qkv_input", h, note="input_layernorm's output: the Q, K, V projections' and "
+                       "LAuReL's input", source=parts.GEMMA3N),),
+        (parts._linear("attention/query", h, q, parts.GEMMA3N),
+         parts._linear("attention/key", h, kv, parts.GEMMA3N, batch=own),
+         parts._linear("attention/value", h, kv, parts.GEMMA3N, batch=own)))
+    norms = (parts.gemma3n_norm("attention/query_norm", width, a, heads=True)
+             + parts.gemma3n_norm("attention/key_norm", width, kv_heads, share=own, heads=True)
+             + parts.gemma3n_norm("attention/value_norm", width, kv_heads, with_scale=False, share=own, heads=True))
+    core = parts.attention_core(width, kv_heads, kernel)
+    # a shared layer's K, V are the producer's storages: the fused kernel reads them as they are (native GQA), and
+    # eager's repeat_kv copies them to a heads unless g = a (then it returns them)
+    if recipe.kv_shared_layers and (kernel == "fused" or recipe.kv_shared_unrepeated):
+        core = parts.Part(core.params, tuple(
+            replace(t, shape=(own, *t.shape), split_dim=t.split_dim + 1,
+                    note=t.note + "; the KV-shared layers read the producer's (nothing kept)")
+            if t.name in ("attention/key", "attention/value") else t for t in core.saved), core.matmuls)
+    attention = projections + norms + core + parts.attention_output(width, recipe.o_bias)
+    mlp = parts.mlp("gated", ffn, recipe.activation)
+    if recipe.sparse_layers:
+        mlp = mlp + parts.gaussian_topk(ffn, sparse)
+    return (parts.altup(n_u, recipe.altup_correct_scale)
+            + parts.gemma3n_norm("attention/norm", h) + parts.laurel(r_l) + attention
+            + parts.gemma3n_norm("attention/post_norm", h) + parts.gemma3n_norm("mlp/norm", h) + mlp
+            + parts.gemma3n_norm("mlp/post_norm", h) + parts.per_layer_input(h_p, recipe.activation)
+            + parts.per_layer_input_slice(h_p))
