@@ -266,6 +266,24 @@ def _sdpa_cpu_backward(grad_out, query, key, value, *args, out_shape=None, **kwa
     return sdpa_backward_flop_count(grad_out, query, key, value)
 
 
+def _grouped_conv_backward(grad_out, x, w, bias, stride, padding, dilation, transposed, output_padding, groups,
+                           output_mask, *args, out_shape=None, **kwargs) -> int:
+    """torch's ``conv_backward_flop`` with the weight's gradient divided by ``groups``: torch 2.13.0
+    counts it as conv(xᵀ, grad_outᵀ) over every input channel against every output channel, which for a
+    depthwise conv (Mamba2's conv1d, ``groups`` = channels) is ``groups`` times the multiply-adds it
+    runs (each channel's filter sees only its own channel). The input's gradient it counts right."""
+    from torch.utils.flop_counter import conv_backward_flop as wrapped
+    conv_backward_flop = wrapped.__wrapped__  # the formula on shapes (the registry's wrapper reads tensors)
+    total = conv_backward_flop(grad_out, x, w, bias, stride, padding, dilation, transposed, output_padding, groups,
+                               output_mask, out_shape=out_shape)
+    if groups == 1 or not output_mask[1]:
+        return total
+    weight_grad = total - (conv_backward_flop(grad_out, x, w, bias, stride, padding, dilation, transposed,
+                                              output_padding, groups, [output_mask[0], False, False],
+                                              out_shape=out_shape) if output_mask[0] else 0)
+    return total - weight_grad + weight_grad // groups
+
+
 def cpu_sdpa_flops() -> dict:
     """The FlopCounterMode formulas torch 2.13.0 lacks for CPU attention.
 
@@ -276,11 +294,14 @@ def cpu_sdpa_flops() -> dict:
     (pull 195801) registers it and its backward with the existing SDPA
     formulas; this mapping does the same through ``custom_mapping``, so the
     comparison stays exact. Shapes are (B, H, S, D) as for the other kernels.
+    A grouped convolution's backward (Mamba2's depthwise conv1d) is counted with the
+    weight's gradient per group (:func:`_grouped_conv_backward`).
     """
     torch = _torch()
     aten = torch.ops.aten
     return {aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_forward,
-            aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward}
+            aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward,
+            aten.convolution_backward: _grouped_conv_backward}
 
 
 # --- fitting ----------------------------------------------------------------

@@ -49,6 +49,13 @@ L_1   transformer layers on the first pipeline stage (uneven)     Megatron-Core 
 L_p   transformer layers on the last pipeline stage (uneven)      Megatron-Core (first/last stage)
 L_m   transformer layers on each middle pipeline stage (uneven)  Megatron-Core (get_num_layers_to_build)
 L_n   layers without rotary positions (NoPE) of a Llama 4 model    HF ``no_rope_layers``
+n_m   Mamba2 heads of a state-space mixer                          HF ``mamba_n_heads``
+d_m   width of one Mamba2 head (the mixer's inner width is n_m d_m) HF ``mamba_d_head``
+d_s   Mamba2 state size per group                                  HF ``mamba_d_state``
+g_m   Mamba2 groups of B and C                                     HF ``mamba_n_groups``
+k_c   Mamba2 causal conv1d kernel width                            HF ``mamba_d_conv``
+Q_c   Mamba2 scan chunk length (s/Q_c chunks)                      HF ``mamba_chunk_size``
+L_s   Mamba (state-space) layers of a hybrid model                 HF ``layer_types``
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -145,6 +152,18 @@ DIMENSIONS["L_m"] = _dim("L_m", "transformer layers on each middle pipeline stag
 #: their attention keeps the temperature-tuning scales and no qk-norm, unlike the RoPE layers.
 DIMENSIONS["L_n"] = _dim("L_n", "layers without rotary positions (NoPE) of a Llama 4 model", "L_{n}")
 
+#: Mamba2 mixers (transformers 5.24.0 models/falcon_h1, granitemoehybrid: ``torch_forward`` and
+#: ``mamba2_chunk_scan``): heads, head width, state size, groups, conv kernel, scan chunk; and the hybrids'
+#: Mamba layers (a share L_s/L of the layer's terms, as L_d and L_n are).
+for _name, _meaning in (("n_m", "Mamba2 heads of a state-space mixer (mamba_n_heads)"),
+                        ("d_m", "width of one Mamba2 head (mamba_d_head); the mixer's inner width is n_m d_m"),
+                        ("d_s", "Mamba2 state size per group (mamba_d_state)"),
+                        ("g_m", "Mamba2 groups of the B and C projections (mamba_n_groups)"),
+                        ("k_c", "Mamba2 causal conv1d kernel width (mamba_d_conv)"),
+                        ("Q_c", "Mamba2 scan chunk length (mamba_chunk_size): the scan runs s/Q_c chunks"),
+                        ("L_s", "Mamba (state-space) layers of a hybrid model (layer_types)")):
+    DIMENSIONS[_name] = _dim(_name, _meaning, f"{_name[0]}_{{{_name[2:]}}}")
+
 SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items()}
 
 s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
@@ -163,5 +182,6 @@ d_h, P, L_d, f_s, r_q, r_kv, d_n, d_r, d_v = (
     SYMBOLS[n] for n in ("d_h", "P", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v"))
 L_1, L_p, L_m = SYMBOLS["L_1"], SYMBOLS["L_p"], SYMBOLS["L_m"]
 L_n = SYMBOLS["L_n"]
+n_m, d_m, d_s, g_m, k_c, Q_c, L_s = (SYMBOLS[n] for n in ("n_m", "d_m", "d_s", "g_m", "k_c", "Q_c", "L_s"))
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

@@ -107,6 +107,17 @@ class Recipe:
     #: Falcon's ``alibi``: no rotary; the ALiBi bias is folded into one (b, a, s, s) additive mask per model
     #: (not per layer), and under SDPA the multi-head layer's K is a view of the fused Q|K|V output
     alibi: bool = False
+    #: Mamba2 mixers (:func:`~symbolic.models.architectures.parts.mamba2_mixer`): ``parallel`` a mixer beside
+    #: the attention in every layer, both reading the first norm's output, their outputs summed (Falcon-H1);
+    #: ``layers`` L_s of the L layers run a mixer instead of the attention (Granite-4.0-H's ``layer_types``),
+    #: shares L_s/L and (L − L_s)/L of the layer's terms
+    mamba: str = "none"
+    #: the mixer's gated norm (``parts.MAMBA_GATES``)
+    mamba_gate: str = "silu"
+    #: biases on the mixer's in_proj, its conv1d and its out_proj
+    mamba_in_bias: bool = False
+    mamba_conv_bias: bool = False
+    mamba_out_bias: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -122,7 +133,8 @@ class Recipe:
 
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
-                "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi")
+                "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi",
+                "mamba", "mamba_gate", "mamba_in_bias", "mamba_conv_bias", "mamba_out_bias")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far
