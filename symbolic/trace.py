@@ -871,4 +871,8 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
         values["L_d"] = 1 if dense else 0
     if "L_n" in values:
         values["L_n"] = 1 if nope else 0
+    if "L_s" in values:  # a hybrid's measured (last) layer: a Mamba layer (L_s = L) or an attention one
+        from .models.families.granitemoehybrid import MAMBA
+        kinds = config.get("layer_types") or config.get("layers_block_type")
+        values["L_s"] = 1 if kinds is None or kinds[-1] in MAMBA else 0
     return saved, layer, extra, values

@@ -20,7 +20,7 @@ ATTENTION = {family: ("eager",) if family in ("gemma2", "gpt2") else ("sdpa", "e
 
 #: (s, b) of the two dimension sets; a Mamba2 scan is exact at s a multiple of its chunk with two chunks or more
 #: (models.families.falcon_h1.chunk_note): its families are traced at such lengths.
-SCAN_POINTS = {"falcon_h1": ((8, 2), (9, 3))}
+SCAN_POINTS = {"falcon_h1": ((8, 2), (9, 3)), "granitemoehybrid": ((8, 2), (9, 3))}
 POINTS = {family: SCAN_POINTS.get(family, ((5, 2), (7, 3))) for family in hf.FAMILIES}
 
 CASES = [(family, attention, dims) for family in hf.FAMILIES for attention in ATTENTION[family]

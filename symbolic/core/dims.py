@@ -54,7 +54,7 @@ d_m   width of one Mamba2 head (the mixer's inner width is n_m d_m) HF ``mamba_d
 d_s   Mamba2 state size per group                                  HF ``mamba_d_state``
 g_m   Mamba2 groups of B and C                                     HF ``mamba_n_groups``
 k_c   Mamba2 causal conv1d kernel width                            HF ``mamba_d_conv``
-Q_c   Mamba2 scan chunk length (s/Q_c chunks)                      HF ``mamba_chunk_size``
+Q   Mamba2 scan chunk length (s/Q chunks)                      HF ``mamba_chunk_size``
 L_s   Mamba (state-space) layers of a hybrid model                 HF ``layer_types``
 ====  ==========================================================  =========
 
@@ -160,9 +160,9 @@ for _name, _meaning in (("n_m", "Mamba2 heads of a state-space mixer (mamba_n_he
                         ("d_s", "Mamba2 state size per group (mamba_d_state)"),
                         ("g_m", "Mamba2 groups of the B and C projections (mamba_n_groups)"),
                         ("k_c", "Mamba2 causal conv1d kernel width (mamba_d_conv)"),
-                        ("Q_c", "Mamba2 scan chunk length (mamba_chunk_size): the scan runs s/Q_c chunks"),
+                        ("Q", "Mamba2 scan chunk length (mamba_chunk_size): the scan runs s/Q chunks"),
                         ("L_s", "Mamba (state-space) layers of a hybrid model (layer_types)")):
-    DIMENSIONS[_name] = _dim(_name, _meaning, f"{_name[0]}_{{{_name[2:]}}}")
+    DIMENSIONS[_name] = _dim(_name, _meaning, f"{_name[0]}_{{{_name[2:]}}}" if "_" in _name else _name)
 
 SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items()}
 
@@ -182,6 +182,6 @@ d_h, P, L_d, f_s, r_q, r_kv, d_n, d_r, d_v = (
     SYMBOLS[n] for n in ("d_h", "P", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v"))
 L_1, L_p, L_m = SYMBOLS["L_1"], SYMBOLS["L_p"], SYMBOLS["L_m"]
 L_n = SYMBOLS["L_n"]
-n_m, d_m, d_s, g_m, k_c, Q_c, L_s = (SYMBOLS[n] for n in ("n_m", "d_m", "d_s", "g_m", "k_c", "Q_c", "L_s"))
+n_m, d_m, d_s, g_m, k_c, Q, L_s = (SYMBOLS[n] for n in ("n_m", "d_m", "d_s", "g_m", "k_c", "Q", "L_s"))
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

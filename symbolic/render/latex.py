@@ -581,7 +581,11 @@ def layer_kinds(model) -> list[tuple[str, dict]]:
     """The kinds of layer a family page shows, each with the substitution that selects it: one
     layer; or, for an MoE model with L_d dense layers (DeepSeek's first_k_dense_replace), whose
     per-layer terms the bill averages as (L − L_d)/L MoE + L_d/L dense, the MoE layer (L_d = 0)
-    and the dense one (L_d = L)."""
+    and the dense one (L_d = L); for a hybrid with L_s Mamba layers (Granite-4.0-H), the Mamba layer
+    (L_s = L) and the attention one (L_s = 0)."""
+    if model.recipe is not None and model.recipe.mamba == "layers":
+        L_s, L_ = SYMBOLS["L_s"], SYMBOLS["L"]
+        return [("a Mamba layer (L_s = L)", {L_s: L_}), ("an attention layer (L_s = 0)", {L_s: 0})]
     if model.recipe is None or not model.recipe.dense_layers:
         return [("one layer", {})]
     L_d, L_ = SYMBOLS["L_d"], SYMBOLS["L"]
@@ -609,7 +613,10 @@ def family_page(label: str, title: str, model_type: str, builtin: str | None) ->
            r"\begin{sloppypar}" + breakable(
                f"HF model_type {model_type}, {where}; billed as {_recipe_words(model)}. Every form below "
                "is summed from the inventories the bill itemises (the tests trace them against the real HF "
-               "decoder layer)." + (" The bill's per-layer terms are the average over the L layers, L_d of "
+               "decoder layer)." + (" The bill's per-layer terms are the average over the L layers, L_s of "
+                                    "them Mamba layers: L_s/L of a Mamba layer and (L - L_s)/L of an attention "
+                                    "one; each kind is shown whole." if others and model.recipe.mamba == "layers"
+                                    else " The bill's per-layer terms are the average over the L layers, L_d of "
                                     "them dense: (L - L_d)/L of an MoE layer and L_d/L of a dense one; each "
                                     "kind is shown whole." if others else "")) + r"\end{sloppypar}",
            rf"\subsection*{{Saved bytes per layer, collected in $s b h$}}",
@@ -624,7 +631,11 @@ def family_page(label: str, title: str, model_type: str, builtin: str | None) ->
         # 2.5pt between rows (booktabs' \addlinespace: space added whatever the content's depth): a row's
         # \displaystyle denominators would otherwise touch the next row's numerators (a tabular row is as
         # tall as its content, with no interline glue; issue 23)
-        out.append(rf"{tex(strategy_label)} & {collected(expr, units['saved'])} \\\addlinespace[2.5pt]")
+        # a form of more than 16 terms (a Mamba2 mixer's) wraps over several lines of its cell: text-size
+        # fractions there, as in running text (wrapped \displaystyle ones collided)
+        long = len(Add.make_args(expand(expr / units["saved"]))) > 16
+        out.append(rf"{tex(strategy_label)} & {collected(expr, units['saved'], display=not long)} "
+                   r"\\\addlinespace[2.5pt]")
     out += [r"\bottomrule\end{longtable}"]
     for kind, at in others:
         out.append(r"\noindent " + tex(f"{kind[0].upper()}{kind[1:]}, no parallelism:") + " "

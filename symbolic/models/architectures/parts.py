@@ -882,9 +882,9 @@ MAMBA_SOURCE = (f"{HF} models/falcon_h1/modeling_falcon_h1.py:669-825 (FalconH1M
 #: The gated norms of a Mamba2 mixer's output y (fp32 from the scan) with the gate z (a bf16 slice of
 #: in_proj's output): ``silu`` y·silu(z), no norm (FalconH1 ``mamba_rms_norm`` false); ``norm_gate``
 #: RMSNorm(y)·silu(z) (FalconH1RMSNormGated, norm_before_gate); ``gate_norm`` RMSNorm(y·silu(z))
-#: (FalconH1RMSNormGated, not norm_before_gate), both in fp32 with the weight applied in fp32;
-#: ``gate_norm_bf16`` RMSNorm(y·silu(z)) cast back before the weight (GraniteMoeHybridRMSNormGated).
-MAMBA_GATES = ("silu", "norm_gate", "gate_norm", "gate_norm_bf16")
+#: (FalconH1RMSNormGated, not norm_before_gate; GraniteMoeHybridRMSNormGated, whose cast back to its input's
+#: dtype is to y's, fp32), both in fp32 with the weight applied in fp32.
+MAMBA_GATES = ("silu", "norm_gate", "gate_norm")
 
 
 def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = True, out_bias: bool = False,
@@ -893,7 +893,7 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
     (``torch_forward``: FalconH1Mixer, GraniteMoeHybridMambaLayer; the chunked scan
     ``mamba2_chunk_scan``), in its letters: n_m heads of width d_m (inner width I = n_m·d_m), g_m
     groups of B and C with state d_s, a depthwise causal conv1d of width k_c over the
-    C = I + 2·g_m·d_s channels of x|B|C, the scan in s/Q_c chunks of Q_c tokens.
+    C = I + 2·g_m·d_s channels of x|B|C, the scan in s/Q chunks of Q tokens.
 
     Parameters: in_proj h → 2I + 2·g_m·d_s + n_m (z | x B C | dt, ``in_bias``), conv1d C×k_c
     (``conv_bias``: C), dt_bias, A_log and D (n_m each), the gated norm's weight I (not for
@@ -903,27 +903,27 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
     transposed slice of it, silu(z) reads another); the conv's output before the causal slice,
     (b, C, s + k_c − 1), kept by the activation; dt + dt_bias (softplus) and softplus's output
     (the clamp to time_step_limit); in fp32: the D-skip's padded x, dt twice (x·dt and A·dt each
-    upcast), x, the decay L = exp(segsum) (b, n_m, s/Q_c, Q_c, Q_c), the einsums' contiguous operand
-    copies (bmm), G = C·Bᵀ per chunk, the chunk-boundary states (s/Q_c + 1 of them, d_m·d_s per
-    head, a copy for the recurrence and one of the first s/Q_c for C·states), the decays, C·states;
-    A = −exp(A_log) twice (n_m, fp32) and four bool masks of segment_sum ((Q_c, Q_c) twice and
-    (s/Q_c + 1)² twice): per layer, not per token; then the gated norm (``gate``, see
+    upcast), x, the decay L = exp(segsum) (b, n_m, s/Q, Q, Q), the einsums' contiguous operand
+    copies (bmm), G = C·Bᵀ per chunk, the chunk-boundary states (s/Q + 1 of them, d_m·d_s per
+    head, a copy for the recurrence and one of the first s/Q for C·states), the decays, C·states;
+    A = −exp(A_log) twice (n_m, fp32) and four bool masks of segment_sum ((Q, Q) twice and
+    (s/Q + 1)² twice): per layer, not per token; then the gated norm (``gate``, see
     :data:`MAMBA_GATES`) and out_proj's input.
 
-    Condition: s a multiple of Q_c with at least two chunks (s ≥ 2·Q_c). Otherwise HF pads the scan
-    to ⌈s/Q_c⌉·Q_c tokens, and with one chunk the einsums take two operands as views (not copies):
+    Condition: s a multiple of Q with at least two chunks (s ≥ 2·Q). Otherwise HF pads the scan
+    to ⌈s/Q⌉·Q tokens, and with one chunk the einsums take two operands as views (not copies):
     the bill's family reader states that. FLOPs as FlopCounterMode counts them: in_proj, out_proj,
     the conv 2·b·(s + k_c − 1)·k_c·C (its backward twice that: the input's gradient and the weight's;
     torch 2.13's formula ignores ``groups`` for the weight's, see ``symbolic.trace.cpu_sdpa_flops``),
     and the scan's five einsums (bmm).
     """
-    from ...core.dims import d_m, d_s, g_m, k_c, n_m, Q_c
+    from ...core.dims import d_m, d_s, g_m, k_c, n_m, Q
     if gate not in MAMBA_GATES:
         raise ValueError(f"Mamba2 gate must be one of {MAMBA_GATES}, not {gate!r}")
     inner = n_m * d_m
     groups = g_m * d_s
     channels = inner + 2 * groups
-    chunks = s / Q_c
+    chunks = s / Q
     projection = 2 * inner + 2 * groups + n_m
 
     def layer_term(name, shape, dtype, note):  # per layer, not per token
@@ -958,27 +958,27 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
         tokens("mamba/x_fp32", inner, "fp32", "x upcast, kept by x·dt"),
         tokens("mamba/dt_fp32_A", n_m, "fp32", "dt upcast again, kept by A·dt"),
         layer_term("mamba/A", (n_m,), "fp32", "A = −exp(A_log), kept by A·dt"),
-        layer_term("mamba/segsum_masks", (2, Q_c, Q_c), "mask", "segment_sum's two (Q_c, Q_c) masks, kept by "
+        layer_term("mamba/segsum_masks", (2, Q, Q), "mask", "segment_sum's two (Q, Q) masks, kept by "
                    "masked_fill"),
-        tokens("mamba/decay_L", n_m * Q_c, "fp32", "L = exp(segsum(A·dt)) per head and chunk, (Q_c, Q_c) each"),
+        tokens("mamba/decay_L", n_m * Q, "fp32", "L = exp(segsum(A·dt)) per head and chunk, (Q, Q) each"),
         tokens("mamba/B_operand", n_m * d_s, "fp32", "B repeated to the heads, copied as C·Bᵀ's operand"),
         tokens("mamba/C_operand", n_m * d_s, "fp32", "C repeated to the heads, copied as C·Bᵀ's operand"),
-        tokens("mamba/G", n_m * Q_c, "fp32", "G = C·Bᵀ per chunk, kept by G·L"),
+        tokens("mamba/G", n_m * Q, "fp32", "G = C·Bᵀ per chunk, kept by G·L"),
         tokens("mamba/x_dt_operand", inner, "fp32", "x·dt in chunks, copied as the intra-chunk einsum's operand"),
-        tokens("mamba/M_operand", n_m * Q_c, "fp32", "M = G·L, copied as the intra-chunk einsum's operand"),
+        tokens("mamba/M_operand", n_m * Q, "fp32", "M = G·L, copied as the intra-chunk einsum's operand"),
         tokens("mamba/decay_states", n_m, "fp32", "exp(A_cumsum[-1] − A_cumsum), kept by B·decay"),
         tokens("mamba/B_chunks", n_m * d_s, "fp32", "B in chunks, kept by B·decay"),
         tokens("mamba/B_decay_operand", n_m * d_s, "fp32", "B·decay, copied as the chunk-states einsum's operand"),
         tokens("mamba/x_dt_states_operand", inner, "fp32", "x·dt, copied again (transposed) as the chunk-states "
                "einsum's operand"),
         layer_term("mamba/segsum_chunk_masks", (2, chunks + 1, chunks + 1), "mask", "segment_sum's two masks over "
-                   "the s/Q_c + 1 chunk boundaries, kept by masked_fill"),
+                   "the s/Q + 1 chunk boundaries, kept by masked_fill"),
         SavedTensor("mamba/decay_chunk", (b, n_m, chunks + 1, chunks + 1) if share == 1 else
                     (share, b, n_m, chunks + 1, chunks + 1), "fp32", Axis.TENSOR, 1 if share == 1 else 2,
                     Group.BODY, source, "exp(segsum) over the chunk boundaries, kept by the recurrence's einsum"),
         SavedTensor("mamba/states_operand", (b, chunks + 1, inner * d_s) if share == 1 else
                     (share, b, chunks + 1, inner * d_s), "fp32", Axis.TENSOR, 2 if share == 1 else 3, Group.BODY,
-                    source, "the initial and s/Q_c chunk states (d_m·d_s per head), copied as the recurrence's "
+                    source, "the initial and s/Q chunk states (d_m·d_s per head), copied as the recurrence's "
                     "operand"),
         tokens("mamba/state_decay_out", n_m, "fp32", "exp(A_cumsum), kept by C·states·decay"),
         SavedTensor("mamba/new_states_operand", (b, chunks, inner * d_s) if share == 1 else
@@ -1000,13 +1000,6 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
                   tokens("mamba/norm_gated" if gate == "norm_gate" else "mamba/scan_output", inner, "fp32",
                          "weight·x·rstd, kept by the gate's multiply" if gate == "norm_gate" else
                          "the scan's output y, kept by y·silu(z)")]
-    else:  # GraniteMoeHybridRMSNormGated: y·silu(z.float()), grouped RMSNorm, cast back, × weight
-        saved += [tokens("mamba/gate_fp32", inner, "fp32", "z upcast, silu's input"),
-                  tokens("mamba/scan_output", inner, "fp32", "the scan's output y, kept by y·silu(z)"),
-                  tokens("mamba/gate_silu", inner, "fp32", "silu(z), kept by y·silu(z)"),
-                  tokens("mamba/norm_input", inner, "fp32", "y·silu(z), kept by pow and by x·rstd"),
-                  tokens("mamba/norm_rstd", g_m, "fp32", "rsqrt(mean(x²) + eps) per group"),
-                  tokens("mamba/norm_normalized", inner, "bf16", "x·rstd cast back, kept for the weight's gradient")]
     saved.append(tokens("mamba/out_proj_input", inner, "bf16", "out_proj's input"))
 
     def einsum(name, batch, m, k_, n, note):
@@ -1015,12 +1008,12 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
         _linear("mamba/in_proj", h, projection, source, batch=share),
         Matmul("layer/mamba/conv1d", b * share, s + k_c - 1, k_c, channels, True, "layer", source,
                "depthwise: k_c taps per channel at each of s + k_c − 1 output positions"),
-        einsum("scan_CB", b * n_m * chunks, Q_c, d_s, Q_c, "G = C·Bᵀ in each chunk"),
-        einsum("scan_intra", b * n_m * chunks, Q_c, Q_c, d_m, "M·x within each chunk"),
-        einsum("scan_states", b * n_m * chunks, d_m, Q_c, d_s, "each chunk's state from B·decay and x"),
+        einsum("scan_CB", b * n_m * chunks, Q, d_s, Q, "G = C·Bᵀ in each chunk"),
+        einsum("scan_intra", b * n_m * chunks, Q, Q, d_m, "M·x within each chunk"),
+        einsum("scan_states", b * n_m * chunks, d_m, Q, d_s, "each chunk's state from B·decay and x"),
         einsum("scan_recurrence", b * n_m, chunks + 1, chunks + 1, d_m * d_s, "the states across chunk "
                "boundaries"),
-        einsum("scan_C_states", b * n_m * chunks, Q_c, d_s, d_m, "C·state at each chunk's start"),
+        einsum("scan_C_states", b * n_m * chunks, Q, d_s, d_m, "C·state at each chunk's start"),
         _linear("mamba/out_proj", inner, h, source, batch=share),
     )
     return Part(params, tuple(saved), mms)

@@ -46,7 +46,7 @@ def _number_list(fields, name: str, length: int) -> list:
 
 def mamba_letters(fields, inner: int, heads_field: str = "mamba_n_heads", head_field: str = "mamba_d_head",
                   groups_field: str = "mamba_n_groups") -> dict:
-    """The Mamba2 mixer's letters from a config (n_m, d_m, d_s, g_m, k_c, Q_c), the inner width
+    """The Mamba2 mixer's letters from a config (n_m, d_m, d_s, g_m, k_c, Q), the inner width
     ``inner`` = n_m·d_m checked as the config's ``validate_architecture`` does."""
     heads = fields.count(heads_field)
     head = fields.value(head_field)
@@ -61,18 +61,18 @@ def mamba_letters(fields, inner: int, heads_field: str = "mamba_n_heads", head_f
     if heads % groups:
         fields.refuse(groups_field, groups, f"{groups_field} dividing {heads_field} ({heads})")
     return {"n_m": heads, "d_m": head, "d_s": fields.count("mamba_d_state"), "g_m": groups,
-            "k_c": fields.count("mamba_d_conv"), "Q_c": fields.count("mamba_chunk_size")}
+            "k_c": fields.count("mamba_d_conv"), "Q": fields.count("mamba_chunk_size")}
 
 
 def chunk_note(dims: dict, seq: int) -> str:
-    """The scan's condition (s a multiple of Q_c ≥ 2, at least two chunks), stated with the default s."""
-    chunk = dims["Q_c"]
+    """The scan's condition (s a multiple of Q ≥ 2, at least two chunks), stated with the default s."""
+    chunk = dims["Q"]
     holds = seq % chunk == 0 and seq >= 2 * chunk and chunk >= 2
-    return (f"the Mamba2 scan runs in chunks of mamba_chunk_size Q_c = {chunk} tokens: exact when s is a multiple of "
+    return (f"the Mamba2 scan runs in chunks of mamba_chunk_size Q = {chunk} tokens: exact when s is a multiple of "
             f"{chunk} with at least two chunks (s ≥ {2 * chunk}; the default s = {seq} is "
-            + ("one" if holds else "not one") + "); otherwise HF pads the scan to ⌈s/Q_c⌉·Q_c tokens and its "
+            + ("one" if holds else "not one") + "); otherwise HF pads the scan to ⌈s/Q⌉·Q tokens and its "
             "chunk-shaped terms are the padded length's, which the bill does not follow, and with one chunk "
-            "(s = Q_c) an einsum operand is a view, not a copy: 4·b·n_m·d_m·(s − d_s) bytes fewer per Mamba layer "
+            "(s = Q) an einsum operand is a view, not a copy: 4·b·n_m·d_m·(s − d_s) bytes fewer per Mamba layer "
             "than billed (traced)" + ("" if chunk >= 2 else "; mamba_chunk_size 1 runs other kernels, not modelled"))
 
 
