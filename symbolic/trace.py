@@ -831,7 +831,7 @@ def hf_layer_by_difference(config: Mapping, attention: str, s: int, b: int, laye
 
 
 def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = "cpu", dense: bool = False,
-                       nope: bool = False):
+                       nope: bool = False, mamba: bool | None = None):
     """(saved tensors, layer matmuls, the FLOPs the kernel adds to backward, values) of one decoder
     layer of a ``config.json`` dict of any family :mod:`symbolic.models.hf` reads, as the bill
     declares it for HF's ``attention`` (``sdpa`` or ``eager``) on ``backend``.
@@ -839,7 +839,9 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     sdpa is the fused kernel, eager the explicit one; MLA under sdpa on CPU is SDPA's math path
     when V is not as wide as Q and K (the CPU flash kernel needs equal widths). ``dense``: for a
     model with dense-first layers, the dense layer (L_d = L), else an MoE layer (L_d = 0); ``nope``:
-    for a model with NoPE layers (Llama 4), a NoPE layer (L_n = L), else a RoPE one (L_n = 0); the
+    for a model with NoPE layers (Llama 4), a NoPE layer (L_n = L), else a RoPE one (L_n = 0); ``mamba``: for
+    a hybrid with Mamba layers (Granite-4.0-H), a Mamba layer (L_s = L), else an attention one (L_s = 0) —
+    None: the kind of the config's last layer (``layer_types``; none given: every layer Mamba); the
     values have L = 1.
     """
     from .models import hf
@@ -871,8 +873,10 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
         values["L_d"] = 1 if dense else 0
     if "L_n" in values:
         values["L_n"] = 1 if nope else 0
-    if "L_s" in values:  # a hybrid's measured (last) layer: a Mamba layer (L_s = L) or an attention one
-        from .models.families.granitemoehybrid import MAMBA
-        kinds = config.get("layer_types") or config.get("layers_block_type")
-        values["L_s"] = 1 if kinds is None or kinds[-1] in MAMBA else 0
+    if "L_s" in values:  # a hybrid's measured layer: a Mamba layer (L_s = L) or an attention one
+        if mamba is None:
+            from .models.families.granitemoehybrid import MAMBA
+            kinds = config.get("layer_types") or config.get("layers_block_type")
+            mamba = kinds is None or kinds[-1] in MAMBA
+        values["L_s"] = 1 if mamba else 0
     return saved, layer, extra, values

@@ -235,11 +235,12 @@ def _by_difference(config: dict, args) -> int:
         return dict(hf.from_hf_dict(tr.resized_config(config, n), "traced").dims)
 
     # the layer measured is the second of two: dense if the two-layer model has one more dense layer, NoPE if
-    # it has one more NoPE layer (Llama 4)
+    # it has one more NoPE layer (Llama 4), a Mamba layer if it has one more Mamba layer (Granite-4.0-H)
     one, two = kinds(1), kinds(2)
     saved, layer, extra, values = tr.hf_family_declared(config, args.attention,
                                                         dense=two.get("L_d", 0) > one.get("L_d", 0),
-                                                        nope=two.get("L_n", 0) > one.get("L_n", 0))
+                                                        nope=two.get("L_n", 0) > one.get("L_n", 0),
+                                                        mamba=two.get("L_s", 0) > one.get("L_s", 0))
     exprs = (activations.total_bytes(saved), Add(*(mm.forward_flops for mm in layer)),
              Add(*(mm.backward_flops for mm in layer)) + extra)
     batches = [b for b in args.batch if b > 1] or [2]

@@ -53,7 +53,7 @@ n_m   Mamba2 heads of a state-space mixer                          HF ``mamba_n_
 d_m   width of one Mamba2 head (the mixer's inner width is n_m d_m) HF ``mamba_d_head``
 d_s   Mamba2 state size per group                                  HF ``mamba_d_state``
 g_m   Mamba2 groups of B and C                                     HF ``mamba_n_groups``
-k_c   Mamba2 causal conv1d kernel width                            HF ``mamba_d_conv``
+p_c   Mamba2 causal conv1d padding: its kernel is p_c + 1 wide       HF ``mamba_d_conv`` − 1
 Q   Mamba2 scan chunk length (s/Q chunks)                      HF ``mamba_chunk_size``
 L_s   Mamba (state-space) layers of a hybrid model                 HF ``layer_types``
 ====  ==========================================================  =========
@@ -159,7 +159,8 @@ for _name, _meaning in (("n_m", "Mamba2 heads of a state-space mixer (mamba_n_he
                         ("d_m", "width of one Mamba2 head (mamba_d_head); the mixer's inner width is n_m d_m"),
                         ("d_s", "Mamba2 state size per group (mamba_d_state)"),
                         ("g_m", "Mamba2 groups of the B and C projections (mamba_n_groups)"),
-                        ("k_c", "Mamba2 causal conv1d kernel width (mamba_d_conv)"),
+                        ("p_c", "Mamba2 causal conv1d padding, mamba_d_conv − 1 (its kernel is p_c + 1 wide; a letter "
+                                "of its own so that the conv's s + p_c output positions are a sum of positive terms)"),
                         ("Q", "Mamba2 scan chunk length (mamba_chunk_size): the scan runs s/Q chunks"),
                         ("L_s", "Mamba (state-space) layers of a hybrid model (layer_types)")):
     DIMENSIONS[_name] = _dim(_name, _meaning, f"{_name[0]}_{{{_name[2:]}}}" if "_" in _name else _name)
@@ -182,6 +183,6 @@ d_h, P, L_d, f_s, r_q, r_kv, d_n, d_r, d_v = (
     SYMBOLS[n] for n in ("d_h", "P", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v"))
 L_1, L_p, L_m = SYMBOLS["L_1"], SYMBOLS["L_p"], SYMBOLS["L_m"]
 L_n = SYMBOLS["L_n"]
-n_m, d_m, d_s, g_m, k_c, Q, L_s = (SYMBOLS[n] for n in ("n_m", "d_m", "d_s", "g_m", "k_c", "Q", "L_s"))
+n_m, d_m, d_s, g_m, p_c, Q, L_s = (SYMBOLS[n] for n in ("n_m", "d_m", "d_s", "g_m", "p_c", "Q", "L_s"))
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

@@ -892,16 +892,16 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
     """A Mamba2 mixer (SSD: Dao & Gu 2024) as transformers 5.24.0 runs it without the CUDA kernels
     (``torch_forward``: FalconH1Mixer, GraniteMoeHybridMambaLayer; the chunked scan
     ``mamba2_chunk_scan``), in its letters: n_m heads of width d_m (inner width I = n_m·d_m), g_m
-    groups of B and C with state d_s, a depthwise causal conv1d of width k_c over the
+    groups of B and C with state d_s, a depthwise causal conv1d of p_c + 1 taps (padding p_c) over the
     C = I + 2·g_m·d_s channels of x|B|C, the scan in s/Q chunks of Q tokens.
 
-    Parameters: in_proj h → 2I + 2·g_m·d_s + n_m (z | x B C | dt, ``in_bias``), conv1d C×k_c
+    Parameters: in_proj h → 2I + 2·g_m·d_s + n_m (z | x B C | dt, ``in_bias``), conv1d C×(p_c + 1)
     (``conv_bias``: C), dt_bias, A_log and D (n_m each), the gated norm's weight I (not for
     ``silu``), out_proj I → h (``out_bias``).
 
     Saved (traced, 2 layers less 1): in_proj's input; in_proj's whole output (the conv's input is a
     transposed slice of it, silu(z) reads another); the conv's output before the causal slice,
-    (b, C, s + k_c − 1), kept by the activation; dt + dt_bias (softplus) and softplus's output
+    (b, C, s + p_c), kept by the activation; dt + dt_bias (softplus) and softplus's output
     (the clamp to time_step_limit); in fp32: the D-skip's padded x, dt twice (x·dt and A·dt each
     upcast), x, the decay L = exp(segsum) (b, n_m, s/Q, Q, Q), the einsums' contiguous operand
     copies (bmm), G = C·Bᵀ per chunk, the chunk-boundary states (s/Q + 1 of them, d_m·d_s per
@@ -913,11 +913,11 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
     Condition: s a multiple of Q with at least two chunks (s ≥ 2·Q). Otherwise HF pads the scan
     to ⌈s/Q⌉·Q tokens, and with one chunk the einsums take two operands as views (not copies):
     the bill's family reader states that. FLOPs as FlopCounterMode counts them: in_proj, out_proj,
-    the conv 2·b·(s + k_c − 1)·k_c·C (its backward twice that: the input's gradient and the weight's;
+    the conv 2·b·(s + p_c)·(p_c + 1)·C (its backward twice that: the input's gradient and the weight's;
     torch 2.13's formula ignores ``groups`` for the weight's, see ``symbolic.trace.cpu_sdpa_flops``),
     and the scan's five einsums (bmm).
     """
-    from ...core.dims import d_m, d_s, g_m, k_c, n_m, Q
+    from ...core.dims import d_m, d_s, g_m, p_c, n_m, Q
     if gate not in MAMBA_GATES:
         raise ValueError(f"Mamba2 gate must be one of {MAMBA_GATES}, not {gate!r}")
     inner = n_m * d_m
@@ -934,7 +934,7 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
         return _split(name, last, dtype, note, source, share)
 
     params = (*_linear_params("mamba/in_proj", h, projection, in_bias, source, "z | x B C | dt", share),
-              _weight("mamba/conv1d_weight", (channels, k_c), source, "depthwise: one k_c filter per channel",
+              _weight("mamba/conv1d_weight", (channels, p_c + 1), source, "depthwise: one filter of p_c + 1 taps per channel",
                       share),
               *((_weight("mamba/conv1d_bias", (channels,), source, share=share),) if conv_bias else ()),
               _weight("mamba/dt_bias", (n_m,), source, share=share),
@@ -942,14 +942,14 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
               _weight("mamba/D", (n_m,), source, share=share),
               *((_weight("mamba/norm_weight", (inner,), source, "gated RMSNorm", share),) if gate != "silu" else ()),
               *_linear_params("mamba/out_proj", inner, h, out_bias, source, share=share))
-    conv_out = (b, channels, s + k_c - 1) if share == 1 else (share, b, channels, s + k_c - 1)
+    conv_out = (b, channels, s + p_c) if share == 1 else (share, b, channels, s + p_c)
     saved = [
         tokens("mamba/in_proj_input", h, "bf16", "in_proj's input"),
         tokens("mamba/in_proj_output", projection, "bf16", "in_proj's whole output z | x B C | dt: the conv's input "
                "and silu(z)'s are slices of it"),
         layer_term("mamba/A_exp", (n_m,), "fp32", "exp(A_log.float()), kept by exp's backward"),
         SavedTensor("mamba/conv_output", conv_out, "bf16", Axis.TENSOR, len(conv_out) - 2, Group.BODY, source,
-                    "the conv's output, s + k_c − 1 positions (padded both ends), kept whole by the activation "
+                    "the conv's output, s + p_c positions (padded p_c both ends), kept whole by the activation "
                     "of its causal slice"),
         tokens("mamba/dt_bias_sum", n_m, "bf16", "dt + dt_bias, softplus's input"),
         tokens("mamba/dt_softplus", n_m, "bf16", "softplus(dt + dt_bias), the clamp's input (time_step_limit)"),
@@ -1006,8 +1006,8 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
         return Matmul(f"layer/mamba/{name}", batch * share, m, k_, n, False, "layer", source, note)
     mms = (
         _linear("mamba/in_proj", h, projection, source, batch=share),
-        Matmul("layer/mamba/conv1d", b * share, s + k_c - 1, k_c, channels, True, "layer", source,
-               "depthwise: k_c taps per channel at each of s + k_c − 1 output positions"),
+        Matmul("layer/mamba/conv1d", b * share, s + p_c, p_c + 1, channels, True, "layer", source,
+               "depthwise: p_c + 1 taps per channel at each of s + p_c output positions"),
         einsum("scan_CB", b * n_m * chunks, Q, d_s, Q, "G = C·Bᵀ in each chunk"),
         einsum("scan_intra", b * n_m * chunks, Q, Q, d_m, "M·x within each chunk"),
         einsum("scan_states", b * n_m * chunks, d_m, Q, d_s, "each chunk's state from B·decay and x"),
