@@ -35,6 +35,10 @@ def test_granite_multipliers_are_read_and_stated():
     ("phimoe", "num_experts_per_tok", {"num_experts_per_tok": 3}),
     ("phi", "head_dim", {"qk_layernorm": True, "head_dim": 16}),  # q_layernorm is LayerNorm(h/a): HF fails too
     ("olmoe", "clip_qkv", {"clip_qkv": -1.0}),
+    ("falcon_h1", "hidden_act", {"hidden_act": "gelu"}),  # the mixer's conv activation too
+    ("falcon_h1", "mamba_d_head", {"mamba_d_head": 7}),   # d_m·n_m must be the inner width (HF refuses too)
+    ("granitemoehybrid", "layer_types", {"layer_types": ["mamba", "sliding_attention"]}),
+    ("granitemoehybrid", "mamba_d_conv", {"mamba_d_conv": 1}),
 ])
 def test_what_a_family_does_not_model_is_one_line(model_type, field, changes, tmp_path, capsys):
     path = tmp_path / "config.json"
@@ -51,6 +55,18 @@ def test_phi_output_layer_keeps_its_bias_when_tied():
 
     names = inventories(hf.from_hf_dict(tiny("phi", tie_word_embeddings=True), "tiny"))[0].names()
     assert "output/projection_bias" in names and "output/projection_weight" not in names
+
+
+def test_hybrid_multipliers_and_layer_mix_are_stated():
+    """Falcon-H1's µP multipliers (scalars, and ssm_multipliers a buffer, not an activation) and Granite-4.0-H's
+    mix of Mamba and attention layers (its letter L_s) are read and stated."""
+    falcon = hf.from_hf_dict(tiny("falcon_h1"), "tiny")
+    assert any("ssm_in_multiplier = 1.25" in n and "change no byte" in n for n in falcon.approximations)
+    assert any("ssm_multipliers" in n and "buffer of 2·d_ssm + 2·g_m·d_s + n_m = 160 elements" in n
+               for n in falcon.approximations)
+    granite = hf.from_hf_dict(tiny("granitemoehybrid"), "tiny")
+    assert dict(granite.dims)["L_s"] == 1 and granite.layers == 2
+    assert any(n.startswith("1 Mamba2 + 1 attention layers") for n in granite.approximations)
 
 
 def test_structure_key_is_the_tuple_it_replaced():

@@ -205,3 +205,57 @@ def test_llama4_chunked_sdpa_gap_is_the_stated_size():
     declared = at(activations.total_bytes(saved), **{**values, "s": s, "b": b})
     assert hf_layer_by_difference(raw, "sdpa", s, b)[0] - declared == 4 * s * b * (a - g) * d + 2 * b * s * s
     _check(raw, "eager", s, b)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("dims, changes, layers, mamba", [
+    ("first", {"layer_types": ["attention", "mamba", "attention"]}, 2, False),   # MoE, no rotary
+    ("second", {"layer_types": ["attention", "mamba", "attention"]}, 2, False),  # the shared MLP alone, rotary
+    ("first", {"layer_types": None}, 1, True),                                  # every layer Mamba (the default)
+    ("first", {"num_local_experts": 0, "mamba_proj_bias": True}, 1, True),      # a Mamba layer, no experts
+])
+def test_granitemoehybrid_layer_kinds(attention, dims, changes, layers, mamba):
+    """Granite-4.0-H's layers by kind: an attention layer (L_s = 0: measured after an attention layer, so the
+    rotary tables one attention layer keeps per model cancel) and a Mamba layer (L_s = L), with and without
+    experts, to the byte and the FLOP."""
+    from _families import hf_parameter_count
+    from symbolic.bill.derive import make_bill
+
+    raw = _config("granitemoehybrid", dims, **changes)  # (layer_types None: left out, every layer Mamba)
+    raw["num_hidden_layers"] = layers + 1
+    assert make_bill(hf.from_hf_dict(raw, "tiny")).totals["params"] == hf_parameter_count(raw)
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    s, b = POINTS["granitemoehybrid"][0 if dims == "first" else 1]
+    saved, layer, extra, values = declared_layer(raw, attention)
+    assert values["L_s"] == (1 if mamba else 0)
+    values.update(s=s, b=b)
+    want = (at(activations.total_bytes(saved), **values), at(Add(*(mm.forward_flops for mm in layer)), **values),
+            at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
+    assert hf_layer_by_difference(raw, attention, s, b, layers) == want
+
+
+@pytest.mark.parametrize("changes", [
+    {"mamba_rms_norm": True, "mamba_norm_before_gate": True},   # RMSNorm(y)·silu(z), in fp32
+    {"mamba_d_ssm": None, "mamba_expand": 2, "mamba_n_heads": 12, "mamba_n_groups": 1},  # inner width 2h
+])
+def test_falcon_h1_mixer_variants(changes):
+    raw = _config("falcon_h1", "first")
+    raw.update(changes)
+    _check(raw, "sdpa", 12, 2)
+
+
+def test_one_scan_chunk_gap_is_the_stated_size():
+    """With one chunk (s = Q) two of the scan's einsum operands are views, not copies: traced, the layer
+    keeps exactly the 4·b·n_m·d_m·(s − d_s) bytes fewer than billed that the reader's note states."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _config("falcon_h1", "first")
+    note = next(n for n in hf.from_hf_dict(raw, "t").approximations if n.startswith("the Mamba2 scan"))
+    assert "4·b·n_m·d_m·(s − d_s) bytes fewer" in note
+    s, b, heads, head, state = 4, 2, 8, 8, 6  # Q = 4
+    saved, _, _, values = declared_layer(raw, "sdpa")
+    declared = at(activations.total_bytes(saved), **{**values, "s": s, "b": b})
+    assert declared - hf_layer_by_difference(raw, "sdpa", s, b)[0] == 4 * b * heads * head * (s - state)
