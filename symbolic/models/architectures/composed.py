@@ -170,9 +170,9 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
     def mlp():
         return _mlp_block(recipe, ffn=ffn)
 
-    def mixer(share=Integer(1)):
+    def mixer(share=Integer(1)):  # on a GPU backend the fused CUDA kernel's tensors, on CPU the torch path's
         return parts.mamba2_mixer(recipe.mamba_gate, recipe.mamba_in_bias, recipe.mamba_conv_bias,
-                                  recipe.mamba_out_bias, share)
+                                  recipe.mamba_out_bias, share, kernel="torch" if conv.name == "cpu" else "fused")
 
     if recipe.mamba == "parallel":  # Falcon-H1: x + mamba(n(x)) + attn(n(x)), then h + mlp(norm(h))
         wired = (norm("attention/norm", layer_input=True) + mixer() + attention() + norm("mlp/norm") + mlp())

@@ -887,8 +887,15 @@ MAMBA_SOURCE = (f"{HF} models/falcon_h1/modeling_falcon_h1.py:669-825 (FalconH1M
 MAMBA_GATES = ("silu", "norm_gate", "gate_norm")
 
 
+#: The CUDA kernel HF's Mamba2 mixers call in training when ``mamba_ssm`` and ``causal_conv1d`` are installed
+#: and no cache is passed (``use_cache`` false, or gradient checkpointing, which turns it off).
+MAMBA_KERNEL_SOURCE = ("mamba-ssm e9594ce mamba_ssm/ops/triton/ssd_combined.py:822-899 "
+                       "(MambaSplitConv1dScanCombinedFn: ctx.save_for_backward at :888); causal-conv1d 0d2252d "
+                       "causal_conv1d/causal_conv1d_interface.py:59; HF falcon_h1 modeling_falcon_h1.py:694-721")
+
+
 def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = True, out_bias: bool = False,
-                 share: Expr = Integer(1), source: str = MAMBA_SOURCE) -> Part:
+                 share: Expr = Integer(1), source: str = MAMBA_SOURCE, kernel: str = "torch") -> Part:
     """A Mamba2 mixer (SSD: Dao & Gu 2024) as transformers 5.24.0 runs it without the CUDA kernels
     (``torch_forward``: FalconH1Mixer, GraniteMoeHybridMambaLayer; the chunked scan
     ``mamba2_chunk_scan``), in its letters: n_m heads of width d_m (inner width I = n_m·d_m), g_m
@@ -912,7 +919,17 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
 
     Condition: s a multiple of Q with at least two chunks (s ≥ 2·Q). Otherwise HF pads the scan
     to ⌈s/Q⌉·Q tokens, and with one chunk the einsums take two operands as views (not copies):
-    the bill's family reader states that. FLOPs as FlopCounterMode counts them: in_proj, out_proj,
+    the bill's family reader states that.
+
+    ``kernel="fused"``: what the CUDA kernel keeps instead (mamba-ssm's MambaSplitConv1dScanCombinedFn,
+    :data:`MAMBA_KERNEL_SOURCE`: conv, scan, gated norm and out_proj in one autograd Function): in_proj's
+    input (HF's nn.Linear, outside it) and, by the Function, in_proj's whole output zxbcdt, the scan's
+    output before the gate (bf16), the gated RMSNorm's fp32 rstd per group (not for ``silu``) and A; the
+    conv's output, the scan's intermediates and out_proj's input are recomputed in backward. Its
+    matmuls are the torch path's (the kernel passes the chunk states elementwise, not by the
+    (s/Q + 1)²·d_m·d_s einsum: 6·b·n_m·(s/Q + 1)²·d_m·d_s FLOPs per layer fewer, not followed).
+
+    FLOPs as FlopCounterMode counts them: in_proj, out_proj,
     the conv 2·b·(s + p_c)·(p_c + 1)·C (its backward twice that: the input's gradient and the weight's;
     torch 2.13's formula ignores ``groups`` for the weight's, see ``symbolic.trace.cpu_sdpa_flops``),
     and the scan's five einsums (bmm).
@@ -942,9 +959,26 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
               _weight("mamba/D", (n_m,), source, share=share),
               *((_weight("mamba/norm_weight", (inner,), source, "gated RMSNorm", share),) if gate != "silu" else ()),
               *_linear_params("mamba/out_proj", inner, h, out_bias, source, share=share))
+    if kernel == "fused":
+        return Part(params, (
+            _tokens("mamba/in_proj_input", h, note="in_proj's input (HF's nn.Linear, outside the kernel)",
+                    source=source, share=share),
+            layer_term("mamba/A_exp", (n_m,), "fp32", "exp(A_log.float()), kept by exp's backward (outside)"),
+            SavedTensor("mamba/in_proj_output", (s, b, projection) if share == 1 else (share, s, b, projection),
+                        "bf16", Axis.TENSOR, 2 if share == 1 else 3, Group.BODY, MAMBA_KERNEL_SOURCE,
+                        "zxbcdt, in_proj's whole output, kept by the fused kernel (conv, scan, norm and out_proj "
+                        "recomputed from it in backward)"),
+            SavedTensor("mamba/scan_output", (s, b, inner) if share == 1 else (share, s, b, inner), "bf16",
+                        Axis.TENSOR, 2 if share == 1 else 3, Group.BODY, MAMBA_KERNEL_SOURCE,
+                        "out_x, the scan's output before the gate, in the activation dtype"),
+            *((SavedTensor("mamba/norm_rstd", (s, b, g_m) if share == 1 else (share, s, b, g_m), "fp32",
+                           Axis.TENSOR, 2 if share == 1 else 3, Group.BODY, MAMBA_KERNEL_SOURCE,
+                           "the gated RMSNorm's rstd per group, fp32"),) if gate != "silu" else ()),
+            layer_term("mamba/A", (n_m,), "fp32", "A = −exp(A_log), kept by the kernel")), _mixer_matmuls(share))
     conv_out = (b, channels, s + p_c) if share == 1 else (share, b, channels, s + p_c)
     saved = [
-        tokens("mamba/in_proj_input", h, "bf16", "in_proj's input"),
+        _tokens("mamba/in_proj_input", h, note="in_proj's input (replicated under tensor parallelism)", source=source,
+                share=share),
         tokens("mamba/in_proj_output", projection, "bf16", "in_proj's whole output z | x B C | dt: the conv's input "
                "and silu(z)'s are slices of it"),
         layer_term("mamba/A_exp", (n_m,), "fp32", "exp(A_log.float()), kept by exp's backward"),
@@ -1002,10 +1036,19 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
                          "the scan's output y, kept by y·silu(z)")]
     saved.append(tokens("mamba/out_proj_input", inner, "bf16", "out_proj's input"))
 
+    return Part(params, tuple(saved), _mixer_matmuls(share))
+
+
+def _mixer_matmuls(share: Expr = Integer(1), source: str = MAMBA_SOURCE) -> tuple:
+    """A Mamba2 mixer's matmuls as FlopCounterMode counts the torch path (:func:`mamba2_mixer`)."""
+    from ...core.dims import d_m, d_s, g_m, n_m, p_c, Q
+    inner, chunks = n_m * d_m, s / Q
+    channels = inner + 2 * g_m * d_s
+
     def einsum(name, batch, m, k_, n, note):
         return Matmul(f"layer/mamba/{name}", batch * share, m, k_, n, False, "layer", source, note)
-    mms = (
-        _linear("mamba/in_proj", h, projection, source, batch=share),
+    return (
+        _linear("mamba/in_proj", h, 2 * inner + 2 * g_m * d_s + n_m, source, batch=share),
         Matmul("layer/mamba/conv1d", b * share, s + p_c, p_c + 1, channels, True, "layer", source,
                "depthwise: p_c + 1 taps per channel at each of s + p_c output positions"),
         einsum("scan_CB", b * n_m * chunks, Q, d_s, Q, "G = C·Bᵀ in each chunk"),
@@ -1016,4 +1059,3 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
         einsum("scan_C_states", b * n_m * chunks, Q, d_s, d_m, "C·state at each chunk's start"),
         _linear("mamba/out_proj", inner, h, source, batch=share),
     )
-    return Part(params, tuple(saved), mms)

@@ -79,6 +79,32 @@ def chunk_note(dims: dict, seq: int) -> str:
             "than billed (traced)" + ("" if chunk >= 2 else "; mamba_chunk_size 1 runs other kernels, not modelled"))
 
 
+def kernel_note(recipe: Recipe, dims: dict, seq: int) -> str:
+    """What the bill counts of a Mamba2 mixer on a GPU (the fused CUDA kernel's tensors) against the torch path
+    the tests trace on CPU, and the unfused kernels HF takes when a cache is passed, each with its size."""
+    from sympy import Add
+
+    from ...core.dims import SYMBOLS
+    from ..architectures import parts
+
+    def total(kernel):
+        mixer = parts.mamba2_mixer(recipe.mamba_gate, kernel=kernel)
+        return Add(*(term.bytes for term in mixer.saved))
+
+    values = {SYMBOLS[k]: v for k, v in dims.items() if k in SYMBOLS} | {SYMBOLS["s"]: seq, SYMBOLS["b"]: 1}
+    gap = int((total("torch") - total("fused")).subs(values))
+    channels = dims["n_m"] * dims["d_m"] + 2 * dims["g_m"] * dims["d_s"]
+    unfused = 2 * seq * (channels + 2 * dims["n_m"] * dims["d_m"]) + 4 * seq * dims["n_m"]
+    return ("a Mamba2 layer is billed on a GPU as mamba-ssm's fused kernel keeps it (MambaSplitConv1dScanCombinedFn, "
+            "mamba-ssm e9594ce ssd_combined.py:888: in_proj's input and output, the scan's output, the norm's rstd; "
+            "HF calls it in training when no cache is passed: use_cache false or gradient checkpointing); "
+            f"transformers' torch path without the kernels (CPU, traced exactly) keeps {gap:,} bytes more per Mamba "
+            f"layer at s = {seq}, b = 1 (the scan's fp32 intermediates); with use_cache true and no checkpointing HF "
+            "passes a cache and runs the unfused kernels (causal-conv1d's CausalConv1dFn, mamba-ssm's "
+            "MambaChunkScanCombinedFn, ssd_combined.py:606) and the gate in torch, which keep at least "
+            f"2·s·b·(C + 2·n_m·d_m) + 4·s·b·n_m bytes more ({unfused:,} at s = {seq}, b = 1), not billed")
+
+
 def read(fields) -> Read:
     dropout = fields.value("attention_dropout")
     if dropout not in (0, 0.0, None):
@@ -114,7 +140,7 @@ def read(fields) -> Read:
                  "multiply of in_proj's output keeps only that buffer, no activation; the scaled copies of the "
                  "norm's output the mixer's in_proj and the attention read are each kept (counted)")
     from ..config import default_seq
-    notes.append(chunk_note(dims, default_seq(seq)))
+    notes += [chunk_note(dims, default_seq(seq)), kernel_note(recipe, dims, default_seq(seq))]
     return Read(recipe, ffn=fields.count("intermediate_size"),
                 kv_heads=fields.count("num_key_value_heads", fields.heads), seq=seq,
                 head_dim=fields.count("head_dim"), dims=dims, notes=tuple(notes))

@@ -18,7 +18,7 @@ average.
 """
 from ..config import Recipe, default_seq
 from .base import Read, multiplier_note, source
-from .falcon_h1 import chunk_note, mamba_letters
+from .falcon_h1 import chunk_note, kernel_note, mamba_letters
 
 MODEL_TYPE = "granitemoehybrid"
 TITLE = "Granite-4.0-H (GraniteMoeHybrid)"
@@ -85,7 +85,7 @@ def read(fields) -> Read:
                  + ": parameters, FLOPs and activations over the whole model are exact; a layer's terms are the "
                  "layers' average, so under pipeline parallelism (pp > 1) a stage is not itemised by its own mix")
     if mamba:
-        notes.append(chunk_note(dims, default_seq(seq)))
+        notes += [chunk_note(dims, default_seq(seq)), kernel_note(Recipe(MODEL_TYPE, **mixer), dims, default_seq(seq))]
     common = dict(kv_heads=fields.count("num_key_value_heads", fields.heads), seq=seq,
                   head_dim=fields.count("head_dim"))
     if experts:
