@@ -874,7 +874,9 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     if "L_n" in values:
         values["L_n"] = 1 if nope else 0
     if "L_s" in values:  # a hybrid's measured layer: a Mamba layer (L_s = L) or an attention one
-        if mamba is None:
+        if mamba is None and "attn_layer_indices" in config:  # Bamba: the attention layers by index
+            mamba = config["num_hidden_layers"] - 1 not in (config["attn_layer_indices"] or ())
+        elif mamba is None:
             from .models.families.granitemoehybrid import MAMBA
             kinds = config.get("layer_types") or config.get("layers_block_type")
             mamba = kinds is None or kinds[-1] in MAMBA

@@ -100,6 +100,12 @@ TINY: dict[str, dict] = {
                          "mamba_d_conv": 3, "mamba_chunk_size": 4, "layer_types": ["attention", "mamba"],
                          "position_embedding_type": "nope", "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
                          "attention_multiplier": 0.015625, "logits_scaling": 6.0, "use_cache": False},
+    # (h, a, g, d_h, f) = (48, 4, 2, 20, 80), half of each head rotary; Mamba2 (n_m, d_m, d_s, g_m, p_c, Q) =
+    # (8, 6, 6, 2, 2, 4); layer 0 attention, layer 1 (the measured one) Mamba
+    "bamba": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 20, "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
+              "attn_layer_indices": [0], "mamba_n_heads": 8, "mamba_expand": 1, "mamba_d_state": 6,
+              "mamba_n_groups": 2, "mamba_d_conv": 3, "mamba_chunk_size": 4, "use_cache": False},
 }
 
 
@@ -160,11 +166,15 @@ def random_config(model_type: str, rng: random.Random) -> dict:
                    moe_layers=rng.choice([None, [0], list(range(layers))]),
                    interleave_moe_layer_step=rng.choice([1, 2]),
                    no_rope_layers=rng.choice([None, [0] * layers, [1, 0] * (layers // 2) + [1] * (layers % 2)]))
-    if model_type == "granitemoehybrid":  # the mixer's heads divide mamba_expand·h, its groups the heads
+    if model_type in ("granitemoehybrid", "bamba"):  # the mixer's heads divide mamba_expand·h, its groups the heads
         heads_m = rng.choice([n for n in (2, 3, 4, 6) if width % n == 0])
         raw.update(mamba_n_heads=heads_m, mamba_n_groups=rng.choice([n for n in (1, 2, 3) if heads_m % n == 0]),
-                   num_local_experts=rng.choice([0, 3]), mamba_proj_bias=rng.choice([True, False]),
-                   layer_types=[rng.choice(["mamba", "attention"]) for _ in range(raw["num_hidden_layers"])])
+                   mamba_proj_bias=rng.choice([True, False]))
+        if model_type == "bamba":
+            raw.update(attn_layer_indices=rng.choice([None, [0], [1, 2]]), head_dim=rng.randint(2, 6) * 4)
+        else:
+            raw.update(num_local_experts=rng.choice([0, 3]),
+                       layer_types=[rng.choice(["mamba", "attention"]) for _ in range(raw["num_hidden_layers"])])
     if model_type in ("deepseek_v2", "deepseek_v3"):
         raw.update(q_lora_rank=rng.choice([None, 14]), kv_lora_rank=rng.randint(5, 16),
                    qk_nope_head_dim=rng.randint(2, 8) * 2, qk_rope_head_dim=rng.choice([2, 4, 6]),
@@ -274,6 +284,11 @@ SECOND: dict[str, dict] = {
                          "mamba_n_heads": 6, "mamba_d_head": 20, "mamba_expand": 2, "mamba_d_state": 5,
                          "mamba_n_groups": 3, "mamba_d_conv": 4, "mamba_chunk_size": 3, "attention_bias": True,
                          "mamba_proj_bias": True, "mamba_conv_bias": False, "position_embedding_type": "rope"},
+    # (h, a, g, d_h, f) = (60, 6, 3, 16, 36); Mamba2 (6, 20, 5, 3, 3, 3); biases on the projections and the MLP
+    "bamba": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 16,
+              "intermediate_size": 36, "mamba_n_heads": 6, "mamba_d_head": 20, "mamba_expand": 2, "mamba_d_state": 5,
+              "mamba_n_groups": 3, "mamba_d_conv": 4, "mamba_chunk_size": 3, "attention_bias": True, "mlp_bias": True,
+              "mamba_proj_bias": True, "mamba_conv_bias": False},
 }
 
 

@@ -179,3 +179,18 @@ def test_falcon_alibi_states_its_one_mask_per_model():
     assert model.recipe.alibi and not hf.from_hf_dict(tiny("falcon"), "tiny").recipe.alibi
     note = next(line for line in model.approximations if line.startswith("alibi:"))
     assert f"{2 * 4 * 64 * 64:,} B at s = 64" in note and "2·a·b·s² bytes once per model" in note
+
+
+def test_a_mamba_layer_on_a_gpu_is_the_fused_kernels_inventory():
+    """On a GPU backend the mixer is what mamba-ssm's MambaSplitConv1dScanCombinedFn keeps (ssd_combined.py:888
+    at e9594ce): in_proj's input (its nn.Linear) and output (zxbcdt), the scan's output, A and exp(A_log) — and the
+    gated norm's fp32 rstd when there is one; on CPU the torch path the tests trace."""
+    from symbolic.models.architectures import composed
+
+    for model_type, rstd in (("falcon_h1", False), ("granitemoehybrid", True)):
+        recipe = hf.from_hf_dict(tiny(model_type), "tiny").recipe
+        gpu = {t.name for t in composed.saved_tensors(recipe, "fused", "cuda") if t.name.startswith("mamba/")}
+        assert gpu == {"mamba/in_proj_input", "mamba/in_proj_output", "mamba/scan_output", "mamba/A", "mamba/A_exp",
+                       *(("mamba/norm_rstd",) if rstd else ())}
+        cpu = {t.name for t in composed.saved_tensors(recipe, "fused", "cpu") if t.name.startswith("mamba/")}
+        assert len(cpu) > 25 and "mamba/decay_L" in cpu

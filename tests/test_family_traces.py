@@ -20,7 +20,7 @@ ATTENTION = {family: ("eager",) if family in ("gemma2", "gpt2") else ("sdpa", "e
 
 #: (s, b) of the two dimension sets; a Mamba2 scan is exact at s a multiple of its chunk with two chunks or more
 #: (models.families.falcon_h1.chunk_note): its families are traced at such lengths.
-SCAN_POINTS = {"falcon_h1": ((8, 2), (9, 3)), "granitemoehybrid": ((8, 2), (9, 3))}
+SCAN_POINTS = {"falcon_h1": ((8, 2), (9, 3)), "granitemoehybrid": ((8, 2), (9, 3)), "bamba": ((8, 2), (9, 3))}
 POINTS = {family: SCAN_POINTS.get(family, ((5, 2), (7, 3))) for family in hf.FAMILIES}
 
 CASES = [(family, attention, dims) for family in hf.FAMILIES for attention in ATTENTION[family]
@@ -241,6 +241,7 @@ def test_granitemoehybrid_layer_kinds(attention, dims, changes, layers, mamba):
     {"mamba_d_ssm": None, "mamba_expand": 2, "mamba_n_heads": 12, "mamba_n_groups": 1},  # inner width 2h
 ])
 def test_falcon_h1_mixer_variants(changes):
+    """Falcon-H1's gated RMSNorm before the gate, and its mixer's inner width from mamba_expand."""
     raw = _config("falcon_h1", "first")
     raw.update(changes)
     _check(raw, "sdpa", 12, 2)
@@ -259,3 +260,21 @@ def test_one_scan_chunk_gap_is_the_stated_size():
     saved, _, _, values = declared_layer(raw, "sdpa")
     declared = at(activations.total_bytes(saved), **{**values, "s": s, "b": b})
     assert declared - hf_layer_by_difference(raw, "sdpa", s, b)[0] == 4 * b * heads * head * (s - state)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("dims", ["first", "second"])
+def test_bamba_attention_layer(dims, attention):
+    """Bamba's attention layer (L_s = 0), measured after another (its rotary tables cancel): half-rotary heads
+    rebuilt by cat, to the byte and the FLOP."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _config("bamba", dims, attn_layer_indices=[0, 2], num_hidden_layers=3)
+    s, b = POINTS["bamba"][0 if dims == "first" else 1]
+    saved, layer, extra, values = declared_layer(raw, attention)
+    assert values["L_s"] == 0
+    values.update(s=s, b=b)
+    want = (at(activations.total_bytes(saved), **values), at(Add(*(mm.forward_flops for mm in layer)), **values),
+            at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
+    assert hf_layer_by_difference(raw, attention, s, b, 2) == want

@@ -3,13 +3,13 @@
 The earlier sixteen are read by :mod:`symbolic.models.hf` itself; the families
 below are each a module, registered here by ``MODEL_TYPE``.
 """
-from . import (cohere, falcon, falcon_h1, glm4, gptj, granite, granitemoe, granitemoehybrid, llama4, nemotron, olmoe, phi, phimoe, stablelm,
+from . import (bamba, cohere, falcon, falcon_h1, glm4, gptj, granite, granitemoe, granitemoehybrid, llama4, nemotron, olmoe, phi, phimoe, stablelm,
                starcoder2)
 
 #: model_type -> the family's module (``DEFAULTS``, ``SOURCE``, ``TITLE``, ``read``), in listing order
 READERS = {module.MODEL_TYPE: module for module in (phi, starcoder2, stablelm, granite, nemotron, glm4, cohere, olmoe,
                                                        granitemoe, gptj, falcon, phimoe, llama4, falcon_h1,
-                                                       granitemoehybrid)}
+                                                       granitemoehybrid, bamba)}
 
 #: Families this version does not model, each with what modelling it would need: their configs are refused in
 #: one line that says so (``symbolic.models.hf``), never billed as a stand-in.
