@@ -83,7 +83,8 @@ def test_structure_key_is_the_tuple_it_replaced():
 
 
 @pytest.mark.parametrize("model_type, needed", [("mamba", "scan part"), ("t5", "encoder stack"),
-                                                ("jamba", "scan part")])
+                                                ("jamba", "scan part"), ("mamba2", "without attention heads"),
+                                                ("nemotron_h", "layer kinds")])
 def test_an_unmodelled_family_says_what_it_would_need(model_type, needed, tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": model_type, "num_hidden_layers": 2, "hidden_size": 48,

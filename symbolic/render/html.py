@@ -45,7 +45,7 @@ from sympy.printing.jscode import JavascriptCodePrinter
 from ..claims.quantities import evaluate
 from ..claims.sources import cite, keys, reference
 from ..core.dims import (E, E_s, L, L_d, P, Psi, V, a, b, d, d_h, d_n, d_r, d_v, e, f, f_e, f_s, g, h, k, m, p,
-                         r, r_kv, r_q, s, t, v, L_n, n_m, d_m, d_s, g_m, p_c, Q, L_s)
+                         r, r_kv, r_q, s, t, v, L_n)
 from ..layout.layout import Layout, default_loss, steady_state_batch
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy, in_flight_formula
 from ..ledgers import activations, flops, params, states
@@ -70,7 +70,7 @@ m_last = Symbol("m_last", positive=True, integer=True)
 #: MLA's ranks and head widths), a learned table's rows, and the expert-parallel size e (the
 #: routed experts over e ranks, each expert's width over e_t = t: Megatron-Core's default).
 ARGUMENTS = (s, b, h, a, L, V, t, p, d, f, v, Psi, G, g, E, k, E_s, f_e, m, m_last,
-             d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, P, e, r, L_n, n_m, d_m, d_s, g_m, p_c, Q, L_s)
+             d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, P, e, r, L_n)
 
 #: The page's inputs of the model's letters beyond the GPT ones, each shown for the inventories
 #: whose formulas use it (``page_archs``), with its label and the least value it takes.
@@ -79,9 +79,7 @@ MODEL_FIELDS = {"g": ("g KV heads", 1), "E": ("E experts", 1), "k": ("k experts/
                 "L_d": ("L_d dense layers", 0), "f_s": ("f_s shared-expert FFN", 0), "r_q": ("r_q query rank", 1),
                 "r_kv": ("r_kv KV latent rank", 1), "d_n": ("d_n Q/K width, no RoPE", 1),
                 "d_r": ("d_r Q/K RoPE width", 1), "d_v": ("d_v value width", 1), "P": ("P position rows", 1),
-                "L_n": ("L_n NoPE layers", 0), "n_m": ("n_m Mamba heads", 1), "d_m": ("d_m Mamba head width", 1),
-                "d_s": ("d_s Mamba state", 1), "g_m": ("g_m Mamba groups", 1), "p_c": ("p_c conv padding", 1),
-                "Q": ("Q scan chunk", 1), "L_s": ("L_s Mamba layers", 0)}
+                "L_n": ("L_n NoPE layers", 0)}
 
 #: Activation dtypes with the same bytes: the verdict's formulas are printed once for them.
 PEAK_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp32": "fp32", "fp8": "fp8"}
@@ -308,7 +306,7 @@ def instant_compositions(activation_offload: bool = False) -> dict[str, list[dic
 
 #: The chunks in flight (k) and layers per chunk (n) as letters, so each composition's multiplicity
 #: is read off as an expression: 1, k·n or k·n − 1.
-_K, _N = Symbol("p_chunks", positive=True), Symbol("n_layers", positive=True)
+_K, _N = Symbol("k_chunks", positive=True), Symbol("n_layers", positive=True)
 
 
 def _multiplicity_key(pipeline: str, stage: str, multiplicity: Expr) -> str | None:
@@ -841,7 +839,7 @@ def page_data(model: ModelConfig, layout: Layout, params_hand: int | None, gpu_m
                                                  for name, (dtype, _) in LORA_BASES.items()},
         "peak_dtype": PEAK_DTYPE,
         # the class of each verdict term and the words every output names them by (the one breakdown)
-        "peap_classes": dict(peak_terms.BASIS), "part_names": dict(PART_NAMES),
+        "peak_classes": dict(peak_terms.BASIS), "part_names": dict(PART_NAMES),
         "recipes": {name: {"tally": r.tally, "bytes": str(r.bytes_per_param), "condition": r.condition,
                              "source": r.source, "param_bytes": r.bytes_of("parameters"),
                              "working_bytes": {dtype: r.working_bytes(dtype) for dtype in FLOAT_ACTIVATION_DTYPES}}

@@ -14,10 +14,16 @@ READERS = {module.MODEL_TYPE: module for module in (phi, starcoder2, stablelm, g
 #: Families this version does not model, each with what modelling it would need: their configs are refused in
 #: one line that says so (``symbolic.models.hf``), never billed as a stand-in.
 NOT_MODELLED = {
-    **dict.fromkeys(("mamba", "mamba2", "falcon_mamba"), "a state-space model: its layer is a selective scan "
-                    "(in-projection, causal conv1d, the Δ, B, C projections, the scan's saved states), not "
-                    "attention and an MLP; a scan part would be needed"),
-    "jamba": "a hybrid of Mamba and attention layers with MoE: the scan part and a per-layer kind would be needed",
+    **dict.fromkeys(("mamba", "falcon_mamba"), "a Mamba-1 state-space model: its layer is Mamba-1's selective "
+                    "scan (a sequential scan over s with per-step states, x_proj and dt_proj), not the Mamba2 chunked "
+                    "scan part falcon_h1, granitemoehybrid and bamba use; a Mamba-1 scan part would be needed"),
+    "mamba2": ("a Mamba2 model without attention: its mixer is the Mamba2 scan part (falcon_h1, granitemoehybrid, "
+               "bamba), but a layer without attention heads or an MLP (Mamba2Block: a norm and the mixer) is not "
+               "modelled yet"),
+    "jamba": "a hybrid of Mamba-1 and attention layers with MoE: a Mamba-1 scan part would be needed",
+    "nemotron_h": ("a hybrid whose layers are single Mamba2, attention, relu² MLP or latent MoE blocks "
+                   "(layers_block_type / hybrid_override_pattern): the Mamba2 scan part is modelled, those four "
+                   "layer kinds and its MoE (latent projection, grouped sigmoid router) are not yet"),
     **dict.fromkeys(("rwkv", "rwkv5", "rwkv6"), "a recurrent (RWKV) model: its time-mix recurrence would need a part "
                     "of its own"),
     **dict.fromkeys(("t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "longt5", "switch_transformers"),
