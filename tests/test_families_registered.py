@@ -195,3 +195,15 @@ def test_a_mamba_layer_on_a_gpu_is_the_fused_kernels_inventory():
                        *(("mamba/norm_rstd",) if rstd else ())}
         cpu = {t.name for t in composed.saved_tensors(recipe, "fused", "cpu") if t.name.startswith("mamba/")}
         assert len(cpu) > 25 and "mamba/decay_L" in cpu
+
+
+def test_the_timeline_refuses_a_mamba_attention_mix(tmp_path, capsys):
+    """A hybrid's layer inventory is its Mamba and attention layers' average (shares L_s/L): the timeline, which
+    walks layer by layer, refuses it in one line; a hybrid whose every layer has both (Falcon-H1) it walks."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(tiny("granitemoehybrid")))
+    assert main(["timeline", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Mamba layers" in err
+    path.write_text(json.dumps(tiny("falcon_h1")))
+    assert main(["timeline", str(path), "--seq", "8"]) == 0
