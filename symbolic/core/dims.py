@@ -155,14 +155,15 @@ DIMENSIONS["L_n"] = _dim("L_n", "layers without rotary positions (NoPE) of a Lla
 #: Mamba2 mixers (transformers 5.24.0 models/falcon_h1, granitemoehybrid: ``torch_forward`` and
 #: ``mamba2_chunk_scan``): heads, head width, state size, groups, conv kernel, scan chunk; and the hybrids'
 #: Mamba layers (a share L_s/L of the layer's terms, as L_d and L_n are).
+# p_c is the conv's padding (mamba_d_conv − 1), not its width, so that the conv's s + p_c output positions
+# are a sum of positive terms (the timeline needs a layer's bytes so).
 for _name, _meaning in (("n_m", "Mamba2 heads of a state-space mixer (mamba_n_heads)"),
-                        ("d_m", "width of one Mamba2 head (mamba_d_head); the mixer's inner width is n_m d_m"),
+                        ("d_m", "width of one Mamba2 head (mamba_d_head)"),
                         ("d_s", "Mamba2 state size per group (mamba_d_state)"),
-                        ("g_m", "Mamba2 groups of the B and C projections (mamba_n_groups)"),
-                        ("p_c", "Mamba2 causal conv1d padding, mamba_d_conv − 1 (its kernel is p_c + 1 wide; a letter "
-                                "of its own so that the conv's s + p_c output positions are a sum of positive terms)"),
-                        ("Q", "Mamba2 scan chunk length (mamba_chunk_size): the scan runs s/Q chunks"),
-                        ("L_s", "Mamba (state-space) layers of a hybrid model (layer_types)")):
+                        ("g_m", "Mamba2 groups of B and C (mamba_n_groups)"),
+                        ("p_c", "Mamba2 conv1d padding, mamba_d_conv - 1"),
+                        ("Q", "Mamba2 scan chunk length (mamba_chunk_size)"),
+                        ("L_s", "Mamba layers of a hybrid model (layer_types)")):
     DIMENSIONS[_name] = _dim(_name, _meaning, f"{_name[0]}_{{{_name[2:]}}}" if "_" in _name else _name)
 
 SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items()}

@@ -549,7 +549,7 @@ class Group:
                                                      self.schedule, self.cp,
                                                      (self.ep, self.etp, self.capacity, self.modules, self.fused_swiglu),
                                                      self.fp8_activations, self.uneven),
-                "peap_candidates": peak_exprs(self.structure, self.sp, self.recompute, self.dtype, self.schedule,
+                "peak_candidates": peak_exprs(self.structure, self.sp, self.recompute, self.dtype, self.schedule,
                                               self.optimizer, self.zero, self.cp, self.optimizer_impl,
                                               (self.ep, self.etp, self.capacity, self.modules, self.fused_swiglu),
                                               self.fp8_activations, self.uneven),
@@ -647,7 +647,7 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
         hardware_flops += -frozen + 3 * adapters + (adapters if recompute == "full" else 0)
         model_flops += -frozen + 3 * adapters
     return {"params": params_expr(structure), "model_states_bytes": Add(*stage_states("first")[0].values()),
-            "activation_bytes": activation, "peap_candidates": tuple(candidates),
+            "activation_bytes": activation, "peak_candidates": tuple(candidates),
             "flops_per_micro_batch": hardware_flops, "model_flops_per_micro_batch": model_flops}
 
 
@@ -662,7 +662,7 @@ class GroupFormulas:
     params: str
     model_states_bytes: str
     activation_bytes: str
-    peap_candidates: tuple[tuple[str, str], ...]   #: (label, bytes) of each candidate instant
+    peak_candidates: tuple[tuple[str, str], ...]   #: (label, bytes) of each candidate instant
     flops_per_micro_batch: str
     model_flops_per_micro_batch: str
     common: tuple[tuple[str, str], ...]            #: (name, text), in order
@@ -670,7 +670,7 @@ class GroupFormulas:
 
     def exact_texts(self) -> tuple[str, ...]:
         return ((self.params, self.model_states_bytes, self.activation_bytes)
-                + tuple(text for _, text in self.peap_candidates)
+                + tuple(text for _, text in self.peak_candidates)
                 + (self.flops_per_micro_batch, self.model_flops_per_micro_batch))
 
     @classmethod
@@ -681,7 +681,7 @@ class GroupFormulas:
 
         exprs = group.expressions()
         ledgers = ([exprs["model_states_bytes"], exprs["activation_bytes"]]
-                   + [expr for _, expr in exprs["peap_candidates"]]
+                   + [expr for _, expr in exprs["peak_candidates"]]
                    + [exprs["flops_per_micro_batch"], exprs["model_flops_per_micro_batch"]])
         missing = set().union(exprs["params"].free_symbols, *(x.free_symbols for x in ledgers)) - {
         _letters()[name] for name in ARG_NAMES}
@@ -690,7 +690,7 @@ class GroupFormulas:
         common, reduced = _common_subexpressions(tuple(ledgers))
         return cls(sstr(nested_form(exprs["params"])), sstr(exprs["model_states_bytes"]),
                    sstr(exprs["activation_bytes"]),
-                   tuple((label, sstr(expr)) for label, expr in exprs["peap_candidates"]),
+                   tuple((label, sstr(expr)) for label, expr in exprs["peak_candidates"]),
                    sstr(exprs["flops_per_micro_batch"]), sstr(exprs["model_flops_per_micro_batch"]),
                    common, reduced)
 
@@ -707,7 +707,7 @@ class GroupFormulas:
         data = json.loads(text)
         if not isinstance(data, dict) or set(data) != set(cls.__dataclass_fields__):
             raise ValueError("not a plan group's formulas")
-        pairs = {k: tuple((str(a), str(b)) for a, b in data[k]) for k in ("peap_candidates", "common")}
+        pairs = {k: tuple((str(a), str(b)) for a, b in data[k]) for k in ("peak_candidates", "common")}
         texts = {k: data[k] for k in ("params", "model_states_bytes", "activation_bytes", "flops_per_micro_batch",
                                       "model_flops_per_micro_batch")}
         if not all(isinstance(x, str) for x in list(texts.values()) + data["reduced"]) or not all(
@@ -715,7 +715,7 @@ class GroupFormulas:
                 for k in pairs for x in data[k]):
             raise ValueError("a formula that is not text")
         formulas = cls(**texts, **pairs, reduced=tuple(data["reduced"]))
-        if len(formulas.reduced) != len(formulas.peap_candidates) + 4:
+        if len(formulas.reduced) != len(formulas.peak_candidates) + 4:
             raise ValueError("reduced ledgers do not match the candidates")
         formulas.functions()
         return formulas
