@@ -83,15 +83,15 @@ TINY: dict[str, dict] = {
                     "head_dim": 20, "intermediate_size": 14, "intermediate_size_mlp": 22, "vocab_size": 101,
                     "max_position_embeddings": 64, "num_local_experts": 3, "num_experts_per_tok": 1,
                     "moe_layers": [0, 2], "attention_chunk_size": 16},
-    # (h, a, g, d_h, f) = (48, 4, 2, 20, 80); Mamba2 (n_m, d_m, d_s, g_m, k_c, Q) = (8, 8, 6, 2, 3, 4), y·silu(z)
+    # (h, a, g, d_h, f) = (48, 4, 2, 20, 80); Mamba2 (n_m, d_m, d_s, g_m, p_c, Q) = (8, 8, 6, 2, 2, 4), y·silu(z)
     "falcon_h1": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
                   "head_dim": 20, "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
                   "mamba_d_ssm": 64, "mamba_n_heads": 8, "mamba_d_state": 6, "mamba_n_groups": 2,
                   "mamba_d_conv": 3, "mamba_chunk_size": 4, "embedding_multiplier": 5.66, "key_multiplier": 0.39,
                   "attention_out_multiplier": 0.94, "ssm_in_multiplier": 1.25, "ssm_out_multiplier": 0.24,
                   "mlp_multipliers": [0.88, 0.59], "ssm_multipliers": [0.35, 0.25, 0.35, 0.5, 0.35]},
-    # (h, a, g, d_h, E, k, f_e, f_s) = (48, 4, 2, 20, 4, 2, 24, 40), no rotary; Mamba2 (n_m, d_m, d_s, g_m, k_c, Q) =
-    # (8, 6, 6, 2, 3, 4); layer 0 attention, layer 1 (the measured one) Mamba. use_cache false: transformers 5.24
+    # (h, a, g, d_h, E, k, f_e, f_s) = (48, 4, 2, 20, 4, 2, 24, 40), no rotary; Mamba2 (n_m, d_m, d_s, g_m, p_c, Q) =
+    # (8, 6, 6, 2, 2, 4); layer 0 attention, layer 1 (the measured one) Mamba. use_cache false: transformers 5.24
     # fails to build a cache of Mamba layers alone (get_seq_length), which a one-layer Mamba model would need
     "granitemoehybrid": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
                          "head_dim": 20, "intermediate_size": 24, "shared_intermediate_size": 40, "vocab_size": 101,
@@ -270,7 +270,7 @@ SECOND: dict[str, dict] = {
     "llama4_text": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
                     "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 10,
                     "intermediate_size_mlp": 26, "moe_layers": None, "attention_bias": True},
-    # (h, a, g, d_h, f) = (60, 6, 3, 14, 36); Mamba2 (n_m, d_m, d_s, g_m, k_c, Q) = (6, 12, 5, 3, 4, 3); the gated
+    # (h, a, g, d_h, f) = (60, 6, 3, 14, 36); Mamba2 (n_m, d_m, d_s, g_m, p_c, Q) = (6, 12, 5, 3, 3, 3); the gated
     # RMSNorm after the gate; biases on every projection, none on the conv
     "falcon_h1": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
                   "intermediate_size": 36, "mamba_d_ssm": 72, "mamba_n_heads": 6, "mamba_d_state": 5,
@@ -278,7 +278,7 @@ SECOND: dict[str, dict] = {
                   "mamba_norm_before_gate": False, "mamba_proj_bias": True, "projectors_bias": True,
                   "mamba_conv_bias": False, "attention_bias": True, "mlp_bias": True},
     # (h, a, g, d_h, f_s) = (60, 6, 3, 14, 26), rotary, no experts (the shared MLP alone); Mamba2 (n_m, d_m, d_s, g_m,
-    # k_c, Q) = (6, 20, 5, 3, 4, 3), mamba_expand 2; biases on the projections, none on the conv
+    # p_c, Q) = (6, 20, 5, 3, 3, 3), mamba_expand 2; biases on the projections, none on the conv
     "granitemoehybrid": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
                          "intermediate_size": 14, "shared_intermediate_size": 26, "num_local_experts": 0,
                          "mamba_n_heads": 6, "mamba_d_head": 20, "mamba_expand": 2, "mamba_d_state": 5,
