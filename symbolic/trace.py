@@ -881,4 +881,7 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
             kinds = config.get("layer_types") or config.get("layers_block_type")
             mamba = kinds is None or kinds[-1] in MAMBA
         values["L_s"] = 1 if mamba else 0
+    if "L_a" in values:  # Nemotron-H: the measured (last) block an attention one (L_a = L), else 0
+        kinds = config.get("layers_block_type") or config.get("layer_types") or []
+        values["L_a"] = 1 if kinds and kinds[-1] in ("full_attention", "attention") else 0
     return saved, layer, extra, values

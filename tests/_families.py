@@ -106,6 +106,13 @@ TINY: dict[str, dict] = {
               "head_dim": 20, "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
               "attn_layer_indices": [0], "mamba_n_heads": 8, "mamba_expand": 1, "mamba_d_state": 6,
               "mamba_n_groups": 2, "mamba_d_conv": 3, "mamba_chunk_size": 4, "use_cache": False},
+    # (h, a, g, d_h, f) = (48, 4, 2, 20, 80), no rotary, relu² MLP blocks; Mamba2 (n_m, d_m, d_s, g_m, p_c, Q) =
+    # (8, 6, 6, 2, 2, 4); block 0 attention, block 1 (the measured one) Mamba. layer_types: transformers builds as
+    # many blocks as it lists (num_hidden_layers is ignored), and the traces resize it
+    "nemotron_h": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "head_dim": 20, "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
+                   "layer_types": ["full_attention", "linear_attention"], "mamba_num_heads": 8, "mamba_head_dim": 6,
+                   "ssm_state_size": 6, "n_groups": 2, "conv_kernel": 3, "chunk_size": 4, "use_cache": False},
 }
 
 
@@ -175,6 +182,10 @@ def random_config(model_type: str, rng: random.Random) -> dict:
         else:
             raw.update(num_local_experts=rng.choice([0, 3]),
                        layer_types=[rng.choice(["mamba", "attention"]) for _ in range(raw["num_hidden_layers"])])
+    if model_type == "nemotron_h":  # one block kind per layer: transformers builds as many as listed
+        raw["layer_types"] = [rng.choice(["linear_attention", "full_attention", "mlp"])
+                              for _ in range(raw["num_hidden_layers"])]
+        raw["tie_word_embeddings"] = False  # never tied by transformers (the reader refuses true)
     if model_type in ("deepseek_v2", "deepseek_v3"):
         raw.update(q_lora_rank=rng.choice([None, 14]), kv_lora_rank=rng.randint(5, 16),
                    qk_nope_head_dim=rng.randint(2, 8) * 2, qk_rope_head_dim=rng.choice([2, 4, 6]),
@@ -289,6 +300,11 @@ SECOND: dict[str, dict] = {
               "intermediate_size": 36, "mamba_n_heads": 6, "mamba_d_head": 20, "mamba_expand": 2, "mamba_d_state": 5,
               "mamba_n_groups": 3, "mamba_d_conv": 4, "mamba_chunk_size": 3, "attention_bias": True, "mlp_bias": True,
               "mamba_proj_bias": True, "mamba_conv_bias": False},
+    # (h, a, g, d_h, f) = (60, 6, 3, 14, 36); Mamba2 (6, 10, 5, 3, 3, 3); biases on the mixer's projections and MLP
+    "nemotron_h": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                   "intermediate_size": 36, "mamba_num_heads": 6, "mamba_head_dim": 10, "ssm_state_size": 5,
+                   "n_groups": 3, "conv_kernel": 4, "chunk_size": 3, "use_bias": True, "mlp_bias": True,
+                   "use_conv_bias": False},
 }
 
 

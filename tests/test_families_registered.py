@@ -39,6 +39,8 @@ def test_granite_multipliers_are_read_and_stated():
     ("falcon_h1", "mamba_d_head", {"mamba_d_head": 7}),   # d_m·n_m must be the inner width (HF refuses too)
     ("granitemoehybrid", "layer_types", {"layer_types": ["mamba", "sliding_attention"]}),
     ("granitemoehybrid", "mamba_d_conv", {"mamba_d_conv": 1}),
+    ("nemotron_h", "moe", {"layer_types": ["linear_attention", "moe"]}),  # Nemotron-3's MoE blocks: not yet
+    ("nemotron_h", "tie_word_embeddings", {"tie_word_embeddings": True}),  # transformers never ties it
 ])
 def test_what_a_family_does_not_model_is_one_line(model_type, field, changes, tmp_path, capsys):
     path = tmp_path / "config.json"
@@ -83,8 +85,7 @@ def test_structure_key_is_the_tuple_it_replaced():
 
 
 @pytest.mark.parametrize("model_type, needed", [("mamba", "scan part"), ("t5", "encoder stack"),
-                                                ("jamba", "scan part"), ("mamba2", "without attention heads"),
-                                                ("nemotron_h", "layer kinds")])
+                                                ("jamba", "scan part"), ("mamba2", "without attention heads")])
 def test_an_unmodelled_family_says_what_it_would_need(model_type, needed, tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": model_type, "num_hidden_layers": 2, "hidden_size": 48,

@@ -20,7 +20,8 @@ ATTENTION = {family: ("eager",) if family in ("gemma2", "gpt2") else ("sdpa", "e
 
 #: (s, b) of the two dimension sets; a Mamba2 scan is exact at s a multiple of its chunk with two chunks or more
 #: (models.families.falcon_h1.chunk_note): its families are traced at such lengths.
-SCAN_POINTS = {"falcon_h1": ((8, 2), (9, 3)), "granitemoehybrid": ((8, 2), (9, 3)), "bamba": ((8, 2), (9, 3))}
+SCAN_POINTS = {"falcon_h1": ((8, 2), (9, 3)), "granitemoehybrid": ((8, 2), (9, 3)), "bamba": ((8, 2), (9, 3)),
+               "nemotron_h": ((8, 2), (9, 3))}
 POINTS = {family: SCAN_POINTS.get(family, ((5, 2), (7, 3))) for family in hf.FAMILIES}
 
 CASES = [(family, attention, dims) for family in hf.FAMILIES for attention in ATTENTION[family]
@@ -278,3 +279,25 @@ def test_bamba_attention_layer(dims, attention):
     want = (at(activations.total_bytes(saved), **values), at(Add(*(mm.forward_flops for mm in layer)), **values),
             at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
     assert hf_layer_by_difference(raw, attention, s, b, 2) == want
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("dims, kinds, attention_block", [
+    ("first", ["linear_attention", "mlp"], False),                           # an MLP block (relu², up and down)
+    ("second", ["full_attention", "mlp", "full_attention"], True),           # an attention block, no rotary
+    ("second", ["mlp", "linear_attention"], False),                          # a Mamba block
+])
+def test_nemotron_h_block_kinds(dims, kinds, attention_block, attention):
+    """Nemotron-H's blocks, one per layer: Mamba (L_s = L), attention (L_a = L) or MLP (both 0), each after its
+    NemotronHRMSNorm (fp32 x·rstd times the weight's fp32 copy), to the byte and the FLOP."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _config("nemotron_h", dims, layer_types=kinds, num_hidden_layers=len(kinds))
+    s, b = POINTS["nemotron_h"][0 if dims == "first" else 1]
+    saved, layer, extra, values = declared_layer(raw, attention)
+    assert (values["L_s"], values["L_a"]) == ((1 if kinds[-1] == "linear_attention" else 0), int(attention_block))
+    values.update(s=s, b=b)
+    want = (at(activations.total_bytes(saved), **values), at(Add(*(mm.forward_flops for mm in layer)), **values),
+            at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
+    assert hf_layer_by_difference(raw, attention, s, b, len(kinds) - 1) == want

@@ -56,6 +56,7 @@ g_m   Mamba2 groups of B and C                                     HF ``mamba_n_
 p_c   Mamba2 causal conv1d padding: its kernel is p_c + 1 wide       HF ``mamba_d_conv`` − 1
 Q   Mamba2 scan chunk length (s/Q chunks)                      HF ``mamba_chunk_size``
 L_s   Mamba (state-space) layers of a hybrid model                 HF ``layer_types``
+L_a   attention blocks of a Nemotron-H model (the rest: MLP blocks)  HF ``layer_types``
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -163,7 +164,8 @@ for _name, _meaning in (("n_m", "Mamba2 heads of a state-space mixer (mamba_n_he
                         ("g_m", "Mamba2 groups of B and C (mamba_n_groups)"),
                         ("p_c", "Mamba2 conv1d padding, mamba_d_conv - 1"),
                         ("Q", "Mamba2 scan chunk length (mamba_chunk_size)"),
-                        ("L_s", "Mamba layers of a hybrid model (layer_types)")):
+                        ("L_s", "Mamba layers of a hybrid model (layer_types)"),
+                        ("L_a", "attention blocks of a Nemotron-H model (layer_types)")):
     DIMENSIONS[_name] = _dim(_name, _meaning, f"{_name[0]}_{{{_name[2:]}}}" if "_" in _name else _name)
 
 SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items()}
@@ -184,6 +186,6 @@ d_h, P, L_d, f_s, r_q, r_kv, d_n, d_r, d_v = (
     SYMBOLS[n] for n in ("d_h", "P", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v"))
 L_1, L_p, L_m = SYMBOLS["L_1"], SYMBOLS["L_p"], SYMBOLS["L_m"]
 L_n = SYMBOLS["L_n"]
-n_m, d_m, d_s, g_m, p_c, Q, L_s = (SYMBOLS[n] for n in ("n_m", "d_m", "d_s", "g_m", "p_c", "Q", "L_s"))
+n_m, d_m, d_s, g_m, p_c, Q, L_s, L_a = (SYMBOLS[n] for n in ("n_m", "d_m", "d_s", "g_m", "p_c", "Q", "L_s", "L_a"))
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

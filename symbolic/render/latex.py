@@ -505,7 +505,9 @@ STRUCTURE_EXTRA = {"deepseek_v2": {"num_experts_per_tok": 6},
                    # Llama 4: two layers, one MoE and one dense (Maverick interleaves them), both
                    # with RoPE: the page shows the MoE and the dense layer (L_d); the NoPE layers' share
                    # (L_n) is the bill's (its fractions overran the page's rows)
-                   "llama4_text": {"num_hidden_layers": 2, "moe_layers": [0]}}
+                   "llama4_text": {"num_hidden_layers": 2, "moe_layers": [0]},
+                   # Nemotron-H: its default blocks include an MoE one (not modelled): one block of each other kind
+                   "nemotron_h": {"num_hidden_layers": 3, "layer_types": ["linear_attention", "full_attention", "mlp"]}}
 
 
 def family_model(model_type: str, builtin: str | None):
@@ -586,6 +588,10 @@ def layer_kinds(model) -> list[tuple[str, dict]]:
     if model.recipe is not None and model.recipe.mamba == "layers":
         L_s, L_ = SYMBOLS["L_s"], SYMBOLS["L"]
         return [("a Mamba layer (L_s = L)", {L_s: L_}), ("an attention layer (L_s = 0)", {L_s: 0})]
+    if model.recipe is not None and model.recipe.mamba == "blocks":  # Nemotron-H: one block per layer
+        L_s, L_a, L_ = SYMBOLS["L_s"], SYMBOLS["L_a"], SYMBOLS["L"]
+        return [("a Mamba block (L_s = L)", {L_s: L_, L_a: 0}), ("an attention block (L_a = L)", {L_s: 0, L_a: L_}),
+                ("an MLP block (L_s = L_a = 0)", {L_s: 0, L_a: 0})]
     if model.recipe is None or not model.recipe.dense_layers:
         return [("one layer", {})]
     L_d, L_ = SYMBOLS["L_d"], SYMBOLS["L"]
@@ -616,6 +622,9 @@ def family_page(label: str, title: str, model_type: str, builtin: str | None) ->
                "decoder layer)." + (" The bill's per-layer terms are the average over the L layers, L_s of "
                                     "them Mamba layers: L_s/L of a Mamba layer and (L - L_s)/L of an attention "
                                     "one; each kind is shown whole." if others and model.recipe.mamba == "layers"
+                                    else " The bill's per-layer terms are the average over the L blocks: L_s/L of "
+                                    "a Mamba block, L_a/L of an attention one and the rest of an MLP one; each "
+                                    "kind is shown whole." if others and model.recipe.mamba == "blocks"
                                     else " The bill's per-layer terms are the average over the L layers, L_d of "
                                     "them dense: (L - L_d)/L of an MoE layer and L_d/L of a dense one; each "
                                     "kind is shown whole." if others else "")) + r"\end{sloppypar}",

@@ -578,8 +578,8 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
                           "`symbolic bill` and plan count it")
     mamba = dict(model.dims).get("L_s", 0)
     if 0 < mamba < model.layers:
-        raise ConfigError(f"{model.name}: {mamba} of its {model.layers} layers are Mamba layers and the rest attention "
-                          "layers; its layer inventory is their average, which the timeline cannot walk layer by layer "
+        raise ConfigError(f"{model.name}: {mamba} of its {model.layers} layers are Mamba layers and the rest of other "
+                          "kinds; its layer inventory is their average, which the timeline cannot walk layer by layer "
                           "(a layer's bytes would not be whole); `symbolic bill` and plan count it")
     from ..bill.derive import model_state_blocks
 

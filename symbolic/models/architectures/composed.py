@@ -182,6 +182,13 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
         wired = (norm("attention/norm", layer_input=True) + mixer(L_s / L)
                  + parts.shared_by(attention(), (L - L_s) / L) + norm("mlp/norm") + mlp())
         return parts.cite(wired, wording)
+    if recipe.mamba == "blocks":  # Nemotron-H: x + block(norm(x)), the block a Mamba, attention or MLP one
+        from ...core.dims import L, L_a, L_s
+        rest = (L - L_s - L_a) / L
+        wired = (norm("attention/norm", layer_input=True) + mixer(L_s / L)
+                 + parts.shared_by(attention(), L_a / L)
+                 + parts.mlp(recipe.mlp, ffn, recipe.activation, recipe.mlp_bias, share=rest))
+        return parts.cite(wired, wording)
     if recipe.residual == "parallel_shared":  # x + attn(ln(x)) + mlp(ln(x)): one norm, its output read twice
         shared = mlp()
         wired = (norm("attention/norm", layer_input=True) + attention() + drop("attention")

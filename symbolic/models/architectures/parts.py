@@ -219,6 +219,11 @@ def norm(prefix: str, kind: str, width: Expr = h, conv: Conventions | None = Non
                    for n in ("mean", "rstd")))
         params = (_weight(f"{prefix}_weight", (width,), source), _weight(f"{prefix}_bias", (width,), source))
         return Part(params, saved)
+    if kind == "rmsnorm_fp32_weight":  # NemotronHRMSNorm: weight.to(fp32) × x·rstd in fp32, then cast back
+        part = norm(prefix, "rmsnorm_fp32", width, conv, layer_input, rows, source)
+        return Part(part.params, part.saved + (SavedTensor(
+            f"{prefix}_weight_fp32", (width,), "fp32", Axis.NONE, None, Group.BODY, source,
+            "weight.to(float32), kept by the multiply: per layer, not per token"),))
     if kind == "rmsnorm_fused":
         saved = (_tokens(f"{prefix}_input", last, "bf16", group, "the norm's input", FUSED_NORM),
                  _rows(f"{prefix}_rstd", "fp32", "1/rms per row, fp32", FUSED_NORM, per))

@@ -45,7 +45,8 @@ def _number_list(fields, name: str, length: int) -> list:
 
 
 def mamba_letters(fields, inner: int, heads_field: str = "mamba_n_heads", head_field: str = "mamba_d_head",
-                  groups_field: str = "mamba_n_groups") -> dict:
+                  groups_field: str = "mamba_n_groups", state_field: str = "mamba_d_state",
+                  conv_field: str = "mamba_d_conv", chunk_field: str = "mamba_chunk_size") -> dict:
     """The Mamba2 mixer's letters from a config (n_m, d_m, d_s, g_m, p_c, Q), the inner width
     ``inner`` = n_m·d_m checked as the config's ``validate_architecture`` does."""
     heads = fields.count(heads_field)
@@ -57,14 +58,14 @@ def mamba_letters(fields, inner: int, heads_field: str = "mamba_n_heads", head_f
     if head * heads != inner:
         fields.refuse(head_field, head, f"{head_field} × {heads_field} ({heads}) equal to the mixer's inner width "
                       f"({inner}), as the config's validate_architecture requires")
-    conv = fields.count("mamba_d_conv")
+    conv = fields.count(conv_field)
     if conv < 2:
-        fields.refuse("mamba_d_conv", conv, "mamba_d_conv at least 2 (a causal conv over past tokens)")
+        fields.refuse(conv_field, conv, "mamba_d_conv at least 2 (a causal conv over past tokens)")
     groups = fields.count(groups_field)
     if heads % groups:
         fields.refuse(groups_field, groups, f"{groups_field} dividing {heads_field} ({heads})")
-    return {"n_m": heads, "d_m": head, "d_s": fields.count("mamba_d_state"), "g_m": groups,
-            "p_c": conv - 1, "Q": fields.count("mamba_chunk_size")}
+    return {"n_m": heads, "d_m": head, "d_s": fields.count(state_field), "g_m": groups,
+            "p_c": conv - 1, "Q": fields.count(chunk_field)}
 
 
 def chunk_note(dims: dict, seq: int) -> str:
