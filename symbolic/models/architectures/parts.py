@@ -956,8 +956,8 @@ def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = Tr
         return _split(name, last, dtype, note, source, share)
 
     params = (*_linear_params("mamba/in_proj", h, projection, in_bias, source, "z | x B C | dt", share),
-              _weight("mamba/conv1d_weight", (channels, p_c + 1), source, "depthwise: one filter of p_c + 1 taps per channel",
-                      share),
+              _weight("mamba/conv1d_weight", (channels, p_c + 1), source,
+                      "depthwise: one filter of p_c + 1 taps per channel", share),
               *((_weight("mamba/conv1d_bias", (channels,), source, share=share),) if conv_bias else ()),
               _weight("mamba/dt_bias", (n_m,), source, share=share),
               _weight("mamba/A_log", (n_m,), source, share=share),
