@@ -266,6 +266,24 @@ def _sdpa_cpu_backward(grad_out, query, key, value, *args, out_shape=None, **kwa
     return sdpa_backward_flop_count(grad_out, query, key, value)
 
 
+def _grouped_conv_backward(grad_out, x, w, bias, stride, padding, dilation, transposed, output_padding, groups,
+                           output_mask, *args, out_shape=None, **kwargs) -> int:
+    """torch's ``conv_backward_flop`` with the weight's gradient divided by ``groups``: torch 2.13.0
+    counts it as conv(xᵀ, grad_outᵀ) over every input channel against every output channel, which for a
+    depthwise conv (Mamba2's conv1d, ``groups`` = channels) is ``groups`` times the multiply-adds it
+    runs (each channel's filter sees only its own channel). The input's gradient it counts right."""
+    from torch.utils.flop_counter import conv_backward_flop as wrapped
+    conv_backward_flop = wrapped.__wrapped__  # the formula on shapes (the registry's wrapper reads tensors)
+    total = conv_backward_flop(grad_out, x, w, bias, stride, padding, dilation, transposed, output_padding, groups,
+                               output_mask, out_shape=out_shape)
+    if groups == 1 or not output_mask[1]:
+        return total
+    weight_grad = total - (conv_backward_flop(grad_out, x, w, bias, stride, padding, dilation, transposed,
+                                              output_padding, groups, [output_mask[0], False, False],
+                                              out_shape=out_shape) if output_mask[0] else 0)
+    return total - weight_grad + weight_grad // groups
+
+
 def cpu_sdpa_flops() -> dict:
     """The FlopCounterMode formulas torch 2.13.0 lacks for CPU attention.
 
@@ -276,11 +294,14 @@ def cpu_sdpa_flops() -> dict:
     (pull 195801) registers it and its backward with the existing SDPA
     formulas; this mapping does the same through ``custom_mapping``, so the
     comparison stays exact. Shapes are (B, H, S, D) as for the other kernels.
+    A grouped convolution's backward (Mamba2's depthwise conv1d) is counted with the
+    weight's gradient per group (:func:`_grouped_conv_backward`).
     """
     torch = _torch()
     aten = torch.ops.aten
     return {aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_forward,
-            aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward}
+            aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward,
+            aten.convolution_backward: _grouped_conv_backward}
 
 
 # --- fitting ----------------------------------------------------------------
@@ -814,7 +835,7 @@ def hf_layer_by_difference(config: Mapping, attention: str, s: int, b: int, laye
 
 def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = "cpu", dense: bool = False,
                        nope: bool = False, seq: int | None = None, windowed: bool | None = None,
-                       kinds: tuple = ()):
+                       kinds: tuple = (), mamba: bool | None = None):
     """(saved tensors, layer matmuls, the FLOPs the kernel adds to backward, values) of one decoder
     layer of a ``config.json`` dict of any family :mod:`symbolic.models.hf` reads, as the bill
     declares it for HF's ``attention`` (``sdpa`` or ``eager``) on ``backend``.
@@ -826,7 +847,9 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     values have L = 1. ``windowed``: the measured layer (the second of two) has a sliding window (None:
     as the config's rule gives it, :mod:`symbolic.models.windows`); with ``seq`` ≥ w, HF's SDPA path on it
     runs with the window's mask materialised (the ``masked`` kernel). ``kinds``: Gemma 3n's letters of the
-    measured layer's kinds (``L_kv``: KV-shared, ``L_sp``: sparse; = L when named, else 0).
+    measured layer's kinds (``L_kv``: KV-shared, ``L_sp``: sparse; = L when named, else 0). ``mamba``: for
+    a hybrid with Mamba layers (Granite-4.0-H), a Mamba layer (L_s = L), else an attention one (L_s = 0) —
+    None: the kind of the config's last layer (``layer_types``; none given: every layer Mamba).
     """
     from .models import hf
     from .models.architectures import composed, conventions, gpt, llama, moe
@@ -872,4 +895,15 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     for letter in ("L_kv", "L_sp"):  # Gemma 3n's layer kinds: the measured layer is of the kinds named
         if letter in values:
             values[letter] = 1 if letter in kinds else 0
+    if "L_s" in values:  # a hybrid's measured layer: a Mamba layer (L_s = L) or an attention one
+        if mamba is None and "attn_layer_indices" in config:  # Bamba: the attention layers by index
+            mamba = config["num_hidden_layers"] - 1 not in (config["attn_layer_indices"] or ())
+        elif mamba is None:
+            from .models.families.granitemoehybrid import MAMBA
+            types = config.get("layer_types") or config.get("layers_block_type")
+            mamba = types is None or types[-1] in MAMBA
+        values["L_s"] = 1 if mamba else 0
+    if "L_a" in values:  # Nemotron-H: the measured (last) block an attention one (L_a = L), else 0
+        types = config.get("layers_block_type") or config.get("layer_types") or []
+        values["L_a"] = 1 if types and types[-1] in ("full_attention", "attention") else 0
     return saved, layer, extra, values

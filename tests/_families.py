@@ -137,6 +137,36 @@ TINY: dict[str, dict] = {
                      "vocab_size_per_layer_input": 61, "hidden_size_per_layer_input": 12, "laurel_rank": 6,
                      "altup_num_inputs": 3, "num_kv_shared_layers": 1, "sliding_window": 64,
                      "layer_types": ["sliding_attention"] * 3, "activation_sparsity_pattern": [0.95, 0.0, 0.0]},
+    # (h, a, g, d_h, f) = (48, 4, 2, 20, 80); Mamba2 (n_m, d_m, d_s, g_m, p_c, Q) = (8, 8, 6, 2, 2, 4), y·silu(z)
+    "falcon_h1": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "head_dim": 20, "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
+                  "mamba_d_ssm": 64, "mamba_n_heads": 8, "mamba_d_state": 6, "mamba_n_groups": 2,
+                  "mamba_d_conv": 3, "mamba_chunk_size": 4, "embedding_multiplier": 5.66, "key_multiplier": 0.39,
+                  "attention_out_multiplier": 0.94, "ssm_in_multiplier": 1.25, "ssm_out_multiplier": 0.24,
+                  "mlp_multipliers": [0.88, 0.59], "ssm_multipliers": [0.35, 0.25, 0.35, 0.5, 0.35]},
+    # (h, a, g, d_h, E, k, f_e, f_s) = (48, 4, 2, 20, 4, 2, 24, 40), no rotary; Mamba2 (n_m, d_m, d_s, g_m, p_c, Q) =
+    # (8, 6, 6, 2, 2, 4); layer 0 attention, layer 1 (the measured one) Mamba. use_cache false: transformers 5.24
+    # fails to build a cache of Mamba layers alone (get_seq_length), which a one-layer Mamba model would need
+    "granitemoehybrid": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                         "head_dim": 20, "intermediate_size": 24, "shared_intermediate_size": 40, "vocab_size": 101,
+                         "max_position_embeddings": 64, "num_local_experts": 4, "num_experts_per_tok": 2,
+                         "mamba_n_heads": 8, "mamba_expand": 1, "mamba_d_state": 6, "mamba_n_groups": 2,
+                         "mamba_d_conv": 3, "mamba_chunk_size": 4, "layer_types": ["attention", "mamba"],
+                         "position_embedding_type": "nope", "embedding_multiplier": 12.0, "residual_multiplier": 0.22,
+                         "attention_multiplier": 0.015625, "logits_scaling": 6.0, "use_cache": False},
+    # (h, a, g, d_h, f) = (48, 4, 2, 20, 80), half of each head rotary; Mamba2 (n_m, d_m, d_s, g_m, p_c, Q) =
+    # (8, 6, 6, 2, 2, 4); layer 0 attention, layer 1 (the measured one) Mamba
+    "bamba": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 20, "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
+              "attn_layer_indices": [0], "mamba_n_heads": 8, "mamba_expand": 1, "mamba_d_state": 6,
+              "mamba_n_groups": 2, "mamba_d_conv": 3, "mamba_chunk_size": 4, "use_cache": False},
+    # (h, a, g, d_h, f) = (48, 4, 2, 20, 80), no rotary, relu² MLP blocks; Mamba2 (n_m, d_m, d_s, g_m, p_c, Q) =
+    # (8, 6, 6, 2, 2, 4); block 0 attention, block 1 (the measured one) Mamba. layer_types: transformers builds as
+    # many blocks as it lists (num_hidden_layers is ignored), and the traces resize it
+    "nemotron_h": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "head_dim": 20, "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
+                   "layer_types": ["full_attention", "linear_attention"], "mamba_num_heads": 8, "mamba_head_dim": 6,
+                   "ssm_state_size": 6, "n_groups": 2, "conv_kernel": 3, "chunk_size": 4, "use_cache": False},
 }
 
 
@@ -215,6 +245,19 @@ def random_config(model_type: str, rng: random.Random) -> dict:
                    attention_bias=rng.choice([True, False]), altup_num_inputs=rng.choice([2, 3, 4]),
                    laurel_rank=rng.randint(2, 9), hidden_size_per_layer_input=rng.randint(2, 14),
                    vocab_size_per_layer_input=rng.randint(20, 70))
+    if model_type in ("granitemoehybrid", "bamba"):  # the mixer's heads divide mamba_expand·h, its groups the heads
+        heads_m = rng.choice([n for n in (2, 3, 4, 6) if width % n == 0])
+        raw.update(mamba_n_heads=heads_m, mamba_n_groups=rng.choice([n for n in (1, 2, 3) if heads_m % n == 0]),
+                   mamba_proj_bias=rng.choice([True, False]))
+        if model_type == "bamba":
+            raw.update(attn_layer_indices=rng.choice([None, [0], [1, 2]]), head_dim=rng.randint(2, 6) * 4)
+        else:
+            raw.update(num_local_experts=rng.choice([0, 3]),
+                       layer_types=[rng.choice(["mamba", "attention"]) for _ in range(raw["num_hidden_layers"])])
+    if model_type == "nemotron_h":  # one block kind per layer: transformers builds as many as listed
+        raw["layer_types"] = [rng.choice(["linear_attention", "full_attention", "mlp"])
+                              for _ in range(raw["num_hidden_layers"])]
+        raw["tie_word_embeddings"] = False  # never tied by transformers (the reader refuses true)
     if model_type in ("deepseek_v2", "deepseek_v3"):
         raw.update(q_lora_rank=rng.choice([None, 14]), kv_lora_rank=rng.randint(5, 16),
                    qk_nope_head_dim=rng.randint(2, 8) * 2, qk_rope_head_dim=rng.choice([2, 4, 6]),
@@ -365,6 +408,30 @@ SECOND: dict[str, dict] = {
                      "hidden_size_per_layer_input": 10, "vocab_size_per_layer_input": 53, "attention_bias": True,
                      "hidden_activation": "silu", "altup_correct_scale": False, "tie_word_embeddings": False,
                      "layer_types": ["full_attention"] * 3},
+    # (h, a, g, d_h, f) = (60, 6, 3, 14, 36); Mamba2 (n_m, d_m, d_s, g_m, p_c, Q) = (6, 12, 5, 3, 3, 3); the gated
+    # RMSNorm after the gate; biases on every projection, none on the conv
+    "falcon_h1": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                  "intermediate_size": 36, "mamba_d_ssm": 72, "mamba_n_heads": 6, "mamba_d_state": 5,
+                  "mamba_n_groups": 3, "mamba_d_conv": 4, "mamba_chunk_size": 3, "mamba_rms_norm": True,
+                  "mamba_norm_before_gate": False, "mamba_proj_bias": True, "projectors_bias": True,
+                  "mamba_conv_bias": False, "attention_bias": True, "mlp_bias": True},
+    # (h, a, g, d_h, f_s) = (60, 6, 3, 14, 26), rotary, no experts (the shared MLP alone); Mamba2 (n_m, d_m, d_s, g_m,
+    # p_c, Q) = (6, 20, 5, 3, 3, 3), mamba_expand 2; biases on the projections, none on the conv
+    "granitemoehybrid": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                         "intermediate_size": 14, "shared_intermediate_size": 26, "num_local_experts": 0,
+                         "mamba_n_heads": 6, "mamba_d_head": 20, "mamba_expand": 2, "mamba_d_state": 5,
+                         "mamba_n_groups": 3, "mamba_d_conv": 4, "mamba_chunk_size": 3, "attention_bias": True,
+                         "mamba_proj_bias": True, "mamba_conv_bias": False, "position_embedding_type": "rope"},
+    # (h, a, g, d_h, f) = (60, 6, 3, 16, 36); Mamba2 (6, 20, 5, 3, 3, 3); biases on the projections and the MLP
+    "bamba": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 16,
+              "intermediate_size": 36, "mamba_n_heads": 6, "mamba_d_head": 20, "mamba_expand": 2, "mamba_d_state": 5,
+              "mamba_n_groups": 3, "mamba_d_conv": 4, "mamba_chunk_size": 3, "attention_bias": True, "mlp_bias": True,
+              "mamba_proj_bias": True, "mamba_conv_bias": False},
+    # (h, a, g, d_h, f) = (60, 6, 3, 14, 36); Mamba2 (6, 10, 5, 3, 3, 3); biases on the mixer's projections and MLP
+    "nemotron_h": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                   "intermediate_size": 36, "mamba_num_heads": 6, "mamba_head_dim": 10, "ssm_state_size": 5,
+                   "n_groups": 3, "conv_kernel": 4, "chunk_size": 3, "use_bias": True, "mlp_bias": True,
+                   "use_conv_bias": False},
 }
 
 

@@ -43,6 +43,12 @@ def test_granite_multipliers_are_read_and_stated():
     ("dots1", "n_routed_experts", {"n_routed_experts": None}),  # Dots1Config leaves it None: HF cannot build it
     ("minimax_m2", "router_jitter_noise", {"router_jitter_noise": 0.01}),
     ("ernie4_5_moe", "head_dim", {"head_dim": 15}),  # the interleaved rotary needs an even head width
+    ("falcon_h1", "hidden_act", {"hidden_act": "gelu"}),  # the mixer's conv activation too
+    ("falcon_h1", "mamba_d_head", {"mamba_d_head": 7}),   # d_m·n_m must be the inner width (HF refuses too)
+    ("granitemoehybrid", "layer_types", {"layer_types": ["mamba", "sliding_attention"]}),
+    ("granitemoehybrid", "mamba_d_conv", {"mamba_d_conv": 1}),
+    ("nemotron_h", "moe", {"layer_types": ["linear_attention", "moe"]}),  # Nemotron-3's MoE blocks: not yet
+    ("nemotron_h", "tie_word_embeddings", {"tie_word_embeddings": True}),  # transformers never ties it
 ])
 def test_what_a_family_does_not_model_is_one_line(model_type, field, changes, tmp_path, capsys):
     path = tmp_path / "config.json"
@@ -61,6 +67,18 @@ def test_phi_output_layer_keeps_its_bias_when_tied():
     assert "output/projection_bias" in names and "output/projection_weight" not in names
 
 
+def test_hybrid_multipliers_and_layer_mix_are_stated():
+    """Falcon-H1's µP multipliers (scalars, and ssm_multipliers a buffer, not an activation) and Granite-4.0-H's
+    mix of Mamba and attention layers (its letter L_s) are read and stated."""
+    falcon = hf.from_hf_dict(tiny("falcon_h1"), "tiny")
+    assert any("ssm_in_multiplier = 1.25" in n and "change no byte" in n for n in falcon.approximations)
+    assert any("ssm_multipliers" in n and "buffer of 2·d_ssm + 2·g_m·d_s + n_m = 160 elements" in n
+               for n in falcon.approximations)
+    granite = hf.from_hf_dict(tiny("granitemoehybrid"), "tiny")
+    assert dict(granite.dims)["L_s"] == 1 and granite.layers == 2
+    assert any(n.startswith("1 Mamba2 + 1 attention layers") for n in granite.approximations)
+
+
 def test_structure_key_is_the_tuple_it_replaced():
     """The derivation cache and the sheet's page digests read Structure.key(): the old positional tuple."""
     from symbolic.bill.evaluate import layout_structure, structure
@@ -75,7 +93,7 @@ def test_structure_key_is_the_tuple_it_replaced():
 
 
 @pytest.mark.parametrize("model_type, needed", [("mamba", "scan part"), ("t5", "encoder stack"),
-                                                ("jamba", "scan part")])
+                                                ("jamba", "scan part"), ("mamba2", "without attention heads")])
 def test_an_unmodelled_family_says_what_it_would_need(model_type, needed, tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": model_type, "num_hidden_layers": 2, "hidden_size": 48,
@@ -187,3 +205,28 @@ def test_sigmoid_routers_state_their_correction_bias_and_ungrouped_files():
     raw = tiny("dots1")
     raw.update(n_group=None, topk_group=None)
     assert any(note.startswith("n_group / topk_group null") for note in hf.from_hf_dict(raw, "d").approximations)
+def test_a_mamba_layer_on_a_gpu_is_the_fused_kernels_inventory():
+    """On a GPU backend the mixer is what mamba-ssm's MambaSplitConv1dScanCombinedFn keeps (ssd_combined.py:888
+    at e9594ce): in_proj's input (its nn.Linear) and output (zxbcdt), the scan's output, A and exp(A_log) — and the
+    gated norm's fp32 rstd when there is one; on CPU the torch path the tests trace."""
+    from symbolic.models.architectures import composed
+
+    for model_type, rstd in (("falcon_h1", False), ("granitemoehybrid", True)):
+        recipe = hf.from_hf_dict(tiny(model_type), "tiny").recipe
+        gpu = {t.name for t in composed.saved_tensors(recipe, "fused", "cuda") if t.name.startswith("mamba/")}
+        assert gpu == {"mamba/in_proj_input", "mamba/in_proj_output", "mamba/scan_output", "mamba/A", "mamba/A_exp",
+                       *(("mamba/norm_rstd",) if rstd else ())}
+        cpu = {t.name for t in composed.saved_tensors(recipe, "fused", "cpu") if t.name.startswith("mamba/")}
+        assert len(cpu) > 25 and "mamba/decay_L" in cpu
+
+
+def test_the_timeline_refuses_a_mamba_attention_mix(tmp_path, capsys):
+    """A hybrid's layer inventory is its Mamba and attention layers' average (shares L_s/L): the timeline, which
+    walks layer by layer, refuses it in one line; a hybrid whose every layer has both (Falcon-H1) it walks."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(tiny("granitemoehybrid")))
+    assert main(["timeline", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Mamba layers" in err
+    path.write_text(json.dumps(tiny("falcon_h1")))
+    assert main(["timeline", str(path), "--seq", "8"]) == 0

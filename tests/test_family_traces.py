@@ -19,6 +19,12 @@ from symbolic.models import hf
 ATTENTION = {family: ("eager",) if family in ("gemma2", "gpt2", "gpt_oss") else ("sdpa", "eager")
              for family in hf.FAMILIES}
 
+#: (s, b) of the two dimension sets; a Mamba2 scan is exact at s a multiple of its chunk with two chunks or more
+#: (models.families.falcon_h1.chunk_note): its families are traced at such lengths.
+SCAN_POINTS = {"falcon_h1": ((8, 2), (9, 3)), "granitemoehybrid": ((8, 2), (9, 3)), "bamba": ((8, 2), (9, 3)),
+               "nemotron_h": ((8, 2), (9, 3))}
+POINTS = {family: SCAN_POINTS.get(family, ((5, 2), (7, 3))) for family in hf.FAMILIES}
+
 CASES = [(family, attention, dims) for family in hf.FAMILIES for attention in ATTENTION[family]
          for dims in ("first", "second")]
 
@@ -52,13 +58,13 @@ def _check(raw: dict, attention: str, s: int, b: int, layers: int = 1, dense: bo
 class TestFirstDimensions:
     @pytest.mark.parametrize("family, attention", [(f, a) for f, a, dims in CASES if dims == "first"])
     def test_declared_layer_equals_the_traced_hf_layer(self, family, attention):
-        _check(_config(family, "first"), attention, 5, 2)
+        _check(_config(family, "first"), attention, *POINTS[family][0])
 
 
 class TestSecondDimensions:
     @pytest.mark.parametrize("family, attention", [(f, a) for f, a, dims in CASES if dims == "second"])
     def test_declared_layer_equals_the_traced_hf_layer(self, family, attention):
-        _check(_config(family, "second"), attention, 7, 3)
+        _check(_config(family, "second"), attention, *POINTS[family][1])
 
 
 #: the fields that make the measured (second) layer dense, per family with dense layers
@@ -330,3 +336,98 @@ def test_gpt_oss_runs_eager_only_on_cpu(attention, refusal):
     with pytest.raises(ValueError, match=refusal):
         model = hf_model(tiny("gpt_oss"), attention, layers=1)
         model(input_ids=torch.zeros(1, 4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("dims, changes, layers, mamba", [
+    ("first", {"layer_types": ["attention", "mamba", "attention"]}, 2, False),   # MoE, no rotary
+    ("second", {"layer_types": ["attention", "mamba", "attention"]}, 2, False),  # the shared MLP alone, rotary
+    ("first", {"layer_types": None}, 1, True),                                  # every layer Mamba (the default)
+    ("first", {"num_local_experts": 0, "mamba_proj_bias": True}, 1, True),      # a Mamba layer, no experts
+])
+def test_granitemoehybrid_layer_kinds(attention, dims, changes, layers, mamba):
+    """Granite-4.0-H's layers by kind: an attention layer (L_s = 0: measured after an attention layer, so the
+    rotary tables one attention layer keeps per model cancel) and a Mamba layer (L_s = L), with and without
+    experts, to the byte and the FLOP."""
+    from _families import hf_parameter_count
+    from symbolic.bill.derive import make_bill
+
+    raw = _config("granitemoehybrid", dims, **changes)  # (layer_types None: left out, every layer Mamba)
+    raw["num_hidden_layers"] = layers + 1
+    assert make_bill(hf.from_hf_dict(raw, "tiny")).totals["params"] == hf_parameter_count(raw)
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    s, b = POINTS["granitemoehybrid"][0 if dims == "first" else 1]
+    saved, layer, extra, values = declared_layer(raw, attention)
+    assert values["L_s"] == (1 if mamba else 0)
+    values.update(s=s, b=b)
+    want = (at(activations.total_bytes(saved), **values), at(Add(*(mm.forward_flops for mm in layer)), **values),
+            at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
+    assert hf_layer_by_difference(raw, attention, s, b, layers) == want
+
+
+@pytest.mark.parametrize("changes", [
+    {"mamba_rms_norm": True, "mamba_norm_before_gate": True},   # RMSNorm(y)·silu(z), in fp32
+    {"mamba_d_ssm": None, "mamba_expand": 2, "mamba_n_heads": 12, "mamba_n_groups": 1},  # inner width 2h
+])
+def test_falcon_h1_mixer_variants(changes):
+    """Falcon-H1's gated RMSNorm before the gate, and its mixer's inner width from mamba_expand."""
+    raw = _config("falcon_h1", "first")
+    raw.update(changes)
+    _check(raw, "sdpa", 12, 2)
+
+
+def test_one_scan_chunk_gap_is_the_stated_size():
+    """With one chunk (s = Q) two of the scan's einsum operands are views, not copies: traced, the layer
+    keeps exactly the 4·b·n_m·d_m·(s − d_s) bytes fewer than billed that the reader's note states."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _config("falcon_h1", "first")
+    note = next(n for n in hf.from_hf_dict(raw, "t").approximations if n.startswith("the Mamba2 scan"))
+    assert "4·b·n_m·d_m·(s − d_s) bytes fewer" in note
+    s, b, heads, head, state = 4, 2, 8, 8, 6  # Q = 4
+    saved, _, _, values = declared_layer(raw, "sdpa")
+    declared = at(activations.total_bytes(saved), **{**values, "s": s, "b": b})
+    assert declared - hf_layer_by_difference(raw, "sdpa", s, b)[0] == 4 * b * heads * head * (s - state)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("dims", ["first", "second"])
+def test_bamba_attention_layer(dims, attention):
+    """Bamba's attention layer (L_s = 0), measured after another (its rotary tables cancel): half-rotary heads
+    rebuilt by cat, to the byte and the FLOP."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _config("bamba", dims, attn_layer_indices=[0, 2], num_hidden_layers=3)
+    s, b = POINTS["bamba"][0 if dims == "first" else 1]
+    saved, layer, extra, values = declared_layer(raw, attention)
+    assert values["L_s"] == 0
+    values.update(s=s, b=b)
+    want = (at(activations.total_bytes(saved), **values), at(Add(*(mm.forward_flops for mm in layer)), **values),
+            at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
+    assert hf_layer_by_difference(raw, attention, s, b, 2) == want
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("dims, kinds, attention_block", [
+    ("first", ["linear_attention", "mlp"], False),                           # an MLP block (relu², up and down)
+    ("second", ["full_attention", "mlp", "full_attention"], True),           # an attention block, no rotary
+    ("second", ["mlp", "linear_attention"], False),                          # a Mamba block
+])
+def test_nemotron_h_block_kinds(dims, kinds, attention_block, attention):
+    """Nemotron-H's blocks, one per layer: Mamba (L_s = L), attention (L_a = L) or MLP (both 0), each after its
+    NemotronHRMSNorm (fp32 x·rstd times the weight's fp32 copy), to the byte and the FLOP."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _config("nemotron_h", dims, layer_types=kinds, num_hidden_layers=len(kinds))
+    s, b = POINTS["nemotron_h"][0 if dims == "first" else 1]
+    saved, layer, extra, values = declared_layer(raw, attention)
+    assert (values["L_s"], values["L_a"]) == ((1 if kinds[-1] == "linear_attention" else 0), int(attention_block))
+    values.update(s=s, b=b)
+    want = (at(activations.total_bytes(saved), **values), at(Add(*(mm.forward_flops for mm in layer)), **values),
+            at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
+    assert hf_layer_by_difference(raw, attention, s, b, len(kinds) - 1) == want

@@ -235,14 +235,16 @@ def _by_difference(config: dict, args) -> int:
         return dict(hf.from_hf_dict(tr.resized_config(config, n), "traced").dims)
 
     # the layer measured is the second of two: dense if the two-layer model has one more dense layer, NoPE if
-    # it has one more NoPE layer (Llama 4), KV-shared or sparse if it has one more of those (Gemma 3n)
+    # it has one more NoPE layer (Llama 4), KV-shared or sparse if it has one more of those (Gemma 3n), a Mamba
+    # layer if it has one more Mamba layer (Granite-4.0-H)
     one, two = kinds(1), kinds(2)
 
     def declared_at(s: int):  # at s ≥ w a windowed layer's SDPA path materialises its mask (models.windows)
         saved, layer, extra, values = tr.hf_family_declared(
             config, args.attention, dense=two.get("L_d", 0) > one.get("L_d", 0),
             nope=two.get("L_n", 0) > one.get("L_n", 0), seq=s, windowed=two.get("L_w", 0) > one.get("L_w", 0),
-            kinds=tuple(letter for letter in ("L_kv", "L_sp") if two.get(letter, 0) > one.get(letter, 0)))  # Gemma 3n
+            kinds=tuple(letter for letter in ("L_kv", "L_sp") if two.get(letter, 0) > one.get(letter, 0)),  # Gemma 3n
+            mamba=two.get("L_s", 0) > one.get("L_s", 0))
         return (activations.total_bytes(saved), Add(*(mm.forward_flops for mm in layer)),
                 Add(*(mm.backward_flops for mm in layer)) + extra), values
     batches = [b for b in args.batch if b > 1] or [2]

@@ -57,6 +57,14 @@ h_p   per-layer input width of a Gemma 3n model                    HF ``hidden_s
 V_p   per-layer embedding rows of a Gemma 3n model                 HF ``vocab_size_per_layer_input``
 L_kv  layers reusing earlier layers' K and V (Gemma 3n)            HF ``num_kv_shared_layers``
 L_sp  layers with Gaussian top-k activation sparsity (Gemma 3n)    HF ``activation_sparsity_pattern``
+n_m   Mamba2 heads of a state-space mixer                          HF ``mamba_n_heads``
+d_m   width of one Mamba2 head (the mixer's inner width is n_m d_m) HF ``mamba_d_head``
+d_s   Mamba2 state size per group                                  HF ``mamba_d_state``
+g_m   Mamba2 groups of B and C                                     HF ``mamba_n_groups``
+p_c   Mamba2 causal conv1d padding: its kernel is p_c + 1 wide       HF ``mamba_d_conv`` − 1
+Q   Mamba2 scan chunk length (s/Q chunks)                      HF ``mamba_chunk_size``
+L_s   Mamba (state-space) layers of a hybrid model                 HF ``layer_types``
+L_a   attention blocks of a Nemotron-H model (the rest: MLP blocks)  HF ``layer_types``
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -158,6 +166,20 @@ DIMENSIONS["L_n"] = _dim("L_n", "layers without rotary positions (NoPE) of a Lla
 #: kv_idx > q_idx − w); the other L − L_w to every earlier key.
 DIMENSIONS["L_w"] = _dim("L_w", "layers with sliding-window attention (HF layer_types' sliding_attention)", "L_{w}")
 DIMENSIONS["w"] = _dim("w", "sliding window: the keys one query attends to, itself included (HF sliding_window)")
+#: Mamba2 mixers (transformers 5.24.0 models/falcon_h1, granitemoehybrid: ``torch_forward`` and
+#: ``mamba2_chunk_scan``): heads, head width, state size, groups, conv kernel, scan chunk; and the hybrids'
+#: Mamba layers (a share L_s/L of the layer's terms, as L_d and L_n are).
+# p_c is the conv's padding (mamba_d_conv − 1), not its width, so that the conv's s + p_c output positions
+# are a sum of positive terms (the timeline needs a layer's bytes so).
+for _name, _meaning in (("n_m", "Mamba2 heads of a state-space mixer (mamba_n_heads)"),
+                        ("d_m", "width of one Mamba2 head (mamba_d_head)"),
+                        ("d_s", "Mamba2 state size per group (mamba_d_state)"),
+                        ("g_m", "Mamba2 groups of B and C (mamba_n_groups)"),
+                        ("p_c", "Mamba2 conv1d padding, mamba_d_conv - 1"),
+                        ("Q", "Mamba2 scan chunk length (mamba_chunk_size)"),
+                        ("L_s", "Mamba layers of a hybrid model (layer_types)"),
+                        ("L_a", "attention blocks of a Nemotron-H model (layer_types)")):
+    DIMENSIONS[_name] = _dim(_name, _meaning, f"{_name[0]}_{{{_name[2:]}}}" if "_" in _name else _name)
 
 SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items()}
 
@@ -178,6 +200,7 @@ d_h, P, L_d, f_s, r_q, r_kv, d_n, d_r, d_v = (
 L_1, L_p, L_m = SYMBOLS["L_1"], SYMBOLS["L_p"], SYMBOLS["L_m"]
 L_n = SYMBOLS["L_n"]
 L_w, w = SYMBOLS["L_w"], SYMBOLS["w"]
+n_m, d_m, d_s, g_m, p_c, Q, L_s, L_a = (SYMBOLS[n] for n in ("n_m", "d_m", "d_s", "g_m", "p_c", "Q", "L_s", "L_a"))
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}
 

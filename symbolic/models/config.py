@@ -26,7 +26,8 @@ class Recipe:
 
     family: the HF ``model_type`` read. norm: ``rmsnorm`` (weight h; HF's
     eager RMSNorm, x·rstd cast back, then × weight), ``rmsnorm_offset``
-    (Gemma: computed in fp32, × (1 + weight), cast back), ``layernorm``
+    (Gemma: computed in fp32, × (1 + weight), cast back), ``rmsnorm_fp32_weight`` (Nemotron-H: x·rstd
+    and its product with the weight's fp32 copy in fp32, cast back), ``layernorm``
     (weight and bias h each), ``layernorm_1p`` (Nemotron: F.layer_norm with
     weight + 1, kept), ``layernorm_fp32`` (Cohere: in fp32, weight only). placement: ``pre`` (norm before attention and
     MLP), ``post`` (OLMo-2: the norms on the block outputs, before the
@@ -136,6 +137,18 @@ class Recipe:
     #: Gemma 3n's KV-shared layers with g = a: repeat_kv returns the reused K, V themselves, so HF's eager path
     #: keeps no copy of them either
     kv_shared_unrepeated: bool = False
+    #: Mamba2 mixers (:func:`~symbolic.models.architectures.parts.mamba2_mixer`): ``parallel`` a mixer beside
+    #: the attention in every layer, both reading the first norm's output, their outputs summed (Falcon-H1);
+    #: ``layers`` L_s of the L layers run a mixer instead of the attention (Granite-4.0-H's ``layer_types``),
+    #: shares L_s/L and (L − L_s)/L of the layer's terms; ``blocks`` each layer one block after one norm (Nemotron-H):
+    #: L_s Mamba blocks, L_a attention blocks, the rest MLP blocks, shares L_s/L, L_a/L, (L − L_s − L_a)/L
+    mamba: str = "none"
+    #: the mixer's gated norm (``parts.MAMBA_GATES``)
+    mamba_gate: str = "silu"
+    #: biases on the mixer's in_proj, its conv1d and its out_proj
+    mamba_in_bias: bool = False
+    mamba_conv_bias: bool = False
+    mamba_out_bias: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -153,7 +166,8 @@ class Recipe:
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
                 "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi",
                 "sinks", "rotary_fp32", "block_dropout", "attention_dropout", "window", "altup",
-                "altup_correct_scale", "kv_shared_layers", "sparse_layers", "kv_shared_unrepeated")
+                "altup_correct_scale", "kv_shared_layers", "sparse_layers", "kv_shared_unrepeated",
+                "mamba", "mamba_gate", "mamba_in_bias", "mamba_conv_bias", "mamba_out_bias")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

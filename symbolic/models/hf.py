@@ -293,6 +293,9 @@ def _from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.j
             + model.approximations)
     model_type = _known(raw, where)
     raw = canonical(raw, model_type, where)  # transformers' attribute_map spellings, cross-field checks
+    if model_type == "nemotron_h" and _field(raw, "num_hidden_layers") is None \
+            and isinstance(raw.get("layers_block_type"), list):  # NemotronHConfig's layer count is its blocks'
+        raw = {**raw, "num_hidden_layers": len(raw["layers_block_type"])}
     defaults = DEFAULTS[model_type]
     missing = [field for field in REQUIRED if _field(raw, field) is None]
     if missing:

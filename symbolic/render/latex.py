@@ -517,7 +517,9 @@ STRUCTURE_EXTRA = {"deepseek_v2": {"num_experts_per_tok": 6},
                    "ministral": {"head_dim": 128},
                    # Gemma 3n: one plain layer (no KV sharing; one layer has no default sparsity): the KV-shared
                    # and sparse layers' shares (L_kv, L_sp) are the bill's, as Llama 4's L_n
-                   "gemma3n_text": {"num_kv_shared_layers": 0}}
+                   "gemma3n_text": {"num_kv_shared_layers": 0},
+                   # Nemotron-H: its default blocks include an MoE one (not modelled): one block of each other kind
+                   "nemotron_h": {"num_hidden_layers": 3, "layer_types": ["linear_attention", "full_attention", "mlp"]}}
 
 
 def family_model(model_type: str, builtin: str | None):
@@ -593,7 +595,15 @@ def layer_kinds(model) -> list[tuple[str, dict]]:
     """The kinds of layer a family page shows, each with the substitution that selects it: one
     layer; or, for an MoE model with L_d dense layers (DeepSeek's first_k_dense_replace), whose
     per-layer terms the bill averages as (L − L_d)/L MoE + L_d/L dense, the MoE layer (L_d = 0)
-    and the dense one (L_d = L)."""
+    and the dense one (L_d = L); for a hybrid with L_s Mamba layers (Granite-4.0-H), the Mamba layer
+    (L_s = L) and the attention one (L_s = 0)."""
+    if model.recipe is not None and model.recipe.mamba == "layers":
+        L_s, L_ = SYMBOLS["L_s"], SYMBOLS["L"]
+        return [("a Mamba layer (L_s = L)", {L_s: L_}), ("an attention layer (L_s = 0)", {L_s: 0})]
+    if model.recipe is not None and model.recipe.mamba == "blocks":  # Nemotron-H: one block per layer
+        L_s, L_a, L_ = SYMBOLS["L_s"], SYMBOLS["L_a"], SYMBOLS["L"]
+        return [("a Mamba block (L_s = L)", {L_s: L_, L_a: 0}), ("an attention block (L_a = L)", {L_s: 0, L_a: L_}),
+                ("an MLP block (L_s = L_a = 0)", {L_s: 0, L_a: 0})]
     if model.recipe is None or not model.recipe.dense_layers:
         return [("one layer", {})]
     L_d, L_ = SYMBOLS["L_d"], SYMBOLS["L"]
@@ -621,7 +631,13 @@ def family_page(label: str, title: str, model_type: str, builtin: str | None) ->
            r"\begin{sloppypar}" + breakable(
                f"HF model_type {model_type}, {where}; billed as {_recipe_words(model)}. Every form below "
                "is summed from the inventories the bill itemises (the tests trace them against the real HF "
-               "decoder layer)." + (" The bill's per-layer terms are the average over the L layers, L_d of "
+               "decoder layer)." + (" The bill's per-layer terms are the average over the L layers, L_s of "
+                                    "them Mamba layers: L_s/L of a Mamba layer and (L - L_s)/L of an attention "
+                                    "one; each kind is shown whole." if others and model.recipe.mamba == "layers"
+                                    else " The bill's per-layer terms are the average over the L blocks: L_s/L of "
+                                    "a Mamba block, L_a/L of an attention one and the rest of an MLP one; each "
+                                    "kind is shown whole." if others and model.recipe.mamba == "blocks"
+                                    else " The bill's per-layer terms are the average over the L layers, L_d of "
                                     "them dense: (L - L_d)/L of an MoE layer and L_d/L of a dense one; each "
                                     "kind is shown whole." if others else "")) + r"\end{sloppypar}",
            rf"\subsection*{{Saved bytes per layer, collected in $s b h$}}",
@@ -636,7 +652,11 @@ def family_page(label: str, title: str, model_type: str, builtin: str | None) ->
         # 2.5pt between rows (booktabs' \addlinespace: space added whatever the content's depth): a row's
         # \displaystyle denominators would otherwise touch the next row's numerators (a tabular row is as
         # tall as its content, with no interline glue; issue 23)
-        out.append(rf"{tex(strategy_label)} & {collected(expr, units['saved'])} \\\addlinespace[2.5pt]")
+        # a form of more than 16 terms (a Mamba2 mixer's) wraps over several lines of its cell: text-size
+        # fractions there, as in running text (wrapped \displaystyle ones collided)
+        long = len(Add.make_args(expand(expr / units["saved"]))) > 16
+        out.append(rf"{tex(strategy_label)} & {collected(expr, units['saved'], display=not long)} "
+                   r"\\\addlinespace[2.5pt]")
     out += [r"\bottomrule\end{longtable}"]
     for kind, at in others:
         out.append(r"\noindent " + tex(f"{kind[0].upper()}{kind[1:]}, no parallelism:") + " "

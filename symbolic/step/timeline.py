@@ -576,6 +576,12 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
                           "and the config gives their count, not their places; its layer inventory is their average, "
                           "which the timeline cannot walk layer by layer (a layer's bytes would not be whole); "
                           "`symbolic bill` and plan count it")
+    mamba, attention = dict(model.dims).get("L_s", 0), dict(model.dims).get("L_a", 0)
+    if 0 < mamba < model.layers or 0 < attention < model.layers:  # Nemotron-H's attention blocks too
+        raise ConfigError(f"{model.name}: {mamba} of its {model.layers} layers are Mamba layers"
+                          + (f", {attention} attention blocks" if attention else "") + " and the rest of other "
+                          "kinds; its layer inventory is their average, which the timeline cannot walk layer by layer "
+                          "(a layer's bytes would not be whole); `symbolic bill` and plan count it")
     from ..bill.derive import model_state_blocks
 
     param_inv, base, _ = inventories(model)

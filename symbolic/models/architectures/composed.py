@@ -221,6 +221,25 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
     def mlp():
         return _mlp_block(recipe, ffn=ffn)
 
+    def mixer(share=Integer(1)):  # on a GPU backend the fused CUDA kernel's tensors, on CPU the torch path's
+        return parts.mamba2_mixer(recipe.mamba_gate, recipe.mamba_in_bias, recipe.mamba_conv_bias,
+                                  recipe.mamba_out_bias, share, kernel="torch" if conv.name == "cpu" else "fused")
+
+    if recipe.mamba == "parallel":  # Falcon-H1: x + mamba(n(x)) + attn(n(x)), then h + mlp(norm(h))
+        wired = (norm("attention/norm", layer_input=True) + mixer() + attention() + norm("mlp/norm") + mlp())
+        return parts.cite(wired, wording)
+    if recipe.mamba == "layers":  # Granite-4.0-H: L_s layers x + mamba(n(x)), the others x + attn(n(x))
+        from ...core.dims import L, L_s
+        wired = (norm("attention/norm", layer_input=True) + mixer(L_s / L)
+                 + parts.shared_by(attention(), (L - L_s) / L) + norm("mlp/norm") + mlp())
+        return parts.cite(wired, wording)
+    if recipe.mamba == "blocks":  # Nemotron-H: x + block(norm(x)), the block a Mamba, attention or MLP one
+        from ...core.dims import L, L_a, L_s
+        rest = (L - L_s - L_a) / L
+        wired = (norm("attention/norm", layer_input=True) + mixer(L_s / L)
+                 + parts.shared_by(attention(), L_a / L)
+                 + parts.mlp(recipe.mlp, ffn, recipe.activation, recipe.mlp_bias, share=rest))
+        return parts.cite(wired, wording)
     if recipe.residual == "parallel_shared":  # x + attn(ln(x)) + mlp(ln(x)): one norm, its output read twice
         shared = mlp()
         wired = (norm("attention/norm", layer_input=True) + attention() + drop("attention")

@@ -49,6 +49,22 @@ class Part:
 NOTHING = Part()
 
 
+def shared_by(part: Part, share: Expr) -> Part:
+    """``part`` on a share of the layers only (Granite-4.0-H's attention on (L − L_s)/L of them): each
+    term gets the share as a leading factor of its shape (a matmul, of its batch), as the parts with a
+    ``share`` argument build theirs."""
+    if share == 1:
+        return part
+
+    def scaled(t):
+        split_dim = getattr(t, "split_dim", None)
+        extra = {} if split_dim is None else {"split_dim": split_dim + 1}
+        return replace(t, shape=(share, *t.shape), **extra)
+
+    return Part(tuple(scaled(p) for p in part.params), tuple(scaled(t) for t in part.saved),
+                tuple(replace(mm, batch=mm.batch * share) for mm in part.matmuls))
+
+
 def total(parts) -> Part:
     out = NOTHING
     for part in parts:
@@ -203,6 +219,11 @@ def norm(prefix: str, kind: str, width: Expr = h, conv: Conventions | None = Non
                    for n in ("mean", "rstd")))
         params = (_weight(f"{prefix}_weight", (width,), source), _weight(f"{prefix}_bias", (width,), source))
         return Part(params, saved)
+    if kind == "rmsnorm_fp32_weight":  # NemotronHRMSNorm: weight.to(fp32) × x·rstd in fp32, then cast back
+        part = norm(prefix, "rmsnorm_fp32", width, conv, layer_input, rows, source)
+        return Part(part.params, part.saved + (SavedTensor(
+            f"{prefix}_weight_fp32", (width,), "fp32", Axis.NONE, None, Group.BODY, source,
+            "weight.to(float32), kept by the multiply: per layer, not per token"),))
     if kind == "rmsnorm_fused":
         saved = (_tokens(f"{prefix}_input", last, "bf16", group, "the norm's input", FUSED_NORM),
                  _rows(f"{prefix}_rstd", "fp32", "1/rms per row, fp32", FUSED_NORM, per))
@@ -1252,3 +1273,190 @@ def gemma3n_model_side(streams: Expr, width: Expr, vocab: Expr) -> Part:
     mms = (Matmul("embedding/altup_projections", streams - 1, b * s, h, h, True, "embedding", GEMMA3N),
            Matmul("output/altup_unembed_projections", streams - 1, b * s, h, h, True, "output", GEMMA3N))
     return Part(params, (), mms)
+# --- state-space (Mamba2) mixers -----------------------------------------------------
+
+#: Where the Mamba2 mixer's terms are read from: the torch reference path transformers runs when
+#: mamba_ssm and causal_conv1d are absent (CPU), the same in falcon_h1 and granitemoehybrid.
+MAMBA_SOURCE = (f"{HF} models/falcon_h1/modeling_falcon_h1.py:669-825 (FalconH1Mixer.forward, torch path), "
+                ":473-586 (mamba2_chunk_scan), :310-327 (segment_sum); Dao & Gu 2024 §6 (SSD, Mamba-2)")
+
+#: The gated norms of a Mamba2 mixer's output y (fp32 from the scan) with the gate z (a bf16 slice of
+#: in_proj's output): ``silu`` y·silu(z), no norm (FalconH1 ``mamba_rms_norm`` false); ``norm_gate``
+#: RMSNorm(y)·silu(z) (FalconH1RMSNormGated, norm_before_gate); ``gate_norm`` RMSNorm(y·silu(z))
+#: (FalconH1RMSNormGated, not norm_before_gate; GraniteMoeHybridRMSNormGated, whose cast back to its input's
+#: dtype is to y's, fp32), both in fp32 with the weight applied in fp32.
+MAMBA_GATES = ("silu", "norm_gate", "gate_norm")
+
+
+#: The CUDA kernel HF's Mamba2 mixers call in training when ``mamba_ssm`` and ``causal_conv1d`` are installed
+#: and no cache is passed (``use_cache`` false, or gradient checkpointing, which turns it off).
+MAMBA_KERNEL_SOURCE = ("mamba-ssm e9594ce mamba_ssm/ops/triton/ssd_combined.py:822-899 "
+                       "(MambaSplitConv1dScanCombinedFn: ctx.save_for_backward at :888); causal-conv1d 0d2252d "
+                       "causal_conv1d/causal_conv1d_interface.py:59; HF falcon_h1 modeling_falcon_h1.py:694-721")
+
+
+def mamba2_mixer(gate: str = "silu", in_bias: bool = False, conv_bias: bool = True, out_bias: bool = False,
+                 share: Expr = Integer(1), source: str = MAMBA_SOURCE, kernel: str = "torch") -> Part:
+    """A Mamba2 mixer (SSD: Dao & Gu 2024) as transformers 5.24.0 runs it without the CUDA kernels
+    (``torch_forward``: FalconH1Mixer, GraniteMoeHybridMambaLayer; the chunked scan
+    ``mamba2_chunk_scan``), in its letters: n_m heads of width d_m (inner width I = n_m·d_m), g_m
+    groups of B and C with state d_s, a depthwise causal conv1d of p_c + 1 taps (padding p_c) over the
+    C = I + 2·g_m·d_s channels of x|B|C, the scan in s/Q chunks of Q tokens.
+
+    Parameters: in_proj h → 2I + 2·g_m·d_s + n_m (z | x B C | dt, ``in_bias``), conv1d C×(p_c + 1)
+    (``conv_bias``: C), dt_bias, A_log and D (n_m each), the gated norm's weight I (not for
+    ``silu``), out_proj I → h (``out_bias``).
+
+    Saved (traced, 2 layers less 1): in_proj's input; in_proj's whole output (the conv's input is a
+    transposed slice of it, silu(z) reads another); the conv's output before the causal slice,
+    (b, C, s + p_c), kept by the activation; dt + dt_bias (softplus) and softplus's output
+    (the clamp to time_step_limit); in fp32: the D-skip's padded x, dt twice (x·dt and A·dt each
+    upcast), x, the decay L = exp(segsum) (b, n_m, s/Q, Q, Q), the einsums' contiguous operand
+    copies (bmm), G = C·Bᵀ per chunk, the chunk-boundary states (s/Q + 1 of them, d_m·d_s per
+    head, a copy for the recurrence and one of the first s/Q for C·states), the decays, C·states;
+    A = −exp(A_log) twice (n_m, fp32) and four bool masks of segment_sum ((Q, Q) twice and
+    (s/Q + 1)² twice): per layer, not per token; then the gated norm (``gate``, see
+    :data:`MAMBA_GATES`) and out_proj's input.
+
+    Condition: s a multiple of Q with at least two chunks (s ≥ 2·Q). Otherwise HF pads the scan
+    to ⌈s/Q⌉·Q tokens, and with one chunk the einsums take two operands as views (not copies):
+    the bill's family reader states that.
+
+    ``kernel="fused"``: what the CUDA kernel keeps instead (mamba-ssm's MambaSplitConv1dScanCombinedFn,
+    :data:`MAMBA_KERNEL_SOURCE`: conv, scan, gated norm and out_proj in one autograd Function): in_proj's
+    input (HF's nn.Linear, outside it) and, by the Function, in_proj's whole output zxbcdt, the scan's
+    output before the gate (bf16), the gated RMSNorm's fp32 rstd per group (not for ``silu``) and A; the
+    conv's output, the scan's intermediates and out_proj's input are recomputed in backward. Its
+    matmuls are the torch path's (the kernel passes the chunk states elementwise, not by the
+    (s/Q + 1)²·d_m·d_s einsum: 6·b·n_m·(s/Q + 1)²·d_m·d_s FLOPs per layer fewer, not followed).
+
+    FLOPs as FlopCounterMode counts them: in_proj, out_proj,
+    the conv 2·b·(s + p_c)·(p_c + 1)·C (its backward twice that: the input's gradient and the weight's;
+    torch 2.13's formula ignores ``groups`` for the weight's, see ``symbolic.trace.cpu_sdpa_flops``),
+    and the scan's five einsums (bmm).
+    """
+    from ...core.dims import d_m, d_s, g_m, p_c, n_m, Q
+    if gate not in MAMBA_GATES:
+        raise ValueError(f"Mamba2 gate must be one of {MAMBA_GATES}, not {gate!r}")
+    inner = n_m * d_m
+    groups = g_m * d_s
+    channels = inner + 2 * groups
+    chunks = s / Q
+    projection = 2 * inner + 2 * groups + n_m
+
+    def layer_term(name, shape, dtype, note):  # per layer, not per token
+        shape = tuple(shape) if share == 1 else (share, *shape)
+        return SavedTensor(name, shape, dtype, Axis.NONE, None, Group.BODY, source, note)
+
+    def tokens(name, last, dtype, note):  # per token, split across the heads (tensor-parallel)
+        return _split(name, last, dtype, note, source, share)
+
+    params = (*_linear_params("mamba/in_proj", h, projection, in_bias, source, "z | x B C | dt", share),
+              _weight("mamba/conv1d_weight", (channels, p_c + 1), source,
+                      "depthwise: one filter of p_c + 1 taps per channel", share),
+              *((_weight("mamba/conv1d_bias", (channels,), source, share=share),) if conv_bias else ()),
+              _weight("mamba/dt_bias", (n_m,), source, share=share),
+              _weight("mamba/A_log", (n_m,), source, share=share),
+              _weight("mamba/D", (n_m,), source, share=share),
+              *((_weight("mamba/norm_weight", (inner,), source, "gated RMSNorm", share),) if gate != "silu" else ()),
+              *_linear_params("mamba/out_proj", inner, h, out_bias, source, share=share))
+    if kernel == "fused":
+        return Part(params, (
+            _tokens("mamba/in_proj_input", h, note="in_proj's input (HF's nn.Linear, outside the kernel)",
+                    source=source, share=share),
+            layer_term("mamba/A_exp", (n_m,), "fp32", "exp(A_log.float()), kept by exp's backward (outside)"),
+            SavedTensor("mamba/in_proj_output", (s, b, projection) if share == 1 else (share, s, b, projection),
+                        "bf16", Axis.TENSOR, 2 if share == 1 else 3, Group.BODY, MAMBA_KERNEL_SOURCE,
+                        "zxbcdt, in_proj's whole output, kept by the fused kernel (conv, scan, norm and out_proj "
+                        "recomputed from it in backward)"),
+            SavedTensor("mamba/scan_output", (s, b, inner) if share == 1 else (share, s, b, inner), "bf16",
+                        Axis.TENSOR, 2 if share == 1 else 3, Group.BODY, MAMBA_KERNEL_SOURCE,
+                        "out_x, the scan's output before the gate, in the activation dtype"),
+            *((SavedTensor("mamba/norm_rstd", (s, b, g_m) if share == 1 else (share, s, b, g_m), "fp32",
+                           Axis.TENSOR, 2 if share == 1 else 3, Group.BODY, MAMBA_KERNEL_SOURCE,
+                           "the gated RMSNorm's rstd per group, fp32"),) if gate != "silu" else ()),
+            layer_term("mamba/A", (n_m,), "fp32", "A = −exp(A_log), kept by the kernel")), _mixer_matmuls(share))
+    conv_out = (b, channels, s + p_c) if share == 1 else (share, b, channels, s + p_c)
+    saved = [
+        _tokens("mamba/in_proj_input", h, note="in_proj's input (replicated under tensor parallelism)", source=source,
+                share=share),
+        tokens("mamba/in_proj_output", projection, "bf16", "in_proj's whole output z | x B C | dt: the conv's input "
+               "and silu(z)'s are slices of it"),
+        layer_term("mamba/A_exp", (n_m,), "fp32", "exp(A_log.float()), kept by exp's backward"),
+        SavedTensor("mamba/conv_output", conv_out, "bf16", Axis.TENSOR, len(conv_out) - 2, Group.BODY, source,
+                    "the conv's output, s + p_c positions (padded p_c both ends), kept whole by the activation "
+                    "of its causal slice"),
+        tokens("mamba/dt_bias_sum", n_m, "bf16", "dt + dt_bias, softplus's input"),
+        tokens("mamba/dt_softplus", n_m, "bf16", "softplus(dt + dt_bias), the clamp's input (time_step_limit)"),
+        tokens("mamba/x_padded", inner, "fp32", "x upcast and padded, kept by the D-skip's multiply"),
+        tokens("mamba/dt_fp32", n_m, "fp32", "dt upcast, kept by x·dt"),
+        tokens("mamba/x_fp32", inner, "fp32", "x upcast, kept by x·dt"),
+        tokens("mamba/dt_fp32_A", n_m, "fp32", "dt upcast again, kept by A·dt"),
+        layer_term("mamba/A", (n_m,), "fp32", "A = −exp(A_log), kept by A·dt"),
+        layer_term("mamba/segsum_masks", (2, Q, Q), "mask", "segment_sum's two (Q, Q) masks, kept by "
+                   "masked_fill"),
+        tokens("mamba/decay_L", n_m * Q, "fp32", "L = exp(segsum(A·dt)) per head and chunk, (Q, Q) each"),
+        tokens("mamba/B_operand", n_m * d_s, "fp32", "B repeated to the heads, copied as C·Bᵀ's operand"),
+        tokens("mamba/C_operand", n_m * d_s, "fp32", "C repeated to the heads, copied as C·Bᵀ's operand"),
+        tokens("mamba/G", n_m * Q, "fp32", "G = C·Bᵀ per chunk, kept by G·L"),
+        tokens("mamba/x_dt_operand", inner, "fp32", "x·dt in chunks, copied as the intra-chunk einsum's operand"),
+        tokens("mamba/M_operand", n_m * Q, "fp32", "M = G·L, copied as the intra-chunk einsum's operand"),
+        tokens("mamba/decay_states", n_m, "fp32", "exp(A_cumsum[-1] − A_cumsum), kept by B·decay"),
+        tokens("mamba/B_chunks", n_m * d_s, "fp32", "B in chunks, kept by B·decay"),
+        tokens("mamba/B_decay_operand", n_m * d_s, "fp32", "B·decay, copied as the chunk-states einsum's operand"),
+        tokens("mamba/x_dt_states_operand", inner, "fp32", "x·dt, copied again (transposed) as the chunk-states "
+               "einsum's operand"),
+        layer_term("mamba/segsum_chunk_masks", (2, chunks + 1, chunks + 1), "mask", "segment_sum's two masks over "
+                   "the s/Q + 1 chunk boundaries, kept by masked_fill"),
+        SavedTensor("mamba/decay_chunk", (b, n_m, chunks + 1, chunks + 1) if share == 1 else
+                    (share, b, n_m, chunks + 1, chunks + 1), "fp32", Axis.TENSOR, 1 if share == 1 else 2,
+                    Group.BODY, source, "exp(segsum) over the chunk boundaries, kept by the recurrence's einsum"),
+        SavedTensor("mamba/states_operand", (b, chunks + 1, inner * d_s) if share == 1 else
+                    (share, b, chunks + 1, inner * d_s), "fp32", Axis.TENSOR, 2 if share == 1 else 3, Group.BODY,
+                    source, "the initial and s/Q chunk states (d_m·d_s per head), copied as the recurrence's "
+                    "operand"),
+        tokens("mamba/state_decay_out", n_m, "fp32", "exp(A_cumsum), kept by C·states·decay"),
+        SavedTensor("mamba/new_states_operand", (b, chunks, inner * d_s) if share == 1 else
+                    (share, b, chunks, inner * d_s), "fp32", Axis.TENSOR, 2 if share == 1 else 3, Group.BODY, source,
+                    "each chunk's start state, copied as C·states's operand"),
+        tokens("mamba/C_states_operand", n_m * d_s, "fp32", "C in chunks, copied as C·states's operand"),
+        tokens("mamba/C_states", inner, "fp32", "C·states, kept by its decay multiply"),
+    ]
+    if gate == "silu":  # y·silu(z): silu keeps z (a slice of in_proj's output), the multiply both factors
+        saved += [tokens("mamba/gate_silu", inner, "bf16", "silu(z), kept by y·silu(z)"),
+                  tokens("mamba/scan_output", inner, "fp32", "the scan's output y, kept by y·silu(z)")]
+    elif gate in ("norm_gate", "gate_norm"):
+        saved += [tokens("mamba/gate_fp32", inner, "fp32", "z upcast, silu's input"),
+                  tokens("mamba/gate_silu", inner, "fp32", "silu(z), kept by the gate's multiply"),
+                  tokens("mamba/norm_input", inner, "fp32", "the norm's input (y, or y·silu(z)), kept by pow and "
+                         "by x·rstd" if gate == "gate_norm" else "y, the norm's input, kept by pow and x·rstd"),
+                  tokens("mamba/norm_rstd", g_m, "fp32", "rsqrt(mean(x²) + eps) per group"),
+                  tokens("mamba/norm_normalized", inner, "fp32", "x·rstd in fp32, kept for the weight's gradient"),
+                  tokens("mamba/norm_gated" if gate == "norm_gate" else "mamba/scan_output", inner, "fp32",
+                         "weight·x·rstd, kept by the gate's multiply" if gate == "norm_gate" else
+                         "the scan's output y, kept by y·silu(z)")]
+    saved.append(tokens("mamba/out_proj_input", inner, "bf16", "out_proj's input"))
+
+    return Part(params, tuple(saved), _mixer_matmuls(share))
+
+
+def _mixer_matmuls(share: Expr = Integer(1), source: str = MAMBA_SOURCE) -> tuple:
+    """A Mamba2 mixer's matmuls as FlopCounterMode counts the torch path (:func:`mamba2_mixer`)."""
+    from ...core.dims import d_m, d_s, g_m, n_m, p_c, Q
+    inner, chunks = n_m * d_m, s / Q
+    channels = inner + 2 * g_m * d_s
+
+    def einsum(name, batch, m, k_, n, note):
+        return Matmul(f"layer/mamba/{name}", batch * share, m, k_, n, False, "layer", source, note)
+    return (
+        _linear("mamba/in_proj", h, 2 * inner + 2 * g_m * d_s + n_m, source, batch=share),
+        Matmul("layer/mamba/conv1d", b * share, s + p_c, p_c + 1, channels, True, "layer", source,
+               "depthwise: p_c + 1 taps per channel at each of s + p_c output positions"),
+        einsum("scan_CB", b * n_m * chunks, Q, d_s, Q, "G = C·Bᵀ in each chunk"),
+        einsum("scan_intra", b * n_m * chunks, Q, Q, d_m, "M·x within each chunk"),
+        einsum("scan_states", b * n_m * chunks, d_m, Q, d_s, "each chunk's state from B·decay and x"),
+        einsum("scan_recurrence", b * n_m, chunks + 1, chunks + 1, d_m * d_s, "the states across chunk "
+               "boundaries"),
+        einsum("scan_C_states", b * n_m * chunks, Q, d_s, d_m, "C·state at each chunk's start"),
+        _linear("mamba/out_proj", inner, h, source, batch=share),
+    )
