@@ -283,6 +283,39 @@ def cpu_sdpa_flops() -> dict:
             aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward}
 
 
+def _conv_backward_grouped(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed,
+                           _output_padding, groups, output_mask, out_shape=None, **kwargs) -> int:
+    from torch.utils.flop_counter import conv_flop_count
+
+    def t(shape):
+        return [shape[1], shape[0]] + list(shape[2:])
+    flops = 0
+    if output_mask[0]:  # the input's gradient, a transposed conv by the weight: torch's own count
+        flops += conv_flop_count(grad_out_shape, w_shape, out_shape[0], not transposed)
+    if output_mask[1]:  # the weight's gradient: torch's count is over every (in, out) channel pair, / groups
+        pair = (t(grad_out_shape), t(x_shape)) if transposed else (t(x_shape), t(grad_out_shape))
+        flops += conv_flop_count(*pair, t(out_shape[1]), transposed=False) // groups
+    return flops
+
+
+def grouped_conv_flops() -> dict:
+    """The weight gradient of a grouped convolution, counted per group.
+
+    torch 2.13.0's ``conv_backward_flop`` (torch/utils/flop_counter.py) counts the weight's gradient as a
+    conv of the input by the output gradient over every pair of input and output channels, whatever
+    ``groups`` is: a depthwise conv1d of h channels (LFM2's short convolution, Qwen3-Next's) is counted h
+    times its multiply-adds. Each output channel of a grouped conv reads only its group's inputs, so this
+    formula divides that term by ``groups``; the input's gradient (torch's count is per group already) is
+    unchanged. Through ``custom_mapping``, as :func:`cpu_sdpa_flops`."""
+    torch = _torch()
+    return {torch.ops.aten.convolution_backward: _conv_backward_grouped}
+
+
+def flop_fixes() -> dict:
+    """Every formula this module gives FlopCounterMode: :func:`cpu_sdpa_flops`, :func:`grouped_conv_flops`."""
+    return {**cpu_sdpa_flops(), **grouped_conv_flops()}
+
+
 # --- fitting ----------------------------------------------------------------
 
 def monomials(symbols: Sequence[Symbol], degree: int, extra: Iterable[Expr] = ()) -> list[Expr]:
@@ -772,6 +805,9 @@ def hf_model(config: Mapping, attention: str = "sdpa", layers: int | None = None
             setattr(cfg, key, None)
     cfg._attn_implementation = attention
     cfg._experts_implementation = "eager"
+    # a training step keeps no cache (and HF's hybrid cache fails on a model without attention layers:
+    # LFM2's get_seq_length on a model of conv layers only)
+    cfg.use_cache = False
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg)
     with torch.no_grad():  # some weights (routers, experts) are torch.empty until a checkpoint loads
@@ -803,14 +839,14 @@ def hf_layer_by_difference(config: Mapping, attention: str, s: int, b: int, laye
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         torch.manual_seed(seed + 1)
         ids = torch.randint(0, model.config.vocab_size, (b, s))
-        trace = trace_module(model, (), {"input_ids": ids}, custom_flops=cpu_sdpa_flops(),
+        trace = trace_module(model, (), {"input_ids": ids}, custom_flops=flop_fixes(),
                              output=lambda out: out.logits.float().sum())
         results.append((trace.saved_bytes, trace.forward_total, trace.backward_total))
     return tuple(big - small for big, small in zip(results[1], results[0]))
 
 
 def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = "cpu", dense: bool = False,
-                       nope: bool = False):
+                       nope: bool = False, layers: int = 1):
     """(saved tensors, layer matmuls, the FLOPs the kernel adds to backward, values) of one decoder
     layer of a ``config.json`` dict of any family :mod:`symbolic.models.hf` reads, as the bill
     declares it for HF's ``attention`` (``sdpa`` or ``eager``) on ``backend``.
@@ -819,7 +855,8 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     when V is not as wide as Q and K (the CPU flash kernel needs equal widths). ``dense``: for a
     model with dense-first layers, the dense layer (L_d = L), else an MoE layer (L_d = 0); ``nope``:
     for a model with NoPE layers (Llama 4), a NoPE layer (L_n = L), else a RoPE one (L_n = 0); the
-    values have L = 1.
+    values have L = 1. A hybrid's kinds of layer (:data:`symbolic.models.layer_kinds.LAYER_KINDS`) are the
+    measured layer's: the kind :func:`hf_layer_by_difference` adds to a model of ``layers`` layers.
     """
     from .models import hf
     from .models.architectures import composed, conventions, gpt, llama, moe
@@ -850,4 +887,9 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
         values["L_d"] = 1 if dense else 0
     if "L_n" in values:
         values["L_n"] = 1 if nope else 0
+    from .models.layer_kinds import LAYER_KINDS
+    for letter in (letter for letter in LAYER_KINDS if letter in values):  # the kind of layer index ``layers``
+        counts = [dict(hf.from_hf_dict(resized_config(config, n), "traced").dims).get(letter, 0)
+                  for n in (layers, layers + 1)]
+        values[letter] = counts[1] - counts[0]
     return saved, layer, extra, values

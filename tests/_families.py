@@ -83,6 +83,11 @@ TINY: dict[str, dict] = {
                     "head_dim": 20, "intermediate_size": 14, "intermediate_size_mlp": 22, "vocab_size": 101,
                     "max_position_embeddings": 64, "num_local_experts": 3, "num_experts_per_tok": 1,
                     "moe_layers": [0, 2], "attention_chunk_size": 16},
+    # (h, a, g, d, f, K_c) = (48, 4, 2, 20, 53, 3): layer 0 attention, layer 1 (the measured) a short convolution;
+    # f = int(2·80/3) = 53 unrounded (no block_ffn_dim_multiplier)
+    "lfm2": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "head_dim": 20, "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
+             "layer_types": ["full_attention", "conv"], "block_ffn_dim_multiplier": None},
 }
 
 
@@ -143,6 +148,14 @@ def random_config(model_type: str, rng: random.Random) -> dict:
                    moe_layers=rng.choice([None, [0], list(range(layers))]),
                    interleave_moe_layer_step=rng.choice([1, 2]),
                    no_rope_layers=rng.choice([None, [0] * layers, [1, 0] * (layers // 2) + [1] * (layers % 2)]))
+    if model_type == "lfm2":
+        layers = raw["num_hidden_layers"]
+        raw.pop("layer_types")
+        raw.update(full_attn_idxs=rng.choice([None, [0], list(range(1, layers, 2)), []]),
+                   conv_bias=rng.choice([True, False]), conv_L_cache=rng.choice([2, 3, 5]),
+                   block_auto_adjust_ff_dim=rng.choice([True, False]),
+                   block_ffn_dim_multiplier=rng.choice([None, 1.0, 1.5]), block_multiple_of=rng.choice([8, 256]),
+                   tie_embedding=rng.choice([True, False, None]))
     if model_type in ("deepseek_v2", "deepseek_v3"):
         raw.update(q_lora_rank=rng.choice([None, 14]), kv_lora_rank=rng.randint(5, 16),
                    qk_nope_head_dim=rng.randint(2, 8) * 2, qk_rope_head_dim=rng.choice([2, 4, 6]),
@@ -238,6 +251,10 @@ SECOND: dict[str, dict] = {
     "llama4_text": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
                     "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 10,
                     "intermediate_size_mlp": 26, "moe_layers": None, "attention_bias": True},
+    # (h, a, g, d, f, K_c) = (60, 6, 3, 14, 80, 4): biased conv, f = 16·ceil(int(1.3·int(2·90/3))/16), untied
+    "lfm2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+             "intermediate_size": 90, "conv_bias": True, "conv_L_cache": 4, "block_multiple_of": 16,
+             "block_ffn_dim_multiplier": 1.3, "tie_embedding": False},
 }
 
 

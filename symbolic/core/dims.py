@@ -49,6 +49,8 @@ L_1   transformer layers on the first pipeline stage (uneven)     Megatron-Core 
 L_p   transformer layers on the last pipeline stage (uneven)      Megatron-Core (first/last stage)
 L_m   transformer layers on each middle pipeline stage (uneven)  Megatron-Core (get_num_layers_to_build)
 L_n   layers without rotary positions (NoPE) of a Llama 4 model    HF ``no_rope_layers``
+L_c   short-convolution layers of a hybrid (LFM2)                  HF ``layer_types`` "conv"
+K_c   kernel width of a causal depthwise conv1d                    HF ``conv_L_cache``
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -145,6 +147,11 @@ DIMENSIONS["L_m"] = _dim("L_m", "transformer layers on each middle pipeline stag
 #: their attention keeps the temperature-tuning scales and no qk-norm, unlike the RoPE layers.
 DIMENSIONS["L_n"] = _dim("L_n", "layers without rotary positions (NoPE) of a Llama 4 model", "L_{n}")
 
+#: The layers of a hybrid that are not full attention, one letter per kind (their phrases for the bill:
+#: :data:`symbolic.models.layer_kinds.LAYER_KINDS`), and the kernel width of their causal conv1d.
+DIMENSIONS["L_c"] = _dim("L_c", "short-convolution layers of a hybrid (LFM2's conv layers)", "L_{c}")
+DIMENSIONS["K_c"] = _dim("K_c", "kernel width of a causal depthwise conv1d (LFM2's conv_L_cache)", "K_{c}")
+
 SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items()}
 
 s, b, h, a, L, V, t, p, d, f, m, v, Psi = (
@@ -163,5 +170,6 @@ d_h, P, L_d, f_s, r_q, r_kv, d_n, d_r, d_v = (
     SYMBOLS[n] for n in ("d_h", "P", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v"))
 L_1, L_p, L_m = SYMBOLS["L_1"], SYMBOLS["L_p"], SYMBOLS["L_m"]
 L_n = SYMBOLS["L_n"]
+L_c, K_c = SYMBOLS["L_c"], SYMBOLS["K_c"]
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}

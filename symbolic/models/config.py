@@ -107,6 +107,11 @@ class Recipe:
     #: Falcon's ``alibi``: no rotary; the ALiBi bias is folded into one (b, a, s, s) additive mask per model
     #: (not per layer), and under SDPA the multi-head layer's K is a view of the fused Q|K|V output
     alibi: bool = False
+    #: LFM2's hybrid layers: L_c of the L layers have its double-gated short convolution (in_proj → B, C, x;
+    #: B·x; a depthwise causal conv1d of width K_c; C·conv; out_proj) in place of attention
+    short_conv: bool = False
+    #: LFM2's ``conv_bias``: biases on the short convolution's in_proj, conv and out_proj
+    conv_bias: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -122,7 +127,8 @@ class Recipe:
 
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
-                "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi")
+                "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi",
+                "short_conv", "conv_bias")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

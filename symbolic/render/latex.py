@@ -505,7 +505,10 @@ STRUCTURE_EXTRA = {"deepseek_v2": {"num_experts_per_tok": 6},
                    # Llama 4: two layers, one MoE and one dense (Maverick interleaves them), both
                    # with RoPE: the page shows the MoE and the dense layer (L_d); the NoPE layers' share
                    # (L_n) is the bill's (its fractions overran the page's rows)
-                   "llama4_text": {"num_hidden_layers": 2, "moe_layers": [0]}}
+                   "llama4_text": {"num_hidden_layers": 2, "moe_layers": [0]},
+                   # LFM2: a conv and an attention layer (its published models mix 10 and 6), so the page shows
+                   # both kinds as their shares (L_c); the config's default is every layer attention
+                   "lfm2": {"num_hidden_layers": 2, "layer_types": ["conv", "full_attention"]}}
 
 
 def family_model(model_type: str, builtin: str | None):

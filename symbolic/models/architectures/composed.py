@@ -3,7 +3,7 @@
 A :class:`~symbolic.models.config.Recipe` names the parts of a family's
 layer; :func:`inventories` composes :mod:`.parts` into the three inventories
 the ledgers sum — parameters, saved tensors, matmuls — in the papers' letters
-plus the recipe's own (``d_h`` head width, ``L_d`` dense layers, ``L_n`` NoPE layers, ``f_s``
+plus the recipe's own (``d_h`` head width, ``L_d`` dense layers, ``L_n`` NoPE layers, ``L_c`` conv layers, ``f_s``
 shared-expert width, MLA's ``r_q``, ``r_kv``, ``d_n``, ``d_r``, ``d_v``).
 
 The papers' layers are recipes too: :mod:`.gpt` (Korthikanti's GPT layer:
@@ -159,7 +159,12 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
         return part
 
     def attention(layer_input=False):
-        return _attention(recipe, kernel, layer_input, kv_heads, conv.dropout_mask, wording.per_head, conv)
+        part = _attention(recipe, kernel, layer_input, kv_heads, conv.dropout_mask, wording.per_head, conv)
+        if recipe.short_conv:  # LFM2: L_c of the layers mix tokens by a short convolution instead (shares)
+            attention_share, conv_layers = parts.conv_share(True)
+            part = (parts.scaled(part, attention_share)
+                    + parts.scaled(parts.short_conv(recipe.conv_bias, conv, layer_input=layer_input), conv_layers))
+        return part
 
     def drop(block):  # x + dropout(block(x)): the mask of the block's output
         if not dropout:

@@ -854,3 +854,77 @@ def moe_layer(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: 
     if shared_width is not None:
         part = part + shared_experts(shared_width, activation, shared_gate, share, **cite)
     return part
+
+
+# --- hybrid layers: kinds of layer as shares, and their token mixers ------------------
+
+LFM2 = f"{HF} models/lfm2/modeling_lfm2.py"
+#: Dao-AILab/causal-conv1d at 0d2252d161f25f7907bbd05985c08ab98d255874, causal_conv1d/causal_conv1d_interface.py:
+#: ``CausalConv1dFn.forward`` saves (x, weight, bias, seq_idx, initial_states) and returns an output of s positions
+CAUSAL_CONV1D = "causal-conv1d 0d2252d causal_conv1d_interface.py CausalConv1dFn"
+
+
+def scaled(part: Part, share: Expr) -> Part:
+    """``part`` on a share of the layers only (a hybrid: L_c/L of them a short convolution, the rest
+    attention): every parameter and saved tensor gets the share as a leading factor and every matmul's
+    batch is multiplied by it, so the totals over the L layers are exact and a layer's terms are the
+    layers' average (as :func:`dense_share`'s MoE and dense MLP, :func:`rope_share`'s RoPE and NoPE layers)."""
+    if share == 1:
+        return part
+
+    def saved(t):
+        return replace(t, shape=(share, *t.shape), split_dim=None if t.split_dim is None else t.split_dim + 1)
+    return Part(tuple(replace(p, shape=(share, *p.shape)) for p in part.params), tuple(saved(t) for t in part.saved),
+                tuple(replace(m, batch=m.batch * share) for m in part.matmuls))
+
+
+def conv_share(short_conv: bool) -> tuple[Expr, Expr]:
+    """(share of the attention layers, share of the short-convolution layers): (1, 0) without them."""
+    from ...core.dims import L_c
+    if not short_conv:
+        return Integer(1), Integer(0)
+    return (L - L_c) / L, L_c / L
+
+
+def short_conv(bias: bool = False, conv: Conventions | None = None, width: Expr = h, layer_input: bool = False) -> Part:
+    """LFM2's double-gated short convolution (transformers 5.24.0 models/lfm2/modeling_lfm2.py:316-383,
+    ``Lfm2ShortConv``): in_proj h → 3h, its output transposed to channels-first and chunked into B, C and x
+    (views of one storage), B·x, a depthwise causal conv1d of K_c taps (``conv_L_cache``), C·conv, the
+    product made contiguous token-major, out_proj h → h; ``bias`` (``conv_bias``) on all three.
+
+    Kept: in_proj's input; its 3h-wide output (B and x kept by B·x, C by C·conv: one storage); B·x, the
+    conv's input; the conv's output, kept by C·conv; out_proj's input. The conv's output on the CPU
+    backend (``conv.name == "cpu"``: HF's torch ``causal_conv1d_fn``, :293-313, ``F.conv1d`` padded
+    K_c − 1 on both sides, cut to the first s positions by a view) is the whole padded output, s + K_c − 1
+    positions per channel (traced); on CUDA, where HF calls the causal-conv1d package when it is installed,
+    ``CausalConv1dFn`` (:data:`CAUSAL_CONV1D`) returns s positions and saves its input and weight — the
+    same input, so the two differ by the K_c − 1 padded positions of the output alone.
+
+    Matmuls: the two projections, and the conv as b·h dot products of K_c taps at the s + K_c − 1 positions
+    torch's padded conv computes (FlopCounterMode's forward count; backward: the input's and the weight's
+    gradients, as many each — the weight's counted per channel, the depthwise conv's groups)."""
+    from ...core.dims import K_c
+    cpu = conv is not None and conv.name == "cpu"
+    positions = s + K_c - 1 if cpu else s
+    params = (*_linear_params("conv/in_proj", width, 3 * width, bias, LFM2, "B, C and x: one h → 3h projection"),
+              _weight("conv/conv_weight", (width, K_c), LFM2, "depthwise: one kernel of K_c taps per channel"),
+              *((_weight("conv/conv_bias", (width,), LFM2),) if bias else ()),
+              *_linear_params("conv/out_proj", width, width, bias, LFM2))
+    matmuls = (_linear("conv/in_proj", width, 3 * width, LFM2),
+               Matmul("layer/conv/conv", b * width, s + K_c - 1, K_c, Integer(1), True, "layer", LFM2,
+                      "depthwise causal conv1d: per channel, K_c taps at each of the s + K_c − 1 padded positions"),
+               _linear("conv/out_proj", width, width, LFM2))
+    output_note = ("the conv's whole output, s + K_c − 1 positions per channel (F.conv1d padded both sides; "
+                   "the cut to s is a view), kept by C·conv" if cpu else
+                   "the conv's output (causal-conv1d: s positions), kept by C·conv")
+    saved = (
+        _tokens("conv/in_proj_input", width, group=Group.LAYER_INPUT if layer_input else Group.BODY,
+                note="the operator norm's output, in_proj's input", source=LFM2),
+        _split("conv/in_proj_output", 3 * width, note="B, C and x: one storage, kept by B·x and C·conv", source=LFM2),
+        _split("conv/conv_input", width, note="B·x, the conv's input" + ("" if cpu else " (CausalConv1dFn saves it)"),
+               source=LFM2 if cpu else CAUSAL_CONV1D),
+        SavedTensor("conv/conv_output", (positions, b, width), "bf16", Axis.TENSOR, 2, Group.BODY,
+                    LFM2 if cpu else CAUSAL_CONV1D, output_note),
+        _split("conv/out_proj_input", width, note="C·conv made contiguous token-major, out_proj's input", source=LFM2),
+    )
+    return Part(params, saved, matmuls)

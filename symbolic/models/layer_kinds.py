@@ -1,0 +1,30 @@
+"""The kinds of layer a hybrid model mixes, as the bill's first lines name them.
+
+A hybrid's layers that are not full attention are counted by a letter of their own
+(:mod:`symbolic.core.dims`; their terms are shares of the layer's, e.g. L_c/L); the layers no
+letter counts are full attention. One entry per kind: a family that adds a kind of layer adds its
+letter and phrase here, and the bill shows it ("10 short-convolution + 6 full-attention layers").
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+#: letter counting a kind of layer -> the phrase its layers are named by
+LAYER_KINDS = {
+    "L_c": "short-convolution",  # LFM2's conv layers (models.families.lfm2)
+}
+
+#: the phrase of the layers no letter of :data:`LAYER_KINDS` counts
+FULL_ATTENTION = "full-attention"
+
+
+def layer_mix(layers: int, dims: Mapping[str, int]) -> str | None:
+    """The layer mix of a model of ``layers`` layers whose letters are ``dims`` (its ``ModelConfig.dims``),
+    e.g. "10 short-convolution + 6 full-attention layers"; None for a model of one kind of layer
+    (every layer full attention)."""
+    kinds = [(dims[letter], phrase) for letter, phrase in LAYER_KINDS.items() if dims.get(letter)]
+    if not kinds:
+        return None
+    full = layers - sum(count for count, _ in kinds)
+    words = [f"{count} {phrase}" for count, phrase in kinds] + ([f"{full} {FULL_ATTENTION}"] if full else [])
+    return " + ".join(words) + " layers"

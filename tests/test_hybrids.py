@@ -1,0 +1,111 @@
+"""Hybrid models: layers of other kinds than full attention as shares of the layer's terms (LFM2's short
+convolutions, L_c), their mix in the bill's first lines, the GPU kernel's difference from the traced path, and
+FlopCounterMode's count of a grouped conv's weight gradient."""
+from __future__ import annotations
+
+import pytest
+from sympy import Add, expand
+
+from _families import SECOND, declared_layer, tiny
+from _tracing import at, require
+from symbolic.core.dims import K_c, L, L_c, b, f, h
+from symbolic.ledgers import activations
+from symbolic.models import hf
+from symbolic.models.architectures import composed
+from symbolic.models.config import ConfigError
+from symbolic.models.layer_kinds import layer_mix
+
+
+def _lfm2(dims: str, **changes) -> dict:
+    return tiny("lfm2", **(SECOND["lfm2"] if dims == "second" else {}), **changes)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("dims", ["first", "second"])
+def test_lfm2_attention_layer_of_a_hybrid_is_the_traced_layer(attention, dims):
+    """The attention kind of a model with conv layers (L_c = 0 at the measured layer): layer 1 of three, after an
+    attention layer, so the rotary tables are kept by both models and cancel (the conv kind is the family trace)."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _lfm2(dims, num_hidden_layers=3, layer_types=["full_attention", "full_attention", "conv"])
+    s, b_ = (5, 2) if dims == "first" else (7, 3)
+    saved, layer, extra, values = declared_layer(raw, attention)
+    assert values["L_c"] == 0 and hf.from_hf_dict(raw, "t").recipe.short_conv
+    values.update(s=s, b=b_)
+    want = (at(activations.total_bytes(saved), **values), at(Add(*(mm.forward_flops for mm in layer)), **values),
+            at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
+    assert hf_layer_by_difference(raw, attention, s, b_) == want
+
+
+def test_lfm2_layer_kinds_are_shares_of_the_layer():
+    """Each kind's terms carry its share: the attention's (L − L_c)/L, the conv's L_c/L, so over L layers the
+    parameters are L_c conv blocks and L − L_c attention blocks, exactly; the MLP is every layer's."""
+    model = hf.from_hf_dict(_lfm2("first", num_hidden_layers=16, layer_types=None,
+                                  full_attn_idxs=[2, 5, 8, 10, 12, 14]), "t")
+    assert dict(model.dims)["L_c"] == 10
+    params = {p.name: p for p in composed.parameters(model.recipe)}
+    assert expand(L * params["layer/conv/in_proj_weight"].count - 3 * L_c * h ** 2) == 0
+    assert expand(L * params["layer/conv/conv_weight"].count - L_c * h * K_c) == 0
+    assert params["layer/attention/output_weight"].shape[0] == (L - L_c) / L
+    assert params["layer/mlp/down_weight"].shape == (f, h)  # every layer's MLP: no share
+
+
+def test_the_bill_shows_the_layer_mix_first(capsys, tmp_path):
+    import json
+
+    from symbolic.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_lfm2("first", num_hidden_layers=16, layer_types=None,
+                                     full_attn_idxs=[2, 5, 8, 10, 12, 14])))
+    assert main(["bill", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "layer mix: 10 short-convolution + 6 full-attention layers"
+
+
+def test_layer_mix_phrases():
+    assert layer_mix(16, {"L_c": 10, "K_c": 3}) == "10 short-convolution + 6 full-attention layers"
+    assert layer_mix(4, {"L_c": 4}) == "4 short-convolution layers"
+    assert layer_mix(4, {"L_d": 1}) is None
+
+
+def test_lfm2_default_layers_are_attention_and_other_kinds_are_refused():
+    """Lfm2Config without layer_types or full_attn_idxs makes every layer attention; a kind Lfm2Model's mask
+    mapping does not know is refused in one line."""
+    model = hf.from_hf_dict(_lfm2("first", layer_types=None), "t")
+    assert not model.recipe.short_conv and "L_c" not in dict(model.dims)
+    with pytest.raises(ConfigError, match="layer_types .*sliding_attention"):
+        hf.from_hf_dict(_lfm2("first", layer_types=["full_attention", "sliding_attention"]), "t")
+
+
+def test_the_causal_conv1d_kernel_keeps_the_stated_difference_less():
+    """On GPU the conv is causal-conv1d's CausalConv1dFn (an output of s positions); the traced CPU path keeps
+    F.conv1d's padded output: 2·b·h·(K_c − 1) bytes more per conv layer, the size the reader's note states."""
+    model = hf.from_hf_dict(_lfm2("second"), "t")
+
+    def total(backend):
+        return Add(*(t.bytes for t in composed.saved_tensors(model.recipe, "fused", backend)))
+
+    assert expand(L * (total("cpu") - total("cuda")) - L_c * 2 * b * h * (K_c - 1)) == 0
+    note = next(n for n in model.approximations if "causal-conv1d" in n)
+    assert "2·b·h·(K_c − 1) bytes more per conv layer (360 B per sequence)" in note  # 2·60·3
+
+
+def test_grouped_conv_weight_gradient_is_counted_per_group():
+    """torch 2.13.0's conv_backward_flop counts a depthwise conv's weight gradient over every channel pair
+    (h times its multiply-adds); symbolic.trace.grouped_conv_flops counts it per group, as the forward."""
+    torch = require("torch")
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from symbolic.trace import grouped_conv_flops
+
+    channels, kernel, seq, batch = 6, 3, 5, 2
+    x = torch.randn(batch, channels, seq, requires_grad=True)
+    w = torch.randn(channels, 1, kernel, requires_grad=True)
+    forward = 2 * batch * channels * kernel * (seq + kernel - 1)
+    for mapping, weight_grad in (({}, channels * forward), (grouped_conv_flops(), forward)):
+        with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
+            F.conv1d(x, w, padding=kernel - 1, groups=channels).sum().backward()
+        assert counter.get_total_flops() == forward + forward + weight_grad
