@@ -112,6 +112,11 @@ class Recipe:
     short_conv: bool = False
     #: LFM2's ``conv_bias``: biases on the short convolution's in_proj, conv and out_proj
     conv_bias: bool = False
+    #: Qwen3-Next's gated attention: Q's projection doubled for a per-feature output gate, the attention's output
+    #: multiplied by sigmoid(gate) before the output projection
+    gated_attention: bool = False
+    #: Qwen3-Next's hybrid layers: L_l of the L layers have its gated DeltaNet (linear attention) in place of attention
+    gated_deltanet: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -128,7 +133,7 @@ class Recipe:
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
                 "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi",
-                "short_conv", "conv_bias")
+                "short_conv", "conv_bias", "gated_attention", "gated_deltanet")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 #: letter counting a kind of layer -> the phrase its layers are named by
 LAYER_KINDS = {
     "L_c": "short-convolution",  # LFM2's conv layers (models.families.lfm2)
+    "L_l": "linear-attention",  # Qwen3-Next's gated DeltaNet layers (models.families.qwen3_next)
 }
 
 #: the phrase of the layers no letter of :data:`LAYER_KINDS` counts

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from sympy import Expr, Integer
 
-from ...core.dims import E, P, a, b, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, r_kv, r_q, s
+from ...core.dims import E, L, L_c, L_l, P, a, b, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, r_kv, r_q, s
 from ...core.tensors import Axis, Group, Inventory, SavedTensor
 from ..config import ConfigError, Recipe
 from . import parts
@@ -97,6 +97,8 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
             parts._split(f"attention/{name}_clamp_input", n, note="clamp_ is in place: autograd keeps a copy of "
                          "its input (the projection's output) for the clamp's mask in backward")
             for name, n in (("query", a * width), ("key", kv_heads * width), ("value", kv_heads * width))))
+    if recipe.gated_attention:  # Qwen3-Next: Q's projection twice as wide, half of it the output gate
+        projections = parts.gated_query(projections, width)
     core_heads = a if recipe.kv_materialized else kv_heads
     core = parts.attention_core(width, core_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
                                 mask_dtype=mask_dtype, per_head=per_head)
@@ -126,7 +128,8 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
         core = parts.Part(core.params, tuple(
             replace(t, dtype="fp32", note=t.note + ", upcast to fp32 for the scores")
             if t.name in ("attention/query", "attention/key") else t for t in core.saved), core.matmuls)
-    return projections + rotary + core + parts.attention_output(width, recipe.o_bias)
+    gate = parts.output_gate(width) if recipe.gated_attention else parts.NOTHING
+    return projections + rotary + core + gate + parts.attention_output(width, recipe.o_bias)
 
 
 def _mlp_block(recipe: Recipe, layer_input: bool = False, ffn: Expr = f) -> parts.Part:
@@ -160,10 +163,15 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
 
     def attention(layer_input=False):
         part = _attention(recipe, kernel, layer_input, kv_heads, conv.dropout_mask, wording.per_head, conv)
-        if recipe.short_conv:  # LFM2: L_c of the layers mix tokens by a short convolution instead (shares)
-            attention_share, conv_layers = parts.conv_share(True)
-            part = (parts.scaled(part, attention_share)
-                    + parts.scaled(parts.short_conv(recipe.conv_bias, conv, layer_input=layer_input), conv_layers))
+        # a hybrid's other kinds of layer mix tokens otherwise: each kind a share of the layer's terms, letter/L
+        mixers = ((L_c, parts.short_conv(recipe.conv_bias, conv, layer_input=layer_input)) if recipe.short_conv
+                  else None,
+                  (L_l, parts.gated_deltanet(conv, layer_input)) if recipe.gated_deltanet else None)
+        mixers = [mixer for mixer in mixers if mixer is not None]
+        if mixers:
+            part = parts.scaled(part, (L - sum(letter for letter, _ in mixers)) / L)
+            for letter, mixer in mixers:
+                part = part + parts.scaled(mixer, letter / L)
         return part
 
     def drop(block):  # x + dropout(block(x)): the mask of the block's output

@@ -4,11 +4,12 @@ The earlier sixteen are read by :mod:`symbolic.models.hf` itself; the families
 below are each a module, registered here by ``MODEL_TYPE``.
 """
 from . import (cohere, falcon, glm4, gptj, granite, granitemoe, lfm2, llama4, nemotron, olmoe, phi, phimoe,
-               stablelm, starcoder2)
+               qwen3_next, stablelm, starcoder2)
 
 #: model_type -> the family's module (``DEFAULTS``, ``SOURCE``, ``TITLE``, ``read``), in listing order
 READERS = {module.MODEL_TYPE: module for module in (phi, starcoder2, stablelm, granite, nemotron, glm4, cohere, olmoe,
-                                                       granitemoe, gptj, falcon, phimoe, llama4, lfm2)}
+                                                       granitemoe, gptj, falcon, phimoe, llama4, lfm2,
+                                                       qwen3_next)}
 
 #: Families this version does not model, each with what modelling it would need: their configs are refused in
 #: one line that says so (``symbolic.models.hf``), never billed as a stand-in.
