@@ -8,7 +8,7 @@ from sympy import Add, expand
 
 from _families import SECOND, declared_layer, tiny
 from _tracing import at, require
-from symbolic.core.dims import K_c, L, L_c, b, f, h
+from symbolic.core.dims import SYMBOLS, K_c, L, L_c, b, f, h
 from symbolic.ledgers import activations
 from symbolic.models import hf
 from symbolic.models.architectures import composed
@@ -109,3 +109,76 @@ def test_grouped_conv_weight_gradient_is_counted_per_group():
         with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
             F.conv1d(x, w, padding=kernel - 1, groups=channels).sum().backward()
         assert counter.get_total_flops() == forward + forward + weight_grad
+
+
+def _qwen3_next(dims: str, **changes) -> dict:
+    return tiny("qwen3_next", **(SECOND["qwen3_next"] if dims == "second" else {}), **changes)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("dims", ["first", "second"])
+def test_qwen3_next_gated_attention_layer_of_a_hybrid_is_the_traced_layer(attention, dims):
+    """Qwen3-Next's gated attention (Q doubled for the gate, sigmoid(gate) × output, (1 + w) per-head norms,
+    partial rotary by cat) in a model with linear-attention layers: L_l = 0 at the measured layer."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _qwen3_next(dims, num_hidden_layers=3, layer_types=["full_attention", "full_attention", "linear_attention"])
+    s, b_ = (5, 2) if dims == "first" else (7, 3)
+    saved, layer, extra, values = declared_layer(raw, attention)
+    assert values["L_l"] == 0
+    values.update(s=s, b=b_)
+    want = (at(activations.total_bytes(saved), **values), at(Add(*(mm.forward_flops for mm in layer)), **values),
+            at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
+    assert hf_layer_by_difference(raw, attention, s, b_) == want
+
+
+@pytest.mark.parametrize("dims, s", [("first", 64), ("first", 70), ("second", 130), ("first", 200)])
+def test_qwen3_next_gated_deltanet_over_several_chunks_is_the_traced_layer(dims, s):
+    """torch_chunk_gated_delta_rule pads to 64·⌈s/64⌉ and scans the chunks: one chunk (exactly 64), two, three
+    and four; from two chunks on the states read, the decayed q and k and the chunk decays are kept, and the
+    last chunk's state update is read by nothing (computed, nothing kept, no backward)."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _qwen3_next(dims)
+    saved, layer, extra, values = declared_layer(raw, "sdpa")
+    assert values["L_l"] == 1
+    values.update(s=s, b=2)
+    want = (at(activations.total_bytes(saved), **values), at(Add(*(mm.forward_flops for mm in layer)), **values),
+            at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
+    assert hf_layer_by_difference(raw, "sdpa", s, 2) == want
+
+
+def test_qwen3_next_kernel_note_is_the_inventories_difference():
+    """On GPU the gated DeltaNet is FLA's chunk_gated_delta_rule and causal-conv1d; the note states what HF's
+    torch path keeps more, per linear-attention layer at s = 4096 (the position table allows it), b = 1: the
+    CPU and CUDA inventories' difference."""
+    model = hf.from_hf_dict(_qwen3_next("first", max_position_embeddings=8192), "t")
+    L_l = SYMBOLS["L_l"]
+
+    def total(backend):
+        return Add(*(t.bytes for t in composed.saved_tensors(model.recipe, "fused", backend)))
+
+    gap = (total("cpu") - total("cuda")) * L / L_l
+    values = {SYMBOLS[k]: v for k, v in {**dict(model.dims), "h": 48, "s": 4096, "b": 1}.items()}
+    note = next(n for n in model.approximations if "chunk_gated_delta_rule" in n)
+    assert f"{int(gap.subs(values)):,} B per linear-attention layer more at s = 4,096, b = 1" in note
+    names = {t.name for t in composed.saved_tensors(model.recipe, "fused", "cuda")}
+    assert "linear_attention/ut_inverse" in names and "linear_attention/ut_system" not in names
+
+
+def test_qwen3_next_layer_mix_and_refusals(capsys, tmp_path):
+    import json
+
+    from symbolic.cli import main
+
+    raw = _qwen3_next("first", num_hidden_layers=8, layer_types=None)  # every 4th layer full attention
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    assert main(["bill", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "layer mix: 6 linear-attention + 2 full-attention layers"
+    with pytest.raises(ConfigError, match="linear_num_value_heads 3 .*multiple of linear_num_key_heads"):
+        hf.from_hf_dict(_qwen3_next("first", linear_num_value_heads=3), "t")
+    with pytest.raises(ConfigError, match="layer_types"):
+        hf.from_hf_dict(_qwen3_next("first", layer_types=["full_attention", "mamba"]), "t")

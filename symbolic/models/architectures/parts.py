@@ -957,6 +957,10 @@ def output_gate(width: Expr) -> Part:
     ))
 
 
+#: fla-org/flash-linear-attention at bc3b101dcb713ddc5bd8924b66754eb68b5ccf89, fla/ops/gated_delta_rule/chunk.py:310-326:
+#: ``ChunkGatedDeltaRuleFunction.forward`` saves q, q_rstd, k, k_rstd, v, g (cumsum'd), beta, A (chunk_fwd.py:385)
+FLA_GDN = "flash-linear-attention bc3b101 fla/ops/gated_delta_rule/chunk.py ChunkGatedDeltaRuleFunction"
+
 #: torch_chunk_gated_delta_rule's chunk length (its ``chunk_size`` default, which Qwen3NextGatedDeltaNet keeps)
 DELTA_CHUNK = 64
 
@@ -974,6 +978,12 @@ def gated_deltanet(conv: Conventions | None = None, layer_input: bool = False) -
     k_β·kᵀ and the within-chunk q·kᵀ, two triangular solves (new values, decayed keys), then a scan over the
     chunks reading and updating a (D_k, D_v) state per head. Out: a gated RMSNorm over each value head (weight
     D_v; x·rstd cast back, × weight, × SiLU(z) in fp32, cast back), out_proj H_v·D_v → h.
+
+    On CUDA (``conv.name != "cpu"``), where HF calls causal-conv1d (SiLU fused) and FLA's
+    ``chunk_gated_delta_rule`` (:data:`FLA_GDN`) when they are installed: the conv keeps its input only, and the
+    rule keeps what ``ChunkGatedDeltaRuleFunction`` saves — q and k L2-normalised in bf16 with their fp32 rstd
+    (H_k heads: no repeat), v, the decay's fp32 cumsum, β (the sigmoid's output, already kept) and A, 64 bf16
+    values per value head and position; everything between is recomputed in its backward.
 
     Kept (traced): the shared projection input; the conv's input and its padded output (SiLU's input); β; the
     decay's fp32 pieces; the fp32 q and k (L2 norm's inputs) and their rstd; padded fp32 β, v and k; the
@@ -1058,6 +1068,24 @@ def gated_deltanet(conv: Conventions | None = None, layer_input: bool = False) -
         _split("linear_attention/out_proj_input", values, note="the gated norm's output cast back, out_proj's "
                "input", source=src),
     )
+    if conv is None or conv.name != "cpu":  # on GPU: causal-conv1d's conv and FLA's chunk_gated_delta_rule
+        gpu = (
+            _split("linear_attention/query_normalized", keys, note="q L2-normalised (l2norm_fwd), bf16",
+                   source=FLA_GDN),
+            _split("linear_attention/query_rstd", H_k, "fp32", "q's rstd per head and position", FLA_GDN),
+            _split("linear_attention/key_normalized", keys, note="k L2-normalised, bf16", source=FLA_GDN),
+            _split("linear_attention/key_rstd", H_k, "fp32", "k's rstd per head and position", FLA_GDN),
+            _split("linear_attention/value", values, note="v made contiguous (input_guard), bf16", source=FLA_GDN),
+            _split("linear_attention/decay_cumsum", H_v, "fp32", "the decay's chunk-local cumsum, fp32",
+                   FLA_GDN),
+            _split("linear_attention/ut_inverse", H_v * DELTA_CHUNK, note="A, the solved (I + A)⁻¹ of each chunk: 64 "
+                   "values per head and position, bf16", source=FLA_GDN),
+        )
+        traced_only = ("conv_output", "query_fp32", "query_rstd", "key_fp32", "key_rstd", "beta_padded")
+        start = next(i for i, t in enumerate(saved) if t.name == "linear_attention/value_padded")
+        end = next(i for i, t in enumerate(saved) if t.name == "linear_attention/norm_input_fp32")
+        saved = tuple(t for t in saved[:start] if t.name.removeprefix("linear_attention/") not in traced_only) \
+            + gpu + saved[end:]
     c = Integer(DELTA_CHUNK)
     solves = 2 * n * chunks * c * c * (D_v + D_k)  # their backward's −grad·Xᵀ bmm, one per solve
     one_state = 2 * n * c * D_k * D_v

@@ -62,6 +62,34 @@ def dense_layers(fields, experts: int) -> int:
     return sum(1 for i in range(fields.layers) if i in only or not experts or (i + 1) % step)
 
 
+def kernel_note(recipe: Recipe, values: dict, positions: int) -> str:
+    """What HF's torch path of the gated DeltaNet keeps beyond the GPU kernels the bill counts, per
+    linear-attention layer: the two inventories' difference, as a formula and at s = 4096 (or the position
+    table's length, if shorter), b = 1."""
+    from sympy import Add
+
+    from ...core.dims import SYMBOLS, L, L_l
+    from ..architectures import composed
+    from ..config import default_seq
+
+    def total(backend):
+        return Add(*(t.bytes for t in composed.saved_tensors(recipe, "fused", backend)))
+
+    gap = ((total("cpu") - total("cuda")) * L / L_l).expand()
+    seq = default_seq(positions)
+    at = gap.subs({SYMBOLS[k]: v for k, v in {**values, "s": seq, "b": 1}.items() if k in SYMBOLS})
+    return ("the gated DeltaNet is billed as it runs on GPU, where HF calls causal-conv1d (its CausalConv1dFn "
+            "keeps the conv's input; SiLU fused) and flash-linear-attention's chunk_gated_delta_rule (its "
+            "ChunkGatedDeltaRuleFunction keeps q, k normalised in bf16 with their rstd, v, the decay's cumsum, β "
+            "and the chunks' solved A; fla bc3b101 fla/ops/gated_delta_rule/chunk.py:310) when they are installed; "
+            "HF's torch path (CPU, or without them; traced exactly) keeps the fp32 chunk products, their 64×64 "
+            f"matrices and the scan's states: {int(at):,} B per linear-attention layer more at s = {seq:,}, b = 1 "
+            "(the difference of parts.gated_deltanet's two inventories; 81,920·b·H_v·⌈s/64⌉ B of it are the five "
+            "fp32 64 × 64 matrices per chunk and value head). FLOPs are the torch path's (padded to 64·⌈s/64⌉ positions, its "
+            "triangular solves' backward matmuls), which the FLA kernels do not count the same way; that "
+            "difference is not itemised")
+
+
 def read(fields) -> Read:
     dropout = fields.value("attention_dropout")
     if dropout not in (0, 0.0, None):
@@ -100,6 +128,7 @@ def read(fields) -> Read:
                           "each query/key head serves H_v/H_k value heads")
         dims.update(L_l=linear, H_k=key_heads, H_v=value_heads, D_k=fields.count("linear_key_head_dim"),
                     D_v=fields.count("linear_value_head_dim"), K_c=fields.count("linear_conv_kernel_dim"))
+        notes.append(kernel_note(recipe, {**dims, "h": fields.hidden}, fields.count("max_position_embeddings")))
         notes.append(f"{linear} of the {fields.layers} layers are gated DeltaNet (linear attention), the others "
                      "gated full attention: parameters, FLOPs and activations over the whole model are exact; a "
                      "layer's terms are the layers' average, so under pipeline parallelism (pp > 1) a stage's own "
