@@ -805,9 +805,12 @@ def hf_model(config: Mapping, attention: str = "sdpa", layers: int | None = None
             setattr(cfg, key, None)
     cfg._attn_implementation = attention
     cfg._experts_implementation = "eager"
-    # a training step keeps no cache (and HF's hybrid cache fails on a model without attention layers:
-    # LFM2's get_seq_length on a model of conv layers only)
-    cfg.use_cache = False
+    # HF's hybrid cache fails on a model without an attention layer (get_seq_length, LFM2's and Qwen3-Next's first
+    # layers as their files have them): such a model is built without a cache (what it changes is stated by the
+    # family: Qwen3-Next's last chunk state at s ≤ 64)
+    types = getattr(cfg, "layer_types", None)
+    if types and not {"full_attention", "sliding_attention"} & set(types):
+        cfg.use_cache = False
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg)
     with torch.no_grad():  # some weights (routers, experts) are torch.empty until a checkpoint loads

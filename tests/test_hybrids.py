@@ -136,8 +136,8 @@ def test_qwen3_next_gated_attention_layer_of_a_hybrid_is_the_traced_layer(attent
 @pytest.mark.parametrize("dims, s", [("first", 64), ("first", 70), ("second", 130), ("first", 200)])
 def test_qwen3_next_gated_deltanet_over_several_chunks_is_the_traced_layer(dims, s):
     """torch_chunk_gated_delta_rule pads to 64·⌈s/64⌉ and scans the chunks: one chunk (exactly 64), two, three
-    and four; from two chunks on the states read, the decayed q and k and the chunk decays are kept, and the
-    last chunk's state update is read by nothing (computed, nothing kept, no backward)."""
+    and four; from two chunks on the states read and the decayed q are kept; the last chunk's state update is
+    HF's cache's (its config's use_cache, true): what it reads is kept, it has no backward."""
     require("transformers")
     from symbolic.trace import hf_layer_by_difference
 
@@ -182,3 +182,19 @@ def test_qwen3_next_layer_mix_and_refusals(capsys, tmp_path):
         hf.from_hf_dict(_qwen3_next("first", linear_num_value_heads=3), "t")
     with pytest.raises(ConfigError, match="layer_types"):
         hf.from_hf_dict(_qwen3_next("first", layer_types=["full_attention", "mamba"]), "t")
+
+
+def test_qwen3_next_without_a_cache_keeps_the_stated_size_less():
+    """use_cache false: no final state is held, so at one chunk the last state update keeps nothing: the note's
+    4·b·H_v·(64·(D_k + 1) + 1) bytes per linear-attention layer less (traced), FLOPs unchanged."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _qwen3_next("first", use_cache=False)
+    note = next(n for n in hf.from_hf_dict(raw, "t").approximations if n.startswith("use_cache false"))
+    assert "4·b·H_v·(64·(D_k + 1) + 1) bytes" in note
+    saved, layer, extra, values = declared_layer(raw, "sdpa")
+    values.update(s=5, b=2)
+    traced = hf_layer_by_difference(raw, "sdpa", 5, 2)
+    assert at(activations.total_bytes(saved), **values) - traced[0] == 4 * 2 * 4 * (64 * (8 + 1) + 1)
+    assert traced[1] == at(Add(*(mm.forward_flops for mm in layer)), **values)

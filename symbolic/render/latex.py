@@ -611,9 +611,9 @@ def _kinds_words(model) -> str:
     hybrid = [letter for letter in LAYER_KINDS if letter in dict(model.dims)]
     if hybrid:
         shares = ", ".join(f"{x}/L of a {LAYER_KINDS[x]} one" for x in hybrid)
+        moe = "; its MoE layers are shown" if model.recipe.dense_layers else ""
         return (" The bill's per-layer terms are the average over the L layers: (L - " + " - ".join(hybrid)
-                + f")/L of a full-attention layer, {shares}" + ("; its MoE layers are shown" if model.recipe.dense_layers
-                                                                 else "") + "; each kind is shown whole.")
+                + f")/L of a full-attention layer, {shares}{moe}; each kind is shown whole.")
     return (" The bill's per-layer terms are the average over the L layers, L_d of them dense: (L - L_d)/L of an "
             "MoE layer and L_d/L of a dense one; each kind is shown whole.")
 

@@ -957,8 +957,9 @@ def output_gate(width: Expr) -> Part:
     ))
 
 
-#: fla-org/flash-linear-attention at bc3b101dcb713ddc5bd8924b66754eb68b5ccf89, fla/ops/gated_delta_rule/chunk.py:310-326:
-#: ``ChunkGatedDeltaRuleFunction.forward`` saves q, q_rstd, k, k_rstd, v, g (cumsum'd), beta, A (chunk_fwd.py:385)
+#: fla-org/flash-linear-attention at bc3b101dcb713ddc5bd8924b66754eb68b5ccf89,
+#: fla/ops/gated_delta_rule/chunk.py:310-326: ``ChunkGatedDeltaRuleFunction.forward`` saves q, q_rstd, k, k_rstd,
+#: v, g (cumsum'd, fp32), beta and A (bf16, 64 per head and position: chunk_fwd.py:385)
 FLA_GDN = "flash-linear-attention bc3b101 fla/ops/gated_delta_rule/chunk.py ChunkGatedDeltaRuleFunction"
 
 #: torch_chunk_gated_delta_rule's chunk length (its ``chunk_size`` default, which Qwen3NextGatedDeltaNet keeps)
@@ -989,8 +990,9 @@ def gated_deltanet(conv: Conventions | None = None, layer_input: bool = False) -
     decay's fp32 pieces; the fp32 q and k (L2 norm's inputs) and their rstd; padded fp32 β, v and k; the
     chunk mask; per chunk the exp'd pairwise decays, k_β, k_β·kᵀ, the scaled q, q·kᵀ, the UT system, the two
     solves' outputs, the two exp'd decay vectors, the within-chunk attention and the new values; the zero
-    initial state; from two chunks on, the states read, the decayed q and k (their whole storages) and the
-    chunk decays (the last chunk's state update is read by nothing: nothing of it is kept);
+    initial state; the decayed k (whole) and the chunk decays, kept by the state updates — the last one's too,
+    as HF runs a training step with its config's ``use_cache`` (true by default): the cache holds the final
+    state; from two chunks on, the states read and the decayed q (whole);
     the gated norm's tensors and out_proj's input."""
     from sympy import Max, ceiling
 
@@ -1054,10 +1056,10 @@ def gated_deltanet(conv: Conventions | None = None, layer_input: bool = False) -
         rule("states", (b, H_v, (chunks - 1) * D_k, D_v), note="the state each chunk after the first reads"),
         rule("query_decayed", (b, H_v, from_two * padded, D_k), note="q·exp(decay), kept whole by the state "
              "reads from the second chunk on"),
-        rule("key_decayed", (b, H_v, from_two * padded, D_k + 1), note="k·exp(decay to the chunk's end) and "
-             "that exp, kept by the state updates (from two chunks on)"),
-        rule("chunk_decay", (b, H_v, from_two * chunks), note="exp of each chunk's total decay, kept by its "
-             "backward once a state update is read (from two chunks on)"),
+        rule("key_decayed", (b, H_v, padded, D_k + 1), note="k·exp(decay to the chunk's end) and that exp, kept "
+             "by the state updates (the last one's too: HF's cache holds the final state)"),
+        rule("chunk_decay", (b, H_v, chunks), note="exp of each chunk's total decay, kept by its backward (the "
+             "state updates are read: by the next chunk, the last by HF's cache)"),
         _split("linear_attention/norm_input_fp32", values, "fp32", "the rule's output in fp32: pow's and "
                "x·rstd's input", src),
         _split("linear_attention/norm_rstd", H_v, "fp32", "rsqrt(mean(x²) + ε) per value head", src),
@@ -1078,8 +1080,8 @@ def gated_deltanet(conv: Conventions | None = None, layer_input: bool = False) -
             _split("linear_attention/value", values, note="v made contiguous (input_guard), bf16", source=FLA_GDN),
             _split("linear_attention/decay_cumsum", H_v, "fp32", "the decay's chunk-local cumsum, fp32",
                    FLA_GDN),
-            _split("linear_attention/ut_inverse", H_v * DELTA_CHUNK, note="A, the solved (I + A)⁻¹ of each chunk: 64 "
-                   "values per head and position, bf16", source=FLA_GDN),
+            _split("linear_attention/ut_inverse", H_v * DELTA_CHUNK, note="A, the solved (I + A)⁻¹ of each chunk: "
+                   "64 values per head and position, bf16", source=FLA_GDN),
         )
         traced_only = ("conv_output", "query_fp32", "query_rstd", "key_fp32", "key_rstd", "beta_padded")
         start = next(i for i, t in enumerate(saved) if t.name == "linear_attention/value_padded")
@@ -1107,7 +1109,8 @@ def gated_deltanet(conv: Conventions | None = None, layer_input: bool = False) -
         Matmul("layer/linear_attention/state_updates", n * (chunks - 1), D_k, c, D_v, False, "layer", src,
                "kᵀ·v_new into the state, every chunk but the last"),
         Matmul("layer/linear_attention/last_state_update", n, D_k, c, D_v, False, "layer", src,
-               "the last chunk's state update: computed, read by nothing, no backward", backward=Integer(0)),
+               "the last chunk's state update: its result (the final state) is HF's cache's, outside the loss: no "
+               "backward", backward=Integer(0)),
         _linear("linear_attention/out_proj", values, h, src),
     )
     return Part(params, saved, matmuls)

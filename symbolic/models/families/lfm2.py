@@ -92,9 +92,10 @@ def read(fields) -> Read:
                      "Lfm2ShortConv calls causal_conv1d_fn when the package is installed; its CausalConv1dFn saves "
                      "its input and weight, causal-conv1d 0d2252d causal_conv1d_interface.py): an output of s "
                      "positions kept by C·conv. HF's torch path (CPU, or without the package) keeps F.conv1d's "
-                     f"padded output, 2·b·h·(K_c − 1) bytes more per conv layer ({2 * fields.hidden * (kernel - 1):,}"
-                     " B per sequence), traced; its FLOPs, counted over the s + K_c − 1 padded positions as torch "
-                     f"computes them, are 6·b·h·K_c·(K_c − 1) per conv layer more than the kernel's")
+                     "padded output, 2·b·h·(K_c − 1) bytes more per conv layer "
+                     f"({2 * fields.hidden * (kernel - 1):,} B per sequence), traced; its FLOPs, counted over the "
+                     "s + K_c − 1 padded positions as torch computes them, are 6·b·h·K_c·(K_c − 1) per conv layer "
+                     "more than the kernel's")
     return Read(recipe, ffn=ffn_width(fields), kv_heads=fields.count("num_key_value_heads", fields.heads),
                 seq=fields.count("max_position_embeddings"), head_dim=fields.count("head_dim"), dims=dims,
                 notes=tuple(notes), tied=tied(fields))

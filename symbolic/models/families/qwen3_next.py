@@ -85,9 +85,9 @@ def kernel_note(recipe: Recipe, values: dict, positions: int) -> str:
             "HF's torch path (CPU, or without them; traced exactly) keeps the fp32 chunk products, their 64×64 "
             f"matrices and the scan's states: {int(at):,} B per linear-attention layer more at s = {seq:,}, b = 1 "
             "(the difference of parts.gated_deltanet's two inventories; 81,920·b·H_v·⌈s/64⌉ B of it are the five "
-            "fp32 64 × 64 matrices per chunk and value head). FLOPs are the torch path's (padded to 64·⌈s/64⌉ positions, its "
-            "triangular solves' backward matmuls), which the FLA kernels do not count the same way; that "
-            "difference is not itemised")
+            "fp32 64 × 64 matrices per chunk and value head). FLOPs are the torch path's (padded to 64·⌈s/64⌉ "
+            "positions, its triangular solves' backward matmuls), which the FLA kernels do not count the same "
+            "way; that difference is not itemised")
 
 
 def read(fields) -> Read:
@@ -129,6 +129,10 @@ def read(fields) -> Read:
         dims.update(L_l=linear, H_k=key_heads, H_v=value_heads, D_k=fields.count("linear_key_head_dim"),
                     D_v=fields.count("linear_value_head_dim"), K_c=fields.count("linear_conv_kernel_dim"))
         notes.append(kernel_note(recipe, {**dims, "h": fields.hidden}, fields.count("max_position_embeddings")))
+        if fields.raw.get("use_cache") is False:
+            notes.append("use_cache false: HF keeps no final state, so at s ≤ 64 (one chunk) the last state update's "
+                         "decayed keys, their decay and the chunk decay are not kept: 4·b·H_v·(64·(D_k + 1) + 1) bytes "
+                         "per linear-attention layer less than billed (traced); from two chunks on, exact")
         notes.append(f"{linear} of the {fields.layers} layers are gated DeltaNet (linear attention), the others "
                      "gated full attention: parameters, FLOPs and activations over the whole model are exact; a "
                      "layer's terms are the layers' average, so under pipeline parallelism (pp > 1) a stage's own "
