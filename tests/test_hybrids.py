@@ -198,3 +198,32 @@ def test_qwen3_next_without_a_cache_keeps_the_stated_size_less():
     traced = hf_layer_by_difference(raw, "sdpa", 5, 2)
     assert at(activations.total_bytes(saved), **values) - traced[0] == 4 * 2 * 4 * (64 * (8 + 1) + 1)
     assert traced[1] == at(Add(*(mm.forward_flops for mm in layer)), **values)
+
+
+@pytest.mark.parametrize("family", ["lfm2", "qwen3_next"])
+def test_lora_adapts_each_kind_of_layer_as_peft_does(family):
+    """PEFT's all-linear LoRA on a hybrid: the attention layers' projections and the other kind's (LFM2's
+    in_proj/out_proj, Qwen3-Next's in_proj_qkvz/in_proj_ba/out_proj), each on its share of the layers; the
+    depthwise convs (nn.Conv1d) are not adapted. LFM2: the whole count. Qwen3-Next: the mixers' adapters (PEFT
+    0.x leaves its MLP and MoE blocks unadapted or adapts its router, as for Qwen2-MoE: not this test's)."""
+    require("peft")
+    from peft import LoraConfig, get_peft_model
+
+    from symbolic.bill.derive import inventories, make_bill
+    from symbolic.layout.layout import Layout
+    from symbolic.ledgers import states
+    from symbolic.trace import hf_model
+
+    raw = tiny(family)
+    model = get_peft_model(hf_model(raw, "sdpa"), LoraConfig(r=4, target_modules="all-linear"))
+    trained = [(name, p.numel()) for name, p in model.named_parameters() if p.requires_grad]
+    mixers = sum(n for name, n in trained if any(m in name for m in ("self_attn.", "linear_attn.", "conv.")))
+    ours = hf.from_hf_dict(raw, "t")
+    if family == "lfm2":
+        bill = make_bill(ours, Layout(lora=4))
+        line = next(x for x in bill.lines if x.name == "LoRA adapters (all-linear, rank r): bf16 parameters")
+        assert line.value == 2 * sum(n for _, n in trained)
+    adapted = [term for term in states.weight_matrices(inventories(ours)[0], "all-linear")
+               if term.name.startswith(("layer/attention/", "layer/linear_attention/", "layer/conv/"))]
+    assert at(Add(*(L * states.matrices_of(x) * 4 * (x.shape[-2] + x.shape[-1]) for x in adapted)),
+              **ours.values()) == mixers
