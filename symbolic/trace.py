@@ -891,8 +891,10 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     if "L_n" in values:
         values["L_n"] = 1 if nope else 0
     from .models.layer_kinds import LAYER_KINDS
+    kinds = [dict(hf.from_hf_dict(resized_config(config, n), "traced").dims) for n in (layers, layers + 1)]
     for letter in (letter for letter in LAYER_KINDS if letter in values):  # the kind of layer index ``layers``
-        counts = [dict(hf.from_hf_dict(resized_config(config, n), "traced").dims).get(letter, 0)
-                  for n in (layers, layers + 1)]
-        values[letter] = counts[1] - counts[0]
+        values[letter] = kinds[1].get(letter, 0) - kinds[0].get(letter, 0)
+    if sum(kinds[1].get(letter, 0) for letter in LAYER_KINDS) == layers + 1 and config.get("use_cache") is not False:
+        # no attention layer: hf_model builds the model without a cache (HF's fails), as use_cache false declares it
+        return hf_family_declared({**config, "use_cache": False}, attention, backend, dense, nope, layers)
     return saved, layer, extra, values

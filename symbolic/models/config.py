@@ -117,6 +117,9 @@ class Recipe:
     gated_attention: bool = False
     #: Qwen3-Next's hybrid layers: L_l of the L layers have its gated DeltaNet (linear attention) in place of attention
     gated_deltanet: bool = False
+    #: HF's cache holds the gated DeltaNet's final state (the config's ``use_cache``, true by default): the last
+    #: chunk's state update is kept, not only computed
+    final_state_cached: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -133,7 +136,8 @@ class Recipe:
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
                 "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi",
-                "short_conv", "conv_bias", "gated_attention", "gated_deltanet")
+                "short_conv", "conv_bias", "gated_attention", "gated_deltanet",
+                "final_state_cached")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

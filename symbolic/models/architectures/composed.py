@@ -166,7 +166,8 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
         # a hybrid's other kinds of layer mix tokens otherwise: each kind a share of the layer's terms, letter/L
         mixers = ((L_c, parts.short_conv(recipe.conv_bias, conv, layer_input=layer_input)) if recipe.short_conv
                   else None,
-                  (L_l, parts.gated_deltanet(conv, layer_input)) if recipe.gated_deltanet else None)
+                  (L_l, parts.gated_deltanet(conv, layer_input, recipe.final_state_cached)) if recipe.gated_deltanet
+                  else None)
         mixers = [mixer for mixer in mixers if mixer is not None]
         if mixers:
             part = parts.scaled(part, (L - sum(letter for letter, _ in mixers)) / L)

@@ -966,7 +966,7 @@ FLA_GDN = "flash-linear-attention bc3b101 fla/ops/gated_delta_rule/chunk.py Chun
 DELTA_CHUNK = 64
 
 
-def gated_deltanet(conv: Conventions | None = None, layer_input: bool = False) -> Part:
+def gated_deltanet(conv: Conventions | None = None, layer_input: bool = False, final_state: bool = True) -> Part:
     """Qwen3-Next's linear attention, the gated DeltaNet (transformers 5.24.0
     models/qwen3_next/modeling_qwen3_next.py:583-769, ``Qwen3NextGatedDeltaNet``), on HF's torch path
     (``torch_chunk_gated_delta_rule``, :371-510, which CPU runs; GPU: see the family's note).
@@ -990,9 +990,9 @@ def gated_deltanet(conv: Conventions | None = None, layer_input: bool = False) -
     decay's fp32 pieces; the fp32 q and k (L2 norm's inputs) and their rstd; padded fp32 β, v and k; the
     chunk mask; per chunk the exp'd pairwise decays, k_β, k_β·kᵀ, the scaled q, q·kᵀ, the UT system, the two
     solves' outputs, the two exp'd decay vectors, the within-chunk attention and the new values; the zero
-    initial state; the decayed k (whole) and the chunk decays, kept by the state updates — the last one's too,
-    as HF runs a training step with its config's ``use_cache`` (true by default): the cache holds the final
-    state; from two chunks on, the states read and the decayed q (whole);
+    initial state; the decayed k (whole) and the chunk decays, kept by the state updates that are read — the
+    last one's too with ``final_state`` (HF's cache holds the final state: the config's ``use_cache``, true by
+    default), else from two chunks on; from two chunks on, the states read and the decayed q (whole);
     the gated norm's tensors and out_proj's input."""
     from sympy import Max, ceiling
 
@@ -1000,6 +1000,7 @@ def gated_deltanet(conv: Conventions | None = None, layer_input: bool = False) -
     chunks = ceiling(s / DELTA_CHUNK)
     padded = DELTA_CHUNK * chunks
     from_two = (chunks - 1) - Max(chunks - 2, 0)  # 1 when there are two chunks or more, else 0
+    read = Integer(1) if final_state else from_two  # a state update is read: the cache's, or the next chunk's
     keys, values = H_k * D_k, H_v * D_v
     conv_dim = 2 * keys + values
     src = QWEN3_NEXT
@@ -1056,10 +1057,10 @@ def gated_deltanet(conv: Conventions | None = None, layer_input: bool = False) -
         rule("states", (b, H_v, (chunks - 1) * D_k, D_v), note="the state each chunk after the first reads"),
         rule("query_decayed", (b, H_v, from_two * padded, D_k), note="q·exp(decay), kept whole by the state "
              "reads from the second chunk on"),
-        rule("key_decayed", (b, H_v, padded, D_k + 1), note="k·exp(decay to the chunk's end) and that exp, kept "
-             "by the state updates (the last one's too: HF's cache holds the final state)"),
-        rule("chunk_decay", (b, H_v, chunks), note="exp of each chunk's total decay, kept by its backward (the "
-             "state updates are read: by the next chunk, the last by HF's cache)"),
+        rule("key_decayed", (b, H_v, read * padded, D_k + 1), note="k·exp(decay to the chunk's end) and that "
+             "exp, kept by the state updates that are read (by the next chunk; the last by HF's cache)"),
+        rule("chunk_decay", (b, H_v, read * chunks), note="exp of each chunk's total decay, kept by its backward "
+             "once a state update is read"),
         _split("linear_attention/norm_input_fp32", values, "fp32", "the rule's output in fp32: pow's and "
                "x·rstd's input", src),
         _split("linear_attention/norm_rstd", H_v, "fp32", "rsqrt(mean(x²) + ε) per value head", src),

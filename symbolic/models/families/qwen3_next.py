@@ -62,6 +62,15 @@ def dense_layers(fields, experts: int) -> int:
     return sum(1 for i in range(fields.layers) if i in only or not experts or (i + 1) % step)
 
 
+def cached(fields) -> bool:
+    """``use_cache`` (true by default): HF then builds a cache in a training step too, which holds each
+    gated DeltaNet's final state (output_final_state, modeling_qwen3_next.py:717-736)."""
+    value = fields.raw.get("use_cache", True)
+    if not isinstance(value, bool):
+        fields.refuse("use_cache", value, "use_cache true or false")
+    return value
+
+
 def kernel_note(recipe: Recipe, values: dict, positions: int) -> str:
     """What HF's torch path of the gated DeltaNet keeps beyond the GPU kernels the bill counts, per
     linear-attention layer: the two inventories' difference, as a formula and at s = 4096 (or the position
@@ -108,7 +117,7 @@ def read(fields) -> Read:
     bias = fields.flag("attention_bias")
     recipe = Recipe(MODEL_TYPE, norm="rmsnorm_offset", qkv_bias=bias, o_bias=bias, qk_norm="head",
                     activation=fields.activation(), rotary_cat=True, gated_attention=True,
-                    gated_deltanet=linear > 0,
+                    gated_deltanet=linear > 0, final_state_cached=linear > 0 and cached(fields),
                     moe=("qwen2_moe_norm" if fields.flag("norm_topk_prob") else "qwen2_moe") if moe else "none",
                     shared=bool(moe), shared_gate=bool(moe), dense_layers=bool(moe) and dense > 0)
     dims, notes = {}, []
@@ -129,10 +138,6 @@ def read(fields) -> Read:
         dims.update(L_l=linear, H_k=key_heads, H_v=value_heads, D_k=fields.count("linear_key_head_dim"),
                     D_v=fields.count("linear_value_head_dim"), K_c=fields.count("linear_conv_kernel_dim"))
         notes.append(kernel_note(recipe, {**dims, "h": fields.hidden}, fields.count("max_position_embeddings")))
-        if fields.raw.get("use_cache") is False:
-            notes.append("use_cache false: HF keeps no final state, so at s ≤ 64 (one chunk) the last state update's "
-                         "decayed keys, their decay and the chunk decay are not kept: 4·b·H_v·(64·(D_k + 1) + 1) bytes "
-                         "per linear-attention layer less than billed (traced); from two chunks on, exact")
         notes.append(f"{linear} of the {fields.layers} layers are gated DeltaNet (linear attention), the others "
                      "gated full attention: parameters, FLOPs and activations over the whole model are exact; a "
                      "layer's terms are the layers' average, so under pipeline parallelism (pp > 1) a stage's own "
