@@ -891,6 +891,8 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     if "L_n" in values:
         values["L_n"] = 1 if nope else 0
     from .models.layer_kinds import LAYER_KINDS
+    if not LAYER_KINDS.keys() & values.keys():  # one kind of layer
+        return saved, layer, extra, values
     kinds = [dict(hf.from_hf_dict(resized_config(config, n), "traced").dims) for n in (layers, layers + 1)]
     for letter in (letter for letter in LAYER_KINDS if letter in values):  # the kind of layer index ``layers``
         values[letter] = kinds[1].get(letter, 0) - kinds[0].get(letter, 0)
