@@ -793,8 +793,11 @@ def hf_model(config: Mapping, attention: str = "sdpa", layers: int | None = None
     from transformers.utils import logging
 
     logging.set_verbosity_error()
+    from .models.hf import family_of
+
     config = dict(config)
-    model_type = config.pop("model_type")
+    model_type = family_of(config)  # Kimi-K2's kimi_k2: built as the deepseek_v3 its architectures names
+    config.pop("model_type")
     for key in NOT_CONFIG:
         config.pop(key, None)
     if layers is not None:
@@ -849,7 +852,8 @@ def hf_layer_by_difference(config: Mapping, attention: str, s: int, b: int, laye
 
 
 def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = "cpu", dense: bool = False,
-                       nope: bool = False, layers: int = 1):
+                       nope: bool = False, seq: int | None = None, windowed: bool | None = None,
+                       layers: int = 1):
     """(saved tensors, layer matmuls, the FLOPs the kernel adds to backward, values) of one decoder
     layer of a ``config.json`` dict of any family :mod:`symbolic.models.hf` reads, as the bill
     declares it for HF's ``attention`` (``sdpa`` or ``eager``) on ``backend``.
@@ -858,8 +862,11 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     when V is not as wide as Q and K (the CPU flash kernel needs equal widths). ``dense``: for a
     model with dense-first layers, the dense layer (L_d = L), else an MoE layer (L_d = 0); ``nope``:
     for a model with NoPE layers (Llama 4), a NoPE layer (L_n = L), else a RoPE one (L_n = 0); the
-    values have L = 1. A hybrid's kinds of layer (:data:`symbolic.models.layer_kinds.LAYER_KINDS`) are the
-    measured layer's: the kind :func:`hf_layer_by_difference` adds to a model of ``layers`` layers.
+    values have L = 1. ``windowed``: the measured layer (the second of two) has a sliding window (None:
+    as the config's rule gives it, :mod:`symbolic.models.windows`); with ``seq`` ≥ w, HF's SDPA path on it
+    runs with the window's mask materialised (the ``masked`` kernel).
+    A hybrid's kinds of layer (:data:`symbolic.models.layer_kinds.LAYER_KINDS`) are the measured layer's: the
+    kind :func:`hf_layer_by_difference` adds to a model of ``layers`` layers.
     """
     from .models import hf
     from .models.architectures import composed, conventions, gpt, llama, moe
@@ -873,7 +880,17 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
         # Falcon's multi_query passes one K/V head to SDPA without enable_gqa: torch's math path
         if model.recipe.falcon_core and kernel == "fused" and not model.recipe.kv_materialized and model.kv_heads:
             kernel = "math"
-        saved, mms = composed.saved_tensors(model.recipe, kernel, backend), composed.matmuls(model.recipe)
+        # dropout on the probabilities: torch SDPA on CPU has no fused kernel with dropout and takes its math path
+        if model.recipe.attention_dropout and kernel == "fused" and conventions.conventions(backend).name == "cpu":
+            kernel = "math"
+        if model.recipe.window:
+            if windowed is None:  # the second layer of two is windowed if the two-layer model has one more
+                windowed = (dict(hf.from_hf_dict(resized_config(config, 2), "traced").dims).get("L_w", 0)
+                            > dict(hf.from_hf_dict(resized_config(config, 1), "traced").dims).get("L_w", 0))
+            if windowed and kernel == "fused" and seq is not None and seq >= widths["w"]:
+                kernel = "masked"
+        saved = composed.saved_tensors(model.recipe, kernel, backend)
+        mms = composed.matmuls(model.recipe, kernel, backend)
     elif model.arch == "llama":
         saved, mms = llama.saved_tensors(attention=kernel), llama.matmuls()
     elif model.arch == "moe":
@@ -883,9 +900,11 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
         mms = gpt.matmuls()
     layer = mms.select("layer")
     extra = Add(*(mm.forward_flops for mm in layer if mm.name.endswith("attention/scores"))) \
-        if kernel == "fused" else Integer(0)
+        if kernel in ("fused", "masked") else Integer(0)
     values = model.values()
     values["L"] = 1
+    if "L_w" in values:
+        values["L_w"] = 1 if windowed else 0
     if "L_d" in values:
         values["L_d"] = 1 if dense else 0
     if "L_n" in values:
@@ -898,5 +917,6 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
         values[letter] = kinds[1].get(letter, 0) - kinds[0].get(letter, 0)
     if sum(kinds[1].get(letter, 0) for letter in LAYER_KINDS) == layers + 1 and config.get("use_cache") is not False:
         # no attention layer: hf_model builds the model without a cache (HF's fails), as use_cache false declares it
-        return hf_family_declared({**config, "use_cache": False}, attention, backend, dense, nope, layers)
+        return hf_family_declared({**config, "use_cache": False}, attention, backend, dense, nope, seq=seq,
+                                  windowed=windowed, layers=layers)
     return saved, layer, extra, values

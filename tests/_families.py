@@ -83,6 +83,53 @@ TINY: dict[str, dict] = {
                     "head_dim": 20, "intermediate_size": 14, "intermediate_size_mlp": 22, "vocab_size": 101,
                     "max_position_embeddings": 64, "num_local_experts": 3, "num_experts_per_tok": 1,
                     "moe_layers": [0, 2], "attention_chunk_size": 16},
+    # (h, a, g, d, E, k, f_e) = (56, 4, 2, 18, 4, 2, 22): d ≠ h/a; layer 0 sliding (window 3 < s), layer 1 full
+    "gpt_oss": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 18, "intermediate_size": 22, "vocab_size": 101, "max_position_embeddings": 64,
+                "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 3},
+    # issue 40's dense families: (h, a, g, d_h, f) of their own, d_h ≠ h/a
+    "smollm3": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 18, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
+    "arcee": {"num_hidden_layers": 2, "hidden_size": 52, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 18, "intermediate_size": 46, "vocab_size": 97, "max_position_embeddings": 64},
+    "seed_oss": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 2,
+                 "head_dim": 22, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
+    "ernie4_5": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 1,
+                 "head_dim": 18, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
+    "apertus": {"num_hidden_layers": 2, "hidden_size": 56, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 18, "intermediate_size": 44, "vocab_size": 97, "max_position_embeddings": 64},
+    # (h, a, g, d, E, k, f_e, f) = (48, 4, 2, 20, 4, 2, 14, 22): d ≠ h/a; layer 0 dense, layer 1 MoE; 2 groups
+    "glm4_moe": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                 "head_dim": 20, "intermediate_size": 22, "vocab_size": 101, "max_position_embeddings": 64,
+                 "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 14, "n_shared_experts": 1,
+                 "n_group": 2, "topk_group": 1, "first_k_dense_replace": 1, "routed_scaling_factor": 2.5},
+    # (h, a, g, d, E, k, f_e, f) = (48, 4, 2, 20, 6, 2, 14, 22): d ≠ h/a; layer 0 dense, layer 1 MoE; 2 shared
+    "dots1": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 20, "intermediate_size": 22, "vocab_size": 101, "max_position_embeddings": 64,
+              "n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 14, "n_shared_experts": 2,
+              "first_k_dense_replace": 1, "norm_topk_prob": True, "routed_scaling_factor": 2.5,
+              "max_window_layers": 64},
+    # (h, a, g, d, E, k, f_e) = (48, 4, 2, 20, 4, 2, 14): d ≠ h/a; rotary on half of each head
+    "minimax_m2": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "head_dim": 20, "intermediate_size": 14, "vocab_size": 101, "max_position_embeddings": 64,
+                   "num_local_experts": 4, "num_experts_per_tok": 2, "partial_rotary_factor": 0.5},
+    # (h, a, g, d, E, k, f_e, f) = (48, 4, 2, 20, 4, 2, 14, 22): d ≠ h/a; layer 0 dense, layer 1 MoE; 1 shared
+    "ernie4_5_moe": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "head_dim": 20, "intermediate_size": 22, "vocab_size": 101, "max_position_embeddings": 64,
+                     "moe_num_experts": 4, "moe_k": 2, "moe_intermediate_size": 14, "moe_num_shared_experts": 1,
+                     "moe_layer_start_index": 1, "moe_layer_end_index": -1, "moe_layer_interval": 1},
+    # issue 40's windowed families: (h, a, g, d, f) = (44, 4, 2, 18, 52) (OLMo-3: h = 40, d = h/a; Cohere 2: h = 40, d = 12), a window
+    # of 4 keys that cuts at the traced s
+    "ministral": {"num_hidden_layers": 2, "hidden_size": 44, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "head_dim": 18, "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64,
+                  "sliding_window": 4},
+    "olmo3": {"num_hidden_layers": 2, "hidden_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64, "sliding_window": 4},
+    "cohere2": {"num_hidden_layers": 2, "hidden_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 12, "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64, "sliding_window": 4},
+    "exaone4": {"num_hidden_layers": 2, "hidden_size": 44, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 18, "intermediate_size": 52, "vocab_size": 97, "max_position_embeddings": 64,
+                "sliding_window": 4},
     # (h, a, g, d, f, K_c) = (48, 4, 2, 20, 53, 3): layer 0 attention, layer 1 (the measured) a short convolution;
     # f = int(2·80/3) = 53 unrounded (no block_ffn_dim_multiplier)
     "lfm2": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -123,7 +170,8 @@ def random_config(model_type: str, rng: random.Random) -> dict:
         raw["num_key_value_heads"] = kv
     if "head_dim" in raw or model_type in ("llama", "qwen2", "olmo2"):
         raw["head_dim"] = rng.choice([None, rng.randint(3, 12) * 2]) if model_type not in ("gemma", "gemma2",
-                                                                                            "gemma3_text", "qwen3") \
+                                                                                            "gemma3_text", "qwen3",
+                                                                                            "ministral") \
             else rng.randint(3, 12) * 2
     raw["tie_word_embeddings"] = rng.choice([True, False, None])
     for flag in ("attention_bias",):
@@ -156,6 +204,16 @@ def random_config(model_type: str, rng: random.Random) -> dict:
                    moe_layers=rng.choice([None, [0], list(range(layers))]),
                    interleave_moe_layer_step=rng.choice([1, 2]),
                    no_rope_layers=rng.choice([None, [0] * layers, [1, 0] * (layers // 2) + [1] * (layers % 2)]))
+    if model_type in ("smollm3", "arcee", "seed_oss", "apertus"):  # issue 40's dense families: their flags
+        raw["attention_bias"] = rng.choice([True, False])
+    if model_type in ("smollm3", "arcee", "seed_oss"):
+        raw["mlp_bias"] = rng.choice([True, False])
+    if model_type == "seed_oss":  # SeedOssAttention reads config.head_dim as given: null fails there
+        raw.update(head_dim=rng.randint(3, 12) * 2, attention_out_bias=rng.choice([True, False]))
+    if model_type == "ernie4_5":
+        raw["use_bias"] = rng.choice([True, False])
+    if model_type in ("arcee", "apertus"):
+        raw["hidden_act"] = rng.choice(["relu2", "xielu" if model_type == "apertus" else "silu"])
     if model_type == "lfm2":
         layers = raw["num_hidden_layers"]
         raw.pop("layer_types")
@@ -194,8 +252,11 @@ def hf_parameter_count(raw: dict) -> int:
 
     logging.set_verbosity_error()  # token ids outside a tiny vocabulary: irrelevant to the count
 
+    from symbolic.models.hf import family_of
+
     raw = dict(raw)
-    model_type = raw.pop("model_type")
+    model_type = family_of(raw)  # Kimi-K2 (kimi_k2): HF's DeepseekV3 built from the same fields
+    raw.pop("model_type")
     for key in ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map"):
         raw.pop(key, None)
     cfg = AutoConfig.for_model(model_type, **raw)
@@ -269,6 +330,51 @@ SECOND: dict[str, dict] = {
     "llama4_text": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
                     "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 10,
                     "intermediate_size_mlp": 26, "moe_layers": None, "attention_bias": True},
+    # (h, a, g, d, E, k, f_e) = (72, 6, 3, 10, 5, 3, 16); no attention bias; the published swiglu_limit off
+    # the default; sliding first (window 4 < s)
+    "gpt_oss": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+                "intermediate_size": 16, "num_local_experts": 5, "num_experts_per_tok": 3, "attention_bias": False,
+                "swiglu_limit": 3.0, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
+    # SmolLM3: a NoPE layer measured (every 2nd layer NoPE), with biases
+    "smollm3": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 10,
+                "intermediate_size": 30, "no_rope_layer_interval": 2, "attention_bias": True, "mlp_bias": True},
+    "arcee": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+              "intermediate_size": 30, "attention_bias": True, "mlp_bias": True},
+    # Seed-OSS without its dropouts (the first set keeps its defaults, 0.1 each), with O's bias
+    "seed_oss": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+                 "intermediate_size": 30, "attention_dropout": 0.0, "residual_dropout": 0.0,
+                 "attention_out_bias": True, "mlp_bias": True},
+    "ernie4_5": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 10,
+                 "intermediate_size": 30, "use_bias": True, "tie_word_embeddings": False},
+    "apertus": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+                "intermediate_size": 30, "attention_bias": True},
+    # (h, a, g, d, E, k, f_e) = (60, 6, 3, 14, 8, 3, 10): qk-norm, attention bias, 4 groups, 2 shared, no renorm
+    "glm4_moe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                 "n_routed_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 10, "n_shared_experts": 2,
+                 "n_group": 4, "topk_group": 2, "use_qk_norm": True, "attention_bias": True, "norm_topk_prob": False,
+                 "partial_rotary_factor": 0.75},
+    # (h, a, g, d, E, k, f_e) = (60, 6, 3, 14, 8, 3, 10): attention bias on Q, K, V and O, 4 groups, no renorm
+    "dots1": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+              "n_routed_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 10, "n_shared_experts": 1,
+              "n_group": 4, "topk_group": 2, "attention_bias": True, "norm_topk_prob": False},
+    # (h, a, g, d, E, k, f_e) = (60, 6, 3, 14, 5, 3, 10): the released files' rotary_dim (6 of 14 features)
+    "minimax_m2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                   "num_local_experts": 5, "num_experts_per_tok": 3, "intermediate_size": 10,
+                   "partial_rotary_factor": None, "rotary_dim": 6},
+    # (h, a, g, d, E, k, f_e) = (60, 6, 3, 14, 5, 3, 10): use_bias (Q, K, V, O, MLPs, the output layer), 2 shared
+    "ernie4_5_moe": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                     "moe_num_experts": 5, "moe_k": 3, "moe_intermediate_size": 10, "moe_num_shared_experts": 2,
+                     "use_bias": True},
+    # (h, a, g, d, f) = (66, 6, 3, 10, 38) (OLMo-3: h = 72, d = h/a; Cohere 2: h = 72, d = 14), a window of 3 keys
+    "ministral": {"hidden_size": 66, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+                  "intermediate_size": 38, "sliding_window": 3, "tie_word_embeddings": True},
+    "olmo3": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 3, "intermediate_size": 38,
+              "sliding_window": 3, "attention_bias": True},
+    "cohere2": {"hidden_size": 72, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 14,
+                "intermediate_size": 38,
+                "sliding_window": 3, "attention_bias": True, "tie_word_embeddings": False},
+    "exaone4": {"hidden_size": 66, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 10,
+                "intermediate_size": 38, "sliding_window": 3},
     # (h, a, g, d, f, K_c) = (60, 6, 3, 14, 80, 4): biased conv, f = 16·ceil(int(1.3·int(2·90/3))/16), untied
     "lfm2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
              "intermediate_size": 90, "conv_bias": True, "conv_L_cache": 4, "block_multiple_of": 16,
@@ -284,8 +390,9 @@ SECOND: dict[str, dict] = {
 }
 
 
-def declared_layer(raw: dict, attention: str, backend: str = "cpu", dense: bool = False, nope: bool = False):
+def declared_layer(raw: dict, attention: str, backend: str = "cpu", dense: bool = False, nope: bool = False,
+                   seq: int | None = None):
     """The bill's declared layer of ``raw`` for HF ``attention`` (:func:`symbolic.trace.hf_family_declared`)."""
     from symbolic.trace import hf_family_declared
 
-    return hf_family_declared(raw, attention, backend, dense, nope)
+    return hf_family_declared(raw, attention, backend, dense, nope, seq)

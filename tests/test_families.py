@@ -16,6 +16,7 @@ from symbolic.bill.derive import make_bill
 from symbolic.cli import main
 from symbolic.layout.layout import Layout
 from symbolic.models import hf
+from symbolic.models.families import READERS
 from symbolic.models.builtin import preset
 from symbolic.models.config import ConfigError
 
@@ -23,7 +24,8 @@ PUBLISHED = json.loads((Path(__file__).parent / "fixtures" / "families" / "publi
 
 
 def test_every_family_has_a_tiny_config_and_the_reader_lists_them():
-    assert set(TINY) == set(hf.FAMILIES) and len(hf.FAMILIES) == 31
+    # the sixteen read by symbolic.models.hf itself, and those read by a module of their own
+    assert set(TINY) == set(hf.FAMILIES) and len(hf.FAMILIES) == 16 + len(READERS)
 
 
 @pytest.mark.parametrize("model_type", hf.FAMILIES)
@@ -169,9 +171,10 @@ def test_published_configs_as_transformers_saves_them(name, tmp_path):
 
     entry = PUBLISHED[name]
     raw = dict(entry["config"])
-    for key in ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map"):
+    model_type = hf.family_of(raw)  # Kimi-K2's kimi_k2: transformers builds (and saves) it as deepseek_v3
+    for key in ("_symbolic", "architectures", "transformers_version", "torch_dtype", "dtype", "auto_map", "model_type"):
         raw.pop(key, None)
-    AutoConfig.for_model(raw.pop("model_type"), **raw).save_pretrained(tmp_path)
+    AutoConfig.for_model(model_type, **raw).save_pretrained(tmp_path)
     saved = json.loads((tmp_path / "config.json").read_text())
     assert make_bill(hf.load_hf_config(tmp_path / "config.json")).totals["params"] == entry["transformers_params"], \
         {key: saved.get(key) for key in ("sliding_window", "use_sliding_window")}
@@ -206,6 +209,14 @@ def saved_as_transformers(model_type: str, **changes) -> dict:
     # Falcon's alibi: no rotary, no parameters (build_alibi_tensor makes a buffer-free bias)
     ("falcon", {"alibi": True}),
     ("falcon", {"alibi": True, "new_decoder_architecture": True, "num_kv_heads": 2}),
+    # the four MoE families of issue 40: every layer dense (a first_k_dense_replace or start index past L), no
+    # shared expert, no head_dim with a ∤ h (heads of h // a, as GLM-4.5's defaults build them)
+    ("glm4_moe", {"first_k_dense_replace": 5, "n_shared_experts": 0}),
+    ("glm4_moe", {"head_dim": None, "hidden_size": 50}),
+    ("dots1", {"first_k_dense_replace": 4, "attention_bias": True}),
+    ("ernie4_5_moe", {"moe_layer_start_index": 3, "use_bias": True}),
+    ("ernie4_5_moe", {"moe_num_shared_experts": 0, "moe_layer_interval": 2, "head_dim": None, "hidden_size": 50}),
+    ("minimax_m2", {"rotary_dim": 10, "partial_rotary_factor": None}),
 ])
 def test_configs_as_transformers_saves_them_count_as_it_builds_them(model_type, changes):
     """Issue 40: configs transformers accepts, as it saves them, billed to its meta-device count."""

@@ -35,6 +35,13 @@ def test_granite_multipliers_are_read_and_stated():
     ("phimoe", "num_experts_per_tok", {"num_experts_per_tok": 3}),
     ("phi", "head_dim", {"qk_layernorm": True, "head_dim": 16}),  # q_layernorm is LayerNorm(h/a): HF fails too
     ("olmoe", "clip_qkv", {"clip_qkv": -1.0}),
+    ("gpt_oss", "layer_types", {"layer_types": ["sliding_attention", "chunked_attention"]}),
+    ("gpt_oss", "attention_dropout", {"attention_dropout": 0.1}),
+    ("glm4_moe", "n_group", {"n_group": 3}),  # the router views the scores as (n_group, E/n_group): 4 experts
+    ("dots1", "layer_types", {"layer_types": ["full_attention", "linear_attention"]}),  # a kind dots1 has not
+    ("dots1", "n_routed_experts", {"n_routed_experts": None}),  # Dots1Config leaves it None: HF cannot build it
+    ("minimax_m2", "router_jitter_noise", {"router_jitter_noise": 0.01}),
+    ("ernie4_5_moe", "head_dim", {"head_dim": 15}),  # the interleaved rotary needs an even head width
 ])
 def test_what_a_family_does_not_model_is_one_line(model_type, field, changes, tmp_path, capsys):
     path = tmp_path / "config.json"
@@ -163,3 +170,19 @@ def test_falcon_alibi_states_its_one_mask_per_model():
     assert model.recipe.alibi and not hf.from_hf_dict(tiny("falcon"), "tiny").recipe.alibi
     note = next(line for line in model.approximations if line.startswith("alibi:"))
     assert f"{2 * 4 * 64 * 64:,} B at s = 64" in note and "2·a·b·s² bytes once per model" in note
+
+
+def test_sigmoid_routers_state_their_correction_bias_and_ungrouped_files():
+    """GLM-4.5's, dots.llm1's and MiniMax-M2's e_score_correction_bias is a buffer (not counted), stated;
+    ERNIE-4.5's moe_statics is a parameter HF counts (E per MoE layer); a dots1 file with n_group null, which
+    HF's router cannot run, is billed as one group and says so."""
+    from symbolic.bill.derive import inventories
+
+    for model_type in ("glm4_moe", "dots1", "minimax_m2"):
+        model = hf.from_hf_dict(tiny(model_type), "tiny")
+        assert any("e_score_correction_bias" in note and "buffer" in note for note in model.approximations)
+    ernie = hf.from_hf_dict(tiny("ernie4_5_moe"), "tiny")
+    assert "layer/moe/router_correction_bias" in inventories(ernie)[0].names()
+    raw = tiny("dots1")
+    raw.update(n_group=None, topk_group=None)
+    assert any(note.startswith("n_group / topk_group null") for note in hf.from_hf_dict(raw, "d").approximations)

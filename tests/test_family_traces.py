@@ -2,7 +2,7 @@
 
 One layer is measured as the model with L + 1 layers less the model with L (the embeddings,
 rotary tables, masks, final norm and loss cancel), at two dimension sets per family, with HF's
-sdpa and eager attention where the family has both (Gemma-2 has eager only; GPT-2 is declared
+sdpa and eager attention where the family has both (Gemma-2 and gpt-oss have eager only; GPT-2 is declared
 for eager). What the layer saves: ``symbolic.trace`` (storages autograd still holds when the
 forward returns); FLOPs: FlopCounterMode, CPU SDPA's gap filled by torch's own formula.
 """
@@ -16,7 +16,8 @@ from _tracing import at, require
 from symbolic.ledgers import activations
 from symbolic.models import hf
 
-ATTENTION = {family: ("eager",) if family in ("gemma2", "gpt2") else ("sdpa", "eager") for family in hf.FAMILIES}
+ATTENTION = {family: ("eager",) if family in ("gemma2", "gpt2", "gpt_oss") else ("sdpa", "eager")
+             for family in hf.FAMILIES}
 
 CASES = [(family, attention, dims) for family in hf.FAMILIES for attention in ATTENTION[family]
          for dims in ("first", "second")]
@@ -38,7 +39,7 @@ def _check(raw: dict, attention: str, s: int, b: int, layers: int = 1, dense: bo
     require("transformers")
     from symbolic.trace import hf_layer_by_difference
 
-    saved, layer, extra, values = declared_layer(raw, attention, dense=dense, nope=nope)
+    saved, layer, extra, values = declared_layer(raw, attention, dense=dense, nope=nope, seq=s)
     values.update(s=s, b=b)
     want = (at(activations.total_bytes(saved), **values),
             at(Add(*(mm.forward_flops for mm in layer)), **values),
@@ -60,10 +61,16 @@ class TestSecondDimensions:
         _check(_config(family, "second"), attention, 7, 3)
 
 
-@pytest.mark.parametrize("family", ["deepseek_v3", "qwen2_moe"])
+#: the fields that make the measured (second) layer dense, per family with dense layers
+DENSE_SECOND_LAYER = {"deepseek_v3": {"first_k_dense_replace": 2}, "qwen2_moe": {"mlp_only_layers": [1]},
+                      "glm4_moe": {"first_k_dense_replace": 2}, "dots1": {"first_k_dense_replace": 2},
+                      "ernie4_5_moe": {"moe_layer_start_index": 2}}
+
+
+@pytest.mark.parametrize("family", list(DENSE_SECOND_LAYER))
 def test_dense_layers_of_an_moe_model(family):
     """The dense layer of a dense-first (or mlp_only) MoE model: the inventory at L_d = L."""
-    changes = ({"first_k_dense_replace": 2} if family.startswith("deepseek") else {"mlp_only_layers": [1]})
+    changes = DENSE_SECOND_LAYER[family]
     _check(_config(family, "first", **changes), "eager", 5, 2, layers=1, dense=True)
 
 
@@ -79,6 +86,12 @@ def test_dense_layers_of_an_moe_model(family):
     ("deepseek_v2", {"topk_method": "group_limited_greedy", "n_group": 2, "topk_group": 1, "q_lora_rank": 14}),
     ("falcon", {"multi_query": False, "parallel_attn": False, "bias": True}),
     ("stablelm", {"use_parallel_residual": True}),
+    ("glm4_moe", {"n_shared_experts": 0, "norm_topk_prob": False, "use_qk_norm": True}),
+    ("ernie4_5_moe", {"moe_num_shared_experts": 0}),  # nothing keeps the block's bf16 input: the router's is fp32
+    ("ernie4_5_moe", {"moe_layer_interval": 2, "use_bias": True}),
+    # no head_dim and a ∤ h (GLM-4.5's defaults: 96 heads over 4096): heads of h // a, floored, as HF builds them
+    ("glm4_moe", {"head_dim": None, "hidden_size": 50}),
+    ("ernie4_5_moe", {"head_dim": None, "hidden_size": 50}),
 ])
 def test_variants(family, changes):
     _check(_config(family, "first", **changes), "eager", 6, 2)
@@ -171,6 +184,51 @@ def test_trace_command_measures_any_family(family, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("window", [3, 16])
+def test_dots1_sliding_layers_are_full_attention_but_for_the_stated_sdpa_gap(attention, window):
+    """dots1's sliding layers (i >= max_window_layers): HF masks them, so the layer is full attention's to the
+    byte and FLOP — eager at any s, SDPA for s ≤ window; beyond it SDPA keeps K and V copied to a heads and a
+    (b, 1, s, s) bf16 mask per sliding layer, 4·s·b·(a − g)·d_h + 2·b·s² bytes, the size the bill states."""
+    require("transformers")
+    from symbolic.trace import hf_layer_by_difference
+
+    raw = _config("dots1", "first", max_window_layers=1, sliding_window=window, first_k_dense_replace=0)
+    model = hf.from_hf_dict(raw, "tiny")
+    assert any(note.startswith("1 of the 2 layers use a sliding window") for note in model.approximations)
+    a, g, d = 4, 2, 20
+    for s, b in ((6, 2), (7, 3)):
+        saved, layer, extra, values = declared_layer(raw, attention)
+        values.update(s=s, b=b)
+        gap = 4 * s * b * (a - g) * d + 2 * b * s * s if attention == "sdpa" and s > window else 0
+        want = (at(activations.total_bytes(saved), **values) + gap,
+                at(Add(*(mm.forward_flops for mm in layer)), **values),
+                at(Add(*(mm.backward_flops for mm in layer)) + extra, **values))
+        assert hf_layer_by_difference(raw, attention, s, b, 1) == want
+
+
+@pytest.mark.parametrize("family, changes", [
+    ("ernie4_5_moe", {}),                          # moe_layer_end_index saved resolved (1): layer 1 is MoE
+    ("ernie4_5_moe", {"moe_layer_start_index": 2}),  # no MoE layer in either model: the dense layer
+    ("glm4_moe", {"first_k_dense_replace": 2}),
+])
+def test_trace_command_on_moe_files_as_transformers_saves_them(family, changes, tmp_path, capsys):
+    """`symbolic trace --hf` on a two-layer file as transformers 5.24.0 writes it (ERNIE-4.5's end index -1
+    resolved to the file's last layer): the measured (second) layer's kind is the one the bill declares."""
+    require("transformers")
+    import json
+
+    from transformers import AutoConfig
+
+    from symbolic.cli import main
+
+    raw = tiny(family, **changes)
+    AutoConfig.for_model(raw.pop("model_type"), **raw).save_pretrained(tmp_path)
+    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--attention", "eager", "--seq", "4",
+                 "--batch", "2"]) == 0
+    assert capsys.readouterr().out.strip().endswith("traced == declared at every point")
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
 @pytest.mark.parametrize("dims, changes, dense, nope", [
     ("first", {"moe_layers": [0]}, True, False),  # the measured layer (index 1) has the dense MLP of width f
     ("first", {"moe_layers": None, "no_rope_layer_interval": 2}, False, True),  # index 1 is NoPE: temperature
@@ -200,3 +258,71 @@ def test_llama4_chunked_sdpa_gap_is_the_stated_size():
     declared = at(activations.total_bytes(saved), **{**values, "s": s, "b": b})
     assert hf_layer_by_difference(raw, "sdpa", s, b)[0] - declared == 4 * s * b * (a - g) * d + 2 * b * s * s
     _check(raw, "eager", s, b)
+
+
+@pytest.mark.parametrize("dims", ["first", "second"])
+def test_gpt_oss_sliding_layer_is_a_full_layer_on_the_traced_path(dims):
+    """gpt-oss's measured layer a sliding one (layer_types), its window shorter than s: HF applies the window as a
+    mask, so it keeps and multiplies what the full layer does — the declared layer, to the byte and the FLOP."""
+    s, b = (5, 2) if dims == "first" else (7, 3)
+    raw = _config("gpt_oss", dims, sliding_window=2, layer_types=["full_attention", "sliding_attention"])
+    _check(raw, "eager", s, b)
+
+
+def test_gpt_oss_eager_attention_gap_is_the_stated_size():
+    """The bill counts the fused kernel (FlashAttention-4 with a learnable sink); HF's eager path keeps more, by
+    exactly the 4·s·b·(a − g)·d_h + 2·b·a·s·(s + 1) + 4·b·a·s bytes the reader's note states (the eager inventory
+    is the traced layer: the tests above)."""
+    raw = _config("gpt_oss", "second")
+    note = next(n for n in hf.from_hf_dict(raw, "t").approximations if n.startswith("attention is billed"))
+    assert "4·s·b·(a − g)·d_h + 2·b·a·s·(s + 1) + 4·b·a·s" in note
+    s, b, a, g, d = 7, 3, 6, 3, 10
+    totals = {}
+    for attention in ("eager", "sdpa"):
+        saved, _, _, values = declared_layer(raw, attention)
+        totals[attention] = at(activations.total_bytes(saved), **{**values, "s": s, "b": b})
+    assert totals["eager"] - totals["sdpa"] == 4 * s * b * (a - g) * d + 2 * b * a * s * (s + 1) + 4 * b * a * s
+
+
+def test_gpt_oss_grouped_mm_experts_gap_is_the_stated_size():
+    """transformers' default experts_implementation, grouped_mm, keeps (2·h − 16)·s·b·k − 4·E bytes fewer per
+    layer than the eager loop the bill counts (four int64 indices per token-expert pair, not two; no index_add_
+    input), as the reader's note states. (Widths whose rows are multiples of 16 bytes: CPU grouped_mm needs them.)"""
+    require("transformers")
+    import torch
+
+    from symbolic.trace import hf_model, trace_module
+
+    raw = _config("gpt_oss", "first", intermediate_size=24)
+    note = next(n for n in hf.from_hf_dict(raw, "t").approximations if n.startswith("the experts are billed"))
+    assert "(2·h − 16)·s·b·k − 4·E bytes per layer fewer" in note
+    s, b, h, k, experts = 5, 2, 56, 2, 4
+    layer = {}
+    for implementation in ("eager", "grouped_mm"):
+        measured = []
+        for n in (1, 2):
+            model = hf_model(raw, "eager", layers=n)
+            model.set_experts_implementation(implementation)
+            torch.manual_seed(1)
+            ids = torch.randint(0, model.config.vocab_size, (b, s))
+            measured.append(trace_module(model, (), {"input_ids": ids}, count_flops=False,
+                                         output=lambda out: out.logits.float().sum()).saved_bytes)
+        layer[implementation] = measured[1] - measured[0]
+    assert layer["eager"] - layer["grouped_mm"] == (2 * h - 16) * s * b * k - 4 * experts
+
+
+@pytest.mark.parametrize("attention, refusal", [
+    ("sdpa", "does not support an attention implementation through torch.nn.functional.scaled_dot_product_attention"),
+    ("flex_attention", "Attention sinks cannot be run on CPU with flex attention"),
+])
+def test_gpt_oss_runs_eager_only_on_cpu(attention, refusal):
+    """Why gpt_oss is traced with eager attention only: transformers 5.24.0 refuses SDPA for it
+    (GptOssPreTrainedModel._supports_sdpa = False) and its flex path refuses sinks on CPU."""
+    require("transformers")
+    import torch
+
+    from symbolic.trace import hf_model
+
+    with pytest.raises(ValueError, match=refusal):
+        model = hf_model(tiny("gpt_oss"), attention, layers=1)
+        model(input_ids=torch.zeros(1, 4, dtype=torch.long))

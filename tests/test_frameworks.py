@@ -14,9 +14,10 @@ def test_every_setting_of_every_preset_names_its_source():
     for preset in FRAMEWORKS.values():
         assert preset.loss in LOSS_KERNELS and preset.main_grads in MAIN_GRADS and preset.attention in ("fused", "unfused")
         settings = preset.settings()
-        # the eight shared settings, and what a sequence-parallel linear layer keeps where the framework runs TP
+        # the eight shared settings, what a sequence-parallel linear layer keeps where the framework runs TP, and
+        # the optimizer step's implementation
         tensor_parallel = preset.name in ("megatron-core", "nemo", "torchtitan", "fsdp")
-        assert [name for name, _, _ in settings][8:] == (["sp_inputs"] if tensor_parallel else [])
+        assert [name for name, _, _ in settings][8:] == (["sp_inputs"] if tensor_parallel else []) + ["optimizer_impl"]
         for name, value, source in settings:
             # a repository at a commit, the installed PyTorch/transformers, or a stated approximation
             assert re.search(r"@[0-9a-f]{8}|PyTorch 2\.13|named approximation|no tensor parallelism", source), (

@@ -98,9 +98,10 @@ def test_native_inventory_is_picked_when_billed(native):
     mixtral = hf.load_hf_config(MIXTRAL)
     assert (mixtral.arch, mixtral.kv_heads, mixtral.experts, mixtral.experts_per_token, mixtral.expert_ffn,
             mixtral.shared_experts) == ("moe", 8, 8, 2, 14336, 0)
-    mistral = hf.load_hf_config(MISTRAL)
-    assert mistral.arch == "llama" and len(mistral.approximations) == 1
-    assert "sliding-window attention (window 4096)" in mistral.approximations[0]
+    mistral = hf.load_hf_config(MISTRAL)  # its window priced: a composed layer with L_w windowed layers of w keys
+    assert mistral.arch == "composed" and mistral.recipe.window and len(mistral.approximations) == 1
+    assert dict(mistral.dims) == {"L_w": 32, "w": 4096}
+    assert "sliding-window attention (w = 4,096) on all 32 layers" in mistral.approximations[0]
 
 
 def test_qwen_moe_shared_expert_width(native):
@@ -245,7 +246,7 @@ def test_mixtral_states_hold_n_total_and_flops_scale_with_n_active():
 @pytest.mark.parametrize("path", [LLAMA, MIXTRAL, MISTRAL, GPT2])
 def test_fixture_configs_are_billed_natively(path):
     model = hf.load_hf_config(path)
-    assert model.arch == {"llama": "llama", "mistral": "llama", "mixtral": "moe", "gpt2": "gpt"}[
+    assert model.arch == {"llama": "llama", "mistral": "composed", "mixtral": "moe", "gpt2": "gpt"}[
         json.loads(path.read_text())["model_type"]]
     text = "\n".join(model.approximations)
     for stand_in in ("grouped-query", "SwiGLU", "RMSNorm", "GPT layer", "dropout", "biases"):

@@ -242,3 +242,16 @@ def test_accelerate_deepspeed_template_reads_the_ds_config_it_names():
     assumed = {note.option for note in reading.assumed}
     assert {"train_micro_batch_size_per_gpu", "train_batch_size"} <= assumed
     assert "zero_stage1_config.json: optimizer.params.lr" in {note.option for note in reading.ignored}
+
+
+def test_the_launch_reader_and_the_preset_read_megatron_alike(capsys):
+    """Issue 41: the same flags through ``--framework megatron-core`` billed the foreach optimizer's fp32
+    temporaries (10.9 GB more) where the launch reader takes Megatron's FusedAdam; the preset now sets the
+    fused step too, and the two readings give one verdict."""
+    # today's Megatron attention (the default backend, a fused kernel) on both sides
+    _, read, _ = run(capsys, "bill", "--from", "megatron", KORTHIKANTI_175B.replace(" --attention-backend unfused", ""),
+                     "--json")
+    flags = [x for x in HAND_175B if x not in ("--optimizer-impl", "fused")]
+    _, preset, _ = run(capsys, "bill", *flags, "--framework", "megatron-core", "--json")
+    read, preset = json.loads(read), json.loads(preset)
+    assert read["total_bytes"] == preset["total_bytes"]

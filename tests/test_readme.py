@@ -26,3 +26,35 @@ def test_readme_python_examples_run(capsys):
     assert "13476831232 10572791808" in out and "5157132288 optimizer step" in out
     assert "--gpu-memory '80': give a number with a unit" in out
     assert "gpt-175b megatron-core bf16-adam-fp32-grads\nTrue" in out  # the launch-config reader (issue 26)
+
+
+def shell_examples_with_figures() -> list[tuple[str, list[str]]]:
+    """The README's ``python -m symbolic ... # figure`` lines whose comment quotes a number (a size, a count):
+    each runnable in-process (no file path to supply, no redirect), with the numbers its comment quotes."""
+    number = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?!\w)")
+    examples = []
+    for line in README.read_text().splitlines():
+        match = re.match(r"^python -m symbolic (.*?)\s+#\s*(.*)$", line)
+        if not match or any(x in match.group(1) for x in ("path/to", ">", " -o ", "deep.json")):
+            continue
+        figures = [n.rstrip(",") for n in number.findall(match.group(2)) if len(n.replace(",", "")) >= 2 or "." in n]
+        if figures:
+            examples.append((match.group(1), figures))
+    return examples
+
+
+def test_readme_shell_figures_are_what_the_commands_print(capsys):
+    """Every figure a README command line quotes in its comment is in what that command prints (a JSON
+    answer prints counts without thousands separators): a quoted figure cannot drift from the engine."""
+    import shlex
+
+    from symbolic.cli import main
+
+    examples = shell_examples_with_figures()
+    assert len(examples) >= 8
+    for command, figures in examples:
+        main(shlex.split(command))
+        captured = capsys.readouterr()
+        printed = captured.out + captured.err
+        missing = [n for n in figures if n not in printed and n.replace(",", "") not in printed]
+        assert not missing, f"README: `python -m symbolic {command}` quotes {missing}, not in what it prints"

@@ -303,3 +303,24 @@ def test_remembered_citations_are_cites():
     assert all(_CITED[source] == cite(source) for source in sources)
     assert _cite("ZeRO §3.1; seed 001 §3") == "ZeRO §3.1; seed 001 §3 [ZeRO2019, seed001]"
     assert _cite("no source of the bibliography") == "no source of the bibliography"
+
+
+@pytest.mark.parametrize("columns", [40, 59, 60, 61, 80])
+def test_an_over_capacity_bar_keeps_to_the_width(columns, monkeypatch, capsys):
+    """Past the capacity the limit mark takes a cell of the bar's own width: its "]" never wraps onto a
+    line of its own (issue 45: at 60 columns it did)."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(["bill", "llama-3-8b", "--gpu", "h100", "--brief"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    bar = next(line for line in lines if line.startswith("["))
+    assert bar.endswith("]") and len(bar) <= columns and "]" not in [line.strip() for line in lines]
+
+
+def test_a_step_time_that_leaves_a_mechanism_out_says_so_in_the_brief(capsys):
+    """Issue 42: ``--offload optimizer`` priced the step as on-GPU Adam and ``--brief`` did not say so; the
+    summary names what the step time leaves out, right under it."""
+    assert main(["bill", "llama-3-8b", "--gpu", "h100", "--offload", "optimizer", "--brief"]) == 0
+    out = capsys.readouterr().out
+    assert "⚠ not in the step time: ZeRO-Offload (--offload optimizer)" in out
+    assert main(["bill", "llama-3-8b", "--gpu", "h100", "--brief"]) == 0
+    assert "not in the step time" not in capsys.readouterr().out

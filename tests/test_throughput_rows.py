@@ -35,14 +35,18 @@ def _row(**changes):
 @pytest.mark.parametrize("gpu, kind", [("A100-SXM4-80GB", "A100-SXM4-80GB"), ("A100 40GB", "A100-SXM4-40GB"),
                                        ("H100 80GB", "H100-SXM5-80GB"), ("NVIDIA H200 SXM", "H200-SXM-141GB"),
                                        ("B200", "B200-180GB"), ("GB200 NVL72", "GB200-NVL72"),
-                                       ("NVIDIA H800 SXM5", "H800-SXM5-80GB"), ("A800-SXM4-80GB", "A800-SXM4-80GB")])
+                                       ("NVIDIA H800 SXM5", "H800-SXM5-80GB"), ("A800-SXM4-80GB", "A800-SXM4-80GB"),
+                                       ("GB300 NVL72", "GB300-NVL72"), ("B300", "B300-288GB"),
+                                       ("AMD Instinct MI300X", "MI300X-192GB"), ("MI355X", "MI355X-288GB"),
+                                       ("NVIDIA L40S", "L40S-48GB"), ("RTX 4090", "GeForce-RTX-4090-24GB"),
+                                       ("RTX 6000 Ada", "RTX-6000-Ada-48GB"), ("RTX A6000", "RTX-A6000-48GB")])
 def test_each_gpu_kind_with_a_hardware_file_is_priced_on_it(gpu, kind):
     prediction = throughput.predict(_row(**{"hardware.gpu_type": gpu}))
     assert prediction.gpu == kind
     assert prediction.predicted > 0 and math.isfinite(prediction.error)
 
 
-@pytest.mark.parametrize("gpu", ["H800 PCIe", "A800 40GB", "H100 PCIe", "H100 NVL", "MI300X", "L40S", ""])
+@pytest.mark.parametrize("gpu", ["H800 PCIe", "A800 40GB", "H100 PCIe", "H100 NVL", "A10G", "MI250X", ""])
 def test_a_gpu_without_a_hardware_file_is_not_priced_and_says_why(gpu):
     prediction = throughput.predict(_row(**{"hardware.gpu_type": gpu}))
     assert math.isnan(prediction.predicted) and "no hardware file" in prediction.binding
@@ -175,7 +179,7 @@ def test_a_file_of_runs_is_read_as_a_list_or_under_runs(tmp_path):
     import json
 
     path = tmp_path / "runs.json"
-    path.write_text(json.dumps({"runs": [_row(), _row(**{"hardware.gpu_type": "MI300X"})]}))
+    path.write_text(json.dumps({"runs": [_row(), _row(**{"hardware.gpu_type": "MI250X"})]}))
     predictions = throughput.predict_all(path)
     assert len(predictions) == 2 and predictions[0].predicted > 0 and math.isnan(predictions[1].predicted)
 

@@ -237,16 +237,20 @@ def _by_difference(config: dict, args) -> int:
     # the layer measured is the second of two: dense if the two-layer model has one more dense layer, NoPE if
     # it has one more NoPE layer (Llama 4)
     one, two = kinds(1), kinds(2)
-    saved, layer, extra, values = tr.hf_family_declared(config, args.attention,
-                                                        dense=two.get("L_d", 0) > one.get("L_d", 0),
-                                                        nope=two.get("L_n", 0) > one.get("L_n", 0))
-    exprs = (activations.total_bytes(saved), Add(*(mm.forward_flops for mm in layer)),
-             Add(*(mm.backward_flops for mm in layer)) + extra)
+
+    def declared_at(s: int):  # at s ≥ w a windowed layer's SDPA path materialises its mask (models.windows)
+        saved, layer, extra, values = tr.hf_family_declared(config, args.attention,
+                                                            dense=two.get("L_d", 0) > one.get("L_d", 0),
+                                                            nope=two.get("L_n", 0) > one.get("L_n", 0), seq=s,
+                                                            windowed=two.get("L_w", 0) > one.get("L_w", 0))
+        return (activations.total_bytes(saved), Add(*(mm.forward_flops for mm in layer)),
+                Add(*(mm.backward_flops for mm in layer)) + extra), values
     batches = [b for b in args.batch if b > 1] or [2]
     print(f"{config['model_type']} decoder layer ({args.attention} attention, bfloat16, CPU), measured as the "
           f"model of L + 1 layers less L; s in {args.seq}, b in {batches}")
     ok = True
     for s in args.seq:
+        exprs, values = declared_at(s)
         for b in batches:
             at = {SYMBOLS[name]: value for name, value in dict(values, s=s, b=b).items()}
             declared = tuple(int(expr.subs(at)) for expr in exprs)

@@ -49,6 +49,8 @@ L_1   transformer layers on the first pipeline stage (uneven)     Megatron-Core 
 L_p   transformer layers on the last pipeline stage (uneven)      Megatron-Core (first/last stage)
 L_m   transformer layers on each middle pipeline stage (uneven)  Megatron-Core (get_num_layers_to_build)
 L_n   layers without rotary positions (NoPE) of a Llama 4 model    HF ``no_rope_layers``
+L_w   layers with sliding-window attention                         HF ``layer_types`` (sliding_attention)
+w     keys one query attends to under a sliding window (self too)  HF ``sliding_window``
 L_c   short-convolution layers of a hybrid (LFM2)                  HF ``layer_types`` "conv"
 K_c   kernel width of a causal depthwise conv1d                    HF ``conv_L_cache``, ``linear_conv_kernel_dim``
 L_l   linear-attention (gated DeltaNet) layers of a hybrid         HF ``layer_types`` "linear_attention"
@@ -152,6 +154,11 @@ DIMENSIONS["L_m"] = _dim("L_m", "transformer layers on each middle pipeline stag
 #: their attention keeps the temperature-tuning scales and no qk-norm, unlike the RoPE layers.
 DIMENSIONS["L_n"] = _dim("L_n", "layers without rotary positions (NoPE) of a Llama 4 model", "L_{n}")
 
+#: Sliding-window attention (Beltagy et al. 2020, Longformer §3.1; Mistral 7B, Jiang et al. 2023 §2): L_w of the L
+#: layers attend, causally, to the w most recent keys, themselves included (HF ``sliding_window_overlay``:
+#: kv_idx > q_idx − w); the other L − L_w to every earlier key.
+DIMENSIONS["L_w"] = _dim("L_w", "layers with sliding-window attention (HF layer_types' sliding_attention)", "L_{w}")
+DIMENSIONS["w"] = _dim("w", "sliding window: the keys one query attends to, itself included (HF sliding_window)")
 #: The layers of a hybrid that are not full attention, one letter per kind (their phrases for the bill:
 #: :data:`symbolic.models.layer_kinds.LAYER_KINDS`), and the kernel width of their causal conv1d.
 DIMENSIONS["L_c"] = _dim("L_c", "short-convolution layers of a hybrid (LFM2's conv layers)", "L_{c}")
@@ -181,6 +188,7 @@ d_h, P, L_d, f_s, r_q, r_kv, d_n, d_r, d_v = (
     SYMBOLS[n] for n in ("d_h", "P", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v"))
 L_1, L_p, L_m = SYMBOLS["L_1"], SYMBOLS["L_p"], SYMBOLS["L_m"]
 L_n = SYMBOLS["L_n"]
+L_w, w = SYMBOLS["L_w"], SYMBOLS["w"]
 L_c, K_c = SYMBOLS["L_c"], SYMBOLS["K_c"]
 L_l, H_k, H_v, D_k, D_v = (SYMBOLS[n] for n in ("L_l", "H_k", "H_v", "D_k", "D_v"))
 

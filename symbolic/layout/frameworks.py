@@ -55,6 +55,9 @@ class Framework:
     #: on bf16 copies cast and gathered per group, freed after use (FSDP's mixed precision): at rest
     #: fp32 parameters, fp32 gradients and fp32 Adam m, v, the ``fp32-adam`` blocks, no bf16 copy
     fp32_params: bool = False
+    #: the optimizer step's implementation (``layout.choices.OPTIMIZER_IMPLS``): ``fused`` (one kernel, no
+    #: fp32 temporaries of the whole state) or ``foreach`` (torch.optim's default)
+    optimizer_impl: str = "foreach"
 
     def overlap_fields(self) -> tuple[bool, bool, bool, int]:
         """``ledgers.time.Overlap``'s fields: (grad reduce, param gather, TP comm, bucket elements)."""
@@ -101,7 +104,10 @@ FRAMEWORKS: dict[str, Framework] = {
          "loss": f"{MEGATRON} megatron/core/model_parallel_config.py: cross_entropy_loss_fusion: bool = False "
                  "(tensor_parallel.vocab_parallel_cross_entropy)",
          "main_grads": f"{MEGATRON} megatron/training/arguments.py: bf16 sets accumulate_allreduce_grads_in_fp32 = True",
-         "sp_inputs": SP_SHARDED}),
+         "sp_inputs": SP_SHARDED,
+         "optimizer_impl": f"{MEGATRON} megatron/core/optimizer/__init__.py:14-20: Adam is Transformer Engine's "
+                           "FusedAdam (else apex's): fused"},
+        optimizer_impl="fused"),
     "nemo": Framework(
         "nemo", "fused", False, True, True, 1, 40_000_000, "fused", "fp32",
         ("NeMo", "Megatron-Bridge"),
@@ -114,7 +120,10 @@ FRAMEWORKS: dict[str, Framework] = {
          "bucket_elements": f"Megatron-Core's default ({MEGATRON} distributed_data_parallel.py: max(40000000, 1000000 * dp))",
          "loss": f"{NEMO} nemo/collections/llm/gpt/model/base.py: cross_entropy_loss_fusion: bool = True",
          "main_grads": f"{NEMO} nemo/collections/llm/recipes/llama3_8b.py: grad_reduce_in_fp32=True",
-         "sp_inputs": f"{NEMO} runs Megatron-Core's linear layers: {SP_SHARDED}"}),
+         "sp_inputs": f"{NEMO} runs Megatron-Core's linear layers: {SP_SHARDED}",
+         "optimizer_impl": f"{NEMO} runs Megatron-Core's optimizer ({MEGATRON} megatron/core/optimizer/__init__.py:"
+                           "14-20: TE's FusedAdam): fused"},
+        optimizer_impl="fused"),
     "torchtitan": Framework(
         "torchtitan", "fused", False, True, True, 3, 40_000_000, "loss-parallel", "fp32",
         ("torchtitan",),
@@ -139,8 +148,10 @@ FRAMEWORKS: dict[str, Framework] = {
          "fp32_params": f"{TORCHTITAN} torchtitan/config/configs.py: mixed_precision_param = 'bfloat16' on an fp32 "
                         f"model, FSDP2's MixedPrecisionPolicy ({TORCH} torch/distributed/fsdp/_fully_shard: the fp32 "
                         "sharded parameter is the master, gradients cast back to it in foreach_reduce); measured per "
-                        "rank by symbolic/per_rank_states.py"},
-        "gathered", fp32_params=True),
+                        "rank by symbolic/per_rank_states.py",
+         "optimizer_impl": f"{TORCHTITAN} torchtitan/components/optimizer/optimizer.py:109-111: implementation = 'fused' (the "
+                           "launch reader's default too)"},
+        "gathered", fp32_params=True, optimizer_impl="fused"),
     "fsdp": Framework(
         "fsdp", "fused", False, True, True, 3, 40_000_000, "eager", "bf16",
         ("llm-foundry (FSDP)",),
@@ -155,7 +166,8 @@ FRAMEWORKS: dict[str, Framework] = {
                  "(eager)",
          "main_grads": f"{TORCH} FSDP MixedPrecision reduces in the parameters' dtype unless reduce_dtype is set",
          "sp_inputs": f"{TORCH} tensor parallelism through torch.distributed.tensor.parallel (transformers' "
-                      f"tp_plan): {SP_GATHERED}"},
+                      f"tp_plan): {SP_GATHERED}",
+         "optimizer_impl": f"{TORCH} torch/optim/adamw.py: foreach=None picks the foreach implementation on CUDA tensors (fused=None: not fused)"},
         "gathered"),
     "deepspeed": Framework(
         "deepspeed", "fused", False, False, False, 0, 500_000_000, "eager", "fp32",
@@ -169,7 +181,8 @@ FRAMEWORKS: dict[str, Framework] = {
          "zero": f"{DEEPSPEED} deepspeed/runtime/zero/config.py: stage: ZeroStageEnum = 0",
          "bucket_elements": f"{DEEPSPEED} deepspeed/runtime/zero/config.py: reduce_bucket_size = 5e8",
          "loss": f"{TORCH} transformers' loss: logits.float() then cross_entropy (eager)",
-         "main_grads": f"{DEEPSPEED} the bf16/fp16 optimizers keep fp32 master weights and gradients"}),
+         "main_grads": f"{DEEPSPEED} the bf16/fp16 optimizers keep fp32 master weights and gradients",
+         "optimizer_impl": f"{TORCH} torch/optim/adamw.py: foreach=None picks the foreach implementation on CUDA tensors (fused=None: not fused)"}),
     "llm-foundry": Framework(
         "llm-foundry", "fused", False, True, True, 3, 40_000_000, "fused", "bf16",
         ("llm-foundry (FSDP)",),
@@ -182,13 +195,14 @@ FRAMEWORKS: dict[str, Framework] = {
          "bucket_elements": "FSDP reduces per wrapped block: Megatron's 40 M elements assumed (a named approximation)",
          "loss": f"{LLM_FOUNDRY} llmfoundry/models/mpt/modeling_mpt.py: loss_fn = 'fused_crossentropy' "
                  "(flash-attn's fused cross-entropy)",
-         "main_grads": f"{LLM_FOUNDRY} FSDP mixed_precision PURE/DEFAULT: gradients reduced in bf16"}),
+         "main_grads": f"{LLM_FOUNDRY} FSDP mixed_precision PURE/DEFAULT: gradients reduced in bf16",
+         "optimizer_impl": f"{TORCH} torch/optim/adamw.py: foreach=None picks the foreach implementation on CUDA tensors (fused=None: not fused)"}),
 }
 
 
 #: The fields a preset may fill, in the order the layout line names them: the Layout's and the
 #: step-time model's ``overlap`` (``PresetChoice.fields``).
-PRESET_FIELDS = ("flash_attention", "zero", "loss", "optimizer", "sp_inputs", "overlap")
+PRESET_FIELDS = ("flash_attention", "zero", "loss", "optimizer", "sp_inputs", "optimizer_impl", "overlap")
 
 
 @dataclass(frozen=True)
@@ -215,7 +229,7 @@ def filled_words(name: str, filled: dict) -> str:
     preset filled, as the layout line names them (``filled``: field -> value, :attr:`PresetChoice.fields`)."""
     shown = {"flash_attention": lambda v: "fused attention" if v else "unfused attention",
              "zero": lambda v: f"ZeRO-{v}", "loss": lambda v: f"{v} loss", "optimizer": str,
-             "sp_inputs": lambda v: f"SP linear inputs {v}",
+             "sp_inputs": lambda v: f"SP linear inputs {v}", "optimizer_impl": lambda v: f"{v} optimizer step",
              "overlap": lambda v: f"{v} overlap"}
     return f"from --framework {name}: " + ", ".join(shown[field](value) for field, value in filled.items())
 
@@ -262,6 +276,8 @@ def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: b
         changes["optimizer"] = "bf16-adam-fp32-grads"
     if layout.sp and "sp_inputs" not in typed and preset.sp_inputs != layout.sp_inputs:
         changes["sp_inputs"] = preset.sp_inputs
+    if "optimizer_impl" not in typed and preset.optimizer_impl != layout.optimizer_impl:
+        changes["optimizer_impl"] = preset.optimizer_impl  # the launch readers' reading of the same framework
     filled = tuple(changes.items()) + ((("overlap", preset.overlap_words()),) if overlap and "overlap" not in typed
                                        else ())
     return PresetChoice(preset.name, replace(layout, **changes) if changes else layout, filled)

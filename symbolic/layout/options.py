@@ -519,7 +519,8 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
     Option("gpu_memory", "memory", "memory per GPU to compare against (80GB, 80GiB, or h100, h200, b200)",
            None, unit="B", metavar="SIZE"),
     Option("gpu", "text", "the GPU: sets --gpu-memory and --hardware from one hardware file (h100, h200, b200, "
-           "gb200, a100-40gb, a100-80gb, h800, a800); --gpu-memory and --hardware override it", None,
+           "b300, gb200, gb300, a100-40gb, a100-80gb, h800, a800, mi300x, mi325x, mi355x, l40s, l4, rtx-4090, "
+           "rtx-5090, rtx-6000-ada, rtx-a6000); --gpu-memory and --hardware override it", None,
            metavar="NAME"),
     Option("cpu_memory", "memory", "CPU memory per GPU's process, for what is offloaded", None, unit="B",
            metavar="SIZE"),
@@ -533,8 +534,8 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
     Option("bucket", "memory", "gradient bucket, data parallel (25MiB)", "25MiB", unit="B", metavar="SIZE"),
     _int("nccl_channels", "NCCL channels per communicator (16)", default=16, high=1024, metavar="N"),
     # the step-time model
-    Option("hardware", "text", "GPU kind (a100-80gb (default), a100-40gb, h100-sxm, h200, b200, gb200-nvl72) or a "
-           "JSON file shaped like symbolic/data/hardware/a100-80gb.json", None, metavar="NAME|FILE"),
+    Option("hardware", "text", "GPU kind (a100-80gb (default), a100-40gb, h100-sxm, h200, b200, gb200-nvl72, and every "
+           "--gpu name) or a JSON file shaped like symbolic/data/hardware/a100-80gb.json", None, metavar="NAME|FILE"),
     Option("overlap", "choice", "communication hidden behind compute: default (DP grad reduce except its last "
            "bucket, param all-gather / ZeRO-3 prefetch; TP exposed), none, all (also TP)", "default",
            choices=("default", "none", "all")),

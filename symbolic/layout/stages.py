@@ -382,6 +382,11 @@ class StageMix:
                 self.embedding, self.loss)
 
 
+#: Families read by their own modules whose dense layers are the first L_d as DeepSeek's are (HF: a dense
+#: MLP iff ``layer_idx < first_k_dense_replace``): GLM-4.5 (modeling_glm4_moe.py:402), dots.llm1.
+FIRST_DENSE = ("glm4_moe", "dots1")
+
+
 def dense_layer_ids(model: ModelConfig) -> frozenset | None:
     """The layer ids with a dense MLP, when the model says where they are; None when it does not.
 
@@ -391,7 +396,7 @@ def dense_layer_ids(model: ModelConfig) -> frozenset | None:
     dense = dict(model.dims).get("L_d", 0)
     if not dense:
         return frozenset()
-    if model.recipe is not None and model.recipe.family in ("deepseek_v2", "deepseek_v3"):
+    if model.recipe is not None and model.recipe.family in ("deepseek_v2", "deepseek_v3") + FIRST_DENSE:
         return frozenset(range(dense))
     return None
 

@@ -321,7 +321,8 @@ def _kernel_shape(mm, rows, t, fused: bool, row_parallel: set) -> tuple:
 
     if not mm.weight:
         if fused:
-            keys, head_dim = (mm.N, mm.K) if mm.N == mm.M else (mm.K, mm.N)
+            # the windowed scores (scores_window) have band/s keys per query, not s
+            keys, head_dim = (mm.N, mm.K) if mm.N == mm.M or mm.name.endswith("scores_window") else (mm.K, mm.N)
             return "attention", (mm.batch / t, rows, keys, head_dim)
         return "gemm", (Integer(1), mm.batch / t * rows, mm.N, mm.K)
     n, k = (mm.N, mm.K / t) if mm.name in row_parallel else (mm.N / t, mm.K)

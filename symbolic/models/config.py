@@ -107,6 +107,23 @@ class Recipe:
     #: Falcon's ``alibi``: no rotary; the ALiBi bias is folded into one (b, a, s, s) additive mask per model
     #: (not per layer), and under SDPA the multi-head layer's K is a view of the fused Q|K|V output
     alibi: bool = False
+    #: gpt-oss's attention sinks: a learned logit per query head joins each score row's softmax (its eager
+    #: path: a softmax over s + 1 in the activation dtype and the row max's index kept)
+    sinks: bool = False
+    #: RoPE's cos and sin kept in fp32 (``rotary_tables`` rebuilt in the layer in fp32, Q and K rotated in fp32
+    #: and cast back: ERNIE 4.5's apply_rotary_pos_emb)
+    rotary_fp32: bool = False
+    #: dropout on each block's output before its residual add (Seed-OSS's ``residual_dropout`` on the output
+    #: projection's and the MLP's output): its mask (the backend's dtype) per hidden feature and token
+    block_dropout: bool = False
+    #: dropout on the attention probabilities (``attention_dropout`` > 0 in training): eager keeps its mask and
+    #: the dropped probabilities; SDPA's math path (CPU) its fp32 mask and the dropped fp32 probabilities; a fused
+    #: kernel (FlashAttention-2) draws it in-kernel and keeps only its RNG state
+    attention_dropout: bool = False
+    #: sliding-window attention (:mod:`symbolic.models.windows`): L_w of the L layers attend to the w most recent
+    #: keys. HF's eager and SDPA paths apply it as a mask (full s×s products); a kernel with a native window
+    #: (flash-attn's window_size: the bill's fused kernel on CUDA) multiplies only within it
+    window: bool = False
     #: LFM2's hybrid layers: L_c of the L layers have its double-gated short convolution (in_proj → B, C, x;
     #: B·x; a depthwise causal conv1d of width K_c; C·conv; out_proj) in place of attention
     short_conv: bool = False
@@ -136,8 +153,8 @@ class Recipe:
 #: The :class:`Recipe` fields added with the families of issue 25 (left out of a key when unset).
 LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "kv_materialized",
                 "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi",
-                "short_conv", "conv_bias", "gated_attention", "gated_deltanet",
-                "final_state_cached")
+                "sinks", "rotary_fp32", "block_dropout", "attention_dropout", "window",
+                "short_conv", "conv_bias", "gated_attention", "gated_deltanet", "final_state_cached")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

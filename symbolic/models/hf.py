@@ -53,7 +53,9 @@ qk_rope_head_dim, v_head_dim    d_n,
                                 d_r, d_v
 attn_logit_softcapping                  Gemma-2's tanh soft-cap
 num_nextn_predict_layers                DeepSeek-V3 MTP: stated apart
-sliding_window                          stated (HF applies it as a mask)
+sliding_window, layer_types,    w, L_w  sliding-window attention (models.windows):
+use_sliding_window,                     the window and its layers; billed at the
+max_window_layers                       window's band on the fused kernel
 ==============================  ======  ======================================
 
 The built-in models are such files, shipped in ``symbolic/data/`` with a
@@ -67,6 +69,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from . import windows
 from .config import ConfigError, ModelConfig, Recipe, default_seq
 from .hf_fields import canonical
 from .families import NOT_MODELLED
@@ -163,6 +166,22 @@ _EXPERTS.update({model_type: family.EXPERTS for model_type, family in FAMILY_REA
                  if getattr(family, "EXPERTS", None)})
 
 
+#: model_types transformers 5.24.0 has no module for, published with remote code whose ``architectures`` class is one
+#: of its own: model_type -> (that class, the family read). Kimi-K2's config.json names DeepseekV3ForCausalLM and maps
+#: it to remote DeepSeek-V3 code (auto_map); transformers itself reads a kimi_k2 text_config as deepseek_v3
+#: (models/kimi_k25/configuration_kimi_k25.py:85-86).
+BY_ARCHITECTURE = {"kimi_k2": ("DeepseekV3ForCausalLM", "deepseek_v3")}
+
+
+def family_of(raw: dict) -> str | None:
+    """The model_type transformers builds ``raw`` as: its own, or the family its ``architectures`` names
+    (:data:`BY_ARCHITECTURE`)."""
+    model_type = raw.get("model_type")
+    if model_type in BY_ARCHITECTURE and raw.get("architectures") == [BY_ARCHITECTURE[model_type][0]]:
+        return BY_ARCHITECTURE[model_type][1]
+    return model_type
+
+
 def _field(raw: dict, name: str):
     """``raw[name]`` under any of its spellings; ``None`` when absent or null."""
     for key in (name, *ALIASES.get(name, ())):
@@ -250,6 +269,18 @@ def _from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.j
         return replace(model, approximations=model.approximations + (
             "model_type 'llama4': its text model (text_config) is billed; the vision tower and the multimodal "
             "projector are not counted",))
+    if raw.get("model_type") in BY_ARCHITECTURE:
+        model_type = raw["model_type"]
+        architecture, family = BY_ARCHITECTURE[model_type]
+        if family_of(raw) != family:
+            raise ConfigError(f"{where}: model_type {json.dumps(model_type)} is read through its architectures "
+                              f"[{json.dumps(architecture)}] (remote code: transformers 5.24.0 has no module for it); "
+                              f"this file gives architectures {json.dumps(raw.get('architectures'))}")
+        model = _from_hf_dict({**raw, "model_type": family}, name, source, where, positions_follow_seq)
+        return replace(model, approximations=(
+            f"model_type {json.dumps(model_type)} (no transformers module) is read as {family}, the family its "
+            f"architectures {architecture} names: parameters as HF's {architecture} builds them from these fields",)
+            + model.approximations)
     model_type = _known(raw, where)
     raw = canonical(raw, model_type, where)  # transformers' attribute_map spellings, cross-field checks
     defaults = DEFAULTS[model_type]
@@ -290,7 +321,15 @@ def _from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.j
     notes += unmodelled
     if own_head:
         dims["d_h"] = head_dim
-    notes += _window_notes(model_type, raw, defaults, seq)
+    rule = windows.rule_of(model_type)
+    if rule is None:
+        notes += _window_notes(model_type, raw, defaults, seq)
+    else:
+        value = lambda name: _field(raw, name) if _present(raw, name) else defaults.get(name)  # noqa: E731
+        found = windows.read(rule, value, raw, layers, where, model_type)
+        recipe = windows.apply(recipe, dims, found)
+        if found:
+            notes.append(windows.note(found, heads, kv_heads, head_dim or hidden // heads, default_seq(seq)))
     if recipe.norm in ("rmsnorm_offset", "rmsnorm_fp32"):
         notes.append(f"the output side's final norm is counted as Llama's RMSNorm: {model_type}'s keeps x·rstd in fp32, "
                      f"2·s·b·h bytes more ({2 * hidden:,} B per token)"
@@ -319,7 +358,7 @@ def _from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.j
                                                 + unmodelled))
     experts, top_k, expert_ffn, shared = moe
     plain_llama = (model_type in ("llama", "mistral") and recipe == Recipe(model_type) and not own_head)
-    plain_mixtral = model_type == "mixtral" and not own_head
+    plain_mixtral = model_type == "mixtral" and not own_head and not recipe.window
     arch = "llama" if plain_llama else "moe" if plain_mixtral else "composed"
     return ModelConfig(**common, ffn=ffn, positions="rope", arch=arch,
                        kv_heads=0 if kv_heads == heads else kv_heads,
@@ -382,12 +421,21 @@ def _from_family(family, raw: dict, name: str, source: str, where: str, sizes: t
         raise ConfigError(f"{where}: num_key_value_heads ({kv_heads}) must divide num_attention_heads ({heads})")
     tied = _flag(raw, "tie_word_embeddings", where, DEFAULTS[model_type]["tie_word_embeddings"]) \
         if read.tied is None else read.tied
-    notes = [*read.notes, *_unmodelled_fields(raw, model_type, where),
-             *_window_notes(model_type, raw, DEFAULTS[model_type], read.seq)]
+    notes = [*read.notes, *_unmodelled_fields(raw, model_type, where)]
     dims = dict(read.dims)
     if own_head:
         dims["d_h"] = head_dim
     recipe = replace(read.recipe, head_dim=own_head)
+    rule = windows.rule_of(model_type, family)
+    if rule is None:
+        if not getattr(family, "READS_WINDOWS", False):  # dots1 states its own
+            notes += _window_notes(model_type, raw, DEFAULTS[model_type], read.seq)
+    else:
+        fields = FamilyFields(raw, model_type, where, sizes)
+        found = windows.read(rule, fields.value, raw, layers, where, model_type)
+        recipe = windows.apply(recipe, dims, found)
+        if found:
+            notes.append(windows.note(found, heads, kv_heads, head_dim or hidden // heads, default_seq(read.seq)))
     experts, top_k, expert_ffn, shared = read.moe
     return ModelConfig(name=name, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq=read.seq, tied=tied,
                        source=source, ffn=read.ffn, positions="rope", arch="composed",

@@ -506,6 +506,15 @@ STRUCTURE_EXTRA = {"deepseek_v2": {"num_experts_per_tok": 6},
                    # with RoPE: the page shows the MoE and the dense layer (L_d); the NoPE layers' share
                    # (L_n) is the bill's (its fractions overran the page's rows)
                    "llama4_text": {"num_hidden_layers": 2, "moe_layers": [0]},
+                   # two layers, the first dense (first_k_dense_replace 1; ERNIE-4.5's moe_layer_start_index 1),
+                   # so the page shows the MoE and the dense layer (L_d); dots.llm1's own MoE numbers (its config
+                   # class leaves them None)
+                   "glm4_moe": {"num_hidden_layers": 2},
+                   "ernie4_5_moe": {"num_hidden_layers": 2},
+                   "dots1": {"num_hidden_layers": 2, "first_k_dense_replace": 1, "n_routed_experts": 128,
+                             "n_shared_experts": 2, "num_experts_per_tok": 6},
+                   # Ministral: transformers 5.24.0 builds it only with head_dim given (the reader refuses null)
+                   "ministral": {"head_dim": 128},
                    # LFM2: a conv and an attention layer (its published models mix 10 and 6), so the page shows
                    # both kinds as their shares (L_c); the config's default is every layer attention
                    "lfm2": {"num_hidden_layers": 2, "layer_types": ["conv", "full_attention"]},

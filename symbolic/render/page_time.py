@@ -77,7 +77,9 @@ def evaluate(expr, values: dict) -> float:
 #: ``--gpu`` takes them; a test checks the list is the folder's). Their figures are page data
 #: (:data:`HARDWARE_FIGURES`), so one printed function serves every GPU of a pricing class
 #: (:func:`pricing_class`).
-PAGE_GPUS = ("a100-40gb", "a100-80gb", "a800-80gb", "h100-sxm", "h800", "h200", "b200", "gb200-nvl72")
+PAGE_GPUS = ("a100-40gb", "a100-80gb", "a800-80gb", "h100-sxm", "h800", "h200", "b200", "b300", "gb200-nvl72",
+             "gb300-nvl72", "mi300x", "mi325x", "mi355x", "l40s", "l4", "rtx-4090", "rtx-5090", "rtx-6000-ada",
+             "rtx-a6000")
 #: The hardware figures ``price`` reads, as the page's symbols (``H.name`` in its functions): the file's
 #: peaks, bandwidths, efficiencies, NVLink domain, NCCL latencies and processor usage, and the kernel
 #: tables' scale, ceiling, FP8 ratio, memory-bound efficiencies and which embedded table each lookup reads

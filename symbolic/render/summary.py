@@ -251,6 +251,11 @@ def bill_summary(data: dict, width: int = 80) -> list[str]:
         compute.append(f"step {float(number(data['step_seconds'])):.3f} s")
     if compute:
         out.append("compute: " + ", ".join(compute))
+    unpriced = (data.get("time_model") or {}).get("not_priced") or ()
+    if data.get("step_seconds") is not None and unpriced:
+        # a step time that leaves a mechanism out says so where it is printed, --brief too
+        out.append("⚠ not in the step time: " + "; ".join(item.split(":")[0] for item in unpriced)
+                   + " (the time section says what of each)")
     if data.get("approximations"):
         out.append(f"⚠ {len(data['approximations'])} approximation(s) apply (listed below)")
     return [piece for line in out for piece in wrap(line, width)]

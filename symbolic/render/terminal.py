@@ -337,7 +337,10 @@ def memory_bar(bill: Bill, width: int = BAR_WIDTH) -> Text:
     totals = bill.totals
     capacity = totals.get("gpu_memory_bytes")
     # the bar is the verdict: what is alive at its instant, part by part (the summary's "total = parts")
-    cells = part_cells([(kind, size) for kind, _, size in bar_parts(totals)], capacity, width)
+    parts = [(kind, size) for kind, _, size in bar_parts(totals)]
+    over = bool(capacity) and sum(as_fraction(size) for _, size in parts) > as_fraction(capacity)
+    # past the capacity the limit mark takes a cell of its own: the bar keeps its width (no wrapped "]")
+    cells = part_cells(parts, capacity, width - 1 if over else width)
     text = Text("[")
     for i, kind in enumerate(cells):
         if kind == "over" and (i == 0 or cells[i - 1] != "over"):
@@ -619,4 +622,4 @@ def print_text(bill: Bill, file=None, brief: bool = False, extra: dict | None = 
 
 #: The model's letters the bill's header shows, in this order (the families' own letters last).
 MODEL_LETTERS = ("L", "h", "a", "V", "s", "f", "g", "E", "k", "E_s", "f_e", "P", "d_h", "L_d", "f_s", "r_q", "r_kv",
-                 "d_n", "d_r", "d_v", "L_n", "L_c", "K_c", "L_l", "H_k", "H_v", "D_k", "D_v")
+                 "d_n", "d_r", "d_v", "L_n", "L_w", "w", "L_c", "K_c", "L_l", "H_k", "H_v", "D_k", "D_v")

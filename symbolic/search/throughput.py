@@ -64,9 +64,11 @@ def pipeline_split_recipe(row: dict) -> str | None:
 
 DATA = Path(__file__).resolve().parents[1] / "derivations" / "throughput" / "public.json"  # a link in a clone, a copy in a wheel
 #: GPU names as sources print them → the hardware file (first match wins; lower case, spaces and
-#: dashes ignored). A GPU without a file (H800, H100 PCIe, L40S, MI300X ...) is not priced: its row
+#: dashes ignored). A GPU without a file (H100 PCIe, H800 PCIe, A10G ...) is not priced: its row
 #: says so instead of borrowing another GPU's figures.
-GPU_KINDS = (("gb200", "gb200-nvl72"), ("b200", "b200"), ("h200", "h200"), ("h100pcie", None),
+GPU_KINDS = (("gb300", "gb300-nvl72"), ("b300", "b300"), ("gb200", "gb200-nvl72"), ("b200", "b200"), ("h200", "h200"),
+             ("h100pcie", None), ("mi300x", "mi300x"), ("mi325x", "mi325x"), ("mi355x", "mi355x"), ("l40s", "l40s"),
+             ("rtx4090", "rtx-4090"), ("rtx5090", "rtx-5090"), ("rtx6000ada", "rtx-6000-ada"), ("a6000", "rtx-a6000"),
              ("h100", "h100-sxm"), ("h800pcie", None), ("h800", "h800"), ("a10040", "a100-40gb"),
              ("a100", "a100-80gb"), ("a80040", None), ("a800pcie", None), ("a800", "a800-80gb"))
 #: FlashAttention's first release (Dao et al., arXiv 2205.14135, May 2022): a run published

@@ -43,9 +43,9 @@ ROUTERS = {
                                       extra=(parts._tokens("moe/group_mask", E, "mask",
                                                            note="group-limited top-k: masked_fill keeps the mask"),)),
     "deepseek_v3": parts.Router("deepseek_v3", score="sigmoid", renormalize=False, weight_dtype="fp32",
-                                logits_fp32=True),
+                                logits_fp32=True, correction_bias="buffer"),
     "deepseek_v3_norm": parts.Router("deepseek_v3_norm", score="sigmoid", renormalize=True, weight_dtype="fp32",
-                                     logits_fp32=True),
+                                     logits_fp32=True, correction_bias="buffer"),
     # GraniteMoeTopKRouter (models.families.granitemoe): softmax over the k chosen logits (fp32), no
     # renormalisation, weights cast back to the activation dtype
     "granitemoe": parts.Router("granitemoe", renormalize=False, weight_dtype="bf16", topk_first=True),
@@ -58,6 +58,23 @@ ROUTERS = {
                                   sparsemixer=True, input_jitter=True),
     # Llama4Router (models.families.llama4): top-k then sigmoid; every token through every expert
     "llama4": parts.Router("llama4", score="sigmoid", renormalize=False, weight_dtype="bf16", dense_experts=True),
+    # GptOssTopKRouter (models.families.gpt_oss): linear with bias, top-k, softmax over the k in bf16;
+    # GptOssExperts: biases and the clamped SwiGLU
+    "gpt_oss": parts.Router("gpt_oss", renormalize=False, weight_dtype="bf16", topk_first=True, bias=True,
+                            score_dtype="bf16", experts="clamped_swiglu"),
+    # GLM-4.5's and dots.llm1's routers (models.families.glm4_moe, dots1) are DeepSeek-V3's, line for line:
+    # they use "deepseek_v3" and "deepseek_v3_norm" above.
+    # MiniMaxM2TopKRouter (models.families.minimax_m2): logits in the activation dtype, sigmoid in fp32, top-k of
+    # the scores plus the correction bias, the k weights renormalised in fp32
+    "minimax_m2": parts.Router("minimax_m2", score="sigmoid", renormalize=True, weight_dtype="fp32",
+                               correction_bias="buffer"),
+    # Ernie4_5_MoeTopKRouter (models.families.ernie4_5_moe): fp32 logits, softmax, top-k of the scores plus
+    # moe_statics' correction bias (a parameter), the k weights over clamp(sum, moe_norm_min), cast back
+    "ernie4_5_moe": parts.Router("ernie4_5_moe", renormalize=True, weight_dtype="bf16", logits_fp32=True,
+                                 correction_bias="parameter",
+                                 extra=(parts._tokens("moe/routing_weight_sum_unclamped", 1, "fp32",
+                                                      note="the k weights' sum before clamp(min=moe_norm_min), "
+                                                      "kept by the clamp"),)),
 }
 
 
@@ -81,8 +98,10 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
         # each (1, s, d_r): HF's position_ids are cache_position.unsqueeze(0), broadcast over the batch
         names = ("cos", "sin") if recipe.rotary_tables == 2 else \
             tuple(f"{name}_{i}" for i in range(recipe.rotary_tables // 2) for name in ("cos", "sin"))
+        # ERNIE 4.5 (rotary_fp32): the tables stay fp32 and Q, K are rotated in fp32 (modeling_ernie4_5.py:169-182)
         rotary = parts.Part(saved=tuple(
-            SavedTensor(f"attention/rotary_{name}", (s, d_r), "bf16", Axis.SEQUENCE, 0, Group.BODY, parts.HF,
+            SavedTensor(f"attention/rotary_{name}", (s, d_r), "fp32" if recipe.rotary_fp32 else "bf16",
+                        Axis.SEQUENCE, 0, Group.BODY, parts.HF,
                         f"{name} rebuilt by repeat_interleave in the layer, kept by the rotary multiplies: "
                         "one per position, shared by the batch") for name in names))
     rope, nope = parts.rope_share(recipe.nope_layers)
@@ -99,9 +118,13 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
             for name, n in (("query", a * width), ("key", kv_heads * width), ("value", kv_heads * width))))
     if recipe.gated_attention:  # Qwen3-Next: Q's projection twice as wide, half of it the output gate
         projections = parts.gated_query(projections, width)
-    core_heads = a if recipe.kv_materialized else kv_heads
-    core = parts.attention_core(width, core_heads, kernel, output_copy=recipe.rotary_cat, softcap=recipe.softcap,
-                                mask_dtype=mask_dtype, per_head=per_head)
+    core_heads = a if recipe.kv_materialized or kernel == "masked" else kv_heads
+    core = parts.attention_core(width, core_heads, "fused" if kernel == "masked" else kernel,
+                                output_copy=recipe.rotary_cat, softcap=recipe.softcap, mask_dtype=mask_dtype,
+                                per_head=per_head, dropout=recipe.attention_dropout,
+                                window_share=_window_share(recipe, kernel, conv))
+    if kernel == "masked":
+        core = core + _window_mask()
     # Falcon's softmax(dtype=bf16), Llama 4's plain softmax: the probabilities kept once, in bf16
     if (recipe.falcon_core or recipe.softmax_bf16) and kernel == "explicit":
         core = parts.Part(core.params, tuple(t for t in core.saved if t.name != "attention/softmax_output"),
@@ -120,6 +143,8 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
         core = core + parts.Part(saved=(SavedTensor(
             "attention/mask", (b, s, s), "bf16", Axis.NONE, None, Group.BODY, parts.HF,
             "the additive causal mask FalconAttention passes to SDPA, kept by its backward (traced: per layer)"),))
+    if recipe.sinks:  # gpt-oss: a learned logit per head in the softmax (its eager path's softmax over s + 1)
+        core = parts.attention_sinks(core, kernel)
     if recipe.kv_indexed:  # qkv[..., [-2], :] and [-1]: the index lists are int64 tensors indexing keeps
         core = core + parts.Part(saved=(SavedTensor(
             "attention/kv_index", (Integer(2),), "int64", Axis.NONE, None, Group.BODY, parts.HF,
@@ -132,13 +157,35 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
     return projections + rotary + core + gate + parts.attention_output(width, recipe.o_bias)
 
 
+def _window_share(recipe: Recipe, kernel: str, conv) -> Expr:
+    """The layers whose attention multiplies only within the sliding window: L_w/L on the fused kernel on CUDA
+    (flash-attn's native window_size, what the bill counts); none where the window is a mask (HF's eager and
+    SDPA paths, and every traced CPU path: FlopCounterMode counts the full s×s)."""
+    from ...core.dims import L, L_w
+    if not recipe.window or kernel != "fused" or conv is None or conventions(conv).name != "cuda":
+        return Integer(0)
+    return L_w / L
+
+
+def _window_mask() -> parts.Part:
+    """What HF's SDPA path keeps on a windowed layer once the window's mask is materialised (s ≥ w:
+    masking_utils.py ``_ignore_causal_mask_sdpa`` skips the mask only below the window): with a mask,
+    ``use_gqa_in_sdpa`` is false (integrations/sdpa_attention.py:40-48), so K and V are repeated to a heads
+    before the kernel (the ``masked`` kernel's K, V at a heads), and the boolean mask is converted to an
+    additive bf16 (b, 1, s, s) tensor in each layer's call, which the kernel keeps (traced)."""
+    return parts.Part(saved=(SavedTensor(
+        "attention/window_mask", (b, s, s), "bf16", Axis.NONE, None, Group.BODY, parts.HF,
+        "the sliding-window mask as SDPA's additive bf16 attn_mask, converted in each layer and kept by its "
+        "backward (traced: per layer)"),))
+
+
 def _mlp_block(recipe: Recipe, layer_input: bool = False, ffn: Expr = f) -> parts.Part:
     if recipe.moe == "none":
         return parts.mlp(recipe.mlp, ffn, recipe.activation, recipe.mlp_bias, recipe.fused_gate_up,
                          layer_input=layer_input)
     moe_share, dense_share = parts.dense_share(recipe.dense_layers)
     block = parts.moe(ROUTERS[recipe.moe], f_e, f_s if recipe.shared else None, recipe.shared_gate, moe_share,
-                      activation=recipe.activation)
+                      activation=recipe.activation, shared_bias=recipe.mlp_bias)
     if recipe.dense_layers:
         block = block + parts.mlp("gated", ffn, recipe.activation, recipe.mlp_bias, share=dense_share)
     return block
@@ -148,7 +195,9 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
           dropout: bool = False, wording: parts.Wording = parts.HF_WORDING) -> parts.Part:
     """One decoder layer of ``recipe``: its norms, attention and MLP parts in the recipe's residual
     wiring. ``kernel``: ``fused`` SDPA/FlashAttention, ``explicit`` eager attention, ``math``, SDPA's
-    fp32 fallback, which CPU takes for MLA, or ``paper``, the attention Korthikanti §4.1 counts.
+    fp32 fallback, which CPU takes for MLA, ``masked``, HF's SDPA path on a windowed layer once its
+    mask is materialised (s ≥ w: K, V repeated to a heads, the mask kept), or ``paper``, the attention
+    Korthikanti §4.1 counts.
     ``ffn``: the MLP width (f; the papers' GPT: 4h). ``kv_heads``: key/value heads (g; MHA: a).
     ``dropout``: dropout on each block's output before its residual add (Megatron's GPT; its mask
     dtype the backend's). ``wording``: the names and citations of the inventory (the paper layers')."""
@@ -176,7 +225,7 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
         return part
 
     def drop(block):  # x + dropout(block(x)): the mask of the block's output
-        if not dropout:
+        if not (dropout or recipe.block_dropout):
             return parts.NOTHING
         return parts.block_dropout(f"{block}/dropout_mask", "attention" if block == "attention" else "MLP",
                                    conv.dropout_mask)
@@ -237,9 +286,10 @@ def saved_tensors(recipe: Recipe, kernel: str = "fused", backend=CUDA) -> Invent
     return Inventory(layer(recipe, kernel, backend).saved)
 
 
-def matmuls(recipe: Recipe) -> Inventory:
-    """One layer's matmuls and the logits."""
-    return Inventory(layer(recipe).matmuls + model_side(recipe, True).matmuls)
+def matmuls(recipe: Recipe, kernel: str = "fused", backend=CUDA) -> Inventory:
+    """One layer's matmuls and the logits (the bill's: the fused kernel on CUDA, a native sliding window
+    multiplying only within it; ``backend`` cpu: the traced path, full s×s products)."""
+    return Inventory(layer(recipe, kernel, backend).matmuls + model_side(recipe, True).matmuls)
 
 
 @lru_cache(maxsize=None)

@@ -145,7 +145,7 @@ def matmuls(ffn: Expr = f, kv_heads: Expr = g) -> Inventory:
 #: The products a fused attention kernel recomputes in its backward: it keeps
 #: only the log-sum-exp, so Q·Kᵀ is computed again (FlashAttention-2 §3.1.2,
 #: torch ``sdpa_backward_flop_count`` step 1).
-FUSED_BACKWARD_RECOMPUTE = ("layer/attention/scores",)
+FUSED_BACKWARD_RECOMPUTE = ("layer/attention/scores", "layer/attention/scores_window")
 
 
 def fused_backward_recompute(inventory: Inventory) -> Expr:

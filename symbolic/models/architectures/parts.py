@@ -353,7 +353,8 @@ def rope_share(nope_layers: bool) -> tuple[Expr, Expr]:
 
 def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value_width: Expr | None = None,
                    output_copy: bool = False, softcap: bool = False, value_storage: Expr | None = None,
-                   mask_dtype: str = "mask", per_head: bool = False) -> Part:
+                   mask_dtype: str = "mask", per_head: bool = False, dropout: bool = False,
+                   window_share: Expr = Integer(0)) -> Part:
     """Q·Kᵀ, softmax, ·V over ``a`` query heads of width ``width`` (V of ``value_width``).
 
     ``paper`` (Korthikanti et al. 2022 §4.1, Megatron's GPT layer): Q and K
@@ -375,7 +376,17 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
     tanh(scores / cap)·cap keeps the tanh output. ``math`` (torch SDPA's
     math fallback, taken on CPU when V's width differs from Q's — MLA): Q
     scaled, Kᵀ, the probabilities and V, all upcast to fp32, no output.
-    The matmuls count the full s×s products (as FlopCounterMode does).
+    The matmuls count the full s×s products (as FlopCounterMode does);
+    ``window_share``: the share of the layers (L_w/L) whose kernel multiplies
+    only within a sliding window (:func:`window_products`), the rest full.
+
+    ``dropout`` (``attention_dropout`` > 0 in training, Seed-OSS): ``explicit`` keeps the dropout's
+    mask (``mask_dtype``: CPU's ``input * noise`` keeps a bf16 noise tensor, CUDA a bool mask) and the
+    dropped probabilities (the ·V matmul's input) instead of the bf16 probabilities; ``math`` (torch
+    SDPA with dropout_p > 0 on CPU, aten ``_scaled_dot_product_attention_math``) keeps the fp32 noise
+    and the dropped fp32 probabilities besides the fp32 softmax; ``fused`` (FlashAttention-2 on CUDA)
+    draws the mask in the kernel from its Philox RNG state and keeps no s×s tensor (the seed and
+    offset it keeps are two int64 values, not counted).
 
     Condition of ``explicit``: b ≥ 2. At b = 1 torch's batched matmul
     reshapes a slice as a view, so a slice of a fused projection keeps its
@@ -389,12 +400,13 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
         if per_head:
             return SavedTensor(name, (s, b, n, w), "bf16", Axis.TENSOR, 2, Group.BODY, src, note)
         return _split(name, n * w, note=note, source=src)
+    full = 1 - window_share
     matmuls = (
-        Matmul("layer/attention/scores", b * a, s, width, s, False, "layer", HF, "Q·Kᵀ per head",
+        Matmul("layer/attention/scores", b * a * full, s, width, s, False, "layer", HF, "Q·Kᵀ per head",
                Group.ATTENTION_CORE),
-        Matmul("layer/attention/context", b * a, s, s, value_width, False, "layer", HF, "probabilities·V per head",
-               Group.ATTENTION_CORE),
-    )
+        Matmul("layer/attention/context", b * a * full, s, s, value_width, False, "layer", HF,
+               "probabilities·V per head", Group.ATTENTION_CORE),
+    ) + (window_products(width, value_width, window_share) if window_share != 0 else ())
     scores = lambda name, dtype, note: SavedTensor(name, (b, a, s, s), dtype, Axis.TENSOR, 1,  # noqa: E731
                                                    Group.ATTENTION_CORE, HF, note)
     if kernel == "fused":
@@ -421,6 +433,9 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
             SavedTensor("attention/key", (s, b, a * width), "fp32", Axis.TENSOR, 2, Group.BODY, HF,
                         "Kᵀ, upcast to fp32 (SDPA math path)"),
             scores("attention/probabilities", "fp32", "softmax(Q·Kᵀ), fp32"),
+            *((scores("attention/dropout_mask", "fp32", "dropout's noise, fp32 (CPU: input * noise)"),
+               scores("attention/dropped_probabilities", "fp32", "the dropped probabilities, fp32, kept for ·V"))
+              if dropout else ()),
             SavedTensor("attention/value", (s, b, a * value_width), "fp32", Axis.TENSOR, 2, Group.BODY, HF,
                         "V, upcast to fp32 (SDPA math path)"),
             heads("attention/projection_input", a, value_width, "the output, cast back, the output projection's input"),
@@ -444,11 +459,90 @@ def attention_core(width: Expr, kv_heads: Expr = g, kernel: str = "fused", value
         heads("attention/key", a, width, "K after RoPE, repeated to a heads (repeat_kv), kept for Q·Kᵀ"),
         *((scores("attention/softcap_tanh", "bf16", "tanh(scores / cap), kept for its backward"),) if softcap else ()),
         scores("attention/softmax_output", "fp32", "softmax computed and kept in fp32"),
-        scores("attention/probabilities", "bf16", "softmax cast back to the activation dtype, kept for ·V"),
+        *((scores("attention/dropout_mask", mask_dtype, "dropout mask on the probabilities"),
+           scores("attention/dropped_probabilities", "bf16", "the dropped probabilities, kept for ·V"))
+          if dropout else
+          (scores("attention/probabilities", "bf16", "softmax cast back to the activation dtype, kept for ·V"),)),
         heads("attention/value", a, value_width, "V repeated to a heads (repeat_kv), kept for ·V"),
         heads("attention/projection_input", a, value_width, "attention context, the output projection's input"),
     )
     return Part((), saved, matmuls)
+
+
+def attention_sinks(core: Part, kernel: str, heads: Expr = a) -> Part:
+    """gpt-oss's attention sinks on an attention core (transformers 5.24.0
+    models/gpt_oss/modeling_gpt_oss.py:285, ``sinks``, a learned logit per query head; parameters: a).
+
+    ``explicit`` (``eager_attention_forward``, :227-255): the sink is concatenated to each score row
+    (``torch.cat``, nothing kept), the row's max subtracted (``max(dim=-1)`` keeps its int64 index, one per
+    row and head), the softmax over s + 1 taken in the activation dtype (its output kept, (b, a, s, s + 1))
+    and the sink column dropped by a slice: ·V reads a view of that storage, so no fp32 copy and no second
+    s×s tensor is kept. Other kernels: the fused core as it is (the sink enters the log-sum-exp)."""
+    params = (_weight("attention/sinks", (heads,), HF, "a learned logit per query head (the sink)"),)
+    if kernel != "explicit":
+        return Part(params, core.saved, core.matmuls)
+    saved = []
+    for term in core.saved:
+        if term.name == "attention/softmax_output":
+            saved += [SavedTensor("attention/softmax_output", (b, heads, s, s + 1), "bf16", Axis.TENSOR, 1,
+                                  Group.ATTENTION_CORE, HF, "softmax over the scores and the sink, in the activation "
+                                  "dtype; ·V reads its first s columns (a view)"),
+                      SavedTensor("attention/row_max_index", (b, heads, s), "int64", Axis.TENSOR, 1,
+                                  Group.ATTENTION_CORE, HF, "index of each row's max (scores and sink), kept by "
+                                  "max(dim=-1) for its backward")]
+        elif term.name != "attention/probabilities":
+            saved.append(term)
+    return Part(params, tuple(saved), core.matmuls)
+
+
+#: flash-attn's native sliding window (Dao-AILab/flash-attention @0251105a, flash_attn/flash_attn_interface.py:862-869
+#: FlashAttnFunc: ``window_size`` passed to the kernel, ``ctx.save_for_backward(q, k, v, out_padded, softmax_lse,
+#: rng_state)`` as without a window; csrc/flash_attn/src/flash_fwd_kernel.h:90: the key blocks left of the window
+#: are skipped), as HF passes it (modeling_flash_attention_utils.py:687-692: window_size (w − 1, w − 1) with causal)
+FLASH_WINDOW = "flash-attn @0251105a FlashAttnFunc window_size; HF modeling_flash_attention_utils.py:687"
+
+
+def window_band(seq: Expr = s, window: Expr | None = None) -> Expr:
+    """The score entries one (sequence, head) is billed under a causal sliding window of ``window`` keys,
+    in the engine's convention for the causal triangle.
+
+    The engine bills causal attention at the full s×s square (FlopCounterMode's count of HF's masked
+    products, Megatron-Core's and PaLM's MFU convention; :data:`symbolic.ledgers.kernels.CAUSAL_DENSE_OVER_EXECUTED`
+    = 2 relates it to the triangle a causal kernel executes): the executed triangle s(s+1)/2 mirrored
+    over its diagonal, 2·executed − s. The same rule on a window: a query at position i executes
+    min(i + 1, w) keys (flash-attn's hopper/benchmark_attn.py ``flops`` counts these), s·m − m(m − 1)/2
+    in all with m = min(w, s) (flash-attn @0251105a hopper/benchmark_attn.py:62-73); mirrored, the band of keys
+    within w on either side,
+
+        s·(2m − 1) − m·(m − 1),
+
+    which is s² at m = s (no window cut: full attention's count), so the windowed and the full layers'
+    FLOPs stand in the same ratio to what their kernels execute (≈ 2), and an MFU read from the bill
+    stays as comparable as for full attention — never the full s² for a kernel that skips the blocks
+    outside the window (torchtitan's FLOP counter did, and reported MFU above 100 % on windowed models).
+    Tiles: a kernel computes whole blocks that cross the window's edge; like the causal triangle, the
+    count is the mask's, not the tiles'.
+
+    >>> from sympy import Integer
+    >>> window_band(Integer(5), Integer(3)), window_band(Integer(5), Integer(8))
+    (19, 25)
+    """
+    from sympy import Max
+
+    from ...core.dims import w
+    window = w if window is None else window
+    m = window + seq - Max(window, seq)  # min(w, s), written with Max: the formula readers take Max only
+    return seq * (2 * m - 1) - m * (m - 1)
+
+
+def window_products(width: Expr, value_width: Expr, share: Expr) -> tuple:
+    """Q·Kᵀ and ·V of the windowed layers (``share`` of them, L_w/L) on a kernel with a native window:
+    per (sequence, head) :func:`window_band` entries, s queries of band/s keys on average each."""
+    keys = window_band() / s
+    return (Matmul("layer/attention/scores_window", b * a * share, s, width, keys, False, "layer", FLASH_WINDOW,
+                   "Q·Kᵀ per head within the sliding window (the band, window_band)", Group.ATTENTION_CORE),
+            Matmul("layer/attention/context_window", b * a * share, s, keys, value_width, False, "layer",
+                   FLASH_WINDOW, "probabilities·V per head within the sliding window", Group.ATTENTION_CORE))
 
 
 def mla_projections(r_q: Expr, r_kv: Expr, d_n: Expr, d_r: Expr, d_v: Expr, q_lora: bool,
@@ -527,6 +621,35 @@ def activation_chain(activation: str, width: Expr, prefix: str = "mlp", share: E
                         source=source, share=share) for name in CHAINS.get(activation, ()))
 
 
+XIELU_SOURCE = "HF transformers 5.24.0 activations.py XIELUActivation._xielu_python (Huang 2024, xIELU)"
+
+
+def xielu_part(width: Expr, prefix: str = "mlp", share: Expr = Integer(1)) -> Part:
+    """xIELU as HF's Python path runs it (transformers 5.24.0 activations.py:281-288, the path taken
+    unless the ``xielu`` CUDA wheel is installed): ``where(x > 0, α_p·x·x + β·x, (expm1(min(x, ε)) − x)·α_n
+    + β·x)`` with α_p = softplus(alpha_p), α_n = β + softplus(alpha_n) from two learned scalars per layer
+    (``alpha_p``, ``alpha_n``: models/apertus/modeling_apertus.py:52-53 builds one per MLP) and β, ε buffers (not
+    parameters). Per element of the MLP width, besides its input x (``act_input``, kept by α_p·x, by
+    ·x and by min) and its output (fc2's input): α_p·x (kept by ·x), expm1's output (kept by its
+    backward), expm1(…) − x (kept by ·α_n), and the bool ``x > 0`` (kept by ``where``); per layer, the
+    two (1,) scalars α_p and α_n (kept by their multiplies). β·x and min keep only β and ε, buffers."""
+    def element(name, dtype, note):
+        return _split(f"{prefix}/xielu/{name}", width, dtype, note=f"xIELU: {note}", source=XIELU_SOURCE,
+                      share=share)
+
+    saved = (element("alpha_p_x", "bf16", "α_p·x, kept by the second multiply by x"),
+             element("expm1_output", "bf16", "expm1(min(x, ε)), kept by expm1's backward"),
+             element("negative_branch", "bf16", "expm1(min(x, ε)) − x, kept by the multiply by α_n"),
+             element("positive_mask", "mask", "x > 0 (bool), kept by torch.where"),
+             *(SavedTensor(f"{prefix}/xielu/{name}", (Integer(1),) if share == 1 else (share, Integer(1)), "bf16",
+                           Axis.NONE, None, Group.BODY, XIELU_SOURCE,
+                           f"{formula}: one value per layer, kept by the multiply it scales")
+               for name, formula in (("alpha_p", "softplus(alpha_p)"), ("alpha_n", "β + softplus(alpha_n)"))))
+    params = tuple(_weight(f"{prefix}/xielu_{name}", (Integer(1),), XIELU_SOURCE, "a learned scalar of xIELU",
+                           share=share) for name in ("alpha_p", "alpha_n"))
+    return Part(params, saved)
+
+
 def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fused_gate_up: bool = False,
         prefix: str = "mlp", input_name: str | None = None, share: Expr = Integer(1),
         layer_input: bool = False) -> Part:
@@ -541,8 +664,10 @@ def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fu
     gelu_pytorch_tanh) keep only their input. The input the first linears
     share is kept once.
     """
-    if activation not in ("silu", "gelu", "gelu_pytorch_tanh", "gelu_new", "gelu_fast", "relu", "relu2"):
+    if activation not in ("silu", "gelu", "gelu_pytorch_tanh", "gelu_new", "gelu_fast", "relu", "relu2", "xielu"):
         raise ValueError(f"activation {activation!r} is not one the MLP part models")
+    if activation == "xielu" and kind != "plain":
+        raise ValueError("xielu is modelled in the plain MLP (Apertus's up → xIELU → down)")
     params, saved, mms = [], [], []
     note = "shared input of the MLP's first linears"
     saved.append(_tokens(input_name or f"{prefix}/input", h, group=Group.LAYER_INPUT if layer_input else Group.BODY,
@@ -572,6 +697,10 @@ def mlp(kind: str, width: Expr, activation: str = "silu", bias: bool = False, fu
                   *activation_chain(activation, width, prefix, share),
                   _split(f"{prefix}/fc2_input", width, note=f"{activation} output, fc2's input", share=share)]
         mms += [_linear(f"{prefix}/fc1", h, width, batch=share), _linear(f"{prefix}/fc2", width, h, batch=share)]
+        if activation == "xielu":
+            xielu = xielu_part(width, prefix, share)
+            params += xielu.params
+            saved += xielu.saved
     else:
         raise ValueError(f"mlp must be gated or plain, not {kind!r}")
     return Part(tuple(params), tuple(saved), tuple(mms))
@@ -600,6 +729,13 @@ class Router:
     models/llama4/modeling_llama4.py, ``Llama4Router`` and ``Llama4TextMoe``): top-k of the
     logits, the others set to −inf, a sigmoid in fp32 cast back; every token goes through every
     expert, its input scaled by its score (0 for an expert not chosen): :func:`dense_experts`.
+    correction_bias: the router's ``e_score_correction_bias``, added to the scores to choose the
+    experts only (DeepSeek-V3, GLM-4.5, dots.llm1, MiniMax-M2, ERNIE-4.5's ``moe_statics``):
+    ``""`` none, ``buffer`` (an fp32 buffer, not a parameter) or ``parameter`` (ERNIE-4.5: an
+    fp32 ``nn.Parameter`` of E, ``requires_grad=False``, which HF's parameter count includes). The
+    biased scores, and a grouped top-k's group scores and ``masked_fill`` (``n_group``,
+    ``topk_group``), feed only the top-k's indices, which carry no gradient: nothing of them
+    is kept for backward (traced: DeepSeek-V3, GLM-4.5, dots.llm1 at n_group 2 and 4).
     """
 
     name: str
@@ -612,17 +748,27 @@ class Router:
     sparsemixer: bool = False
     input_jitter: bool = False
     dense_experts: bool = False
+    #: the router's linear has a bias of E (gpt-oss's GptOssTopKRouter)
+    bias: bool = False
+    #: the dtype of the kept scores (gpt-oss: the softmax over the k in the activation dtype)
+    score_dtype: str = "fp32"
+    #: the routed experts' kind: ``swiglu`` (HF's eager loop, :func:`routed_experts`) or ``clamped_swiglu``
+    #: (gpt-oss's biased experts and clamped SwiGLU, :func:`clamped_swiglu_experts`)
+    experts: str = "swiglu"
+    correction_bias: str = ""
 
 
 def moe(router: Router, expert_ffn: Expr = f_e, shared_width: Expr | None = None, shared_gate: bool = False,
-        share: Expr = Integer(1), tokens_per_expert: Expr | None = None, activation: str = "silu") -> Part:
+        share: Expr = Integer(1), tokens_per_expert: Expr | None = None, activation: str = "silu",
+        shared_bias: bool = False) -> Part:
     """Routed experts (E of width f_e, top-k), optional shared expert(s) of total width f_s
     (optionally behind a sigmoid gate h→1), as HF's eager experts loop keeps them.
 
     Parameters: router E×h; stacked gate|up E×2f_e×h and down E×h×f_e.
     Tokens per expert: balanced routing s·b·k/E unless given.
     """
-    return moe_layer(router, expert_ffn, E, k, shared_width, shared_gate, share, tokens_per_expert, activation)
+    return moe_layer(router, expert_ffn, E, k, shared_width, shared_gate, share, tokens_per_expert, activation,
+                     shared_bias=shared_bias)
 
 
 def dense_share(dense_layers: bool) -> tuple[Expr, Expr]:
@@ -672,6 +818,11 @@ def moe_router(router: Router, experts: Expr = E, top_k: Expr = k, share: Expr =
     weights and their sum when ``router.renormalize``, the router's ``extra`` terms)."""
     params = (_weight("moe/router_weight", (h, experts), paper,
                       "fp32 (DeepSeek keeps it in fp32)" if router.logits_fp32 else "", share=share),)
+    if router.bias:
+        params += (_weight("moe/router_bias", (experts,), paper, "the router's bias", share=share),)
+    if router.correction_bias == "parameter":  # ERNIE-4.5's moe_statics: a parameter HF counts, not trained
+        params += (_weight("moe/router_correction_bias", (experts,), source, "e_score_correction_bias: an fp32 "
+                           "nn.Parameter with requires_grad=False (chooses the experts only)", share=share),)
     mms = (Matmul("layer/moe/router", share, b * s, h, experts, True, "layer", paper),)
     saved = [_tokens("moe/router_input", h, note="the router's and the experts' gathers' input", source=source,
                      share=share)]
@@ -681,9 +832,10 @@ def moe_router(router: Router, experts: Expr = E, top_k: Expr = k, share: Expr =
     if router.logits_fp32:
         saved.append(_tokens("moe/router_input_fp32", h, "fp32", note="router input upcast to fp32", source=source,
                              share=share))
-    saved.append(_tokens("moe/router_scores", top_k if router.topk_first else experts, "fp32",
-                         note=(f"{router.score} of the k chosen logits, fp32" if router.topk_first else
-                               f"{router.score} of the router logits, fp32"), source=source, share=share))
+    saved.append(_tokens("moe/router_scores", top_k if router.topk_first else experts, router.score_dtype,
+                         note=(f"{router.score} of the k chosen logits, {router.score_dtype}" if router.topk_first
+                               else f"{router.score} of the router logits, {router.score_dtype}"),
+                         source=source, share=share))
     saved.append(_tokens("moe/topk_indices", top_k, "int64", note="the k chosen experts", source=source, share=share))
     if router.renormalize:
         saved += [_tokens("moe/routing_weights", top_k, "fp32", note="the k weights, renormalised", source=source,
@@ -815,13 +967,70 @@ def routed_experts(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, to
     return Part(params, saved, mms)
 
 
+def clamped_swiglu_experts(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k,
+                           tokens_per_expert: Expr | None = None, share: Expr = Integer(1), activation: str = "silu",
+                           source: str = MOE_SOURCE, paper: str = MOE_SOURCE) -> Part:
+    """gpt-oss's routed experts as HF's eager loop runs them (transformers 5.24.0
+    models/gpt_oss/modeling_gpt_oss.py:68-114, GptOssExperts): per hit expert its tokens gathered,
+    ``x @ gate_up_proj[e] + gate_up_proj_bias[e]`` (gate and up interleaved in one h×2f_e weight),
+    ``_apply_gate`` (:82-88) — gate = gate_up[..., ::2].clamp(max=limit), up = gate_up[..., 1::2].clamp(
+    −limit, limit), glu = gate·sigmoid(alpha·gate), (up + 1)·glu — then ``@ down_proj[e] + down_proj_bias[e]``,
+    the routing weight's multiply and ``index_add_``. Parameters: E×h×2f_e and E×2f_e, E×f_e×h and E×h.
+    Kept per assignment (traced): the (slot, token) index pair, the gathered input, the gate|up output (both
+    clamps keep it: strided views of one storage), the clamped gate (kept by the multiply by its sigmoid),
+    the sigmoid's output, up + 1 and glu (kept by their product), that product (the down matmul's input),
+    the routing weight, the down output (kept by the weight's multiply) and the weighted output (kept by
+    ``index_add_``). Multiplying by alpha, adding 1 and the biases keep nothing; the matmuls are the
+    swiglu experts' (biases are not matmul FLOPs). ``activation`` is unused: the activation is fixed."""
+    per_expert = balanced_tokens(experts, top_k) if tokens_per_expert is None else tokens_per_expert
+    tokens = per_expert * share  # saved tensors: the layers' average
+    note = "all E experts (N_total)"
+    params = (
+        _weight("moe/experts_gate_up_weight", (experts * h, 2 * expert_ffn), paper, note + ", gate|up interleaved",
+                share=share),
+        _weight("moe/experts_gate_up_bias", (experts, 2 * expert_ffn), paper, note, share=share),
+        _weight("moe/experts_down_weight", (experts * expert_ffn, h), paper, note, share=share),
+        _weight("moe/experts_down_bias", (experts, h), paper, note, share=share),
+    )
+    mms = (
+        Matmul("layer/moe/experts_gate_up", experts * share, per_expert, h, 2 * expert_ffn, True, "layer", paper),
+        Matmul("layer/moe/experts_down", experts * share, per_expert, expert_ffn, h, True, "layer", paper),
+    )
+
+    def expert(name, last, dtype="bf16", note="", group=Group.BODY):
+        return SavedTensor(name, (experts, tokens, last), dtype, Axis.EXPERT, 0, group, source, note)
+
+    act = Group.EXPERT_ACTIVATION  # what a fused clamped-SwiGLU kernel would recompute from gate|up
+    saved = (
+        expert("moe/expert/token_index", 2, "int64", "(slot, token) pairs of the expert's assignments: one "
+               "torch.where storage, kept by the gathers and index_add_"),
+        expert("moe/expert/input", h, note="the expert's tokens, gathered"),
+        expert("moe/expert/gate_up_output", 2 * expert_ffn, note="gate|up output plus bias, kept by both clamps "
+               "(gate and up are strided views of it)"),
+        expert("moe/expert/gate_clamped", expert_ffn, note="gate clamped above at swiglu_limit, kept by "
+               "gate·sigmoid(alpha·gate)", group=act),
+        expert("moe/expert/gate_sigmoid", expert_ffn, note="sigmoid(alpha·gate), kept by its backward and the "
+               "multiply", group=act),
+        expert("moe/expert/up_plus_one", expert_ffn, note="up clamped to ±swiglu_limit, plus 1, kept by (up + 1)·glu",
+               group=act),
+        expert("moe/expert/glu", expert_ffn, note="gate·sigmoid(alpha·gate), kept by (up + 1)·glu", group=act),
+        expert("moe/expert/down_input", expert_ffn, note="(up + 1)·glu, the down matmul's input",
+               group=Group.EXPERT_ACTIVATION_OUTPUT),
+        expert("moe/expert/routing_weight", 1, router.weight_dtype, "the token's weight for this expert"),
+        expert("moe/expert/down_output", h, note="down output plus bias, kept for the routing weight's gradient"),
+        expert("moe/expert/combine_input", h, note="weighted output, kept by index_add_"),
+    )
+    return Part(params, saved, mms)
+
+
 def shared_experts(width: Expr, activation: str = "silu", gate: bool = False, share: Expr = Integer(1),
-                   source: str = MOE_SOURCE) -> Part:
+                   source: str = MOE_SOURCE, bias: bool = False) -> Part:
     """The shared expert(s) every token goes through: one gated MLP of total width ``width``
     (DeepSeekMoE §3.2; HF builds one MLP of n_shared × f_e), reading the router's input (declared
     once, by :func:`moe_router`); with ``gate``, a sigmoid gate h → 1 scales its output
-    (Qwen2-MoE), which keeps the sigmoid and the shared output for the multiply."""
-    dense = mlp("gated", width, activation, prefix="moe/shared", input_name="moe/shared/input", share=share)
+    (Qwen2-MoE), which keeps the sigmoid and the shared output for the multiply. ``bias``: biases on
+    its three linears (ERNIE-4.5's ``use_bias``), which keep nothing more."""
+    dense = mlp("gated", width, activation, bias, prefix="moe/shared", input_name="moe/shared/input", share=share)
     part = Part(dense.params, dense.saved[1:], dense.matmuls)
     if gate:
         part = part + Part(
@@ -837,7 +1046,7 @@ def shared_experts(width: Expr, activation: str = "silu", gate: bool = False, sh
 def moe_layer(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k,
               shared_width: Expr | None = None, shared_gate: bool = False, share: Expr = Integer(1),
               tokens_per_expert: Expr | None = None, activation: str = "silu", source: str | None = None,
-              paper: str = MOE_SOURCE) -> Part:
+              paper: str = MOE_SOURCE, shared_bias: bool = False) -> Part:
     """The MoE block as a recipe: :func:`moe_router` + :func:`routed_experts` (+
     :func:`shared_experts` when ``shared_width`` is given). ``source``: the implementation the
     saved tensors are cited from (None: each part's own default); ``paper``: the source the
@@ -846,13 +1055,17 @@ def moe_layer(router: Router, expert_ffn: Expr = f_e, experts: Expr = E, top_k: 
     if router.dense_experts:
         part = dense_experts(expert_ffn, experts, top_k, share, paper=paper, **cite)
         if shared_width is not None:
-            part = part + shared_experts(shared_width, activation, shared_gate, share, **cite)
+            part = part + shared_experts(shared_width, activation, shared_gate, share, bias=shared_bias, **cite)
         return part
-    part = (moe_router(router, experts, top_k, share, paper=paper, **cite)
-            + routed_experts(router, expert_ffn, experts, top_k, tokens_per_expert, share, activation,
-                             paper=paper, **cite))
+    gate = moe_router(router, experts, top_k, share, paper=paper, **cite)
+    if router.logits_fp32 and shared_width is None:
+        # the router reads its fp32 upcast and the experts' gathers keep only indices: with no shared expert
+        # nothing keeps the block's activation-dtype input (traced: ERNIE-4.5 with moe_num_shared_experts 0)
+        gate = Part(gate.params, tuple(t for t in gate.saved if t.name != "moe/router_input"), gate.matmuls)
+    routed = clamped_swiglu_experts if router.experts == "clamped_swiglu" else routed_experts
+    part = gate + routed(router, expert_ffn, experts, top_k, tokens_per_expert, share, activation, paper=paper, **cite)
     if shared_width is not None:
-        part = part + shared_experts(shared_width, activation, shared_gate, share, **cite)
+        part = part + shared_experts(shared_width, activation, shared_gate, share, bias=shared_bias, **cite)
     return part
 
 

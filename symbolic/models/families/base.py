@@ -56,6 +56,13 @@ def rotary_factor(fields, default: float) -> float:
     return default
 
 
+def head_width(fields) -> int:
+    """The head width of a family whose attention takes ``getattr(config, "head_dim", hidden_size //
+    num_attention_heads)``: the file's ``head_dim``, else h // a floored (GLM-4.5's defaults, 4096 // 96 = 42:
+    HF builds Q of 96·42 = 4,032 features, an output projection 4,032 → 4,096)."""
+    return fields.count("head_dim") or fields.hidden // fields.heads
+
+
 def multiplier_note(fields, names: tuple[str, ...]) -> tuple[str, ...]:
     """The scalar multipliers a family applies (Granite's, Cohere's logit scale), read and stated: a
     multiply by a Python number keeps no tensor, so they change no byte and no counted FLOP."""
@@ -83,3 +90,31 @@ def math_path_gap(recipe: Recipe, values: dict) -> tuple[str, int]:
 
     gap = factor(total("math") - total("fused"))
     return sstr(gap).replace("**", "^"), int(gap.subs({SYMBOLS[k]: v for k, v in values.items() if k in SYMBOLS}))
+
+
+def dropout_rate(fields, name: str) -> float:
+    """A dropout probability field (``attention_dropout``, ``residual_dropout``): a number in [0, 1), 0 when
+    null. HF applies it in training mode only (``training=self.training``), which is what the bill counts."""
+    value = fields.value(name)
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        fields.refuse(name, value, f"{name} as a probability in [0, 1)")
+    return float(value)
+
+
+def attention_dropout_note(recipe: Recipe, rate: float, values: dict) -> tuple[str, ...]:
+    """What ``attention_dropout`` changes beside the fused kernel the bill counts: torch SDPA on CPU (and its
+    math fallback anywhere) does not run dropout in a fused kernel; it keeps fp32 Q, K, V at a heads, the
+    fp32 softmax, its fp32 noise and the dropped probabilities (traced). ``values``: letters -> ints."""
+    from dataclasses import replace
+
+    if not recipe.attention_dropout:
+        return ()
+    own_width = values["d_h"] * values["a"] != values["h"]  # the reader sets head_dim after read(); here already
+    formula, at = math_path_gap(replace(recipe, head_dim=own_width), values)
+    return (f"attention_dropout = {rate:g} is applied in training: billed as FlashAttention-2 runs it, the mask "
+            "drawn in the kernel from its RNG state (no s×s tensor kept); torch SDPA on CPU has no fused kernel with "
+            f"dropout and takes its math path, which keeps {formula} bytes per layer more (traced), {at:,} B per layer "
+            f"at s = {values['s']:,}, b = 1; HF's eager attention keeps the dropout's mask and the dropped "
+            "probabilities instead of the probabilities (traced)",)

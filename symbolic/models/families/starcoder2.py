@@ -5,6 +5,7 @@ GQA with ``use_bias`` on Q, K, V and O, full rotary; Starcoder2MLP: c_fc → ``h
 (gelu_pytorch_tanh) → c_proj with ``use_bias``; ``residual_dropout`` (0 by default) on each block;
 a final LayerNorm; lm_head without bias, tied by default.
 """
+from .. import windows
 from ..config import Recipe
 from .base import Read, source
 
@@ -16,6 +17,9 @@ SOURCE = source(MODEL_TYPE)
 DEFAULTS = {"intermediate_size": 12288, "max_position_embeddings": 4096, "num_key_value_heads": 2,
             "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": True, "use_bias": True,
             "sliding_window": None}
+
+#: Starcoder2Attention passes config.sliding_window in every layer (modeling_starcoder2.py:193)
+WINDOWS = windows.Rule()
 
 
 def read(fields) -> Read:
