@@ -266,24 +266,6 @@ def _sdpa_cpu_backward(grad_out, query, key, value, *args, out_shape=None, **kwa
     return sdpa_backward_flop_count(grad_out, query, key, value)
 
 
-def _grouped_conv_backward(grad_out, x, w, bias, stride, padding, dilation, transposed, output_padding, groups,
-                           output_mask, *args, out_shape=None, **kwargs) -> int:
-    """torch's ``conv_backward_flop`` with the weight's gradient divided by ``groups``: torch 2.13.0
-    counts it as conv(xᵀ, grad_outᵀ) over every input channel against every output channel, which for a
-    depthwise conv (Mamba2's conv1d, ``groups`` = channels) is ``groups`` times the multiply-adds it
-    runs (each channel's filter sees only its own channel). The input's gradient it counts right."""
-    from torch.utils.flop_counter import conv_backward_flop as wrapped
-    conv_backward_flop = wrapped.__wrapped__  # the formula on shapes (the registry's wrapper reads tensors)
-    total = conv_backward_flop(grad_out, x, w, bias, stride, padding, dilation, transposed, output_padding, groups,
-                               output_mask, out_shape=out_shape)
-    if groups == 1 or not output_mask[1]:
-        return total
-    weight_grad = total - (conv_backward_flop(grad_out, x, w, bias, stride, padding, dilation, transposed,
-                                              output_padding, groups, [output_mask[0], False, False],
-                                              out_shape=out_shape) if output_mask[0] else 0)
-    return total - weight_grad + weight_grad // groups
-
-
 def cpu_sdpa_flops() -> dict:
     """The FlopCounterMode formulas torch 2.13.0 lacks for CPU attention.
 
@@ -294,14 +276,46 @@ def cpu_sdpa_flops() -> dict:
     (pull 195801) registers it and its backward with the existing SDPA
     formulas; this mapping does the same through ``custom_mapping``, so the
     comparison stays exact. Shapes are (B, H, S, D) as for the other kernels.
-    A grouped convolution's backward (Mamba2's depthwise conv1d) is counted with the
-    weight's gradient per group (:func:`_grouped_conv_backward`).
+    A grouped convolution's backward (Mamba2's and LFM2's depthwise conv1d) is
+    :func:`grouped_conv_flops`'s; :func:`flop_fixes` gives both.
     """
     torch = _torch()
     aten = torch.ops.aten
     return {aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_forward,
-            aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward,
-            aten.convolution_backward: _grouped_conv_backward}
+            aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward}
+
+
+def _conv_backward_grouped(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed,
+                           _output_padding, groups, output_mask, out_shape=None, **kwargs) -> int:
+    from torch.utils.flop_counter import conv_flop_count
+
+    def t(shape):
+        return [shape[1], shape[0]] + list(shape[2:])
+    flops = 0
+    if output_mask[0]:  # the input's gradient, a transposed conv by the weight: torch's own count
+        flops += conv_flop_count(grad_out_shape, w_shape, out_shape[0], not transposed)
+    if output_mask[1]:  # the weight's gradient: torch's count is over every (in, out) channel pair, / groups
+        pair = (t(grad_out_shape), t(x_shape)) if transposed else (t(x_shape), t(grad_out_shape))
+        flops += conv_flop_count(*pair, t(out_shape[1]), transposed=False) // groups
+    return flops
+
+
+def grouped_conv_flops() -> dict:
+    """The weight gradient of a grouped convolution, counted per group.
+
+    torch 2.13.0's ``conv_backward_flop`` (torch/utils/flop_counter.py) counts the weight's gradient as a
+    conv of the input by the output gradient over every pair of input and output channels, whatever
+    ``groups`` is: a depthwise conv1d of h channels (LFM2's short convolution, Qwen3-Next's, Mamba2's) is counted h
+    times its multiply-adds. Each output channel of a grouped conv reads only its group's inputs, so this
+    formula divides that term by ``groups``; the input's gradient (torch's count is per group already) is
+    unchanged. Through ``custom_mapping``, as :func:`cpu_sdpa_flops`."""
+    torch = _torch()
+    return {torch.ops.aten.convolution_backward: _conv_backward_grouped}
+
+
+def flop_fixes() -> dict:
+    """Every formula this module gives FlopCounterMode: :func:`cpu_sdpa_flops`, :func:`grouped_conv_flops`."""
+    return {**cpu_sdpa_flops(), **grouped_conv_flops()}
 
 
 # --- fitting ----------------------------------------------------------------
@@ -796,6 +810,12 @@ def hf_model(config: Mapping, attention: str = "sdpa", layers: int | None = None
             setattr(cfg, key, None)
     cfg._attn_implementation = attention
     cfg._experts_implementation = "eager"
+    # HF's hybrid cache fails on a model without an attention layer (get_seq_length, LFM2's and Qwen3-Next's first
+    # layers as their files have them): such a model is built without a cache (what it changes is stated by the
+    # family: Qwen3-Next's last chunk state at s ≤ 64)
+    types = getattr(cfg, "layer_types", None)
+    if types and not {"full_attention", "sliding_attention"} & set(types):
+        cfg.use_cache = False
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg)
     with torch.no_grad():  # some weights (routers, experts) are torch.empty until a checkpoint loads
@@ -827,7 +847,7 @@ def hf_layer_by_difference(config: Mapping, attention: str, s: int, b: int, laye
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         torch.manual_seed(seed + 1)
         ids = torch.randint(0, model.config.vocab_size, (b, s))
-        trace = trace_module(model, (), {"input_ids": ids}, custom_flops=cpu_sdpa_flops(),
+        trace = trace_module(model, (), {"input_ids": ids}, custom_flops=flop_fixes(),
                              output=lambda out: out.logits.float().sum())
         results.append((trace.saved_bytes, trace.forward_total, trace.backward_total))
     return tuple(big - small for big, small in zip(results[1], results[0]))
@@ -835,7 +855,7 @@ def hf_layer_by_difference(config: Mapping, attention: str, s: int, b: int, laye
 
 def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = "cpu", dense: bool = False,
                        nope: bool = False, seq: int | None = None, windowed: bool | None = None,
-                       kinds: tuple = (), mamba: bool | None = None):
+                       kinds: tuple = (), mamba: bool | None = None, layers: int = 1):
     """(saved tensors, layer matmuls, the FLOPs the kernel adds to backward, values) of one decoder
     layer of a ``config.json`` dict of any family :mod:`symbolic.models.hf` reads, as the bill
     declares it for HF's ``attention`` (``sdpa`` or ``eager``) on ``backend``.
@@ -850,6 +870,8 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     measured layer's kinds (``L_kv``: KV-shared, ``L_sp``: sparse; = L when named, else 0). ``mamba``: for
     a hybrid with Mamba layers (Granite-4.0-H), a Mamba layer (L_s = L), else an attention one (L_s = 0) —
     None: the kind of the config's last layer (``layer_types``; none given: every layer Mamba).
+    A hybrid's kinds of layer (:data:`symbolic.models.layer_kinds.LAYER_KINDS`) are the measured layer's: the
+    kind :func:`hf_layer_by_difference` adds to a model of ``layers`` layers.
     """
     from .models import hf
     from .models.architectures import composed, conventions, gpt, llama, moe
@@ -906,4 +928,14 @@ def hf_family_declared(config: Mapping, attention: str = "sdpa", backend: str = 
     if "L_a" in values:  # Nemotron-H: the measured (last) block an attention one (L_a = L), else 0
         types = config.get("layers_block_type") or config.get("layer_types") or []
         values["L_a"] = 1 if types and types[-1] in ("full_attention", "attention") else 0
+    from .models.layer_kinds import LAYER_KINDS
+    if not LAYER_KINDS.keys() & values.keys():  # one kind of layer
+        return saved, layer, extra, values
+    around = [dict(hf.from_hf_dict(resized_config(config, n), "traced").dims) for n in (layers, layers + 1)]
+    for letter in (letter for letter in LAYER_KINDS if letter in values):  # the kind of layer index ``layers``
+        values[letter] = around[1].get(letter, 0) - around[0].get(letter, 0)
+    if sum(around[1].get(letter, 0) for letter in LAYER_KINDS) == layers + 1 and config.get("use_cache") is not False:
+        # no attention layer: hf_model builds the model without a cache (HF's fails), as use_cache false declares it
+        return hf_family_declared({**config, "use_cache": False}, attention, backend, dense, nope, seq=seq,
+                                  windowed=windowed, kinds=kinds, mamba=mamba, layers=layers)
     return saved, layer, extra, values

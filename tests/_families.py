@@ -167,6 +167,19 @@ TINY: dict[str, dict] = {
                    "head_dim": 20, "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
                    "layer_types": ["full_attention", "linear_attention"], "mamba_num_heads": 8, "mamba_head_dim": 6,
                    "ssm_state_size": 6, "n_groups": 2, "conv_kernel": 3, "chunk_size": 4, "use_cache": False},
+    # (h, a, g, d, f, K_c) = (48, 4, 2, 20, 53, 3): layer 0 attention, layer 1 (the measured) a short convolution;
+    # f = int(2·80/3) = 53 unrounded (no block_ffn_dim_multiplier)
+    "lfm2": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "head_dim": 20, "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 64,
+             "layer_types": ["full_attention", "conv"], "block_ffn_dim_multiplier": None},
+    # (h, a, g, d, H_k, H_v, D_k, D_v, K_c, E, k, f_e, f_s) = (48, 4, 2, 20, 2, 4, 8, 6, 4, 4, 2, 24, 32): layer 1
+    # (the measured) a gated DeltaNet with two value heads per key head, both layers MoE
+    "qwen3_next": {"num_hidden_layers": 2, "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "head_dim": 20, "intermediate_size": 80, "vocab_size": 101, "max_position_embeddings": 256,
+                   "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8,
+                   "linear_value_head_dim": 6, "linear_conv_kernel_dim": 4, "num_experts": 4, "num_experts_per_tok": 2,
+                   "moe_intermediate_size": 24, "shared_expert_intermediate_size": 32,
+                   "layer_types": ["full_attention", "linear_attention"]},
 }
 
 
@@ -258,6 +271,24 @@ def random_config(model_type: str, rng: random.Random) -> dict:
         raw["layer_types"] = [rng.choice(["linear_attention", "full_attention", "mlp"])
                               for _ in range(raw["num_hidden_layers"])]
         raw["tie_word_embeddings"] = False  # never tied by transformers (the reader refuses true)
+    if model_type == "lfm2":
+        layers = raw["num_hidden_layers"]
+        raw.pop("layer_types")
+        raw.update(full_attn_idxs=rng.choice([None, [0], list(range(1, layers, 2)), []]),
+                   conv_bias=rng.choice([True, False]), conv_L_cache=rng.choice([2, 3, 5]),
+                   block_auto_adjust_ff_dim=rng.choice([True, False]),
+                   block_ffn_dim_multiplier=rng.choice([None, 1.0, 1.5]), block_multiple_of=rng.choice([8, 256]),
+                   tie_embedding=rng.choice([True, False, None]))
+    if model_type == "qwen3_next":
+        raw.pop("layer_types")
+        key_heads = rng.choice([1, 2, 3])
+        raw.update(full_attention_interval=rng.choice([1, 2, 4]), linear_num_key_heads=key_heads,
+                   linear_num_value_heads=key_heads * rng.choice([1, 2]), linear_key_head_dim=rng.randint(2, 9),
+                   linear_value_head_dim=rng.randint(2, 9), linear_conv_kernel_dim=rng.choice([2, 4]),
+                   num_experts=rng.choice([0, 3, 6]), num_experts_per_tok=rng.choice([1, 2]),
+                   moe_intermediate_size=rng.randint(6, 30), shared_expert_intermediate_size=rng.choice([0, 20]),
+                   decoder_sparse_step=rng.choice([1, 2]), mlp_only_layers=rng.choice([[], [0]]),
+                   attention_bias=rng.choice([True, False]), norm_topk_prob=rng.choice([True, False]))
     if model_type in ("deepseek_v2", "deepseek_v3"):
         raw.update(q_lora_rank=rng.choice([None, 14]), kv_lora_rank=rng.randint(5, 16),
                    qk_nope_head_dim=rng.randint(2, 8) * 2, qk_rope_head_dim=rng.choice([2, 4, 6]),
@@ -432,6 +463,18 @@ SECOND: dict[str, dict] = {
                    "intermediate_size": 36, "mamba_num_heads": 6, "mamba_head_dim": 10, "ssm_state_size": 5,
                    "n_groups": 3, "conv_kernel": 4, "chunk_size": 3, "use_bias": True, "mlp_bias": True,
                    "use_conv_bias": False},
+    # (h, a, g, d, f, K_c) = (60, 6, 3, 14, 80, 4): biased conv, f = 16·ceil(int(1.3·int(2·90/3))/16), untied
+    "lfm2": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+             "intermediate_size": 90, "conv_bias": True, "conv_L_cache": 4, "block_multiple_of": 16,
+             "block_ffn_dim_multiplier": 1.3, "tie_embedding": False},
+    # (h, a, g, d, H_k, H_v, D_k, D_v, K_c, E, k, f_e, f_s) = (60, 6, 3, 14, 3, 3, 10, 12, 3, 5, 3, 14, 30): one value
+    # head per key head (no repeat), attention biases, half the head rotated, top-k weights not renormalised
+    "qwen3_next": {"hidden_size": 60, "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 14,
+                   "intermediate_size": 36, "linear_num_key_heads": 3, "linear_num_value_heads": 3,
+                   "linear_key_head_dim": 10, "linear_value_head_dim": 12, "linear_conv_kernel_dim": 3,
+                   "num_experts": 5, "num_experts_per_tok": 3, "moe_intermediate_size": 14,
+                   "shared_expert_intermediate_size": 30, "norm_topk_prob": False, "attention_bias": True,
+                   "partial_rotary_factor": 0.5},
 }
 
 

@@ -3,6 +3,7 @@ place, their multipliers stated, what they do not model refused in one line; the
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -230,3 +231,18 @@ def test_the_timeline_refuses_a_mamba_attention_mix(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "Mamba layers" in err
     path.write_text(json.dumps(tiny("falcon_h1")))
     assert main(["timeline", str(path), "--seq", "8"]) == 0
+
+
+@pytest.mark.parametrize("model, mix", [
+    ("granite-4.0-h-tiny", "36 Mamba2 + 4 full-attention layers"),
+    ("Nemotron-H-8B-Base-8K", "24 Mamba2 + 4 attention + 24 MLP blocks"),
+    ("Falcon-H1-0.5B-Base", "36 layers of Mamba2 and attention in parallel"),
+    ("Qwen3-Next-80B-A3B-Instruct", "36 linear-attention + 12 full-attention layers"),
+])
+def test_a_hybrids_layer_mix_is_in_the_bills_first_lines(model, mix, tmp_path, capsys):
+    """Issue 40: the hybrids' layer mix in the bill's first lines (models.layer_kinds), Mamba2 ones too."""
+    published = json.loads((Path(__file__).parent / "fixtures" / "families" / "published.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(published["models"][model]["config"]))
+    assert main(["bill", str(path), "--brief"]) == 0
+    assert f"layer mix: {mix}" in "\n".join(capsys.readouterr().out.splitlines()[:4])

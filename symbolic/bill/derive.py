@@ -568,7 +568,7 @@ def lora_forward_flops(param_inv, targets: str) -> list[tuple[str, Expr]]:
     (b·s × d_in × r) then (A·x)·B (b·s × r × d_out), 2 FLOPs a multiply-add (Hu et al. 2021 §4.1)."""
     from ..core.dims import b, r, s
     return [(f"lora/{term.name.removeprefix('layer/')} (adapters A, B)",
-             2 * b * s * r * (term.shape[-2] + term.shape[-1]) * L)
+             2 * b * s * r * (term.shape[-2] + term.shape[-1]) * L * states.matrices_of(term))
             for term in states.weight_matrices(param_inv, targets)]
 
 
@@ -652,11 +652,15 @@ def lora_saved(saved_inv, param_inv, layout: Layout):
     for term in matrices:
         name = term.name.removeprefix("layer/").removesuffix("_weight")
         split = (Axis.TENSOR, 2) if term.name in ROW_PARALLEL else (Axis.SEQUENCE, 0)
+        share = tuple(term.shape[:-2])  # a per-layer kind's share of the layers (parts.scaled), else none
+        if share:
+            split = (split[0], split[1] + len(share))
         if copies:
-            extra.append(SavedTensor(f"lora/{name}_input_{dtype}", (s, b, term.shape[-2]), dtype, *split, Group.BODY,
-                                     PEFT, f"the adapted matrix's input cast to the adapters' {dtype}, kept by A"))
-        extra.append(SavedTensor(f"lora/{name}_down_output", (s, b, r), dtype, Axis.NONE, None, Group.BODY, PEFT,
-                                 f"A·x in {dtype}, kept for the gradient of B"))
+            extra.append(SavedTensor(f"lora/{name}_input_{dtype}", (*share, s, b, term.shape[-2]), dtype, *split,
+                                     Group.BODY, PEFT, f"the adapted matrix's input cast to the adapters' {dtype}, "
+                                     "kept by A"))
+        extra.append(SavedTensor(f"lora/{name}_down_output", (*share, s, b, r), dtype, Axis.NONE, None, Group.BODY,
+                                 PEFT, f"A·x in {dtype}, kept for the gradient of B"))
 
     fused_kernel = "attention/logsumexp" in saved_inv.names()
 

@@ -57,7 +57,7 @@ def lora_time(parameters, targets: str, base_dtype: str):
     from .derive import lora_forward_flops
 
     adapted = states.weight_matrices(parameters, targets)
-    trainable = L * Add(*(r * (term.shape[-2] + term.shape[-1]) for term in adapted))
+    trainable = L * Add(*(states.matrices_of(term) * r * (term.shape[-2] + term.shape[-1]) for term in adapted))
     forward = Add(*(flops for _, flops in lora_forward_flops(parameters, targets)))
     packed = PACKED_BYTES.get(base_dtype)
     return LoraTime(trainable, forward, 2 * b * s * h * r, base_dtype,

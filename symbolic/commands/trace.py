@@ -162,7 +162,7 @@ def _run(args) -> int:
         points = tr.design_points(basis, ranges)
         try:
             with progress(len(points), f"tracing {clean(args.factory)}") as step:
-                fitted = tr.fit(factory, points, basis, custom_flops=tr.cpu_sdpa_flops(), progress=step)
+                fitted = tr.fit(factory, points, basis, custom_flops=tr.flop_fixes(), progress=step)
         except (TypeError, ValueError, AttributeError, RuntimeError) as error:
             raise ConfigError(f"--factory {clean(args.factory)}: calling it at the --dims values failed "
                               f"({type(error).__name__}: {clean(error)}); it must return (module, args[, kwargs])") \
@@ -202,7 +202,7 @@ def _run(args) -> int:
     basis = [s**i * b**j for j in (0, 1) for i in range(args.degree + 1)]
     points = tr.design_points(basis, {s: args.seq, b: args.batch})
     with progress(len(points), f"tracing one {cfg.model_type} layer") as step:
-        fitted = tr.fit(tr.hf_layer_factory(cfg, dtype=args.dtype), points, basis, custom_flops=tr.cpu_sdpa_flops(),
+        fitted = tr.fit(tr.hf_layer_factory(cfg, dtype=args.dtype), points, basis, custom_flops=tr.flop_fixes(),
                         progress=step)
     widths = ", ".join(f"{k}={v}" for k, v in tr.hf_values(cfg).items())
     print(f"{cfg.model_type} decoder layer ({args.attention} attention, {args.dtype}, CPU), {widths}; "

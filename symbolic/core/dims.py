@@ -65,6 +65,13 @@ p_c   Mamba2 causal conv1d padding: its kernel is p_c + 1 wide       HF ``mamba_
 Q   Mamba2 scan chunk length (s/Q chunks)                      HF ``mamba_chunk_size``
 L_s   Mamba (state-space) layers of a hybrid model                 HF ``layer_types``
 L_a   attention blocks of a Nemotron-H model (the rest: MLP blocks)  HF ``layer_types``
+L_c   short-convolution layers of a hybrid (LFM2)                  HF ``layer_types`` "conv"
+K_c   kernel width of a causal depthwise conv1d                    HF ``conv_L_cache``, ``linear_conv_kernel_dim``
+L_l   linear-attention (gated DeltaNet) layers of a hybrid         HF ``layer_types`` "linear_attention"
+H_k   key (and query) heads of a linear-attention layer            HF ``linear_num_key_heads``
+H_v   value heads of a linear-attention layer                      HF ``linear_num_value_heads``
+D_k   key (and query) head width of a linear-attention layer       HF ``linear_key_head_dim``
+D_v   value head width of a linear-attention layer                 HF ``linear_value_head_dim``
 ====  ==========================================================  =========
 
 Two letters clash in the sources: seed 000 writes ``m`` for the micro-batches
@@ -180,6 +187,16 @@ for _name, _meaning in (("n_m", "Mamba2 heads of a state-space mixer (mamba_n_he
                         ("L_s", "Mamba layers of a hybrid model (layer_types)"),
                         ("L_a", "attention blocks of a Nemotron-H model (layer_types)")):
     DIMENSIONS[_name] = _dim(_name, _meaning, f"{_name[0]}_{{{_name[2:]}}}" if "_" in _name else _name)
+#: The layers of a hybrid that are not full attention, one letter per kind (their phrases for the bill:
+#: :data:`symbolic.models.layer_kinds.LAYER_KINDS`), and the kernel width of their causal conv1d.
+DIMENSIONS["L_c"] = _dim("L_c", "short-convolution layers of a hybrid (LFM2's conv layers)", "L_{c}")
+DIMENSIONS["K_c"] = _dim("K_c", "kernel width of a causal depthwise conv1d (LFM2's conv_L_cache, Qwen3-Next's "
+                         "linear_conv_kernel_dim)", "K_{c}")
+DIMENSIONS["L_l"] = _dim("L_l", "linear-attention layers of a hybrid (Qwen3-Next's gated DeltaNet layers)", "L_{l}")
+DIMENSIONS["H_k"] = _dim("H_k", "key (and query) heads of a linear-attention layer", "H_{k}")
+DIMENSIONS["H_v"] = _dim("H_v", "value heads of a linear-attention layer", "H_{v}")
+DIMENSIONS["D_k"] = _dim("D_k", "key (and query) head width of a linear-attention layer", "D_{k}")
+DIMENSIONS["D_v"] = _dim("D_v", "value head width of a linear-attention layer", "D_{v}")
 
 SYMBOLS: dict[str, Symbol] = {name: dim.symbol for name, dim in DIMENSIONS.items()}
 
@@ -201,6 +218,8 @@ L_1, L_p, L_m = SYMBOLS["L_1"], SYMBOLS["L_p"], SYMBOLS["L_m"]
 L_n = SYMBOLS["L_n"]
 L_w, w = SYMBOLS["L_w"], SYMBOLS["w"]
 n_m, d_m, d_s, g_m, p_c, Q, L_s, L_a = (SYMBOLS[n] for n in ("n_m", "d_m", "d_s", "g_m", "p_c", "Q", "L_s", "L_a"))
+L_c, K_c = SYMBOLS["L_c"], SYMBOLS["K_c"]
+L_l, H_k, H_v, D_k, D_v = (SYMBOLS[n] for n in ("L_l", "H_k", "H_v", "D_k", "D_v"))
 
 LATEX_NAMES: dict[Symbol, str] = {dim.symbol: dim.latex for dim in DIMENSIONS.values()}
 

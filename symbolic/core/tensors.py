@@ -154,6 +154,10 @@ class Matmul:
     source: str
     note: str = ""
     group: Group = Group.BODY
+    #: the backward's FLOPs when they are not the two gradients' 2 × forward (None): a product whose one operand
+    #: needs no gradient (1 ×), one whose output nothing reads (0 ×), or one whose backward also runs another
+    #: kernel's matmul (Qwen3-Next's triangular solves): the number, stated where the term is made
+    backward: Expr | None = None
 
     @property
     def forward_flops(self) -> Expr:
@@ -161,7 +165,7 @@ class Matmul:
 
     @property
     def backward_flops(self) -> Expr:
-        return 2 * self.forward_flops
+        return 2 * self.forward_flops if self.backward is None else self.backward
 
 
 @dataclass(frozen=True)

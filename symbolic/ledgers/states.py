@@ -131,7 +131,26 @@ class StateTerm:
 #: (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3): the routed experts' fused ``gate_up_proj``/``down_proj``
 #: (``*Experts``) and the router's ``weight`` (``*TopKRouter``) are ``nn.Parameter``s, so PEFT's
 #: ``all-linear`` (``nn.Linear`` and ``Conv1D`` modules, the output layer excluded) adapts neither.
-NOT_LINEAR_MODULES = ("layer/moe/experts_", "layer/moe/router")
+NOT_LINEAR_MODULES = ("layer/moe/experts_", "layer/moe/router",
+                      # the hybrids' depthwise convolutions are nn.Conv1d, not adapted (LFM2, Qwen3-Next)
+                      "layer/conv/conv_weight", "layer/linear_attention/conv_weight")
+
+
+def _share_axes(shape) -> int:
+    """How many leading entries of a layer term's shape are shares of the layers (an expression over L:
+    (L − L_c)/L, L_d/L; ``parts.scaled``, ``parts._weight(share=)``), not sizes."""
+    from sympy import fraction
+    count = 0
+    while count < len(shape) and fraction(shape[count])[1].has(L):
+        count += 1
+    return count
+
+
+def matrices_of(term) -> Expr:
+    """How many (d_in, d_out) matrices a weight term holds per layer: its leading factors — 1 for a
+    matrix, the share of the layers that have it for a per-layer kind's (a hybrid's attention, (L − L_c)/L;
+    a dense-first MoE model's dense MLP, L_d/L)."""
+    return Mul(*term.shape[:-2])
 
 
 def weight_matrices(param_inv, targets: str | None = None) -> list:
@@ -141,12 +160,12 @@ def weight_matrices(param_inv, targets: str | None = None) -> list:
     the router (:data:`NOT_LINEAR_MODULES`), which stay frozen, unadapted."""
     out = []
     for term in param_inv:
-        if term.scope != "layer" or len(term.shape) < 2:
-            continue
+        if term.scope != "layer" or len(term.shape) - _share_axes(term.shape) < 2:
+            continue  # a vector (norm weights, biases), on all layers or on a share of them
         if targets == "attention" and not term.name.startswith("layer/attention/"):
             continue
-        if targets is not None and (len(term.shape) > 2 or term.name.startswith(NOT_LINEAR_MODULES)):
-            continue  # adapters on the linear modules only: expert banks and the router stay frozen
+        if targets is not None and term.name.startswith(NOT_LINEAR_MODULES):
+            continue  # adapters on the linear modules only: expert banks, the router and convs stay frozen
         out.append(term)
     return out
 
@@ -260,8 +279,9 @@ def _state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, co
     out: list[StateTerm] = []
     if lora:
         adapted = weight_matrices(param_inv, lora_targets)
-        adapter_shapes = [(shape, L) for term in adapted for shape in ((term.shape[-2], r), (r, term.shape[-1]))]
-        trainable = Add(*(L * r * (term.shape[-2] + term.shape[-1]) for term in adapted))
+        adapter_shapes = [(shape, L * matrices_of(term)) for term in adapted
+                          for shape in ((term.shape[-2], r), (r, term.shape[-1]))]
+        trainable = Add(*(L * matrices_of(term) * r * (term.shape[-2] + term.shape[-1]) for term in adapted))
         weights = weight_matrices(param_inv)
         others = Add(*((L if term.scope == "layer" else 1) * term.count for term in param_inv
                        if term not in weights))

@@ -149,6 +149,19 @@ class Recipe:
     mamba_in_bias: bool = False
     mamba_conv_bias: bool = False
     mamba_out_bias: bool = False
+    #: LFM2's hybrid layers: L_c of the L layers have its double-gated short convolution (in_proj → B, C, x;
+    #: B·x; a depthwise causal conv1d of width K_c; C·conv; out_proj) in place of attention
+    short_conv: bool = False
+    #: LFM2's ``conv_bias``: biases on the short convolution's in_proj, conv and out_proj
+    conv_bias: bool = False
+    #: Qwen3-Next's gated attention: Q's projection doubled for a per-feature output gate, the attention's output
+    #: multiplied by sigmoid(gate) before the output projection
+    gated_attention: bool = False
+    #: Qwen3-Next's hybrid layers: L_l of the L layers have its gated DeltaNet (linear attention) in place of attention
+    gated_deltanet: bool = False
+    #: HF's cache holds the gated DeltaNet's final state (the config's ``use_cache``, true by default): the last
+    #: chunk's state update is kept, not only computed
+    final_state_cached: bool = False
 
     def key(self) -> tuple:
         """The recipe as a tuple of (field, value) pairs: hashable and JSON-able. A field added
@@ -167,7 +180,8 @@ LATER_FIELDS = ("logits_bias", "rotary_tables", "scores_fp32", "falcon_core", "k
                 "kv_indexed", "clip_qkv", "nope_layers", "attn_temperature", "softmax_bf16", "alibi",
                 "sinks", "rotary_fp32", "block_dropout", "attention_dropout", "window", "altup",
                 "altup_correct_scale", "kv_shared_layers", "sparse_layers", "kv_shared_unrepeated",
-                "mamba", "mamba_gate", "mamba_in_bias", "mamba_conv_bias", "mamba_out_bias")
+                "mamba", "mamba_gate", "mamba_in_bias", "mamba_conv_bias", "mamba_out_bias",
+                "short_conv", "conv_bias", "gated_attention", "gated_deltanet", "final_state_cached")
 
 
 #: Stated ranges of a model's sizes (inclusive; issue 14). The largest published transformers are far

@@ -432,7 +432,8 @@ def _from_family(family, raw: dict, name: str, source: str, where: str, sizes: t
     kv_heads = read.kv_heads
     if heads % kv_heads:
         raise ConfigError(f"{where}: num_key_value_heads ({kv_heads}) must divide num_attention_heads ({heads})")
-    tied = _flag(raw, "tie_word_embeddings", where, DEFAULTS[model_type]["tie_word_embeddings"])
+    tied = _flag(raw, "tie_word_embeddings", where, DEFAULTS[model_type]["tie_word_embeddings"]) \
+        if read.tied is None else read.tied
     notes = [*read.notes, *_unmodelled_fields(raw, model_type, where)]
     dims = dict(read.dims)
     if own_head:

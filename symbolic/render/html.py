@@ -45,7 +45,7 @@ from sympy.printing.jscode import JavascriptCodePrinter
 from ..claims.quantities import evaluate
 from ..claims.sources import cite, keys, reference
 from ..core.dims import (E, E_s, L, L_d, P, Psi, V, a, b, d, d_h, d_n, d_r, d_v, e, f, f_e, f_s, g, h, k, m, p,
-                         r, r_kv, r_q, s, t, v, L_n, L_w, w)
+                         r, r_kv, r_q, s, t, v, L_n, L_w, w, L_c, K_c, L_l, H_k, H_v, D_k, D_v)
 from ..layout.layout import Layout, default_loss, steady_state_batch
 from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy, in_flight_formula
 from ..ledgers import activations, flops, params, states
@@ -70,7 +70,7 @@ m_last = Symbol("m_last", positive=True, integer=True)
 #: MLA's ranks and head widths), a learned table's rows, and the expert-parallel size e (the
 #: routed experts over e ranks, each expert's width over e_t = t: Megatron-Core's default).
 ARGUMENTS = (s, b, h, a, L, V, t, p, d, f, v, Psi, G, g, E, k, E_s, f_e, m, m_last,
-             d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, P, e, r, L_n, L_w, w)
+             d_h, L_d, f_s, r_q, r_kv, d_n, d_r, d_v, P, e, r, L_n, L_w, w, L_c, K_c, L_l, H_k, H_v, D_k, D_v)
 
 #: The page's inputs of the model's letters beyond the GPT ones, each shown for the inventories
 #: whose formulas use it (``page_archs``), with its label and the least value it takes.
@@ -80,7 +80,10 @@ MODEL_FIELDS = {"g": ("g KV heads", 1), "E": ("E experts", 1), "k": ("k experts/
                 "r_kv": ("r_kv KV latent rank", 1), "d_n": ("d_n Q/K width, no RoPE", 1),
                 "d_r": ("d_r Q/K RoPE width", 1), "d_v": ("d_v value width", 1), "P": ("P position rows", 1),
                 "L_n": ("L_n NoPE layers", 0), "L_w": ("L_w sliding-window layers", 0),
-                "w": ("w window (keys)", 1)}
+                "w": ("w window (keys)", 1), "L_c": ("L_c conv layers", 0), "K_c": ("K_c conv kernel", 1),
+                "L_l": ("L_l linear-attention layers", 0), "H_k": ("H_k linear key heads", 1),
+                "H_v": ("H_v linear value heads", 1), "D_k": ("D_k linear key width", 1),
+                "D_v": ("D_v linear value width", 1)}
 
 #: Activation dtypes with the same bytes: the verdict's formulas are printed once for them.
 PEAK_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp32": "fp32", "fp8": "fp8"}

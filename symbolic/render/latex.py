@@ -519,7 +519,13 @@ STRUCTURE_EXTRA = {"deepseek_v2": {"num_experts_per_tok": 6},
                    # and sparse layers' shares (L_kv, L_sp) are the bill's, as Llama 4's L_n
                    "gemma3n_text": {"num_kv_shared_layers": 0},
                    # Nemotron-H: its default blocks include an MoE one (not modelled): one block of each other kind
-                   "nemotron_h": {"num_hidden_layers": 3, "layer_types": ["linear_attention", "full_attention", "mlp"]}}
+                   "nemotron_h": {"num_hidden_layers": 3, "layer_types": ["linear_attention", "full_attention", "mlp"]},
+                   # LFM2: a conv and an attention layer (its published models mix 10 and 6), so the page shows
+                   # both kinds as their shares (L_c); the config's default is every layer attention
+                   "lfm2": {"num_hidden_layers": 2, "layer_types": ["conv", "full_attention"]},
+                   # Qwen3-Next: a gated DeltaNet and a gated attention layer (L_l), both MoE (its default layer 0
+                   # of one is linear attention alone)
+                   "qwen3_next": {"num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"]}}
 
 
 def family_model(model_type: str, builtin: str | None):
@@ -604,10 +610,34 @@ def layer_kinds(model) -> list[tuple[str, dict]]:
         L_s, L_a, L_ = SYMBOLS["L_s"], SYMBOLS["L_a"], SYMBOLS["L"]
         return [("a Mamba block (L_s = L)", {L_s: L_, L_a: 0}), ("an attention block (L_a = L)", {L_s: 0, L_a: L_}),
                 ("an MLP block (L_s = L_a = 0)", {L_s: 0, L_a: 0})]
+    from ..models.layer_kinds import FULL_ATTENTION, LAYER_KINDS
+
+    L_ = SYMBOLS["L"]
+    hybrid = [letter for letter in LAYER_KINDS if letter in dict(model.dims)]
+    if hybrid:  # a hybrid (models.layer_kinds): each kind of layer whole, its letter L and the others 0 (MoE layers)
+        base = {SYMBOLS["L_d"]: 0} if model.recipe.dense_layers else {}
+        none = {SYMBOLS[letter]: 0 for letter in hybrid}
+        return ([(f"a {FULL_ATTENTION} layer ({', '.join(f'{x} = 0' for x in hybrid)})", base | none)]
+                + [(f"a {LAYER_KINDS[letter]} layer ({letter} = L)", base | none | {SYMBOLS[letter]: L_})
+                   for letter in hybrid])
     if model.recipe is None or not model.recipe.dense_layers:
         return [("one layer", {})]
-    L_d, L_ = SYMBOLS["L_d"], SYMBOLS["L"]
+    L_d = SYMBOLS["L_d"]
     return [("an MoE layer (L_d = 0)", {L_d: 0}), ("a dense layer (L_d = L)", {L_d: L_})]
+
+
+def _kinds_words(model) -> str:
+    """How the bill averages a family's kinds of layer, for its page's introduction."""
+    from ..models.layer_kinds import LAYER_KINDS
+
+    hybrid = [letter for letter in LAYER_KINDS if letter in dict(model.dims)]
+    if hybrid:
+        shares = ", ".join(f"{x}/L of a {LAYER_KINDS[x]} one" for x in hybrid)
+        moe = "; its MoE layers are shown" if model.recipe.dense_layers else ""
+        return (" The bill's per-layer terms are the average over the L layers: (L - " + " - ".join(hybrid)
+                + f")/L of a full-attention layer, {shares}{moe}; each kind is shown whole.")
+    return (" The bill's per-layer terms are the average over the L layers, L_d of them dense: (L - L_d)/L of an "
+            "MoE layer and L_d/L of a dense one; each kind is shown whole.")
 
 
 def family_page(label: str, title: str, model_type: str, builtin: str | None) -> list[str]:
@@ -631,15 +661,13 @@ def family_page(label: str, title: str, model_type: str, builtin: str | None) ->
            r"\begin{sloppypar}" + breakable(
                f"HF model_type {model_type}, {where}; billed as {_recipe_words(model)}. Every form below "
                "is summed from the inventories the bill itemises (the tests trace them against the real HF "
-               "decoder layer)." + (" The bill's per-layer terms are the average over the L layers, L_s of "
-                                    "them Mamba layers: L_s/L of a Mamba layer and (L - L_s)/L of an attention "
-                                    "one; each kind is shown whole." if others and model.recipe.mamba == "layers"
-                                    else " The bill's per-layer terms are the average over the L blocks: L_s/L of "
-                                    "a Mamba block, L_a/L of an attention one and the rest of an MLP one; each "
-                                    "kind is shown whole." if others and model.recipe.mamba == "blocks"
-                                    else " The bill's per-layer terms are the average over the L layers, L_d of "
-                                    "them dense: (L - L_d)/L of an MoE layer and L_d/L of a dense one; each "
-                                    "kind is shown whole." if others else "")) + r"\end{sloppypar}",
+               "decoder layer)." + ((" The bill's per-layer terms are the average over the L layers, L_s of "
+                                     "them Mamba layers: L_s/L of a Mamba layer and (L - L_s)/L of an attention "
+                                     "one; each kind is shown whole." if model.recipe.mamba == "layers"
+                                     else " The bill's per-layer terms are the average over the L blocks: L_s/L of "
+                                     "a Mamba block, L_a/L of an attention one and the rest of an MLP one; each "
+                                     "kind is shown whole." if model.recipe.mamba == "blocks"
+                                     else _kinds_words(model)) if others else "")) + r"\end{sloppypar}",
            rf"\subsection*{{Saved bytes per layer, collected in $s b h$}}",
            r"\noindent " + tex(f"{first_kind[0].upper()}{first_kind[1:]}, one micro-batch, no parallelism:")
            + " " + collected(forms["saved"].subs(first), units["saved"], display=False) + r"\par"]

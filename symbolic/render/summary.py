@@ -19,6 +19,7 @@ import textwrap
 from fractions import Fraction
 
 from ..core.units import fmt, fmt_bytes
+from ..models.layer_kinds import layer_mix
 
 #: Nominal memory of common training GPUs (as marketed, decimal GB), used only
 #: when no ``--gpu-memory`` is given, to say which of them the total fits.
@@ -211,6 +212,9 @@ def bill_summary(data: dict, width: int = 80) -> list[str]:
     config = data.get("model_config", {})
     out = [f"{data['model']}" + (f" — {config['source']}" if config.get("source") else ""),
            "layout: " + layout_words(data.get("layout", {}), data.get("values")) + preset_words(data)]
+    mix = layer_mix(config.get("layers") or 0, config.get("dims") or {})
+    if mix:  # a hybrid's kinds of layer (models.layer_kinds), before the answer that depends on them
+        out.insert(1, f"layer mix: {mix}")
     out.append("VERDICT: " + verdict(total, data.get("gpu_memory_bytes")))
     if data.get("gpu"):  # which GPU the memory and the step time are for (--gpu, --gpu-memory, --hardware)
         out.append(gpu_line(data["gpu"], time="step_seconds" in data))

@@ -622,4 +622,5 @@ def print_text(bill: Bill, file=None, brief: bool = False, extra: dict | None = 
 
 #: The model's letters the bill's header shows, in this order (the families' own letters last).
 MODEL_LETTERS = ("L", "h", "a", "V", "s", "f", "g", "E", "k", "E_s", "f_e", "P", "d_h", "L_d", "f_s", "r_q", "r_kv",
-                 "d_n", "d_r", "d_v", "L_n", "L_w", "w", "n_m", "d_m", "d_s", "g_m", "p_c", "Q", "L_s", "L_a")
+                 "d_n", "d_r", "d_v", "L_n", "L_w", "w", "n_m", "d_m", "d_s", "g_m", "p_c", "Q", "L_s", "L_a",
+                 "L_c", "K_c", "L_l", "H_k", "H_v", "D_k", "D_v")

@@ -87,7 +87,7 @@ if TYPE_CHECKING:
 ARG_NAMES = ("s", "b", "h", "a", "L", "V", "t", "p", "d", "f", "v", "Psi", "g", "E", "k", "E_s", "f_e", "c", "e",
              "e_t", "C_f", "m", "m_last", "P", "d_h", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v", "L_1",
              "L_p", "r", "L_n", "L_m", "m_mid", "L_w", "w", "n_m", "d_m", "d_s", "g_m", "p_c", "Q", "L_s",
-             "L_a")
+             "L_a", "L_c", "K_c", "L_l", "H_k", "H_v", "D_k", "D_v")
 #: The time model's arguments: the ledgers' letters and B (sequences per iteration).
 TIME_NAMES = ARG_NAMES + ("B",)
 
@@ -122,7 +122,7 @@ def __getattr__(name: str):
 #: The model's letters a plan holds fixed while it sweeps the layout's.
 MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e",
                  "P", "d_h", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v", "L_n", "L_w", "w", "n_m", "d_m", "d_s", "g_m", "p_c", "Q", "L_s",
-             "L_a")
+             "L_a", "L_c", "K_c", "L_l", "H_k", "H_v", "D_k", "D_v")
 #: Pipeline schedules as the bill accounts them: no pipeline (pp = 1), the
 #: first stage of 1F1B (pp > 1), the first stage of the interleaved schedule (v > 1).
 SCHEDULES = ("none", "1f1b", "interleaved")

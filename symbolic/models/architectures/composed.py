@@ -3,7 +3,7 @@
 A :class:`~symbolic.models.config.Recipe` names the parts of a family's
 layer; :func:`inventories` composes :mod:`.parts` into the three inventories
 the ledgers sum — parameters, saved tensors, matmuls — in the papers' letters
-plus the recipe's own (``d_h`` head width, ``L_d`` dense layers, ``L_n`` NoPE layers, ``f_s``
+plus the recipe's own (``d_h`` head width, ``L_d`` dense layers, ``L_n`` NoPE layers, ``L_c`` conv layers, ``f_s``
 shared-expert width, MLA's ``r_q``, ``r_kv``, ``d_n``, ``d_r``, ``d_v``).
 
 The papers' layers are recipes too: :mod:`.gpt` (Korthikanti's GPT layer:
@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from sympy import Expr, Integer
 
-from ...core.dims import E, P, a, b, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, r_kv, r_q, s
+from ...core.dims import E, L, L_a, L_c, L_l, L_s, P, a, b, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, r_kv, r_q, s
 from ...core.tensors import Axis, Group, Inventory, SavedTensor
 from ..config import ConfigError, Recipe
 from . import parts
@@ -116,6 +116,8 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
             parts._split(f"attention/{name}_clamp_input", n, note="clamp_ is in place: autograd keeps a copy of "
                          "its input (the projection's output) for the clamp's mask in backward")
             for name, n in (("query", a * width), ("key", kv_heads * width), ("value", kv_heads * width))))
+    if recipe.gated_attention:  # Qwen3-Next: Q's projection twice as wide, half of it the output gate
+        projections = parts.gated_query(projections, width)
     core_heads = a if recipe.kv_materialized or kernel == "masked" else kv_heads
     core = parts.attention_core(width, core_heads, "fused" if kernel == "masked" else kernel,
                                 output_copy=recipe.rotary_cat, softcap=recipe.softcap, mask_dtype=mask_dtype,
@@ -151,7 +153,8 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
         core = parts.Part(core.params, tuple(
             replace(t, dtype="fp32", note=t.note + ", upcast to fp32 for the scores")
             if t.name in ("attention/query", "attention/key") else t for t in core.saved), core.matmuls)
-    return projections + rotary + core + parts.attention_output(width, recipe.o_bias)
+    gate = parts.output_gate(width) if recipe.gated_attention else parts.NOTHING
+    return projections + rotary + core + gate + parts.attention_output(width, recipe.o_bias)
 
 
 def _window_share(recipe: Recipe, kernel: str, conv) -> Expr:
@@ -210,7 +213,18 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
         return part
 
     def attention(layer_input=False):
-        return _attention(recipe, kernel, layer_input, kv_heads, conv.dropout_mask, wording.per_head, conv)
+        part = _attention(recipe, kernel, layer_input, kv_heads, conv.dropout_mask, wording.per_head, conv)
+        # a hybrid's other kinds of layer mix tokens otherwise: each kind a share of the layer's terms, letter/L
+        mixers = ((L_c, parts.short_conv(recipe.conv_bias, conv, layer_input=layer_input)) if recipe.short_conv
+                  else None,
+                  (L_l, parts.gated_deltanet(conv, layer_input, recipe.final_state_cached)) if recipe.gated_deltanet
+                  else None)
+        mixers = [mixer for mixer in mixers if mixer is not None]
+        if mixers:
+            part = parts.scaled(part, (L - sum(letter for letter, _ in mixers)) / L)
+            for letter, mixer in mixers:
+                part = part + parts.scaled(mixer, letter / L)
+        return part
 
     def drop(block):  # x + dropout(block(x)): the mask of the block's output
         if not (dropout or recipe.block_dropout):
@@ -229,12 +243,10 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
         wired = (norm("attention/norm", layer_input=True) + mixer() + attention() + norm("mlp/norm") + mlp())
         return parts.cite(wired, wording)
     if recipe.mamba == "layers":  # Granite-4.0-H: L_s layers x + mamba(n(x)), the others x + attn(n(x))
-        from ...core.dims import L, L_s
         wired = (norm("attention/norm", layer_input=True) + mixer(L_s / L)
                  + parts.shared_by(attention(), (L - L_s) / L) + norm("mlp/norm") + mlp())
         return parts.cite(wired, wording)
     if recipe.mamba == "blocks":  # Nemotron-H: x + block(norm(x)), the block a Mamba, attention or MLP one
-        from ...core.dims import L, L_a, L_s
         rest = (L - L_s - L_a) / L
         wired = (norm("attention/norm", layer_input=True) + mixer(L_s / L)
                  + parts.shared_by(attention(), L_a / L)

@@ -3,8 +3,8 @@
 The earlier sixteen are read by :mod:`symbolic.models.hf` itself; the families
 below are each a module, registered here by ``MODEL_TYPE``.
 """
-from . import (cohere, falcon, glm4, gpt_oss, gptj, granite, granitemoe, llama4, nemotron, olmoe, phi, phimoe,
-               stablelm, starcoder2)
+from . import (cohere, falcon, glm4, gpt_oss, gptj, granite, granitemoe, lfm2, llama4, nemotron, olmoe, phi, phimoe,
+               qwen3_next, stablelm, starcoder2)
 from . import (apertus, arcee, cohere2, dots1, ernie4_5, ernie4_5_moe, exaone4, glm4_moe, minimax_m2, ministral, olmo3,
                seed_oss, smollm3)
 from . import gemma3n_text
@@ -16,7 +16,7 @@ READERS = {module.MODEL_TYPE: module for module in (phi, starcoder2, stablelm, g
 # issue 40's families (2025–26)
 READERS.update({module.MODEL_TYPE: module for module in (smollm3, arcee, seed_oss, ernie4_5, apertus, gpt_oss,
                                                          glm4_moe, dots1, minimax_m2, ernie4_5_moe, ministral, olmo3,
-                                                         cohere2, exaone4)})
+                                                         cohere2, exaone4, lfm2, qwen3_next)})
 READERS[gemma3n_text.MODEL_TYPE] = gemma3n_text  # Gemma 3n's text model (``gemma3n`` read through text_config)
 READERS.update({module.MODEL_TYPE: module for module in (falcon_h1, granitemoehybrid, bamba, nemotron_h)})  # Mamba2 hybrids
 

@@ -30,7 +30,8 @@ class Read:
     of every family from ``head_dim``). ffn: the MLP width f. kv_heads: key/value heads (g).
     head_dim: the config's head width, None for h/a. seq: the default sequence length.
     dims: the recipe's own letters' values. moe: (E, k, f_e, shared count). notes: what the
-    bill states beside the numbers (multipliers read, approximations with their size)."""
+    bill states beside the numbers (multipliers read, approximations with their size). tied: the
+    output layer tied to the embedding as the family reads it (None: ``tie_word_embeddings``)."""
 
     recipe: Recipe
     ffn: int
@@ -40,6 +41,7 @@ class Read:
     dims: dict = field(default_factory=dict)
     moe: tuple = (0, 0, 0, 0)
     notes: tuple = ()
+    tied: bool | None = None
 
 
 def rotary_factor(fields, default: float) -> float:
