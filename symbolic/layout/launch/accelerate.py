@@ -1,0 +1,103 @@
+"""The accelerate reader: an ``accelerate config`` YAML (FSDP, or DeepSpeed naming its
+ds_config.json) at :data:`~.reader.ACCELERATE_COMMIT`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...models.config import ModelConfig
+from .deepspeed import _DEEPSPEED_IGNORE, _read_deepspeed
+from .reader import ACCELERATE_COMMIT, LaunchReading, _finish, _int, _load_mapping, _Reader, _walk
+
+def read_accelerate(source, model: ModelConfig | None = None) -> LaunchReading:
+    """An accelerate config YAML (``accelerate config``'s keys at :data:`ACCELERATE_COMMIT`): FSDP or
+    DeepSpeed (its ``deepspeed_config_file`` read by :func:`read_deepspeed`'s rules). The batch and
+    sequence are the training script's: give --micro-batch and --seq."""
+    data, where = _load_mapping(source, "accelerate")
+    used: set[str] = set()
+    kind = data.get("distributed_type", "NO")
+    used.add("distributed_type")
+    framework = {"FSDP": "fsdp", "DEEPSPEED": "deepspeed"}.get(kind, "fsdp")
+    reader = _Reader("accelerate", where, framework, f"accelerate {ACCELERATE_COMMIT[:7]}")
+    processes = data.get("num_processes", 1)
+    used.add("num_processes")
+    machines = data.get("num_machines", 1)
+    used.add("num_machines")
+    world = _int(reader, "num_processes", processes)  # accelerate: the total over all machines
+    reader.gpus = world
+    reader.take("num_processes", world, f"dp = {world} (each process one data-parallel rank)", dp=world)
+    if kind == "FSDP":
+        fsdp = data.get("fsdp_config") or {}
+        strategy = str(fsdp.get("fsdp_sharding_strategy", "FULL_SHARD"))
+        used.add("fsdp_config.fsdp_sharding_strategy")
+        version = int(fsdp.get("fsdp_version", 1))
+        used.add("fsdp_config.fsdp_version")
+        if version == 2:
+            strategy = "FULL_SHARD" if fsdp.get("fsdp_reshard_after_forward", True) else "SHARD_GRAD_OP"
+            used.add("fsdp_config.fsdp_reshard_after_forward")
+        stages = {"FULL_SHARD": 3, "1": 3, "SHARD_GRAD_OP": 2, "2": 2, "NO_SHARD": 0, "3": 0}
+        if strategy not in stages:
+            reader.refuse("fsdp_config.fsdp_sharding_strategy", strategy, "HYBRID_SHARD is not modelled; give "
+                          "FULL_SHARD, SHARD_GRAD_OP or NO_SHARD")
+        reader.take("fsdp_config.fsdp_sharding_strategy", strategy, f"zero = {stages[strategy]}", zero=stages[strategy])
+        if fsdp.get("fsdp_offload_params"):
+            reader.take("fsdp_config.fsdp_offload_params", True, "offload = params", offload="params")
+        else:
+            reader.take("fsdp_config.fsdp_offload_params", False, "no offload")
+        used.add("fsdp_config.fsdp_offload_params")
+        if fsdp.get("fsdp_activation_checkpointing"):
+            reader.take("fsdp_config.fsdp_activation_checkpointing", True, "recompute = full (each wrapped layer)",
+                        recompute="full")
+        else:
+            reader.take("fsdp_config.fsdp_activation_checkpointing", False, "recompute = none")
+        used.add("fsdp_config.fsdp_activation_checkpointing")
+        precision = data.get("mixed_precision", "no")
+        used.add("mixed_precision")
+        if precision in ("bf16", "fp16"):
+            reader.take("mixed_precision", precision, f"dtype = {precision}, optimizer = fp32-adam (FSDP's "
+                        "MixedPrecision: fp32 sharded parameters and gradients, low-precision compute)",
+                        dtype=precision, optimizer="fp32-adam")
+        elif precision == "no":
+            reader.take("mixed_precision", precision, "dtype = fp32, optimizer = fp32-adam", dtype="fp32",
+                        optimizer="fp32-adam")
+        else:
+            reader.refuse("mixed_precision", precision, "give no, bf16 or fp16")
+        reader.assume("optimizer", "", "torch's AdamW (the training script's): optimizer_impl foreach",
+                      optimizer_impl="foreach")
+        ignore = {f"fsdp_config.{key}": why for key, why in (
+            ("fsdp_auto_wrap_policy", "the wrap unit (a layer, as the bill assumes)"),
+            ("fsdp_transformer_layer_cls_to_wrap", "the wrap unit"),
+            ("fsdp_backward_prefetch", "prefetch order (the time model's --overlap)"),
+            ("fsdp_forward_prefetch", "prefetch order (the time model's --overlap)"),
+            ("fsdp_cpu_ram_efficient_loading", "loading (before training)"),
+            ("fsdp_state_dict_type", "checkpoint format"), ("fsdp_sync_module_states", "loading (before training)"),
+            ("fsdp_use_orig_params", "parameter views (the same bytes)"))}
+    elif kind == "DEEPSPEED":
+        ds = data.get("deepspeed_config") or {}
+        path = ds.get("deepspeed_config_file")
+        used.add("deepspeed_config.deepspeed_config_file")
+        if not path:
+            reader.refuse("deepspeed_config.deepspeed_config_file", "", "give the ds_config.json it names")
+        file = Path(path) if Path(path).is_absolute() else Path(where).parent / path
+        ds_data, _ = _load_mapping(str(file), "deepspeed")
+        reader.take("deepspeed_config.deepspeed_config_file", path, f"read by the deepspeed reader ({file.name})")
+        ds_used: set[str] = set()
+        _read_deepspeed(reader, ds_data, ds_used, auto_ok=True)
+        for key, value in _walk(ds_data):
+            if key not in ds_used:
+                why = next((w for p, w in _DEEPSPEED_IGNORE.items() if key == p or key.startswith(p + ".")), None)
+                if why is None:
+                    reader.refuse(f"{file.name}: {key}", value, "not a key the deepspeed reader knows")
+                reader.ignore(f"{file.name}: {key}", value, why)
+        if data.get("mixed_precision") in (None, "no"):  # else accelerate's mixed_precision: refused below
+            used.add("mixed_precision")
+        ignore = {"deepspeed_config.zero3_init_flag": "loading (before training)"}
+    else:
+        reader.refuse("distributed_type", kind, "give FSDP or DEEPSPEED (the ones read)")
+    reader.assume("micro-batch and seq", "", "the training script's: give --micro-batch and --seq")
+    ignore.update({"compute_environment": "where it runs", "machine_rank": "this machine's rank",
+                   "main_training_function": "a name", "rdzv_backend": "rendezvous", "same_network": "rendezvous",
+                   "tpu_env": "TPU", "tpu_use_cluster": "TPU", "tpu_use_sudo": "TPU", "use_cpu": "CPU training",
+                   "downcast_bf16": "TPU", "debug": "checks", "enable_cpu_affinity": "CPU affinity",
+                   "main_process_ip": "rendezvous", "main_process_port": "rendezvous",
+                   "gpu_ids": "device choice", "num_machines": "the machines (num_processes counts every GPU)"})
+    return _finish(reader, data, used, ignore, model, "the HF config.json it trains")
