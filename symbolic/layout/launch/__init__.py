@@ -30,6 +30,14 @@ time — unless it is in the reader's table of options that change neither (logg
 learning-rate schedule), which are listed as ignored with the reason. No value is ``eval``-ed: a
 command line is split with :mod:`shlex`, numbers are read by a regular expression.
 
+One contract with the CLI (``reader.py``): every Layout field read passes the schema the CLI and the
+API read (``layout/options.py``: ranges and choices); a boolean is read as its framework reads it
+(accelerate's ``"false"``, OmegaConf's ``0``; Megatron's ``--bf16=false`` refused as argparse refuses
+it); a choice outside the framework's is refused, never defaulted; a key given twice is refused where
+the framework refuses it (DeepSpeed's JSON, OmegaConf's YAML); a file is size-capped (1 MiB; 64 KiB
+for what shlex splits), YAML is parsed with a safe loader that allows a few aliases, and a mapping is
+checked to be a finite tree (no self-reference) before it is walked.
+
 The package reads like the data flow: ``reader.py`` is the shared reader (a :class:`LaunchReading`,
 the accumulator, the value checks, the file loading); one module per launch kind fills it
 (``megatron.py``, ``bridge.py``, ``torchtitan.py``, ``deepspeed.py``, ``accelerate.py``); this module
@@ -64,7 +72,15 @@ def read_launch(kind: str, source, model: ModelConfig | None = None) -> LaunchRe
     given, is the model trained (the config's own model arguments are then listed as ignored)."""
     if kind not in READERS:
         raise ConfigError(f"--from {clean(str(kind))!r}: give one of {', '.join(KINDS)}")
-    return READERS[kind](source, model)
+    try:
+        return READERS[kind](source, model)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as error:
+        # A value of a type no reader checked (a list where a number belongs): one line, never a traceback.
+        raise ConfigError(f"--from {kind}: a value of the wrong type or form ({type(error).__name__}: "
+                          f"{clean(str(error))[:120]}); check the file's values against the framework's "
+                          "documentation") from None
 
 
 LAYOUT_FIELDS = tuple(f.name for f in fields(Layout))

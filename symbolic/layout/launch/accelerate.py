@@ -16,35 +16,45 @@ def read_accelerate(source, model: ModelConfig | None = None) -> LaunchReading:
     used: set[str] = set()
     kind = data.get("distributed_type", "NO")
     used.add("distributed_type")
-    framework = {"FSDP": "fsdp", "DEEPSPEED": "deepspeed"}.get(kind, "fsdp")
+    framework = {"FSDP": "fsdp", "DEEPSPEED": "deepspeed"}.get(kind, "fsdp") if isinstance(kind, str) else "fsdp"
     reader = _Reader("accelerate", where, framework, f"accelerate {ACCELERATE_COMMIT[:7]}")
+    reader.choice("distributed_type", kind, ("FSDP", "DEEPSPEED"), "the ones read")
     processes = data.get("num_processes", 1)
     used.add("num_processes")
-    machines = data.get("num_machines", 1)
     used.add("num_machines")
     world = _int(reader, "num_processes", processes)  # accelerate: the total over all machines
     reader.gpus = world
     reader.take("num_processes", world, f"dp = {world} (each process one data-parallel rank)", dp=world)
     if kind == "FSDP":
         fsdp = data.get("fsdp_config") or {}
-        strategy = str(fsdp.get("fsdp_sharding_strategy", "FULL_SHARD"))
+        if not isinstance(fsdp, dict):
+            reader.refuse("fsdp_config", repr(fsdp), "not a section; give a mapping of its options")
+        strategy = fsdp.get("fsdp_sharding_strategy", "FULL_SHARD")
+        if isinstance(strategy, bool) or not isinstance(strategy, (str, int)):
+            reader.refuse("fsdp_config.fsdp_sharding_strategy", repr(strategy), "give FULL_SHARD, SHARD_GRAD_OP or "
+                          "NO_SHARD")
+        strategy = str(strategy).upper()  # dataclasses.py: ShardingStrategy[name.upper()] or its number
         used.add("fsdp_config.fsdp_sharding_strategy")
-        version = int(fsdp.get("fsdp_version", 1))
+        version = reader.choice("fsdp_config.fsdp_version", fsdp.get("fsdp_version", 1), (1, 2),
+                                "accelerate's FSDP versions")
         used.add("fsdp_config.fsdp_version")
-        if version == 2:
-            strategy = "FULL_SHARD" if fsdp.get("fsdp_reshard_after_forward", True) else "SHARD_GRAD_OP"
+        if version == 2:  # dataclasses.py: str_to_bool(reshard_after_forward) under FSDP2
+            reshard = reader.flag("fsdp_config.fsdp_reshard_after_forward", fsdp.get("fsdp_reshard_after_forward",
+                                                                                     True), "accelerate")
+            strategy = "FULL_SHARD" if reshard else "SHARD_GRAD_OP"
             used.add("fsdp_config.fsdp_reshard_after_forward")
         stages = {"FULL_SHARD": 3, "1": 3, "SHARD_GRAD_OP": 2, "2": 2, "NO_SHARD": 0, "3": 0}
         if strategy not in stages:
             reader.refuse("fsdp_config.fsdp_sharding_strategy", strategy, "HYBRID_SHARD is not modelled; give "
                           "FULL_SHARD, SHARD_GRAD_OP or NO_SHARD")
         reader.take("fsdp_config.fsdp_sharding_strategy", strategy, f"zero = {stages[strategy]}", zero=stages[strategy])
-        if fsdp.get("fsdp_offload_params"):
+        if reader.flag("fsdp_config.fsdp_offload_params", fsdp.get("fsdp_offload_params", False), "accelerate"):
             reader.take("fsdp_config.fsdp_offload_params", True, "offload = params", offload="params")
         else:
             reader.take("fsdp_config.fsdp_offload_params", False, "no offload")
         used.add("fsdp_config.fsdp_offload_params")
-        if fsdp.get("fsdp_activation_checkpointing"):
+        if reader.flag("fsdp_config.fsdp_activation_checkpointing", fsdp.get("fsdp_activation_checkpointing", False),
+                       "accelerate"):
             reader.take("fsdp_config.fsdp_activation_checkpointing", True, "recompute = full (each wrapped layer)",
                         recompute="full")
         else:
@@ -73,10 +83,12 @@ def read_accelerate(source, model: ModelConfig | None = None) -> LaunchReading:
             ("fsdp_use_orig_params", "parameter views (the same bytes)"))}
     elif kind == "DEEPSPEED":
         ds = data.get("deepspeed_config") or {}
+        if not isinstance(ds, dict):
+            reader.refuse("deepspeed_config", repr(ds), "not a section; give a mapping of its options")
         path = ds.get("deepspeed_config_file")
         used.add("deepspeed_config.deepspeed_config_file")
-        if not path:
-            reader.refuse("deepspeed_config.deepspeed_config_file", "", "give the ds_config.json it names")
+        if not path or not isinstance(path, str):
+            reader.refuse("deepspeed_config.deepspeed_config_file", path or "", "give the ds_config.json it names")
         file = Path(path) if Path(path).is_absolute() else Path(where).parent / path
         ds_data, _ = _load_mapping(str(file), "deepspeed")
         reader.take("deepspeed_config.deepspeed_config_file", path, f"read by the deepspeed reader ({file.name})")

@@ -9,6 +9,13 @@ from ...models.config import ModelConfig
 from .megatron import _read_megatron
 from .reader import BRIDGE_COMMIT, LaunchReading, _finish, _load_mapping, _Reader
 
+#: The ConfigContainer fields read that are dataclass booleans (TransformerConfig, OptimizerConfig,
+#: DistributedDataParallelConfig at :data:`~.reader.BRIDGE_COMMIT`).
+_BOOL_FIELDS = {"sequence_parallel", "moe_pad_expert_input_to_capacity", "cross_entropy_loss_fusion",
+                "add_bias_linear", "gated_linear_unit", "share_embeddings_and_output_weights", "bf16", "fp16",
+                "use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_fp32"}
+
+
 def read_bridge(source, model: ModelConfig | None = None, kind: str = "megatron-bridge") -> LaunchReading:
     """A NeMo 2 / Megatron-Bridge recipe dump or override YAML (ConfigContainer, :data:`BRIDGE_COMMIT`):
     ``model`` holds Megatron-Core's TransformerConfig names, which Megatron-LM's command line spells
@@ -42,6 +49,8 @@ def read_bridge(source, model: ModelConfig | None = None, kind: str = "megatron-
                 continue
             used.add(f"{section}.{key}")
             value = block[key]
+            if key in _BOOL_FIELDS:  # a dataclass bool: read as OmegaConf reads it (0 is False, "false" too)
+                value = reader.flag(f"{section}.{key}", value, "omegaconf")
             if key == "grad_reduce_in_fp32":
                 grad_fp32 = bool(value)
                 continue

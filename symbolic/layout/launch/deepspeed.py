@@ -97,7 +97,9 @@ def _read_deepspeed(reader: _Reader, data: dict, used: set, auto_ok: bool = Fals
         reader.fields.update(dp=world)
     bf16, fp16 = get("bf16.enabled", False), get("fp16.enabled", False)
     bf16 = bf16 or get("bfloat16.enabled", False)
-    bf16, fp16 = (bool(auto(path, value)) for path, value in (("bf16.enabled", bf16), ("fp16.enabled", fp16)))
+    bf16, fp16 = (auto(path, value) for path, value in (("bf16.enabled", bf16), ("fp16.enabled", fp16)))
+    bf16, fp16 = (value is not None and reader.flag(path, value, "strict")
+                  for path, value in (("bf16.enabled", bf16), ("fp16.enabled", fp16)))
     if bf16 and fp16:
         reader.refuse("bf16.enabled", True, "and fp16.enabled together")
     stage_given = get("zero_optimization.stage", 0)
@@ -138,8 +140,12 @@ def _read_deepspeed(reader: _Reader, data: dict, used: set, auto_ok: bool = Fals
         reader.refuse("zero_optimization.stage", stage, "give 0 to 3")
     (reader.take if get("zero_optimization") is not None else reader.assume)(
         "zero_optimization.stage", stage, f"zero = {stage}", zero=stage)
-    opt_device = get("zero_optimization.offload_optimizer.device", "none")
-    param_device = get("zero_optimization.offload_param.device", "none")
+    # zero/offload_config.py: OffloadDeviceEnum's values (pydantic refuses "CPU" or "gpu": never no offload).
+    devices, where = ("none", "cpu", "nvme"), f"zero/offload_config.py@{DEEPSPEED_COMMIT[:7]}"
+    opt_device = reader.choice("zero_optimization.offload_optimizer.device",
+                               get("zero_optimization.offload_optimizer.device", "none"), devices, where)
+    param_device = reader.choice("zero_optimization.offload_param.device",
+                                 get("zero_optimization.offload_param.device", "none"), devices, where)
     if "nvme" in (opt_device, param_device):
         reader.refuse("zero_optimization.offload_*.device", "nvme", "NVMe offload is not modelled")
     if param_device == "cpu":

@@ -7,6 +7,7 @@ import math
 import re
 import shlex
 
+from ...core.inputs import clean
 from ...models.config import ConfigError, ModelConfig
 from ..choices import RECOMPUTE_MODULES
 from .reader import MEGATRON_COMMIT, LaunchReading, _int, _number, _Reader, _source_text, builtin_match
@@ -48,6 +49,22 @@ _MEGATRON_IGNORED = {
         "apply-layernorm-1p", "rotary-percent"),
     "frees the allocator's cache between phases: reserved memory, not the allocated peak accounted": (
         "empty-unused-memory-level",),
+    "a kernel-fusion switch: the same tensors saved for backward (the fused and unfused element-wise kernels "
+    "keep the inputs the bill counts; the step time prices no element-wise kernel one by one)": (
+        "no-bias-gelu-fusion", "no-bias-swiglu-fusion", "no-bias-dropout-fusion", "no-rope-fusion",
+        "no-persist-layer-norm", "no-gradient-accumulation-fusion"),
+    "the masked-softmax kernel of the unfused attention backend (the fused/flash backend read keeps no "
+    "softmax)": ("no-masked-softmax-fusion",),
+    "the router's auxiliary losses and scoring hyper-parameters: scalars from the router's probabilities, "
+    "which the bill counts (transformer_config.py's moe_* fields)": (
+        "moe-router-load-balancing-type", "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-topk-scaling-factor",
+        "moe-router-pre-softmax", "moe-router-bias-update-rate", "moe-router-enable-expert-bias",
+        "moe-input-jitter-eps", "moe-per-layer-logging"),
+    "profiling, straggler detection or fault tolerance (no memory or time per step)": (
+        "profile", "profile-step-start", "profile-step-end", "profile-ranks", "use-pytorch-profiler",
+        "record-memory-history", "memory-snapshot-path", "nvtx-ranges", "log-straggler", "enable-ft-package",
+        "log-energy", "log-loss-scale-to-tensorboard", "ckpt-fully-parallel-load", "ckpt-assume-constant-structure",
+        "no-ckpt-fully-parallel-save", "ckpt-fully-parallel-save"),
 }
 _MEGATRON_IGNORE = {name: why for why, names in _MEGATRON_IGNORED.items() for name in names}
 #: torchrun's own options (before the script): they launch this node; the world size is taken from them.
@@ -67,8 +84,19 @@ _MEGATRON_FLAGS = {
     "auto-detect-ckpt-format", "reset-position-ids", "reset-attention-mask", "eod-mask-loss", "exit-signal-handler",
     "log-world-size-to-tensorboard", "log-progress", "skip-train", "no-check-for-nan-in-loss-and-grad",
     "check-for-nan-in-loss-and-grad", "override-opt_param-scheduler", "use-checkpoint-opt_param-scheduler",
-    "one-logger-async", "lr-warmup-init",
+    "one-logger-async", "lr-warmup-init", "no-bias-gelu-fusion", "no-bias-swiglu-fusion", "no-bias-dropout-fusion",
+    "no-rope-fusion", "no-persist-layer-norm", "no-gradient-accumulation-fusion", "no-masked-softmax-fusion",
+    "moe-router-pre-softmax", "moe-router-enable-expert-bias", "moe-per-layer-logging", "profile",
+    "use-pytorch-profiler", "record-memory-history", "log-straggler", "enable-ft-package", "log-energy",
+    "log-loss-scale-to-tensorboard", "ckpt-fully-parallel-load", "ckpt-assume-constant-structure",
+    "no-ckpt-fully-parallel-save", "ckpt-fully-parallel-save", "use-megatron-fsdp", "use-torch-fsdp2",
+    "optimizer-cpu-offload", "fp8-param-gather", "use-custom-fsdp", "use-precision-aware-optimizer",
+    "use-distributed-optimizer",
 }
+#: Shell words that end a command or open/close a block: never an option's value (``--flag`` then
+#: ``fi`` on the next line of an ``if`` block in a launch script).
+_SHELL_WORDS = {"if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac", "in",
+                "{", "}", "[", "]", "[[", "]]", "&&", "||", "|", ";", ";;", "&", "!"}
 _LIST_OPTIONS = {"recompute-modules", "split"}
 #: Tokenizers whose vocabulary is known without reading a file: GPT-2's BPE (50,257 tokens).
 _KNOWN_VOCAB = {"GPT2BPETokenizer": 50257}
@@ -117,17 +145,20 @@ def _megatron_options(reader: _Reader, words: list[str]) -> dict[str, object]:
         if not word.startswith("--") or word == "--":
             continue  # the program (torchrun, python, pretrain_gpt.py) or a shell word
         name, _, inline = word[2:].partition("=")
+        if "=" in word and name in _MEGATRON_FLAGS:  # argparse: "ignored explicit argument"
+            reader.refuse(f"--{name}={inline}", "", f"--{name} takes no value (Megatron's argparse refuses "
+                          f"--{name}={inline}: 'ignored explicit argument'); give --{name} or leave it out")
         if inline or "=" in word:
             options[name] = inline
         elif name in _MEGATRON_FLAGS:
             options[name] = True
         elif name in _LIST_OPTIONS:
             values = []
-            while index < len(words) and not words[index].startswith("--"):
+            while index < len(words) and not words[index].startswith("--") and words[index] not in _SHELL_WORDS:
                 values.append(words[index])
                 index += 1
             options[name] = values
-        elif index < len(words) and not words[index].startswith("--"):
+        elif index < len(words) and not words[index].startswith("--") and words[index] not in _SHELL_WORDS:
             options[name] = words[index]
             index += 1
         else:
@@ -142,6 +173,9 @@ def read_megatron(source, model: ModelConfig | None = None) -> LaunchReading:
     reader = _Reader("megatron", where, "megatron-core", f"Megatron-LM {MEGATRON_COMMIT[:7]}")
     words = text if isinstance(text, list) else _shell_tokens(text)
     options = _megatron_options(reader, words)
+    if not options:
+        raise ConfigError(f"--from megatron {clean(where)!r}: not a Megatron launch file (no --option in it); give "
+                          "the command line or the script that runs pretrain_*.py with its arguments")
     _read_megatron(reader, options, model)
     return reader.reading()
 
@@ -165,7 +199,7 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
 
     def size(name, field, default=1, low=1):
         if name in options:
-            value = _int(reader, f"--{name}", get(name), low)
+            value = _int(reader, f"--{name}", get(name), low, field="tp" if field == "etp" else field)
             reader.take(f"--{name}", value, f"{field} = {value}")
             return value
         used.add(name)
@@ -282,6 +316,9 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
     if backend not in ("auto", "flash", "fused", "unfused", "local"):
         reader.refuse("--attention-backend", backend, "give auto, flash, fused, unfused or local")
     fused = backend in ("auto", "flash", "fused")
+    if "no-masked-softmax-fusion" in options and not fused:
+        reader.refuse("--no-masked-softmax-fusion", "", f"with --attention-backend {backend} the unfused masked "
+                      "softmax's saved tensors are not modelled; give --attention-backend auto or leave it out")
     note = (f"flash_attention = {fused} ("
             + ("Transformer Engine's fused/flash kernel: no s×s tensor saved" if fused else "the s×s scores kept") + ")")
     if "attention-backend" in options:
@@ -330,7 +367,7 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
     for name in _TORCHRUN:
         if name in options:
             used.add(name)
-    if nproc is not None and re.fullmatch(r"[0-9]+", str(nproc)) and re.fullmatch(r"[0-9]+", str(nnodes or "1")):
+    if nproc is not None and re.fullmatch(r"[0-9]{1,12}", str(nproc)) and re.fullmatch(r"[0-9]{1,12}", str(nnodes or "1")):
         world = int(nproc) * int(nnodes or 1)
     if world and world % (tp * pp * cp) == 0:
         d = world // (tp * pp * cp)
@@ -384,7 +421,7 @@ def _megatron_model(reader: _Reader, options: dict, used: set, model: ModelConfi
             from ...models.builtin import preset
             reader.model = preset(reader.model_name)
     if seq is not None:
-        seq_value = _int(reader, "--seq-length", seq)
+        seq_value = _int(reader, "--seq-length", seq, field="seq")
         if reader.model is None or seq_value != reader.model.seq:
             reader.take("--seq-length", seq_value, f"seq = {seq_value}", seq=seq_value)
         else:
@@ -422,7 +459,7 @@ def _megatron_model_config(reader: _Reader, options: dict, tp: int) -> ModelConf
         if name not in options:
             reader.refuse(f"--{name}", "", "missing: the model arguments need --num-layers, --hidden-size, "
                           "--num-attention-heads and --seq-length")
-        return _int(reader, f"--{name}", options[name])
+        return _int(reader, f"--{name}", options[name], field="seq" if name == "seq-length" else None)
 
     layers, hidden, heads = need("num-layers"), need("hidden-size"), need("num-attention-heads")
     seq = need("seq-length") if "seq-length" in options or "encoder-seq-length" not in options else \

@@ -49,15 +49,21 @@ def read_torchtitan(source, model: ModelConfig | None = None) -> LaunchReading:
     else:
         dp = _int(reader, "parallelism.data_parallel_shard_degree", shard)
         reader.take("parallelism.data_parallel_shard_degree", dp, f"dp = {dp}", dp=dp)
-    reshard = value(par, "fsdp_reshard_after_forward", "default")
+    reshard = reader.choice("parallelism.fsdp_reshard_after_forward",
+                            value(par, "fsdp_reshard_after_forward", "default"), ("default", "always", "never"),
+                            f"job_config.py@{TORCHTITAN_COMMIT[:7]}")
     if reshard not in ("default", "always"):
         reader.refuse("parallelism.fsdp_reshard_after_forward", reshard, "the weights kept gathered after forward "
                       "(ZeRO-2-like FSDP) are not modelled")
     reader.assume("FSDP2 fully_shard", "", "zero = 3 (parameters, gradients and optimizer states sharded over d; "
                   "reshard after forward: fsdp_reshard_after_forward default)", zero=3)
-    param_dtype = value(train, "mixed_precision_param", "bfloat16")
-    reduce_dtype = value(train, "mixed_precision_reduce", "float32")
-    train_dtype = value(train, "dtype", "float32")
+    # job_config.py's Literal choices: another value is torchtitan's error, never its default.
+    where = f"job_config.py@{TORCHTITAN_COMMIT[:7]}"
+    param_dtype = reader.choice("training.mixed_precision_param", value(train, "mixed_precision_param", "bfloat16"),
+                                ("bfloat16", "float32"), where)
+    reduce_dtype = reader.choice("training.mixed_precision_reduce", value(train, "mixed_precision_reduce", "float32"),
+                                 ("float32",), where)
+    train_dtype = reader.choice("training.dtype", value(train, "dtype", "float32"), ("bfloat16", "float32"), where)
     if train_dtype != "float32" or reduce_dtype != "float32":
         reader.refuse("training.dtype", train_dtype, "only float32 sharded parameters with bf16 compute are read")
     if param_dtype == "bfloat16":
@@ -70,7 +76,8 @@ def read_torchtitan(source, model: ModelConfig | None = None) -> LaunchReading:
     name = value("optimizer", "name", "AdamW")
     if name not in ("AdamW", "Adam"):
         reader.refuse("optimizer.name", name, "the Adam recipes are modelled")
-    impl = value("optimizer", "implementation", "fused")
+    impl = reader.choice("optimizer.implementation", value("optimizer", "implementation", "fused"),
+                         ("for-loop", "foreach", "fused"), where)
     impl = "fused" if impl == "fused" else "foreach"
     reader.assume("optimizer.implementation", impl, f"optimizer_impl = {impl} (job_config.py default fused)",
                   optimizer_impl=impl)
@@ -90,17 +97,18 @@ def read_torchtitan(source, model: ModelConfig | None = None) -> LaunchReading:
     else:
         reader.assume("training.global_batch_size", -1, "local batch × d (no gradient accumulation)")
     seq = _int(reader, "training.seq_len", value(train, "seq_len", 2048))
-    if value(train, "enable_cpu_offload", False):
+    if reader.flag("training.enable_cpu_offload", value(train, "enable_cpu_offload", False), "strict"):
         reader.take("training.enable_cpu_offload", True, "offload = params (FSDP CPU offload)", offload="params")
     ac = "activation_checkpoint"
-    mode = value(ac, "mode", "selective")
+    mode = reader.choice("activation_checkpoint.mode", value(ac, "mode", "selective"),
+                         ("selective", "full", "memory_budget", "none"), where)
     if mode == "selective":
         option = str(value(ac, "selective_ac_option", "2"))
         reader.refuse("activation_checkpoint.mode", f"selective (selective_ac_option {option})",
                       "torchtitan's selective policies (every n-th layer, or its per-op policy) are not policies "
                       "this engine models; give mode = 'full' or 'none'")
     if mode not in ("full", "none"):
-        reader.refuse("activation_checkpoint.mode", mode, "give full or none")
+        reader.refuse("activation_checkpoint.mode", mode, "the AC budget solver's choice of ops is not modelled; give full or none")
     (reader.take if "mode" in section(ac) else reader.assume)("activation_checkpoint.mode", mode, f"recompute = {mode}",
                                                              recompute=mode)
     reader.assume("attention", "", "flash_attention (torchtitan's SDPA flash/efficient kernel)", flash_attention=True)
