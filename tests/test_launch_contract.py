@@ -210,3 +210,46 @@ def test_json_of_a_reading_survives_a_huge_ignored_value():
     reading = read_launch("megatron", BASE + " --data-path " + "p" * 5000)
     assert all(len(note.value) <= 80 for note in reading.ignored)
     json.dumps(reading.to_dict())
+
+
+# --- DeepSpeed "auto" (HF Trainer's values) and a typed flag over what a reader cannot take ---------
+
+HF_STYLE = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+            "train_batch_size": "auto", "bf16": {"enabled": "auto"}, "gradient_clipping": "auto",
+            "optimizer": {"type": "AdamW", "params": {"lr": "auto", "weight_decay": "auto"}},
+            "zero_optimization": {"stage": 2, "reduce_bucket_size": "auto"}}
+
+
+def test_deepspeed_auto_fields_are_hf_trainers_defaults():
+    reading = read_launch("deepspeed", HF_STYLE)
+    fields = reading.fields
+    # transformers 5.24.0 training_args.py: per_device_train_batch_size 8, gradient_accumulation_steps 1, bf16 False
+    assert fields["micro_batch"] == 8 and "global_batch" not in fields and fields["dtype"] == "fp32"
+    assumed = {note.option: note.what for note in reading.assumed}
+    assert "per_device_train_batch_size" in assumed["train_micro_batch_size_per_gpu"]
+    assert "--micro-batch" in assumed["train_micro_batch_size_per_gpu"]
+
+
+def test_deepspeed_auto_with_accumulation_sets_the_global_batch():
+    reading = read_launch("deepspeed", {**HF_STYLE, "gradient_accumulation_steps": 4})
+    assert reading.fields["global_batch"] == 8 * 4
+
+
+def test_a_typed_micro_batch_wins_over_an_auto_field(capsys, tmp_path):
+    path = write(tmp_path, "ds.json", json.dumps(HF_STYLE))
+    assert main(["bill", "gpt-7b", "--from", "deepspeed", path, "--micro-batch", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["layout"]["micro_batch"] == 1
+
+
+def test_a_typed_recompute_gets_past_torchtitans_per_op_policy(capsys, tmp_path):
+    toml = "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"op\"\n"
+    path = write(tmp_path, "job.toml", toml)
+    refused("torchtitan", path, "per-op policy", "--recompute")
+    assert main(["bill", "llama-3-8b", "--from", "torchtitan", path, "--json"]) == 2
+    capsys.readouterr()
+    assert main(["bill", "llama-3-8b", "--from", "torchtitan", path, "--recompute", "full", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["layout"]["recompute"] == "full"
+    ignored = {row["option"]: row["what"] for row in data["read_from"]["ignored"]}
+    assert "typed --recompute" in ignored["activation_checkpoint.mode"]

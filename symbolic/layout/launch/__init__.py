@@ -55,7 +55,7 @@ from .bridge import read_bridge
 from .deepspeed import read_deepspeed
 from .megatron import read_megatron
 from .reader import (ACCELERATE_COMMIT, BRIDGE_COMMIT, DEEPSPEED_COMMIT, KINDS, MEGATRON_COMMIT, TORCHTITAN_COMMIT,
-                     LaunchReading, ReadNote, builtin_match)
+                     TYPED, LaunchReading, ReadNote, builtin_match)
 from .torchtitan import read_torchtitan
 
 __all__ = ["KINDS", "READERS", "LaunchReading", "ReadNote", "builtin_match", "read_launch", "read_megatron",
@@ -67,11 +67,14 @@ READERS = {"megatron": read_megatron, "nemo": lambda s, m=None: read_bridge(s, m
            "accelerate": read_accelerate}
 
 
-def read_launch(kind: str, source, model: ModelConfig | None = None) -> LaunchReading:
+def read_launch(kind: str, source, model: ModelConfig | None = None, typed=()) -> LaunchReading:
     """Read ``source`` as a launch config of ``kind`` (:data:`KINDS`); ``model`` (a ModelConfig), when
-    given, is the model trained (the config's own model arguments are then listed as ignored)."""
+    given, is the model trained (the config's own model arguments are then listed as ignored);
+    ``typed``: the Layout fields the user typed beside it — an option the reader cannot take that
+    would set one of them is listed as ignored (the typed flag gives it), not refused."""
     if kind not in READERS:
         raise ConfigError(f"--from {clean(str(kind))!r}: give one of {', '.join(KINDS)}")
+    token = TYPED.set(frozenset(typed))
     try:
         return READERS[kind](source, model)
     except ConfigError:
@@ -81,6 +84,8 @@ def read_launch(kind: str, source, model: ModelConfig | None = None) -> LaunchRe
         raise ConfigError(f"--from {kind}: a value of the wrong type or form ({type(error).__name__}: "
                           f"{clean(str(error))[:120]}); check the file's values against the framework's "
                           "documentation") from None
+    finally:
+        TYPED.reset(token)
 
 
 LAYOUT_FIELDS = tuple(f.name for f in fields(Layout))

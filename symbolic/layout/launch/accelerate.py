@@ -93,7 +93,7 @@ def read_accelerate(source, model: ModelConfig | None = None) -> LaunchReading:
         ds_data, _ = _load_mapping(str(file), "deepspeed")
         reader.take("deepspeed_config.deepspeed_config_file", path, f"read by the deepspeed reader ({file.name})")
         ds_used: set[str] = set()
-        _read_deepspeed(reader, ds_data, ds_used, auto_ok=True)
+        _read_deepspeed(reader, ds_data, ds_used)
         for key, value in _walk(ds_data):
             if key not in ds_used:
                 why = next((w for p, w in _DEEPSPEED_IGNORE.items() if key == p or key.startswith(p + ".")), None)

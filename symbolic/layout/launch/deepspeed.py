@@ -41,9 +41,23 @@ _DEEPSPEED_IGNORE = {
 }
 
 
-def _read_deepspeed(reader: _Reader, data: dict, used: set, auto_ok: bool = False) -> None:
-    """``auto_ok``: under accelerate, HF Trainer fills ``"auto"`` values from the training script (then
-    they are assumed, and the flags say them); a bare ds_config with ``"auto"`` is refused."""
+#: transformers' version read for HF Trainer's ``"auto"`` fills (the one installed beside this engine).
+TRANSFORMERS_VERSION = "5.24.0"
+#: ``"auto"`` fields HF Trainer fills (``integrations/deepspeed.py`` ``trainer_config_process`` at
+#: transformers 5.24.0) -> (TrainingArguments' default, its argument, the flag giving the script's own):
+#: ``per_device_train_batch_size`` 8, ``gradient_accumulation_steps`` 1, ``bf16``/``fp16`` False
+#: (``training_args.py``); ``train_batch_size`` is world size × micro-batch × accumulation.
+HF_TRAINER_AUTO = {
+    "train_micro_batch_size_per_gpu": (8, "per_device_train_batch_size", "--micro-batch"),
+    "gradient_accumulation_steps": (1, "gradient_accumulation_steps", "--global-batch"),
+    "bf16.enabled": (False, "bf16", "--dtype bf16 with --optimizer"),
+    "fp16.enabled": (False, "fp16", "--dtype fp16 with --optimizer"),
+}
+
+
+def _read_deepspeed(reader: _Reader, data: dict, used: set) -> None:
+    """A ds_config's keys; an ``"auto"`` value is HF Trainer's (:data:`HF_TRAINER_AUTO`), assumed and
+    named, a typed flag giving the script's own."""
     def get(path, default=None):
         used.add(path)
         node, parts = data, path.split(".")
@@ -55,50 +69,63 @@ def _read_deepspeed(reader: _Reader, data: dict, used: set, auto_ok: bool = Fals
             node = node[part]
         return node
 
+    hf = f"transformers {TRANSFORMERS_VERSION} integrations/deepspeed.py trainer_config_process"
+
     def auto(path, value):
-        if value == "auto" and auto_ok:
-            reader.assume(path, "auto", "filled from the training script's arguments by HF Trainer: give the flag "
-                          "(--micro-batch, --global-batch, --dtype) where the default is not it")
+        """``"auto"``: HF Trainer's fill (:data:`HF_TRAINER_AUTO`) with TrainingArguments' default, assumed
+        and named with the flag that gives the script's own value; ``None`` where HF Trainer computes it
+        from the others (train_batch_size); refused where HF Trainer fills nothing."""
+        if value != "auto":
+            return value
+        if path == "train_batch_size":
+            reader.assume(path, "auto", f"world size × micro-batch × accumulation (HF Trainer's, {hf})")
             return None
-        if value == "auto":
-            reader.refuse(path, value, "'auto' is filled by HF Trainer from its training arguments; give the number")
-        return value
+        if path not in HF_TRAINER_AUTO:
+            reader.refuse(path, value, f"HF Trainer fills no 'auto' here ({hf}); give the value")
+        default, argument, flag = HF_TRAINER_AUTO[path]
+        reader.assume(path, "auto", f"{default}: HF Trainer fills it from TrainingArguments.{argument} "
+                      f"(default {default}: training_args.py; {hf}); {flag} gives the script's own")
+        return default
 
     world = reader.gpus
     raw = {path: get(path) for path in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
                                         "train_batch_size")}
-    by_script = [path for path, value in raw.items() if value == "auto"]
-    mb, gas, total = (_int(reader, path, auto(path, value)) if value is not None and auto(path, value) is not None
-                      else None for path, value in raw.items())
+    by_script = "train_micro_batch_size_per_gpu" if raw["train_micro_batch_size_per_gpu"] == "auto" else None
+    values = {path: auto(path, value) for path, value in raw.items()}
+    mb, gas, total = (_int(reader, path, value, field=field) if value is not None else None
+                      for (path, value), field in zip(values.items(), ("micro_batch", None, "global_batch")))
     # DeepSpeed's rule (runtime/config.py _batch_assertion): train_batch = micro × accumulation × d.
     if mb is None and total is not None:
         mb = total // ((gas or 1) * (world or 1)) if world else (total // (gas or 1))
         reader.assume("train_micro_batch_size_per_gpu", "absent", f"train_batch_size / (accumulation × d) = {mb}")
-    elif mb is None and "train_micro_batch_size_per_gpu" not in by_script:
+    elif mb is None:
         mb = 1
         reader.assume("train_micro_batch_size_per_gpu", "absent", "1 (runtime/config.py's default)")
-    if mb is not None:
-        reader.take("train_micro_batch_size_per_gpu", mb, f"micro_batch = {mb}", micro_batch=mb)
-    if total is not None and mb is not None:
+    reader.take("train_micro_batch_size_per_gpu", mb, f"micro_batch = {mb}", micro_batch=mb)
+    if total is not None:
         dp = world or max(1, total // (mb * (gas or 1)))
         reader.fields.update(global_batch=total)
         reader.take("train_batch_size", total, f"global_batch = {total}")
         if not world:
             reader.assume("the world size", "", f"d = train_batch_size / (micro-batch × accumulation) = {dp} "
                           "(DeepSpeed's rule); give --dp to change it", dp=dp)
+    elif by_script and (gas or 1) == 1:
+        pass  # one micro-batch per step: the engine's default global batch (micro-batch × d) follows a typed one
+    elif by_script:
+        d = world or 1
+        reader.fields.update(global_batch=mb * gas * d)
+        reader.take("gradient_accumulation_steps", gas, f"global_batch = micro-batch × accumulation × d = "
+                    f"{mb * gas * d} (type --micro-batch and --global-batch together for the script's)")
     elif gas is not None and mb is not None:
         d = world or 1
         reader.fields.update(global_batch=mb * gas * d)
         reader.take("gradient_accumulation_steps", gas, f"global_batch = micro-batch × accumulation × d = {mb * gas * d}"
                     + ("" if world else " (d = 1 assumed: the config does not say the world size; give --dp)"))
-    elif gas is not None:
-        reader.ignore("gradient_accumulation_steps", gas, "the micro-batch is the training script's: give --global-batch")
     if world:
         reader.fields.update(dp=world)
     bf16, fp16 = get("bf16.enabled", False), get("fp16.enabled", False)
     bf16 = bf16 or get("bfloat16.enabled", False)
-    bf16, fp16 = (auto(path, value) for path, value in (("bf16.enabled", bf16), ("fp16.enabled", fp16)))
-    bf16, fp16 = (value is not None and reader.flag(path, value, "strict")
+    bf16, fp16 = (reader.flag(path, auto(path, value), "strict")
                   for path, value in (("bf16.enabled", bf16), ("fp16.enabled", fp16)))
     if bf16 and fp16:
         reader.refuse("bf16.enabled", True, "and fp16.enabled together")
@@ -147,8 +174,9 @@ def _read_deepspeed(reader: _Reader, data: dict, used: set, auto_ok: bool = Fals
     param_device = reader.choice("zero_optimization.offload_param.device",
                                  get("zero_optimization.offload_param.device", "none"), devices, where)
     if "nvme" in (opt_device, param_device):
-        reader.refuse("zero_optimization.offload_*.device", "nvme", "NVMe offload is not modelled")
-    if param_device == "cpu":
+        reader.unless_typed("offload", "zero_optimization.offload_*.device", "nvme", "NVMe offload is not modelled; "
+                            "type --offload")
+    elif param_device == "cpu":
         reader.take("zero_optimization.offload_param.device", "cpu", "offload = params", offload="params")
     elif opt_device == "cpu":
         reader.take("zero_optimization.offload_optimizer.device", "cpu", "offload = optimizer", offload="optimizer")

@@ -447,9 +447,10 @@ def _megatron_model(reader: _Reader, options: dict, used: set, model: ModelConfi
         whole = (method == "uniform" and count == "1") or (method == "block" and chunk and count.isdigit()
                                                            and int(count) >= chunk)
         if not whole:
-            reader.refuse("--recompute-method", f"{method} --recompute-num-layers {count}",
-                          "only full recompute of every layer is modelled (uniform with 1 layer, or block with every "
-                          "layer of a chunk); a partial full recompute is not")
+            reader.unless_typed("recompute", "--recompute-method", f"{method} --recompute-num-layers {count}",
+                                "only full recompute of every layer is modelled (uniform with 1 layer, or block with "
+                                "every layer of a chunk); a partial full recompute is not: type --recompute")
+            return
         reader.take("--recompute-method", method, f"every layer recomputed ({count} layer{'s' if count != '1' else ''}"
                     f" per {'checkpoint' if method == 'uniform' else 'chunk'})")
 

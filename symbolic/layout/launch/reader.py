@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -118,6 +119,11 @@ class LaunchReading:
         return out
 
 
+#: The Layout fields the user typed beside ``--from`` (set by :func:`~symbolic.layout.launch.read_launch`
+#: for one reading): a field a reader cannot take is then listed as given by the typed flag, not refused.
+TYPED: ContextVar[frozenset] = ContextVar("typed_layout_fields", default=frozenset())
+
+
 class _Reader:
     """Accumulates what one reader took, ignored and assumed; refuses with one line."""
 
@@ -134,6 +140,7 @@ class _Reader:
         self.notes: dict = {}
 
         self.origin: dict = {}  # Layout field -> the option that set it (named when the schema refuses it)
+        self.typed = TYPED.get()
 
     def take(self, option, value, what, **layout) -> None:
         self.fields.update(layout)
@@ -151,6 +158,14 @@ class _Reader:
     def refuse(self, option, value, why):
         shown = "" if value is True or value is None or value == "" else f" {_shown(value)}"
         raise ConfigError(f"--from {self.kind}: {option}{shown}: {why}")
+
+    def unless_typed(self, field: str, option, value, why) -> None:
+        """Refuse ``option`` (one line) unless the user typed the Layout ``field`` it would set: then the
+        option is listed as ignored — the typed flag gives the field (the README's "a typed flag wins")."""
+        if field not in self.typed:
+            self.refuse(option, value, why)
+        flag = "--" + ("moe_capacity_factor" if field == "moe_capacity" else field).replace("_", "-")
+        self.ignore(option, value, f"not read ({why}); the typed {flag} gives it")
 
     def flag(self, option, value, reads: str) -> bool:
         """A boolean as the framework reads it, else one line. ``reads``: ``accelerate`` (``accelerate

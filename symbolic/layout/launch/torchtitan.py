@@ -5,6 +5,17 @@ from __future__ import annotations
 from ...models.config import ModelConfig
 from .reader import TORCHTITAN_COMMIT, LaunchReading, _finish, _int, _load_mapping, _Reader
 
+#: Why torchtitan's per-op selective AC (its default ``selective_ac_option = "op"`` in the shipped
+#: TOMLs) is refused: ``SelectiveAC`` in ``torchtitan/distributed/activation_checkpoint.py`` at
+#: b5bcd76c (``_apply_op_sac`` with ``_op_sac_save_list`` in ``models/llama3/infra/parallelize.py`` at
+#: 238fa99) saves the outputs of attention, reduce-scatters and every odd matmul of a block (wq, wv,
+#: w1, w2 in LLaMA's order) and recomputes the rest (wk, wo, w3, norms, SiLU, the elementwise ops):
+#: a per-tensor save set that ``--recompute selective --recompute-modules`` (whole Megatron-Core
+#: modules: core_attn, layernorm, moe_act, mla_up_proj) does not express.
+_PER_OP_WHY = ("torchtitan's per-op policy saves attention's output and every other matmul's (wq, wv, w1, w2; "
+               "activation_checkpoint.py SelectiveAC) and recomputes the rest, a save set --recompute-modules "
+               "does not express")
+
 _TORCHTITAN_FLAVORS = {("llama3", "8B"): "llama-3-8b", ("llama3", "70B"): "llama-3.1-70b",
                        ("llama3", "405B"): "llama-3.1-405b"}
 
@@ -104,13 +115,17 @@ def read_torchtitan(source, model: ModelConfig | None = None) -> LaunchReading:
                          ("selective", "full", "memory_budget", "none"), where)
     if mode == "selective":
         option = str(value(ac, "selective_ac_option", "2"))
-        reader.refuse("activation_checkpoint.mode", f"selective (selective_ac_option {option})",
-                      "torchtitan's selective policies (every n-th layer, or its per-op policy) are not policies "
-                      "this engine models; give mode = 'full' or 'none'")
-    if mode not in ("full", "none"):
-        reader.refuse("activation_checkpoint.mode", mode, "the AC budget solver's choice of ops is not modelled; give full or none")
-    (reader.take if "mode" in section(ac) else reader.assume)("activation_checkpoint.mode", mode, f"recompute = {mode}",
-                                                             recompute=mode)
+        why = (_PER_OP_WHY if option == "op" else
+               f"torchtitan's selective_ac_option {option} checkpoints every {option}-th block whole "
+               "(activation_checkpoint.py), a partial full recompute the engine does not model")
+        reader.unless_typed("recompute", "activation_checkpoint.mode", f"selective (selective_ac_option {option})",
+                            why + "; give mode = 'full' or 'none', or type --recompute")
+    elif mode == "memory_budget":
+        reader.unless_typed("recompute", "activation_checkpoint.mode", mode, "the AC budget solver's choice of ops "
+                            "is not modelled; give full or none, or type --recompute")
+    else:
+        (reader.take if "mode" in section(ac) else reader.assume)("activation_checkpoint.mode", mode,
+                                                                 f"recompute = {mode}", recompute=mode)
     reader.assume("attention", "", "flash_attention (torchtitan's SDPA flash/efficient kernel)", flash_attention=True)
     family, flavor = value("model", "name", "llama3"), value("model", "flavor", "debugmodel")
     converters = value("model", "converters", [])
