@@ -23,4 +23,5 @@ LORA_TARGETS = ("all-linear", "attention")  #: the weights LoRA adapts (QLoRA: e
 OFFLOAD = ("none", "optimizer", "params")  #: what lives in CPU memory (ZeRO-Offload; FSDP CPU offload)
 OPTIMIZER_IMPLS = ("foreach", "fused")  #: PyTorch's foreach optimizer (fp32 temporaries) or a fused kernel
 #: The launch configs ``--from KIND SOURCE`` reads (``layout/launch/``, one module each).
-LAUNCH_KINDS = ("megatron", "nemo", "megatron-bridge", "torchtitan", "deepspeed", "accelerate")
+LAUNCH_KINDS = ("megatron", "nemo", "megatron-bridge", "torchtitan", "deepspeed", "accelerate", "axolotl",
+                "llamafactory")

@@ -40,7 +40,8 @@ checked to be a finite tree (no self-reference) before it is walked.
 
 The package reads like the data flow: ``reader.py`` is the shared reader (a :class:`LaunchReading`,
 the accumulator, the value checks, the file loading); one module per launch kind fills it
-(``megatron.py``, ``bridge.py``, ``torchtitan.py``, ``deepspeed.py``, ``accelerate.py``); this module
+(``megatron.py``, ``bridge.py``, ``torchtitan.py``, ``deepspeed.py``, ``accelerate.py``, and the
+fine-tuners' ``axolotl.py`` and ``llamafactory.py`` on ``finetune.py``); this module
 picks the kind (:func:`read_launch`).
 """
 from __future__ import annotations
@@ -51,20 +52,23 @@ from ...core.inputs import clean
 from ...models.config import ConfigError, ModelConfig
 from ..layout import Layout
 from .accelerate import read_accelerate
+from .axolotl import read_axolotl
 from .bridge import read_bridge
 from .deepspeed import read_deepspeed
 from .megatron import read_megatron
 from .reader import (ACCELERATE_COMMIT, BRIDGE_COMMIT, DEEPSPEED_COMMIT, KINDS, MEGATRON_COMMIT, TORCHTITAN_COMMIT,
                      TYPED, LaunchReading, ReadNote, builtin_match)
+from .llamafactory import read_llamafactory
 from .torchtitan import read_torchtitan
 
 __all__ = ["KINDS", "READERS", "LaunchReading", "ReadNote", "builtin_match", "read_launch", "read_megatron",
-           "read_bridge", "read_torchtitan", "read_deepspeed", "read_accelerate", "MEGATRON_COMMIT",
+           "read_bridge", "read_torchtitan", "read_deepspeed", "read_accelerate", "read_axolotl",
+           "read_llamafactory", "MEGATRON_COMMIT",
            "TORCHTITAN_COMMIT", "DEEPSPEED_COMMIT", "ACCELERATE_COMMIT", "BRIDGE_COMMIT", "LAYOUT_FIELDS"]
 
 READERS = {"megatron": read_megatron, "nemo": lambda s, m=None: read_bridge(s, m, "nemo"),
            "megatron-bridge": read_bridge, "torchtitan": read_torchtitan, "deepspeed": read_deepspeed,
-           "accelerate": read_accelerate}
+           "accelerate": read_accelerate, "axolotl": read_axolotl, "llamafactory": read_llamafactory}
 
 
 def read_launch(kind: str, source, model: ModelConfig | None = None, typed=()) -> LaunchReading:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...models.config import ModelConfig
-from .deepspeed import _DEEPSPEED_IGNORE, _read_deepspeed
-from .reader import ACCELERATE_COMMIT, LaunchReading, _finish, _int, _load_mapping, _Reader, _walk
+from .deepspeed import read_nested_deepspeed
+from .reader import ACCELERATE_COMMIT, LaunchReading, _finish, _int, _load_mapping, _Reader
 
 def read_accelerate(source, model: ModelConfig | None = None) -> LaunchReading:
     """An accelerate config YAML (``accelerate config``'s keys at :data:`ACCELERATE_COMMIT`): FSDP or
@@ -92,14 +92,7 @@ def read_accelerate(source, model: ModelConfig | None = None) -> LaunchReading:
         file = Path(path) if Path(path).is_absolute() else Path(where).parent / path
         ds_data, _ = _load_mapping(str(file), "deepspeed")
         reader.take("deepspeed_config.deepspeed_config_file", path, f"read by the deepspeed reader ({file.name})")
-        ds_used: set[str] = set()
-        _read_deepspeed(reader, ds_data, ds_used)
-        for key, value in _walk(ds_data):
-            if key not in ds_used:
-                why = next((w for p, w in _DEEPSPEED_IGNORE.items() if key == p or key.startswith(p + ".")), None)
-                if why is None:
-                    reader.refuse(f"{file.name}: {key}", value, "not a key the deepspeed reader knows")
-                reader.ignore(f"{file.name}: {key}", value, why)
+        read_nested_deepspeed(reader, ds_data, file.name)
         if data.get("mixed_precision") in (None, "no"):  # else accelerate's mixed_precision: refused below
             used.add("mixed_precision")
         ignore = {"deepspeed_config.zero3_init_flag": "loading (before training)"}

@@ -4,7 +4,7 @@ the file it names by the same rules."""
 from __future__ import annotations
 
 from ...models.config import ModelConfig
-from .reader import DEEPSPEED_COMMIT, LaunchReading, _finish, _int, _load_mapping, _Reader
+from .reader import DEEPSPEED_COMMIT, LaunchReading, _finish, _int, _load_mapping, _Reader, _walk
 
 def read_deepspeed(source, model: ModelConfig | None = None) -> LaunchReading:
     """A DeepSpeed ``ds_config.json`` (``deepspeed/runtime/zero/config.py`` at :data:`DEEPSPEED_COMMIT`);
@@ -186,3 +186,17 @@ def _read_deepspeed(reader: _Reader, data: dict, used: set) -> None:
             used.add(f"activation_checkpointing.{key}")
         reader.ignore("activation_checkpointing", "", "DeepSpeed's checkpointing API settings: whether layers are "
                       "recomputed is the model code's choice; give --recompute")
+
+
+def read_nested_deepspeed(reader: _Reader, data: dict, label: str) -> None:
+    """A ds_config another launch file names (accelerate's ``deepspeed_config_file``, a fine-tuner's
+    ``deepspeed:``): read by :func:`_read_deepspeed`, its other keys ignored with the reason or refused,
+    each listed as ``label: key``."""
+    used: set[str] = set()
+    _read_deepspeed(reader, data, used)
+    for key, value in _walk(data):
+        if key not in used:
+            why = next((w for p, w in _DEEPSPEED_IGNORE.items() if key == p or key.startswith(p + ".")), None)
+            if why is None:
+                reader.refuse(f"{label}: {key}", value, "not a key the deepspeed reader knows")
+            reader.ignore(f"{label}: {key}", value, why)

@@ -107,7 +107,8 @@ class LaunchReading:
 
     def lines(self) -> list[str]:
         """The short block the bill prints after its first lines."""
-        out = [f"read from {self.kind} ({self.source}), framework preset {self.framework}: "
+        preset = f"framework preset {self.framework}" if self.framework else "no framework preset (HF Trainer)"
+        out = [f"read from {self.kind} ({self.source}), {preset}: "
                f"{len(self.taken)} options taken, {len(self.ignored)} ignored, {len(self.assumed)} defaults assumed"]
         out += ["  taken: " + "; ".join(n.line() for n in self.taken)] if self.taken else []
         out += ["  assumed: " + "; ".join(n.line() for n in self.assumed)] if self.assumed else []
@@ -403,7 +404,7 @@ def _no_duplicates(kind: str, where: str):
 
 #: The kinds whose framework loads YAML with OmegaConf (a duplicate key refused); accelerate, axolotl
 #: and LLaMA-Factory load it with ``yaml.safe_load`` (the last one taken).
-_OMEGACONF_KINDS = ("nemo", "megatron-bridge")
+_OMEGACONF_KINDS = ("nemo", "megatron-bridge", "llamafactory")
 
 
 def _load_mapping(source, kind: str) -> tuple[dict, str]:
