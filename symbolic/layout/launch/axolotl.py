@@ -155,6 +155,8 @@ def read_axolotl(source, model: ModelConfig | None = None) -> LaunchReading:
 
     # Optimizer (training.py: adamw_torch_fused).
     optimizer = get("optimizer", "adamw_torch_fused")
+    if not isinstance(optimizer, str):
+        reader.refuse("optimizer", repr(optimizer), "give an optimizer's name (HF Trainer's optim)")
     if adapter in ("lora", "qlora"):
         if optimizer not in HF_OPTIMIZERS:
             reader.unless_typed("optimizer", "optimizer", optimizer, f"billed: {', '.join(HF_OPTIMIZERS)}; type "

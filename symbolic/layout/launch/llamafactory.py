@@ -136,6 +136,8 @@ def read_llamafactory(source, model: ModelConfig | None = None) -> LaunchReading
             reader.ignore(key, data[key], "finetuning_type full")
 
     optimizer = get("optim", "adamw_torch_fused")
+    if not isinstance(optimizer, str):
+        reader.refuse("optim", repr(optimizer), "give an optimizer's name (HF Trainer's optim)")
     if pure:
         reader.unless_typed("optimizer", "pure_bf16", True, "trainable parameters kept in bf16 with no fp32 master "
                             "copy and bf16 Adam states: a recipe the engine does not have; type --optimizer")

@@ -367,8 +367,11 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
     for name in _TORCHRUN:
         if name in options:
             used.add(name)
-    if nproc is not None and re.fullmatch(r"[0-9]{1,12}", str(nproc)) and re.fullmatch(r"[0-9]{1,12}", str(nnodes or "1")):
-        world = int(nproc) * int(nnodes or 1)
+    # A number is read within --gpus' range (a 21-digit --nnodes is refused, not assumed away); "1:4" (an
+    # elastic range), "gpu" or an unset variable leaves the world size unknown (d = 1 assumed, said below).
+    if nproc is not None and re.fullmatch(r"[0-9]+", str(nproc)) and re.fullmatch(r"[0-9]+", str(nnodes or "1")):
+        world = _int(reader, "--nproc_per_node", nproc, field="gpus") * _int(reader, "--nnodes", nnodes or 1,
+                                                                             field="gpus")
     if world and world % (tp * pp * cp) == 0:
         d = world // (tp * pp * cp)
         reader.gpus = world
