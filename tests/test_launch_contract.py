@@ -253,3 +253,16 @@ def test_a_typed_recompute_gets_past_torchtitans_per_op_policy(capsys, tmp_path)
     assert data["layout"]["recompute"] == "full"
     ignored = {row["option"]: row["what"] for row in data["read_from"]["ignored"]}
     assert "typed --recompute" in ignored["activation_checkpoint.mode"]
+
+
+def test_megatron_fp8_param_gather_is_the_fp8_adam_recipe():
+    reading = read_launch("megatron", BASE + " --fp8-format hybrid --fp8-param-gather --grad-reduce-in-bf16 "
+                          "--use-distributed-optimizer")
+    assert reading.fields["optimizer"] == "fp8-adam"
+    refused("megatron", BASE + " --fp8-format hybrid --fp8-param-gather", "--fp8-param-gather", "--optimizer")
+
+
+def test_bridge_finetune_lr_is_ignored():
+    reading = read_launch("megatron-bridge", {"model": {"tensor_model_parallel_size": 2},
+                                              "optimizer": {"finetune_lr": 1e-5}})
+    assert "optimizer.finetune_lr" in {note.option for note in reading.ignored}

@@ -95,7 +95,8 @@ def read_bridge(source, model: ModelConfig | None = None, kind: str = "megatron-
                   "leaves the rest to its recipe)")
     return _finish(reader, data, used, {
         "checkpoint": "checkpoints", "logger": "logging", "rng": "seed", "scheduler": "learning-rate schedule",
-        "optimizer.lr": "learning rate", "optimizer.min_lr": "learning rate", "optimizer.weight_decay":
+        "optimizer.lr": "learning rate", "optimizer.min_lr": "learning rate",
+        "optimizer.finetune_lr": "learning rate", "optimizer.weight_decay":
         "optimizer hyper-parameter", "optimizer.adam_beta1": "optimizer hyper-parameter", "optimizer.adam_beta2":
         "optimizer hyper-parameter", "optimizer.adam_eps": "optimizer hyper-parameter", "optimizer.clip_grad":
         "gradient clipping", "train.train_iters": "run length", "train.eval_iters": "evaluation",

@@ -260,8 +260,17 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
     if get("use-distributed-optimizer"):
         reader.take("--use-distributed-optimizer", "", "zero = 1 (master weights and optimizer states sharded over d)",
                     zero=1)
+    if get("fp8-param-gather"):
+        # Transformer Engine's fp8_model_init: FP8 weights, the distributed optimizer's fp32 main params the
+        # master copy: the fp8-adam recipe (layout/recipes.py) where its gradients are bf16.
+        if not (get("bf16") and "fp8-format" in options and grads_bf16 and optimizer == "adam"):
+            reader.unless_typed("optimizer", "--fp8-param-gather", "", "the FP8-weight recipe modelled (fp8-adam) is "
+                                "--bf16 --fp8-format with --grad-reduce-in-bf16 and Adam; type --optimizer")
+        else:
+            reader.take("--fp8-param-gather", "", "optimizer = fp8-adam (FP8 weights gathered; bf16 gradients, fp32 "
+                        "master and Adam m/v)", optimizer="fp8-adam")
     for name in ("use-megatron-fsdp", "use-torch-fsdp2", "optimizer-cpu-offload", "cpu-offloading",
-                 "fp8-param-gather", "use-custom-fsdp"):
+                 "use-custom-fsdp"):
         if name in options:
             reader.refuse(f"--{name}", options[name], "not modelled by this reader yet; give the layout by hand")
 
