@@ -266,3 +266,15 @@ def test_bridge_finetune_lr_is_ignored():
     reading = read_launch("megatron-bridge", {"model": {"tensor_model_parallel_size": 2},
                                               "optimizer": {"finetune_lr": 1e-5}})
     assert "optimizer.finetune_lr" in {note.option for note in reading.ignored}
+
+
+def test_accelerate_parallelism_config_tp_and_shard():
+    data = {"distributed_type": "FSDP", "num_processes": 8, "mixed_precision": "bf16", "fsdp_config": {
+        "fsdp_version": 2}, "parallelism_config": {"parallelism_config_tp_size": 2,
+                                                   "parallelism_config_dp_shard_size": 4}}
+    fields = read_launch("accelerate", data).fields
+    assert (fields["tp"], fields["dp"], fields.get("sp", False)) == (2, 4, False)
+    data["parallelism_config"]["parallelism_config_dp_shard_size"] = 2
+    refused("accelerate", data, "num_processes 8")
+    data["parallelism_config"].update(parallelism_config_dp_replicate_size=2)
+    refused("accelerate", data, "HSDP")

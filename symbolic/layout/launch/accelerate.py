@@ -98,6 +98,8 @@ def read_accelerate(source, model: ModelConfig | None = None) -> LaunchReading:
         ignore = {"deepspeed_config.zero3_init_flag": "loading (before training)"}
     else:
         reader.refuse("distributed_type", kind, "give FSDP or DEEPSPEED (the ones read)")
+    if data.get("parallelism_config"):
+        _parallelism(reader, data["parallelism_config"], world, used)
     reader.assume("micro-batch and seq", "", "the training script's: give --micro-batch and --seq")
     ignore.update({"compute_environment": "where it runs", "machine_rank": "this machine's rank",
                    "main_training_function": "a name", "rdzv_backend": "rendezvous", "same_network": "rendezvous",
@@ -106,3 +108,45 @@ def read_accelerate(source, model: ModelConfig | None = None) -> LaunchReading:
                    "main_process_ip": "rendezvous", "main_process_port": "rendezvous",
                    "gpu_ids": "device choice", "num_machines": "the machines (num_processes counts every GPU)"})
     return _finish(reader, data, used, ignore, model, "the HF config.json it trains")
+
+
+def _parallelism(reader: _Reader, config, world: int, used: set) -> None:
+    """accelerate's ``parallelism_config`` (``parallelism_config_{dp_replicate,dp_shard,tp,cp,sp}_size``:
+    ``utils/launch.py`` passes each to ``ParallelismConfig``, ``parallelism_config.py``): TP over
+    transformers' ``tp_plan`` (DTensor: the linear layers' inputs all-gathered, the norms replicated —
+    no sequence parallelism), d = the shard size. HSDP, context and sequence parallelism are refused
+    unless the matching flag is typed."""
+    if not isinstance(config, dict):
+        reader.refuse("parallelism_config", repr(config), "not a section; give a mapping of its sizes")
+    sizes = {}
+    for key in ("dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "sp_size"):
+        name = f"parallelism_config_{key}"
+        used.add(f"parallelism_config.{name}")
+        value = config.get(name)
+        sizes[key] = 1 if value is None else _int(reader, f"parallelism_config.{name}", value,
+                                                   field="tp" if key == "tp_size" else "dp")
+    for key, value in config.items():
+        if f"parallelism_config.{key}" not in used:
+            used.add(f"parallelism_config.{key}")
+            reader.ignore(f"parallelism_config.{key}", value, "a backend choice of a parallelism of size 1"
+                          if key.startswith(("parallelism_config_cp_", "parallelism_config_sp_")) else
+                          "not a size")
+    if sizes["dp_replicate_size"] > 1:
+        reader.refuse("parallelism_config.parallelism_config_dp_replicate_size", sizes["dp_replicate_size"],
+                      "HSDP (replicas of FSDP groups) is not modelled: ZeRO shards over all d ranks")
+    for key, field in (("cp_size", "cp"), ("sp_size", "cp")):
+        if sizes[key] > 1:
+            reader.unless_typed(field, f"parallelism_config.parallelism_config_{key}", sizes[key],
+                                "accelerate's context / sequence parallelism (torch's ring attention, DeepSpeed's "
+                                "Ulysses) is not read: type --cp")
+    product = sizes["dp_replicate_size"] * sizes["dp_shard_size"] * sizes["tp_size"] * sizes["cp_size"]
+    if product != world:
+        reader.refuse("parallelism_config", f"{product} ranks", f"the sizes' product is not num_processes {world} "
+                      "(accelerate's ParallelismConfig asserts it)")
+    tp = sizes["tp_size"]
+    if tp > 1:
+        reader.take("parallelism_config.parallelism_config_tp_size", tp, f"tp = {tp}, sp off, sp_inputs gathered "
+                    "(transformers' tp_plan: colwise/rowwise DTensor linears, the norms replicated)", tp=tp,
+                    sp_inputs="gathered")
+    dp = sizes["dp_shard_size"]
+    reader.take("parallelism_config.parallelism_config_dp_shard_size", dp, f"dp = {dp}", dp=dp)
