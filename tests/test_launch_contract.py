@@ -278,3 +278,25 @@ def test_accelerate_parallelism_config_tp_and_shard():
     refused("accelerate", data, "num_processes 8")
     data["parallelism_config"].update(parallelism_config_dp_replicate_size=2)
     refused("accelerate", data, "HSDP")
+
+
+def test_bridge_peft_lora_is_the_engines_lora_with_its_adapter_count_named():
+    data = {"model": {"num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "seq_length": 4096,
+                      "ffn_hidden_size": 14336, "num_query_groups": 8, "normalization": "RMSNorm",
+                      "gated_linear_unit": True, "position_embedding_type": "rope", "add_bias_linear": False,
+                      "vocab_size": 128256, "attention_dropout": 0.0, "hidden_dropout": 0.0,
+                      "share_embeddings_and_output_weights": False},
+            "peft": {"_target_": "megatron.bridge.peft.lora.LoRA", "dim": 16, "alpha": 32}}
+    reading = read_launch("megatron-bridge", data)
+    assert (reading.fields["lora"], reading.fields["lora_targets"]) == (16, "all-linear")
+    note = next(n.what for n in reading.assumed if n.option == "peft.target_modules")
+    assert f"{3 * 16 * 4096 * 32:,} parameters" in note
+    refused("megatron-bridge", {**data, "peft": {"_target_": "megatron.bridge.peft.dora.DoRA"}}, "peft._target_")
+
+
+def test_bridge_num_query_groups_is_gqa():
+    data = {"model": {"num_layers": 2, "hidden_size": 64, "num_attention_heads": 8, "num_query_groups": 2,
+                      "seq_length": 128, "normalization": "RMSNorm", "gated_linear_unit": True,
+                      "position_embedding_type": "rope", "add_bias_linear": False, "vocab_size": 1000,
+                      "attention_dropout": 0.0, "hidden_dropout": 0.0}}
+    assert read_launch("megatron-bridge", data).model.kv_heads == 2

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from ...models.config import ModelConfig
 from .megatron import _read_megatron
-from .reader import BRIDGE_COMMIT, LaunchReading, _finish, _load_mapping, _Reader
+from .reader import BRIDGE_COMMIT, LaunchReading, _finish, _int, _load_mapping, _Reader
 
 #: The ConfigContainer fields read that are dataclass booleans (TransformerConfig, OptimizerConfig,
 #: DistributedDataParallelConfig at :data:`~.reader.BRIDGE_COMMIT`).
@@ -72,6 +72,10 @@ def read_bridge(source, model: ModelConfig | None = None, kind: str = "megatron-
                     options[name] = True
             elif value is not None:
                 options[name] = str(value)
+    if options.get("num-query-groups") not in (None, "None"):
+        # TransformerConfig.num_query_groups (None: one group per head) is the GQA groups themselves; Megatron-LM's
+        # command line needs --group-query-attention beside --num-query-groups for the same
+        options["group-query-attention"] = True
     if grad_fp32 is False and "bf16" in options:
         options["grad-reduce-in-bf16"] = True
     precision = data.get("mixed_precision")
@@ -89,6 +93,8 @@ def read_bridge(source, model: ModelConfig | None = None, kind: str = "megatron-
                       f"src/megatron/bridge/recipes/common.py@{BRIDGE_COMMIT[:7]})")
     options.setdefault("attention-backend", "auto")
     _read_megatron(reader, options, model)
+    if data.get("peft") is not None:
+        _peft(reader, data["peft"], used)
     reader.taken = [replace(note, option=_bridge_name(note.option)) for note in reader.taken]
     reader.assumed = [replace(note, option=_bridge_name(note.option)) for note in reader.assumed]
     reader.assume("the recipe's other fields", "", "not in this file: the Layout's defaults (an override file "
@@ -110,3 +116,60 @@ def read_bridge(source, model: ModelConfig | None = None, kind: str = "megatron-
 def _bridge_name(option: str) -> str:
     """Megatron-LM's ``--seq-length`` is Megatron-Core's (and the recipe's) ``seq_length``."""
     return re.sub(r"--([a-z0-9-]+)", lambda m: m.group(1).replace("-", "_"), option)
+
+
+#: Megatron-Bridge's LoRA target modules (``peft/lora.py`` at :data:`~.reader.BRIDGE_COMMIT`: default all four).
+_BRIDGE_ALL = {"linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"}
+
+
+def _peft(reader: _Reader, peft, used: set) -> None:
+    """A recipe's ``peft`` section: Megatron-Bridge's ``LoRA`` (``src/megatron/bridge/peft/lora.py``:
+    ``dim`` 32, ``target_modules`` the four linear layers, ``dropout`` 0, ``lora_dtype`` the model's)
+    as ``--lora dim``. Its fused layers carry one adapter each — one A for Q|K|V, one for the SwiGLU's
+    gate|up — where the engine counts PEFT's per-matrix adapters (A for q, k, v; for gate and up): the
+    engine's adapters hold 3·r·h more parameters a layer (attention only: 2·r·h), named with their
+    size as an approximation."""
+    if not isinstance(peft, dict):
+        reader.refuse("peft", repr(peft), "not a section; give a mapping of its options")
+    for key in peft:
+        used.add(f"peft.{key}")
+    target = str(peft.get("_target_", "megatron.bridge.peft.lora.LoRA"))
+    if not target.endswith(".LoRA"):
+        reader.refuse("peft._target_", target, "the adapter modelled is LoRA (megatron.bridge.peft.lora.LoRA)")
+    for key in ("sequence_parallel_input_regather", "normalize_moe_lora", "experts_shared_outer_loras",
+                "a2a_experimental", "exclude_modules"):
+        if peft.get(key):
+            reader.refuse(f"peft.{key}", peft[key], "not modelled")
+    rank = _int(reader, "peft.dim", peft.get("dim", 32), field="lora")
+    modules = peft.get("target_modules", sorted(_BRIDGE_ALL))
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        reader.refuse("peft.target_modules", repr(modules), "give a list of module names")
+    names = set(modules)
+    targets = "all-linear" if names == _BRIDGE_ALL else "attention" if names == {"linear_qkv", "linear_proj"} else ""
+    if not targets:
+        reader.unless_typed("lora_targets", "peft.target_modules", ",".join(modules), "the engine adapts every "
+                            "linear layer or attention's; type --lora-targets")
+        targets = "all-linear"
+    reader.take("peft.dim", rank, f"lora = {rank}, lora_targets = {targets} (the base frozen in the model's dtype)",
+                lora=rank, lora_targets=targets)
+    extra_a = 3 if targets == "all-linear" else 2
+    model = reader.model
+    size = ""
+    if model is not None:
+        from ..recipes import RECIPES
+        per_param = RECIPES[reader.fields.get("optimizer", "bf16-adam")].bytes_per_param
+        count = extra_a * rank * model.hidden * model.layers
+        size = f": {count:,} parameters × {per_param} B = {count * per_param / 1e9:.3f} GB before any split"
+    reader.assume("peft.target_modules", ",".join(modules), f"approximation: Megatron-Bridge's fused layers carry one "
+                  f"adapter each; the bill counts PEFT's per-matrix A ({extra_a}·r·h more a layer){size}")
+    dropout = peft.get("dropout", 0.0)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        reader.refuse("peft.dropout", dropout, "give a number from 0 to 1")
+    if dropout:
+        reader.assume("peft.dropout", dropout, "approximation: the dropout before each adapter keeps its dropped "
+                      "input and mask (b·s·(3h + f)·3 B a layer with all four targets), not in the bill")
+    for key in ("alpha", "dropout_position", "lora_A_init_method", "lora_B_init_method", "lora_dtype",
+                "share_expert_adapters"):
+        if key in peft:
+            reader.ignore(f"peft.{key}", peft[key], "the adapters' scale, initialisation or dropout placement (no "
+                          "memory or time)" if key != "lora_dtype" else "read with the precision")
