@@ -300,3 +300,11 @@ def test_bridge_num_query_groups_is_gqa():
                       "position_embedding_type": "rope", "add_bias_linear": False, "vocab_size": 1000,
                       "attention_dropout": 0.0, "hidden_dropout": 0.0}}
     assert read_launch("megatron-bridge", data).model.kv_heads == 2
+
+
+def test_megatron_no_position_embedding_with_rope_is_rope():
+    llama = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --vocab-size 1000 --bf16 "
+             "--swiglu --normalization RMSNorm --position-embedding-type rope --disable-bias-linear "
+             "--attention-dropout 0 --hidden-dropout 0 --no-position-embedding")
+    assert read_launch("megatron", llama).model.positions == "rope"
+    refused("megatron", BASE + " --no-position-embedding", "--no-position-embedding")

@@ -84,7 +84,7 @@ _MEGATRON_FLAGS = {
     "auto-detect-ckpt-format", "reset-position-ids", "reset-attention-mask", "eod-mask-loss", "exit-signal-handler",
     "log-world-size-to-tensorboard", "log-progress", "skip-train", "no-check-for-nan-in-loss-and-grad",
     "check-for-nan-in-loss-and-grad", "override-opt_param-scheduler", "use-checkpoint-opt_param-scheduler",
-    "one-logger-async", "lr-warmup-init", "no-bias-gelu-fusion", "no-bias-swiglu-fusion", "no-bias-dropout-fusion",
+    "one-logger-async", "lr-warmup-init", "no-position-embedding", "no-bias-gelu-fusion", "no-bias-swiglu-fusion", "no-bias-dropout-fusion",
     "no-rope-fusion", "no-persist-layer-norm", "no-gradient-accumulation-fusion", "no-masked-softmax-fusion",
     "moe-router-pre-softmax", "moe-router-enable-expert-bias", "moe-per-layer-logging", "profile",
     "use-pytorch-profiler", "record-memory-history", "log-straggler", "enable-ft-package", "log-energy",
@@ -413,7 +413,7 @@ def _megatron_model(reader: _Reader, options: dict, used: set, model: ModelConfi
                      "untie-embeddings-and-output-weights", "disable-bias-linear", "add-qkv-bias", "vocab-size",
                      "padded-vocab-size", "make-vocab-size-divisible-by", "max-position-embeddings", "seq-length",
                      "attention-dropout", "hidden-dropout", "num-experts", "moe-router-topk", "moe-ffn-hidden-size",
-                     "encoder-seq-length")
+                     "encoder-seq-length", "no-position-embedding")
     given = [name for name in model_options if name in options]
     used.update(model_options)
     seq = options.get("seq-length", options.get("encoder-seq-length"))
@@ -483,6 +483,9 @@ def _megatron_model_config(reader: _Reader, options: dict, tp: int) -> ModelConf
     swiglu = bool(options.get("swiglu"))
     norm = str(options.get("normalization", "LayerNorm"))
     positions = str(options.get("position-embedding-type", "learned_absolute"))
+    if options.get("no-position-embedding") and positions != "rope":
+        reader.refuse("--no-position-embedding", "", "a GPT inventory without its learned position table is not "
+                      "itemised; with --position-embedding-type rope it is what rope already means")
     bias = not options.get("disable-bias-linear")
     llama = (swiglu, norm, positions, bias) == (True, "RMSNorm", "rope", False)
     gpt = (swiglu, norm, positions, bias) == (False, "LayerNorm", "learned_absolute", True)
