@@ -308,3 +308,11 @@ def test_megatron_no_position_embedding_with_rope_is_rope():
              "--attention-dropout 0 --hidden-dropout 0 --no-position-embedding")
     assert read_launch("megatron", llama).model.positions == "rope"
     refused("megatron", BASE + " --no-position-embedding", "--no-position-embedding")
+
+
+def test_deepspeed_lamb_is_adams_states_with_its_norms_named():
+    reading = read_launch("deepspeed", {"train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "Lamb"},
+                                        "bf16": {"enabled": True}, "zero_optimization": {"stage": 1}})
+    note = next(n.what for n in reading.taken if n.option == "optimizer.type")
+    assert reading.fields["optimizer_impl"] == "fused" and "approximation" in note
+    refused("deepspeed", {"optimizer": {"type": "Adagrad"}}, "optimizer.type", "--optimizer")

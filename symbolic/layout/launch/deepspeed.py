@@ -150,9 +150,16 @@ def _read_deepspeed(reader: _Reader, data: dict, used: set) -> None:
         reader.assume("bf16/fp16.enabled", False, "fp32 training, optimizer = fp32-adam", dtype="fp32",
                       optimizer="fp32-adam")
     kind = get("optimizer.type", "Adam")
-    if str(kind).lower() not in ("adam", "adamw", "fusedadam", "cpuadam"):
-        reader.refuse("optimizer.type", kind, "the Adam recipes are modelled")
-    if get("optimizer") is None:
+    if str(kind).lower() not in ("adam", "adamw", "fusedadam", "cpuadam", "lamb"):
+        reader.unless_typed("optimizer", "optimizer.type", kind, "the Adam recipes (and Lamb's, the same states) are "
+                            "modelled; type --optimizer")
+    if str(kind).lower() == "lamb":
+        # runtime/engine.py: "Lamb" is FusedLamb (ops/lamb/fused_lamb.py): Adam's m and v, fp32, and a trust
+        # ratio from two norms per tensor
+        reader.take("optimizer.type", kind, "optimizer_impl = fused; approximation: FusedLamb keeps Adam's m and v "
+                    "(the same state bytes), its step's weight and update norms (one more read of each, 8 B a "
+                    "parameter at the step) not in the step time", optimizer_impl="fused")
+    elif get("optimizer") is None:
         reader.assume("optimizer", "absent", "the client's optimizer: Adam, torch's foreach step",
                       optimizer_impl="foreach")
     elif get("optimizer.params.torch_adam", False) is True:
