@@ -172,8 +172,9 @@ class _Reader:
         """A boolean as the framework reads it, else one line. ``reads``: ``accelerate`` (``accelerate
         launch`` passes ``str(value).lower()`` through the environment to ``str_to_bool``:
         accelerate 1.16.0 ``utils/launch.py`` and ``utils/environment.py`` — ``"false"``, ``"no"``,
-        ``"0"`` are False); ``omegaconf`` (a NeMo / Megatron-Bridge dataclass field: OmegaConf 2.3's
-        ``BooleanNode`` takes an int as ``!= 0`` and yes/no/on/off/true/false text); ``strict`` (a
+        ``"0"`` are False); ``omegaconf`` (a NeMo / Megatron-Bridge dataclass field: OmegaConf's
+        ``BooleanNode.validate_and_convert``, ``omegaconf/nodes.py`` at omry/omegaconf 01445ab, takes an
+        int — or text of one — as ``!= 0`` and yes/y/on/true, no/n/off/false in any case); ``strict`` (a
         TOML or JSON boolean field: true or false only)."""
         if isinstance(value, bool):
             return value
@@ -360,7 +361,8 @@ def _check_tree(data, kind: str, where: str) -> None:
 def _yaml_loader(kind: str, where: str, duplicates: bool):
     """PyYAML's SafeLoader (no object construction from tags) that refuses more than
     :data:`YAML_MAX_ALIASES` aliases and, where the framework refuses them (``duplicates`` False:
-    OmegaConf's loader raises "found duplicate key"), a key given twice in one mapping."""
+    OmegaConf's loader raises "found duplicate key": ``omegaconf/_utils.py get_yaml_loader`` at
+    omry/omegaconf 0019bca), a key given twice in one mapping."""
     import yaml
 
     class Loader(yaml.SafeLoader):
