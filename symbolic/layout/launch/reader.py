@@ -391,8 +391,9 @@ def _yaml_loader(kind: str, where: str, duplicates: bool):
 
 
 def _no_duplicates(kind: str, where: str):
-    """A ``json`` ``object_pairs_hook`` refusing a key given twice: DeepSpeed loads its config with
-    ``dict_raise_error_on_duplicate_keys`` (``deepspeed/runtime/config_utils.py``)."""
+    """A ``json`` ``object_pairs_hook`` refusing a key given twice: DeepSpeed loads a config file with
+    ``json.load(..., object_pairs_hook=dict_raise_error_on_duplicate_keys)`` (``deepspeed/runtime/config.py``
+    and ``config_utils.py`` at :data:`DEEPSPEED_COMMIT`)."""
     def hook(pairs):
         out: dict = {}
         for key, value in pairs:
