@@ -691,7 +691,8 @@ def from_launch(kind: str, source, model=None):
     """``--from KIND SOURCE``: what a launch config says, as a frozen
     :class:`~symbolic.layout.launch.LaunchReading` — the Layout fields it sets, its model (if it
     describes one), the framework preset's name, and every option taken, ignored or assumed.
-    ``kind``: megatron, nemo, megatron-bridge, torchtitan, deepspeed, accelerate; ``source``: a path
+    ``kind``: megatron, nemo, megatron-bridge, torchtitan, deepspeed, accelerate, axolotl, llamafactory;
+    ``source``: a path
     (Megatron: also the command line, as text or a list of words); ``model``: the model trained,
     where the config has none (a built-in name, an HF config.json path or a ModelConfig)::
 

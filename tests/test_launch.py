@@ -153,7 +153,7 @@ def test_llama_style_megatron_arguments_become_a_model():
     ("megatron", "--tensor-model-parallel-size $TP", "a shell variable"),
     ("torchtitan", {"activation_checkpoint": {"mode": "selective"}}, "selective_ac_option 2"),
     ("torchtitan", {"training": {"local_batch_size": 2, "frobnicate": 1}, "activation_checkpoint": {"mode": "none"}}, "training.frobnicate 1: not a key"),
-    ("deepspeed", {"train_micro_batch_size_per_gpu": "auto"}, "'auto' is filled by HF Trainer"),
+    ("deepspeed", {"zero_optimization": {"stage": "auto"}}, "HF Trainer fills no 'auto' here"),
     ("deepspeed", {"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}}, "NVMe offload"),
     ("accelerate", {"distributed_type": "FSDP", "fsdp_config": {"fsdp_sharding_strategy": "HYBRID_SHARD"}},
      "HYBRID_SHARD is not modelled"),
@@ -206,7 +206,7 @@ def test_api_from_launch_bills_as_the_cli():
     assert via_api.to_dict() == by_hand.to_dict()
     assert "megatron-core" in via_api.to_dict()["step_error_band"]["text"]
     with pytest.raises(ConfigError):
-        symbolic.from_launch("deepspeed", {"fp16": {"enabled": "auto"}}, model="gpt-7b")
+        symbolic.from_launch("deepspeed", {"fp16": {"enabled": "yes"}}, model="gpt-7b")
     assert reading.layout(tp=4).tp == 4 and isinstance(reading.layout().moe_capacity, Fraction)
 
 
@@ -237,8 +237,10 @@ def test_megatron_sequence_parallel_is_off_at_t_1():
 def test_accelerate_deepspeed_template_reads_the_ds_config_it_names():
     reading = read_launch("accelerate", str(FIXTURES / "accelerate" / "config_yaml_templates" / "deepspeed.yaml"))
     assert reading.framework == "deepspeed"
-    # torch_adam: true is torch.optim's AdamW (foreach), not FusedAdam; "auto" batches are the script's
-    assert reading.layout() == Layout(dp=2, zero=1, dtype="fp16", optimizer="bf16-adam", optimizer_impl="foreach")
+    # torch_adam: true is torch.optim's AdamW (foreach), not FusedAdam; "auto" batches are HF Trainer's
+    # (per_device_train_batch_size 8, gradient_accumulation_steps 1)
+    assert reading.layout() == Layout(dp=2, micro_batch=8, zero=1, dtype="fp16", optimizer="bf16-adam",
+                                      optimizer_impl="foreach")
     assumed = {note.option for note in reading.assumed}
     assert {"train_micro_batch_size_per_gpu", "train_batch_size"} <= assumed
     assert "zero_stage1_config.json: optimizer.params.lr" in {note.option for note in reading.ignored}

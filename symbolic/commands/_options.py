@@ -384,7 +384,10 @@ def apply_launch(args, command: str):
     kind, source = args.launch
     parser = args._launch_parser
     model = model_from_text(args.model) if isinstance(args.model, str) else None
-    reading = read_launch(kind, source, model)
+    from ..layout.launch import LAYOUT_FIELDS
+    typed = [field for field in LAYOUT_FIELDS if hasattr(args, _LAUNCH_DESTS.get(field, field))
+             and _was_typed(args, _LAUNCH_DESTS.get(field, field), parser)]
+    reading = read_launch(kind, source, model, typed)
     if args.model is None:
         if reading.model is None:
             raise ConfigError(f"--from {clean(kind)}: the config does not describe its model; give MODEL "

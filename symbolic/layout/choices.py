@@ -22,5 +22,6 @@ BASE_DTYPES = ("bf16", "int8", "nf4")  #: storage of frozen base weights under L
 LORA_TARGETS = ("all-linear", "attention")  #: the weights LoRA adapts (QLoRA: every linear layer)
 OFFLOAD = ("none", "optimizer", "params")  #: what lives in CPU memory (ZeRO-Offload; FSDP CPU offload)
 OPTIMIZER_IMPLS = ("foreach", "fused")  #: PyTorch's foreach optimizer (fp32 temporaries) or a fused kernel
-#: The launch configs ``--from KIND SOURCE`` reads (``layout/launch.py``, one reader each).
-LAUNCH_KINDS = ("megatron", "nemo", "megatron-bridge", "torchtitan", "deepspeed", "accelerate")
+#: The launch configs ``--from KIND SOURCE`` reads (``layout/launch/``, one module each).
+LAUNCH_KINDS = ("megatron", "nemo", "megatron-bridge", "torchtitan", "deepspeed", "accelerate", "axolotl",
+                "llamafactory")

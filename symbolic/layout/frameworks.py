@@ -246,7 +246,7 @@ def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: b
       and t > 1;
     - optimizer: where the framework keeps fp32 parameters and computes on bf16 copies (FSDP's mixed
       precision, :attr:`Framework.fp32_params`), ``fp32-adam``'s blocks at rest under bf16 or fp16
-      activations — the launch readers' recipe for the same frameworks (``launch.py``); else fp32 main
+      activations — the launch readers' recipe for the same frameworks (``launch/``); else fp32 main
       gradients (``bf16-adam-fp32-grads``) under bf16 activations, where the framework accumulates and
       reduces them in fp32 (Megatron sets accumulate_allreduce_grads_in_fp32 under --bf16 only: fp16
       keeps the recipe given);

@@ -27,8 +27,12 @@ The same doubles, bit for bit (``tests/test_sweep_native.py`` holds them equal w
 * the chunks in flight ``m`` by 1F1B's rule in int64 (``plan.in_flight_array``): ``min(⌊mb/d⌋, p)``,
   1 where p = 1, for d ≥ 1 and mb ≥ 0 — any other element stops the loop, and the numpy kernel
   evaluates the whole call; ``m_last`` 1; the communicator buffers as ``plan._kernel_env`` sums them;
-* and on its first call the loop's doubles are compared with the numpy kernel's on a sample
-  (``plan._loop_outputs``): a difference and the loop is not used again in the process.
+* ``CC`` with a flag that allows reassociation, contraction or approximation (:data:`UNSAFE_FLAGS`:
+  ``-ffast-math``, ``-funsafe-math-optimizations``, ``-ffp-contract=fast``, ``-Ofast``, ...) is refused:
+  the loop is not compiled, with a warning;
+* and on its first call the loop's doubles are compared with the numpy kernel's on a sample spread over
+  the whole call (``plan._loop_outputs``, :func:`sample_indices`): a difference and the loop is not
+  used again in the process.
 
 Trust: the C text holds no text from a formula or a cache entry. Operations are written from the
 graph's node kinds, numbers as C hexadecimal floats (``float.hex``: exact), names as node indices.
@@ -109,14 +113,50 @@ def enabled() -> bool:
     return compiler() is not None
 
 
+#: Compiler flags that let the compiler reassociate, contract (fused multiply-add), drop signed zeros or
+#: NaNs, or approximate: with any of them in ``CC`` the loop is not compiled (the numpy kernel runs), since
+#: ``-ffp-contract=off`` after them and the ``__FAST_MATH__`` guard do not undo them all (GCC defines no
+#: macro for ``-funsafe-math-optimizations`` or ``-fassociative-math``).
+UNSAFE_FLAGS = ("-ffast-math", "-Ofast", "-funsafe-math-optimizations", "-fassociative-math", "-freciprocal-math",
+                "-ffp-contract=fast", "-ffp-contract=on", "-ffinite-math-only", "-fno-signed-zeros",
+                "-fno-trapping-math", "-fapprox-func", "-ffp-model=fast", "-ffp-model=aggressive", "-fcx-limited-range",
+                "-mrecip", "-menable-unsafe-fp-math", "-fno-honor-nans", "-fno-honor-infinities")
+
+
+def unsafe_flags(words: list[str]) -> list[str]:
+    """The words of ``CC`` that allow reassociation, contraction or approximation (:data:`UNSAFE_FLAGS`;
+    ``-mrecip=...`` and ``-Wl,``-free spellings included)."""
+    return [word for word in words[1:] if word in UNSAFE_FLAGS or word.startswith("-mrecip=")
+            or word.startswith("-ffp-contract=") and word != "-ffp-contract=off"]
+
+
 def compiler() -> list[str] | None:
-    """The C compiler's command (``CC``, else ``cc``), or None where there is none."""
+    """The C compiler's command (``CC``, else ``cc``), or None where there is none — or where ``CC`` carries a
+    flag that changes rounding (:func:`unsafe_flags`): the loop must give numpy's doubles bit for bit."""
     try:
         words = shlex.split(os.environ.get("CC", "")) or ["cc"]
     except ValueError:  # an unbalanced quote: no compiler to be had from it
         return None
+    if unsafe_flags(words):
+        _warn_unsafe(tuple(unsafe_flags(words)))
+        return None
     found = shutil.which(words[0])
     return [found, *words[1:]] if found else None
+
+
+@lru_cache(maxsize=None)
+def _warn_unsafe(flags: tuple[str, ...]) -> None:
+    import warnings
+    warnings.warn(f"CC has {' '.join(flags)}, which lets the compiler reorder or fuse floating-point operations: "
+                  "the sweep's compiled loop is not used (the numpy kernel gives its doubles)", stacklevel=3)
+
+
+def sample_indices(n: int, size: int = 512) -> np.ndarray:
+    """At most ``size`` configurations spread evenly over the whole call of ``n`` (the first and the last
+    among them), as int64 indices: the loop's first-call check compares its doubles with numpy's there."""
+    if n <= size:
+        return np.arange(n, dtype=np.int64)
+    return np.unique(np.linspace(0, n - 1, size).round().astype(np.int64))
 
 
 def signature_of(program: Program, values, micro_batches, n: int, params_hand) -> Signature | None:

@@ -1091,9 +1091,12 @@ def _loop_outputs(kernel, values: Mapping[str, object], micro_batches, n: int, n
     if compiled is not None and not compiled.checked:
         # Its first call: the loop's doubles against the numpy kernel's on a sample of the configurations
         # (a compiler whose defaults reassociate or fuse would show here), else never used in the process.
-        sample = min(n, 512)
-        part = {k: (x[:sample] if np.ndim(x) else x) for k, x in values.items()}
-        part_mb = micro_batches[:sample] if np.ndim(micro_batches) else micro_batches
+        # The sample spans the whole call (evenly spaced, first and last included), not its first block: a
+        # first block of identical layouts would hide a difference in the rest.
+        picked = native.sample_indices(n)
+        sample = len(picked)
+        part = {k: (x[picked] if np.ndim(x) else x) for k, x in values.items()}
+        part_mb = micro_batches[picked] if np.ndim(micro_batches) else micro_batches
         looped = native.run(compiled, part, part_mb, sample, [None] * len(names), params_hand)
         if looped is None:
             return None  # the sample lies outside the loop's cases: numpy's call, the check left for another
