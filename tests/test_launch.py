@@ -257,3 +257,11 @@ def test_the_launch_reader_and_the_preset_read_megatron_alike(capsys):
     _, preset, _ = run(capsys, "bill", *flags, "--framework", "megatron-core", "--json")
     read, preset = json.loads(read), json.loads(preset)
     assert read["total_bytes"] == preset["total_bytes"]
+
+
+def test_timeline_reads_what_a_launch_config_sets_of_the_optimizer_step(capsys):
+    """timeline had no --optimizer-impl, so every reader that sets it (torchtitan's fused step, Megatron's
+    FusedAdam) was refused by `timeline --from`: it now takes it, as the bill does."""
+    assert main(["timeline", "--from", "torchtitan", str(FIXTURES / "torchtitan_llama3_70b.toml"), "--brief"]) == 0
+    assert main(["timeline", "--from", "megatron", KORTHIKANTI_175B, "--brief"]) == 0
+    assert "does not model it" not in capsys.readouterr().err

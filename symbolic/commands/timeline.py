@@ -17,7 +17,9 @@ def add_arguments(parser) -> None:
     _options.add_from_option(parser)
     _options.add_layout_options(parser)
     _options.add_pipeline_layout_option(parser)
-    _options.add_sweep_lever_options(parser)  # LoRA, QLoRA's base, offload, activation offload (the bill's)
+    # LoRA, QLoRA's base, offload, activation offload, the optimizer step's implementation and the fused attention
+    # kernel: the bill's memory levers (a launch config's reading sets them too)
+    _options.add_lever_options(parser, _options.MEMORY_LEVERS + ("optimizer_impl", "flash_attention"))
     parser.add_argument("--optimize", action="append", default=[], metavar="NAME",
                         help="apply an optimisation (repeatable): zero, fp8-weights, fp8-optimizer, optimizer-offload, "
                              "activation-offload, fp8-activations, flash-attention, fused-cross-entropy")
