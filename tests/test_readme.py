@@ -1,14 +1,29 @@
-"""The README's Python examples run as written (issue 13): every ```python
-block, in order, in one namespace — a renamed function or a changed number
-fails here before a reader finds it."""
+"""The README's and its pages' Python examples run as written (issue 13): every ```python
+block, in order (the README, then docs/ in the README's table order), in one namespace — a renamed
+function or a changed number fails here before a reader finds it; every figure a command line quotes
+is what that command prints (issue 45)."""
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+
+def pages() -> list[Path]:
+    """The README, then the pages its "Where the rest lives" table links, in that order."""
+    linked = re.findall(r"^\| \[(docs/[\w-]+\.md)\]", README.read_text(), flags=re.M)
+    return [README] + [ROOT / name for name in linked]
 
 
 def python_blocks() -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", README.read_text(), flags=re.S | re.M)
+    return [block for page in pages()
+            for block in re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.S | re.M)]
+
+
+def test_the_readme_is_short_and_links_pages_that_exist():
+    """Issue 45: a README a newcomer reads in five minutes; the rest under docs/, each page linked."""
+    assert len(README.read_text().splitlines()) <= 400
+    assert len(pages()) >= 10 and all(page.exists() for page in pages())
 
 
 def test_readme_has_python_examples():
@@ -33,7 +48,7 @@ def shell_examples_with_figures() -> list[tuple[str, list[str]]]:
     each runnable in-process (no file path to supply, no redirect), with the numbers its comment quotes."""
     number = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?!\w)")
     examples = []
-    for line in README.read_text().splitlines():
+    for line in (line for page in pages() for line in page.read_text().splitlines()):
         match = re.match(r"^python -m symbolic (.*?)\s+#\s*(.*)$", line)
         if not match or any(x in match.group(1) for x in ("path/to", ">", " -o ", "deep.json")):
             continue
