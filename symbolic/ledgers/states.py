@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from sympy import Add, Expr, Integer, Mul, Rational
 
-from ..core.dims import L, Psi, d, p, r, t
+from ..core.dims import L, L_d, Psi, d, p, r, t
 from ..core.tensors import DTYPE_BYTES
 from ..layout.choices import ZERO_STAGES
 from ..layout.experts import routed_expert
@@ -166,6 +166,11 @@ def weight_matrices(param_inv, targets: str | None = None) -> list:
             continue
         if targets is not None and term.name.startswith(NOT_LINEAR_MODULES):
             continue  # adapters on the linear modules only: expert banks, the router and convs stay frozen
+        if targets is not None and Mul(*term.shape[:-2]).has(L_d):
+            # an MoE model's dense-first or shared-expert MLP (a share over L_d): PEFT 0.21's all-linear leaves
+            # them unadapted on DeepSeek-V3 (its mapping targets the attention and the experts; measured per
+            # rank, symbolic/per_rank.py, tests/test_per_rank.py)
+            continue
         out.append(term)
     return out
 
