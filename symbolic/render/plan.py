@@ -325,7 +325,7 @@ def render_json(result, shown, closest, gpu=None) -> str:
     from ..models.config import seq_origin
 
     data = {
-        "model": result.model.name, "gpus": result.gpus, "gpu_memory_bytes": result.gpu_memory,
+        "model": result.model.name, "experts": result.model.experts or 0, "gpus": result.gpus, "gpu_memory_bytes": result.gpu_memory,
         "margin_bytes": result.margin, "usable_bytes": result.usable, "seq": result.seq or result.model.seq,
         "global_batch": result.global_batch, "params_hand": result.params_hand, "optimizer": result.optimizer,
         "dtype": result.dtype, "fp8_activations": result.fp8_activations,
@@ -335,6 +335,7 @@ def render_json(result, shown, closest, gpu=None) -> str:
         "assumptions": _assumptions(result), "rules": result.rules,
         **({"seq_from": seq_origin(result.model, result.seq_given)} if seq_origin(result.model, result.seq_given)
            else {}),
+        **({"notes": list(result.notes)} if result.notes else {}),
         "evaluated": result.evaluated, "fitting": len(result.order),
         "layouts": [item.as_dict() for item in shown],
         "closest": closest.as_dict() if closest is not None else None,

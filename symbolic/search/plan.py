@@ -158,6 +158,8 @@ class Plan:
     #: the memory levers of every layout, as Layout fields (lora, lora_targets, base_dtype, double_quant,
     #: offload, activation_offload); empty: none
     levers: Mapping = field(default_factory=dict)
+    #: a pinned choice that is a no-op in some layouts, and so not what they run (:func:`settled_pins`)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def usable(self) -> int:
@@ -388,11 +390,46 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                                 expert_ranks[fit_idx], table["cp"][fit_idx],
                                 _significant(table["seconds_per_sequence"][fit_idx])))]
     return Plan(model, gpus, gpu_memory, margin, hardware, seq, global_batch, params_hand, optimizer, dtype,
-                table, order, rules, moe_capacity=Fraction(moe_capacity), overlap=overlap,
+                table, order, rules, notes=settled_pins(table, order, _fixed(fixed)), moe_capacity=Fraction(moe_capacity), overlap=overlap,
                 gpus_per_node=gpus_per_node, optimizer_impl=optimizer_impl,
                 fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
                 last_stage_layers=last_stage_layers, flash_attention=flash_attention, loss=loss,
                 loss_under_tp=loss_under_tp if loss_under_tp != loss else None, seq_given=seq_given, levers=levers)
+
+
+def settled_pins(table: Mapping[str, np.ndarray], order: np.ndarray, fixed: Mapping[str, object]) -> list[str]:
+    """A sentence for each pinned choice some layouts do not run because it is a no-op there
+    (:func:`symbolic.layout.layout.settle_no_ops`, which the enumeration applies: a ZeRO stage over d·c = 1,
+    SP at t = 1): how many layouts, whether the best one is among them, and why none could keep it — so a
+    pinned ``--zero 3`` ranked as ZeRO-0 is said, not silently dropped. (Refusing them was the rule before
+    commit febeb40: the frameworks run such a layout, with the flag off.)"""
+    n = len(table["tp"])
+    best = int(order[0]) if len(order) else None
+    notes = []
+    pins = []
+    if fixed.get("zero"):
+        pins.append((f"--zero {fixed['zero']}", table["zero"] != fixed["zero"],
+                     "d·c = 1 there: one data-parallel rank has nothing to shard, every state kept whole", "ZeRO-0"))
+    if fixed.get("sp"):
+        pins.append(("--sp", table["sp"] == 0,
+                     "t = 1 there: sequence parallelism splits over the tensor-parallel group, and Megatron-LM turns it off",
+                     "without SP"))
+    for flag, dropped, why, as_what in pins:
+        k = int(np.count_nonzero(dropped))
+        if not k:
+            continue
+        if k == n:
+            where = f"in every one of the {n:,} valid layouts"
+            if flag.startswith("--zero") and fixed["zero"] >= 2 and fixed.get("pp", 1) > 1:
+                why += (f"; with --pp {fixed['pp']} no layout keeps ZeRO-{fixed['zero']} at d·c > 1: ZeRO-2/3 run only "
+                        "with p = 1, DeepSpeed's pipeline engine")
+            elif flag.startswith("--zero"):
+                why += "; no valid layout has d·c > 1"
+        else:
+            where = f"in {k:,} of {n:,} valid layouts" + (", the best among them" if best is not None and dropped[best]
+                                                          else "")
+        notes.append(f"pinned {flag} is a no-op {where} ({why}): planned {as_what}")
+    return notes
 
 
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
