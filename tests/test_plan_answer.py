@@ -51,8 +51,8 @@ def test_brief_names_every_parallel_size_of_a_dense_layout(capsys):
 
 
 def test_brief_names_the_expert_grid_it_chose(capsys):
-    argv = ["plan", "mixtral-8x7b", "--gpus", "8", "--gpu", "b200", "--seq", "4096", "--tp", "2", "--pp", "1", "--dp", "4",
-            "--ep", "4", "--etp", "1", "--sp", "--recompute", "full", "--zero", "1", "--micro-batch", "1"]
+    argv = ["plan", "mixtral-8x7b", "--gpus", "8", "--gpu", "b200", "--seq", "4096", "--tp", "2", "--pp", "1",
+            "--dp", "4", "--ep", "4", "--etp", "1", "--sp", "--recompute", "full", "--zero", "1", "--micro-batch", "1"]
     _, text = _out(argv + ["--brief"], capsys)
     assert text.splitlines()[2].strip().startswith("t=2 p=1 d=4 c=1 e=4 e_t=1 v=1 (8 GPUs)"), text
     assert main(argv + ["--json"]) == 0

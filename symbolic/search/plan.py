@@ -390,7 +390,8 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                                 expert_ranks[fit_idx], table["cp"][fit_idx],
                                 _significant(table["seconds_per_sequence"][fit_idx])))]
     return Plan(model, gpus, gpu_memory, margin, hardware, seq, global_batch, params_hand, optimizer, dtype,
-                table, order, rules, notes=settled_pins(table, order, _fixed(fixed)), moe_capacity=Fraction(moe_capacity), overlap=overlap,
+                table, order, rules, notes=settled_pins(table, order, _fixed(fixed)),
+                moe_capacity=Fraction(moe_capacity), overlap=overlap,
                 gpus_per_node=gpus_per_node, optimizer_impl=optimizer_impl,
                 fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
                 last_stage_layers=last_stage_layers, flash_attention=flash_attention, loss=loss,
@@ -412,7 +413,8 @@ def settled_pins(table: Mapping[str, np.ndarray], order: np.ndarray, fixed: Mapp
                      "d·c = 1 there: one data-parallel rank has nothing to shard, every state kept whole", "ZeRO-0"))
     if fixed.get("sp"):
         pins.append(("--sp", table["sp"] == 0,
-                     "t = 1 there: sequence parallelism splits over the tensor-parallel group, and Megatron-LM turns it off",
+                     "t = 1 there: sequence parallelism splits over the tensor-parallel group, and Megatron-LM "
+                     "turns it off",
                      "without SP"))
     for flag, dropped, why, as_what in pins:
         k = int(np.count_nonzero(dropped))
@@ -421,8 +423,8 @@ def settled_pins(table: Mapping[str, np.ndarray], order: np.ndarray, fixed: Mapp
         if k == n:
             where = f"in every one of the {n:,} valid layouts"
             if flag.startswith("--zero") and fixed["zero"] >= 2 and fixed.get("pp", 1) > 1:
-                why += (f"; with --pp {fixed['pp']} no layout keeps ZeRO-{fixed['zero']} at d·c > 1: ZeRO-2/3 run only "
-                        "with p = 1, DeepSpeed's pipeline engine")
+                why += (f"; with --pp {fixed['pp']} no layout keeps ZeRO-{fixed['zero']} at d·c > 1: ZeRO-2/3 run "
+                        "only with p = 1, DeepSpeed's pipeline engine")
             elif flag.startswith("--zero"):
                 why += "; no valid layout has d·c > 1"
         else:
