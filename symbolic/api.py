@@ -54,9 +54,9 @@ def _plain(value) -> str:
 
 def _gpu_choice(gpu, gpu_memory, hardware, required: bool = False):
     """``gpu=`` (a GPU's name: its memory and its hardware), ``gpu_memory=`` and ``hardware=`` overriding
-    it, as the CLI's ``--gpu``, ``--gpu-memory`` and ``--hardware`` (:mod:`symbolic.commands._gpu`); each
+    it, as the CLI's ``--gpu``, ``--gpu-memory`` and ``--hardware`` (:mod:`symbolic.ledgers.gpus`); each
     already read by the option schema (a size is bytes, a GPU's name stays text)."""
-    from .commands._gpu import resolve
+    from .ledgers.gpus import resolve
 
     choice = _engine_errors(lambda: resolve(gpu, gpu_memory, None if hardware is None else str(hardware)))
     if required and choice.memory is None:
@@ -178,9 +178,9 @@ def _preset(framework, layout, overlap: str | None = None):
 def _margin(margin, memory: int) -> int:
     """``--margin``: a size ("4GB"), a share ("10%"), 0 (read by the schema first); None: the bill's
     not-counted CUDA context and workspaces (``bill.evaluate.default_margin``)."""
-    from .commands.plan import parse_margin
+    from .bill.evaluate import margin_bytes
 
-    return parse_margin(margin, memory)
+    return margin_bytes(margin, memory)
 
 
 def _engine_errors(call):

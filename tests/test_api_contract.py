@@ -34,11 +34,19 @@ def test_api_does_not_import_the_clis_option_module():
 
 def test_api_renders_with_the_render_folder_not_the_commands():
     """The results' text and JSON come from ``symbolic/render`` (the commands print with the same functions);
-    what the API still takes from ``commands`` are input readers (--gpu, --margin) and derive's parser."""
+    the input readers the CLI shares with the API live below both (a GPU: ``ledgers.gpus``, a margin:
+    ``bill.evaluate.margin_bytes``, issue 45); what the API still takes from ``commands`` is derive's parser."""
     tree = ast.parse(Path(api.__file__).read_text())
     from_commands = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                      and node.module and node.module.startswith("commands") for alias in node.names}
-    assert from_commands == {("commands._gpu", "resolve"), ("commands.plan", "parse_margin"), ("commands", "derive")}
+    assert from_commands == {("commands", "derive")}
+    from symbolic.bill.evaluate import margin_bytes
+    from symbolic.commands import _gpu
+    from symbolic.commands.plan import parse_margin
+    from symbolic.ledgers import gpus
+    assert _gpu.resolve is gpus.resolve and _gpu.GpuChoice is gpus.GpuChoice
+    assert parse_margin("10%", 80 * 10**9) == margin_bytes("10%", 80 * 10**9) == 8 * 10**9
+    assert parse_margin(None, 80 * 10**9) == margin_bytes(None, 80 * 10**9) > 0
     from symbolic.commands import derive, plan, solve, timeline
     from symbolic.render import derive as derive_render, plan as plan_render, solve as solve_render
     from symbolic.render import timeline as timeline_render

@@ -67,12 +67,19 @@ def test_programs_refuse_what_the_reader_refuses():
 
 
 def test_the_plans_functions_give_the_same_doubles_run_and_compiled():
-    """search.plan._array_function: its first call runs the program, its second the compiled formulas (a process
-    that plans again): the same doubles both times."""
-    from symbolic.search.plan import _array_function
+    """search.formulas._array_function: its first COMPILE_AFTER calls run the program (a fresh plan calls most
+    functions once or twice: issue 45), later ones the compiled formulas (a process that plans again): the same
+    doubles every time."""
+    from symbolic.search.formulas import COMPILE_AFTER, _array_function
 
     texts, values = _bill_texts()[0]
     arrays = {k: np.full(33, float(v)) * np.arange(1, 34) for k, v in values.items()}
+    _array_function.cache_clear()  # a fresh function: none of its calls made by an earlier test
     function = _array_function(tuple(texts), (), tuple(sorted(values)))
-    first, second = function(arrays), function(arrays)
-    assert [np.asarray(x).tobytes() for x in first] == [np.asarray(x).tobytes() for x in second]
+    results = []
+    for call in range(COMPILE_AFTER + 2):
+        results.append(function(arrays))
+        assert function.compiled == (call >= COMPILE_AFTER), call
+    first = results[0]
+    for other in results[1:]:
+        assert [np.asarray(x).tobytes() for x in first] == [np.asarray(x).tobytes() for x in other]

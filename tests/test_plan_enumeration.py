@@ -97,8 +97,8 @@ def test_enumeration_columns_are_int64_of_one_length():
 def test_no_valid_layout_is_an_empty_table_and_too_many_a_refusal(monkeypatch):
     table, _ = enumerate_layouts(preset("gpt-22b"), 7, global_batch=7, fixed={"tp": 7})
     assert {len(column) for column in table.values()} == {0}
-    import symbolic.search.plan as P
-    monkeypatch.setattr(P, "MAX_LAYOUTS", 100)
+    import symbolic.search.enumeration as E
+    monkeypatch.setattr(E, "MAX_LAYOUTS", 100)
     with pytest.raises(ConfigError, match="more than 100 layouts"):
         enumerate_layouts(preset("gpt-22b"), 64, global_batch=64)
 

@@ -126,6 +126,7 @@ def test_a_sweep_past_the_layout_cap_is_refused_with_what_to_fix(monkeypatch):
     import symbolic.search.plan as P
     from symbolic.models.config import ConfigError
 
-    monkeypatch.setattr(P, "MAX_LAYOUTS", 1000)
+    import symbolic.search.enumeration as E
+    monkeypatch.setattr(E, "MAX_LAYOUTS", 1000)
     with pytest.raises(ConfigError, match="more than 1,000 layouts.*fix some of --tp"):
         P.enumerate_layouts(preset("gpt-175b"), 1024, global_batch=1536)

@@ -65,7 +65,7 @@ _PRINTER = _SubexpressionMemoPrinter()
 
 #: sympy's printer, memoised: a loop over layouts derives many kinds whose lines repeat the same few
 #: expressions (2,000 GPT layouts: 11,385 lines, 117 distinct), and printing is most of a derivation;
-#: and a plan's groups (:meth:`symbolic.search.plan.GroupFormulas.of`) share most subexpressions.
+#: and a plan's groups (:meth:`symbolic.search.formulas.GroupFormulas.of`) share most subexpressions.
 @lru_cache(maxsize=1 << 14)
 def sstr(expr) -> str:
     """``sympy.sstr(expr)``, the same text (:class:`_SubexpressionMemoPrinter`)."""

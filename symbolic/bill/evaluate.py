@@ -511,6 +511,17 @@ def default_margin() -> int:
     return CUDA_CONTEXT_BYTES + FRAGMENTATION_BYTES
 
 
+def margin_bytes(text, gpu_memory: int) -> int:
+    """``--margin`` / ``margin=``: '0', '4GB', '10%' (of the GPU memory) -> bytes
+    (:func:`symbolic.layout.options.parse_memory_or_share`); None: :func:`default_margin`. Here, below the
+    commands, so that the CLI and the Python API read a margin with the same code."""
+    if text is None:
+        return default_margin()
+    from ..layout.options import parse_memory_or_share
+
+    return parse_memory_or_share(text, gpu_memory, "--margin")
+
+
 def not_counted(values: dict[str, int], layout: Layout) -> list[tuple[str, int, str]]:
     """What the verdict leaves out, with an estimate of each (see ``symbolic.ledgers.peak.not_counted``,
     mirrored here without sympy: the embedding's dropout mask s·b·h and int64 ids 8·s·b per micro-batch

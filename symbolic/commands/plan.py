@@ -23,12 +23,11 @@ def add_margin_option(group) -> None:
 
 
 def parse_margin(text: str | None, gpu_memory: int) -> int:
-    """'0', '4GB', '10%' (of the GPU memory) -> bytes (:func:`_options.parse_memory_or_share`); None: the
-    default margin (:func:`symbolic.bill.evaluate.default_margin`)."""
-    if text is None:
-        from ..bill.evaluate import default_margin
-        return default_margin()
-    return _options.parse_memory_or_share(text, gpu_memory, "--margin")
+    """'0', '4GB', '10%' (of the GPU memory) -> bytes; None: the default margin
+    (:func:`symbolic.bill.evaluate.margin_bytes`, which the API reads a margin with too)."""
+    from ..bill.evaluate import margin_bytes
+
+    return margin_bytes(text, gpu_memory)
 
 
 def add_arguments(parser) -> None:

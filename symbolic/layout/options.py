@@ -368,7 +368,7 @@ class Option:
                    else f"a {type(value).__name__} is not a size")
             raise self._refuse(value, f"{why}; give text with its unit, {example}")
         if self.name == "gpu_memory":
-            return value  # a size or a GPU's name (its memory AND its hardware): commands._gpu.resolve reads it
+            return value  # a size or a GPU's name (its memory AND its hardware): ledgers.gpus.resolve reads it
         return parse_memory(value, self.flag)
 
     def _read_margin(self, value):

@@ -96,13 +96,20 @@ def _share(part, whole) -> str:
     return fmt(Fraction(part) / Fraction(whole), "%", 1) if whole else "–"
 
 
-def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...] = ()) -> str:
+def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...] = (),
+                 every_size: bool = False, experts: bool = False) -> str:
     """``t=8 p=8 d=1 (64 GPUs), b=1, s=2048, SP, selective recompute, ZeRO-0, bf16-adam``;
-    ``skip`` leaves out ``micro_batch`` or ``seq`` (what ``solve`` answers)."""
+    ``skip`` leaves out ``micro_batch`` or ``seq`` (what ``solve`` answers). ``every_size``: every parallel
+    size named, 1 included — t, p, d, c, and for a mixture of experts (``experts``) e and e_t, then v
+    (``t=2 p=1 d=1024 c=1 e=1 e_t=1 v=1``): a plan chose each of them, so its answer says each."""
     values = values or {}
     t, p, d, c = (layout.get(k, 1) or 1 for k in ("tp", "pp", "dp", "cp"))
     seq = values.get("s") or layout.get("seq")
-    words = [f"t={t} p={p} d={d}" + (f" c={c}" if c > 1 else "") + f" ({t * p * d * c} GPUs)"]
+    if every_size:
+        grid = f" e={layout.get('ep', 1) or 1} e_t={layout.get('etp') or t}" if experts else ""
+        words = [f"t={t} p={p} d={d} c={c}{grid} v={layout.get('interleave', 1) or 1} ({t * p * d * c} GPUs)"]
+    else:
+        words = [f"t={t} p={p} d={d}" + (f" c={c}" if c > 1 else "") + f" ({t * p * d * c} GPUs)"]
     if "micro_batch" not in skip:
         words.append(f"b={layout.get('micro_batch', 1)}")
     if seq and "seq" not in skip:
@@ -110,7 +117,7 @@ def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...]
         default = layout.get("seq_from", "").startswith("default")
         words.append(f"s={seq}" + (f" ({layout['seq_from']})" if default else ""))
     if layout.get("interleave", 1) > 1:
-        words.append(f"v={layout['interleave']} interleaved")
+        words.append("interleaved" if every_size else f"v={layout['interleave']} interleaved")
     if layout.get("sp"):  # DTensor's SP keeps the linear layers' all-gathered inputs (Layout.sp_inputs)
         words.append("SP (linear inputs all-gathered)" if layout.get("sp_inputs") == "gathered" else "SP")
     recompute = layout.get("recompute", "none")
@@ -279,7 +286,7 @@ def plan_summary(data: dict, width: int = 80) -> list[str]:
     if layouts:
         best = layouts[0]
         out.append(f"VERDICT: {data['fitting']:,} of {data['evaluated']:,} valid layouts fit; best by step time:")
-        out.append("  " + layout_words(best))
+        out.append("  " + layout_words(best, every_size=True, experts=bool(data.get("experts"))))
         out.append("  " + verdict(number(best["total_bytes"]), data.get("usable_bytes") or gpu)
                    + (f", step {best['step_seconds']:.3f} s" if best.get("step_seconds") is not None else ""))
     else:
@@ -287,8 +294,9 @@ def plan_summary(data: dict, width: int = 80) -> list[str]:
                    f"{fmt(data.get('usable_bytes') or gpu, 'GB')} per GPU")
         closest = data.get("closest")
         if closest:
-            out.append("  closest: " + layout_words(closest))
+            out.append("  closest: " + layout_words(closest, every_size=True, experts=bool(data.get("experts"))))
             out.append("  " + verdict(number(closest["total_bytes"]), data.get("usable_bytes") or gpu))
+    out += [f"  NOTE: {note}" for note in data.get("notes") or ()]  # a pinned choice not kept, said
     if data.get("gpu"):
         out.append(gpu_line(data["gpu"]))
     return [piece for line in out for piece in wrap(line, width, subsequent="    ")]

@@ -32,7 +32,8 @@ from ..layout.layout import Layout
 from ..layout.recipes import RECIPES
 from ..models.config import ConfigError, ModelConfig, positive_int
 from ..ledgers.transients import CommSettings
-from .plan import Group, _check_arch, layout_values
+from .formulas import Group, _check_arch
+from .verdict import layout_values
 
 #: What can be solved for: the layout field and its dimension symbol.
 TARGETS = {"micro_batch": b, "seq": s}
@@ -340,7 +341,7 @@ def _micro_batches(layout) -> list[int] | None:
         return None
     if layout.global_batch % layout.dp:
         return []
-    from .plan import divisors
+    from .enumeration import divisors
     return divisors(layout.global_batch // layout.dp)
 
 
