@@ -247,6 +247,8 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
         key["moe_pad_to_capacity"] = True
     if layout.sp_inputs != "sharded":
         key["sp_inputs"] = layout.sp_inputs
+    if layout.own_schedule and layout.pp > 1:  # its chunk placement and parameter copies are in the text
+        key["schedule"] = layout.schedule_name
     mix_key = _stage_mix_key(model, layout)
     if mix_key:
         key.update(mix_key)

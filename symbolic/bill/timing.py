@@ -162,8 +162,10 @@ def step_time(model: ModelConfig, layout: Layout, hardware: Hardware, *, overlap
     numbers = [float(evaluate_formula(formula, values)) for formula in text.formulas]
     # The weight GEMMs at the FP8 peak when the layout trains in FP8 (Layout.gemm_dtype), else BF16:
     # --dtype is the activations' storage, not the GEMMs' precision.
+    schedule = ((layout.pipeline_schedule(), layout.interleave, layout.iteration_micro_batches())
+                if layout.own_schedule and layout.pp > 1 else None)
     step = price(text.shell(), numbers, values, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
-                 gemm_dtype=layout.gemm_dtype, detail=True)
+                 gemm_dtype=layout.gemm_dtype, detail=True, schedule=schedule)
     step.factors["not_priced"] = not_priced(layout)
     return step
 

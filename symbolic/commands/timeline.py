@@ -17,6 +17,7 @@ def add_arguments(parser) -> None:
     _options.add_from_option(parser)
     _options.add_layout_options(parser)
     _options.add_pipeline_layout_option(parser)
+    _options.add_schedule_option(parser)
     _options.add_sweep_lever_options(parser)  # LoRA, QLoRA's base, offload, activation offload (the bill's)
     parser.add_argument("--optimize", action="append", default=[], metavar="NAME",
                         help="apply an optimisation (repeatable): zero, fp8-weights, fp8-optimizer, optimizer-offload, "

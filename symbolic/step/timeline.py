@@ -497,7 +497,7 @@ def in_flight(layout: Layout, stage: str = "first") -> tuple[Expr, Expr, list[st
     if layout.pp == 1:
         return chunks, layers, notes
     m_iter = layout.iteration_micro_batches()
-    schedule = "interleaved" if layout.interleave > 1 else "1F1B"
+    schedule = layout.schedule_name if layout.own_schedule else ("interleaved" if layout.interleave > 1 else "1F1B")
     if layout.uneven_stages:  # Megatron-Core's first/last-stage layer counts
         notes.append(f"uneven stages: the {stage} stage holds {strategy.stage_layers()} layers"
                      + (" (rank 1, the most in flight of the middle stages)" if stage == "middle" else ""))
@@ -593,9 +593,11 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
         mix = stage_mix(model, layout, stage)
         k = Integer(max(mo.chunks_held for mo in mix.moments) + 1)
         n = Integer(max(len(chunk) for chunk in mix.chunks))
+        run = (f"; the {layout.schedule_name} schedule's order simulated (layout.schedules): the "
+               if layout.own_schedule else
+               f"; Megatron's {'interleaved ' if layout.interleave > 1 else ''}1F1B schedule simulated: the ")
         notes = [f"{stage} stage by its own layers ({', '.join(f'{mix.layers(kind)} {kind}' for kind in mix.kinds())})"
-                 f"; Megatron's {'interleaved ' if layout.interleave > 1 else ''}1F1B schedule simulated: the "
-                 "fullest forward moment walked, then the fullest backward moment"]
+                 + run + "fullest forward moment walked, then the fullest backward moment"]
     else:
         k, n, notes = in_flight(layout, stage)
     held_layers = exact_int(k * n, layout.values(model))
