@@ -309,7 +309,7 @@ def moment_compositions(mix, moment, v: int, activation_offload: bool = False
     largest instant; the other instants are below one of these. ``activation_offload``: two layers
     of the kind on the GPU (the double buffer), nothing held."""
     chunk = mix.chunks[moment.chunk]
-    label = moment.label(v)
+    label = moment.label(max(v, len(mix.chunks)))
     one = 1
     out = []
 

@@ -773,7 +773,7 @@ def _stage_families(model, layout, options, strategy, mix, terms: dict, fixed: t
         return tuple((name, in_kind(size, kind)) for name, size in _bytes(inv))
 
     per_kind = {kind: {name: kinded(inv, kind) for name, inv in terms.items()} for kind in mix.kinds()}
-    v = layout.interleave
+    v = max(layout.interleave, len(mix.chunks))
 
     def gathered(kind):
         size = in_kind(gathered_bytes, kind)
