@@ -179,6 +179,14 @@ def not_priced(layout: Layout) -> list[str]:
     if layout.uneven_stages:
         out.append("uneven pipeline stages: the slowest stage is judged on compute alone (its collectives scale "
                    "with its layers); the gradient reduce and optimizer step are priced at Ψ/(t·p) per GPU")
+    if layout.own_schedule and layout.pp > 1:
+        plan = layout.pipeline_schedule()
+        out.append(f"the {plan.name} schedule's bubble is its order simulated with every chunk's F, B and W equal to "
+                   "the pacing stage's (uneven stages' own times not simulated), and the ranks' start skew not "
+                   "counted (each stage's optimizer step runs on its own gradients)"
+                   + ("; its F&B pairs run their two computations one after the other, and hide each one's "
+                      "all-to-all and sends under the other's computation, the unpaired warm-up and cool-down "
+                      "ops' exposed" if plan.overlaps else ""))
     if layout.moe_pad_to_capacity:
         out.append("the experts' zero-padded rows (--moe-pad-to-capacity): the step is priced on the routed "
                    "tokens' GEMMs; the bill's flops lines count the padded rows")
