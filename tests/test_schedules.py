@@ -204,3 +204,20 @@ def test_timeline_prints_the_order(capsys):
     order = data["schedule_order"]
     assert order["rank"] == 7 and order["ops"][:4] == ["F0", "B0", "F1", "B1"] and order["ops"][-1] == "W15"
     assert order["most_in_flight"] == 8
+
+
+@pytest.mark.parametrize("name", ["zb-h2", "zb-v", "dualpipe"])
+def test_the_verdict_is_the_timelines_peak(name):
+    # the bill's verdict and the timeline walked on every stage find the same peak under each schedule's order
+    from symbolic.bill.derive import make_bill
+    from tests.test_verdict import timeline_peak
+
+    model = presets()["gpt-7b"]
+    layout = Layout(tp=2, pp=4, global_batch=16, schedule=name).validate(model)
+    assert int(make_bill(model, layout).totals["total_bytes"]) == timeline_peak(model, layout)
+
+
+def test_zb_v_takes_any_micro_batch_count():
+    # PyTorch's ScheduleZBVZeroBubble pads to 2p − 1 micro-batches and drops the padded ones: no lower bound
+    Layout(tp=8, pp=8, dp=16, global_batch=64, schedule="zb-v").validate(presets()["gpt-175b"])
+    assert [S.peak_in_flight("zb-v", 4, 2, 3, r) for r in range(4)] == [4, 5, 6, 6]

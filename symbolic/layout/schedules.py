@@ -125,7 +125,8 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
              "0 when T_F = T_B = T_W (" + ZB_PAPER + " §6; sail-sg/zero-bubble-pipeline-parallelism 39f2c18 "
              "README: ZBV bubble rate 0, activation 1×, pipeline communication 2×)",
              "p·M_B on every stage (2p chunk instances of L/(2p) layers)",
-             TORCH + " ScheduleZBVZeroBubble._calculate_single_rank_operations", min_micro_batches=2),
+             TORCH + " ScheduleZBVZeroBubble._calculate_single_rank_operations (any m: it pads to 2p − 1 "
+             "micro-batches and drops the padded ones)"),
     Schedule("dualpipe", 1, "dual", 2, True, ("ep", "pp"),
              "(PP/2−1)(F&B+B−3W) (" + DUALPIPE + " README; DeepSeek-V3 arXiv 2412.19437 §3.2.1 Table 2; "
              "B the whole backward, F&B an overlapped forward-and-backward pair)",
@@ -135,7 +136,8 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
     Schedule("dualpipev", 2, "v", 1, True, ("ep", "pp"),
              "(PP/2−1)(F&B+B−3W) with PP = 2p stages (" + DUALPIPE + " README)",
              "(PP+1) chunk activations per device, PP = 2p stages of L/(2p) layers (README)",
-             DUALPIPE + " dualpipe/dualpipev.py DualPipeV.step (steps 1-8)", min_micro_batches=2),
+             DUALPIPE + " dualpipe/dualpipev.py DualPipeV.step (steps 1-8; it and PyTorch's ScheduleDualPipeV "
+             "assert m ≥ 2p)", min_micro_batches=2),
 )}
 
 
