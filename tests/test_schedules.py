@@ -221,3 +221,31 @@ def test_zb_v_takes_any_micro_batch_count():
     # PyTorch's ScheduleZBVZeroBubble pads to 2p − 1 micro-batches and drops the padded ones: no lower bound
     Layout(tp=8, pp=8, dp=16, global_batch=64, schedule="zb-v").validate(presets()["gpt-175b"])
     assert [S.peak_in_flight("zb-v", 4, 2, 3, r) for r in range(4)] == [4, 5, 6, 6]
+
+
+def _step(model, **layout):
+    from symbolic.bill.timing import step_time
+    from symbolic.ledgers.hardware import load
+
+    built = presets()[model]
+    return step_time(built, Layout(**layout).validate(built), load("h100"))
+
+
+def test_the_bills_zb_h1_bubble_is_the_papers_form_in_its_own_times():
+    step = _step("gpt-175b", tp=8, pp=8, dp=16, global_batch=1536, schedule="zb-h1")
+    f = step.factors
+    F, B, W = f["chunk_forward_seconds"], f["chunk_input_gradient_seconds"], f["chunk_weight_gradient_seconds"]
+    assert float(step.breakdown["bubble"]) == pytest.approx(7 * (F + B - W))
+    one = _step("gpt-175b", tp=8, pp=8, dp=16, global_batch=1536)
+    assert float(one.breakdown["bubble"]) == pytest.approx(7 * (F + B + W))   # 1F1B's (p − 1)/m × pipelined
+
+
+def test_dualpipe_hides_the_paired_all_to_all():
+    common = dict(tp=1, pp=4, dp=8, ep=4, global_batch=64)
+    plain = _step("qwen3-30b-a3b", **common)
+    dual = _step("qwen3-30b-a3b", schedule="dualpipe", **common)
+    share = dual.factors["paired_share"]
+    assert share == pytest.approx(S.paired_share("dualpipe", 4, 1, 8)) and 0 < share < 1   # m = 64 / 8
+    # the paired ops' all-to-all hides under the other micro-batch's computation (compute ≫ all-to-all here)
+    assert float(dual.breakdown["ep_exposed"]) == pytest.approx(float(plain.breakdown["ep_exposed"]) * (1 - share))
+    assert float(dual.breakdown["compute"]) == pytest.approx(float(plain.breakdown["compute"]))
