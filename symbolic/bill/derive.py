@@ -319,6 +319,10 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     split = (f"; the first stage's own layers ({_mix_words(first_mix)}), t ways (first order)" if staged_states else
              "; the first stage's L_1 of L layers: Psi·L_1/L per stage, t ways (first order)"
              if layout.uneven_stages else "; even split over t·p (first order)")
+    if layout.pp > 1 and layout.own_schedule and layout.pipeline_schedule().parameter_copies == 2:
+        # DualPipe: a rank holds its stage and the mirror stage p − 1 − r (DeepSeek-V3 §3.2.1, Table 2: "2×")
+        split += (f"; {layout.schedule_name}: two parameter chunks per GPU, stages 1 and {layout.pp} of {layout.pp} "
+                  f"on the first (stage r + 1 and {layout.pp} − r on rank r)")
     # per stage: (model-state bytes by block on the GPU, the optimizer step's fp32 temporaries);
     # the stages differ only with uneven stages (L_1, L_m and L_p layers)
     stage_states: dict[str, tuple[dict, Expr]] = {}
