@@ -249,3 +249,16 @@ def test_dualpipe_hides_the_paired_all_to_all():
     # the paired ops' all-to-all hides under the other micro-batch's computation (compute ≫ all-to-all here)
     assert float(dual.breakdown["ep_exposed"]) == pytest.approx(float(plain.breakdown["ep_exposed"]) * (1 - share))
     assert float(dual.breakdown["compute"]) == pytest.approx(float(plain.breakdown["compute"]))
+
+
+def test_torchtitans_v_schedules_are_read():
+    from symbolic.layout.launch import read_launch
+
+    config = {"parallelism": {"pipeline_parallel_degree": 4}, "activation_checkpoint": {"mode": "none"}}
+    for name, ours in (("ZBVZeroBubble", "zb-v"), ("DualPipeV", "dualpipev")):
+        config["parallelism"]["pipeline_parallel_schedule"] = name
+        layout = read_launch("torchtitan", config).layout()
+        assert (layout.schedule, layout.interleave) == (ours, 2)
+    config["parallelism"]["pipeline_parallel_schedule"] = "InterleavedZeroBubble"
+    with pytest.raises(ConfigError, match="ZBVZeroBubble, DualPipeV"):
+        read_launch("torchtitan", config)
