@@ -479,6 +479,11 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
                      "optimizer step and data-parallel reduce over the adapters only"
                      + (f", the {layout.base_dtype} base's dequantisation a memory pass per weight read"
                         if layout.base_dtype != "bf16" else ""))
+    if layout.pp > 1 and layout.own_schedule:
+        from ..layout.schedules import W_PENDING, describe
+        plan = layout.pipeline_schedule()
+        notes.append(f"schedule {describe(plan, layout.interleave)}; in flight: the most chunk instances its order "
+                     f"holds ({plan.source})" + (f"; {W_PENDING}" if plan.splits_backward else ""))
     if params_hand is not None and layout.lora:
         notes.append("LoRA: the model states count the inventory's parameters, not the hand-filled N")
     if params_hand is not None:
