@@ -360,7 +360,18 @@ class Layout:
                 positive_int(name, size)            # as plan validates thousands of layouts
         if self.seq:
             positive_int("seq", self.seq)
-        if self.recompute not in RECOMPUTE:
+        if self.schedule:  # its own rules first: a V's two chunks per rank are not a typed --interleave
+            from .schedules import check_schedule, schedule_named
+            check_schedule(schedule_named(self.schedule), self.pp, self.interleave, self.iteration_micro_batches())
+            if self.own_schedule and self.interleave > 1:
+                try:
+                    if self.uneven_stages:
+                        self.stage_layer_counts(model)
+                    elif model.layers % (self.pp * self.interleave):
+                        raise ConfigError(indivisible_layers(model.layers, self.pp, self.interleave))
+                except ConfigError as error:
+                    raise ConfigError(f"--schedule {self.schedule} splits each rank's layers into two chunks (a V): "
+                                      + str(error)) from None
             raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
         if self.sp_inputs not in SP_INPUTS:
             raise ConfigError(f"sp-inputs must be one of {', '.join(SP_INPUTS)}, not {self.sp_inputs!r}")
@@ -421,9 +432,6 @@ class Layout:
             self.stage_layer_counts(model)
         elif model.layers % (self.pp * self.interleave):
             raise ConfigError(indivisible_layers(model.layers, self.pp, self.interleave))
-        if self.schedule:
-            from .schedules import check_schedule, schedule_named
-            check_schedule(schedule_named(self.schedule), self.pp, self.interleave, self.iteration_micro_batches())
         if self.interleave > 1 and self.pp == 1:
             raise ConfigError("interleave needs a pipeline: set pp > 1 or interleave 1; " + try_flags("--interleave 1"))
         if self.global_batch:

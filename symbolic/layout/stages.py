@@ -377,6 +377,13 @@ class StageMix:
     moments: tuple[Moment, ...]
     embedding: bool
     loss: bool
+    #: the chunk after whose forward the loss runs: -1 its last (Megatron's, the V's); DualPipe's rank p − 1
+    #: holds the last stage as its chunk 0
+    loss_chunk: int = -1
+
+    def is_loss_chunk(self, chunk: int) -> bool:
+        """Whether the loss runs after the forward of ``chunk`` on this stage."""
+        return self.loss and chunk == (self.loss_chunk if self.loss_chunk >= 0 else len(self.chunks) - 1)
 
     def layers(self, kind: str | None = None) -> int:
         """The stage's decoder layers (of ``kind``)."""
@@ -388,7 +395,7 @@ class StageMix:
     def key(self) -> tuple:
         """Hashable and JSON-able: the derivation cache's key."""
         return (self.stage, self.chunks, tuple((m.direction, m.chunk, m.held) for m in self.moments),
-                self.embedding, self.loss)
+                self.embedding, self.loss) + ((self.loss_chunk,) if self.loss_chunk >= 0 else ())
 
 
 def dense_layer_ids(model: ModelConfig) -> frozenset | None:
@@ -407,10 +414,13 @@ def dense_layer_ids(model: ModelConfig) -> frozenset | None:
 
 def exact_stages(model: ModelConfig, layout) -> bool:
     """Whether the stages are accounted by their real layers (:func:`stage_mix`): a per-chunk
-    layout, or a model whose dense layers are placed (DeepSeek's first L_d). Otherwise every layer is
+    layout, a schedule placing a rank's chunks in a V or DualPipe's pairs (a rank holds both ends of the
+    model), or a model whose dense layers are placed (DeepSeek's first L_d). Otherwise every layer is
     the inventory's one layer and a stage L/p (or L_1, L_p) of them, as the papers count."""
     if getattr(layout, "pipeline_layout", ""):
         return True
+    if getattr(layout, "own_schedule", False) and layout.pp > 1 and layout.pipeline_schedule().placement != "loop":
+        return True   # the V and DualPipe: rank 0 holds the first and the last stage (embedding, output layer)
     ids = dense_layer_ids(model)
     return bool(ids)
 
@@ -495,7 +505,8 @@ def stage_mix(model: ModelConfig, layout, stage: str = "first") -> StageMix:
     if own and placement != "loop":
         # the V: rank 0 holds virtual stages 0 and 2p − 1; DualPipe: ranks 0 and p − 1 both hold stages 0 and p − 1
         ends = rank == 0 or (placement == "dual" and rank == pp - 1)
-        return StageMix(stage, rank, chunks, _prune(moments), embedding=ends, loss=ends)
+        return StageMix(stage, rank, chunks, _prune(moments), embedding=ends, loss=ends,
+                        loss_chunk=0 if (placement == "dual" and rank == pp - 1 and pp > 1) else -1)
     return StageMix(stage, rank, chunks, _prune(moments), embedding=rank == 0, loss=rank == pp - 1)
 
 

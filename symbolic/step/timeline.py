@@ -607,7 +607,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
                           f"{MAX_LAYERS_HELD:,}; use pp > 1 (fewer layers per stage) or bill/plan/solve, which "
                           "take up to 10^5 layers")
     pipeline = layout.pp > 1
-    has_loss = not pipeline or stage == "last"
+    has_loss = not pipeline or stage == "last" or (exact and mix.loss)   # the V: rank 0 computes the loss
 
     # Saved tensors per layer under the strategy, the recompute windows and the work tensors: the
     # bill's own rule (ledgers.peak.step_terms), so the two cannot drift apart.
@@ -834,7 +834,7 @@ def _stage_families(model, layout, options, strategy, mix, terms: dict, fixed: t
                                    + work(kind, "transients/forward kernel work (attention scores)", "forward_work",
                                           "fwd"),
                                    indexed=True, order=1, start=start, stop=stop))
-        if mix.loss and moment.chunk == len(mix.chunks) - 1:
+        if mix.is_loss_chunk(moment.chunk):
             kind = chunk[-1] if chunk else mix.kinds()[0]
             whole = before(chunk, len(chunk))
             saved_now = () if offload else tuple(
@@ -891,7 +891,7 @@ def _stage_families(model, layout, options, strategy, mix, terms: dict, fixed: t
     families = forward_families(forward_moment) + backward_families(backward_moment)
     notes.append(f"fullest forward moment: {forward_moment.label(v)}; fullest backward moment: "
                  f"{backward_moment.label(v)}")
-    if mix.loss and forward_moment.chunk != len(mix.chunks) - 1:
+    if mix.loss and not mix.is_loss_chunk(forward_moment.chunk):
         notes.append("the loss runs after the stage's last chunk, not at its fullest forward moment")
     return families, Integer(forward_moment.chunks_held + 1), Integer(len(mix.chunks[forward_moment.chunk]))
 
