@@ -372,6 +372,7 @@ class Layout:
                 except ConfigError as error:
                     raise ConfigError(f"--schedule {self.schedule} splits each rank's layers into two chunks (a V): "
                                       + str(error)) from None
+        if self.recompute not in RECOMPUTE:
             raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
         if self.sp_inputs not in SP_INPUTS:
             raise ConfigError(f"sp-inputs must be one of {', '.join(SP_INPUTS)}, not {self.sp_inputs!r}")
