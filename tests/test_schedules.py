@@ -145,8 +145,10 @@ def test_dualpipe_holds_two_parameter_chunks(capsys):
     one = json.loads(capsys.readouterr().out)
     assert main(common + ["--schedule", "dualpipe"]) == 0
     two = json.loads(capsys.readouterr().out)
-    assert two["model_states_bytes"] == 2 * one["model_states_bytes"]   # even stages: stage r and p − 1 − r
-    assert 1.9 * one["params_per_gpu"] < two["params_per_gpu"] <= 2 * one["params_per_gpu"]
+    # the first GPU holds stages 1 and p (12 + 12 layers, the embedding and the output layer): twice the even
+    # split's first-order share (43.65 GB), and the two ends' embedding and output weights
+    assert 2 * one["model_states_bytes"] < two["model_states_bytes"] < 2.05 * one["model_states_bytes"]
+    assert two["model_states_bytes"] == 88_289_427_456
 
 
 def test_zb_h1_steps_shorter_than_1f1b_on_gpt3(capsys):
@@ -262,3 +264,13 @@ def test_torchtitans_v_schedules_are_read():
     config["parallelism"]["pipeline_parallel_schedule"] = "InterleavedZeroBubble"
     with pytest.raises(ConfigError, match="ZBVZeroBubble, DualPipeV"):
         read_launch("torchtitan", config)
+
+
+def test_timeline_order_of_a_rank_by_number(capsys):
+    # DualPipe's middle rank (hr = p/2 − 1) runs its first F0/B1 apart (DualPipe.step: "We don't overlap these two")
+    assert main(["timeline", "gpt-175b", "--tp", "8", "--pp", "8", "--dp", "16", "--global-batch", "256",
+                 "--schedule", "dualpipe", "--stage", "3", "--json"]) == 0
+    order = json.loads(capsys.readouterr().out)["schedule_order"]
+    assert order["rank"] == 3
+    ops = order["ops"]
+    assert ops[ops.index("F4.0") + 1] == "B8.1" and ops[ops.index("B8.1") + 1] == "F12.1&"

@@ -55,7 +55,7 @@ def schedule_order(layout, stage="first") -> dict:
     from ..layout import schedules
     from ..layout.stages import stage_key_rank
 
-    rank = stage_key_rank(str(stage), layout.pp)
+    rank = int(stage) if str(stage).isdigit() else stage_key_rank(str(stage), layout.pp)
     plan = layout.pipeline_schedule()
     m = layout.iteration_micro_batches()
     ops = schedules.order(plan, layout.pp, layout.interleave, m, rank)
