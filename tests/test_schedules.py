@@ -274,3 +274,13 @@ def test_timeline_order_of_a_rank_by_number(capsys):
     assert order["rank"] == 3
     ops = order["ops"]
     assert ops[ops.index("F4.0") + 1] == "B8.1" and ops[ops.index("B8.1") + 1] == "F12.1&"
+
+
+def test_w_pending_instances_at_the_peak():
+    # ZB-H1's last stage holds p instances at its fullest, p − 1 of them waiting for W; the first stage runs each
+    # W right after its B; ZB-V's and DualPipe's fullest moments come before any W is deferred
+    p, m = 8, 48
+    assert [S.w_pending_at_peak("zb-h1", p, 1, m, r) for r in (0, p - 1)] == [0, p - 1]
+    assert [S.w_pending_at_peak("zb-h2", p, 1, m, r) for r in (0, p - 1)] == [0, 2 * p - 2]
+    assert {S.w_pending_at_peak(n, p, v, m, r) for n, v in (("zb-v", 2), ("dualpipe", 1), ("dualpipev", 2))
+            for r in range(p)} == {0}

@@ -12,8 +12,10 @@ that order by one machinery, the same for every schedule:
   whole, at its W when the schedule defers W. Zero-bubble schedules keep, between B and W, the
   tensors the weight gradient dW = dYᵀ·X needs: every linear layer's saved input X and its output
   gradient dY (Qi et al., arXiv 2401.10241 §2, Table 1: M_W < M_B); the rest (softmax outputs,
-  masks, activation inputs) is freed after B. The engine counts a W-pending instance whole — a
-  named over-count of the tensors B frees (``W_PENDING``);
+  masks, activation inputs) is freed after B. The engine counts a W-pending instance whole — an
+  approximation named with its size in ``W_PENDING`` (:func:`w_pending_at_peak` counts the
+  instances it applies to: none at the fullest moment of ZB-V, DualPipe and DualPipeV; ZB-H1's and
+  ZB-H2's last stage);
 * **bubble** (:func:`simulate`): every rank's order run against its dependencies (F after the
   previous stage's F of the micro-batch, B after the next stage's B, W after its own B) with F, B
   and W durations; the bubble is the makespan less a rank's busy time. 1F1B's and interleaved 1F1B's
@@ -55,10 +57,11 @@ from functools import lru_cache
 from ..models.config import ConfigError
 
 #: What a W-pending instance is counted as: whole (a named over-count of what B frees).
-W_PENDING = ("an instance whose weight gradient W is deferred is counted whole until W runs: the tensors W needs "
-             "(each linear layer's saved input X and its output gradient dY) are most of a layer's activations, "
-             "and the rest (softmax outputs, dropout masks, activation-function inputs), freed after B, is "
-             "counted as held — an over-count of at most those tensors")
+W_PENDING = ("an instance whose weight gradient W is deferred is counted whole until W runs; W keeps each linear "
+             "layer's saved input X and its output gradient dY (no saved activation under 1F1B), B frees the rest: "
+             "for a GPT layer (Korthikanti's 34sbh + 5as²b bytes) W keeps 14sbh of inputs (QKV, projection, fc1: "
+             "2sbh each; fc2: 8sbh) and 18sbh of output gradients (6sbh + 2sbh + 8sbh + 2sbh), 32sbh: counted whole, "
+             "a W-pending layer is 2sbh + 5as²b over (2sbh with FlashAttention), before the TP/SP split")
 
 DUALPIPE = "deepseek-ai/DualPipe 3da1bbe"
 TORCH = "PyTorch 2.13 (cf30153c) torch/distributed/pipelining/schedules.py"
@@ -396,6 +399,17 @@ def live_counts(ops: list[Op]) -> list[int]:
             live -= 1
         out.append(live)
     return out
+
+
+def w_pending_at_peak(schedule: Schedule | str, pp: int, interleave: int, micro_batches: int, rank: int) -> int:
+    """Of the instances rank ``rank`` holds at its fullest (the first moment it holds the most), how many have
+    run their B and wait for their W — each counted whole though B freed what W does not need (:data:`W_PENDING`)."""
+    ops = order(schedule, pp, interleave, micro_batches, rank)
+    free = freed_at(ops)
+    live = live_counts(ops)
+    peak = live.index(max(live))
+    backward_done = {(mb, c) for kind, mb, c, _ in ops[:peak + 1] if kind == "B"}
+    return sum(1 for key in backward_done if free.get(key, -1) > peak)
 
 
 def peak_in_flight(schedule: Schedule | str, pp: int, interleave: int, micro_batches: int, rank: int) -> int:
