@@ -312,6 +312,17 @@ class Bill(Result):
         return bill_latex(self._data)
 
 
+def _schedule(schedule) -> str:
+    """``schedule=`` checked before a Layout holds it (ConfigError naming the choices)."""
+    from .layout.choices import SCHEDULE_NAMES
+
+    if schedule in ("", None):
+        return ""
+    if not isinstance(schedule, str) or schedule not in SCHEDULE_NAMES:
+        raise ConfigError(f"schedule must be one of {', '.join(SCHEDULE_NAMES)}, not {schedule!r}")
+    return schedule
+
+
 @_checked
 def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1,
          sp: bool = False, recompute: str = "none", zero: int = 0, optimizer: str = "bf16-adam",
@@ -323,7 +334,8 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
          optimizer_impl: str = "foreach", flash_attention: bool = False, activation_offload: bool = False,
          cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False,
          gpu: str | None = None, loss: str | None = None, framework: str | None = None,
-         sp_inputs: str = "sharded") -> Bill:
+         sp_inputs: str = "sharded", schedule: str | None = None, first_stage_layers: int = 0,
+         last_stage_layers: int = 0) -> Bill:
     """``symbolic bill``: the four ledgers of ``model`` (a built-in name, an HF
     ``config.json`` path or a ModelConfig) under a layout, against ``gpu_memory``
     (``"80GB"``, ``"80GiB"`` or bytes), and the step time on ``hardware`` (a GPU
@@ -342,7 +354,8 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      double_quant=double_quant, offload=offload, optimizer_impl=optimizer_impl,
                      flash_attention=flash_attention, activation_offload=activation_offload,
                      moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity,
-                     loss=loss or default_loss(config, tp), sp_inputs=sp_inputs)
+                     loss=loss or default_loss(config, tp), sp_inputs=sp_inputs, schedule=_schedule(schedule),
+                     first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers)
     filled, layout, hidden = _preset(framework, layout, overlap)
     layout = _engine_errors(lambda: layout.validate(config))
     choice = _gpu_choice(gpu, gpu_memory, hardware)
@@ -553,7 +566,8 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
              interleave: int = 1, dtype: str = "bf16", global_batch: int = 0, gpu: str | None = None,
              loss: str | None = None, framework: str | None = None,
              lora: int = 0, lora_targets: str = "all-linear", base_dtype: str = "bf16", double_quant: bool = True,
-             offload: str = "none", activation_offload: bool = False, sp_inputs: str = "sharded") -> Timeline:
+             offload: str = "none", activation_offload: bool = False, sp_inputs: str = "sharded",
+             schedule: str | None = None, first_stage_layers: int = 0, last_stage_layers: int = 0) -> Timeline:
     """``symbolic timeline``: the four lifetime classes over one step, the peak
     and its phase t*; ``optimize`` names optimisations (``"flash-attention"``, ...)."""
     from .render.timeline import report
@@ -565,7 +579,9 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config, tp),
                      lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
-                     offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs)
+                     offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs,
+                     schedule=_schedule(schedule), first_stage_layers=first_stage_layers,
+                     last_stage_layers=last_stage_layers)
     filled, layout, _ = _preset(framework, layout)
     comm = CommSettings(nccl_buffsize, nccl_channels, bucket)
     choice = _gpu_choice(gpu, gpu_memory, None)

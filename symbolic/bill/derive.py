@@ -319,6 +319,10 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     split = (f"; the first stage's own layers ({_mix_words(first_mix)}), t ways (first order)" if staged_states else
              "; the first stage's L_1 of L layers: Psi·L_1/L per stage, t ways (first order)"
              if layout.uneven_stages else "; even split over t·p (first order)")
+    if layout.pp > 1 and layout.own_schedule and layout.pipeline_schedule().parameter_copies == 2:
+        # DualPipe: a rank holds its stage and the mirror stage p − 1 − r (DeepSeek-V3 §3.2.1, Table 2: "2×")
+        split += (f"; {layout.schedule_name}: two parameter chunks per GPU, stages 1 and {layout.pp} of {layout.pp} "
+                  f"on the first (stage r + 1 and {layout.pp} − r on rank r)")
     # per stage: (model-state bytes by block on the GPU, the optimizer step's fp32 temporaries);
     # the stages differ only with uneven stages (L_1, L_m and L_p layers)
     stage_states: dict[str, tuple[dict, Expr]] = {}
@@ -371,7 +375,9 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     for term in _layer_inventory(strategy, saved_inv) if fullest is not None else ():
         # the stage's own layers at its fullest forward moment, kind by kind
         held_bytes = Add(*(n * in_kind(term.bytes, kind) for kind, n in fullest))
-        condition = f"{_split(term)}; {_fullest_words(first_mix, fullest, layout.interleave)}"
+        words = _fullest_words(first_mix, fullest, layout.interleave,
+                               layout.schedule_name if layout.own_schedule else "")
+        condition = f"{_split(term)}; {words}"
         lines.extend(_held_lines(term, held_bytes, condition, layout.activation_offload))
 
     # The output side — final norm, logits input, fp32 log-softmax, targets — as its own lines: the
@@ -527,10 +533,11 @@ def _mix_words(mix) -> str:
     return " + ".join(kinds) + (" + embedding" if mix.embedding else "") + (" + output side" if mix.loss else "")
 
 
-def _fullest_words(mix, fullest, v: int) -> str:
+def _fullest_words(mix, fullest, v: int, schedule: str = "") -> str:
     held = " + ".join(f"{n} {kind}" for kind, n in fullest)
-    return (f"{mix.stage} stage at its fullest forward moment ({held} layer copies in flight; "
-            f"Megatron's {'interleaved ' if v > 1 else ''}1F1B schedule simulated, layout.stages)")
+    run = (f"the {schedule} schedule's order simulated, layout.schedules" if schedule else
+           f"Megatron's {'interleaved ' if v > 1 else ''}1F1B schedule simulated, layout.stages")
+    return f"{mix.stage} stage at its fullest forward moment ({held} layer copies in flight; {run})"
 
 
 def stage_ways(layout: Layout, stage: str = "first") -> Expr:
@@ -538,8 +545,17 @@ def stage_ways(layout: Layout, stage: str = "first") -> Expr:
     stages are even; with uneven stages (Megatron-Core's first/last-stage layer
     counts) L/L_1 on the first, L/L_m on the middle ones and L/L_p on the last, so that a layer
     term's L becomes the stage's L_1, L_m or L_p (first order, as the even split: the
-    embedding's placement not counted apart in the model states)."""
-    return uneven_stage_ways(stage) if layout.uneven_stages else p
+    embedding's placement not counted apart in the model states). DualPipe's two parameter copies
+    (``schedules.Schedule.parameter_copies``): half of it."""
+    ways = uneven_stage_ways(stage) if layout.uneven_stages else p
+    if layout.pp > 1 and layout.own_schedule and layout.pipeline_schedule().parameter_copies == 2:
+        # DualPipe: each rank holds stage r and stage p − 1 − r (DeepSeek-V3 §3.2.1: "two copies"), twice a
+        # stage's layers — with uneven stages the first and last together (L_1 + L_p), a middle pair 2·L_m
+        if not layout.uneven_stages:
+            return ways / 2
+        from ..core.dims import L, L_1, L_m, L_p
+        return L / {"first": L_1 + L_p, "last": L_1 + L_p, "middle": 2 * L_m}[stage]
+    return ways
 
 
 def expert_ways(layout: Layout) -> tuple:

@@ -247,6 +247,8 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
         key["moe_pad_to_capacity"] = True
     if layout.sp_inputs != "sharded":
         key["sp_inputs"] = layout.sp_inputs
+    if layout.own_schedule and layout.pp > 1:  # its chunk placement and parameter copies are in the text
+        key["schedule"] = layout.schedule_name
     mix_key = _stage_mix_key(model, layout)
     if mix_key:
         key.update(mix_key)
@@ -477,6 +479,18 @@ def evaluate(derived: DerivedBill, model: ModelConfig, layout: Layout, params_ha
                      "optimizer step and data-parallel reduce over the adapters only"
                      + (f", the {layout.base_dtype} base's dequantisation a memory pass per weight read"
                         if layout.base_dtype != "bf16" else ""))
+    if layout.pp > 1 and layout.own_schedule:
+        from ..layout.schedules import W_PENDING, describe, simulated_micro_batches, w_pending_at_peak
+        plan = layout.pipeline_schedule()
+        sizes = ""
+        if plan.splits_backward:
+            m_sim = simulated_micro_batches(plan, layout.pp, layout.iteration_micro_batches())
+            sizes = "; " + ", ".join(
+                f"{name} stage: {w_pending_at_peak(plan, layout.pp, layout.interleave, m_sim, rank)} of its "
+                f"{layout.in_flight(name)} instances at its fullest are W-pending"
+                for name, rank in (("first", 0), ("last", layout.pp - 1)))
+        notes.append(f"schedule {describe(plan, layout.interleave)}; in flight: the most chunk instances its order "
+                     f"holds ({plan.source})" + (f"; {W_PENDING}{sizes}" if plan.splits_backward else ""))
     if params_hand is not None and layout.lora:
         notes.append("LoRA: the model states count the inventory's parameters, not the hand-filled N")
     if params_hand is not None:

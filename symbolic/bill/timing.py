@@ -162,8 +162,10 @@ def step_time(model: ModelConfig, layout: Layout, hardware: Hardware, *, overlap
     numbers = [float(evaluate_formula(formula, values)) for formula in text.formulas]
     # The weight GEMMs at the FP8 peak when the layout trains in FP8 (Layout.gemm_dtype), else BF16:
     # --dtype is the activations' storage, not the GEMMs' precision.
+    schedule = ((layout.pipeline_schedule(), layout.interleave, layout.iteration_micro_batches())
+                if layout.own_schedule and layout.pp > 1 else None)
     step = price(text.shell(), numbers, values, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
-                 gemm_dtype=layout.gemm_dtype, detail=True)
+                 gemm_dtype=layout.gemm_dtype, detail=True, schedule=schedule)
     step.factors["not_priced"] = not_priced(layout)
     return step
 
@@ -177,6 +179,14 @@ def not_priced(layout: Layout) -> list[str]:
     if layout.uneven_stages:
         out.append("uneven pipeline stages: the slowest stage is judged on compute alone (its collectives scale "
                    "with its layers); the gradient reduce and optimizer step are priced at Ψ/(t·p) per GPU")
+    if layout.own_schedule and layout.pp > 1:
+        plan = layout.pipeline_schedule()
+        out.append(f"the {plan.name} schedule's bubble is its order simulated with every chunk's F, B and W equal to "
+                   "the pacing stage's (uneven stages' own times not simulated), and the ranks' start skew not "
+                   "counted (each stage's optimizer step runs on its own gradients)"
+                   + ("; its F&B pairs run their two computations one after the other, and hide each one's "
+                      "all-to-all and sends under the other's computation, the unpaired warm-up and cool-down "
+                      "ops' exposed" if plan.overlaps else ""))
     if layout.moe_pad_to_capacity:
         out.append("the experts' zero-padded rows (--moe-pad-to-capacity): the step is priced on the routed "
                    "tokens' GEMMs; the bill's flops lines count the padded rows")

@@ -62,6 +62,11 @@ def add_pipeline_layout_option(parser) -> None:
     add(parser, "pipeline_layout")
 
 
+def add_schedule_option(parser) -> None:
+    """The pipeline schedule (bill and timeline: plan and solve sweep Megatron's two and do not take it)."""
+    add(parser, "schedule")
+
+
 def add_fp8_activations_option(group, help_suffix: str = "") -> None:
     add(group, "fp8_activations", help=OPTIONS["fp8_activations"].help + help_suffix)
 
@@ -193,7 +198,7 @@ def _layout_from_args(args, model: ModelConfig | None) -> Layout:
                   fp8_activations=given("fp8_activations"), first_stage_layers=given("first_stage_layers"),
                   last_stage_layers=given("last_stage_layers"), moe_dispatcher=given("moe_dispatcher"),
                   moe_pad_to_capacity=given("moe_pad_to_capacity"), pipeline_layout=given("pipeline_layout"),
-                  sp_inputs=given("sp_inputs"),
+                  sp_inputs=given("sp_inputs"), schedule=given("schedule") or "",
                   loss=loss_from_args(args, model))
 
 

@@ -15,6 +15,7 @@ def add_arguments(parser) -> None:
     _options.add_from_option(parser)
     _options.add_layout_options(parser)
     _options.add_pipeline_layout_option(parser)
+    _options.add_schedule_option(parser)
     _options.add_lever_options(parser)
     parser.add_argument("--cpu-memory", metavar="SIZE", help="CPU memory per GPU's process, for what is offloaded")
     parser.add_argument("--params", metavar="N", help="hand-filled parameter count for the model states (7B, 175e9)")

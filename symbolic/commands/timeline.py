@@ -17,6 +17,7 @@ def add_arguments(parser) -> None:
     _options.add_from_option(parser)
     _options.add_layout_options(parser)
     _options.add_pipeline_layout_option(parser)
+    _options.add_schedule_option(parser)
     # LoRA, QLoRA's base, offload, activation offload, the optimizer step's implementation and the fused attention
     # kernel: the bill's memory levers (a launch config's reading sets them too)
     _options.add_lever_options(parser, _options.MEMORY_LEVERS + ("optimizer_impl", "flash_attention"))

@@ -18,6 +18,9 @@ MOE_DISPATCHERS = ("hf", "alltoall")
 #: what a sequence-parallel linear layer keeps of its input: Megatron-Core's sequence shard (re-gathered in
 #: backward) or PyTorch DTensor's all-gathered input (torchtitan, transformers' tp_plan)
 SP_INPUTS = ("sharded", "gathered")
+#: Pipeline schedules (``symbolic.layout.schedules.SCHEDULES``, where each is read from its reference code):
+#: Megatron's 1F1B and interleaved 1F1B, the zero-bubble ZB-H1, ZB-H2, ZB-V, DeepSeek's DualPipe and DualPipeV.
+SCHEDULE_NAMES = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe", "dualpipev")
 BASE_DTYPES = ("bf16", "int8", "nf4")  #: storage of frozen base weights under LoRA (QLoRA: nf4)
 LORA_TARGETS = ("all-linear", "attention")  #: the weights LoRA adapts (QLoRA: every linear layer)
 OFFLOAD = ("none", "optimizer", "params")  #: what lives in CPU memory (ZeRO-Offload; FSDP CPU offload)

@@ -143,6 +143,29 @@ class Layout:
     #: what a sequence-parallel linear layer keeps of its input (``choices.SP_INPUTS``): ``sharded``, Megatron-Core's
     #: sequence shard re-gathered in backward; ``gathered``, PyTorch DTensor's all-gathered input (torchtitan)
     sp_inputs: str = "sharded"
+    #: the pipeline schedule (``schedules.SCHEDULES``): "" means Megatron's, 1F1B or interleaved 1F1B as
+    #: ``interleave`` says; ``zb-v`` and ``dualpipev`` hold two chunks per rank (interleave 2, set here)
+    schedule: str = ""
+
+    def __post_init__(self):
+        if self.schedule in ("zb-v", "dualpipev") and self.interleave == 1:
+            object.__setattr__(self, "interleave", 2)   # the V's two chunks of L/(2p) layers per rank
+
+    @property
+    def schedule_name(self) -> str:
+        """The schedule run: ``schedule``, or Megatron's own (``1f1b``, ``interleaved``) from ``interleave``."""
+        return self.schedule or ("interleaved" if self.interleave > 1 else "1f1b")
+
+    @property
+    def own_schedule(self) -> bool:
+        """Whether the schedule is one beyond Megatron-LM's two (zero-bubble, DualPipe): its in-flight
+        counts, chunk placement and bubble are read from its order (``schedules``)."""
+        return self.schedule_name not in ("1f1b", "interleaved")
+
+    def pipeline_schedule(self):
+        """The :class:`~symbolic.layout.schedules.Schedule` run (ConfigError on an unknown name)."""
+        from .schedules import schedule_named
+        return schedule_named(self.schedule_name)
 
     @property
     def middle_stage(self) -> bool:
@@ -243,7 +266,13 @@ class Layout:
         return (self.global_batch or self.micro_batch * self.dp) // (self.micro_batch * self.dp)
 
     def in_flight(self, stage: str = "first") -> int:
-        """Micro-batch chunks pipeline ``stage`` holds at its fullest (see :func:`in_flight`)."""
+        """Micro-batch chunks pipeline ``stage`` holds at its fullest (see :func:`in_flight`; a schedule
+        beyond Megatron's: the most its order holds, ``schedules.peak_in_flight``)."""
+        if self.own_schedule and self.pp > 1:
+            from .schedules import peak_in_flight, simulated_micro_batches
+            schedule = self.pipeline_schedule()
+            m = simulated_micro_batches(schedule, self.pp, self.iteration_micro_batches())
+            return peak_in_flight(schedule, self.pp, self.interleave, m, stage_rank_of(stage, self.pp))
         return in_flight(self.pp, self.interleave, self.iteration_micro_batches(), stage)
 
     def in_flight_capped(self, stage: str = "first") -> int | None:
@@ -255,6 +284,8 @@ class Layout:
         cache's key uses it."""
         if self.pp == 1:
             return None
+        if self.own_schedule:
+            return self.in_flight(stage)  # its order's count: no papers' symbolic count to keep
         m, p, v = self.iteration_micro_batches(), self.pp, self.interleave
         if stage in ("first", "middle") and self.in_flight(stage) == in_flight(p, v, max(m, 2 * p), stage):
             return None  # the uncapped schedule: the papers' symbolic count (rank 1's: one less chunk in 1F1B)
@@ -329,6 +360,18 @@ class Layout:
                 positive_int(name, size)            # as plan validates thousands of layouts
         if self.seq:
             positive_int("seq", self.seq)
+        if self.schedule:  # its own rules first: a V's two chunks per rank are not a typed --interleave
+            from .schedules import check_schedule, schedule_named
+            check_schedule(schedule_named(self.schedule), self.pp, self.interleave, self.iteration_micro_batches())
+            if self.own_schedule and self.interleave > 1:
+                try:
+                    if self.uneven_stages:
+                        self.stage_layer_counts(model)
+                    elif model.layers % (self.pp * self.interleave):
+                        raise ConfigError(indivisible_layers(model.layers, self.pp, self.interleave))
+                except ConfigError as error:
+                    raise ConfigError(f"--schedule {self.schedule} splits each rank's layers into two chunks (a V): "
+                                      + str(error)) from None
         if self.recompute not in RECOMPUTE:
             raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
         if self.sp_inputs not in SP_INPUTS:
@@ -521,7 +564,7 @@ def settle_no_ops(layout: Layout) -> tuple[Layout, tuple[str, ...]]:
 def _interleave_needs_whole_rounds(layout: Layout, model: ModelConfig) -> str | None:
     # Megatron-LM's get_forward_backward_func asserts it for the interleaved schedule.
     m = layout.iteration_micro_batches()
-    if layout.interleave > 1 and layout.pp > 1 and m % layout.pp:
+    if layout.interleave > 1 and layout.pp > 1 and m % layout.pp and not layout.own_schedule:
         rounds = smallest_multiple_at_least(max(m, 1), layout.pp)  # micro-batches per pipeline, whole rounds
         return (f"interleave {layout.interleave} with {m} micro-batch(es) per iteration: the interleaved "
                 f"schedule needs the micro-batches per pipeline (global_batch / (micro_batch × dp)) to be a "

@@ -53,7 +53,7 @@ from ..core.inputs import clean
 from ..models.config import ConfigError, ModelConfig
 from ..models.losses import LOSS_KERNELS
 from .choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LAUNCH_KINDS, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD,
-                      OPTIMIZER_IMPLS, RECOMPUTE, SP_INPUTS, ZERO_STAGES)
+                      OPTIMIZER_IMPLS, RECOMPUTE, SCHEDULE_NAMES, SP_INPUTS, ZERO_STAGES)
 from .frameworks import FRAMEWORKS
 from .recipes import RECIPES
 
@@ -495,6 +495,9 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
            "eager, the papers' GPT models' vocab-parallel", None, choices=LOSS_KERNELS),
     Option("fp8_activations", "flag", "the linear layers' saved inputs kept in FP8 for backward "
            "(Transformer Engine; DeepSeek-V3 §3.3.3)", False),
+    Option("schedule", "choice", "the pipeline schedule: 1f1b, interleaved (with --interleave v), the zero-bubble "
+           "zb-h1, zb-h2, zb-v (Qi et al. 2024), DeepSeek's dualpipe (two parameter copies per rank) and dualpipev; "
+           "default Megatron's 1F1B, interleaved under --interleave", None, choices=SCHEDULE_NAMES),
     Option("pipeline_layout", "text", "Megatron-Core's --pipeline-model-parallel-layout: the p·v virtual stages' "
            "layers in layer order, | between stages (E embedding, t layer, L loss; t*3, (tt|)*2 repeat), "
            "e.g. 'Et*3|t*3|(t*4|)*13t*3L' for 61 layers on --pp 4 --interleave 4", "", metavar="LAYOUT"),

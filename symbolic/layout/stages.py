@@ -114,13 +114,15 @@ def validate_pipeline_layout(stages: tuple[str, ...], layers: int, pp: int, inte
 
 
 def chunk_ranges(layers: int, pp: int, interleave: int = 1, first: int = 0, last: int = 0,
-                 layout: str = "") -> tuple[tuple[range, ...], ...]:
+                 layout: str = "", placement: str = "loop") -> tuple[tuple[range, ...], ...]:
     """The decoder layer ids of each pp rank's v chunks: ``out[rank][chunk]`` is a ``range``.
 
     ``layout``: a Megatron-Core layout string (:func:`parse_pipeline_layout`); else ``first`` /
     ``last`` (0: Megatron's None) with its rule that every stage's count is a multiple of v; else
     even chunks. Layer ids run through the virtual stages in flat order (round by round, rank by
     rank), as ``get_transformer_layer_offset``. Raises :class:`ConfigError` where Megatron refuses.
+    ``placement`` (``schedules.Schedule.placement``): which virtual stages a rank holds — ``loop``
+    (Megatron's), ``v`` (stages r and 2p − 1 − r), ``dual`` (DualPipe: stages r and p − 1 − r of p).
     """
     v = interleave
     if layout:
@@ -132,9 +134,16 @@ def chunk_ranges(layers: int, pp: int, interleave: int = 1, first: int = 0, last
         sizes = [per_stage[rank] // v for _ in range(v) for rank in range(pp)]
     out: list[list[range]] = [[] for _ in range(pp)]
     start = 0
-    for index, size in enumerate(sizes):  # flat order: virtual stage vpp_rank·p + pp_rank
-        out[index % pp].append(range(start, start + size))
+    flat = []
+    for size in sizes:
+        flat.append(range(start, start + size))
         start += size
+    if placement == "v":       # the V (torchtitan's style="v"): rank r holds virtual stages r and 2p − 1 − r
+        return tuple((flat[rank], flat[2 * pp - 1 - rank]) for rank in range(pp))
+    if placement == "dual":    # DualPipe: p stages, rank r holds stage r and stage p − 1 − r
+        return tuple((flat[rank], flat[pp - 1 - rank]) for rank in range(pp))
+    for index, chunk in enumerate(flat):  # flat order: virtual stage vpp_rank·p + pp_rank
+        out[index % pp].append(chunk)
     return tuple(tuple(chunks) for chunks in out)
 
 
@@ -368,6 +377,13 @@ class StageMix:
     moments: tuple[Moment, ...]
     embedding: bool
     loss: bool
+    #: the chunk after whose forward the loss runs: -1 its last (Megatron's, the V's); DualPipe's rank p − 1
+    #: holds the last stage as its chunk 0
+    loss_chunk: int = -1
+
+    def is_loss_chunk(self, chunk: int) -> bool:
+        """Whether the loss runs after the forward of ``chunk`` on this stage."""
+        return self.loss and chunk == (self.loss_chunk if self.loss_chunk >= 0 else len(self.chunks) - 1)
 
     def layers(self, kind: str | None = None) -> int:
         """The stage's decoder layers (of ``kind``)."""
@@ -379,7 +395,7 @@ class StageMix:
     def key(self) -> tuple:
         """Hashable and JSON-able: the derivation cache's key."""
         return (self.stage, self.chunks, tuple((m.direction, m.chunk, m.held) for m in self.moments),
-                self.embedding, self.loss)
+                self.embedding, self.loss) + ((self.loss_chunk,) if self.loss_chunk >= 0 else ())
 
 
 #: Families read by their own modules whose dense layers are the first L_d as DeepSeek's are (HF: a dense
@@ -403,10 +419,13 @@ def dense_layer_ids(model: ModelConfig) -> frozenset | None:
 
 def exact_stages(model: ModelConfig, layout) -> bool:
     """Whether the stages are accounted by their real layers (:func:`stage_mix`): a per-chunk
-    layout, or a model whose dense layers are placed (DeepSeek's first L_d). Otherwise every layer is
+    layout, a schedule placing a rank's chunks in a V or DualPipe's pairs (a rank holds both ends of the
+    model), or a model whose dense layers are placed (DeepSeek's first L_d). Otherwise every layer is
     the inventory's one layer and a stage L/p (or L_1, L_p) of them, as the papers count."""
     if getattr(layout, "pipeline_layout", ""):
         return True
+    if getattr(layout, "own_schedule", False) and layout.pp > 1 and layout.pipeline_schedule().placement != "loop":
+        return True   # the V and DualPipe: rank 0 holds the first and the last stage (embedding, output layer)
     ids = dense_layer_ids(model)
     return bool(ids)
 
@@ -444,8 +463,10 @@ def stage_mix(model: ModelConfig, layout, stage: str = "first") -> StageMix:
     ``layout`` holds for ``model``, and the moments of its schedule that can be its peak (see the module
     docstring)."""
     pp, v = layout.pp, layout.interleave
+    own = getattr(layout, "own_schedule", False) and pp > 1
+    placement = layout.pipeline_schedule().placement if own else "loop"
     ranges = chunk_ranges(model.layers, pp, v, layout.first_stage_layers, layout.last_stage_layers,
-                          getattr(layout, "pipeline_layout", ""))
+                          getattr(layout, "pipeline_layout", ""), placement)
     rank = stage_rank(stage, pp)
     dense = dense_layer_ids(model)
     if dense is None:
@@ -461,11 +482,22 @@ def stage_mix(model: ModelConfig, layout, stage: str = "first") -> StageMix:
     m = simulated_micro_batches(pp, v, layout.iteration_micro_batches()) if pp > 1 else 1
     live: list[tuple[int, int]] = []
     moments = []
-    ops = schedule(pp, v, m, rank) if pp > 1 else [("F", 0, 0), ("B", 0, 0)]
+    if own:  # the schedule's own order (schedules.order): memory freed at W where W is deferred
+        from . import schedules
+        plan = layout.pipeline_schedule()
+        ops4 = schedules.order(plan, pp, v, schedules.simulated_micro_batches(plan, pp,
+                                                                               layout.iteration_micro_batches()), rank)
+        free = schedules.freed_at(ops4)
+        ops = [(op if op == "F" else ("B" if free.get((mb, c)) == i else "-"), mb, c)
+               for i, (op, mb, c, _) in enumerate(ops4)]
+    else:
+        ops = schedule(pp, v, m, rank) if pp > 1 else [("F", 0, 0), ("B", 0, 0)]
     for op, micro_batch, chunk in ops:
         if op == "F":
             others = list(live)
             live.append((micro_batch, chunk))
+        elif op == "-":  # a B whose W is deferred, or a W: the instance stays held (counted whole)
+            others = [x for x in live if x != (micro_batch, chunk)]
         else:
             live.remove((micro_batch, chunk))
             others = list(live)
@@ -475,6 +507,11 @@ def stage_mix(model: ModelConfig, layout, stage: str = "first") -> StageMix:
                 counts[k] += 1
         moments.append(Moment("forward" if op == "F" else "backward", chunk,
                               tuple((k, counts[k]) for k in KINDS if counts[k]), len(others)))
+    if own and placement != "loop":
+        # the V: rank 0 holds virtual stages 0 and 2p − 1; DualPipe: ranks 0 and p − 1 both hold stages 0 and p − 1
+        ends = rank == 0 or (placement == "dual" and rank == pp - 1)
+        return StageMix(stage, rank, chunks, _prune(moments), embedding=ends, loss=ends,
+                        loss_chunk=0 if (placement == "dual" and rank == pp - 1 and pp > 1) else -1)
     return StageMix(stage, rank, chunks, _prune(moments), embedding=rank == 0, loss=rank == pp - 1)
 
 

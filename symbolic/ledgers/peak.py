@@ -309,7 +309,7 @@ def moment_compositions(mix, moment, v: int, activation_offload: bool = False
     largest instant; the other instants are below one of these. ``activation_offload``: two layers
     of the kind on the GPU (the double buffer), nothing held."""
     chunk = mix.chunks[moment.chunk]
-    label = moment.label(v)
+    label = moment.label(max(v, len(mix.chunks)))
     one = 1
     out = []
 
@@ -345,7 +345,7 @@ def moment_compositions(mix, moment, v: int, activation_offload: bool = False
             out.append((f"backward, last {named(kind)}layer (attention half) ({label})",
                         held() + prefix(n) + double + attention
                         + [(one, kind, "window_attention"), (one, kind, "attention_work")] + gathered))
-    if moment.direction == "forward" and mix.loss and moment.chunk == len(mix.chunks) - 1:
+    if moment.direction == "forward" and mix.is_loss_chunk(moment.chunk):
         kind = chunk[-1] if chunk else mix.kinds()[0]
         double = [(2, kind, "per_layer")] if activation_offload else []
         out.append((f"loss ({label})", held() + prefix(len(chunk)) + double

@@ -446,7 +446,7 @@ class StepTime:
 
 def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware, *, overlap: Overlap = Overlap(),
           gpus_per_node: int | None = None, gemm_dtype: str = "bf16", detail: bool = False,
-          kernel_tables=True, compute_totals: tuple | None = None) -> StepTime:
+          kernel_tables=True, compute_totals: tuple | None = None, schedule=None) -> StepTime:
     """Price an iteration. ``numbers``: the values of ``derivation.expressions()``
     (arrays or floats, same order); ``letters``: arrays for t p d c v b B and s.
     ``gpus_per_node``: the NVLink domain (default: the hardware's). ``kernel_tables``: price the
@@ -455,7 +455,10 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     :class:`~symbolic.ledgers.kernels.KernelTables` itself: those tables (the calculator page's, their
     figures symbols). ``compute_totals``: (GEMM seconds, of them the output side's, FLOPs on the pacing stage, attention
     core seconds) of compute lines priced apart, the loop below adding ``derivation.compute``'s to them
-    (the calculator page prices each line on its own, :mod:`symbolic.render.page_time`); None: zeros."""
+    (the calculator page prices each line on its own, :mod:`symbolic.render.page_time`); None: zeros.
+    ``schedule``: None for Megatron's 1F1B and interleaved 1F1B (the closed-form bubble below), else a
+    pipeline schedule beyond them as (:class:`~symbolic.layout.schedules.Schedule`, v, m) of one layout
+    (floats, not arrays): its bubble is its order simulated (:func:`schedule_bubble`)."""
     G = gpus_per_node or hw.nvlink_domain
     peak = hw.peak("bf16")             # the throughput figures' denominator (MFU, HFU): the dense BF16 peak
     # FP8 training (Transformer Engine's recipe) runs the weight GEMMs in FP8; the attention core stays
@@ -471,6 +474,8 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
 
     gemm = 0.0
     gemm_output = 0.0                  # the output side's lines (the logits): on the last stage only
+    weight_gradient = 0.0              # of gemm, the weight-gradient GEMMs (a zero-bubble schedule's W)
+    weight_gradient_output = 0.0
     attention = 0.0
     paced_flops = 0.0
     if compute_totals is not None:
@@ -493,11 +498,14 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
         line_peak = peak if line.attention_core else weight_peak
         if line.kernel == "memory":  # a memory pass (a quantised base's dequantisation): its bytes over HBM
             eff, seconds = np.zeros_like(np.asarray(moved, dtype=float)), moved / hbm
+            w_seconds = 0.0
         elif tables is None:
             eff = hw.efficiency(call)
             # Calculon's "no_overlap" processing mode (calculon/system.py): a kernel's time is its FLOP time
             # plus its HBM time, the two not overlapped.
             seconds = f / (line_peak * eff) + moved / hbm
+            w_seconds = 0.0 if line.attention_core else \
+                f * np.where(passes > 0, 1 / np.maximum(passes, 1e-300), 0.0) / (line_peak * eff)
         else:
             # Each pass at its own measured efficiency; a measured kernel's time includes its own operand
             # traffic, so no HBM term is added. Forward share (passes − 2)/passes (a recomputed forward is a
@@ -522,10 +530,13 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
                     lookup("weight_gradient", groups, m_, n_, k_, dtype)
                 per_flop = forward / e_f + gradient / e_d + gradient / e_w
             seconds = f * per_flop / line_peak
+            w_seconds = f * gradient / e_w / line_peak if line.kernel in ("gemm", "grouped") else 0.0
             eff = np.where(per_flop > 0, 1 / np.maximum(per_flop, 1e-300), 0.0)   # over the line's FLOPs
         gemm = gemm + seconds
+        weight_gradient = weight_gradient + w_seconds
         if line.name.startswith("output/"):
             gemm_output = gemm_output + seconds
+            weight_gradient_output = weight_gradient_output + w_seconds
         paced_flops = paced_flops + f
         if line.attention_core:
             attention = attention + seconds
@@ -545,6 +556,7 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     else:
         layers_factor, output_on, stage_name = pacing
         gemm = (gemm - gemm_output) * layers_factor + gemm_output * output_on
+        weight_gradient = (weight_gradient - weight_gradient_output) * layers_factor + weight_gradient_output * output_on
         attention = attention * layers_factor
         elementwise = elementwise * layers_factor + elementwise_output * output_on
         for line in compute_lines:
@@ -648,8 +660,23 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
         for key in ("tp", "cp", "ep"):
             parts[key] = parts[key] * pacing[0]
         slow_pipelined = slow_pipelined * pacing[0]
+    schedule_factors = {}
+    if schedule is not None:
+        # DualPipe's paired forward-and-backward: each one's all-to-all and sends under the other's computation
+        plan, v_, m_ = schedule
+        from ..layout.schedules import paired_share
+        share = paired_share(plan, int(pp), v_, m_) if float(pp) > 1 else 0.0
+        for key in plan.overlaps:
+            paired = parts[key] * share
+            parts[key] = parts[key] - paired + np.maximum(paired - compute * share, 0.0)
+        schedule_factors = {"paired_share": share}
     pipelined = compute + parts["tp"] + parts["cp"] + parts["ep"] + parts["pp"] + slow_pipelined
-    bubble = np.where(pp > 1, (pp - 1) / (vv * m), 0.0) * pipelined
+    if schedule is None:
+        bubble = np.where(pp > 1, (pp - 1) / (vv * m), 0.0) * pipelined
+    else:
+        bubble, more = schedule_bubble(schedule, int(pp), float(m), pipelined, window_forward / np.maximum(
+            compute, 1e-300), weight_gradient / np.maximum(compute, 1e-300))
+        schedule_factors.update(more)
     optimizer = opt_bytes / hbm
     step = pipelined + bubble + parts["dp"] + parts["zero3"] + slow_other + optimizer
     breakdown = {"compute": gemm, "elementwise": elementwise, "tp_exposed": parts["tp"], "cp_exposed": parts["cp"],
@@ -664,13 +691,39 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
                "hbm_bandwidth_effective": hbm, "elementwise_passes": ELEMENTWISE_PASSES,
                "output_elementwise_seconds": elementwise_output,  # the loss kernels, in "elementwise"
                "pacing_stage": "last (L/p layers and the output side)" if pacing is None else pacing[2],
-               "bubble_fraction": np.where(pp > 1, (pp - 1) / (vv * m), 0.0), "micro_batches_per_pipeline": m,
+               "bubble_fraction": (np.where(pp > 1, (pp - 1) / (vv * m), 0.0) if schedule is None else
+                                   bubble / np.maximum(pipelined, 1e-300)), "micro_batches_per_pipeline": m,
+               **schedule_factors,
                "kernels": tables.describe() if tables is not None else (
                    "the hardware file's GEMM-size step function (no measured kernel table for this GPU)"),
                "kernel_approximation": tables.approximation if tables is not None else "",
                "kernel_sources": tables.sources if tables is not None else ()}
     return StepTime(step, breakdown, compute_lines, comm_lines, factors, model_flops, hardware_flops,
                     tokens, peak, gpus)
+
+
+def schedule_bubble(schedule: tuple, pp: int, m: float, pipelined, forward_share, weight_share) -> tuple:
+    """(bubble seconds, factors) of a schedule beyond Megatron's: its order simulated
+    (:func:`symbolic.layout.schedules.simulate`) with one chunk's F, B and W — the pipelined time of
+    one micro-batch on the pacing stage (``pipelined`` / m) split as the compute is (forward share;
+    the weight-gradient GEMMs' share, W; the rest, B: input-gradient GEMMs, attention backward,
+    recompute, element-wise), over the chunks a micro-batch crosses on a rank (v; DualPipe 1). The
+    communication left exposed is split the same way (a named approximation: it rides with the
+    compute of its phase)."""
+    from ..layout.schedules import simulate, simulated_micro_batches
+
+    plan, v, m_int = schedule
+    if pp <= 1:
+        return 0.0 * pipelined, {"schedule": plan.name}
+    chunks = 1 if plan.placement == "dual" else v
+    per_chunk = float(pipelined) / m / chunks
+    f, w = float(forward_share), float(weight_share)
+    sim = simulate(plan, pp, v, simulated_micro_batches(plan, pp, m_int), per_chunk * f,
+                   per_chunk * (1 - f - w), per_chunk * w)
+    return sim["bubble"] + 0.0 * pipelined, {
+        "schedule": plan.name, "chunk_forward_seconds": per_chunk * f,
+        "chunk_input_gradient_seconds": per_chunk * (1 - f - w), "chunk_weight_gradient_seconds": per_chunk * w,
+        "bubble_formula": plan.bubble}
 
 
 __all__ = ["Overlap", "OVERLAPS", "derive_time", "price", "StepTime", "TimeDerivation", "link", "stride"]

@@ -116,7 +116,11 @@ def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...]
         # a stated default is said (an assumption); the model's own training length is the model's
         default = layout.get("seq_from", "").startswith("default")
         words.append(f"s={seq}" + (f" ({layout['seq_from']})" if default else ""))
-    if layout.get("interleave", 1) > 1:
+    schedule = layout.get("schedule") or ""
+    if schedule not in ("", "1f1b", "interleaved") and p > 1:   # a schedule beyond Megatron's (layout.schedules)
+        words.append(f"{schedule} schedule" + (f" (v={layout['interleave']} chunks per rank)"
+                                               if layout.get("interleave", 1) > 1 else ""))
+    elif layout.get("interleave", 1) > 1:
         words.append("interleaved" if every_size else f"v={layout['interleave']} interleaved")
     if layout.get("sp"):  # DTensor's SP keeps the linear layers' all-gathered inputs (Layout.sp_inputs)
         words.append("SP (linear inputs all-gathered)" if layout.get("sp_inputs") == "gathered" else "SP")

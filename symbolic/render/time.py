@@ -58,6 +58,13 @@ def time_lines(step, bill=None) -> list[str]:
     out.append("  breakdown:")
     for name, meaning in PARTS.items():
         value = _f(step.breakdown[name])
+        if name == "bubble" and f.get("schedule"):
+            meaning = (f"pipeline bubble: the {f['schedule']} schedule's order simulated with a chunk's F "
+                       f"{_seconds(f['chunk_forward_seconds'])}, B {_seconds(f['chunk_input_gradient_seconds'])}, "
+                       f"W {_seconds(f['chunk_weight_gradient_seconds'])} (its paper: {f['bubble_formula']})")
+        elif name == "ep_exposed" and f.get("paired_share"):
+            meaning = (f"expert-parallel all-to-all: {_f(f['paired_share']):.1%} of the forwards and backwards run "
+                       "as overlapped F&B pairs, their all-to-all and sends under the other micro-batch's compute")
         if value > 0 or name in ("compute", "bubble"):
             out.append(f"    {name:<14} {_seconds(value):>12} {value / total:>6.1%}  {meaning}")
     out.append("  compute lines (pacing stage, per GPU):")
@@ -101,6 +108,7 @@ def time_json(step) -> dict:
             "gpus_per_node": f["gpus_per_node"],
             "overlap": f["overlap"], "micro_batches_per_pipeline": _f(f["micro_batches_per_pipeline"]),
             "pacing_stage": str(first(f.get("pacing_stage", "last"))),
+            "schedule": f.get("schedule", ""), "paired_share": _f(f.get("paired_share", 0.0)),
             "framework": f.get("framework"),
             "framework_settings": [{"setting": n, "value": v, "source": src} for n, v, src in f.get("framework_settings", ())],
             "kernels": f.get("kernels", ""), "kernel_approximation": f.get("kernel_approximation", ""),

@@ -33,6 +33,9 @@ def report(model, layout, options, gpu_memory=None, stage: str = "first") -> dic
         "instants": [{"instant": label, **row, "reserved": r} for (label, row), r in zip(result.rows, reserved)],
         "notes": tl.notes,
     }
+    if layout.pp > 1:
+        out["layout"]["schedule"] = layout.schedule_name
+        out["schedule_order"] = schedule_order(layout, stage)
     out["layout"]["seq"] = layout.seq or model.seq
     out["layout"].update(layout.memory_levers())  # the memory levers, when set (the layout line says them)
     if seq_origin(model, layout.seq):  # s was not given: where it comes from (the layout line says it)
@@ -42,6 +45,26 @@ def report(model, layout, options, gpu_memory=None, stage: str = "first") -> dic
         out["headroom_bytes"] = gpu_memory - result.peak
         out["fits"] = result.peak <= gpu_memory and max(reserved) <= gpu_memory
     return out, tl, result, reserved
+
+
+def schedule_order(layout, stage="first") -> dict:
+    """The pipeline rank of ``stage`` and its ops in the schedule's own order (``layout.schedules.order``):
+    ``F3`` forward of micro-batch 3, ``B3`` its backward (input gradient where a ``W3`` follows, else the
+    whole backward), ``W3`` its weight gradient; ``.1`` the rank's second chunk; ``&`` an op run as one
+    of an overlapped F&B pair (DualPipe)."""
+    from ..layout import schedules
+    from ..layout.stages import stage_key_rank
+
+    rank = int(stage) if str(stage).isdigit() else stage_key_rank(str(stage), layout.pp)
+    plan = layout.pipeline_schedule()
+    m = layout.iteration_micro_batches()
+    ops = schedules.order(plan, layout.pp, layout.interleave, m, rank)
+    chunks = schedules.chunks_of(plan, layout.interleave)
+    words = [f"{kind}{mb}" + (f".{chunk}" if chunks > 1 or plan.placement == "dual" else "") + ("&" if paired else "")
+             for kind, mb, chunk, paired in ops]
+    live = schedules.live_counts(ops)
+    return {"schedule": plan.name, "rank": rank, "ops": words, "most_in_flight": max(live),
+            "source": plan.source}
 
 
 def render_text(data: dict, strategy: str, width: int = 160, brief: bool = False, png: str | None = None) -> str:
@@ -69,6 +92,15 @@ def render_text(data: dict, strategy: str, width: int = 160, brief: bool = False
     if data.get("gpu_memory_bytes"):
         lines.append(f"  GPU memory {fmt_bytes(data['gpu_memory_bytes'])}: headroom {fmt_bytes(data['headroom_bytes'])}"
                      + ("" if data["fits"] else "  — DOES NOT FIT"))
+    order = data.get("schedule_order")
+    if order:
+        ops = order["ops"]
+        shown = " ".join(ops) if len(ops) <= 72 else (" ".join(ops[:48]) + f" … ({len(ops) - 72} ops) … "
+                                                       + " ".join(ops[-24:]))
+        lines.append(f"  schedule {order['schedule']}, rank {order['rank']}'s order ({len(ops)} ops; F forward, B "
+                     f"backward — the input gradient where a W follows —, W weight gradient, .c the rank's chunk c, & an "
+                     f"overlapped F&B pair; {order['most_in_flight']} chunk instance(s) held at most): {shown}")
+        lines.append(f"    from {order['source']}")
     lines += [f"  note: {note}" for note in data["notes"]]
     if png:
         lines.append(f"  drawn: {png}")

@@ -233,3 +233,63 @@ def _timeline_peak(model="deepseek-v3", stage="first", **layout) -> Expr:
     from .timeline import build
     built, lay = _model_and_layout(model, layout)
     return Integer(build(built, lay, stage=stage).evaluate().peak)
+
+
+# --- pipeline schedules (symbolic.layout.schedules) ----------------------------------------------------------
+
+def _time(value) -> float:
+    from fractions import Fraction
+    return float(Fraction(str(value)))
+
+
+@quantity("pipeline.bubble", "1")
+def _pipeline_bubble(schedule="1f1b", p=8, v=1, m=0, F="1", B="1", W="1") -> Expr:
+    """The bubble of ``schedule``'s order on p ranks (v chunks for the interleaved schedule; m micro-batches,
+    0: 6p) simulated with one chunk's forward F, input gradient B and weight gradient W (a whole backward
+    B + W where the schedule does not defer W), in the times' unit (``schedules.simulate``), to 9 decimals."""
+    from ..layout.schedules import simulate
+
+    seconds = simulate(schedule, int(p), int(v), int(m) or 6 * int(p), _time(F), _time(B), _time(W))["bubble"]
+    return Rational(str(round(seconds, 9)))
+
+
+@quantity("pipeline.in_flight", "1")
+def _pipeline_in_flight(schedule="1f1b", p=8, v=1, m=0, rank="most") -> Expr:
+    """Chunk instances rank ``rank`` of ``schedule``'s order holds at its fullest (``most``: the largest
+    over the ranks), a W-pending instance counted whole (``schedules.peak_in_flight``)."""
+    from ..layout.schedules import peak_in_flight
+
+    p, m = int(p), int(m) or 6 * int(p)
+    ranks = range(p) if rank == "most" else (int(rank),)
+    return Integer(max(peak_in_flight(schedule, p, int(v), m, r) for r in ranks))
+
+
+@quantity("pipeline.parameter_copies", "1")
+def _pipeline_parameter_copies(schedule="1f1b", p=8) -> Expr:
+    """The layers a rank holds under ``schedule``'s placement over one pipeline stage's (the stages of
+    its micro-batch path: p, the V's 2p), the most over the ranks — DualPipe's "2×" parameters per device."""
+    from ..layout.schedules import SCHEDULES, chunks_of
+    from ..layout.stages import chunk_ranges
+
+    plan, p = SCHEDULES[schedule], int(p)
+    stages = p * (2 if plan.placement == "v" else 1)
+    v = chunks_of(plan, 2) if plan.placement == "v" else 1
+    layers = stages * 4                                   # any whole number of layers per stage
+    ranges = chunk_ranges(layers, p, v, placement=plan.placement)
+    return Rational(max(sum(len(r) for r in chunks) for chunks in ranges), layers // stages)
+
+
+@quantity("bill.tokens_per_gpu_second", "1")
+def _bill_tokens_per_gpu_second(model="deepseek-v3", gpu="h800", **layout) -> Expr:
+    """Tokens per second per GPU of ``symbolic bill MODEL --gpu GPU`` under the layout (``Layout``'s fields),
+    the step-time model as the bill prices it (every efficiency as the hardware and kernel files state it,
+    nothing fitted), rounded to whole tokens."""
+    from ..bill.timing import step_time
+    from ..ledgers.hardware import load
+
+    fields = dict(layout)
+    if "recompute_modules" in fields:
+        fields["recompute_modules"] = tuple(fields["recompute_modules"])
+    built, lay = _model_and_layout(model, fields)
+    step = step_time(built, lay, load(gpu))
+    return Integer(round(float(step.tokens_per_second) / step.gpus))

@@ -497,7 +497,7 @@ def in_flight(layout: Layout, stage: str = "first") -> tuple[Expr, Expr, list[st
     if layout.pp == 1:
         return chunks, layers, notes
     m_iter = layout.iteration_micro_batches()
-    schedule = "interleaved" if layout.interleave > 1 else "1F1B"
+    schedule = layout.schedule_name if layout.own_schedule else ("interleaved" if layout.interleave > 1 else "1F1B")
     if layout.uneven_stages:  # Megatron-Core's first/last-stage layer counts
         notes.append(f"uneven stages: the {stage} stage holds {strategy.stage_layers()} layers"
                      + (" (rank 1, the most in flight of the middle stages)" if stage == "middle" else ""))
@@ -599,9 +599,11 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
         mix = stage_mix(model, layout, stage)
         k = Integer(max(mo.chunks_held for mo in mix.moments) + 1)
         n = Integer(max(len(chunk) for chunk in mix.chunks))
+        run = (f"; the {layout.schedule_name} schedule's order simulated (layout.schedules): the "
+               if layout.own_schedule else
+               f"; Megatron's {'interleaved ' if layout.interleave > 1 else ''}1F1B schedule simulated: the ")
         notes = [f"{stage} stage by its own layers ({', '.join(f'{mix.layers(kind)} {kind}' for kind in mix.kinds())})"
-                 f"; Megatron's {'interleaved ' if layout.interleave > 1 else ''}1F1B schedule simulated: the "
-                 "fullest forward moment walked, then the fullest backward moment"]
+                 + run + "fullest forward moment walked, then the fullest backward moment"]
     else:
         k, n, notes = in_flight(layout, stage)
     held_layers = exact_int(k * n, layout.values(model))
@@ -611,7 +613,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
                           f"{MAX_LAYERS_HELD:,}; use pp > 1 (fewer layers per stage) or bill/plan/solve, which "
                           "take up to 10^5 layers")
     pipeline = layout.pp > 1
-    has_loss = not pipeline or stage == "last"
+    has_loss = not pipeline or stage == "last" or (exact and mix.loss)   # the V: rank 0 computes the loss
 
     # Saved tensors per layer under the strategy, the recompute windows and the work tensors: the
     # bill's own rule (ledgers.peak.step_terms), so the two cannot drift apart.
@@ -777,7 +779,7 @@ def _stage_families(model, layout, options, strategy, mix, terms: dict, fixed: t
         return tuple((name, in_kind(size, kind)) for name, size in _bytes(inv))
 
     per_kind = {kind: {name: kinded(inv, kind) for name, inv in terms.items()} for kind in mix.kinds()}
-    v = layout.interleave
+    v = max(layout.interleave, len(mix.chunks))
 
     def gathered(kind):
         size = in_kind(gathered_bytes, kind)
@@ -838,7 +840,7 @@ def _stage_families(model, layout, options, strategy, mix, terms: dict, fixed: t
                                    + work(kind, "transients/forward kernel work (attention scores)", "forward_work",
                                           "fwd"),
                                    indexed=True, order=1, start=start, stop=stop))
-        if mix.loss and moment.chunk == len(mix.chunks) - 1:
+        if mix.is_loss_chunk(moment.chunk):
             kind = chunk[-1] if chunk else mix.kinds()[0]
             whole = before(chunk, len(chunk))
             saved_now = () if offload else tuple(
@@ -895,7 +897,7 @@ def _stage_families(model, layout, options, strategy, mix, terms: dict, fixed: t
     families = forward_families(forward_moment) + backward_families(backward_moment)
     notes.append(f"fullest forward moment: {forward_moment.label(v)}; fullest backward moment: "
                  f"{backward_moment.label(v)}")
-    if mix.loss and forward_moment.chunk != len(mix.chunks) - 1:
+    if mix.loss and not mix.is_loss_chunk(forward_moment.chunk):
         notes.append("the loss runs after the stage's last chunk, not at its fullest forward moment")
     return families, Integer(forward_moment.chunks_held + 1), Integer(len(mix.chunks[forward_moment.chunk]))
 

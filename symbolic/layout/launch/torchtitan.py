@@ -98,8 +98,15 @@ def read_torchtitan(source, model: ModelConfig | None = None) -> LaunchReading:
         micro = _int(reader, "parallelism.pipeline_parallel_microbatch_size",
                      value(par, "pipeline_parallel_microbatch_size", 1))
         schedule = value(par, "pipeline_parallel_schedule", "1F1B")
-        if schedule not in ("1F1B", "Interleaved1F1B"):
-            reader.refuse("parallelism.pipeline_parallel_schedule", schedule, "modelled: 1F1B, Interleaved1F1B")
+        # the V schedules: two stages per rank (torchtitan b5bcd76c torchtitan/distributed/pipeline_parallel.py
+        # places them style="v" for ScheduleZBVZeroBubble and ScheduleDualPipeV; symbolic.layout.schedules)
+        v_shaped = {"ZBVZeroBubble": "zb-v", "DualPipeV": "dualpipev"}
+        if schedule in v_shaped:
+            reader.take("parallelism.pipeline_parallel_schedule", schedule,
+                        f"schedule = {v_shaped[schedule]} (two stages per rank in a V)", schedule=v_shaped[schedule])
+        elif schedule not in ("1F1B", "Interleaved1F1B"):
+            reader.refuse("parallelism.pipeline_parallel_schedule", schedule,
+                          "modelled: 1F1B, Interleaved1F1B, ZBVZeroBubble, DualPipeV")
     reader.take("training.local_batch_size", local, f"micro_batch = {micro}", micro_batch=micro)
     global_batch = value(train, "global_batch_size", -1)
     if global_batch not in (-1, "-1"):
