@@ -137,19 +137,19 @@ def test_unknown_routing_is_refused():
 
 
 def test_the_moe_layer_and_the_composed_families_share_one_recipe_of_parts():
-    """moe.py's routed MLP and composed.py's are both parts.moe_layer: the same terms, shape for shape
+    """moe.py's routed MLP and composed.py's are both expert_parts.moe_layer: the same terms, shape for shape
     (only the cited source differs: Mixtral's block for the hand-named layer)."""
     from dataclasses import replace
 
-    from symbolic.models.architectures import composed, parts
+    from symbolic.models.architectures import composed, expert_parts, parts
     from symbolic.core.dims import E_s, f_e
     mine = moe.moe_part(shared_experts=0)
-    theirs = parts.moe(composed.ROUTERS["mixtral"])
+    theirs = expert_parts.moe(composed.ROUTERS["mixtral"])
     for a, z in ((mine.saved, theirs.saved), (mine.params, theirs.params), (mine.matmuls, theirs.matmuls)):
         assert [replace(x, source="") for x in a] == [replace(x, source="") for x in z]
     # E_s shared experts of width f_e: one gated MLP of width E_s·f_e, as HF builds it
     shared = moe.moe_part(shared_experts=E_s, style=moe.QWEN2_MOE)
-    gated = parts.moe(parts.Router("qwen2_moe", renormalize=False, weight_dtype="bf16"), shared_width=E_s * f_e,
+    gated = expert_parts.moe(parts.Router("qwen2_moe", renormalize=False, weight_dtype="bf16"), shared_width=E_s * f_e,
                       shared_gate=True)
     assert [x.name for x in shared.saved] == [x.name for x in gated.saved]
     assert [x.bytes for x in shared.saved] == [x.bytes for x in gated.saved]

@@ -25,7 +25,7 @@ that order by one machinery, the same for every schedule:
 Reference code read (orders ported op for op):
 
 * 1F1B, interleaved 1F1B — Megatron-LM d98e8a6 ``megatron/core/pipeline_parallel/schedules.py``
-  (:func:`symbolic.layout.stages.schedule`);
+  (:func:`schedule`);
 * ZB-H1 — PyTorch 2.13 (cf30153c) ``torch/distributed/pipelining/schedules.py``
   ``ScheduleInterleavedZeroBubble`` with one stage per rank (``_get_1f1b_rank_ops`` with
   ``enable_zero_bubble``, warm-up p − 1 − r, ``num_1f1b_microbatches = r``): rank r defers its W by r
@@ -202,8 +202,44 @@ def layers_per_chunk_divisor(schedule: Schedule, interleave: int) -> int:
 Op = tuple
 
 
+def schedule(pp: int, interleave: int, micro_batches: int, rank: int) -> list[tuple[str, int, int]]:
+    """The ops of pp ``rank`` in Megatron-LM's order: ("F" | "B", micro-batch, chunk).
+
+    Interleaved (v > 1): warm-up ``(p − rank − 1)·2 + (v − 1)·p`` forwards, capped at the m·v of the
+    iteration, then one forward and one backward per step, then the remaining backwards; the k-th
+    forward runs chunk ``(k mod p·v) // p`` of micro-batch ``(k // p·v)·p + k mod p``, the k-th backward
+    chunk ``v − 1 − (k mod p·v) // p`` (``get_schedule_table`` with ``microbatch_group_size_per_vp_stage``
+    = p, its default, and ``get_model_chunk_id``). v = 1: 1F1B, warm-up ``min(p − rank − 1, m)``.
+
+    With m = p every rank runs all m·v forwards first, as :func:`symbolic.layout.layout.in_flight`
+    counts it (Megatron-LM's ``num_microbatches == pipeline_parallel_size`` rule before the schedule
+    table). At d98e8a6 only the ranks whose warm-up reaches m·v do (``num_warmup_microbatches >=
+    total_num_microbatches``): the first stage always, the last stage not — there it holds
+    (v − 1)·p + 1 chunk instances, not m·v. The engine keeps the one rule of ``in_flight`` for every
+    path; the difference is named here and only arises at m = p on the later stages.
+    """
+    p, v, m = pp, interleave, micro_batches
+    total = m * v
+    if v == 1:
+        warm_up = min(p - rank - 1, m)
+    else:
+        warm_up = total if m == p else min((p - rank - 1) * 2 + (v - 1) * p, total)
+    group = p * v
+
+    def forward(k):
+        return ("F", (k // group) * p + k % p, (k % group) // p)
+
+    def backward(k):
+        return ("B", (k // group) * p + k % p, v - 1 - (k % group) // p)
+
+    ops = [forward(k) for k in range(warm_up)]
+    for k in range(total - warm_up):
+        ops += [forward(warm_up + k), backward(k)]
+    ops += [backward(k) for k in range(total - warm_up, total)]
+    return ops
+
+
 def _megatron(pp: int, v: int, m: int, rank: int) -> list[Op]:
-    from .stages import schedule
     return [(kind, mb, chunk, False) for kind, mb, chunk in schedule(pp, v, m, rank)]
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..models.config import ConfigError, ModelConfig
+from .schedules import schedule  # noqa: F401 (Megatron-LM's order of a rank's ops: read here, kept importable)
 
 MEGATRON_COMMIT = "NVIDIA/Megatron-LM d98e8a6"
 LAYOUT_SOURCE = (f"Megatron-Core pipeline_model_parallel_layout (megatron/core/transformer/"
@@ -299,43 +300,6 @@ def indivisible_layers(layers: int, pp: int, interleave: int) -> str:
 
 
 # --- the schedule ---------------------------------------------------------------------------------
-
-def schedule(pp: int, interleave: int, micro_batches: int, rank: int) -> list[tuple[str, int, int]]:
-    """The ops of pp ``rank`` in Megatron-LM's order: ("F" | "B", micro-batch, chunk).
-
-    Interleaved (v > 1): warm-up ``(p − rank − 1)·2 + (v − 1)·p`` forwards, capped at the m·v of the
-    iteration, then one forward and one backward per step, then the remaining backwards; the k-th
-    forward runs chunk ``(k mod p·v) // p`` of micro-batch ``(k // p·v)·p + k mod p``, the k-th backward
-    chunk ``v − 1 − (k mod p·v) // p`` (``get_schedule_table`` with ``microbatch_group_size_per_vp_stage``
-    = p, its default, and ``get_model_chunk_id``). v = 1: 1F1B, warm-up ``min(p − rank − 1, m)``.
-
-    With m = p every rank runs all m·v forwards first, as :func:`symbolic.layout.layout.in_flight`
-    counts it (Megatron-LM's ``num_microbatches == pipeline_parallel_size`` rule before the schedule
-    table). At d98e8a6 only the ranks whose warm-up reaches m·v do (``num_warmup_microbatches >=
-    total_num_microbatches``): the first stage always, the last stage not — there it holds
-    (v − 1)·p + 1 chunk instances, not m·v. The engine keeps the one rule of ``in_flight`` for every
-    path; the difference is named here and only arises at m = p on the later stages.
-    """
-    p, v, m = pp, interleave, micro_batches
-    total = m * v
-    if v == 1:
-        warm_up = min(p - rank - 1, m)
-    else:
-        warm_up = total if m == p else min((p - rank - 1) * 2 + (v - 1) * p, total)
-    group = p * v
-
-    def forward(k):
-        return ("F", (k // group) * p + k % p, (k % group) // p)
-
-    def backward(k):
-        return ("B", (k // group) * p + k % p, v - 1 - (k % group) // p)
-
-    ops = [forward(k) for k in range(warm_up)]
-    for k in range(total - warm_up):
-        ops += [forward(warm_up + k), backward(k)]
-    ops += [backward(k) for k in range(total - warm_up, total)]
-    return ops
-
 
 def simulated_micro_batches(pp: int, interleave: int, micro_batches: int) -> int:
     """The micro-batches the schedule is simulated with: m itself up to 8p; beyond, 8p (with the same

@@ -404,7 +404,7 @@ def full_recompute(inventory: Inventory, dtype: str | None = None) -> Inventory:
 
 
 #: Layer-input terms computed outside the checkpointed layer and billed with it (Gemma 3n's slices of the
-#: model-level per-layer inputs, ``parts.per_layer_input_slice``): full recompute keeps them as they were saved,
+#: model-level per-layer inputs, ``gemma3n_parts.per_layer_input_slice``): full recompute keeps them as they were saved,
 #: in their own dtype (traced: the fp32 norm terms stay fp32)
 OUTSIDE_THE_LAYER = ("per_layer_input/slice", "per_layer_input/projection_norm_")
 

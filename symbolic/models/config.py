@@ -137,13 +137,13 @@ class Recipe:
     #: Gemma 3n's KV-shared layers with g = a: repeat_kv returns the reused K, V themselves, so HF's eager path
     #: keeps no copy of them either
     kv_shared_unrepeated: bool = False
-    #: Mamba2 mixers (:func:`~symbolic.models.architectures.parts.mamba2_mixer`): ``parallel`` a mixer beside
+    #: Mamba2 mixers (:func:`~symbolic.models.architectures.mixers.mamba2_mixer`): ``parallel`` a mixer beside
     #: the attention in every layer, both reading the first norm's output, their outputs summed (Falcon-H1);
     #: ``layers`` L_s of the L layers run a mixer instead of the attention (Granite-4.0-H's ``layer_types``),
     #: shares L_s/L and (L − L_s)/L of the layer's terms; ``blocks`` each layer one block after one norm (Nemotron-H):
     #: L_s Mamba blocks, L_a attention blocks, the rest MLP blocks, shares L_s/L, L_a/L, (L − L_s − L_a)/L
     mamba: str = "none"
-    #: the mixer's gated norm (``parts.MAMBA_GATES``)
+    #: the mixer's gated norm (``mixers.MAMBA_GATES``)
     mamba_gate: str = "silu"
     #: biases on the mixer's in_proj, its conv1d and its out_proj
     mamba_in_bias: bool = False

@@ -27,7 +27,7 @@ from sympy import Expr, Integer
 from ...core.dims import E, L, L_a, L_c, L_l, L_s, P, a, b, d_h, d_n, d_r, d_v, f, f_e, f_s, g, h, r_kv, r_q, s
 from ...core.tensors import Axis, Group, Inventory, SavedTensor
 from ..config import ConfigError, Recipe
-from . import parts
+from . import expert_parts, gemma3n_parts, mixers, parts
 from .conventions import CUDA, conventions
 
 #: The routers of the MoE families (saved-tensor conventions of their HF blocks).
@@ -117,7 +117,7 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
                          "its input (the projection's output) for the clamp's mask in backward")
             for name, n in (("query", a * width), ("key", kv_heads * width), ("value", kv_heads * width))))
     if recipe.gated_attention:  # Qwen3-Next: Q's projection twice as wide, half of it the output gate
-        projections = parts.gated_query(projections, width)
+        projections = mixers.gated_query(projections, width)
     core_heads = a if recipe.kv_materialized or kernel == "masked" else kv_heads
     core = parts.attention_core(width, core_heads, "fused" if kernel == "masked" else kernel,
                                 output_copy=recipe.rotary_cat, softcap=recipe.softcap, mask_dtype=mask_dtype,
@@ -153,7 +153,7 @@ def _attention(recipe: Recipe, kernel: str, layer_input: bool, kv_heads: Expr = 
         core = parts.Part(core.params, tuple(
             replace(t, dtype="fp32", note=t.note + ", upcast to fp32 for the scores")
             if t.name in ("attention/query", "attention/key") else t for t in core.saved), core.matmuls)
-    gate = parts.output_gate(width) if recipe.gated_attention else parts.NOTHING
+    gate = mixers.output_gate(width) if recipe.gated_attention else parts.NOTHING
     return projections + rotary + core + gate + parts.attention_output(width, recipe.o_bias)
 
 
@@ -184,7 +184,7 @@ def _mlp_block(recipe: Recipe, layer_input: bool = False, ffn: Expr = f) -> part
         return parts.mlp(recipe.mlp, ffn, recipe.activation, recipe.mlp_bias, recipe.fused_gate_up,
                          layer_input=layer_input)
     moe_share, dense_share = parts.dense_share(recipe.dense_layers)
-    block = parts.moe(ROUTERS[recipe.moe], f_e, f_s if recipe.shared else None, recipe.shared_gate, moe_share,
+    block = expert_parts.moe(ROUTERS[recipe.moe], f_e, f_s if recipe.shared else None, recipe.shared_gate, moe_share,
                       activation=recipe.activation, shared_bias=recipe.mlp_bias)
     if recipe.dense_layers:
         block = block + parts.mlp("gated", ffn, recipe.activation, recipe.mlp_bias, share=dense_share)
@@ -215,15 +215,15 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
     def attention(layer_input=False):
         part = _attention(recipe, kernel, layer_input, kv_heads, conv.dropout_mask, wording.per_head, conv)
         # a hybrid's other kinds of layer mix tokens otherwise: each kind a share of the layer's terms, letter/L
-        mixers = ((L_c, parts.short_conv(recipe.conv_bias, conv, layer_input=layer_input)) if recipe.short_conv
+        others = ((L_c, mixers.short_conv(recipe.conv_bias, conv, layer_input=layer_input)) if recipe.short_conv
                   else None,
-                  (L_l, parts.gated_deltanet(conv, layer_input, recipe.final_state_cached)) if recipe.gated_deltanet
+                  (L_l, mixers.gated_deltanet(conv, layer_input, recipe.final_state_cached)) if recipe.gated_deltanet
                   else None)
-        mixers = [mixer for mixer in mixers if mixer is not None]
-        if mixers:
-            part = parts.scaled(part, (L - sum(letter for letter, _ in mixers)) / L)
-            for letter, mixer in mixers:
-                part = part + parts.scaled(mixer, letter / L)
+        others = [other for other in others if other is not None]
+        if others:
+            part = parts.scaled(part, (L - sum(letter for letter, _ in others)) / L)
+            for letter, other in others:
+                part = part + parts.scaled(other, letter / L)
         return part
 
     def drop(block):  # x + dropout(block(x)): the mask of the block's output
@@ -236,7 +236,7 @@ def layer(recipe: Recipe, kernel: str = "fused", backend=CUDA, ffn: Expr = f, kv
         return _mlp_block(recipe, ffn=ffn)
 
     def mixer(share=Integer(1)):  # on a GPU backend the fused CUDA kernel's tensors, on CPU the torch path's
-        return parts.mamba2_mixer(recipe.mamba_gate, recipe.mamba_in_bias, recipe.mamba_conv_bias,
+        return mixers.mamba2_mixer(recipe.mamba_gate, recipe.mamba_in_bias, recipe.mamba_conv_bias,
                                   recipe.mamba_out_bias, share, kernel="torch" if conv.name == "cpu" else "fused")
 
     if recipe.mamba == "parallel":  # Falcon-H1: x + mamba(n(x)) + attn(n(x)), then h + mlp(norm(h))
@@ -281,7 +281,7 @@ def model_side(recipe: Recipe, tied: bool, positions: Expr | None = None,
     side = parts.embeddings(tied, recipe.norm, positions, logits_bias=recipe.logits_bias)
     if recipe.altup:  # Gemma 3n's per-layer embedding and its projection, the AltUp projections in and out
         from ...core.dims import V_p, h_p, n_u
-        side = side + parts.gemma3n_model_side(n_u, h_p, V_p)
+        side = side + gemma3n_parts.gemma3n_model_side(n_u, h_p, V_p)
     return parts.cite(side, wording)
 
 
@@ -372,29 +372,29 @@ def _gemma3n_layer(recipe: Recipe, kernel: str, ffn: Expr = f, kv_heads: Expr = 
     K, V: they read the last earlier layer of their type's K and V — on the fused kernel (native GQA, no
     copy) they keep nothing of them; HF's eager path copies them to a heads (repeat_kv), which that layer keeps,
     unless g = a (``kv_shared_unrepeated``: repeat_kv returns them). ``kv_heads``: g. Each layer is billed its slice of the model-level per-layer inputs
-    (:func:`parts.per_layer_input_slice`)."""
+    (:func:`gemma3n_parts.per_layer_input_slice`)."""
     from ...core.dims import L, L_kv, L_sp, h_p, n_u, r_l
 
     width = head_width(recipe)
     own = (L - L_kv) / L if recipe.kv_shared_layers else Integer(1)
     sparse = L_sp / L if recipe.sparse_layers else Integer(0)
     q, kv = a * width, kv_heads * width
-    params = [*parts._linear_params("attention/query", h, q, recipe.qkv_bias, parts.GEMMA3N),
-              *parts._linear_params("attention/key", h, kv, recipe.qkv_bias, parts.GEMMA3N,
+    params = [*parts._linear_params("attention/query", h, q, recipe.qkv_bias, gemma3n_parts.GEMMA3N),
+              *parts._linear_params("attention/key", h, kv, recipe.qkv_bias, gemma3n_parts.GEMMA3N,
                                     share=own),
-              *parts._linear_params("attention/value", h, kv, recipe.qkv_bias, parts.GEMMA3N,
+              *parts._linear_params("attention/value", h, kv, recipe.qkv_bias, gemma3n_parts.GEMMA3N,
                                     share=own),
-              *parts._linear_params("attention/output", q, h, recipe.o_bias, parts.GEMMA3N)]
+              *parts._linear_params("attention/output", q, h, recipe.o_bias, gemma3n_parts.GEMMA3N)]
     projections = parts.Part(
         tuple(params),
         (parts._tokens("attention/qkv_input", h, note="input_layernorm's output: the Q, K, V projections' and "
-                       "LAuReL's input", source=parts.GEMMA3N),),
-        (parts._linear("attention/query", h, q, parts.GEMMA3N),
-         parts._linear("attention/key", h, kv, parts.GEMMA3N, batch=own),
-         parts._linear("attention/value", h, kv, parts.GEMMA3N, batch=own)))
-    norms = (parts.gemma3n_norm("attention/query_norm", width, a, heads=True)
-             + parts.gemma3n_norm("attention/key_norm", width, kv_heads, share=own, heads=True)
-             + parts.gemma3n_norm("attention/value_norm", width, kv_heads, with_scale=False, share=own, heads=True))
+                       "LAuReL's input", source=gemma3n_parts.GEMMA3N),),
+        (parts._linear("attention/query", h, q, gemma3n_parts.GEMMA3N),
+         parts._linear("attention/key", h, kv, gemma3n_parts.GEMMA3N, batch=own),
+         parts._linear("attention/value", h, kv, gemma3n_parts.GEMMA3N, batch=own)))
+    norms = (gemma3n_parts.gemma3n_norm("attention/query_norm", width, a, heads=True)
+             + gemma3n_parts.gemma3n_norm("attention/key_norm", width, kv_heads, share=own, heads=True)
+             + gemma3n_parts.gemma3n_norm("attention/value_norm", width, kv_heads, with_scale=False, share=own, heads=True))
     core = parts.attention_core(width, kv_heads, kernel)
     # a shared layer's K, V are the producer's storages: the fused kernel reads them as they are (native GQA), and
     # eager's repeat_kv copies them to a heads unless g = a (then it returns them)
@@ -406,9 +406,9 @@ def _gemma3n_layer(recipe: Recipe, kernel: str, ffn: Expr = f, kv_heads: Expr = 
     attention = projections + norms + core + parts.attention_output(width, recipe.o_bias)
     mlp = parts.mlp("gated", ffn, recipe.activation)
     if recipe.sparse_layers:
-        mlp = mlp + parts.gaussian_topk(ffn, sparse)
-    return (parts.altup(n_u, recipe.altup_correct_scale)
-            + parts.gemma3n_norm("attention/norm", h) + parts.laurel(r_l) + attention
-            + parts.gemma3n_norm("attention/post_norm", h) + parts.gemma3n_norm("mlp/norm", h) + mlp
-            + parts.gemma3n_norm("mlp/post_norm", h) + parts.per_layer_input(h_p, recipe.activation)
-            + parts.per_layer_input_slice(h_p))
+        mlp = mlp + gemma3n_parts.gaussian_topk(ffn, sparse)
+    return (gemma3n_parts.altup(n_u, recipe.altup_correct_scale)
+            + gemma3n_parts.gemma3n_norm("attention/norm", h) + gemma3n_parts.laurel(r_l) + attention
+            + gemma3n_parts.gemma3n_norm("attention/post_norm", h) + gemma3n_parts.gemma3n_norm("mlp/norm", h) + mlp
+            + gemma3n_parts.gemma3n_norm("mlp/post_norm", h) + gemma3n_parts.per_layer_input(h_p, recipe.activation)
+            + gemma3n_parts.per_layer_input_slice(h_p))

@@ -28,8 +28,8 @@ ranks, so under balanced routing the activations per GPU do not shrink while
 the expert parameters do.
 
 The routed MLP is a recipe of the parts the composed families use
-(:func:`.parts.moe_layer`: :func:`.parts.moe_router`, :func:`.parts.routed_experts`,
-:func:`.parts.shared_experts` with or without its gate) — one code path for
+(:func:`.expert_parts.moe_layer`: :func:`.expert_parts.moe_router`, :func:`.expert_parts.routed_experts`,
+:func:`.expert_parts.shared_experts` with or without its gate) — one code path for
 Mixtral, Qwen2-MoE and the composed Qwen-MoE/DeepSeek layers; this module adds
 the LLaMA attention around it and its Mixtral/Qwen2-MoE routing conventions.
 
@@ -47,14 +47,14 @@ from sympy import Expr
 
 from ...core.dims import E, E_s, b, e, f_e, g, h, k, s
 from ...core.tensors import Axis, Inventory, SavedTensor
-from . import llama, parts
+from . import expert_parts, llama, parts
 from .conventions import CUDA, conventions
 
 HF_MIXTRAL = "HF transformers 5.24.0 MixtralSparseMoeBlock"
 MOE = "Fedus et al. 2021 §2.1; Jiang et al. 2024 §2.1 (Mixtral)"
 
 #: Balanced routing: every expert receives the same share of the s·b·k assignments.
-BALANCED = parts.balanced_tokens(E, k)
+BALANCED = expert_parts.balanced_tokens(E, k)
 
 HF_QWEN2_MOE = "HF transformers 5.24.0 Qwen2MoeSparseMoeBlock"
 
@@ -99,10 +99,10 @@ def moe_part(expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k, shared_
              tokens_per_expert: Expr | None = None, style=MIXTRAL) -> parts.Part:
     """The routed MLP (after its RMSNorm) as a recipe of parts — router, routed experts, and
     ``shared_experts`` shared experts of width ``expert_ffn`` each (one gated MLP of width E_s·f_e,
-    as HF builds it) — the same parts the composed families use (``parts.moe_layer``)."""
+    as HF builds it) — the same parts the composed families use (``expert_parts.moe_layer``)."""
     style = routing(style)
     shared = None if shared_experts == 0 else shared_experts * expert_ffn
-    return parts.moe_layer(_router_of(style), expert_ffn, experts, top_k, shared, style.shared_gate,
+    return expert_parts.moe_layer(_router_of(style), expert_ffn, experts, top_k, shared, style.shared_gate,
                            tokens_per_expert=tokens_per_expert, source=style.source, paper=MOE)
 
 
@@ -135,7 +135,7 @@ def parameters(expert_ffn: Expr = f_e, experts: Expr = E, top_k: Expr = k, share
     dense = llama.parameters(tied=tied, positions=positions, kv_heads=kv_heads)
     moe = list(moe_part(expert_ffn, experts, top_k, shared_experts, style=style).params)
     if active:  # the k experts a token goes through: the routed part's stacked weights at k of E
-        held = {p.name: p for p in parts.routed_experts(_router_of(routing(style)), expert_ffn, top_k, top_k).params}
+        held = {p.name: p for p in expert_parts.routed_experts(_router_of(routing(style)), expert_ffn, top_k, top_k).params}
         moe = [replace(held[p.name], note="k experts (N_active)") if p.name in held else p for p in moe]
     terms = [t for t in dense if not t.name.startswith("layer/mlp/") or t.name == "layer/mlp/norm_weight"]
     return Inventory(tuple(terms[:6] + moe + terms[6:]))

@@ -86,10 +86,10 @@ def kernel_note(recipe: Recipe, dims: dict, seq: int) -> str:
     from sympy import Add
 
     from ...core.dims import SYMBOLS
-    from ..architectures import parts
+    from ..architectures import mixers, parts
 
     def total(kernel):
-        mixer = parts.mamba2_mixer(recipe.mamba_gate, kernel=kernel)
+        mixer = mixers.mamba2_mixer(recipe.mamba_gate, kernel=kernel)
         return Add(*(term.bytes for term in mixer.saved))
 
     values = {SYMBOLS[k]: v for k, v in dims.items() if k in SYMBOLS} | {SYMBOLS["s"]: seq, SYMBOLS["b"]: 1}

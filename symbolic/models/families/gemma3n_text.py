@@ -3,8 +3,8 @@ google/gemma-3n-E2B, -E4B), as ``modeling_gemma3n.py`` and ``configuration_gemma
 5.24.0 build it (lines cited are modeling_gemma3n.py's unless named).
 
 Gemma3nTextDecoderLayer (:1248-1322), wired in ``architectures.composed._gemma3n_layer`` from the parts
-``parts.altup``, ``parts.laurel``, ``parts.gemma3n_norm``, ``parts.per_layer_input``,
-``parts.per_layer_input_slice`` and ``parts.gaussian_topk``:
+``gemma3n_parts.altup``, ``gemma3n_parts.laurel``, ``gemma3n_parts.gemma3n_norm``, ``gemma3n_parts.per_layer_input``,
+``gemma3n_parts.per_layer_input_slice`` and ``gemma3n_parts.gaussian_topk``:
 
 - AltUp (Gemma3nTextAltUp, :976-1073): the layer's input is ``altup_num_inputs`` (n_u) streams of h;
   ``predict`` mixes them by per-token coefficients from a router on the active stream, ``correct`` adds

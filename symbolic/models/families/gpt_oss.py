@@ -15,7 +15,7 @@ GptOssMLP (:133-146): GptOssTopKRouter (:117-130: linear h → E with bias, top-
 over the k in the activation dtype) and GptOssExperts (:68-114): per expert a gate|up matmul
 (E×h×2f_e, gate and up interleaved) plus a bias, ``_apply_gate`` (:82-88: gate clamped above at
 ``swiglu_limit``, up clamped both sides, glu = gate·sigmoid(``swiglu_alpha``·gate), (up + 1)·glu), down
-(E×f_e×h) plus a bias, the routing weight's multiply and ``index_add_``: ``parts.clamped_swiglu_experts``.
+(E×f_e×h) plus a bias, the routing weight's multiply and ``index_add_``: ``expert_parts.clamped_swiglu_experts``.
 ``hidden_act`` is not read by HF's gpt_oss (the experts' activation is fixed).
 ``layer_types`` (default sliding, full, sliding, ...: configuration_gpt_oss.py:84-87): a sliding layer
 applies ``sliding_window`` as a mask (:284, :467-470), so what it keeps and what FlopCounterMode counts

@@ -3,7 +3,7 @@
 
 Lfm2DecoderLayer (modeling_lfm2.py:386-429): x + mixer(operator_norm(x)), then h + MLP(ffn_norm(h)), both
 norms Llama's eager RMSNorm (Lfm2RMSNorm, :44-59). Its mixer differs by layer: ``layer_types[i] == "conv"``
-(L_c of them) is Lfm2ShortConv (:316-383, :func:`~symbolic.models.architectures.parts.short_conv`), any
+(L_c of them) is Lfm2ShortConv (:316-383, :func:`~symbolic.models.architectures.mixers.short_conv`), any
 other kind Lfm2Attention (:201-258): GQA without biases, an RMSNorm over each head of Q and K before RoPE
 (``q_layernorm``, ``k_layernorm``), heads of ``head_dim`` when the config has one, else h/a. Lfm2MLP
 (:111-128): SwiGLU, w2(silu(w1(x))·w3(x)), its width ``intermediate_size`` adjusted when

@@ -4,7 +4,7 @@ PhimoeDecoderLayer: pre-LayerNorm (``nn.LayerNorm`` with bias, also the final no
 PhimoeAttention: Llama's (Q, K, V, O with ``attention_bias``, full rotary by ``rotate_half``);
 PhimoeSparseMoeBlock: PhimoeTopKRouter (h → E, no bias) and ``sparsemixer`` — two rounds of a
 threshold mask, a Gumbel-sampled expert and a softmax, with PhimoeMultiplier's straight-through
-gradient (``architectures.parts.sparsemixer_saved``) — and PhimoeExperts, the eager experts
+gradient (``architectures.expert_parts.sparsemixer_saved``) — and PhimoeExperts, the eager experts
 loop of width ``intermediate_size``; ``input_jitter_noise`` > 0 multiplies the router's input in
 place by uniform noise, twice (the block's and the router's); ``lm_head_bias``.
 """

@@ -5,7 +5,7 @@ Qwen3NextDecoderLayer (modeling_qwen3_next.py:871-937): x + mixer(input_layernor
 h + MLP(post_attention_layernorm(h)); every norm Qwen3NextRMSNorm (:126-143): in fp32, × (1 + weight), cast
 back (Gemma's, ``rmsnorm_offset``). The mixer differs by layer: ``layer_types[i] == "linear_attention"``
 (L_l of them; by default every layer but each ``full_attention_interval``-th, 4) is Qwen3NextGatedDeltaNet
-(:583-769, :func:`~symbolic.models.architectures.parts.gated_deltanet`), "full_attention" is
+(:583-769, :func:`~symbolic.models.architectures.mixers.gated_deltanet`), "full_attention" is
 Qwen3NextAttention (:229-304): GQA of ``head_dim`` with Q's projection doubled for an output gate
 (sigmoid(gate) × the attention's output before o_proj), a per-head RMSNorm (1 + weight) on Q and K,
 partial rotary (``partial_rotary_factor``, 0.25 by default) by ``torch.cat``. The MLP: Qwen3NextSparseMoeBlock
@@ -93,7 +93,7 @@ def kernel_note(recipe: Recipe, values: dict, positions: int) -> str:
             "and the chunks' solved A; fla bc3b101 fla/ops/gated_delta_rule/chunk.py:310) when they are installed; "
             "HF's torch path (CPU, or without them; traced exactly) keeps the fp32 chunk products, their 64×64 "
             f"matrices and the scan's states: {int(at):,} B per linear-attention layer more at s = {seq:,}, b = 1 "
-            "(the difference of parts.gated_deltanet's two inventories; 81,920·b·H_v·⌈s/64⌉ B of it are the five "
+            "(the difference of mixers.gated_deltanet's two inventories; 81,920·b·H_v·⌈s/64⌉ B of it are the five "
             "fp32 64 × 64 matrices per chunk and value head). FLOPs are the torch path's (padded to 64·⌈s/64⌉ "
             "positions, its triangular solves' backward matmuls), which the FLA kernels do not count the same "
             "way; that difference is not itemised")
