@@ -101,3 +101,22 @@ def test_stored_result_displays_are_one_block_with_a_full_fold(path):
             assert "<pre></pre></details>" not in page, f"{path.name}: an empty fold in a stored display"
             assert not page.startswith('<pre style="white-space:pre;overflow-x:auto'), \
                 f"{path.name}: rich's own display output stored beside a result"
+
+
+#: The packages a notebook may import (the README's "Python" section names them): the public API and the
+#: engine's layers by package.
+NOTEBOOK_API = ("symbolic", "symbolic.api", "symbolic.core", "symbolic.models", "symbolic.layout", "symbolic.ledgers",
+                "symbolic.bill", "symbolic.step", "symbolic.claims", "symbolic.render")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_notebook_imports_only_the_api_the_readme_names(path):
+    """Issue 45: the notebooks imported internal modules the README did not present; the README now names
+    the packages a notebook may import, and each notebook keeps to them."""
+    readme = (path.parent.parent / "README.md").read_text()
+    for package in NOTEBOOK_API[2:]:
+        assert f"`{package}`" in readme, package
+    for cell in _code_cells(path):
+        for module in re.findall(r"^\s*(?:from|import)\s+(symbolic[\w.]*)", _source(cell), flags=re.M):
+            assert any(module == api or module.startswith(api + ".") for api in NOTEBOOK_API[1:]) or \
+                module == "symbolic", (path.name, module)
