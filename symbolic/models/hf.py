@@ -244,6 +244,16 @@ def from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.js
     return replace(model, seq=default_seq(model.seq), max_positions=model.seq)
 
 
+#: Multimodal configs whose text model is their ``text_config``: model_type -> (the text model's type, what
+#: of the rest is not counted). Llama4Config (its Llama4TextConfig); Gemma3nConfig (Gemma3nTextConfig,
+#: Gemma3nForCausalLM).
+WRAPPED_TEXT_MODELS = {
+    "llama4": ("llama4_text", "the vision tower and the multimodal projector are"),
+    "gemma3n": ("gemma3n_text", "the vision tower (vision_config), the audio tower (audio_config) and their "
+                                "multimodal embedders are"),
+}
+
+
 def _from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.json",
                   positions_follow_seq: bool = False) -> ModelConfig:
     """The :class:`ModelConfig` of a parsed HF ``config.json``.
@@ -259,26 +269,17 @@ def _from_hf_dict(raw: dict, name: str, source: str = "", where: str = "config.j
     """
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a config.json holds one JSON object, not {type(raw).__name__}")
-    if raw.get("model_type") == "llama4":  # Llama4Config: the text model is its text_config (Llama4TextConfig)
+    wrapper = WRAPPED_TEXT_MODELS.get(raw.get("model_type"))
+    if wrapper is not None:  # a multimodal config: the text model is its text_config
+        text_type, not_counted = wrapper
         text = raw.get("text_config")
         if not isinstance(text, dict):
-            raise ConfigError(f"{where}: model_type 'llama4' needs its text_config (a JSON object with the text "
-                              "model's fields); or give that object as a file with model_type 'llama4_text'")
-        model = _from_hf_dict({**text, "model_type": "llama4_text"}, name, source, f"{where}: text_config",
+            raise ConfigError(f"{where}: model_type {raw['model_type']!r} needs its text_config (a JSON object with "
+                              f"the text model's fields); or give that object as a file with model_type {text_type!r}")
+        model = _from_hf_dict({**text, "model_type": text_type}, name, source, f"{where}: text_config",
                               positions_follow_seq)
         return replace(model, approximations=model.approximations + (
-            "model_type 'llama4': its text model (text_config) is billed; the vision tower and the multimodal "
-            "projector are not counted",))
-    if raw.get("model_type") == "gemma3n":  # Gemma3nConfig: the text model is its text_config (Gemma3nTextConfig)
-        text = raw.get("text_config")
-        if not isinstance(text, dict):
-            raise ConfigError(f"{where}: model_type 'gemma3n' needs its text_config (a JSON object with the text "
-                              "model's fields); or give that object as a file with model_type 'gemma3n_text'")
-        model = _from_hf_dict({**text, "model_type": "gemma3n_text"}, name, source, f"{where}: text_config",
-                              positions_follow_seq)
-        return replace(model, approximations=model.approximations + (
-            "model_type 'gemma3n': its text model (text_config, Gemma3nForCausalLM) is billed; the vision tower "
-            "(vision_config), the audio tower (audio_config) and their multimodal embedders are not counted",))
+            f"model_type {raw['model_type']!r}: its text model (text_config) is billed; {not_counted} not counted",))
     if raw.get("model_type") in BY_ARCHITECTURE:
         model_type = raw["model_type"]
         architecture, family = BY_ARCHITECTURE[model_type]

@@ -10,7 +10,7 @@ share L_s/L of the layer's terms and the attention layers (L − L_s)/L.
 """
 from ..config import Recipe, default_seq
 from .base import Read, source
-from .falcon_h1 import chunk_note, kernel_note, mamba_letters
+from .falcon_h1 import chunk_note, kernel_note, mamba_checks, mamba_letters
 
 MODEL_TYPE = "bamba"
 TITLE = "Bamba"
@@ -26,16 +26,7 @@ DEFAULTS = {"intermediate_size": 14336, "max_position_embeddings": 262144, "num_
 
 
 def read(fields) -> Read:
-    dropout = fields.value("attention_dropout")
-    if dropout not in (0, 0.0, None):
-        fields.refuse("attention_dropout", dropout, "attention_dropout 0 (a dropout mask on the scores is not "
-                      "modelled for Bamba)")
-    act = fields.activation()
-    if act != "silu":  # the mixer's conv1d activation is hidden_act too; its saved input is silu's
-        fields.refuse("hidden_act", act, "hidden_act silu (the Mamba2 mixer's conv activation is modelled as silu)")
-    limit = fields.value("time_step_limit")
-    if not isinstance(limit, (list, tuple)) or len(limit) != 2:  # HF clamps dt to it on every call
-        fields.refuse("time_step_limit", limit, "time_step_limit as a pair (min, max)")
+    act = mamba_checks(fields, "Bamba")
     expand = fields.value("mamba_expand")
     if isinstance(expand, bool) or not isinstance(expand, int) or expand <= 0:
         fields.refuse("mamba_expand", expand, "mamba_expand a positive integer")

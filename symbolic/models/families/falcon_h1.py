@@ -44,6 +44,23 @@ def _number_list(fields, name: str, length: int) -> list:
     return list(value)
 
 
+def mamba_checks(fields, title: str) -> str:
+    """What every Mamba2 hybrid's reader refuses in one line (Falcon-H1, Bamba, Granite-4.0-H): attention
+    dropout (no mask modelled), a conv activation other than SiLU (its saved input is silu's), and a
+    ``time_step_limit`` that is not the (min, max) pair HF clamps dt to on every call. Returns the activation."""
+    dropout = fields.value("attention_dropout")
+    if dropout not in (0, 0.0, None):
+        fields.refuse("attention_dropout", dropout, "attention_dropout 0 (a dropout mask on the scores is not "
+                      f"modelled for {title})")
+    act = fields.activation()
+    if act != "silu":  # the mixer's conv1d activation is hidden_act too; its saved input is silu's
+        fields.refuse("hidden_act", act, "hidden_act silu (the Mamba2 mixer's conv activation is modelled as silu)")
+    limit = fields.value("time_step_limit")
+    if not isinstance(limit, (list, tuple)) or len(limit) != 2:  # HF clamps dt to it on every call
+        fields.refuse("time_step_limit", limit, "time_step_limit as a pair (min, max)")
+    return act
+
+
 def mamba_letters(fields, inner: int, heads_field: str = "mamba_n_heads", head_field: str = "mamba_d_head",
                   groups_field: str = "mamba_n_groups", state_field: str = "mamba_d_state",
                   conv_field: str = "mamba_d_conv", chunk_field: str = "mamba_chunk_size") -> dict:
@@ -86,7 +103,7 @@ def kernel_note(recipe: Recipe, dims: dict, seq: int) -> str:
     from sympy import Add
 
     from ...core.dims import SYMBOLS
-    from ..architectures import mixers, parts
+    from ..architectures import mixers
 
     def total(kernel):
         mixer = mixers.mamba2_mixer(recipe.mamba_gate, kernel=kernel)
@@ -107,16 +124,7 @@ def kernel_note(recipe: Recipe, dims: dict, seq: int) -> str:
 
 
 def read(fields) -> Read:
-    dropout = fields.value("attention_dropout")
-    if dropout not in (0, 0.0, None):
-        fields.refuse("attention_dropout", dropout, "attention_dropout 0 (a dropout mask on the scores is not "
-                      "modelled for Falcon-H1)")
-    act = fields.activation()
-    if act != "silu":  # the mixer's conv1d activation is hidden_act too; its saved input is silu's
-        fields.refuse("hidden_act", act, "hidden_act silu (the Mamba2 mixer's conv activation is modelled as silu)")
-    limit = fields.value("time_step_limit")
-    if not isinstance(limit, (list, tuple)) or len(limit) != 2:  # HF clamps dt to it on every call
-        fields.refuse("time_step_limit", limit, "time_step_limit as a pair (min, max)")
+    act = mamba_checks(fields, "Falcon-H1")
     inner = fields.count("mamba_d_ssm")
     if inner is None:
         expand = fields.value("mamba_expand")

@@ -18,7 +18,7 @@ average.
 """
 from ..config import Recipe, default_seq
 from .base import Read, multiplier_note, source
-from .falcon_h1 import chunk_note, kernel_note, mamba_letters
+from .falcon_h1 import chunk_note, kernel_note, mamba_checks, mamba_letters
 
 MODEL_TYPE = "granitemoehybrid"
 TITLE = "Granite-4.0-H (GraniteMoeHybrid)"
@@ -52,16 +52,7 @@ def mamba_layers(fields) -> int:
 
 
 def read(fields) -> Read:
-    dropout = fields.value("attention_dropout")
-    if dropout not in (0, 0.0, None):
-        fields.refuse("attention_dropout", dropout, "attention_dropout 0 (a dropout mask on the scores is not "
-                      "modelled for Granite-4.0-H)")
-    act = fields.activation()
-    if act != "silu":  # the mixer's conv1d activation is hidden_act too; its saved input is silu's
-        fields.refuse("hidden_act", act, "hidden_act silu (the Mamba2 mixer's conv activation is modelled as silu)")
-    limit = fields.value("time_step_limit")
-    if not isinstance(limit, (list, tuple)) or len(limit) != 2:  # HF clamps dt to it on every call
-        fields.refuse("time_step_limit", limit, "time_step_limit as a pair (min, max)")
+    act = mamba_checks(fields, "Granite-4.0-H")
     expand = fields.value("mamba_expand")
     if isinstance(expand, bool) or not isinstance(expand, int) or expand <= 0:
         fields.refuse("mamba_expand", expand, "mamba_expand a positive integer")
