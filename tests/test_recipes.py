@@ -7,7 +7,7 @@ from sympy import expand
 from symbolic.core.dims import V, a, b, f, g, h, s
 from symbolic.core.tensors import Axis, Group
 from symbolic.ledgers import activations
-from symbolic.models.architectures import composed, gpt, llama, output, parts
+from symbolic.models.architectures import composed, expert_parts, gpt, llama, output, parts
 from symbolic.models.config import Recipe
 
 S, T, LI, BODY, CORE = Axis.SEQUENCE, Axis.TENSOR, Group.LAYER_INPUT, Group.BODY, Group.ATTENTION_CORE
@@ -16,14 +16,15 @@ S, T, LI, BODY, CORE = Axis.SEQUENCE, Axis.TENSOR, Group.LAYER_INPUT, Group.BODY
 def calls(monkeypatch, build):
     """The part functions ``build()`` calls, in order (each wrapped to record its name)."""
     seen = []
-    for name in ("norm", "attention_projections", "qk_norm", "attention_core", "attention_output", "mlp",
-                 "block_dropout", "embeddings", "moe"):
-        real = getattr(parts, name)
+    for module, name in [*((parts, name) for name in ("norm", "attention_projections", "qk_norm", "attention_core",
+                                                       "attention_output", "mlp", "block_dropout", "embeddings")),
+                         (expert_parts, "moe")]:
+        real = getattr(module, name)
 
         def spy(*args, _real=real, _name=name, **kwargs):
             seen.append(_name)
             return _real(*args, **kwargs)
-        monkeypatch.setattr(parts, name, spy)
+        monkeypatch.setattr(module, name, spy)
     build()
     return seen
 
