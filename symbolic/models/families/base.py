@@ -92,6 +92,24 @@ def math_path_gap(recipe: Recipe, values: dict) -> tuple[str, int]:
     return sstr(gap).replace("**", "^"), int(gap.subs({SYMBOLS[k]: v for k, v in values.items() if k in SYMBOLS}))
 
 
+def no_attention_dropout(fields, title: str) -> None:
+    """Refuse ``attention_dropout`` > 0 in one line for a family whose attention has no dropout part: a
+    mask on the probabilities that the bill would not count."""
+    dropout = fields.value("attention_dropout")
+    if dropout not in (0, 0.0, None):
+        fields.refuse("attention_dropout", dropout, "attention_dropout 0 (a dropout mask on the probabilities is "
+                      f"not modelled for {title})")
+
+
+def expert_counts(fields, experts_field: str, top_k_field: str = "num_experts_per_tok") -> tuple[int, int]:
+    """(E, k) of an MoE family's config, refusing k > E in one line (no router picks more experts than
+    there are)."""
+    experts, top_k = fields.count(experts_field), fields.count(top_k_field)
+    if top_k > experts:
+        fields.refuse(top_k_field, top_k, f"at most {experts_field} ({experts}) experts per token")
+    return experts, top_k
+
+
 def dropout_rate(fields, name: str) -> float:
     """A dropout probability field (``attention_dropout``, ``residual_dropout``): a number in [0, 1), 0 when
     null. HF applies it in training mode only (``training=self.training``), which is what the bill counts."""

@@ -19,7 +19,7 @@ activation dtype; Ernie4_5_MoeExperts' eager loop (:297-333) of E experts of
 when that count is positive (:369-371).
 """
 from ..config import Recipe
-from .base import Read, head_width, source
+from .base import Read, expert_counts, head_width, source
 
 MODEL_TYPE = "ernie4_5_moe"
 TITLE = "ERNIE-4.5 (MoE)"
@@ -52,9 +52,7 @@ def moe_layers(fields) -> int:
 
 
 def read(fields) -> Read:
-    experts, top_k = fields.count("moe_num_experts"), fields.count("moe_k")
-    if top_k > experts:
-        fields.refuse("moe_k", top_k, f"at most moe_num_experts ({experts}) experts per token")
+    experts, top_k = expert_counts(fields, "moe_num_experts", "moe_k")
     shared = fields.value("moe_num_shared_experts")
     if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
         fields.refuse("moe_num_shared_experts", shared, "moe_num_shared_experts as a non-negative integer")

@@ -11,7 +11,7 @@ depthwise causal conv1d (``mamba_conv_bias``), the chunked scan, y·silu(z) or t
 (``mamba_rms_norm``, ``mamba_norm_before_gate``), out_proj (``projectors_bias``).
 """
 from ..config import Recipe
-from .base import Read, multiplier_note, source
+from .base import Read, multiplier_note, no_attention_dropout, source
 
 MODEL_TYPE = "falcon_h1"
 TITLE = "Falcon-H1"
@@ -48,10 +48,7 @@ def mamba_checks(fields, title: str) -> str:
     """What every Mamba2 hybrid's reader refuses in one line (Falcon-H1, Bamba, Granite-4.0-H): attention
     dropout (no mask modelled), a conv activation other than SiLU (its saved input is silu's), and a
     ``time_step_limit`` that is not the (min, max) pair HF clamps dt to on every call. Returns the activation."""
-    dropout = fields.value("attention_dropout")
-    if dropout not in (0, 0.0, None):
-        fields.refuse("attention_dropout", dropout, "attention_dropout 0 (a dropout mask on the scores is not "
-                      f"modelled for {title})")
+    no_attention_dropout(fields, title)
     act = fields.activation()
     if act != "silu":  # the mixer's conv1d activation is hidden_act too; its saved input is silu's
         fields.refuse("hidden_act", act, "hidden_act silu (the Mamba2 mixer's conv activation is modelled as silu)")

@@ -34,7 +34,7 @@ Gemma3nTextDecoderLayer (:1248-1322), wired in ``architectures.composed._gemma3n
 from dataclasses import replace
 
 from ..config import Recipe
-from .base import Read, source
+from .base import Read, no_attention_dropout, source
 
 MODEL_TYPE = "gemma3n_text"
 TITLE = "Gemma 3n (text)"
@@ -123,10 +123,7 @@ def read(fields) -> Read:
     layers, hidden, heads = fields.layers, fields.hidden, fields.heads
     if hidden % heads:  # Gemma3nTextConfig.validate_architecture
         fields.refuse("num_attention_heads", heads, f"heads that divide hidden_size ({hidden})")
-    dropout = fields.value("attention_dropout")
-    if dropout not in (0, 0.0, None):
-        fields.refuse("attention_dropout", dropout, "attention_dropout 0 (a dropout mask on the probabilities is "
-                      "not modelled for Gemma 3n)")
+    no_attention_dropout(fields, 'Gemma 3n')
     streams = fields.count("altup_num_inputs")
     if streams < 2:
         fields.refuse("altup_num_inputs", streams, "at least 2 AltUp streams (with one, the per-layer input reaches "

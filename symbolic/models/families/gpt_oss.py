@@ -23,7 +23,7 @@ are a full layer's on the traced path.
 """
 from .. import windows
 from ..config import Recipe
-from .base import Read, source
+from .base import Read, expert_counts, no_attention_dropout, source
 
 MODEL_TYPE = "gpt_oss"
 TITLE = "gpt-oss"
@@ -60,13 +60,8 @@ def layer_kinds(fields) -> tuple[int, int]:
 
 
 def read(fields) -> Read:
-    experts, top_k = fields.count("num_local_experts"), fields.count("num_experts_per_tok")
-    if top_k > experts:
-        fields.refuse("num_experts_per_tok", top_k, f"at most num_local_experts ({experts}) experts per token")
-    dropout = fields.value("attention_dropout")
-    if dropout not in (0, 0.0, None):
-        fields.refuse("attention_dropout", dropout, "attention_dropout 0 (a dropout mask on the probabilities is "
-                      "not modelled for gpt-oss)")
+    experts, top_k = expert_counts(fields, "num_local_experts")
+    no_attention_dropout(fields, 'gpt-oss')
     for name in ("swiglu_alpha", "swiglu_limit"):  # multiplies and clamps by Python numbers: no tensor kept
         value = fields.value(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -6,7 +6,7 @@ K, V, O. GraniteMoeTopKRouter: logits cast to fp32, top-k of the logits, then a 
 k, cast back to bf16; GraniteMoeExperts: the eager experts loop of width ``intermediate_size``.
 """
 from ..config import Recipe
-from .base import Read, multiplier_note, source
+from .base import Read, expert_counts, multiplier_note, source
 
 MODEL_TYPE = "granitemoe"
 TITLE = "GraniteMoE"
@@ -24,9 +24,7 @@ DEFAULTS = {"intermediate_size": 11008, "max_position_embeddings": 2048, "num_ke
 
 
 def read(fields) -> Read:
-    experts, top_k = fields.count("num_local_experts"), fields.count("num_experts_per_tok")
-    if top_k > experts:
-        fields.refuse("num_experts_per_tok", top_k, f"at most num_local_experts ({experts}) experts per token")
+    experts, top_k = expert_counts(fields, "num_local_experts")
     bias = fields.flag("attention_bias")
     recipe = Recipe(MODEL_TYPE, qkv_bias=bias, o_bias=bias, activation=fields.activation(), moe="granitemoe")
     ffn = fields.count("intermediate_size")

@@ -15,7 +15,7 @@ width ``intermediate_size`` (its input scaled by its score), a shared expert of 
 L_n/L): totals over the model exact, a layer's terms the layers' average.
 """
 from ..config import Recipe
-from .base import Read, source
+from .base import Read, expert_counts, no_attention_dropout, source
 
 MODEL_TYPE = "llama4_text"
 TITLE = "Llama 4 (text)"
@@ -61,13 +61,8 @@ def layer_kinds(fields) -> tuple[int, int]:
 
 
 def read(fields) -> Read:
-    experts, top_k = fields.count("num_local_experts"), fields.count("num_experts_per_tok")
-    if top_k > experts:
-        fields.refuse("num_experts_per_tok", top_k, f"at most num_local_experts ({experts}) experts per token")
-    dropout = fields.value("attention_dropout")
-    if dropout not in (0, 0.0, None):
-        fields.refuse("attention_dropout", dropout, "attention_dropout 0 (a dropout mask on the scores is not "
-                      "modelled for Llama 4)")
+    experts, top_k = expert_counts(fields, "num_local_experts")
+    no_attention_dropout(fields, 'Llama 4')
     dense, nope = layer_kinds(fields)
     tuning = fields.value("attn_temperature_tuning")  # HF tests its truth (Scout's file gives 4)
     if tuning is not None and not isinstance(tuning, (bool, int, float)):

@@ -14,7 +14,7 @@ and MiniMaxM2Experts' eager loop (:68-104) of E experts of ``intermediate_size``
 expert (the released files' ``shared_intermediate_size`` is not read by HF).
 """
 from ..config import Recipe
-from .base import Read, rotary_factor, source
+from .base import Read, expert_counts, no_attention_dropout, rotary_factor, source
 
 MODEL_TYPE = "minimax_m2"
 TITLE = "MiniMax-M2"
@@ -30,18 +30,13 @@ DEFAULTS = {"intermediate_size": 1536, "max_position_embeddings": 196608, "num_k
 
 
 def read(fields) -> Read:
-    experts, top_k = fields.count("num_local_experts"), fields.count("num_experts_per_tok")
-    if top_k > experts:
-        fields.refuse("num_experts_per_tok", top_k, f"at most num_local_experts ({experts}) experts per token")
+    experts, top_k = expert_counts(fields, "num_local_experts")
     jitter = fields.value("router_jitter_noise")
     if jitter not in (0, 0.0, None):
         # the block multiplies its input in place by a uniform noise tensor in training (:111-112)
         fields.refuse("router_jitter_noise", jitter, "router_jitter_noise 0 (the in-place noise multiply is not "
                       "modelled for MiniMax-M2)")
-    dropout = fields.value("attention_dropout")
-    if dropout not in (0, 0.0, None):
-        fields.refuse("attention_dropout", dropout, "attention_dropout 0 (a dropout mask on the scores is not "
-                      "modelled for MiniMax-M2)")
+    no_attention_dropout(fields, 'MiniMax-M2')
     head_dim = fields.count("head_dim")
     rotary_dim = fields.value("rotary_dim")
     if rotary_dim is not None and (isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int)

@@ -12,7 +12,7 @@ L_a/L and (L − L_s − L_a)/L of the layer's terms: totals over the model exac
 average. MoE blocks (Nemotron-3: a latent projection, the grouped sigmoid router, relu² experts) are refused.
 """
 from ..config import Recipe, default_seq
-from .base import Read, source
+from .base import Read, no_attention_dropout, source
 from .falcon_h1 import chunk_note, kernel_note, mamba_letters
 
 MODEL_TYPE = "nemotron_h"
@@ -65,10 +65,7 @@ def read(fields) -> Read:
     if renamed:  # a file's older spelling wins, as the config's __post_init__ has it
         fields = type(fields)({**fields.raw, **renamed}, fields.model_type, fields.where,
                               (fields.layers, fields.hidden, fields.heads, fields.vocab))
-    dropout = fields.value("attention_dropout")
-    if dropout not in (0, 0.0, None):
-        fields.refuse("attention_dropout", dropout, "attention_dropout 0 (a dropout mask on the scores is not "
-                      "modelled for Nemotron-H)")
+    no_attention_dropout(fields, 'Nemotron-H')
     if fields.value("mamba_hidden_act") not in ("silu", "swish"):
         fields.refuse("mamba_hidden_act", fields.value("mamba_hidden_act"), "mamba_hidden_act silu (the Mamba2 "
                       "mixer's conv activation is modelled as silu)")

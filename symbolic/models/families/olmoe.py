@@ -10,7 +10,7 @@ Qwen3-MoE's (diffed in 5.24.0: only the experts' width differs, ``intermediate_s
 clamp keeps a copy of its input for backward (traced: 2·s·b·(a + 2g)·d_h bytes per layer).
 """
 from ..config import Recipe
-from .base import Read, source
+from .base import Read, expert_counts, source
 
 MODEL_TYPE = "olmoe"
 TITLE = "OLMoE"
@@ -32,9 +32,7 @@ def read(fields) -> Read:
     if fields.value("head_dim") not in (None, fields.hidden // fields.heads):
         # q_norm is RMSNorm(hidden_size): HF's own layer only runs with heads of width h/a
         fields.refuse("head_dim", fields.value("head_dim"), "OLMoE with heads of width hidden_size/num_attention_heads")
-    experts, top_k = fields.count("num_experts"), fields.count("num_experts_per_tok")
-    if top_k > experts:
-        fields.refuse("num_experts_per_tok", top_k, f"at most num_experts ({experts}) experts per token")
+    experts, top_k = expert_counts(fields, "num_experts")
     bias = fields.flag("attention_bias")
     recipe = Recipe(MODEL_TYPE, qkv_bias=bias, o_bias=bias, qk_norm="full", activation=fields.activation(),
                     moe="olmoe_norm" if fields.flag("norm_topk_prob") else "olmoe", clip_qkv=clip is not None)

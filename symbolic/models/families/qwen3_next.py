@@ -16,7 +16,7 @@ shared expert of ``shared_expert_intermediate_size`` behind a sigmoid gate h →
 a layer's terms the layers' average.
 """
 from ..config import Recipe
-from .base import Read, rotary_factor, source
+from .base import Read, no_attention_dropout, rotary_factor, source
 
 MODEL_TYPE = "qwen3_next"
 TITLE = "Qwen3-Next"
@@ -100,10 +100,7 @@ def kernel_note(recipe: Recipe, values: dict, positions: int) -> str:
 
 
 def read(fields) -> Read:
-    dropout = fields.value("attention_dropout")
-    if dropout not in (0, 0.0, None):
-        fields.refuse("attention_dropout", dropout, "attention_dropout 0 (a dropout mask on the scores is not "
-                      "modelled for Qwen3-Next)")
+    no_attention_dropout(fields, 'Qwen3-Next')
     rotary_factor(fields, 0.25)  # checked; the rotary part is rebuilt by torch.cat whatever its width
     kinds = layer_types(fields)
     linear = kinds.count("linear_attention")
