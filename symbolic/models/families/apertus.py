@@ -10,7 +10,7 @@ learned scalars per layer) runs as transformers' Python path (activations.py:281
 The wheel's autograd function (github.com/nickjbrowning/XIELU at 6856ca9, xielu/cuda/src/xielu_impl.cu:453,
 ``save_for_backward({x, alpha_p, alpha_n})``) keeps only the input: the bill states the difference.
 """
-from ..config import Recipe, default_seq
+from ..config import Recipe
 from .base import Read, attention_dropout_note, dropout_rate, source
 
 MODEL_TYPE = "apertus"
@@ -34,9 +34,7 @@ def read(fields) -> Read:
     kv_heads = fields.count("num_key_value_heads", fields.heads)
     head_dim = fields.count("head_dim")
     seq = fields.count("max_position_embeddings")
-    values = {"h": fields.hidden, "a": fields.heads, "g": kv_heads, "d_h": head_dim or fields.hidden // fields.heads,
-              "s": default_seq(seq), "b": 1}
-    notes = attention_dropout_note(recipe, rate, values)
+    notes = attention_dropout_note(recipe, rate, fields, kv_heads, head_dim, seq)
     if activation == "xielu":
         f = fields.count("intermediate_size")
         notes += ("xIELU is counted as transformers runs it without the optional xielu CUDA wheel (its Python path, "

@@ -8,7 +8,7 @@ relu, then square): relu keeps its output, which square reads — one (s, b, f) 
 layer keeps four (gate output, SiLU output, up output, their product) and has a third matrix.
 configuration_arcee.py:90-95 refuses a hidden_size not divisible by the heads, whatever head_dim.
 """
-from ..config import Recipe, default_seq
+from ..config import Recipe
 from .base import Read, attention_dropout_note, dropout_rate, source
 
 MODEL_TYPE = "arcee"
@@ -36,7 +36,5 @@ def read(fields) -> Read:
     kv_heads = fields.count("num_key_value_heads", fields.heads)
     head_dim = fields.count("head_dim")
     seq = fields.count("max_position_embeddings")
-    values = {"h": fields.hidden, "a": fields.heads, "g": kv_heads, "d_h": head_dim or fields.hidden // fields.heads,
-              "s": default_seq(seq), "b": 1}
     return Read(recipe, ffn=fields.count("intermediate_size"), kv_heads=kv_heads, seq=seq, head_dim=head_dim,
-                notes=attention_dropout_note(recipe, rate, values))
+                notes=attention_dropout_note(recipe, rate, fields, kv_heads, head_dim, seq))

@@ -121,14 +121,20 @@ def dropout_rate(fields, name: str) -> float:
     return float(value)
 
 
-def attention_dropout_note(recipe: Recipe, rate: float, values: dict) -> tuple[str, ...]:
+def attention_dropout_note(recipe: Recipe, rate: float, fields, kv_heads: int, head_dim: int | None,
+                           seq: int) -> tuple[str, ...]:
     """What ``attention_dropout`` changes beside the fused kernel the bill counts: torch SDPA on CPU (and its
     math fallback anywhere) does not run dropout in a fused kernel; it keeps fp32 Q, K, V at a heads, the
-    fp32 softmax, its fp32 noise and the dropped probabilities (traced). ``values``: letters -> ints."""
+    fp32 softmax, its fp32 noise and the dropped probabilities (traced). Sized at the config's default
+    sequence length, b = 1."""
     from dataclasses import replace
+
+    from ..config import default_seq
 
     if not recipe.attention_dropout:
         return ()
+    values = {"h": fields.hidden, "a": fields.heads, "g": kv_heads, "d_h": head_dim or fields.hidden // fields.heads,
+              "s": default_seq(seq), "b": 1}
     own_width = values["d_h"] * values["a"] != values["h"]  # the reader sets head_dim after read(); here already
     formula, at = math_path_gap(replace(recipe, head_dim=own_width), values)
     return (f"attention_dropout = {rate:g} is applied in training: billed as FlashAttention-2 runs it, the mask "

@@ -10,7 +10,7 @@ Both dropouts default to 0.1 (configuration_seed_oss.py:80-81) and run in traini
 tensor, CUDA: a bool mask), the attention dropout as :func:`~..architectures.parts.attention_core`
 states per kernel.
 """
-from ..config import Recipe, default_seq
+from ..config import Recipe
 from .base import Read, attention_dropout_note, dropout_rate, source
 
 MODEL_TYPE = "seed_oss"
@@ -32,9 +32,7 @@ def read(fields) -> Read:
     kv_heads = fields.count("num_key_value_heads", fields.heads)
     head_dim = fields.count("head_dim")  # SeedOssAttention reads config.head_dim as it is (:162)
     seq = fields.count("max_position_embeddings")
-    values = {"h": fields.hidden, "a": fields.heads, "g": kv_heads, "d_h": head_dim or fields.hidden // fields.heads,
-              "s": default_seq(seq), "b": 1}
-    notes = attention_dropout_note(recipe, rate, values)
+    notes = attention_dropout_note(recipe, rate, fields, kv_heads, head_dim, seq)
     if residual:
         notes += (f"residual_dropout = {residual:g} is applied in training on the attention's and the MLP's outputs "
                   "before each residual add: each keeps its mask, counted (1 byte per element on CUDA's bool mask; "

@@ -13,7 +13,7 @@ not needed here — the NoPE layers are stated, not itemised apart. ``use_slidin
 default; configuration_smollm3.py:105-112 makes only NoPE layers sliding) is stated as every family's
 window is (:func:`symbolic.models.hf._window_notes`).
 """
-from ..config import Recipe, default_seq
+from ..config import Recipe
 from .base import Read, attention_dropout_note, dropout_rate, source
 
 MODEL_TYPE = "smollm3"
@@ -55,8 +55,6 @@ def read(fields) -> Read:
         notes.append(f"{nope} of the {fields.layers} layers have no rotary positions (NoPE, no_rope_layers): HF "
                      "skips the rotary multiplies there, which keep only the model's shared cos and sin and are no "
                      "matmul, so such a layer keeps and multiplies what a RoPE layer does (traced): exact per layer")
-    values = {"h": fields.hidden, "a": fields.heads, "g": kv_heads, "d_h": head_dim or fields.hidden // fields.heads,
-              "s": default_seq(seq), "b": 1}
-    notes += attention_dropout_note(recipe, rate, values)
+    notes += attention_dropout_note(recipe, rate, fields, kv_heads, head_dim, seq)
     return Read(recipe, ffn=fields.count("intermediate_size"), kv_heads=kv_heads, seq=seq, head_dim=head_dim,
                 notes=tuple(notes))
