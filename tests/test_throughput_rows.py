@@ -325,3 +325,14 @@ def test_a_bridge_recipe_that_counts_the_embedding_and_loss_is_priced_or_refused
     assert math.isnan(refused.predicted)
     assert "--pipeline-layout 'Et|tt|tt|tL'" in refused.binding and "account_for_embedding" in refused.binding
     assert throughput.pipeline_split_recipe(_row()) is None
+
+
+@pytest.mark.parametrize("gpu", ["l40s", "rtx-4090", "gb300"])
+def test_a_ceiling_read_off_another_gpus_row_is_named(gpu):
+    """The mamf-finder table has no row for these cards: the kernel tables' approximation says whose
+    measured ceiling prices them, not only its figure."""
+    from symbolic.ledgers import hardware, kernels
+
+    hw = hardware.load(gpu)
+    tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
+    assert "has no" in tables.approximation and "ceiling assumed" in tables.approximation

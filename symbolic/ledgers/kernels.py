@@ -434,6 +434,9 @@ def for_hardware(hardware_name: str, peak_bf16_flops: float) -> KernelTables | N
     approximation = "" if measured == hardware_name else (
         f"borrowed from {gpu} (the measured kind nearest in dense BF16 peak), every efficiency × {scale:.3f} "
         f"(mamf-finder ceilings {own:.1%} / {theirs:.1%})")
+    assumed = data.get("kinds_assumed", {}).get(hardware_name)
+    if assumed:  # a ceiling read off another GPU's row: the answer says so, with whose
+        approximation += f"; {assumed}"
     fp8 = ceiling(hardware_name, "fp8")
     own_fabric = _collectives(data["measured"][measured]) if measured == hardware_name else {}
     return KernelTables(hardware_name, gpu, gemm, grouped, attention, scale, own,
