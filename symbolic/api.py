@@ -635,72 +635,18 @@ class Derivation(Result):
         return None
 
 
-def _derive_option(parser, name: str, value):
-    """One ``derive`` keyword read as its flag reads (``tp=True``: the letter t stays a
-    symbol; ``tp=8``: substituted): a switch takes only its own values, a letter
-    ``True``/``False`` or what the schema reads for it, a choice one of its choices."""
-    import argparse
-
-    from .layout.options import OPTIONS
-
-    actions = [action for action in parser._actions if action.dest == name and action.option_strings]
-    flag = actions[0].option_strings[0]
-
-    def same(x, y) -> bool:
-        return type(x) is type(y) and x == y
-
-    if all(action.nargs == 0 for action in actions):  # switches: store_true, store_false, store_const
-        allowed = [action.const for action in actions] + [actions[0].default]
-        if any(same(value, choice) for choice in allowed):
-            return value
-        raise ConfigError(f"{name}={_plain(value)}: give one of {', '.join(map(repr, dict.fromkeys(allowed)))} "
-                          f"({flag} on the command line)")
-    action = actions[0]
-    if action.const is True and isinstance(value, bool):  # --tp alone: t stays a letter
-        return value
-    if value is None and action.default is None:
-        return None
-    if name in OPTIONS:
-        return OPTIONS[name].read(value)
-    if action.choices is not None:
-        if isinstance(value, str) and value in action.choices:
-            return value
-        raise ConfigError(f"{name}={_plain(value)}: choose from {', '.join(map(str, action.choices))} "
-                          f"({flag} on the command line)")
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or action.type is None:
-        raise ConfigError(f"{name}={_plain(value)}: give what {flag} takes on the command line")
-    try:
-        return action.type(str(value))
-    except (argparse.ArgumentTypeError, ValueError) as error:
-        raise ConfigError(f"{name}={_plain(value)}: {error} ({flag} on the command line)") from None
-
-
 @_checked(read_extra=False)
 def derive(quantity: str, *, model=None, **options) -> Derivation:
     """``symbolic derive``: the expression of ``quantity`` (``"activations"``,
     ``"flops-hardware"``, a registry name) under the options of ``derive``
     (``tp=True``, ``sp=True``, ``recompute="selective"``, ``arch="llama"``,
     ``pipeline=True``, ...); with ``model``, also at its dimensions."""
-    import argparse
+    from .claims.derivation import derivation, request
 
-    from .commands import derive as command
-
-    if not isinstance(quantity, str):
-        raise ConfigError(f"quantity {_plain(quantity)}: give a quantity's name, e.g. 'activations'")
     if model is not None and not isinstance(model, (str, Path)):
         raise ConfigError(f"derive(model={_plain(model)}) takes a built-in name or a config.json path")
-    parser = argparse.ArgumentParser(add_help=False)
-    command.add_arguments(parser)
-    args = parser.parse_args([quantity])
-    known = set(vars(args)) - {"quantity", "model", "json", "latex"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise ConfigError(f"derive() got unknown option(s) {', '.join(map(_plain, unknown))}; options: "
-                          f"{', '.join(sorted(known))}")
-    for name, value in options.items():
-        setattr(args, name, _derive_option(parser, name, value))
-    args.model = None if model is None else str(model)
-    return Derivation(_engine_errors(lambda: command.derivation(args)))
+    ask = request(quantity, model, **options)  # each keyword read as its flag reads
+    return Derivation(_engine_errors(lambda: derivation(ask)))
 
 
 def from_launch(kind: str, source, model=None):

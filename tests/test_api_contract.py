@@ -35,11 +35,11 @@ def test_api_does_not_import_the_clis_option_module():
 def test_api_renders_with_the_render_folder_not_the_commands():
     """The results' text and JSON come from ``symbolic/render`` (the commands print with the same functions);
     the input readers the CLI shares with the API live below both (a GPU: ``ledgers.gpus``, a margin:
-    ``bill.evaluate.margin_bytes``, issue 45); what the API still takes from ``commands`` is derive's parser."""
+    ``bill.evaluate.margin_bytes``, issue 45); derive's request is ``claims.derivation``'s, not the CLI's parser."""
     tree = ast.parse(Path(api.__file__).read_text())
     from_commands = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                      and node.module and node.module.startswith("commands") for alias in node.names}
-    assert from_commands == {("commands", "derive")}
+    assert from_commands == set()
     from symbolic.bill.evaluate import margin_bytes
     from symbolic.commands import _gpu
     from symbolic.commands.plan import parse_margin
@@ -802,3 +802,23 @@ def test_a_typed_framework_beside_from_wins_and_is_listed(capsys):
     # eager loss on the gathered logits, which the preset fills
     assert data["framework_preset"] == {"framework": "fsdp", "filled": {"loss": "eager",
                                                                        "overlap": "DP grad reduce + param gather"}}
+
+
+@pytest.mark.parametrize("argv, options", [
+    (["activations", "--tp", "8", "--sp", "--pp", "--interleave", "2"], dict(tp=8, sp=True, pp=True, interleave=2)),
+    (["states", "--zero", "3", "--lora", "16", "--base-dtype", "nf4", "--no-double-quant"],
+     dict(zero=3, lora=16, base_dtype="nf4", double_quant=False)),
+    (["params", "--model", "llama-3-8b", "--untied", "--seq", "8192"], dict(model="llama-3-8b", tied=False, seq=8192)),
+])
+def test_derive_builds_one_request_from_flags_and_keywords(argv, options):
+    """The CLI's flags and the API's keywords read into the same frozen request (issue 45: the API
+    no longer parses through the CLI's argparse parser)."""
+    import argparse
+
+    from symbolic.claims.derivation import DeriveRequest, request
+    from symbolic.commands import derive
+
+    parser = argparse.ArgumentParser()
+    derive.add_arguments(parser)
+    model = options.pop("model", None)
+    assert DeriveRequest.of(parser.parse_args(argv)) == request(argv[0], model, **options)

@@ -2,24 +2,10 @@
 from __future__ import annotations
 
 from . import _options
+from ..claims.derivation import ALIASES, DeriveRequest, derivation as derive_request
 from ..render.derive import json_data, render_text  # (render/derive.py: the API renders with them too)
 
 HELP = "print the derived expression of a quantity (activations, params, states, flops, ...)"
-
-#: Short names a user types, and the registry entries they stand for.
-ALIASES = {
-    "activations": "activations.per_layer",
-    "activations-total": "activations.stage",
-    "interleave-factor": "activations.interleave_factor",
-    "params": "params",
-    "states": "states.per_gpu",
-    "bytes-per-param": "states.bytes_per_param",
-    "flops-forward": "flops.forward",
-    "flops": "flops.model_training",
-    "flops-hardware": "flops.hardware_training",
-    "flops-per-token": "flops.kaplan_training_per_token",
-    "comm-volume": "communication.traffic",
-}
 
 
 def add_arguments(parser) -> None:
@@ -91,63 +77,6 @@ def add_arguments(parser) -> None:
     out.add_argument("--json", action="store_true", help="print JSON; `expr` parses back with sympy")
 
 
-def _substitutions(args) -> dict[str, int]:
-    """The letters given a value (``--tp 8``: t = 8), and the switches they imply."""
-    out = {}
-    for flag, letter in (("tp", "t"), ("cp", "c"), ("pp", "p"), ("interleave", "v"), ("dp", "d"),
-                         ("seq", "s"), ("micro_batch", "b"), ("ep", "e"), ("etp", "e_t")):
-        value = getattr(args, flag)
-        if value is not None and value is not True and value is not False:
-            out[letter] = value
-    args.pipeline = bool(args.pipeline or args.pp)
-    args.tp, args.cp, args.interleave = bool(args.tp), bool(args.cp), bool(args.interleave)
-    args.ep, args.etp = bool(args.ep), bool(args.etp)
-    return out
-
-
-def _quantity_options(name: str, args) -> dict:
-    family = name.split(".")[0]
-    if family == "activations":
-        options = dict(tensor_parallel=args.tp, sequence_parallel=args.sp, recompute=args.recompute, dtype=args.dtype,
-                       pipeline=args.pipeline, interleaved=args.interleave)
-        if args.cp:  # only when asked: the options printed for the other layouts stay as they were
-            options["context_parallel"] = True
-        if args.ep:
-            options["expert_parallel"] = True
-        if args.etp:
-            options["expert_tensor_parallel"] = True
-        if args.fp8_activations:
-            options["fp8_gemm_inputs"] = True
-        if args.uneven:
-            options["uneven_stages"] = True
-        if name == "activations.interleave_factor":
-            options.pop("pipeline")
-            options.pop("interleaved")
-            options.pop("uneven_stages", None)
-        return dict(options, arch=args.arch)
-    if family == "params":
-        given = {} if name == "params.kaplan" else {
-            key: value for key, value in (("tied", args.tied), ("positions", args.positions)) if value is not None}
-        return dict(arch=args.arch, **given)
-    if name == "states.experts_per_gpu":
-        return dict(arch=args.arch, recipe=args.optimizer, zero=args.zero, expert_parallel=args.ep,
-                    expert_tensor_parallel=args.etp)
-    if family == "states":
-        return dict(recipe=args.optimizer, **({"zero": args.zero} if name == "states.per_gpu" else {}))
-    if name in ("flops.hardware_training", "flops.recompute_ratio", "flops.recompute_ratio_leading"):
-        return dict(arch=args.arch, recompute=args.recompute)
-    if family == "flops":
-        return dict(arch=args.arch)
-    if family == "communication":
-        options = dict(arch=args.arch, sequence_parallel=args.sp, recompute=args.recompute, zero=args.zero,
-                       pipeline=args.pipeline, interleaved=args.interleave, context_parallel=args.cp,
-                       dtype=args.dtype, recipe=args.optimizer)
-        if args.tied is not None:
-            options["tied"] = args.tied
-        return options
-    return {}
-
-
 def _collective_lines(options: dict) -> list[str]:
     """The communication ledger's terms behind ``communication.*``: one line each."""
     from sympy import sstr
@@ -164,54 +93,8 @@ def _collective_lines(options: dict) -> list[str]:
 
 
 def derivation(args) -> dict:
-    """What ``derive`` prints, as plain data (the ``--json`` object): the
-    quantity, its options, the expression, its paper form and LaTeX; with a
-    model, the expression at the model's dimensions."""
-    from sympy import sstr
-
-    from ..claims.quantities import REGISTRY, evaluate
-    from ..core.forms import paper_form, to_latex
-    from ..core.numeric import substitute
-
-    if args.quantity == "state-terms":
-        raise ValueError("state-terms prints each term (derive state-terms), not one expression")
-    name = ALIASES.get(args.quantity, args.quantity)
-    if name not in REGISTRY:
-        raise ValueError(f"unknown quantity {args.quantity!r}; use one of {', '.join(ALIASES)} "
-                         f"or a registry name ({', '.join(sorted(REGISTRY))})")
-    model = _options.model_from_text(args.model) if args.model else None
-    if model is not None and args.arch is not None and args.arch != model.arch:
-        raise ValueError(f"--arch {args.arch} contradicts --model {model.name}, whose inventory is "
-                         f"{model.arch}: drop --arch")
-    if model is not None and model.arch == "composed" and args.arch is None:
-        from ..models.architectures import composed  # the model's own recipe, in its own letters
-        args.arch = composed.register(model)
-    args.arch = args.arch or (model.arch if model is not None else "gpt")
-    # a composed family with a router (Qwen3-MoE, DeepSeek) is a mixture of experts as the moe inventory is
-    experts = args.arch == "moe" or (args.arch.startswith("composed:") and model is not None and bool(model.experts))
-    if name == "states.per_gpu" and experts:  # the routed experts on their own grid
-        name = "states.experts_per_gpu"
-    if (args.ep or args.etp) and not experts and name.split(".")[0] in ("activations", "states"):
-        raise ValueError("--ep/--etp split the routed experts: use them with --arch moe (or an MoE --model)")
-    substitutions = _substitutions(args)
-    options = _quantity_options(name, args)
-    expr = evaluate(name, **options)
-    shown = paper_form(expr)
-    entry = REGISTRY[name]
-    data = {"quantity": name, "options": options, "unit": entry.unit, "expr": sstr(expr),
-            "paper_form": sstr(shown), "latex": to_latex(shown), "doc": entry.doc}
-    if substitutions:
-        data["substituted"] = substitutions
-    if substitutions and model is None:
-        at_values = paper_form(substitute(expr, substitutions))
-        data.update(at_values=sstr(at_values), at_values_latex=to_latex(at_values))
-    if model is not None:
-        # At the model's dimensions, the layout's letters (b, t, p, d, ...) stay symbols unless given.
-        values = {**model.values(), **substitutions}
-        at_model = paper_form(substitute(expr, values))
-        data.update(model=model.name, model_values=values, at_model=sstr(at_model),
-                    approximations=list(model.approximations), at_model_latex=to_latex(at_model))
-    return data
+    """What ``derive`` prints for the parsed flags (:func:`symbolic.claims.derivation.derivation`)."""
+    return derive_request(DeriveRequest.of(args))
 
 
 def run(args) -> int:
