@@ -327,7 +327,7 @@ def test_a_bridge_recipe_that_counts_the_embedding_and_loss_is_priced_or_refused
     assert throughput.pipeline_split_recipe(_row()) is None
 
 
-@pytest.mark.parametrize("gpu", ["l40s", "rtx-4090", "gb300"])
+@pytest.mark.parametrize("gpu", ["l40s", "rtx-4090", "gb300", "h800", "a800-80gb"])
 def test_a_ceiling_read_off_another_gpus_row_is_named(gpu):
     """The mamf-finder table has no row for these cards: the kernel tables' approximation says whose
     measured ceiling prices them, not only its figure."""
