@@ -265,3 +265,23 @@ def test_timeline_reads_what_a_launch_config_sets_of_the_optimizer_step(capsys):
     assert main(["timeline", "--from", "torchtitan", str(FIXTURES / "torchtitan_llama3_70b.toml"), "--brief"]) == 0
     assert main(["timeline", "--from", "megatron", KORTHIKANTI_175B, "--brief"]) == 0
     assert "does not model it" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("strategy, zero", [(None, 3), ("optim_grads_params", 3), ("optim_grads", 2), ("optim", 1),
+                                            ("no_shard", 0)])
+def test_megatron_fsdp_shards_what_its_strategy_names(strategy, zero):
+    """--use-megatron-fsdp (issue 44): data_parallel_sharding_strategy (default optim_grads_params,
+    arguments.py @d98e8a6) -> the ZeRO stage of the same kinds; a wrong strategy is one line."""
+    line = "--use-megatron-fsdp --bf16 --micro-batch-size 1" + (
+        f" --data-parallel-sharding-strategy {strategy}" if strategy else "")
+    reading = read_launch("megatron", line)
+    assert reading.fields["zero"] == zero and reading.fields["optimizer"] == "bf16-adam-fp32-grads"
+    assert any(note.option == "--use-megatron-fsdp" and "Megatron-FSDP" in note.what for note in reading.taken)
+    with pytest.raises(ConfigError, match="data-parallel-sharding-strategy optim_everything: give one of"):
+        read_launch("megatron", "--use-megatron-fsdp --data-parallel-sharding-strategy optim_everything")
+
+
+def test_megatron_fsdp_strategy_alone_is_ignored_aloud():
+    reading = read_launch("megatron", "--data-parallel-sharding-strategy optim --micro-batch-size 1")
+    assert "zero" not in reading.fields
+    assert any(note.option == "--data-parallel-sharding-strategy" for note in reading.ignored)

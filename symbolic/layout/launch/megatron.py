@@ -269,8 +269,25 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
         else:
             reader.take("--fp8-param-gather", "", "optimizer = fp8-adam (FP8 weights gathered; bf16 gradients, fp32 "
                         "master and Adam m/v)", optimizer="fp8-adam")
-    for name in ("use-megatron-fsdp", "use-torch-fsdp2", "optimizer-cpu-offload", "cpu-offloading",
-                 "use-custom-fsdp"):
+    fsdp = next((name for name in ("use-megatron-fsdp", "use-custom-fsdp") if get(name)), None)
+    if fsdp:
+        # Megatron-FSDP: its DistributedDataParallelConfig.data_parallel_sharding_strategy names what is
+        # sharded over d — the optimizer's (fp32 main params, Adam m, v), then the gradients, then the
+        # parameters: ZeRO-1, 2, 3 in this engine's kinds (the recipe and its fp32 main gradients as --bf16
+        # sets them above: arguments.py's accumulate_allreduce_grads_in_fp32).
+        strategy = get("data-parallel-sharding-strategy", "optim_grads_params")
+        stages = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+        if strategy not in stages:
+            reader.refuse("--data-parallel-sharding-strategy", strategy, f"give one of {', '.join(stages)} "
+                          f"({code}: its choices)")
+        reader.take(f"--{fsdp}", "", f"zero = {stages[strategy]} (Megatron-FSDP, data_parallel_sharding_strategy "
+                    f"{strategy}{'' if 'data-parallel-sharding-strategy' in options else f': the default in {code}'}; "
+                    "its bucketed all-gather and reduce-scatter buffers not counted: the bill's ZeRO buffers)",
+                    zero=stages[strategy])
+    elif "data-parallel-sharding-strategy" in options:
+        reader.ignore("--data-parallel-sharding-strategy", get("data-parallel-sharding-strategy"),
+                      "read by Megatron-FSDP only (--use-megatron-fsdp absent)")
+    for name in ("use-torch-fsdp2", "optimizer-cpu-offload", "cpu-offloading"):
         if name in options:
             reader.refuse(f"--{name}", options[name], "not modelled by this reader yet; give the layout by hand")
 
