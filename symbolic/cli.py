@@ -22,6 +22,7 @@ the terminal.
 from __future__ import annotations
 
 import argparse
+import re
 import decimal
 import errno
 import importlib
@@ -41,6 +42,9 @@ class _Parser(argparse.ArgumentParser):
     typed (``args._typed``: a ``--framework`` preset or a ``--from`` config fills only the others)."""
 
     def __init__(self, *args, **kwargs):
+        # No abbreviations: argparse's default reads a prefix as the one option it starts, so `bill --gpus 8`
+        # was silently `--gpus-per-node 8` (a wrong number, not a refusal).
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         from .layout.options import record_typed
 
@@ -49,7 +53,10 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # noqa: D401 - argparse's signature
         from .core.inputs import clean
 
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {clean(message)} (see --help)\n")
+        hint = ""
+        if re.match(r"unrecognized arguments: --gpus\b(?!-)", message):  # plan's option, typed to another command
+            hint = "; the GPUs are the layout's t·p·d·c: give --dp (and --tp, --pp, --cp), or ask `symbolic plan --gpus N`"
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {clean(message)}{hint} (see --help)\n")
 
 
 #: Under every command's --help: where the citations of the output resolve (docs/sources.md).

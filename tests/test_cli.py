@@ -167,3 +167,13 @@ def test_an_output_is_probed_before_the_work_and_left_as_it_was(tmp_path):
     if os.path.isdir("/sys/kernel"):
         with pytest.raises(ConfigError, match=r"--output '/sys/kernel/symbolic-test\.html'"):
             check_output("/sys/kernel/symbolic-test.html")
+
+
+def test_an_option_prefix_is_not_read_as_the_option_it_starts(capsys):
+    """argparse's default took `bill --gpus 8` as `--gpus-per-node 8` and billed one GPU with exit 0;
+    prefixes are refused, and plan's --gpus typed to bill gets the fix in its line."""
+    assert main(["bill", "gpt-7b", "--gpus", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --gpus 8" in err and "give --dp" in err and err.count("\n") == 1
+    assert main(["bill", "gpt-7b", "--micro", "2"]) == 2
+    assert "unrecognized arguments: --micro 2" in capsys.readouterr().err
