@@ -375,7 +375,7 @@ def test_trace_hf_on_configs_as_transformers_saves_them(tmp_path, capsys):
     Qwen3Config(num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=4,
                 num_key_value_heads=2, vocab_size=256, head_dim=16).save_pretrained(tmp_path)
     assert json.loads((tmp_path / "config.json").read_text())["layer_types"] == ["full_attention"]
-    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--seq", "16", "--batch", "2"]) == 0
+    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--seqs", "16", "--batches", "2"]) == 0
     assert "traced == declared at every point" in capsys.readouterr().out
 
 
@@ -398,7 +398,7 @@ def test_trace_hf_on_a_one_layer_llama4_as_transformers_saves_it(tmp_path, capsy
     two = resized_config(raw, 2)
     assert two["num_hidden_layers"] == 2 and not {"no_rope_layers", "moe_layers", "layer_types"} & set(two)
     assert resized_config(raw, 1)["no_rope_layers"] == [1]
-    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--seq", "8", "--batch", "2"]) == 0
+    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--seqs", "8", "--batches", "2"]) == 0
     assert "traced == declared at every point" in capsys.readouterr().out
 
 
@@ -411,7 +411,7 @@ def test_trace_hf_on_a_qwen2_moe_without_experts_measures_its_dense_layer(tmp_pa
     AutoConfig.for_model("qwen2_moe", num_hidden_layers=1, hidden_size=48, num_attention_heads=4,
                          num_key_value_heads=2, intermediate_size=80, vocab_size=101, max_position_embeddings=64,
                          num_experts=0).save_pretrained(tmp_path)
-    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--seq", "8", "--batch", "2"]) == 0
+    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--seqs", "8", "--batches", "2"]) == 0
     assert "traced == declared at every point" in capsys.readouterr().out
 
 

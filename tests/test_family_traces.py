@@ -187,7 +187,7 @@ def test_trace_command_measures_any_family(family, tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(_config(family, "first", first_k_dense_replace=2) if family == "deepseek_v3"
                                else _config(family, "first")))  # deepseek: the measured layer is dense
-    assert main(["trace", "--hf", str(path), "--attention", "eager", "--seq", "4", "--batch", "1,2"]) == 0
+    assert main(["trace", "--hf", str(path), "--attention", "eager", "--seqs", "4", "--batches", "1,2"]) == 0
     out = capsys.readouterr().out
     assert "measured as the model of L + 1 layers less L" in out and "b in [2]" in out
     assert out.strip().endswith("traced == declared at every point")
@@ -233,8 +233,8 @@ def test_trace_command_on_moe_files_as_transformers_saves_them(family, changes, 
 
     raw = tiny(family, **changes)
     AutoConfig.for_model(raw.pop("model_type"), **raw).save_pretrained(tmp_path)
-    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--attention", "eager", "--seq", "4",
-                 "--batch", "2"]) == 0
+    assert main(["trace", "--hf", str(tmp_path / "config.json"), "--attention", "eager", "--seqs", "4",
+                 "--batches", "2"]) == 0
     assert capsys.readouterr().out.strip().endswith("traced == declared at every point")
 
 

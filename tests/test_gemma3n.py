@@ -149,7 +149,7 @@ def test_trace_command_measures_a_sparse_layer(tmp_path, capsys):
     require("transformers")
     path = tmp_path / "config.json"
     path.write_text(json.dumps(_config("first", activation_sparsity_pattern=[0.95, 0.95, 0.0])))
-    assert main(["trace", "--hf", str(path), "--attention", "sdpa", "--seq", "4", "--batch", "2"]) == 0
+    assert main(["trace", "--hf", str(path), "--attention", "sdpa", "--seqs", "4", "--batches", "2"]) == 0
     assert capsys.readouterr().out.strip().endswith("traced == declared at every point")
 
 

@@ -178,5 +178,5 @@ def test_trace_command_declares_the_masked_path_from_s_at_the_window(tmp_path, c
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps(tiny("gemma3_text", sliding_window=3)))
-    assert main(["trace", "--hf", str(path), "--attention", "sdpa", "--seq", "2,5", "--batch", "2"]) == 0
+    assert main(["trace", "--hf", str(path), "--attention", "sdpa", "--seqs", "2,5", "--batches", "2"]) == 0
     assert capsys.readouterr().out.strip().endswith("traced == declared at every point")

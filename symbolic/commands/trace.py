@@ -54,9 +54,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override an integer field of the HF config (e.g. hidden_size=256)")
     # lists of values, so not --seq/--micro-batch (one number in every other command)
-    parser.add_argument("--seqs", dest="seq", type=_ints, default=[3, 4, 5, 6, 7, 8], metavar="S1,S2,...",
+    parser.add_argument("--seqs", dest="seqs", type=_ints, default=[3, 4, 5, 6, 7, 8], metavar="S1,S2,...",
                         help="sequence lengths to run (--hf)")
-    parser.add_argument("--batches", dest="batch", type=_ints, default=[2, 3, 4], metavar="B1,B2,...",
+    parser.add_argument("--batches", dest="batches", type=_ints, default=[2, 3, 4], metavar="B1,B2,...",
                         help="micro-batch sizes to run (--hf)")
     parser.add_argument("--dims", action="append", default=[], metavar="NAME=V1,V2,...",
                         help="values of one dimension (--factory), e.g. s=2,3,4")
@@ -200,13 +200,13 @@ def _run(args) -> int:
     }
     # every tensor of a layer is linear in the micro-batch; s enters up to --degree (s² for scores)
     basis = [s**i * b**j for j in (0, 1) for i in range(args.degree + 1)]
-    points = tr.design_points(basis, {s: args.seq, b: args.batch})
+    points = tr.design_points(basis, {s: args.seqs, b: args.batches})
     with progress(len(points), f"tracing one {cfg.model_type} layer") as step:
         fitted = tr.fit(tr.hf_layer_factory(cfg, dtype=args.dtype), points, basis, custom_flops=tr.flop_fixes(),
                         progress=step)
     widths = ", ".join(f"{k}={v}" for k, v in tr.hf_values(cfg).items())
     print(f"{cfg.model_type} decoder layer ({args.attention} attention, {args.dtype}, CPU), {widths}; "
-          f"{len(points)} runs over s in {args.seq}, b in {args.batch}")
+          f"{len(points)} runs over s in {args.seqs}, b in {args.batches}")
     _print_fit(fitted, args.records)
     ok = [_difference(label, got, declared[label]) for label, got in
           (("saved bytes", fitted.saved_total), ("forward FLOPs", fitted.forward_flops),
@@ -247,11 +247,11 @@ def _by_difference(config: dict, args) -> int:
             mamba=two.get("L_s", 0) > one.get("L_s", 0))
         return (activations.total_bytes(saved), Add(*(mm.forward_flops for mm in layer)),
                 Add(*(mm.backward_flops for mm in layer)) + extra), values
-    batches = [b for b in args.batch if b > 1] or [2]
+    batches = [b for b in args.batches if b > 1] or [2]
     print(f"{config['model_type']} decoder layer ({args.attention} attention, bfloat16, CPU), measured as the "
-          f"model of L + 1 layers less L; s in {args.seq}, b in {batches}")
+          f"model of L + 1 layers less L; s in {args.seqs}, b in {batches}")
     ok = True
-    for s in args.seq:
+    for s in args.seqs:
         exprs, values = declared_at(s)
         for b in batches:
             at = {SYMBOLS[name]: value for name, value in dict(values, s=s, b=b).items()}
