@@ -156,16 +156,22 @@ def _checked(function=None, *, read_extra: bool = True):
     return call
 
 
-def _preset(framework, layout, overlap: str | None = None):
+def _preset(framework, layout, overlap: str | None = None, config=None):
     """``framework=``: the preset's defaults in every field the caller did not give
     (:func:`symbolic.layout.frameworks.apply_preset`), and the step-time overlap — the caller's
     ``overlap=`` if given, else the preset's, else ``overlap``'s default — as (PresetChoice or None,
-    Layout, Overlap or None)."""
-    from .layout.frameworks import apply_preset, framework as named
+    Layout, Overlap or None). No ``framework=`` and ``config`` given: a layout only a distributed framework
+    runs takes the assumed preset, as the CLI's (:func:`symbolic.layout.frameworks.inferred_framework`)."""
+    from dataclasses import replace
 
-    preset = named(framework)
+    from .layout.frameworks import ASSUMED, apply_preset, framework as named, inferred_framework
+
+    why = inferred_framework(config, layout) if framework is None and config is not None else ""
+    preset = named(ASSUMED if why else framework)
     typed = _TYPED.get()
     choice = apply_preset(layout, preset, typed, overlap=overlap is not None)
+    if why and choice is not None:
+        choice = replace(choice, inferred=why)
     hidden = None
     if overlap is not None:
         from .ledgers.time import OVERLAPS, Overlap
@@ -356,7 +362,7 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity,
                      loss=loss or default_loss(config, tp), sp_inputs=sp_inputs, schedule=_schedule(schedule),
                      first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers)
-    filled, layout, hidden = _preset(framework, layout, overlap)
+    filled, layout, hidden = _preset(framework, layout, overlap, config)
     layout = _engine_errors(lambda: layout.validate(config))
     choice = _gpu_choice(gpu, gpu_memory, hardware)
     engine, step = _engine_errors(lambda: priced_bill(config, layout, choice.hardware, overlap=hidden,
@@ -364,8 +370,10 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                                                       gpu_memory=choice.memory, cpu_memory=cpu_memory))
     engine.gpu = choice
     engine.preset = filled
-    if filled is not None:  # the TIME section names the preset and each of its settings
-        step.factors.update(_named_framework(framework).step_factors())
+    if filled is not None:  # the TIME section names the preset (given or assumed) and each of its settings
+        step.factors.update(_named_framework(filled.framework).step_factors())
+        if filled.inferred:
+            step.factors["framework_assumed"] = filled.inferred
     return Bill(engine, step)
 
 
@@ -517,7 +525,7 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
                      global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config, tp),
                      lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
                      offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs)
-    filled, layout, _ = _preset(framework, layout)
+    filled, layout, _ = _preset(framework, layout, config=config)
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
                                                     params)), choice, filled)
@@ -582,7 +590,7 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
                      offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs,
                      schedule=_schedule(schedule), first_stage_layers=first_stage_layers,
                      last_stage_layers=last_stage_layers)
-    filled, layout, _ = _preset(framework, layout)
+    filled, layout, _ = _preset(framework, layout, config=config)
     comm = CommSettings(nccl_buffsize, nccl_channels, bucket)
     choice = _gpu_choice(gpu, gpu_memory, None)
     memory = choice.memory

@@ -505,7 +505,7 @@ def test_framework_from_and_no_double_quant_come_from_the_schema():
         assert framework.option_strings == ["--framework"] and tuple(framework.choices) == OPTIONS["framework"].choices
         assert framework.type is OPTIONS["framework"].type and framework.default is None
         assert launch.option_strings == ["--from"] and launch.nargs == 2 and launch.metavar == ("KIND", "SOURCE")
-    assert OPTIONS["framework"].choices == ("megatron-core", "nemo", "torchtitan", "fsdp", "deepspeed", "llm-foundry")
+    assert OPTIONS["framework"].choices == ("megatron-core", "nemo", "torchtitan", "fsdp", "deepspeed", "llm-foundry", "none")
     for command in ("bill", "derive"):
         quant = by_command[command]["double_quant"]
         assert quant.option_strings == ["--no-double-quant"] and quant.default is True and quant.const is False
@@ -551,7 +551,7 @@ def test_the_apis_framework_is_the_clis(capsys):
                                   lambda: symbolic.timeline("gpt-7b", framework=True)])
 def test_a_bad_framework_names_the_field_the_value_and_the_choices(call):
     with pytest.raises(symbolic.ConfigError, match=r"^framework=.*: (a bool is not a choice; )?choose one of "
-                                                   r"megatron-core, nemo, torchtitan, fsdp, deepspeed, llm-foundry "
+                                                   r"megatron-core, nemo, torchtitan, fsdp, deepspeed, llm-foundry, none "
                                                    r"\(--framework on the command line\)$"):
         call()
 

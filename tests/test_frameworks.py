@@ -91,3 +91,39 @@ def test_working_bytes_are_the_narrower_of_stored_and_compute():
     assert {r.name: r.working_bytes("bf16") for r in LOW_PRECISION_RECIPES}["fp8-adam"] == 1
     # FP8 activations cast inside each GEMM: the gathered copy stays bf16 (or the FP8 parameters)
     assert RECIPES["bf16-adam"].working_bytes("fp8") == 2 and RECIPES["fp32-adam"].working_bytes("fp8") == 2
+
+
+def _layout_line(argv, capsys) -> str:
+    assert main(argv + ["--brief"]) == 0
+    return re.sub(r"\s+", " ", " ".join(capsys.readouterr().out.splitlines()[1:]))  # the wrapped line, joined
+
+
+def test_a_layout_only_a_distributed_framework_runs_takes_megatron_cores_defaults_and_says_so(capsys):
+    """Issue 41: t, p, c or e > 1 of an HF config is not priced as a single-process transformers run; the layout
+    line says which framework's defaults were assumed, and --framework none keeps the bill's own."""
+    for flags, why in ((["--tp", "8"], "t=8"), (["--pp", "4"], "p=4"), (["--cp", "2", "--dp", "2"], "c=2")):
+        line = _layout_line(["bill", "llama-3-8b", "--gpu", "h100", *flags], capsys)
+        assert f"megatron-core's defaults, assumed ({why} runs under a distributed framework" in line, line
+        assert "bf16-adam-fp32-grads" in line and "fused optimizer step" in line
+    assert main(["bill", "llama-3-8b", "--gpu", "h100", "--tp", "8", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["framework_preset"]["inferred"] == "t=8 runs under a distributed framework"
+    assert data["time_model"]["framework"] == "megatron-core"
+    # the assumed preset is the named one's bill, and `none` is the bill without a preset
+    named = _layout_line(["bill", "llama-3-8b", "--gpu", "h100", "--tp", "8", "--framework", "megatron-core"], capsys)
+    assumed = _layout_line(["bill", "llama-3-8b", "--gpu", "h100", "--tp", "8"], capsys)
+    assert re.search(r"VERDICT[^%]*", named).group() == re.search(r"VERDICT[^%]*", assumed).group()
+    none = _layout_line(["bill", "llama-3-8b", "--gpu", "h100", "--tp", "8", "--framework", "none"], capsys)
+    assert "megatron-core" not in none and "bf16-adam," in none
+    # kept as they are: one GPU, data parallelism alone (HF Trainer's DeepSpeed/FSDP), the papers' GPT models
+    for argv in (["llama-3-8b"], ["llama-3-8b", "--dp", "8", "--zero", "3"], ["gpt-175b", "--tp", "8", "--pp", "8"]):
+        assert "assumed (" not in _layout_line(["bill", *argv, "--gpu", "h100"], capsys), argv
+
+
+def test_the_api_assumes_the_framework_the_cli_does():
+    import symbolic
+
+    cli = symbolic.bill("llama-3-8b", tp=8, gpu="h100")
+    assert cli.engine.preset.framework == "megatron-core" and cli.engine.preset.inferred.startswith("t=8")
+    assert symbolic.bill("llama-3-8b", tp=8, gpu="h100", framework="none").engine.preset is None
+    assert symbolic.bill("llama-3-8b", tp=8, gpu="h100", framework="megatron-core").total_bytes == cli.total_bytes

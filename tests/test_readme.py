@@ -38,7 +38,7 @@ def test_readme_python_examples_run(capsys):
         exec(compile(block, f"README.md python block {number}", "exec"), namespace)
     out = capsys.readouterr().out
     assert "VERDICT: FITS in 80.00 GB" in out
-    assert "13476831232 10572791808" in out and "5157132288 optimizer step" in out
+    assert "15161435136 10572791808" in out and "5157132288 optimizer step" in out
     assert "--gpu-memory '80': give a number with a unit" in out
     assert "gpt-175b megatron-core bf16-adam-fp32-grads\nTrue" in out  # the launch-config reader (issue 26)
 

@@ -260,17 +260,27 @@ def framework_preset(args):
     return framework(getattr(args, "framework", None))
 
 
-def apply_framework(layout: Layout, args, overlap: bool = True) -> Layout:
+def apply_framework(layout: Layout, args, overlap: bool = True, model=None) -> Layout:
     """``layout`` with the preset's defaults in every field not typed (``layout.options.typed``: a typed
     ``--optimizer bf16-adam`` is kept; a launch config's fields count as typed); what it filled is kept
-    in ``args._preset`` for the layout line (:func:`symbolic.layout.frameworks.apply_preset`)."""
-    from ..layout.frameworks import apply_preset
+    in ``args._preset`` for the layout line (:func:`symbolic.layout.frameworks.apply_preset`). With no
+    ``--framework`` (and no launch config, whose reader names its framework) and ``model`` given, a layout only
+    a distributed framework runs takes the assumed preset (:func:`symbolic.layout.frameworks.inferred_framework`),
+    set in ``args.framework`` so the step time's overlap and TIME section take it too."""
+    from dataclasses import replace
 
+    from ..layout.frameworks import ASSUMED, apply_preset, inferred_framework
+
+    why = ""
+    if getattr(args, "framework", None) is None and getattr(args, "launch", None) is None and model is not None:
+        why = inferred_framework(model, layout)
+        if why:
+            args.framework = ASSUMED
     overlap = overlap and getattr(args, "overlap", None) is None  # a typed (or launch config's) --overlap wins
     choice = apply_preset(layout, framework_preset(args), typed(args), overlap=overlap)
     if choice is None:
         return layout
-    args._preset = choice
+    args._preset = replace(choice, inferred=why) if why else choice
     return choice.layout
 
 
@@ -279,6 +289,8 @@ def framework_factors(step, args) -> None:
     preset = framework_preset(args)
     if preset is not None:
         step.factors.update(preset.step_factors())
+        if getattr(getattr(args, "_preset", None), "inferred", ""):  # assumed, not named: the TIME section says why
+            step.factors["framework_assumed"] = args._preset.inferred
 
 
 def check_output(path: str, field: str = "--output") -> Path:

@@ -35,7 +35,7 @@ def run(args) -> int:
     from ..render.time import time_json, time_lines
 
     model = _options.load_model(args)
-    layout = _options.apply_framework(_options.layout_from_args(args, model), args).validate(model)
+    layout = _options.apply_framework(_options.layout_from_args(args, model), args, model=model).validate(model)
     params_hand = _options.parse_count(args.params) if args.params is not None else None
     gpu = _gpu.from_args(args)  # --gpu, --gpu-memory, --hardware: the memory and the step-time hardware
     cpu_memory = _options.parse_memory(args.cpu_memory, "--cpu-memory") if args.cpu_memory is not None else None

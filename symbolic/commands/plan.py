@@ -114,6 +114,13 @@ def run(args) -> int:
                       loss_under_tp=_options.loss_under_tp(args, model, shared.loss),
                       levers=_options.levers_from_args(args))
     elapsed = time.perf_counter() - start
+    if getattr(args, "framework", None) is None and getattr(args, "launch", None) is None and args.gpus > 1:
+        from ..layout.frameworks import ASSUMED, papers_model
+
+        if not papers_model(model):  # bill assumes a framework per layout; a sweep prices every layout alike
+            result.notes.append(f"no --framework: every layout priced with the bill's own defaults, alike; a bill "
+                                f"of one with t, p, c or e > 1 assumes {ASSUMED}'s (give --framework NAME to plan "
+                                "as one framework runs)")
     shown = result.ranked(min(args.top or MAX_LISTED, MAX_LISTED))  # each listed layout is evaluated exactly
     closest = None if shown else result.closest()
     if args.json:

@@ -35,7 +35,7 @@ def run(args) -> int:
     from .plan import parse_margin, required_gpu
 
     model = _options.load_model(args)
-    layout = _options.apply_framework(_options.layout_from_args(args, model), args, overlap=False)
+    layout = _options.apply_framework(_options.layout_from_args(args, model), args, overlap=False, model=model)
     gpu = required_gpu(args)
     gpu_memory = gpu.memory
     margin = parse_margin(args.margin, gpu_memory)

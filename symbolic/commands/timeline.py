@@ -49,7 +49,7 @@ def run(args) -> int:
     if args.png is not None:
         _options.check_output(args.png, "--png")
     model = _options.load_model(args)
-    layout = _options.apply_framework(_options.layout_from_args(args, model), args, overlap=False)
+    layout = _options.apply_framework(_options.layout_from_args(args, model), args, overlap=False, model=model)
     comm = CommSettings(_options.parse_memory(args.nccl_buffsize, "--nccl-buffsize"), args.nccl_channels,
                         _options.parse_memory(args.bucket, "--bucket"))
     layout, options = apply(args.optimize, layout, MemoryOptions(comm=comm))

@@ -214,24 +214,32 @@ class PresetChoice:
     framework: str
     layout: object                 #: the :class:`~symbolic.layout.layout.Layout`
     fields: tuple[tuple[str, object], ...]
+    #: why the preset was assumed where no ``--framework`` was given (:func:`inferred_framework`); "" when named
+    inferred: str = ""
 
     def as_dict(self) -> dict:
-        """``framework_preset`` in ``--json``: the preset and what it filled."""
-        return {"framework": self.framework, "filled": {name: value for name, value in self.fields}}
+        """``framework_preset`` in ``--json``: the preset and what it filled (and why, when inferred)."""
+        out = {"framework": self.framework, "filled": {name: value for name, value in self.fields}}
+        if self.inferred:
+            out["inferred"] = self.inferred
+        return out
 
     def words(self) -> str:
         """For the layout line (:func:`filled_words`)."""
-        return filled_words(self.framework, dict(self.fields))
+        return filled_words(self.framework, dict(self.fields), self.inferred)
 
 
-def filled_words(name: str, filled: dict) -> str:
+def filled_words(name: str, filled: dict, inferred: str = "") -> str:
     """``from --framework megatron-core: fused attention, bf16-adam-fp32-grads, no overlap``: the fields a
-    preset filled, as the layout line names them (``filled``: field -> value, :attr:`PresetChoice.fields`)."""
+    preset filled, as the layout line names them (``filled``: field -> value, :attr:`PresetChoice.fields`);
+    an assumed preset (``inferred``: why, :func:`inferred_framework`) says so and how to choose another."""
     shown = {"flash_attention": lambda v: "fused attention" if v else "unfused attention",
              "zero": lambda v: f"ZeRO-{v}", "loss": lambda v: f"{v} loss", "optimizer": str,
              "sp_inputs": lambda v: f"SP linear inputs {v}", "optimizer_impl": lambda v: f"{v} optimizer step",
              "overlap": lambda v: f"{v} overlap"}
-    return f"from --framework {name}: " + ", ".join(shown[field](value) for field, value in filled.items())
+    head = (f"{name}'s defaults, assumed ({inferred}; --framework NAME to choose, none for the bill's own)"
+            if inferred else f"from --framework {name}")
+    return f"{head}: " + ", ".join(shown[field](value) for field, value in filled.items())
 
 
 def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: bool = True) -> PresetChoice | None:
@@ -283,15 +291,47 @@ def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: b
     return PresetChoice(preset.name, replace(layout, **changes) if changes else layout, filled)
 
 
+#: ``--framework none``: no preset, and none assumed — the bill's own defaults (transformers' on an HF config).
+NO_FRAMEWORK = "none"
+#: The preset assumed for a layout only a distributed framework runs, when none is named (issue 41): Megatron-Core,
+#: the framework that runs every one of t, p, c and e (and whose defaults Megatron-Bridge and NeMo share).
+ASSUMED = "megatron-core"
+
+
+def papers_model(model) -> bool:
+    """One of the papers' GPT models (a learned position table sized by s — Korthikanti's Table 3, Narayanan's,
+    seed 001's 7B): priced with the papers' own kernels and recipe, the runs those papers made."""
+    return model.arch == "gpt" and not model.position_table
+
+
+def inferred_framework(model, layout) -> str:
+    """Why a bill with no ``--framework`` takes :data:`ASSUMED`'s defaults, or "" where it keeps its own.
+
+    A layout with tensor, pipeline, context or expert parallelism (t, p, c or e > 1) runs under a
+    distributed framework — transformers' own single-process defaults (its eager fp32 loss on the whole
+    vocabulary, bf16 gradients, torch.optim's foreach step) are what no such run uses. Kept as they are:
+    the papers' GPT models (a position table sized by s: Korthikanti's and Narayanan's runs, priced with the
+    papers' own kernels), and a data-parallel layout alone — ZeRO/FSDP is what HF Trainer runs with
+    transformers' defaults (DeepSpeed, FSDP), so the bill's defaults are that run's."""
+    if papers_model(model):
+        return ""
+    sizes = [f"{letter}={value}" for letter, value in (("t", layout.tp), ("p", layout.pp), ("c", layout.cp),
+                                                        ("e", getattr(layout, "ep", 1))) if value > 1]
+    if not sizes:
+        return ""
+    return f"{', '.join(sizes)} runs under a distributed framework"
+
+
 def framework(name: str | None) -> Framework | None:
-    """The preset named ``name`` (None: no preset); a ConfigError naming the choices otherwise."""
-    if name is None or name == "":
+    """The preset named ``name`` (None: no preset; ``none`` too); a ConfigError naming the choices otherwise."""
+    if name is None or name == "" or str(name).strip().lower() == NO_FRAMEWORK:
         return None
     found = FRAMEWORKS.get(str(name).strip().lower())
     if found is None:
-        raise ConfigError(f"--framework {name!r}: choose one of {', '.join(FRAMEWORKS)}")
+        raise ConfigError(f"--framework {name!r}: choose one of {', '.join(FRAMEWORKS)}, {NO_FRAMEWORK}")
     return found
 
 
 __all__ = ["Framework", "FRAMEWORKS", "PRESET_FIELDS", "PresetChoice", "apply_preset", "framework",
+           "inferred_framework", "papers_model", "ASSUMED", "NO_FRAMEWORK",
            "LOSS_KERNELS", "MAIN_GRADS"]

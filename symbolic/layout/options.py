@@ -54,7 +54,7 @@ from ..models.config import ConfigError, ModelConfig
 from ..models.losses import LOSS_KERNELS
 from .choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LAUNCH_KINDS, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD,
                       OPTIMIZER_IMPLS, RECOMPUTE, SCHEDULE_NAMES, SP_INPUTS, ZERO_STAGES)
-from .frameworks import FRAMEWORKS
+from .frameworks import FRAMEWORKS, NO_FRAMEWORK
 from .recipes import RECIPES
 
 #: Memory units, keyed in lower case (``80gb`` = ``80GB``); GB = 10^9 B, GiB = 2^30 B.
@@ -547,8 +547,10 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
     # where the layout comes from: a framework's defaults, a launch config
     Option("framework", "choice", "a framework's defaults for what was not typed: attention kernel, TP/DP overlap, "
            "distributed optimizer (ZeRO), buckets, prefetch, loss kernel, fp32 main gradients — each cited in the "
-           "TIME section (symbolic/layout/frameworks.py); a typed option always wins", None,
-           choices=tuple(FRAMEWORKS), aliases={name: name for name in FRAMEWORKS}, metavar="NAME"),
+           "TIME section (symbolic/layout/frameworks.py); a typed option always wins. Not given: a layout with "
+           "t, p, c or e > 1 of an HF config takes megatron-core's, said in the layout line; none: the bill's own",
+           None, choices=(*FRAMEWORKS, NO_FRAMEWORK), aliases={name: name for name in (*FRAMEWORKS, NO_FRAMEWORK)},
+           metavar="NAME"),
     Option("launch", "launch", "read the layout (and the model, if it names one) from a launch config: KIND is one "
            f"of {', '.join(LAUNCH_KINDS)}; SOURCE a file (Megatron: also the command line in quotes). Flags typed "
            "here win; what was taken, ignored and assumed is printed (the API: symbolic.from_launch)", None,

@@ -79,16 +79,23 @@ def number(value) -> Fraction:
 
 def wrap(text: str, width: int, indent: str = "", subsequent: str | None = None) -> list[str]:
     """``text`` wrapped at spaces to ``width``; never splits a word (a word
-    longer than the width stays whole, on a line of its own)."""
+    longer than the width stays whole, on a line of its own) — but a file path longer than a line
+    (a source cited in full) may break after one of its slashes."""
     subsequent = indent + "  " if subsequent is None else subsequent
     # A number and its unit stay on one line: "10.27 GB", never "10.27" / "GB".
     glued = _UNIT_AFTER_NUMBER.sub(lambda m: m.group(1) + _GLUE + m.group(2), text)
+    room = max(width, 20) - len(subsequent)
+    glued = " ".join(word.replace("/", "/" + _SLASH_BREAK) if len(word) > room and "/" in word else word
+                     for word in glued.split(" "))
     lines = textwrap.wrap(glued, width=max(width, 20), initial_indent=indent, subsequent_indent=subsequent,
                           break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
-    return [line.replace(_GLUE, " ") for line in lines]
+    return [line.replace(_SLASH_BREAK, "").replace(_SLASH_BREAK.rstrip(), "").replace(_GLUE, " ")
+            for line in lines]
 
 
 _GLUE = "\x00"
+#: a place a long path may break (a space textwrap breaks at, marked so it is removed where it does not)
+_SLASH_BREAK = "\x01 "
 _UNIT_AFTER_NUMBER = re.compile(r"([0-9)]) (GB|GiB|MB|MiB|B|TFLOPs|PFLOPs|FLOPs|params|billion|s|ms|GPUs)\b")
 
 
@@ -146,7 +153,7 @@ def preset_words(data: dict) -> str:
     from ..layout.frameworks import filled_words
 
     preset = data.get("framework_preset")
-    return "; " + filled_words(preset["framework"], preset["filled"]) if preset else ""
+    return "; " + filled_words(preset["framework"], preset["filled"], preset.get("inferred", "")) if preset else ""
 
 
 def lever_words(layout: dict) -> list[str]:

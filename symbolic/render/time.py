@@ -51,7 +51,8 @@ def time_lines(step, bill=None) -> list[str]:
                f"model {_f(step.model_tflops_per_gpu):.1f} TFLOP/s per GPU (MFU {_f(step.mfu):.1%})   "
                f"hardware {_f(step.hardware_tflops_per_gpu):.1f} TFLOP/s per GPU (HFU {_f(step.hfu):.1%})")
     if f.get("framework_settings"):
-        out.append(f"  framework preset {f['framework']} (--framework), its defaults:")
+        why = f"assumed: {f['framework_assumed']}" if f.get("framework_assumed") else "--framework"
+        out.append(f"  framework preset {f['framework']} ({why}), its defaults:")
         out.extend(f"    {name:<20} {value:<16} {source}" for name, value, source in f["framework_settings"])
     if f.get("kernels"):
         out.append(f"  kernels: {f['kernels']}")
