@@ -242,17 +242,17 @@ def test_a_typed_micro_batch_wins_over_an_auto_field(capsys, tmp_path):
     assert data["layout"]["micro_batch"] == 1
 
 
-def test_a_typed_recompute_gets_past_torchtitans_per_op_policy(capsys, tmp_path):
-    toml = "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"op\"\n"
+def test_a_typed_recompute_gets_past_torchtitans_every_nth_layer_policy(capsys, tmp_path):
+    toml = "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"2\"\n"
     path = write(tmp_path, "job.toml", toml)
-    refused("torchtitan", path, "per-op policy", "--recompute")
+    refused("torchtitan", path, "one block in 2", "--recompute")
     assert main(["bill", "llama-3-8b", "--from", "torchtitan", path, "--json"]) == 2
     capsys.readouterr()
     assert main(["bill", "llama-3-8b", "--from", "torchtitan", path, "--recompute", "full", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["layout"]["recompute"] == "full"
     ignored = {row["option"]: row["what"] for row in data["read_from"]["ignored"]}
-    assert "typed --recompute" in ignored["activation_checkpoint.mode"]
+    assert "typed --recompute" in ignored["activation_checkpoint.selective_ac_option"]
 
 
 def test_megatron_fp8_param_gather_is_the_fp8_adam_recipe():

@@ -1,7 +1,11 @@
 """The named choices a user makes, as plain data (no sympy: the CLI validates
 its input with these before any expression is built).
 """
-RECOMPUTE = ("none", "selective", "full")  #: activation recompute policies (Korthikanti §5)
+RECOMPUTE = ("none", "selective", "full")  #: activation recompute policies (Korthikanti §5), the ones plan sweeps
+#: torchtitan's per-op selective activation checkpointing (``symbolic.layout.op_sac``): billed by bill and
+#: timeline (a policy of a layer's op list, not one of Korthikanti's three that plan and the calculator sweep)
+OP_SAC = "op-sac"
+RECOMPUTE_POLICIES = RECOMPUTE + (OP_SAC,)  #: every recompute policy a layout can name
 FLOAT_ACTIVATION_DTYPES = ("bf16", "fp16", "fp32", "fp8")  #: storage dtypes of float activations
 ZERO_STAGES = (0, 1, 2, 3)  #: ZeRO stages over the data-parallel ranks (Rajbhandari et al. §5)
 #: Megatron-Core's ``recompute_modules`` (TransformerConfig, with recompute_granularity "selective";

@@ -53,7 +53,7 @@ from ..core.inputs import clean
 from ..models.config import ConfigError, ModelConfig
 from ..models.losses import LOSS_KERNELS
 from .choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LAUNCH_KINDS, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD,
-                      OPTIMIZER_IMPLS, RECOMPUTE, SCHEDULE_NAMES, SP_INPUTS, ZERO_STAGES)
+                      OPTIMIZER_IMPLS, RECOMPUTE_POLICIES, SCHEDULE_NAMES, SP_INPUTS, ZERO_STAGES)
 from .frameworks import FRAMEWORKS
 from .recipes import RECIPES
 
@@ -471,7 +471,9 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
     Option("sp_inputs", "choice", "under --sp, what a linear layer keeps of its input: sharded (Megatron-Core: the "
            "sequence shard, re-gathered in backward) or gathered (PyTorch DTensor, torchtitan: the all-gathered "
            "input); default sharded, a --framework's own", "sharded", choices=SP_INPUTS),
-    Option("recompute", "choice", "activation recompute", "none", choices=RECOMPUTE),
+    Option("recompute", "choice", "activation recompute: none, selective (Megatron-Core's, --recompute-modules), full, "
+           "op-sac (torchtitan's per-op selective checkpointing: every other matmul's output and the attention "
+           "kernel's kept; bill and timeline)", "none", choices=RECOMPUTE_POLICIES),
     Option("zero", "choice", "ZeRO stage over d", 0, choices=ZERO_STAGES),
     Option("optimizer", "choice", "model-state recipe (bytes per parameter)", "bf16-adam",
            choices=tuple(sorted(RECIPES))),
