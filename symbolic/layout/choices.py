@@ -27,7 +27,11 @@ SP_INPUTS = ("sharded", "gathered")
 SCHEDULE_NAMES = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe", "dualpipev")
 BASE_DTYPES = ("bf16", "int8", "nf4")  #: storage of frozen base weights under LoRA (QLoRA: nf4)
 LORA_TARGETS = ("all-linear", "attention")  #: the weights LoRA adapts (QLoRA: every linear layer)
-OFFLOAD = ("none", "optimizer", "params")  #: what lives in CPU memory (ZeRO-Offload; FSDP CPU offload)
+OFFLOAD = ("none", "optimizer", "params")  #: what lives in CPU memory (ZeRO-Offload; FSDP CPU offload): the page's
+#: every offload a layout can name: also ``optimizer-states`` — the optimizer's states alone in CPU memory, the
+#: gradients staying on the GPU (Megatron-Core's HybridDeviceOptimizer, ``--optimizer-cpu-offload``); bill, timeline
+#: and solve bill it, the calculator page offers the three above
+OFFLOAD_MODES = OFFLOAD + ("optimizer-states",)
 OPTIMIZER_IMPLS = ("foreach", "fused")  #: PyTorch's foreach optimizer (fp32 temporaries) or a fused kernel
 #: The launch configs ``--from KIND SOURCE`` reads (``layout/launch/``, one module each).
 LAUNCH_KINDS = ("megatron", "nemo", "megatron-bridge", "torchtitan", "deepspeed", "accelerate", "axolotl",

@@ -18,7 +18,7 @@ from .choices import (
     FLOAT_ACTIVATION_DTYPES,
     LORA_TARGETS,
     MOE_DISPATCHERS,
-    OFFLOAD,
+    OFFLOAD_MODES,
     OPTIMIZER_IMPLS,
     SP_INPUTS,
     OP_SAC,
@@ -85,8 +85,10 @@ class Layout:
     (QLoRA, arXiv 2305.14314); needs lora. double_quant: QLoRA's double
     quantisation of the NF4 constants. offload: ``optimizer`` (ZeRO-Offload,
     arXiv 2101.06840: gradients and optimizer states in CPU memory, the update
-    on the CPU) or ``params`` (FSDP CPU offload / ZeRO-Infinity: parameters
-    too, a layer's weights gathered to the GPU while it runs).
+    on the CPU), ``optimizer-states`` (the optimizer states alone, the
+    gradients on the GPU: Megatron-Core's HybridDeviceOptimizer) or ``params``
+    (FSDP CPU offload / ZeRO-Infinity: parameters too, a layer's weights
+    gathered to the GPU while it runs).
     optimizer_impl: ``foreach`` (PyTorch's default: fp32 temporaries of the
     shard at the step) or ``fused`` (apex/DeepSpeed/TE FusedAdam: none).
     flash_attention: the fused attention kernel on a layer that would keep
@@ -424,7 +426,7 @@ class Layout:
         if self.lora > model.hidden:  # an adapter B·A of h×r, r×h has rank at most h: beyond it, no more rank
             raise ConfigError(f"lora rank {self.lora} exceeds the hidden size h = {model.hidden}: a rank-r update "
                               f"of an h-wide layer has rank at most h; choose a rank in 1..{model.hidden}")
-        for name, allowed in (("lora_targets", LORA_TARGETS), ("base_dtype", BASE_DTYPES), ("offload", OFFLOAD),
+        for name, allowed in (("lora_targets", LORA_TARGETS), ("base_dtype", BASE_DTYPES), ("offload", OFFLOAD_MODES),
                               ("optimizer_impl", OPTIMIZER_IMPLS), ("loss", LOSS_KERNELS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name.replace('_', '-')} must be one of {', '.join(allowed)}, "

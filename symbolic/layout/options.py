@@ -52,7 +52,7 @@ from pathlib import Path
 from ..core.inputs import clean
 from ..models.config import ConfigError, ModelConfig
 from ..models.losses import LOSS_KERNELS
-from .choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LAUNCH_KINDS, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD,
+from .choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LAUNCH_KINDS, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD_MODES,
                       OPTIMIZER_IMPLS, RECOMPUTE_POLICIES, SCHEDULE_NAMES, SP_INPUTS, ZERO_STAGES)
 from .frameworks import FRAMEWORKS
 from .recipes import RECIPES
@@ -513,7 +513,8 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
     Option("double_quant", "flag", "NF4 constants in fp32, not double-quantised (QLoRA without DQ; "
            "double_quant=False in the API)", True, cli_flag="--no-double-quant"),
     Option("offload", "choice", "optimizer: ZeRO-Offload (gradients and optimizer states in CPU memory); "
-           "params: FSDP CPU offload (parameters too)", "none", choices=OFFLOAD),
+           "optimizer-states: the optimizer states alone, gradients on the GPU (Megatron's --optimizer-cpu-offload); "
+           "params: FSDP CPU offload (parameters too)", "none", choices=OFFLOAD_MODES),
     Option("optimizer_impl", "choice", "foreach: PyTorch's default step (fp32 temporaries); fused: FusedAdam "
            "(none)", "foreach", choices=OPTIMIZER_IMPLS),
     Option("activation_offload", "flag", "saved activations stream to CPU memory; a two-layer double buffer "

@@ -60,6 +60,9 @@ _MEGATRON_IGNORED = {
         "moe-router-load-balancing-type", "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-topk-scaling-factor",
         "moe-router-pre-softmax", "moe-router-bias-update-rate", "moe-router-enable-expert-bias",
         "moe-input-jitter-eps", "moe-per-layer-logging"),
+    "the CPU optimizer step's implementation, streams or pinning: its CPU step and PCIe copies are not priced": (
+        "use-torch-optimizer-for-cpu-offload", "overlap-cpu-optimizer-d2h-h2d", "no-pin-cpu-grads",
+        "no-pin-cpu-params"),
     "profiling, straggler detection or fault tolerance (no memory or time per step)": (
         "profile", "profile-step-start", "profile-step-end", "profile-ranks", "use-pytorch-profiler",
         "record-memory-history", "memory-snapshot-path", "nvtx-ranges", "log-straggler", "enable-ft-package",
@@ -91,7 +94,8 @@ _MEGATRON_FLAGS = {
     "log-loss-scale-to-tensorboard", "ckpt-fully-parallel-load", "ckpt-assume-constant-structure",
     "no-ckpt-fully-parallel-save", "ckpt-fully-parallel-save", "use-megatron-fsdp", "use-torch-fsdp2",
     "optimizer-cpu-offload", "torch-fsdp2-no-reshard-after-forward", "fp8-param-gather", "use-custom-fsdp",
-    "use-precision-aware-optimizer",
+    "use-precision-aware-optimizer", "use-torch-optimizer-for-cpu-offload", "overlap-cpu-optimizer-d2h-h2d",
+    "no-pin-cpu-grads", "no-pin-cpu-params",
     "use-distributed-optimizer",
 }
 #: Shell words that end a command or open/close a block: never an option's value (``--flag`` then
@@ -201,6 +205,33 @@ def _read_torch_fsdp2(reader, get, code: str, pp: int, ep: int, megatron_fsdp) -
                 + grads, zero=3)
 
 
+def _read_optimizer_cpu_offload(reader, get, options, code: str) -> None:
+    """``--optimizer-cpu-offload``: Megatron-Core's ``HybridDeviceOptimizer``
+    (``megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py`` and ``optimizer/__init__.py`` at d98e8a6) inside
+    the distributed optimizer. With ``--use-precision-aware-optimizer`` (asserted: it reuses that path) the
+    distributed optimizer hands it the bf16 parameter shards, no fp32 main copy of its own; with
+    ``--optimizer-offload-fraction`` 1.0 (arguments.py's default) every shard gets a pinned fp32 CPU copy (the
+    master weights, ``param_update_in_fp32=True``) stepped by CPU Adam, whose m and v live in CPU memory; the
+    gradients stay in the GPU's DDP buffer and are copied to pinned CPU tensors for the step. So: the optimizer
+    states on the CPU, gradients and parameters on the GPU — ``offload = optimizer-states``, not ZeRO-Offload's
+    ``optimizer`` (which moves the gradients too)."""
+    if not get("use-precision-aware-optimizer"):
+        reader.refuse("--optimizer-cpu-offload", "", f"Megatron refuses it ({code}): the optimizer cpu offload must "
+                      "be used in conjunction with --use-precision-aware-optimizer")
+    if not get("use-distributed-optimizer"):
+        reader.refuse("--optimizer-cpu-offload", "", "Megatron refuses it (optimizer/__init__.py): "
+                      "--use-precision-aware-optimizer only supported with distributed optimizer")
+    fraction = _number(reader, "--optimizer-offload-fraction", get("optimizer-offload-fraction", 1.0))
+    if fraction != 1:
+        reader.refuse("--optimizer-offload-fraction", options.get("optimizer-offload-fraction"), "a partial offload "
+                      "(part of the shards' states on the GPU) is not modelled; give 1.0")
+    reader.take("--optimizer-cpu-offload", "", "offload = optimizer-states (HybridDeviceOptimizer, offload fraction "
+                "1.0: fp32 master weights and Adam m, v of the shard in CPU memory; gradients and bf16 parameters "
+                "on the GPU; its pinned fp32 CPU copy of the gradient shard not counted)", offload="optimizer-states")
+    reader.ignore("--use-precision-aware-optimizer", "", "with --optimizer-cpu-offload the hybrid device optimizer "
+                  "steps fp32 master copies on the CPU (param_update_in_fp32): its state dtypes are not read")
+
+
 def read_megatron(source, model: ModelConfig | None = None) -> LaunchReading:
     """A Megatron-LM / Megatron-Core launch: ``source`` is the command line (text or a list of
     words) or a path to a file of arguments or a launch script (its literal arguments)."""
@@ -269,7 +300,7 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
     for name in ("main-params-dtype", "exp-avg-dtype", "exp-avg-sq-dtype"):
         if name in options and get(name) != "fp32":
             reader.refuse(f"--{name}", options[name], "optimizer states below fp32 are not a recipe this engine models")
-    if "use-precision-aware-optimizer" in options:
+    if "use-precision-aware-optimizer" in options and not get("optimizer-cpu-offload"):
         reader.refuse("--use-precision-aware-optimizer", "", "not modelled (its states' dtypes vary)")
     optimizer = str(get("optimizer", "adam"))
     if optimizer not in ("adam", "sgd"):
@@ -330,9 +361,11 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
                       "read by Megatron-FSDP only (--use-megatron-fsdp absent)")
     if torch_fsdp2:
         _read_torch_fsdp2(reader, get, code, pp, ep, fsdp)
-    for name in ("optimizer-cpu-offload", "cpu-offloading"):
-        if name in options:
-            reader.refuse(f"--{name}", options[name], "not modelled by this reader yet; give the layout by hand")
+    if get("optimizer-cpu-offload"):
+        _read_optimizer_cpu_offload(reader, get, options, code)
+    if "cpu-offloading" in options:
+        reader.refuse("--cpu-offloading", options["cpu-offloading"], "Transformer Engine's activation and weight "
+                      "offloading is not modelled by this reader; give the layout by hand (--activation-offload)")
 
     # Recompute.
     granularity = get("recompute-granularity")
