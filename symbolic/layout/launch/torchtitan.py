@@ -176,5 +176,7 @@ def read_torchtitan(source, model: ModelConfig | None = None) -> LaunchReading:
         "parallelism.disable_loss_parallel": "the loss's parallel plan", "comm": "timeouts",
         "float8": "float8 options without a float8 converter", "experimental": "custom imports",
         "activation_checkpoint.selective_ac_option": "read under mode = 'selective' only (activation_checkpoint.py)",
+        "parallelism.pipeline_parallel_schedule": "read with pipeline_parallel_degree > 1 only",
+        "parallelism.pipeline_parallel_microbatch_size": "read with pipeline_parallel_degree > 1 only",
     }, model, "a built-in name or an HF config.json")
 
