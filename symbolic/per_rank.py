@@ -370,6 +370,35 @@ def measure(combination: Combination) -> Measured:
     return Measured(totals[1] - totals[0], output_side)
 
 
+def recompute_flops(combination: Combination) -> int:
+    """FLOPs one decoder layer's recompute adds to its backward, measured: ``FlopCounterMode``'s backward count of
+    the combination less the same layout's without recompute (the model of 2 layers less the model of 1 each; a
+    cached op of the per-op policy is handed back, not run, so it is not counted). FlopCounterMode counts a
+    DTensor op at its global shape: the layer's whole FLOPs, as the bill's FLOPs lines are (all GPUs)."""
+    from dataclasses import replace
+
+    import torch
+
+    from .trace import cpu_sdpa_flops, trace_module
+
+    s, b = TOKENS[combination.dims]
+
+    def backward(of: Combination) -> int:
+        world = fake_world(of.tp, of.rank) if of.tp > 1 else contextlib.nullcontext()
+        totals = []
+        with world as mesh:
+            for layers in (1, 2):
+                module = _built(of, layers, mesh)
+                torch.manual_seed(1)
+                ids = torch.randint(0, CONFIGS[of.family][of.dims]["vocab_size"], (b, s))
+                trace = trace_module(module, (), {"input_ids": ids, "position_ids": torch.arange(s).expand(b, s)},
+                                     output=lambda out: out, custom_flops=cpu_sdpa_flops())
+                SAC_CACHES.clear()
+                totals.append(trace.backward_total)
+        return totals[1] - totals[0]
+    return backward(combination) - backward(replace(combination, recompute="none"))
+
+
 def billed(combination: Combination) -> Measured:
     """The same layout's bill (:func:`symbolic.bill.derive.make_bill` on the same ``config.json``):
     its activations per GPU over the L = 2 layers it holds, per layer, and its output side."""

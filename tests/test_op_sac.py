@@ -168,3 +168,22 @@ def test_the_api_takes_the_policy_through_the_option_schema():
     assert bill.totals["activation_bytes"] > full.totals["activation_bytes"]
     with pytest.raises(ConfigError):
         symbolic.bill("mixtral-8x7b", recompute="op-sac")
+
+
+@pytest.mark.parametrize("dims, tp, sp", [("first", 1, False), ("second", 2, True)])
+def test_the_recompute_flops_counted_in_backward_are_the_bills(dims, tp, sp):
+    _require_torch()
+    from symbolic import per_rank
+    from symbolic.bill.derive import make_bill
+    from symbolic.models import hf
+
+    combination = per_rank.Combination("llama", dims, tp, sp, "op-sac", rank=1 if tp > 1 else 0)
+    s_, b_ = per_rank.TOKENS[dims]
+    model = hf.from_hf_dict(per_rank.config("llama", dims), "per-rank llama")
+
+    def flops_of(recompute):
+        layout = Layout(micro_batch=b_, seq=s_, tp=tp, sp=sp, recompute=recompute, sp_inputs="gathered")
+        return make_bill(model, layout).totals["flops_per_iteration"]
+    billed = (flops_of("op-sac") - flops_of("none")) // per_rank.LAYERS
+    # wk, wo and w3 run again, the cached wq, wv, w1, w2 and the attention kernel do not
+    assert per_rank.recompute_flops(combination) == billed
