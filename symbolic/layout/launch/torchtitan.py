@@ -122,6 +122,8 @@ def read_torchtitan(source, model: ModelConfig | None = None) -> LaunchReading:
                          ("selective", "full", "memory_budget", "none"), where)
     if mode == "selective":
         given = "selective_ac_option" in section(ac)
+        (reader.take if "mode" in section(ac) else reader.assume)(
+            "activation_checkpoint.mode", mode, "selective AC: the policy is selective_ac_option's")
         option = value(ac, "selective_ac_option", "2")
         take = reader.take if given else reader.assume
         if not isinstance(option, str) or not (option == "op" or option.isdigit()):
