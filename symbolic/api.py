@@ -25,6 +25,7 @@ import contextvars
 import json
 from pathlib import Path
 
+from .core.inputs import clean
 from .models.config import ConfigError, ModelConfig
 
 #: The keywords the caller gave in the call being run (:func:`_checked` sets it): a ``framework=``
@@ -657,7 +658,7 @@ def derive(quantity: str, *, model=None, **options) -> Derivation:
     return Derivation(_engine_errors(lambda: derivation(ask)))
 
 
-def from_launch(kind: str, source, model=None):
+def from_launch(kind: str, source, model=None, **typed):
     """``--from KIND SOURCE``: what a launch config says, as a frozen
     :class:`~symbolic.layout.launch.LaunchReading` — the Layout fields it sets, its model (if it
     describes one), the framework preset's name, and every option taken, ignored or assumed.
@@ -668,9 +669,26 @@ def from_launch(kind: str, source, model=None):
 
         reading = symbolic.from_launch("megatron", "--tensor-model-parallel-size 8 ...")
         symbolic.bill(**reading.options(), gpu_memory="80GB")
+
+    ``typed``: layout keywords as ``symbolic.bill`` takes them (``tp=4``, ``recompute="full"``,
+    ``micro_batch=1``, ``moe_capacity_factor="1.25"``), each read through the option schema — the CLI's
+    flags typed beside ``--from``: each wins over the config's value (listed among the options taken) and
+    gets past a field the reader could not take (listed as ignored, the typed value giving it)::
+
+        symbolic.from_launch("torchtitan", "debug_model.toml", recompute="full")  # past selective_ac_option 2
     """
-    from .layout.launch import read_launch
-    from .layout.options import read
+    from .layout.launch import LAYOUT_FIELDS, read_launch
+    from .layout.options import OPTIONS, read
 
     kind, source = read("launch", (kind, source))  # the kind and the source's type, as --from reads them
-    return read_launch(kind, source, _model(model) if model is not None else None)
+    fields = {}
+    for name, value in typed.items():
+        field = "moe_capacity" if name == "moe_capacity_factor" else name
+        if field not in LAYOUT_FIELDS or name not in OPTIONS or name == "moe_capacity":
+            keywords = sorted(n for n in OPTIONS if ("moe_capacity" if n == "moe_capacity_factor" else n)
+                              in LAYOUT_FIELDS and n != "moe_capacity")
+            raise ConfigError(f"from_launch({clean(name)}=...): not a layout keyword; give one of "
+                              f"{', '.join(keywords)}")
+        fields[field] = OPTIONS[name].read(value)
+    reading = read_launch(kind, source, _model(model) if model is not None else None, tuple(fields))
+    return reading.with_typed(fields)

@@ -41,7 +41,8 @@ class Combination:
 
     family: the ``model_type`` (:data:`CONFIGS`). dims: which of the family's two dimension sets.
     tp: tensor-parallel ranks (1 means off). sp: sequence parallel (needs tp > 1). recompute:
-    ``none`` or ``full`` (every decoder layer checkpointed). loss: ``eager`` (HF's loss inside the
+    ``none``, ``full`` (every decoder layer checkpointed) or ``op-sac`` (every decoder layer under torchtitan's
+    per-op policy, :func:`op_sac_contexts`; its cache counted with the saved tensors). loss: ``eager`` (HF's loss inside the
     model, on replicated logits) or ``loss-parallel`` (the output layer's logits left vocabulary-
     sharded and ``loss_parallel``'s cross entropy: the bill's kernel of that name). lora: the LoRA rank (0: off; PEFT's ``LoraConfig``
     with ``target_modules="all-linear"``: every linear layer but the output layer, the bill's
@@ -242,7 +243,82 @@ def _built(combination: Combination, layers: int, mesh):
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
         for i, layer in enumerate(model.model.layers):  # torchtitan's FullAC: one wrapper per block
             model.model.layers[i] = checkpoint_wrapper(layer, preserve_rng_state=True, early_stop=False)
+    if combination.recompute == "op-sac":
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+        for i, layer in enumerate(model.model.layers):  # torchtitan's _apply_op_sac: one wrapper per block
+            model.model.layers[i] = checkpoint_wrapper(layer, context_fn=op_sac_contexts, preserve_rng_state=True,
+                                                       early_stop=False)
     return _with_loss(model, combination.loss)
+
+
+#: The selective-checkpoint caches the blocks' forwards made (:func:`op_sac_contexts`), read by :func:`measure`.
+SAC_CACHES: list = []
+
+
+def op_sac_save_list() -> set:
+    """torchtitan's ``_op_sac_save_list`` (``models/llama3/infra/parallelize.py`` at 238fa99, the commit
+    ``--from torchtitan`` reads), the ops a build of torch 2.13 for the CPU has, and the CPU counterpart of the
+    flash kernel: ``aten._scaled_dot_product_flash_attention_for_cpu`` (what SDPA runs here; it returns the
+    output and the log-sum-exp, as the CUDA flash kernel it stands for)."""
+    import torch
+
+    ops = {torch.ops.aten.mm.default, torch.ops.aten.max.default,
+           torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default}
+    for name in ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+                 "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_attention_math",
+                 "_scaled_dot_product_fused_attention_overrideable"):
+        ops.add(getattr(torch.ops.aten, name).default)
+    ops.add(torch.ops._c10d_functional.reduce_scatter_tensor.default)
+    ops.add(torch._higher_order_ops.flex_attention)
+    return ops
+
+
+def op_sac_contexts():
+    """One block's selective-checkpoint contexts with torchtitan's policy, written from
+    ``_apply_op_sac._get_custom_policy`` (``distributed/activation_checkpoint.py`` at 238fa99): a CUDA→CPU
+    copy saved; the n-th ``aten.mm`` of the block saved when n is odd (no forced-recompute shapes: the
+    default ``moe.router.gate`` matches no linear of a dense block); every other op saved when in
+    :func:`op_sac_save_list`, else recomputed. The forward's cache is kept in :data:`SAC_CACHES`."""
+    from collections import defaultdict
+
+    import torch
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    save = op_sac_save_list()
+    meta = defaultdict(int)
+
+    def policy(ctx, func, *args, **kwargs):
+        if (func == torch.ops.aten._to_copy.default and "cuda" in str(args[0].device)
+                and str(kwargs.get("device", "")) == "cpu"):
+            return CheckpointPolicy.MUST_SAVE
+        key = f"{'recompute' if ctx.is_recompute else 'forward'}_mm_count"
+        if func == torch.ops.aten.mm.default:
+            meta[key] += 1
+        to_save = func in save and not (func == torch.ops.aten.mm.default and meta[key] % 2 == 0)
+        return CheckpointPolicy.MUST_SAVE if to_save else CheckpointPolicy.PREFER_RECOMPUTE
+
+    forward, recompute = create_selective_checkpoint_contexts(policy)
+    SAC_CACHES.append(forward.storage)
+    return forward, recompute
+
+
+def sac_cached_bytes() -> int:
+    """Bytes of the distinct storages the selective-checkpoint caches of :data:`SAC_CACHES` hold (what the
+    policy saved; the checkpoint keeps them outside autograd's saved tensors, where the trace looks)."""
+    from torch.utils._pytree import tree_leaves
+
+    from .trace import _storage
+
+    storages = {}
+    for cache in SAC_CACHES:
+        for entries in cache.values():
+            for entry in entries.values():
+                for leaf in tree_leaves(entry, is_leaf=lambda x: hasattr(x, "val")):
+                    value = getattr(leaf, "val", None)
+                    if hasattr(value, "untyped_storage"):
+                        ptr, nbytes = _storage(value)
+                        storages[ptr] = nbytes
+    return sum(storages.values())
 
 
 #: The modules whose saved tensors are the output side: the final norm, the output layer, and the loss
@@ -278,13 +354,49 @@ def measure(combination: Combination) -> Measured:
             if combination.loss == "loss-parallel":
                 from torch.distributed.tensor.parallel import loss_parallel
                 loss = loss_parallel()
+            SAC_CACHES.clear()
+            cached = []
+
+            def after_forward(out):  # what the per-op policy cached, read before backward consumes it
+                cached.append(sac_cached_bytes())
+                return out
             with loss:  # backward too: loss_parallel's ops are swapped in for both passes
-                trace = trace_module(module, (), kwargs, output=lambda out: out, count_flops=False)
-            totals.append(trace.saved_bytes)
+                trace = trace_module(module, (), kwargs, output=after_forward, count_flops=False)
+            SAC_CACHES.clear()
+            totals.append(trace.saved_bytes + cached[0])
             if layers == 1:
                 output_side = sum(r.bytes for r in trace.saved
                                   if r.module.startswith(OUTPUT_MODULES) or r.module in LOSS_MODULES)
     return Measured(totals[1] - totals[0], output_side)
+
+
+def recompute_flops(combination: Combination) -> int:
+    """FLOPs one decoder layer's recompute adds to its backward, measured: ``FlopCounterMode``'s backward count of
+    the combination less the same layout's without recompute (the model of 2 layers less the model of 1 each; a
+    cached op of the per-op policy is handed back, not run, so it is not counted). FlopCounterMode counts a
+    DTensor op at its global shape: the layer's whole FLOPs, as the bill's FLOPs lines are (all GPUs)."""
+    from dataclasses import replace
+
+    import torch
+
+    from .trace import cpu_sdpa_flops, trace_module
+
+    s, b = TOKENS[combination.dims]
+
+    def backward(of: Combination) -> int:
+        world = fake_world(of.tp, of.rank) if of.tp > 1 else contextlib.nullcontext()
+        totals = []
+        with world as mesh:
+            for layers in (1, 2):
+                module = _built(of, layers, mesh)
+                torch.manual_seed(1)
+                ids = torch.randint(0, CONFIGS[of.family][of.dims]["vocab_size"], (b, s))
+                trace = trace_module(module, (), {"input_ids": ids, "position_ids": torch.arange(s).expand(b, s)},
+                                     output=lambda out: out, custom_flops=cpu_sdpa_flops())
+                SAC_CACHES.clear()
+                totals.append(trace.backward_total)
+        return totals[1] - totals[0]
+    return backward(combination) - backward(replace(combination, recompute="none"))
 
 
 def billed(combination: Combination) -> Measured:

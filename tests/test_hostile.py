@@ -450,7 +450,7 @@ def test_choices_are_listed_in_help(capsys):
         main([command, "--help"])
         text = capsys.readouterr().out
         if command in ("bill", "plan", "timeline", "solve"):
-            assert "{bf16,fp16,fp32,fp8}" in text and "{none,selective,full}" in text and "{0,1,2,3}" in text
+            assert "{bf16,fp16,fp32,fp8}" in text and "{none,selective,full,op-sac}" in text and "{0,1,2,3}" in text
 
 
 @pytest.mark.parametrize("text, value", [("80gb", 80 * 10**9), ("80 GB", 80 * 10**9), ("80GiB", 80 * 2**30),

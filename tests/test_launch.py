@@ -285,3 +285,66 @@ def test_megatron_fsdp_strategy_alone_is_ignored_aloud():
     reading = read_launch("megatron", "--data-parallel-sharding-strategy optim --micro-batch-size 1")
     assert "zero" not in reading.fields
     assert any(note.option == "--data-parallel-sharding-strategy" for note in reading.ignored)
+
+
+#: Megatron-LM's own FSDP2 test (tests/functional_tests/test_cases/gpt/gpt3_mcore_te_tp2_pp1_fsdp2_resume_torch_dist/
+#: model_config.yaml at d98e8a64): its model, batch, parallel and precision arguments, with the vocabulary given
+#: (its vocab file is not here) and 8 GPUs.
+FSDP2 = ("--num-layers 12 --hidden-size 512 --num-attention-heads 8 --micro-batch-size 4 --global-batch-size 32 "
+         "--seq-length 1024 --max-position-embeddings 1024 --vocab-size 50304 --tensor-model-parallel-size 2 "
+         "--pipeline-model-parallel-size 1 --use-torch-fsdp2 --untie-embeddings-and-output-weights "
+         "--no-gradient-accumulation-fusion --ckpt-format torch_dist --bf16 --nproc_per_node 8")
+
+
+def test_megatron_torch_fsdp2_is_zero3_with_bf16_gradients():
+    reading = read_launch("megatron", FSDP2)
+    layout = reading.layout()
+    assert (layout.zero, layout.optimizer, layout.dp, layout.tp) == (3, "bf16-adam", 4, 2)
+    assert dict(reading.time_options)["overlap"] == "default"
+    taken = {row.option: row.what for row in reading.taken}
+    assert "+2 B per parameter per d·c rank" in taken["--use-torch-fsdp2"]
+
+
+@pytest.mark.parametrize("change, words", [
+    (("--no-gradient-accumulation-fusion", ""), "gradient accumulation fusion"),
+    (("--untie-embeddings-and-output-weights", ""), "requires --untie-embeddings-and-output-weights"),
+    (("--bf16", "--fp16"), "not supported with fp16"),
+    (("--pipeline-model-parallel-size 1", "--pipeline-model-parallel-size 2"), "pipeline parallelism"),
+    (("--bf16", "--bf16 --use-distributed-optimizer"), "distributed optimizer"),
+    (("--bf16", "--bf16 --torch-fsdp2-no-reshard-after-forward"), "without resharding"),
+])
+def test_megatron_torch_fsdp2_refuses_what_megatron_refuses(change, words):
+    with pytest.raises(ConfigError) as error:
+        read_launch("megatron", FSDP2.replace(*change))
+    assert words in str(error.value) and "\n" not in str(error.value)
+
+
+#: Megatron-LM's optimizer CPU offload as its README (megatron/core/optimizer/cpu_offloading/README.md at d98e8a64)
+#: says to enable it, on the distributed optimizer it needs.
+CPU_OFFLOAD = ("--num-layers 12 --hidden-size 512 --num-attention-heads 8 --micro-batch-size 4 --global-batch-size 32 "
+               "--seq-length 1024 --max-position-embeddings 1024 --vocab-size 50304 --bf16 --nproc_per_node 8 "
+               "--use-distributed-optimizer --optimizer-cpu-offload --optimizer-offload-fraction 1.0 "
+               "--use-precision-aware-optimizer --overlap-cpu-optimizer-d2h-h2d")
+
+
+def test_megatron_optimizer_cpu_offload_keeps_the_gradients_on_the_gpu(capsys):
+    reading = read_launch("megatron", CPU_OFFLOAD)
+    layout = reading.layout()
+    assert (layout.offload, layout.zero, layout.optimizer) == ("optimizer-states", 1, "bf16-adam-fp32-grads")
+    assert main(["bill", "--from", "megatron", CPU_OFFLOAD, "--json"]) == 0
+    lines = {line["name"]: line for line in json.loads(capsys.readouterr().out)["lines"]
+             if line["ledger"] == "model_states"}
+    # HybridDeviceOptimizer: the DDP buffer's fp32 gradients and the bf16 weights stay; master, m, v go to the CPU
+    assert {"bf16 parameters", "fp32 gradients"} <= set(lines)
+    assert not {"fp32 master parameters", "Adam m (fp32)", "Adam v (fp32)"} & set(lines)
+
+
+@pytest.mark.parametrize("change, words", [
+    (("--use-precision-aware-optimizer", ""), "in conjunction with --use-precision-aware-optimizer"),
+    (("--use-distributed-optimizer", ""), "only supported with distributed optimizer"),
+    (("--optimizer-offload-fraction 1.0", "--optimizer-offload-fraction 0.5"), "a partial offload"),
+])
+def test_megatron_optimizer_cpu_offload_refuses_what_megatron_refuses(change, words):
+    with pytest.raises(ConfigError) as error:
+        read_launch("megatron", CPU_OFFLOAD.replace(*change))
+    assert words in str(error.value) and "\n" not in str(error.value)

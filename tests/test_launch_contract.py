@@ -242,17 +242,17 @@ def test_a_typed_micro_batch_wins_over_an_auto_field(capsys, tmp_path):
     assert data["layout"]["micro_batch"] == 1
 
 
-def test_a_typed_recompute_gets_past_torchtitans_per_op_policy(capsys, tmp_path):
-    toml = "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"op\"\n"
+def test_a_typed_recompute_gets_past_torchtitans_every_nth_layer_policy(capsys, tmp_path):
+    toml = "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"2\"\n"
     path = write(tmp_path, "job.toml", toml)
-    refused("torchtitan", path, "per-op policy", "--recompute")
+    refused("torchtitan", path, "one block in 2", "--recompute")
     assert main(["bill", "llama-3-8b", "--from", "torchtitan", path, "--json"]) == 2
     capsys.readouterr()
     assert main(["bill", "llama-3-8b", "--from", "torchtitan", path, "--recompute", "full", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["layout"]["recompute"] == "full"
     ignored = {row["option"]: row["what"] for row in data["read_from"]["ignored"]}
-    assert "typed --recompute" in ignored["activation_checkpoint.mode"]
+    assert "typed --recompute" in ignored["activation_checkpoint.selective_ac_option"]
 
 
 def test_megatron_fp8_param_gather_is_the_fp8_adam_recipe():
@@ -316,3 +316,30 @@ def test_deepspeed_lamb_is_adams_states_with_its_norms_named():
     note = next(n.what for n in reading.taken if n.option == "optimizer.type")
     assert reading.fields["optimizer_impl"] == "fused" and "approximation" in note
     refused("deepspeed", {"optimizer": {"type": "Adagrad"}}, "optimizer.type", "--optimizer")
+
+
+def test_the_apis_typed_keywords_win_as_the_clis_typed_flags(tmp_path):
+    import symbolic
+    toml = "[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = \"2\"\n[training]\nlocal_batch_size = 8\n"
+    path = write(tmp_path, "job.toml", toml)
+    with pytest.raises(ConfigError):
+        symbolic.from_launch("torchtitan", path, model="llama-3-8b")
+    reading = symbolic.from_launch("torchtitan", path, model="llama-3-8b", recompute="full", micro_batch="2")
+    assert (reading.fields["recompute"], reading.fields["micro_batch"]) == ("full", 2)
+    ignored = {row.option: row.what for row in reading.ignored}
+    assert "typed --recompute" in ignored["activation_checkpoint.selective_ac_option"]
+    taken = {row.option: row.what for row in reading.taken}
+    assert taken["micro_batch= (typed)"] == "micro_batch = 2, over the config's 8"
+    assert symbolic.bill(**reading.options()).layout.recompute == "full"
+
+
+@pytest.mark.parametrize("keyword, value, words", [
+    ("bogus", 1, "not a layout keyword"), ("tp", True, "a bool is not a count"),
+    ("recompute", "sometimes", "recompute"), ("moe_capacity", "2", "not a layout keyword"),
+])
+def test_the_apis_typed_keywords_are_read_through_the_schema(tmp_path, keyword, value, words):
+    import symbolic
+    path = write(tmp_path, "job.toml", "[activation_checkpoint]\nmode = \"none\"\n")
+    with pytest.raises(ConfigError) as error:
+        symbolic.from_launch("torchtitan", path, model="llama-3-8b", **{keyword: value})
+    assert words in str(error.value) and "\n" not in str(error.value)

@@ -13,6 +13,8 @@ from sympy.printing.str import StrPrinter
 
 from ..core.dims import E_s, L, P, Psi, c, e, e_t, f, p, s, t
 from ..core.tensors import Group
+from ..layout import op_sac
+from ..layout.choices import OP_SAC
 from ..layout.experts import MEGATRON, routed_expert
 from ..layout.layout import Layout
 from ..layout.stages import exact_stages, in_kind, stage_mix, stage_parameters, uneven_stage_ways, verdict_mixes
@@ -155,6 +157,24 @@ def recompute_for_flops(recompute: str, saved_inv, modules: tuple = ()) -> str:
     return recompute
 
 
+def op_sac_matmuls(model: ModelConfig, layout: Layout, saved_inv, mm_inv):
+    """The matmul inventory torchtitan's per-op policy counts (``--recompute op-sac``), None under any other
+    policy; a layer whose inventories break the policy's conditions (:mod:`symbolic.layout.op_sac`: one SDPA
+    kernel, no windowed attention products) is refused in one line."""
+    if layout.recompute != OP_SAC:
+        return None
+    attention = [mm.name for mm in mm_inv if mm.scope == "layer" and not mm.weight]
+    why = ""
+    if not fused_attention(saved_inv):
+        why = "its attention is not one fused SDPA kernel (the explicit attention's ops are not modelled)"
+    elif sorted(attention) != ["layer/attention/context", "layer/attention/scores"]:
+        why = f"its attention products ({', '.join(attention)}) are not one causal SDPA call per layer"
+    if why:
+        raise ConfigError(f"--recompute op-sac (torchtitan's per-op selective checkpointing) on {model.name}: {why}; "
+                          "choose --recompute full, selective or none")
+    return mm_inv
+
+
 def fused_attention(saved_inv) -> bool:
     """Whether the layer's attention is a fused kernel (it saves the
     log-sum-exp, not the s×s probabilities)."""
@@ -279,6 +299,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     # the layout's attention kernel is part of the key: --flash-attention saves no s×s tensor (its
     # FLOPs: the recomputed Q·Kᵀ), as the plan and the step time see it
     param_inv, saved_inv, mm_inv = architecture_inventories(layout_structure(model, layout))
+    op_matmuls = op_sac_matmuls(model, layout, saved_inv, mm_inv)
     lines: list[DerivedLine] = []
 
     def add(ledger: str, name: str, expr: Expr, source: str, condition: str = "", micro_batches: int = 0) -> None:
@@ -366,7 +387,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
             add("model_states", name, expr, recipe.source, condition)
 
     # Activations: the saved tensors of the layer under the strategy, times the layers held.
-    strategy = layout.strategy()
+    strategy = layout.strategy(matmuls=op_matmuls)
     in_flight, layers_held = strategy.layers_held()
     saved_inv = lora_saved(saved_inv, param_inv, layout)
     fullest = fullest_forward(first_mix) if exact else None
@@ -412,7 +433,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
         if exact:
             # the strategy shards and recomputes alike on every stage; its in-flight count is not read
             # here (the schedule's moments are): the first stage's stands for a middle rank's
-            strategy = layout.strategy(stage if stage in ("first", "last") else "first")
+            strategy = layout.strategy(stage if stage in ("first", "last") else "first", op_matmuls)
             instants = peak.mixed_stage_instants(mixes[stage], layout.interleave, strategy, saved_inv,
                                                  output_saved, state_blocks, temporary, comm, gathered=gathered,
                                                  activation_offload=layout.activation_offload)
@@ -420,7 +441,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
                 for cls, expr in instant.parts.items():
                     formulas[f"{PEAK_PREFIX}{stage}|{instant.phase}|{cls}"] = sstr(expr)
         else:
-            formulas.update(_stage_formulas(stage, layout.strategy(stage), saved_inv, output_saved,
+            formulas.update(_stage_formulas(stage, layout.strategy(stage, op_matmuls), saved_inv, output_saved,
                                             tuple(state_blocks.items()), temporary, tuple(comm),
                                             layout.pp == 1 or stage == "last", gathered, layout.activation_offload))
 
@@ -428,7 +449,9 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     micro_batches = layout.iteration_micro_batches() * layout.dp
     recompute = recompute_for_flops(layout.recompute, saved_inv, tuple(layout.recompute_modules))
     lora = bool(layout.lora)
-    lines.extend(_flops_line(recompute, type(mm_inv), mm, lora, micro_batches) for mm in mm_inv)
+    # op-sac: each matmul marked with whether the policy re-runs it, so a line taken alone still knows
+    lines.extend(_flops_line(recompute, type(mm_inv), mm, lora, micro_batches)
+                 for mm in (op_sac.mark(mm_inv) if op_matmuls is not None else mm_inv))
     if layout.moe_pad_to_capacity:
         # drop-and-pad: every expert computes on its capacity; the padded rows are their own lines
         shards = (c if layout.cp > 1 else 1) * (t if layout.sp else 1)

@@ -193,7 +193,10 @@ def not_priced(layout: Layout) -> list[str]:
     if layout.lora and layout.zero == 3:
         out.append("LoRA under ZeRO-3: the frozen weights' gathers are priced as full training's (every weight "
                    "gathered), their gradient reduce-scatters too")
-    if layout.offload == "optimizer":
+    if layout.offload == "optimizer-states":
+        out.append("optimizer-state offload (--offload optimizer-states): the optimizer step is priced as the GPU's HBM "
+                   "pass; the CPU's Adam step and the gradient shards' and updated weights' PCIe copies are not")
+    elif layout.offload == "optimizer":
         out.append("ZeRO-Offload (--offload optimizer): the optimizer step is priced as the GPU's HBM pass; the "
                    "CPU's Adam step and the gradients' and updated weights' PCIe copies are not")
     elif layout.offload == "params":

@@ -55,6 +55,12 @@ def run(args) -> int:
     if layout.moe_capacity != 1:
         raise ConfigError(f"--moe-capacity-factor {layout.moe_capacity}: the calculator page routes tokens "
                           "balanced (C_f = 1); use `symbolic bill` or `symbolic plan` with it")
+    if layout.offload == "optimizer-states":
+        raise ConfigError("--offload optimizer-states: the calculator page offers none, optimizer and params; "
+                          "use `symbolic bill` or `symbolic timeline`")
+    if layout.recompute == "op-sac":
+        raise ConfigError("--recompute op-sac: the calculator page offers Korthikanti's none, selective and full; "
+                          "use `symbolic bill` or `symbolic timeline` for torchtitan's per-op policy")
     if layout.recompute_modules or layout.fused_swiglu:
         raise ConfigError("--recompute-modules / --fused-swiglu: the calculator page has no input for them; "
                           "use `symbolic bill`")

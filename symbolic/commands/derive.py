@@ -60,7 +60,7 @@ def add_arguments(parser) -> None:
                            help="rotary positions: no position table")
     positions.add_argument("--learned", dest="positions", action="store_const", const="learned", default=None,
                            help="a learned position table of s·h")
-    from ..layout.choices import BASE_DTYPES, LORA_TARGETS, OFFLOAD
+    from ..layout.choices import BASE_DTYPES, LORA_TARGETS, OFFLOAD_MODES
     levers = parser.add_argument_group("levers (state-terms)")
     # --lora as the other commands type it (a rank); alone, r stays a letter
     levers.add_argument("--lora", type=_options._positive, nargs="?", const=True, default=False, metavar="R",
@@ -69,9 +69,10 @@ def add_arguments(parser) -> None:
                         help="the weights LoRA adapts (default all-linear, as QLoRA)")
     levers.add_argument("--base-dtype", choices=BASE_DTYPES, default="bf16", help="frozen base storage (nf4: QLoRA)")
     _options.add(levers, "double_quant", help="NF4 constants in fp32")  # --no-double-quant
-    levers.add_argument("--offload", choices=OFFLOAD, default="none",
+    levers.add_argument("--offload", choices=OFFLOAD_MODES, default="none",
                         help="optimizer: ZeRO-Offload (gradients and optimizer states in CPU memory); "
-                             "params: FSDP CPU offload (parameters too)")
+                             "optimizer-states: the optimizer states alone, gradients on the GPU (Megatron's "
+                             "--optimizer-cpu-offload); params: FSDP CPU offload (parameters too)")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--latex", action="store_true", help="print LaTeX")
     out.add_argument("--json", action="store_true", help="print JSON; `expr` parses back with sympy")

@@ -54,6 +54,8 @@ class Group(Enum):
     input (SiLU(gate), kept for ·up), which a fused SwiGLU kernel does not keep;
     ``EXPERT_ACTIVATION_OUTPUT``: the activation's output, the down projection's
     input. Megatron-Core's ``moe_act`` recompute drops both (body otherwise).
+    ``RECOMPUTED``: on a matmul, one a per-op policy re-runs in backward (torchtitan's per-op
+    selective checkpointing recomputes every second matmul: ``symbolic.layout.op_sac``).
     """
 
     LAYER_INPUT = "layer input"
@@ -61,6 +63,7 @@ class Group(Enum):
     BODY = "body"
     EXPERT_ACTIVATION = "expert activation"
     EXPERT_ACTIVATION_OUTPUT = "expert activation output"
+    RECOMPUTED = "recomputed by the per-op policy"
 
 
 def _product(shape: Iterable[Expr]) -> Expr:

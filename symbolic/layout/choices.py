@@ -1,7 +1,11 @@
 """The named choices a user makes, as plain data (no sympy: the CLI validates
 its input with these before any expression is built).
 """
-RECOMPUTE = ("none", "selective", "full")  #: activation recompute policies (Korthikanti §5)
+RECOMPUTE = ("none", "selective", "full")  #: activation recompute policies (Korthikanti §5), the ones plan sweeps
+#: torchtitan's per-op selective activation checkpointing (``symbolic.layout.op_sac``): billed by bill and
+#: timeline (a policy of a layer's op list, not one of Korthikanti's three that plan and the calculator sweep)
+OP_SAC = "op-sac"
+RECOMPUTE_POLICIES = RECOMPUTE + (OP_SAC,)  #: every recompute policy a layout can name
 FLOAT_ACTIVATION_DTYPES = ("bf16", "fp16", "fp32", "fp8")  #: storage dtypes of float activations
 ZERO_STAGES = (0, 1, 2, 3)  #: ZeRO stages over the data-parallel ranks (Rajbhandari et al. §5)
 #: Megatron-Core's ``recompute_modules`` (TransformerConfig, with recompute_granularity "selective";
@@ -23,7 +27,11 @@ SP_INPUTS = ("sharded", "gathered")
 SCHEDULE_NAMES = ("1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe", "dualpipev")
 BASE_DTYPES = ("bf16", "int8", "nf4")  #: storage of frozen base weights under LoRA (QLoRA: nf4)
 LORA_TARGETS = ("all-linear", "attention")  #: the weights LoRA adapts (QLoRA: every linear layer)
-OFFLOAD = ("none", "optimizer", "params")  #: what lives in CPU memory (ZeRO-Offload; FSDP CPU offload)
+OFFLOAD = ("none", "optimizer", "params")  #: what lives in CPU memory (ZeRO-Offload; FSDP CPU offload): the page's
+#: every offload a layout can name: also ``optimizer-states`` — the optimizer's states alone in CPU memory, the
+#: gradients staying on the GPU (Megatron-Core's HybridDeviceOptimizer, ``--optimizer-cpu-offload``); bill, timeline
+#: and solve bill it, the calculator page offers the three above
+OFFLOAD_MODES = OFFLOAD + ("optimizer-states",)
 OPTIMIZER_IMPLS = ("foreach", "fused")  #: PyTorch's foreach optimizer (fp32 temporaries) or a fused kernel
 #: The launch configs ``--from KIND SOURCE`` reads (``layout/launch/``, one module each).
 LAUNCH_KINDS = ("megatron", "nemo", "megatron-bridge", "torchtitan", "deepspeed", "accelerate", "axolotl",

@@ -18,11 +18,12 @@ from .choices import (
     FLOAT_ACTIVATION_DTYPES,
     LORA_TARGETS,
     MOE_DISPATCHERS,
-    OFFLOAD,
+    OFFLOAD_MODES,
     OPTIMIZER_IMPLS,
     SP_INPUTS,
-    RECOMPUTE,
+    OP_SAC,
     RECOMPUTE_MODULES,
+    RECOMPUTE_POLICIES,
     ZERO_STAGES,
 )
 from .experts import validate_expert_parallel
@@ -45,7 +46,8 @@ class Layout:
 
     micro_batch: b, sequences per micro-batch. seq: s; 0 means the model's.
     tp, pp, dp: tensor-, pipeline-, data-parallel sizes (t, p, d).
-    sp: sequence parallelism over the TP group. recompute: none, selective, full.
+    sp: sequence parallelism over the TP group. recompute: none, selective, full, or op-sac
+    (torchtitan's per-op selective checkpointing, :mod:`symbolic.layout.op_sac`).
     zero: ZeRO stage 0-3 over the dp ranks. optimizer: a recipe of
     ``recipes.RECIPES``. interleave: model chunks per pipeline stage
     (v); 1 means the plain 1F1B schedule. dtype: float activation dtype.
@@ -83,8 +85,10 @@ class Layout:
     (QLoRA, arXiv 2305.14314); needs lora. double_quant: QLoRA's double
     quantisation of the NF4 constants. offload: ``optimizer`` (ZeRO-Offload,
     arXiv 2101.06840: gradients and optimizer states in CPU memory, the update
-    on the CPU) or ``params`` (FSDP CPU offload / ZeRO-Infinity: parameters
-    too, a layer's weights gathered to the GPU while it runs).
+    on the CPU), ``optimizer-states`` (the optimizer states alone, the
+    gradients on the GPU: Megatron-Core's HybridDeviceOptimizer) or ``params``
+    (FSDP CPU offload / ZeRO-Infinity: parameters too, a layer's weights
+    gathered to the GPU while it runs).
     optimizer_impl: ``foreach`` (PyTorch's default: fp32 temporaries of the
     shard at the step) or ``fused`` (apex/DeepSpeed/TE FusedAdam: none).
     flash_attention: the fused attention kernel on a layer that would keep
@@ -195,12 +199,13 @@ class Layout:
         """Transformer layers on the last pipeline stage (L/p when even)."""
         return self.stage_layer_counts(model)[-1]
 
-    def strategy(self, stage: str = "first") -> "Strategy":
+    def strategy(self, stage: str = "first", matmuls=None) -> "Strategy":
         """The activation strategy of pipeline ``stage`` (``first`` or ``last``;
         the same stage when pp = 1), holding :meth:`in_flight` micro-batch
         chunks: symbolic (the papers' p, or the interleaved count in p and v)
         when the schedule's own count applies, the integer when the
-        micro-batches per iteration cap it."""
+        micro-batches per iteration cap it. ``matmuls``: the model's matmul
+        inventory, which ``op-sac`` counts (kept only under that policy)."""
         from .strategies import Strategy  # sympy: imported when an expression is wanted
 
         return Strategy(tensor_parallel=True, sequence_parallel=self.sp, recompute=self.recompute,
@@ -212,7 +217,8 @@ class Layout:
                         in_flight=self.in_flight_expression(stage), stage=stage,
                         fp8_gemm_inputs=self.fp8_activations, uneven_stages=self.uneven_stages,
                         moe_dispatcher=self.moe_dispatcher, pad_to_capacity=self.moe_pad_to_capacity,
-                        sp_inputs=self.sp_inputs, loss=self.loss, output_weight_grad=not self.lora)
+                        sp_inputs=self.sp_inputs, loss=self.loss, output_weight_grad=not self.lora,
+                        layer_matmuls=matmuls if self.recompute == OP_SAC else None)
 
     def values(self, model: ModelConfig) -> dict[str, int]:
         """Dimension values, papers' letters, for the model under this layout."""
@@ -332,6 +338,33 @@ class Layout:
                               f"pre_mlp_layernorm, the norms before attention and the MLP; {model.name} normalises "
                               "after them (post-norm): drop layernorm")
 
+    def _validate_op_sac(self, model: ModelConfig) -> None:
+        """torchtitan's per-op policy (:mod:`.op_sac`) is modelled on a dense, bias-free layer of one-mm
+        linear layers and one SDPA kernel; what would change its op list is refused here, by name."""
+        recipe = model.recipe
+        why = ""
+        if model.experts:
+            why = (f"{model.name} routes to experts: their grouped GEMMs and the router's forced recompute "
+                   "(per_op_sac_force_recompute_mm_shapes_by_fqns) are not modelled")
+        elif model.arch not in ("llama", "composed"):
+            why = f"{model.name}'s layer has biased linear layers (addmm, not in torchtitan's save list)"
+        elif recipe is not None and (recipe.attention != "gqa" or recipe.mlp != "gated" or recipe.qkv_bias
+                                     or recipe.o_bias or recipe.mlp_bias or recipe.fused_qkv or recipe.fused_gate_up
+                                     or recipe.residual != "sequential" or recipe.softcap):
+            why = (f"{model.name}'s layer is not the LLaMA-style one the policy is modelled on (grouped-query "
+                   "attention in one SDPA kernel, a gated MLP, separate bias-free q/k/v and gate/up matrices)")
+        elif self.lora:
+            why = "LoRA's adapter matmuls are counted by the policy too: that op list is not modelled"
+        elif self.cp > 1:
+            why = "context parallelism's ring attention under the policy is not modelled"
+        elif self.dtype == "fp8" or self.fp8_activations:
+            why = "FP8 (torchtitan's float8 converters, whose scales aten.max saves) is not modelled"
+        elif self.activation_offload:
+            why = "the policy's saved outputs live in its own cache, not in the saved tensors activation offload streams"
+        if why:
+            raise ConfigError(f"--recompute op-sac (torchtitan's per-op selective checkpointing): {why}; "
+                              "choose --recompute full, selective or none")
+
     def _validate_dispatcher(self, model: ModelConfig) -> None:
         """The MoE dispatcher and capacity padding, against the model."""
         if self.moe_dispatcher not in MOE_DISPATCHERS:
@@ -372,8 +405,10 @@ class Layout:
                 except ConfigError as error:
                     raise ConfigError(f"--schedule {self.schedule} splits each rank's layers into two chunks (a V): "
                                       + str(error)) from None
-        if self.recompute not in RECOMPUTE:
-            raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
+        if self.recompute not in RECOMPUTE_POLICIES:
+            raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE_POLICIES)}, not {self.recompute!r}")
+        if self.recompute == OP_SAC:
+            self._validate_op_sac(model)
         if self.sp_inputs not in SP_INPUTS:
             raise ConfigError(f"sp-inputs must be one of {', '.join(SP_INPUTS)}, not {self.sp_inputs!r}")
         if self.recompute_modules or self.fused_swiglu:
@@ -391,7 +426,7 @@ class Layout:
         if self.lora > model.hidden:  # an adapter B·A of h×r, r×h has rank at most h: beyond it, no more rank
             raise ConfigError(f"lora rank {self.lora} exceeds the hidden size h = {model.hidden}: a rank-r update "
                               f"of an h-wide layer has rank at most h; choose a rank in 1..{model.hidden}")
-        for name, allowed in (("lora_targets", LORA_TARGETS), ("base_dtype", BASE_DTYPES), ("offload", OFFLOAD),
+        for name, allowed in (("lora_targets", LORA_TARGETS), ("base_dtype", BASE_DTYPES), ("offload", OFFLOAD_MODES),
                               ("optimizer_impl", OPTIMIZER_IMPLS), ("loss", LOSS_KERNELS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name.replace('_', '-')} must be one of {', '.join(allowed)}, "

@@ -52,8 +52,8 @@ from pathlib import Path
 from ..core.inputs import clean
 from ..models.config import ConfigError, ModelConfig
 from ..models.losses import LOSS_KERNELS
-from .choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LAUNCH_KINDS, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD,
-                      OPTIMIZER_IMPLS, RECOMPUTE, SCHEDULE_NAMES, SP_INPUTS, ZERO_STAGES)
+from .choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LAUNCH_KINDS, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD_MODES,
+                      OPTIMIZER_IMPLS, RECOMPUTE_POLICIES, SCHEDULE_NAMES, SP_INPUTS, ZERO_STAGES)
 from .frameworks import FRAMEWORKS, NO_FRAMEWORK
 from .recipes import RECIPES
 
@@ -471,7 +471,9 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
     Option("sp_inputs", "choice", "under --sp, what a linear layer keeps of its input: sharded (Megatron-Core: the "
            "sequence shard, re-gathered in backward) or gathered (PyTorch DTensor, torchtitan: the all-gathered "
            "input); default sharded, a --framework's own", "sharded", choices=SP_INPUTS),
-    Option("recompute", "choice", "activation recompute", "none", choices=RECOMPUTE),
+    Option("recompute", "choice", "activation recompute: none, selective (Megatron-Core's, --recompute-modules), full, "
+           "op-sac (torchtitan's per-op selective checkpointing: every other matmul's output and the attention "
+           "kernel's kept; bill and timeline)", "none", choices=RECOMPUTE_POLICIES),
     Option("zero", "choice", "ZeRO stage over d", 0, choices=ZERO_STAGES),
     Option("optimizer", "choice", "model-state recipe (bytes per parameter)", "bf16-adam",
            choices=tuple(sorted(RECIPES))),
@@ -511,7 +513,8 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
     Option("double_quant", "flag", "NF4 constants in fp32, not double-quantised (QLoRA without DQ; "
            "double_quant=False in the API)", True, cli_flag="--no-double-quant"),
     Option("offload", "choice", "optimizer: ZeRO-Offload (gradients and optimizer states in CPU memory); "
-           "params: FSDP CPU offload (parameters too)", "none", choices=OFFLOAD),
+           "optimizer-states: the optimizer states alone, gradients on the GPU (Megatron's --optimizer-cpu-offload); "
+           "params: FSDP CPU offload (parameters too)", "none", choices=OFFLOAD_MODES),
     Option("optimizer_impl", "choice", "foreach: PyTorch's default step (fp32 temporaries); fused: FusedAdam "
            "(none)", "foreach", choices=OPTIMIZER_IMPLS),
     Option("activation_offload", "flag", "saved activations stream to CPU memory; a two-layer double buffer "

@@ -13,7 +13,7 @@ from sympy import Expr, Integer, sympify
 
 from ..core.dims import C_f, L, L_1, L_m, L_p, T_e, a, b, c, e, e_t, f_e, p, s, t, v
 from ..core.tensors import DTYPE_BYTES, Axis, Group, Inventory, SavedTensor
-from .choices import FLOAT_ACTIVATION_DTYPES, MOE_DISPATCHERS, RECOMPUTE, RECOMPUTE_MODULES, SP_INPUTS
+from .choices import FLOAT_ACTIVATION_DTYPES, MOE_DISPATCHERS, OP_SAC, RECOMPUTE_MODULES, RECOMPUTE_POLICIES, SP_INPUTS
 
 
 def tensor_parallel(inventory: Inventory, ways: Expr = t) -> Inventory:
@@ -487,7 +487,8 @@ class Strategy:
 
     tensor_parallel: divide by t (1 means disabled). sequence_parallel: also
     shard the LayerNorm/dropout region by t (needs tensor_parallel).
-    recompute: ``none``, ``selective`` or ``full``. dtype: the float
+    recompute: ``none``, ``selective``, ``full`` or ``op-sac`` (torchtitan's per-op policy, which needs
+    ``layer_matmuls``). dtype: the float
     activation dtype. pipeline: account for the first pipeline stage (the one
     holding the most micro-batches) instead of one replica of all L layers.
     in_flight: micro-batch chunks in flight on that stage; ``None`` means the
@@ -545,6 +546,9 @@ class Strategy:
     #: whether the output layer's weight trains (False under LoRA, whose base — the output layer
     #: included — is frozen): Liger's loss then keeps and allocates no weight gradient
     output_weight_grad: bool = True
+    #: the layer's matmuls in forward order, which ``op-sac`` (torchtitan's per-op policy,
+    #: :mod:`symbolic.layout.op_sac`) counts to know which outputs it saves; None under the other policies
+    layer_matmuls: Inventory | None = None
 
     def __post_init__(self) -> None:
         if self.moe_dispatcher not in MOE_DISPATCHERS:
@@ -554,8 +558,8 @@ class Strategy:
         unknown = set(self.recompute_modules) - set(RECOMPUTE_MODULES)
         if unknown:
             raise ValueError(f"recompute modules must be among {', '.join(RECOMPUTE_MODULES)}, not {sorted(unknown)}")
-        if self.recompute not in RECOMPUTE:
-            raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
+        if self.recompute not in RECOMPUTE_POLICIES:
+            raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE_POLICIES)}, not {self.recompute!r}")
         if self.sequence_parallel and not self.tensor_parallel:
             raise ValueError("sequence parallelism runs on the tensor-parallel group: enable tensor parallelism too")
         if self.interleaved and not self.pipeline:
@@ -615,6 +619,12 @@ class Strategy:
                 inventory = mla_up_proj_recompute(inventory, self.sequence_parallel)
         elif self.recompute == "full":
             inventory = full_recompute(inventory, self.dtype)
+        elif self.recompute == OP_SAC:
+            from .op_sac import op_selective_checkpoint
+            if self.layer_matmuls is None:
+                raise ValueError("op-sac counts the layer's matmuls: build the strategy with layer_matmuls")
+            inventory = op_selective_checkpoint(inventory, full_recompute(inventory, self.dtype), self.layer_matmuls,
+                                                t if self.tensor_parallel else 1, self.sequence_parallel, self.dtype)
         return inventory
 
     def modules(self) -> tuple:
@@ -662,8 +672,9 @@ class Strategy:
                 n for n, on in (("e", self.expert_parallel), ("e_t", self.expert_tensor_parallel)) if on) + " ways")
         if self.expert_capacity:
             parts.append("busiest expert C_f × the balanced share")
-        parts.append({"none": "no recompute", "selective": "selective recompute",
-                      "full": "full recompute"}[self.recompute]
+        parts.append({"none": "no recompute", "selective": "selective recompute", "full": "full recompute",
+                      OP_SAC: "torchtitan's per-op selective checkpointing (every other matmul's output, the "
+                              "attention kernel's, the reduce-scatters' kept)"}[self.recompute]
                      + (f" ({', '.join(self.recompute_modules)})" if self.recompute_modules else ""))
         if self.fused_swiglu:
             parts.append("fused expert SwiGLU")

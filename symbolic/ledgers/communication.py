@@ -204,13 +204,18 @@ def terms(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, tensor
     # all-gather + reduce-scatter with the same volume (Korthikanti §4.2.2). Full recompute re-runs
     # the forward, and with it the forward collectives; selective recompute re-runs only the
     # attention core (Q·Kᵀ, softmax, ·V), which sits inside the heads and communicates nothing.
+    # torchtitan's per-op policy (op-sac) re-runs the block's forward too, but keeps the reduce-scatters'
+    # outputs (in its save list): the all-gathers (SP) or the all-reduces (no SP) run again, the
+    # reduce-scatters do not (layout/op_sac.py).
     if tensor_parallel:
-        forward_phases = ["forward"] + (["recompute"] if recompute == "full" else [])
+        forward_phases = ["forward"] + (["recompute"] if recompute in ("full", "op-sac") else [])
         for block in layer_blocks(matmuls):
             for phase in forward_phases:
                 if sequence_parallel:
                     add(f"tp/{block}/{phase}_all_gather", "t", t, "all-gather", boundary, per_micro_batch, phase,
                         "gemm", KORTHIKANTI_SP, "g: gather the sequence-sharded input before the column-parallel matmul")
+                    if phase == "recompute" and recompute == "op-sac":
+                        continue
                     add(f"tp/{block}/{phase}_reduce_scatter", "t", t, "reduce-scatter", boundary, per_micro_batch,
                         phase, "gemm", KORTHIKANTI_SP, "ḡ: reduce the row-parallel output, scatter it along s")
                 else:
@@ -293,6 +298,8 @@ def terms(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, tensor
         # exactly — also when Ψ is a hand-filled N.
         owned = modules(parameters)
         total = Add(*((L if scope == "layer" else 1) * count for scope, count in owned.values()))
+        # op-sac is torchtitan's, under FSDP2: fully_shard wraps the checkpointed block, so the recompute runs
+        # inside the block's backward on the weights its pre-backward hook gathered — no gather of its own
         passes = [("forward", "forward")] + ([("recompute", "backward")] if recompute == "full" else [])
         passes.append(("backward", "backward"))
         for module, (scope, count) in owned.items():

@@ -12,7 +12,7 @@ from sympy import Add, Expr
 
 from ..core.dims import L, b, s
 from ..core.tensors import Group, Inventory
-from ..layout.choices import RECOMPUTE
+from ..layout.choices import OP_SAC, RECOMPUTE_POLICIES
 from ..models.architectures import gpt
 
 
@@ -35,14 +35,22 @@ def model_training(inventory: Inventory | None = None) -> Expr:
 def recompute_extra(recompute: str, inventory: Inventory | None = None) -> Expr:
     """FLOPs recompute adds: full recompute repeats every layer's forward
     (Narayanan Eq 3's 4×); selective repeats the attention core, Q·Kᵀ and
-    scores·V (Korthikanti §5). The logits are never recomputed."""
-    if recompute not in RECOMPUTE:
-        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {recompute!r}")
+    scores·V (Korthikanti §5); torchtitan's per-op policy (``op-sac``) every second weight matmul of the
+    layer (:func:`symbolic.layout.op_sac.recomputed`; an inventory already marked by
+    :func:`~symbolic.layout.op_sac.mark` — one matmul taken alone — is read by its marks). The logits
+    are never recomputed."""
+    if recompute not in RECOMPUTE_POLICIES:
+        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE_POLICIES)}, not {recompute!r}")
     inventory = gpt.matmuls() if inventory is None else inventory
     if recompute == "none":
         return Add()
     if recompute == "full":
         return _forward(inventory, lambda mm: mm.scope == "layer")
+    if recompute == OP_SAC:
+        from ..layout.op_sac import mark
+        if not any(mm.group is Group.RECOMPUTED for mm in inventory):
+            inventory = mark(inventory)
+        return _forward(inventory, lambda mm: mm.scope == "layer" and mm.group is Group.RECOMPUTED)
     return _forward(inventory, lambda mm: mm.scope == "layer" and mm.group is Group.ATTENTION_CORE)
 
 

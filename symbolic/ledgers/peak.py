@@ -96,7 +96,8 @@ def step_terms(strategy: Strategy, base: Inventory) -> StepTerms:
     ``strategy`` — the rule of :func:`symbolic.step.timeline.build`.
 
     Recompute windows: full recompute re-creates the whole layer but its input
-    (MLP half) and the attention block (attention half); selective recompute
+    (MLP half) and the attention block (attention half); torchtitan's per-op policy the same
+    but for its cached outputs; selective recompute
     re-creates the attention core while the attention half runs (seed 004
     §03.1, §06.3), and with Megatron-Core's ``moe_act`` the experts' activation
     while the MLP half runs. Work tensors are in the compute dtype (fp32 training makes
@@ -113,6 +114,15 @@ def step_terms(strategy: Strategy, base: Inventory) -> StepTerms:
     if strategy.recompute == "full":
         window_mlp = Inventory(tuple(x for x in whole if x.group is not Group.LAYER_INPUT))
         window_attention = Inventory(tuple(x for x in whole.select("attention") if x.group is not Group.LAYER_INPUT))
+    elif strategy.recompute == "op-sac":
+        # torchtitan's per-op policy re-runs the whole block at its backward's start (early_stop=False), as
+        # full recompute does, but hands back its cached outputs: what it keeps, and the saved tensors that
+        # are those outputs' storage (layout/op_sac.py CACHED_STORAGE), are not re-created
+        from ..layout.op_sac import cached_names
+        cached = kept | cached_names(strategy.layer_matmuls)
+        window_mlp = Inventory(tuple(x for x in whole if x.group is not Group.LAYER_INPUT and x.name not in cached))
+        window_attention = Inventory(tuple(x for x in whole.select("attention")
+                                           if x.group is not Group.LAYER_INPUT and x.name not in cached))
     elif strategy.recompute == "selective":
         # Megatron-Core's moe_act recomputes the experts' activation in the MLP half's backward;
         # core_attn the attention core in the attention half's (as the timeline places them)

@@ -103,6 +103,12 @@ LORA = "Hu et al. 2021 (LoRA, arXiv 2106.09685) §4.1"
 QLORA = "Dettmers et al. 2023 (QLoRA, arXiv 2305.14314) §3"
 LLM_INT8 = "Dettmers et al. 2022 (LLM.int8(), arXiv 2208.07339) §3; bitsandbytes Linear8bitLt"
 ZERO_OFFLOAD = "Ren et al. 2021 (ZeRO-Offload, arXiv 2101.06840) §4"
+#: ``offload="optimizer-states"``: Megatron-Core's HybridDeviceOptimizer (``--optimizer-cpu-offload``, offload fraction
+#: 1.0; ``megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py`` at NVIDIA/Megatron-LM d98e8a6): the distributed
+#: optimizer's bf16 parameter shards get pinned fp32 CPU copies (the master weights) stepped by CPU Adam (m, v in
+#: CPU memory); the gradients stay in the GPU's DDP buffer and are copied to pinned CPU tensors for the step.
+OPTIMIZER_STATES_OFFLOAD = ("optimizer states (fp32 master, Adam m, v) in CPU memory, gradients on the GPU (Megatron "
+                            "HybridDeviceOptimizer); not counted: its pinned fp32 CPU copy of the gradient shard")
 PARAM_OFFLOAD = "PyTorch FSDP CPUOffload(offload_params=True); Rajbhandari et al. 2021 (ZeRO-Infinity) §5"
 
 #: Bytes per weight of a frozen base under LoRA, by ``--base-dtype``: NF4 4 bits (QLoRA §3), int8 1 B
@@ -277,9 +283,12 @@ def _state_terms(recipe: Recipe, zero: int, param_inv, *, params: Expr = Psi, co
     def device(kind: str) -> str:
         if offload == "params" or (offload == "optimizer" and kind in ("gradients", "optimizer")):
             return "cpu"
+        if offload == "optimizer-states" and kind == "optimizer":
+            return "cpu"
         return "gpu"
 
     where = {"none": "", "optimizer": "; ZeRO-Offload: gradients and optimizer states in CPU memory",
+             "optimizer-states": "; " + OPTIMIZER_STATES_OFFLOAD,
              "params": "; CPU offload of parameters, gradients and optimizer states"}[offload]
     out: list[StateTerm] = []
     if lora:

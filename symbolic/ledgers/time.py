@@ -207,6 +207,9 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
     from . import activations, flops
     from .communication import MICRO_BATCHES, terms
 
+    if flops_recompute == "op-sac":  # each matmul marked with whether torchtitan's per-op policy re-runs it
+        from ..layout.op_sac import mark
+        matmuls = mark(matmuls)
     gpus = t * p * d * (c if context_parallel else 1)
     cp = c if context_parallel else 1
     micro_batches = B / b                     # micro-batches per iteration, all data-parallel ranks
@@ -274,7 +277,9 @@ def derive_time(parameters: Inventory, saved: Inventory, matmuls: Inventory, *, 
     strategy = Strategy(tensor_parallel=True, sequence_parallel=sp, recompute="none", dtype=dtype,
                         context_parallel=context_parallel)
     layer_bytes = activations.total_bytes(activations.layer_inventory(strategy, saved))
-    passes = ELEMENTWISE_PASSES + (RECOMPUTE_PASSES if recompute == "full" else 0)
+    # the per-op policy re-runs every element-wise op of the block (norms, RoPE, SiLU, the product, the adds),
+    # as full recompute does: only matmul and attention outputs are cached (layout/op_sac.py)
+    passes = ELEMENTWISE_PASSES + (RECOMPUTE_PASSES if recompute in ("full", "op-sac") else 0)
     elementwise = passes * layer_bytes * (L / p) * MICRO_BATCHES
     # The loss side is element-wise too (upcast, log-softmax, its gradient over s·b·V/t values): the
     # same passes over its saved bytes, once per micro-batch on the last stage (no recompute there).

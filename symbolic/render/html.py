@@ -47,7 +47,8 @@ from ..claims.sources import cite, keys, reference
 from ..core.dims import (E, E_s, L, L_d, P, Psi, V, a, b, d, d_h, d_n, d_r, d_v, e, f, f_e, f_s, g, h, k, m, p,
                          r, r_kv, r_q, s, t, v, L_n, L_w, w, L_c, K_c, L_l, H_k, H_v, D_k, D_v)
 from ..layout.layout import Layout, default_loss, steady_state_batch
-from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, RECOMPUTE, Strategy, in_flight_formula
+from ..layout.choices import RECOMPUTE
+from ..layout.strategies import FLOAT_ACTIVATION_DTYPES, Strategy, in_flight_formula
 from ..ledgers import activations, flops, params, states
 from ..models.architectures import gpt
 from ..models.builtin import presets as builtin_presets
@@ -916,7 +917,7 @@ def time_combos(models: dict, opening=None) -> dict:
     from itertools import product
 
     from ..layout.layout import Layout
-    from ..layout.strategies import RECOMPUTE
+    from ..layout.choices import RECOMPUTE
     from .page_time import TIME_DTYPES, TIME_LORA_BASES, TIME_OPTIMIZERS, combo_key
 
     structures = time_structures(models)

@@ -161,13 +161,14 @@ def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: boo
 
 def _stage_strategy(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool, stage: str,
                     experts: tuple = (False, False, False, (), False), fp8_activations: bool = False,
-                    uneven: bool = False):
+                    uneven: bool = False, matmuls=None):
     """The bill's strategy of ``stage`` with the chunks in flight as a letter (m first, m_last last,
     m_mid middle), so one expression serves every m and p (``Layout.in_flight`` gives the values); with
-    uneven stages its layers are L_1 (first), L_m (middle) or L_p (last)."""
+    uneven stages its layers are L_1 (first), L_m (middle) or L_p (last). ``matmuls``: the model's,
+    which torchtitan's per-op policy (``op-sac``, solve's fixed layout) counts."""
     from ..core.dims import m
     strategy = _representative(sp, recompute, dtype, schedule, cp, experts, fp8_activations,
-                               uneven).strategy(stage)
+                               uneven).strategy(stage, matmuls)
     if schedule == "none":
         return strategy
     return replace(strategy, in_flight=m if stage == "first" else _letters()["m_mid" if stage == "middle" else "m_last"])
@@ -184,7 +185,8 @@ def activations_expr(structure: Structure, sp: bool, recompute: str, dtype: str,
     from sympy import Add
 
     from ..ledgers import activations
-    strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, "first", experts, fp8_activations, uneven)
+    strategy = _stage_strategy(sp, recompute, dtype, schedule, cp, "first", experts, fp8_activations, uneven,
+                               _inventories(structure)[2])
     in_flight, layers_held = strategy.layers_held()
     inventory = activations.layer_inventory(strategy, _inventories(structure)[1])
     return Add(*(in_flight * layers_held * term.bytes for term in inventory))
@@ -207,7 +209,7 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
     from ..ledgers import peak, states
     from ..models.architectures import output
 
-    param_inv, base, _ = _inventories(structure)
+    param_inv, base, matmuls = _inventories(structure)
     ways = c if cp else Integer(1)
     recipe = states.RECIPES[optimizer]
     gathered = peak.gathered_weights(param_inv, Rational(recipe.working_bytes(dtype)), zero)
@@ -224,8 +226,8 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
         if uneven:  # whole bytes per block, as the bill's verdict and the timeline
             blocks = {name: ceiling(expr) for name, expr in blocks.items()}
             temporary = ceiling(temporary)
-        strategy = replace(_stage_strategy(sp, recompute, dtype, schedule, cp, stage, experts, fp8_activations, uneven),
-                           loss=structure.loss)  # the loss kernel rides in the structure
+        strategy = replace(_stage_strategy(sp, recompute, dtype, schedule, cp, stage, experts, fp8_activations, uneven,
+                                           matmuls), loss=structure.loss)  # the loss kernel rides in the structure
         output_saved = strategy.shard(output.saved_tensors(norm=structure.output_norm, loss=strategy.loss))
         for instant in peak.stage_instants(stage, strategy, base, output_saved, blocks, temporary, staging,
                                            has_loss=schedule == "none" or stage == "last", gathered=gathered):
@@ -471,7 +473,7 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
             blocks = {name: ceiling(expr) for name, expr in blocks.items()}
             temporary = ceiling(temporary)
         strategy = replace(_stage_strategy(group.sp, group.recompute, group.dtype, group.schedule, group.cp, stage,
-                                           experts, group.fp8_activations, group.uneven), loss=structure.loss,
+                                           experts, group.fp8_activations, group.uneven, matmuls), loss=structure.loss,
                            output_weight_grad=not group.lora)  # LoRA freezes the output layer
         output_saved = strategy.shard(output.saved_tensors(norm=structure.output_norm, loss=strategy.loss,
                                                            weight_grad=strategy.output_weight_grad))
@@ -481,7 +483,7 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
             candidates.append((f"{stage} stage, {instant.phase}" if group.schedule != "none" else instant.phase,
                                instant.total))
     strategy = _stage_strategy(group.sp, group.recompute, group.dtype, group.schedule, group.cp, "first", experts,
-                               group.fp8_activations, group.uneven)
+                               group.fp8_activations, group.uneven, matmuls)
     in_flight, layers_held = strategy.layers_held()
     activation = Add(*(in_flight * layers_held * term.bytes for term in activations.layer_inventory(strategy, saved)))
     recompute = recompute_for_flops(group.recompute, saved, group.modules)

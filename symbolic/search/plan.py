@@ -278,7 +278,9 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     if dtype not in FLOAT_ACTIVATION_DTYPES:
         raise ConfigError(f"dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}, not {dtype!r}")
     if fixed and fixed.get("recompute") is not None and fixed["recompute"] not in RECOMPUTE:
-        raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}")
+        raise ConfigError(f"plan sweeps recompute among {', '.join(RECOMPUTE)}, not {fixed['recompute']!r}"
+                          + (" (torchtitan's per-op policy is billed one layout at a time: `symbolic bill` or "
+                             "`symbolic timeline` with --recompute op-sac)" if fixed["recompute"] == "op-sac" else ""))
     hardware = hardware or default_hardware()
     gpus_per_node = gpus_per_node or hardware.nvlink_domain
     seq_given = bool(seq)

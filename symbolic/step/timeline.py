@@ -557,7 +557,7 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
     pipeline ``stage``: ``first`` (the most micro-batches in flight) or
     ``last`` (its layers, then the output side and the loss), ``middle`` or a
     pipeline rank (:func:`timeline_stage`). With pp = 1 the one stage is both."""
-    from ..bill.derive import inventories, output_norm  # here: the bill imports the ledgers
+    from ..bill.derive import inventories, op_sac_matmuls, output_norm  # here: the bill imports the ledgers
     from ..models.architectures import output
 
     layout = layout.validate(model)   # no-op flags off (layout.settle_no_ops)
@@ -584,9 +584,11 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
                           "(a layer's bytes would not be whole); `symbolic bill` and plan count it")
     from ..bill.derive import model_state_blocks
 
-    param_inv, base, _ = inventories(model)
-    # a middle rank of a stage accounted by its own layers shards as the first (its moments give the count)
-    strategy = layout.strategy(stage if stage in ("first", "last", "middle") else "first")
+    param_inv, base, matmuls = inventories(model)
+    # a middle rank of a stage accounted by its own layers shards as the first (its moments give the count);
+    # torchtitan's per-op policy counts the layer's matmuls (the bill's one check, op_sac_matmuls)
+    strategy = layout.strategy(stage if stage in ("first", "last", "middle") else "first",
+                               op_sac_matmuls(model, layout, base, matmuls))
     exact = exact_stages(model, layout)
     if lora_base and exact and layout.pp > 1:  # the bill's rule (bill.derive.derive)
         raise ConfigError("LoRA, a quantised base and offload are modelled with even pipeline stages: drop "

@@ -60,6 +60,9 @@ _MEGATRON_IGNORED = {
         "moe-router-load-balancing-type", "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-router-topk-scaling-factor",
         "moe-router-pre-softmax", "moe-router-bias-update-rate", "moe-router-enable-expert-bias",
         "moe-input-jitter-eps", "moe-per-layer-logging"),
+    "the CPU optimizer step's implementation, streams or pinning: its CPU step and PCIe copies are not priced": (
+        "use-torch-optimizer-for-cpu-offload", "overlap-cpu-optimizer-d2h-h2d", "no-pin-cpu-grads",
+        "no-pin-cpu-params"),
     "profiling, straggler detection or fault tolerance (no memory or time per step)": (
         "profile", "profile-step-start", "profile-step-end", "profile-ranks", "use-pytorch-profiler",
         "record-memory-history", "memory-snapshot-path", "nvtx-ranges", "log-straggler", "enable-ft-package",
@@ -90,7 +93,9 @@ _MEGATRON_FLAGS = {
     "use-pytorch-profiler", "record-memory-history", "log-straggler", "enable-ft-package", "log-energy",
     "log-loss-scale-to-tensorboard", "ckpt-fully-parallel-load", "ckpt-assume-constant-structure",
     "no-ckpt-fully-parallel-save", "ckpt-fully-parallel-save", "use-megatron-fsdp", "use-torch-fsdp2",
-    "optimizer-cpu-offload", "fp8-param-gather", "use-custom-fsdp", "use-precision-aware-optimizer",
+    "optimizer-cpu-offload", "torch-fsdp2-no-reshard-after-forward", "fp8-param-gather", "use-custom-fsdp",
+    "use-precision-aware-optimizer", "use-torch-optimizer-for-cpu-offload", "overlap-cpu-optimizer-d2h-h2d",
+    "no-pin-cpu-grads", "no-pin-cpu-params",
     "use-distributed-optimizer",
 }
 #: Shell words that end a command or open/close a block: never an option's value (``--flag`` then
@@ -166,6 +171,67 @@ def _megatron_options(reader: _Reader, words: list[str]) -> dict[str, object]:
     return options
 
 
+def _read_torch_fsdp2(reader, get, code: str, pp: int, ep: int, megatron_fsdp) -> None:
+    """``--use-torch-fsdp2``: Megatron-Core's ``TorchFullyShardedDataParallel``
+    (``megatron/core/distributed/torch_fully_sharded_data_parallel.py`` at d98e8a6) calls PyTorch's
+    ``fully_shard`` on every TransformerLayer, the embeddings and the output layer, then the root, over the
+    data-parallel group with context parallelism (``get_data_parallel_group(with_context_parallel=True)``),
+    ``reshard_after_forward`` True unless ``--torch-fsdp2-no-reshard-after-forward``, no mixed-precision
+    policy: parameters, gradients and (Float16OptimizerWithFloat16Params, the distributed optimizer being
+    refused) the fp32 main parameters and Adam states all sharded over d·c — ZeRO-3, gradients in the
+    parameters' dtype. Megatron's own refusals (``validate_args``) are said as Megatron says them."""
+    asserts = ((pp > 1, "--use-torch-fsdp2 is not supported with pipeline parallelism"),
+               (ep > 1, "--use-torch-fsdp2 is not supported with expert parallelism"),
+               (get("use-distributed-optimizer"), "--use-torch-fsdp2 is not supported with MCore's distributed "
+                                                  "optimizer"),
+               (not get("no-gradient-accumulation-fusion"), "--use-torch-fsdp2 is not supported with gradient "
+                                                            "accumulation fusion (give --no-gradient-accumulation-fusion)"),
+               (not get("untie-embeddings-and-output-weights"), "--use-torch-fsdp2 requires "
+                                                                "--untie-embeddings-and-output-weights"),
+               (get("fp16"), "--use-torch-fsdp2 not supported with fp16 yet"),
+               (megatron_fsdp, "using use_megatron_fsdp and use_torch_fsdp2 at the same time is not supported"))
+    for failed, why in asserts:
+        if failed:
+            reader.refuse("--use-torch-fsdp2", "", f"Megatron refuses it ({code} validate_args): {why}")
+    if get("torch-fsdp2-no-reshard-after-forward"):
+        reader.refuse("--torch-fsdp2-no-reshard-after-forward", "", "the weights kept gathered from forward to "
+                      "backward (FSDP2 without resharding) are not modelled")
+    grads = ("bf16 gradients (the parameters' dtype: no fp32 main-gradient buffer under FSDP2); approximation, "
+             "named: at the optimizer step Float16OptimizerWithFloat16Params copies each gradient to fp32 "
+             "(main_param.grad = model_param.grad.float(), the bf16 one freed), +2 B per parameter per d·c rank "
+             "at that instant, not counted") if get("bf16") else "gradients in fp32, the parameters' dtype"
+    reader.take("--use-torch-fsdp2", "", "zero = 3 (PyTorch FSDP2 fully_shard over the d·c ranks: parameters, "
+                f"gradients, fp32 main parameters and optimizer states sharded; torch_fully_sharded_data_parallel.py); "
+                + grads, zero=3)
+
+
+def _read_optimizer_cpu_offload(reader, get, options, code: str) -> None:
+    """``--optimizer-cpu-offload``: Megatron-Core's ``HybridDeviceOptimizer``
+    (``megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py`` and ``optimizer/__init__.py`` at d98e8a6) inside
+    the distributed optimizer. With ``--use-precision-aware-optimizer`` (asserted: it reuses that path) the
+    distributed optimizer hands it the bf16 parameter shards, no fp32 main copy of its own; with
+    ``--optimizer-offload-fraction`` 1.0 (arguments.py's default) every shard gets a pinned fp32 CPU copy (the
+    master weights, ``param_update_in_fp32=True``) stepped by CPU Adam, whose m and v live in CPU memory; the
+    gradients stay in the GPU's DDP buffer and are copied to pinned CPU tensors for the step. So: the optimizer
+    states on the CPU, gradients and parameters on the GPU — ``offload = optimizer-states``, not ZeRO-Offload's
+    ``optimizer`` (which moves the gradients too)."""
+    if not get("use-precision-aware-optimizer"):
+        reader.refuse("--optimizer-cpu-offload", "", f"Megatron refuses it ({code}): the optimizer cpu offload must "
+                      "be used in conjunction with --use-precision-aware-optimizer")
+    if not get("use-distributed-optimizer"):
+        reader.refuse("--optimizer-cpu-offload", "", "Megatron refuses it (optimizer/__init__.py): "
+                      "--use-precision-aware-optimizer only supported with distributed optimizer")
+    fraction = _number(reader, "--optimizer-offload-fraction", get("optimizer-offload-fraction", 1.0))
+    if fraction != 1:
+        reader.refuse("--optimizer-offload-fraction", options.get("optimizer-offload-fraction"), "a partial offload "
+                      "(part of the shards' states on the GPU) is not modelled; give 1.0")
+    reader.take("--optimizer-cpu-offload", "", "offload = optimizer-states (HybridDeviceOptimizer, offload fraction "
+                "1.0: fp32 master weights and Adam m, v of the shard in CPU memory; gradients and bf16 parameters "
+                "on the GPU; its pinned fp32 CPU copy of the gradient shard not counted)", offload="optimizer-states")
+    reader.ignore("--use-precision-aware-optimizer", "", "with --optimizer-cpu-offload the hybrid device optimizer "
+                  "steps fp32 master copies on the CPU (param_update_in_fp32): its state dtypes are not read")
+
+
 def read_megatron(source, model: ModelConfig | None = None) -> LaunchReading:
     """A Megatron-LM / Megatron-Core launch: ``source`` is the command line (text or a list of
     words) or a path to a file of arguments or a launch script (its literal arguments)."""
@@ -228,10 +294,13 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
     if get("bf16") and get("fp16"):
         reader.refuse("--bf16", "", "and --fp16 together (arguments.py asserts one)")
     grads_bf16 = get("grad-reduce-in-bf16") or get("main-grads-dtype") == "bf16"
+    # PyTorch FSDP2 (TorchFullyShardedDataParallel): no DDP gradient buffer, so no fp32 main gradients — each
+    # parameter's .grad is FSDP2's sharded gradient in the parameter's dtype (no MixedPrecisionPolicy given)
+    torch_fsdp2 = bool(get("use-torch-fsdp2"))
     for name in ("main-params-dtype", "exp-avg-dtype", "exp-avg-sq-dtype"):
         if name in options and get(name) != "fp32":
             reader.refuse(f"--{name}", options[name], "optimizer states below fp32 are not a recipe this engine models")
-    if "use-precision-aware-optimizer" in options:
+    if "use-precision-aware-optimizer" in options and not get("optimizer-cpu-offload"):
         reader.refuse("--use-precision-aware-optimizer", "", "not modelled (its states' dtypes vary)")
     optimizer = str(get("optimizer", "adam"))
     if optimizer not in ("adam", "sgd"):
@@ -239,9 +308,12 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
     if "optimizer" in options:
         reader.take("--optimizer", optimizer, "the Adam recipes" if optimizer == "adam" else "SGD with momentum")
     if get("bf16"):
-        recipe = ("bf16-adam" if grads_bf16 else "bf16-adam-fp32-grads") if optimizer == "adam" else "bf16-sgd-momentum"
+        recipe = (("bf16-adam" if grads_bf16 or torch_fsdp2 else "bf16-adam-fp32-grads") if optimizer == "adam"
+                  else "bf16-sgd-momentum")
         reader.take("--bf16", "", f"dtype = bf16, optimizer = {recipe}", dtype="bf16", optimizer=recipe)
-        if not grads_bf16 and optimizer == "adam":
+        if torch_fsdp2:
+            pass  # its gradients are said with --use-torch-fsdp2 below
+        elif not grads_bf16 and optimizer == "adam":
             reader.assume("--main-grads-dtype", "fp32", f"fp32 main gradients for bf16 ({code}: "
                           "accumulate and all-reduce gradients in fp32)")
         elif grads_bf16:
@@ -287,9 +359,13 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
     elif "data-parallel-sharding-strategy" in options:
         reader.ignore("--data-parallel-sharding-strategy", get("data-parallel-sharding-strategy"),
                       "read by Megatron-FSDP only (--use-megatron-fsdp absent)")
-    for name in ("use-torch-fsdp2", "optimizer-cpu-offload", "cpu-offloading"):
-        if name in options:
-            reader.refuse(f"--{name}", options[name], "not modelled by this reader yet; give the layout by hand")
+    if torch_fsdp2:
+        _read_torch_fsdp2(reader, get, code, pp, ep, fsdp)
+    if get("optimizer-cpu-offload"):
+        _read_optimizer_cpu_offload(reader, get, options, code)
+    if "cpu-offloading" in options:
+        reader.refuse("--cpu-offloading", options["cpu-offloading"], "Transformer Engine's activation and weight "
+                      "offloading is not modelled by this reader; give the layout by hand (--activation-offload)")
 
     # Recompute.
     granularity = get("recompute-granularity")
@@ -379,6 +455,12 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
         elif get("use-distributed-optimizer"):
             reader.assume("--overlap-param-gather", "absent", "approximation: the time model's --overlap default "
                           "hides the parameter all-gather, Megatron exposes it (its time is in the TIME section)")
+    elif get("use-torch-fsdp2"):
+        # TorchFullyShardedDataParallelConfig has no overlap switch: fully_shard prefetches its all-gathers and
+        # reduce-scatters on streams of its own
+        reader.time["overlap"] = "default"
+        reader.assume("--overlap-grad-reduce", "absent", "--overlap default (FSDP2 overlaps its own all-gathers "
+                      "and reduce-scatters: fully_shard's streams; Megatron's DDP switch does not apply)")
     else:
         reader.time["overlap"] = "none"
         reader.assume("--overlap-grad-reduce", "absent", "--overlap none (DistributedDataParallelConfig: "

@@ -73,6 +73,17 @@ class LaunchReading:
     def fields(self) -> dict:
         return dict(self.layout_fields)
 
+    def with_typed(self, typed: dict) -> "LaunchReading":
+        """This reading with the Layout fields ``typed`` beside it (the API's typed keywords, as the CLI's
+        typed flags): each value wins over the config's and is listed among the options taken."""
+        if not typed:
+            return self
+        read = self.fields
+        notes = tuple(ReadNote(f"{name}= (typed)", str(value), f"{name} = {value}" + (
+            f", over the config's {read[name]}" if name in read and read[name] != value else
+            "" if name in read else " (the config sets none)")) for name, value in typed.items())
+        return replace(self, layout_fields=tuple({**read, **typed}.items()), taken=self.taken + notes)
+
     def layout(self, **overrides) -> Layout:
         """The Layout read (``overrides`` win)."""
         return Layout(**{**self.fields, **overrides})

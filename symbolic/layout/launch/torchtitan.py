@@ -5,16 +5,16 @@ from __future__ import annotations
 from ...models.config import ModelConfig
 from .reader import TORCHTITAN_COMMIT, LaunchReading, _finish, _int, _load_mapping, _Reader
 
-#: Why torchtitan's per-op selective AC (its default ``selective_ac_option = "op"`` in the shipped
-#: TOMLs) is refused: ``SelectiveAC`` in ``torchtitan/distributed/activation_checkpoint.py`` at
-#: b5bcd76c (``_apply_op_sac`` with ``_op_sac_save_list`` in ``models/llama3/infra/parallelize.py`` at
-#: 238fa99) saves the outputs of attention, reduce-scatters and every odd matmul of a block (wq, wv,
-#: w1, w2 in LLaMA's order) and recomputes the rest (wk, wo, w3, norms, SiLU, the elementwise ops):
-#: a per-tensor save set that ``--recompute selective --recompute-modules`` (whole Megatron-Core
-#: modules: core_attn, layernorm, moe_act, mla_up_proj) does not express.
-_PER_OP_WHY = ("torchtitan's per-op policy saves attention's output and every other matmul's (wq, wv, w1, w2; "
-               "activation_checkpoint.py SelectiveAC) and recomputes the rest, a save set --recompute-modules "
-               "does not express")
+#: torchtitan's selective AC by ``selective_ac_option`` (``_apply_ac_to_transformer_block`` in
+#: ``torchtitan/distributed/activation_checkpoint.py`` at :data:`TORCHTITAN_COMMIT`): ``"op"`` is the per-op
+#: policy (``_apply_op_sac``), billed as ``--recompute op-sac`` (:mod:`symbolic.layout.op_sac`); a digit n
+#: is ``_apply_layer_sac``: a process-wide counter checkpoints the blocks whose count is a multiple of n
+#: whole (``not ac_freq or count % ac_freq == 0``), so "0" and "1" checkpoint every block (full recompute)
+#: and n ≥ 2 one block in n — a per-layer mix of full and no recompute the bill does not hold; anything
+#: else is torchtitan's ValueError.
+_LAYER_SAC_WHY = ("torchtitan's selective_ac_option {n} checkpoints one block in {n} whole and keeps the others' "
+                  "saved tensors (activation_checkpoint.py _apply_layer_sac), a per-layer mix of full and no "
+                  "recompute the bill does not model")
 
 _TORCHTITAN_FLAVORS = {("llama3", "8B"): "llama-3-8b", ("llama3", "70B"): "llama-3.1-70b",
                        ("llama3", "405B"): "llama-3.1-405b"}
@@ -121,12 +121,24 @@ def read_torchtitan(source, model: ModelConfig | None = None) -> LaunchReading:
     mode = reader.choice("activation_checkpoint.mode", value(ac, "mode", "selective"),
                          ("selective", "full", "memory_budget", "none"), where)
     if mode == "selective":
-        option = str(value(ac, "selective_ac_option", "2"))
-        why = (_PER_OP_WHY if option == "op" else
-               f"torchtitan's selective_ac_option {option} checkpoints every {option}-th block whole "
-               "(activation_checkpoint.py), a partial full recompute the engine does not model")
-        reader.unless_typed("recompute", "activation_checkpoint.mode", f"selective (selective_ac_option {option})",
-                            why + "; give mode = 'full' or 'none', or type --recompute")
+        given = "selective_ac_option" in section(ac)
+        (reader.take if "mode" in section(ac) else reader.assume)(
+            "activation_checkpoint.mode", mode, "selective AC: the policy is selective_ac_option's")
+        option = value(ac, "selective_ac_option", "2")
+        take = reader.take if given else reader.assume
+        if not isinstance(option, str) or not (option == "op" or option.isdigit()):
+            reader.refuse("activation_checkpoint.selective_ac_option", option,
+                          "torchtitan takes 'op' or a non-negative whole number of layers, as text")
+        elif option == "op":
+            take("activation_checkpoint.selective_ac_option", option, "recompute = op-sac (torchtitan's per-op "
+                 "policy: every other matmul's output, the attention kernel's and the reduce-scatters' kept)",
+                 recompute="op-sac")
+        elif int(option) <= 1:
+            take("activation_checkpoint.selective_ac_option", option, f"recompute = full (selective_ac_option "
+                 f"{option} checkpoints every block whole: _apply_layer_sac)", recompute="full")
+        else:
+            reader.unless_typed("recompute", "activation_checkpoint.selective_ac_option", option,
+                                _LAYER_SAC_WHY.format(n=option) + "; give mode = 'full' or 'none', or type --recompute")
     elif mode == "memory_budget":
         reader.unless_typed("recompute", "activation_checkpoint.mode", mode, "the AC budget solver's choice of ops "
                             "is not modelled; give full or none, or type --recompute")
@@ -165,5 +177,8 @@ def read_torchtitan(source, model: ModelConfig | None = None) -> LaunchReading:
         "parallelism.enable_async_tensor_parallel": "async TP overlaps TP's collectives (the time model's --overlap)",
         "parallelism.disable_loss_parallel": "the loss's parallel plan", "comm": "timeouts",
         "float8": "float8 options without a float8 converter", "experimental": "custom imports",
+        "activation_checkpoint.selective_ac_option": "read under mode = 'selective' only (activation_checkpoint.py)",
+        "parallelism.pipeline_parallel_schedule": "read with pipeline_parallel_degree > 1 only",
+        "parallelism.pipeline_parallel_microbatch_size": "read with pipeline_parallel_degree > 1 only",
     }, model, "a built-in name or an HF config.json")
 
