@@ -1,0 +1,108 @@
+"""The precision recipe's model-state terms: the weight copies Transformer Engine keeps beside the
+parameters and delayed scaling's amax histories, each a named entry (``layout.precision`` says what each
+recipe keeps, read from TE at a commit), sharded as the parameters are.
+
+Which weights: the layers' linear weights — every layer matrix but the MoE router (Megatron-Core's
+``TopKRouter`` runs its own GEMM outside TE's autocast) and the hybrids' depthwise convolutions; the
+embedding and the output layer stay BF16 (Megatron-Core's output layer is not a TE module unless
+``fp8_output_proj`` with MXFP8; DeepSeek-V3 §3.3 keeps the embedding and output head in BF16).
+
+Condition: TE caches the quantised weight across micro-batches (``linear.py``: ``cache_name = "weight"``
+when ``is_first_microbatch`` is given, as Megatron-Core gives it; not under FSDP2). Under ZeRO-3 (FSDP)
+the copy is made per layer as it runs and not kept: no entry.
+"""
+from __future__ import annotations
+
+from sympy import Add, Expr, Integer, Mul, Rational
+
+from ..core.dims import L, t
+from ..layout.experts import routed_expert
+from ..layout.precision import DELAYED_QUANTIZERS_PER_GEMM, TE_AMAX_HISTORY_LEN, TE_LINEAR, Precision
+from .states import StateTerm, _share_axes
+
+#: Layer matrices outside TE's FP8 autocast: the MoE router, the hybrids' depthwise convolutions.
+NOT_FP8 = ("layer/moe/router", "layer/conv/conv_weight", "layer/linear_attention/conv_weight")
+
+
+def fp8_weights(param_inv) -> list:
+    """The layer weight matrices TE quantises (the linear layers': the router and convolutions left out)."""
+    return [term for term in param_inv
+            if term.scope == "layer" and len(term.shape) - _share_axes(term.shape) >= 2
+            and not term.name.startswith(NOT_FP8)]
+
+
+def weight_copy_terms(recipe: Precision, param_inv, *, pipeline: Expr, zero: int, transpose: bool,
+                      expert_grid: tuple | None = None) -> list[StateTerm]:
+    """One :class:`StateTerm` per weight copy of ``recipe`` (and the amax history under delayed scaling),
+    per GPU of a stage whose layer terms are divided by ``pipeline`` (``bill.derive.stage_ways``): the dense
+    part's weights t·pipeline ways, the routed experts' e·e_t·pipeline ways (``expert_grid`` = (e, e_t); None:
+    the dense grid for all). A per-tensor scale and the amax history count per weight matrix a GPU holds
+    (an expert bank's E matrices, E/e on a rank). ``transpose``: the GPU's FP8 GEMMs take TN alone."""
+    if not recipe.low_precision or zero == 3:
+        return []
+    weights = fp8_weights(param_inv)
+    ep_ways, etp_ways = expert_grid if expert_grid is not None else (Integer(1), t)
+
+    def elements(term) -> Expr:
+        ways = ep_ways * etp_ways if routed_expert(term.name) and expert_grid is not None else t
+        return L * term.count / (ways * pipeline)
+
+    def matrices(term) -> Expr:
+        share = Mul(*term.shape[:-2])        # an expert bank's E, a hybrid's share of the layers
+        return L * share / ((ep_ways if routed_expert(term.name) and expert_grid is not None else 1) * pipeline)
+
+    count = Add(*(elements(term) for term in weights))
+    tensors = Add(*(matrices(term) for term in weights))
+    grid = "; routed experts e·e_t·p ways (Megatron-Core's expert grid)" if expert_grid is not None else ""
+    out = []
+    for copy in recipe.weight_copies:
+        if copy.transpose and not transpose:
+            continue
+        size = Rational(copy.bytes.numerator, copy.bytes.denominator) * count + copy.per_tensor * tensors
+        out.append(StateTerm(f"{recipe.name}: {copy.name}", size, "parameters", "gpu",
+                             f"{recipe.source}",
+                             f"{copy.tally}" + (f" + {copy.per_tensor} B per matrix" if copy.per_tensor else "")
+                             + "; the layers' linear weights (router, embedding, output layer in BF16), split as "
+                               "the parameters; cached across micro-batches (TE _fp8_workspaces)" + grid))
+    if recipe.amax_history:
+        per_gemm = DELAYED_QUANTIZERS_PER_GEMM * 4 * (TE_AMAX_HISTORY_LEN + 1)
+        out.append(StateTerm(f"{recipe.name}: amax histories and scales", per_gemm * tensors, "parameters", "gpu",
+                             f"{TE_LINEAR}; DelayedScalingRecipeState (quantization.py)",
+                             f"per weight GEMM {DELAYED_QUANTIZERS_PER_GEMM} quantizers × ({TE_AMAX_HISTORY_LEN} "
+                             "history + 1 scale) × 4 B (TE's amax_history_len; Megatron-Core sets 1); one GEMM per "
+                             "weight matrix (Megatron's fused QKV and FC1 keep fewer)" + grid))
+    return out
+
+
+
+
+
+def on_hardware(layout, hardware):
+    """``layout`` for the GPU it is priced on: a Blackwell-only recipe (MXFP8, NVFP4) refused on a GPU
+    without it, naming the GPU (TE's ``check_mxfp8_support``/``check_nvfp4_support``: compute capability
+    10.x, ≥ 10.0), and the per-tensor FP8 transpose cache kept only where FP8 GEMMs are TN-only (TE's
+    ``is_non_tn_fp8_gemm_supported``: 10.x or ≥ 13.0 need none). A GPU with no compute capability in its
+    file keeps the cache (Hopper's behaviour, the larger). An FP8 recipe on a GPU without FP8 Tensor Cores
+    is priced with BF16 GEMMs, said in the time line (``ledgers.time.price``)."""
+    from dataclasses import replace
+
+    from ..layout.precision import PRECISIONS
+    from ..models.config import ConfigError
+
+    recipe = PRECISIONS[layout.precision]
+    if not recipe.low_precision:
+        return layout
+    capability = hardware.compute_capability
+    if recipe.name in ("mxfp8", "nvfp4") and not recipe.supported_on(capability):
+        have = (f"compute capability {capability[0]}.{capability[1]}" if capability is not None
+                else "no CUDA compute capability in its hardware file")
+        need = "10.x (Blackwell B200/B300/GB200/GB300)" if recipe.name == "mxfp8" else "10.0 or above (Blackwell)"
+        raise ConfigError(f"precision {recipe.name} needs a GPU of compute capability {need} (Transformer Engine's "
+                          f"check_{recipe.name}_support); {hardware.name} has {have}: choose --precision "
+                          "fp8-delayed, fp8-current or fp8-blockwise, or --gpu b200")
+    if recipe.gemm == "fp4" and not hardware.peak_fp4_flops:
+        raise ConfigError(f"precision {recipe.name}: {hardware.name}'s hardware file gives no FP4 peak; give "
+                          "peak_fp4_flops in it, or choose an FP8 recipe (--precision mxfp8)")
+    tn_only = capability is None or not ((10, 0) <= tuple(capability) < (12, 0) or tuple(capability) >= (13, 0))
+    return layout if tn_only == layout.fp8_transpose_cache else replace(layout, fp8_transpose_cache=tn_only)
+__all__ = ["fp8_weights", "weight_copy_terms", "on_hardware", "NOT_FP8"]
