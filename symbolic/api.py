@@ -101,8 +101,14 @@ def _layout(**options):
     import warnings
 
     from .layout.layout import settle_no_ops
+    from .layout.precision import read_precision
 
-    layout, notes = settle_no_ops(Layout(**options))
+    # dtype="fp8" is an FP8 training recipe, as on the command line (layout.precision.read_precision)
+    choice = read_precision(options.pop("dtype", "bf16"), options.pop("precision", None),
+                            options.get("fp8_activations", False))
+    if choice.note:
+        warnings.warn(choice.note, UserWarning, stacklevel=3)
+    layout, notes = settle_no_ops(Layout(dtype=choice.dtype, precision=choice.precision, **options))
     for note in notes:
         warnings.warn(note, UserWarning, stacklevel=3)
     return layout
@@ -335,7 +341,7 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
          cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False,
          gpu: str | None = None, loss: str | None = None, framework: str | None = None,
          sp_inputs: str = "sharded", schedule: str | None = None, first_stage_layers: int = 0,
-         last_stage_layers: int = 0) -> Bill:
+         last_stage_layers: int = 0, precision: str | None = None) -> Bill:
     """``symbolic bill``: the four ledgers of ``model`` (a built-in name, an HF
     ``config.json`` path or a ModelConfig) under a layout, against ``gpu_memory``
     (``"80GB"``, ``"80GiB"`` or bytes), and the step time on ``hardware`` (a GPU
@@ -355,7 +361,7 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      flash_attention=flash_attention, activation_offload=activation_offload,
                      moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity,
                      loss=loss or default_loss(config, tp), sp_inputs=sp_inputs, schedule=_schedule(schedule),
-                     first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers)
+                     first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers, precision=precision)
     filled, layout, hidden = _preset(framework, layout, overlap)
     layout = _engine_errors(lambda: layout.validate(config))
     choice = _gpu_choice(gpu, gpu_memory, hardware)
@@ -502,7 +508,8 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
           global_batch: int = 0, gpu: str | None = None, loss: str | None = None,
           framework: str | None = None,
           lora: int = 0, lora_targets: str = "all-linear", base_dtype: str = "bf16", double_quant: bool = True,
-          offload: str = "none", activation_offload: bool = False, sp_inputs: str = "sharded") -> Solve:
+          offload: str = "none", activation_offload: bool = False, sp_inputs: str = "sharded",
+          precision: str | None = None) -> Solve:
     """``symbolic solve``: the largest ``max`` (``"micro-batch"`` or ``"seq"``)
     for which the layout fits ``gpu_memory``, solved exactly and checked by the bill."""
     from .search.solve import solve_limit
@@ -516,7 +523,7 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config, tp),
                      lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
-                     offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs)
+                     offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs, precision=precision)
     filled, layout, _ = _preset(framework, layout)
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
@@ -567,7 +574,8 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
              loss: str | None = None, framework: str | None = None,
              lora: int = 0, lora_targets: str = "all-linear", base_dtype: str = "bf16", double_quant: bool = True,
              offload: str = "none", activation_offload: bool = False, sp_inputs: str = "sharded",
-             schedule: str | None = None, first_stage_layers: int = 0, last_stage_layers: int = 0) -> Timeline:
+             schedule: str | None = None, first_stage_layers: int = 0, last_stage_layers: int = 0,
+             precision: str | None = None) -> Timeline:
     """``symbolic timeline``: the four lifetime classes over one step, the peak
     and its phase t*; ``optimize`` names optimisations (``"flash-attention"``, ...)."""
     from .render.timeline import report
@@ -581,7 +589,7 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
                      lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
                      offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs,
                      schedule=_schedule(schedule), first_stage_layers=first_stage_layers,
-                     last_stage_layers=last_stage_layers)
+                     last_stage_layers=last_stage_layers, precision=precision)
     filled, layout, _ = _preset(framework, layout)
     comm = CommSettings(nccl_buffsize, nccl_channels, bucket)
     choice = _gpu_choice(gpu, gpu_memory, None)

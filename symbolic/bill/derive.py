@@ -481,7 +481,8 @@ def _add_precision_states(layout: Layout, param_inv, stages, stage_states: dict,
     expert_grid = (grid["expert_parallel"], grid["expert_tensor_parallel"]) if grid else None
     for stage in stages:
         terms = weight_copy_terms(PRECISIONS[layout.precision], param_inv, pipeline=stage_ways(layout, stage if stage in STAGES else "first"),
-                                  zero=layout.zero, transpose=layout.fp8_transpose_cache, expert_grid=expert_grid)
+                                  zero=layout.zero, transpose=layout.fp8_transpose_cache, expert_grid=expert_grid,
+                                  fp8_params=states.RECIPES[layout.optimizer].bytes_of("parameters") == 1)
         blocks, temporary = stage_states[stage]
         stage_states[stage] = ({**blocks, **{term.name: term.bytes for term in terms}}, temporary)
         if stage == "first":

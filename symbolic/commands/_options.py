@@ -419,6 +419,12 @@ def apply_launch(args, command: str):
                          f"the config's framework keeps them all-gathered: bill the chosen layout with "
                          f"--sp-inputs {clean(str(value))} for its own memory")
             continue
+        if not hasattr(args, dest) and field == "precision":
+            # plan prices FP8 as its sweeps carry it (fp8_activations: FP8 inputs and GEMMs, read beside it)
+            if value != "bf16":
+                extra.append(f"`{command}` prices the config's {clean(str(value))} recipe as FP8 linear inputs and "
+                             "GEMMs, without TE's weight copies: bill the chosen layout for them")
+            continue
         if not hasattr(args, dest):
             from ..layout.layout import Layout
             if getattr(Layout(), field) != value:

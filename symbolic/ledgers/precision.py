@@ -32,12 +32,14 @@ def fp8_weights(param_inv) -> list:
 
 
 def weight_copy_terms(recipe: Precision, param_inv, *, pipeline: Expr, zero: int, transpose: bool,
-                      expert_grid: tuple | None = None) -> list[StateTerm]:
+                      expert_grid: tuple | None = None, fp8_params: bool = False) -> list[StateTerm]:
     """One :class:`StateTerm` per weight copy of ``recipe`` (and the amax history under delayed scaling),
     per GPU of a stage whose layer terms are divided by ``pipeline`` (``bill.derive.stage_ways``): the dense
     part's weights t·pipeline ways, the routed experts' e·e_t·pipeline ways (``expert_grid`` = (e, e_t); None:
     the dense grid for all). A per-tensor scale and the amax history count per weight matrix a GPU holds
-    (an expert bank's E matrices, E/e on a rank). ``transpose``: the GPU's FP8 GEMMs take TN alone."""
+    (an expert bank's E matrices, E/e on a rank). ``transpose``: the GPU's FP8 GEMMs take TN alone.
+    ``fp8_params``: the parameters are FP8 already (an ``fp8-*`` optimizer recipe: Megatron's
+    ``--fp8-param-gather``, TE's ``fp8_model_init``), so the first (row-wise) copy is the parameter itself."""
     if not recipe.low_precision or zero == 3:
         return []
     weights = fp8_weights(param_inv)
@@ -55,8 +57,8 @@ def weight_copy_terms(recipe: Precision, param_inv, *, pipeline: Expr, zero: int
     tensors = Add(*(matrices(term) for term in weights))
     grid = "; routed experts e·e_t·p ways (Megatron-Core's expert grid)" if expert_grid is not None else ""
     out = []
-    for copy in recipe.weight_copies:
-        if copy.transpose and not transpose:
+    for index, copy in enumerate(recipe.weight_copies):
+        if (copy.transpose and not transpose) or (fp8_params and index == 0):
             continue
         size = Rational(copy.bytes.numerator, copy.bytes.denominator) * count + copy.per_tensor * tensors
         out.append(StateTerm(f"{recipe.name}: {copy.name}", size, "parameters", "gpu",

@@ -548,7 +548,9 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
             compute_lines.append({"name": line.name, "flops_on_pacing_stage": f, "gemm_flops_per_call": call,
                                   "efficiency": eff, "hbm_bytes": moved, "seconds": seconds,
                                   "kernel": line.kernel if tables is not None or line.kernel == "memory" else "gemm (size step)",
-                                  "shape": (groups, m_, n_, k_)})
+                                  "shape": (groups, m_, n_, k_), "passes": passes,
+                                  # a weight GEMM the recipe runs in FP8/FP4: its operands are quantised
+                                  "low_precision": low_precision and not in_bf16 and line.kernel in ("gemm", "grouped")})
     model_flops, hardware_flops, elem_bytes, opt_bytes, grad_elements, out_bytes = (next(it) for _ in range(6))
     elementwise = elem_bytes / hbm
     elementwise_output = out_bytes / hbm_loss  # the loss kernels: on the last stage only, like the logits
