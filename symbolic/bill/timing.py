@@ -167,6 +167,7 @@ def step_time(model: ModelConfig, layout: Layout, hardware: Hardware, *, overlap
     step = price(text.shell(), numbers, values, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
                  gemm_dtype=layout.gemm_dtype, detail=True, schedule=schedule)
     step.factors["not_priced"] = not_priced(layout)
+    step.factors["precision"] = layout.precision
     if layout.gemm_dtype != "bf16" and not str(step.factors.get("gemm_dtype", "")).startswith("bf16"):
         moved = quantize_traffic(step)
         seconds = moved / float(step.factors["hbm_bandwidth_effective"])

@@ -693,8 +693,8 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     tokens = np.asarray(letters["B"], dtype=np.float64) * np.asarray(letters["s"], dtype=np.float64)
     gpus = tp * pp * dp * cp
     factors = {"hardware": hw.name, "peak_flops": peak,
-               "gemm_dtype": "bf16 (no FP8 Tensor Cores on this GPU)" if fp8_missing else (
-                   f"{gemm_dtype} (the output layer and attention in bf16)" if low_precision else gemm_dtype), "gpus_per_node": G, "overlap": overlap.describe(),
+               "gemm_dtype": "bf16 (no FP8 Tensor Cores on this GPU)" if fp8_missing else gemm_dtype,
+               "gemm_peak_flops": weight_peak, "gpus_per_node": G, "overlap": overlap.describe(),
                "hbm_bandwidth_effective": hbm, "elementwise_passes": ELEMENTWISE_PASSES,
                "output_elementwise_seconds": elementwise_output,  # the loss kernels, in "elementwise"
                "pacing_stage": "last (L/p layers and the output side)" if pacing is None else pacing[2],
