@@ -468,7 +468,7 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     # (ledgers.kernels); FP4 takes the FP8 one — no FP4 ceiling is published (a named assumption).
     fp8_missing = gemm_dtype == "fp8" and not hw.peak_fp8_flops
     weight_peak = hw.peak("bf16" if fp8_missing else gemm_dtype)
-    low_precision = gemm_dtype != "bf16" and not fp8_missing
+    low_precision = gemm_dtype != "bf16"
     it = iter(np.asarray(x, dtype=np.float64) for x in numbers)
     tp, pp, dp = (np.asarray(letters[k], dtype=np.float64) for k in ("t", "p", "d"))
     cp = np.asarray(letters.get("c", 1.0), dtype=np.float64)
@@ -516,7 +516,7 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
             # forward), each gradient GEMM 1/passes.
             forward = np.where(passes > 0, (passes - 2) / np.maximum(passes, 1e-300), 0.0)
             gradient = np.where(passes > 0, 1 / np.maximum(passes, 1e-300), 0.0)
-            dtype = "bf16" if in_bf16 or fp8_missing else gemm_dtype
+            dtype = "bf16" if in_bf16 else gemm_dtype
             if line.kernel == "attention":
                 e_f = tables.attention_efficiency("forward", m_, groups, k_)
                 e_b = tables.attention_efficiency("backward", m_, groups, k_)
@@ -550,7 +550,8 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
                                   "kernel": line.kernel if tables is not None or line.kernel == "memory" else "gemm (size step)",
                                   "shape": (groups, m_, n_, k_), "passes": passes,
                                   # a weight GEMM the recipe runs in FP8/FP4: its operands are quantised
-                                  "low_precision": low_precision and not in_bf16 and line.kernel in ("gemm", "grouped")})
+                                  "low_precision": low_precision and not fp8_missing and not in_bf16
+                                                   and line.kernel in ("gemm", "grouped")})
     model_flops, hardware_flops, elem_bytes, opt_bytes, grad_elements, out_bytes = (next(it) for _ in range(6))
     elementwise = elem_bytes / hbm
     elementwise_output = out_bytes / hbm_loss  # the loss kernels: on the last stage only, like the logits
