@@ -212,6 +212,10 @@ def not_priced(layout: Layout) -> list[str]:
     if layout.ep > 1:
         out.append("the expert-parallel all-to-all is priced for balanced routing (each rank sends (e−1)/e of its "
                    "k·tokens rows): routing imbalance and the capacity factor's padding are not")
+    if layout.ep > 1 and layout.precision == "fp8-blockwise":
+        out.append("DeepSeek-V3 dispatches its tokens to the experts in FP8 (§3.3.2: 1 B + an fp32 scale per 1×128 "
+                   "tile, against bf16's 2 B): the all-to-all is priced in the activations' dtype, as Megatron-Core's "
+                   "alltoall dispatcher sends it under TE's Float8BlockScaling")
     if layout.uneven_stages:
         out.append("uneven pipeline stages: the slowest stage is judged on compute alone (its collectives scale "
                    "with its layers); the gradient reduce and optimizer step are priced at Ψ/(t·p) per GPU")
