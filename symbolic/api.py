@@ -452,7 +452,12 @@ def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int =
     _required(gpus, "gpus", "a GPU count such as 64")
     margin_bytes = _margin(margin, memory)
     from .layout.layout import Layout
+    from .layout.precision import plan_dtype
 
+    dtype, fp8, note = plan_dtype(dtype, False)   # dtype="fp8": the FP8 recipe's inputs and GEMMs, as the CLI's
+    if note:
+        import warnings
+        warnings.warn(note, UserWarning, stacklevel=3)
     # the preset fills the swept layouts' shared fields not given (the ZeRO stage is swept), as the CLI's
     _, shared, hidden = _preset(framework, Layout(optimizer=optimizer, dtype=dtype, loss=loss or default_loss(config),
                                                   flash_attention=False), overlap)
@@ -463,6 +468,7 @@ def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int =
         max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node,
         fixed={name: fixed.get(name) for name in FIXABLE}, overlap=hidden,
         moe_capacity=moe_capacity_factor, loss=shared.loss, flash_attention=shared.flash_attention,
+        fp8_activations=fp8,
         # no loss given and none filled: each layout's default, the bill's (vocabulary-parallel under TP)
         loss_under_tp=None if loss is not None else _loss_under_tp(config, shared.loss),
         levers=_levers(lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,

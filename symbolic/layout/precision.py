@@ -213,5 +213,18 @@ def read_precision(dtype: str, precision: str | None, fp8_activations: bool = Fa
     return PrecisionChoice(dtype, "bf16", "")
 
 
-__all__ = ["Precision", "PrecisionChoice", "WeightCopy", "PRECISIONS", "DEFAULT_FP8", "MEGATRON_RECIPES",
+#: What ``plan`` (whose sweeps carry no weight copies) says when it reads ``--dtype fp8`` as the recipe.
+PLAN_FP8_NOTE = (f"--dtype fp8 read as the FP8 training recipe {DEFAULT_FP8}: plan prices its FP8 linear inputs and "
+                 "GEMMs, not Transformer Engine's weight copies — bill the chosen layout for them")
+
+
+def plan_dtype(dtype: str, fp8_activations: bool) -> tuple[str, bool, str]:
+    """``plan``'s reading of ``--dtype fp8`` (as the bill's, :func:`read_precision`, less the weight copies
+    its sweeps do not carry): (activation dtype, FP8 linear inputs and GEMMs, the note to print or "")."""
+    if dtype == "fp8":
+        return "bf16", True, PLAN_FP8_NOTE
+    return dtype, fp8_activations, ""
+
+
+__all__ = ["plan_dtype", "PLAN_FP8_NOTE", "Precision", "PrecisionChoice", "WeightCopy", "PRECISIONS", "DEFAULT_FP8", "MEGATRON_RECIPES",
            "TE_AMAX_HISTORY_LEN", "DELAYED_QUANTIZERS_PER_GEMM", "precision_named", "read_precision"]
