@@ -210,7 +210,7 @@ def test_delayed_scaling_keeps_an_fp8_copy_its_transpose_and_amax_histories():
 
 
 def test_a_gpu_with_non_tn_fp8_gemms_keeps_no_transpose_cache():
-    from symbolic.ledgers.precision import on_hardware
+    from symbolic.layout.precision import on_hardware
     layout = Layout(precision="fp8-current", **LLAMA)
     assert on_hardware(layout, load_hardware("h100")).fp8_transpose_cache           # Hopper: TN only (9.0)
     blackwell = on_hardware(layout, load_hardware("b200"))                          # 10.0: non-TN supported

@@ -17,8 +17,8 @@ def priced_bill(model: ModelConfig, layout: Layout, hardware: Hardware, *, overl
                 gpus_per_node: int | None = None, params_hand: int | None = None, gpu_memory: int | None = None,
                 cpu_memory: int | None = None):
     """(the evaluated :class:`Bill` with its ``fixes``, the :class:`StepTime`) of ``model`` under ``layout``
-    (its precision recipe checked against ``hardware``: ``ledgers.precision.on_hardware``)."""
-    from ..ledgers.precision import on_hardware
+    (its precision recipe checked against ``hardware``: ``layout.precision.on_hardware``)."""
+    from ..layout.precision import on_hardware
 
     layout = on_hardware(layout, hardware)
     bill: Bill = evaluate(derivation(model, layout, params_hand), model, layout, params_hand, gpu_memory, cpu_memory)

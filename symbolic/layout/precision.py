@@ -226,5 +226,36 @@ def plan_dtype(dtype: str, fp8_activations: bool) -> tuple[str, bool, str]:
     return dtype, fp8_activations, ""
 
 
-__all__ = ["plan_dtype", "PLAN_FP8_NOTE", "Precision", "PrecisionChoice", "WeightCopy", "PRECISIONS", "DEFAULT_FP8", "MEGATRON_RECIPES",
+def on_hardware(layout, hardware):
+    """``layout`` for the GPU it is priced on (``hardware``: a ``ledgers.hardware.Hardware``, read by its
+    ``name``, ``compute_capability`` and ``peak_fp4_flops``; nothing here imports sympy, so a cached bill stays
+    without it): a Blackwell-only recipe (MXFP8, NVFP4) refused on a GPU
+    without it, naming the GPU (TE's ``check_mxfp8_support``/``check_nvfp4_support``: compute capability
+    10.x, ≥ 10.0), and the per-tensor FP8 transpose cache kept only where FP8 GEMMs are TN-only (TE's
+    ``is_non_tn_fp8_gemm_supported``: 10.x or ≥ 13.0 need none). A GPU with no compute capability in its
+    file keeps the cache (Hopper's behaviour, the larger). An FP8 recipe on a GPU without FP8 Tensor Cores
+    is priced with BF16 GEMMs, said in the time line (``ledgers.time.price``)."""
+    from dataclasses import replace
+
+    from ..models.config import ConfigError
+
+    recipe = PRECISIONS[layout.precision]
+    if not recipe.low_precision:
+        return layout
+    capability = hardware.compute_capability
+    if recipe.name in ("mxfp8", "nvfp4") and not recipe.supported_on(capability):
+        have = (f"compute capability {capability[0]}.{capability[1]}" if capability is not None
+                else "no CUDA compute capability in its hardware file")
+        need = "10.x (Blackwell B200/B300/GB200/GB300)" if recipe.name == "mxfp8" else "10.0 or above (Blackwell)"
+        raise ConfigError(f"precision {recipe.name} needs a GPU of compute capability {need} (Transformer Engine's "
+                          f"check_{recipe.name}_support); {hardware.name} has {have}: choose --precision "
+                          "fp8-delayed, fp8-current or fp8-blockwise, or --gpu b200")
+    if recipe.gemm == "fp4" and not hardware.peak_fp4_flops:
+        raise ConfigError(f"precision {recipe.name}: {hardware.name}'s hardware file gives no FP4 peak; give "
+                          "peak_fp4_flops in it, or choose an FP8 recipe (--precision mxfp8)")
+    tn_only = capability is None or not ((10, 0) <= tuple(capability) < (12, 0) or tuple(capability) >= (13, 0))
+    return layout if tn_only == layout.fp8_transpose_cache else replace(layout, fp8_transpose_cache=tn_only)
+
+
+__all__ = ["on_hardware", "plan_dtype", "PLAN_FP8_NOTE", "Precision", "PrecisionChoice", "WeightCopy", "PRECISIONS", "DEFAULT_FP8", "MEGATRON_RECIPES",
            "TE_AMAX_HISTORY_LEN", "DELAYED_QUANTIZERS_PER_GEMM", "precision_named", "read_precision"]
