@@ -496,7 +496,7 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
            "fused (flash-attn / llm-foundry), chunked (torchtune), liger (fused linear CE); default: an HF model's "
            "eager, the papers' GPT models' vocab-parallel", None, choices=LOSS_KERNELS),
     Option("precision", "choice", "the training precision recipe, as Transformer Engine names it: bf16 (default), "
-           "fp8-delayed (DelayedScaling), fp8-current (Float8CurrentScaling, torchao tensorwise), fp8-blockwise "
+           "fp8-delayed (DelayedScaling), fp8-current (Float8CurrentScaling: tensorwise, current amax), fp8-blockwise "
            "(DeepSeek-V3's 1×128/128×128, Float8BlockScaling), mxfp8, nvfp4 (Blackwell only); each sets the GEMMs' "
            "dtype per pass, the saved linear inputs and the weight copies TE keeps; --dtype fp8 means "
            f"{DEFAULT_FP8}", None, choices=tuple(PRECISIONS)),

@@ -120,7 +120,9 @@ PRECISIONS: dict[str, Precision] = {r.name: r for r in (
               "the FP8 input (1 B/element, an fp32 scale per tensor)",
               (_FP8_DATA, _FP8_TRANSPOSE), amax_history=True, min_capability=(8, 9),
               source=f"{TE_RECIPES} (DelayedScaling); {TE_LINEAR}; {MEGATRON_FP8} (fp8_recipe 'delayed')"),
-    Precision("fp8-current", "TE Float8CurrentScaling, format HYBRID (torchao Float8Linear tensorwise)", "fp8",
+    # torchao's tensorwise Float8Linear (torchtitan's float8 converter) scales alike but saves the BF16 input and
+    # weight for backward (matmul_with_hp_or_float8_args) and caches no FP8 weight: its memory is not this recipe's
+    Precision("fp8-current", "TE Float8CurrentScaling, format HYBRID", "fp8",
               "E4M3 × E4M3", "E5M2 × E4M3", "E5M2 × E4M3", "per-tensor scales from each tensor's current amax",
               "the FP8 input (1 B/element, an fp32 scale per tensor)",
               (_FP8_DATA, _FP8_TRANSPOSE), min_capability=(8, 9),
