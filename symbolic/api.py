@@ -600,6 +600,9 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
     comm = CommSettings(nccl_buffsize, nccl_channels, bucket)
     choice = _gpu_choice(gpu, gpu_memory, None)
     memory = choice.memory
+    if layout.precision != "bf16" and gpu is not None:   # the recipe on the GPU named (its weight copies), as the CLI's
+        from .layout.precision import on_hardware
+        layout = on_hardware(layout, choice.hardware)
 
     def build():
         applied, options = apply(list(optimize), layout, MemoryOptions(comm=comm))

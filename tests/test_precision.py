@@ -287,3 +287,16 @@ def test_the_megatron_launch_reader_sets_the_recipe(options, recipe):
                               preset("llama-3-8b")).layout_fields)
     assert fields.get("precision", "bf16") == recipe
     assert fields.get("fp8_activations", False) == (recipe != "bf16")
+
+
+def test_the_timeline_holds_the_recipes_weight_copies_as_the_bill_does():
+    import warnings
+
+    import symbolic
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for gpu, precision in (("h100", "fp8-delayed"), ("b200", "mxfp8")):
+            timeline = symbolic.timeline("llama-3-8b", dp=8, zero=1, precision=precision, gpu=gpu).to_dict()
+            bill = symbolic.bill("llama-3-8b", dp=8, zero=1, precision=precision, gpu=gpu)
+            plain = symbolic.bill("llama-3-8b", dp=8, zero=1, gpu=gpu)
+            assert timeline["peak_bytes"] == bill.total_bytes > plain.total_bytes
