@@ -300,3 +300,18 @@ def test_the_timeline_holds_the_recipes_weight_copies_as_the_bill_does():
             bill = symbolic.bill("llama-3-8b", dp=8, zero=1, precision=precision, gpu=gpu)
             plain = symbolic.bill("llama-3-8b", dp=8, zero=1, gpu=gpu)
             assert timeline["peak_bytes"] == bill.total_bytes > plain.total_bytes
+
+
+def test_an_expert_bank_counts_one_gemm_per_expert_for_its_scales_and_amax_histories():
+    """Mixtral's banks (E·h, 2·f_e) and (E·f_e, h) are E GEMMs each (TE GroupedLinear's num_gemms): the per-matrix
+    fp32 scale and the delayed-scaling history count E/e of them on a rank of the expert grid."""
+    model = preset("mixtral-8x7b")
+    h, a, g, L, E = model.hidden, model.heads, model.kv_heads, model.layers, model.experts
+    f_e = model.values()["f_e"]
+    kept = _states(Layout(seq=4096, ep=8, dp=8, zero=1, precision="fp8-delayed"), model)
+    attention = L * (2 * h * h + 2 * g * (h // a) * h)
+    experts = L * 3 * E * f_e * h // 8                      # a rank's E/e = 1 expert of each layer
+    matrices = L * 4 + L * 2 * E // 8                       # q, k, v, o; the two banks' E/e GEMMs
+    assert kept["fp8-delayed: FP8 weight transpose cache"] == attention + experts
+    assert kept["fp8-delayed: FP8 weight copy (1 B + an fp32 scale per matrix)"] == attention + experts + 4 * matrices
+    assert kept["fp8-delayed: amax histories and scales"] == matrices * 5 * 4 * 1025

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from sympy import Add, Expr, Integer, Mul, Rational
 
-from ..core.dims import L, t
+from ..core.dims import E, L, t
 from ..layout.experts import routed_expert
 from ..layout.precision import DELAYED_QUANTIZERS_PER_GEMM, TE_AMAX_HISTORY_LEN, TE_LINEAR, Precision
 from .states import StateTerm, _share_axes
@@ -50,8 +50,10 @@ def weight_copy_terms(recipe: Precision, param_inv, *, pipeline: Expr, zero: int
         return L * term.count / (ways * pipeline)
 
     def matrices(term) -> Expr:
-        share = Mul(*term.shape[:-2])        # an expert bank's E, a hybrid's share of the layers
-        return L * share / ((ep_ways if routed_expert(term.name) and expert_grid is not None else 1) * pipeline)
+        share = Mul(*term.shape[:-2])        # a hybrid's or a dense-first model's share of the layers
+        if routed_expert(term.name):         # a bank (E·h, 2·f_e): E GEMMs (TE GroupedLinear's num_gemms), E/e a rank
+            return L * share * E / ((ep_ways if expert_grid is not None else 1) * pipeline)
+        return L * share / pipeline
 
     count = Add(*(elements(term) for term in weights))
     tensors = Add(*(matrices(term) for term in weights))
