@@ -212,6 +212,10 @@ def not_priced(layout: Layout) -> list[str]:
     if layout.ep > 1:
         out.append("the expert-parallel all-to-all is priced for balanced routing (each rank sends (e−1)/e of its "
                    "k·tokens rows): routing imbalance and the capacity factor's padding are not")
+    if layout.precision == "fp8-blockwise":
+        out.append("fp8-blockwise's GEMMs are priced at the tensorwise FP8 efficiency (mamf-finder's FP8 ceiling ratio): "
+                   "the per-128 scaling's cost — DeepSeek-V3 §3.3.2 promotes the partial sums to CUDA cores every "
+                   "128 elements of K — is not priced apart")
     if layout.ep > 1 and layout.precision == "fp8-blockwise":
         out.append("DeepSeek-V3 dispatches its tokens to the experts in FP8 (§3.3.2: 1 B + an fp32 scale per 1×128 "
                    "tile, against bf16's 2 B): the all-to-all is priced in the activations' dtype, as Megatron-Core's "
