@@ -315,3 +315,13 @@ def test_an_expert_bank_counts_one_gemm_per_expert_for_its_scales_and_amax_histo
     assert kept["fp8-delayed: FP8 weight transpose cache"] == attention + experts
     assert kept["fp8-delayed: FP8 weight copy (1 B + an fp32 scale per matrix)"] == attention + experts + 4 * matrices
     assert kept["fp8-delayed: amax histories and scales"] == matrices * 5 * 4 * 1025
+
+
+@pytest.mark.parametrize("model_section, recipe", [
+    ({"fp8": "hybrid"}, "fp8-delayed"), ({"fp8": "e4m3", "fp8_recipe": "blockwise"}, "fp8-blockwise"),
+    ({"fp4": "e2m1"}, "nvfp4"), ({}, "bf16")])
+def test_a_nemo_config_sets_the_recipe_from_its_transformer_config(model_section, recipe):
+    from symbolic.layout.launch import read_launch
+    fields = dict(read_launch("nemo", {"model": {"tensor_model_parallel_size": 1, **model_section}},
+                              preset("llama-3-8b")).layout_fields)
+    assert fields.get("precision", "bf16") == recipe
