@@ -8,7 +8,8 @@ embedding and the output layer stay BF16 (Megatron-Core's output layer is not a 
 ``fp8_output_proj`` with MXFP8; DeepSeek-V3 §3.3 keeps the embedding and output head in BF16).
 
 Condition: TE caches the quantised weight across micro-batches (``linear.py``: ``cache_name = "weight"``
-when ``is_first_microbatch`` is given, as Megatron-Core gives it; not under FSDP2). Under ZeRO-3 (FSDP)
+when ``is_first_microbatch`` is given, as Megatron-Core gives it — ``megatron/core/extensions/transformer_engine.py``
+@d98e8a64 passes it unless ``--disable-parameter-transpose-cache``; not under FSDP2). Under ZeRO-3 (FSDP)
 the copy is made per layer as it runs and not kept: no entry.
 """
 from __future__ import annotations
