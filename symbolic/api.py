@@ -102,8 +102,14 @@ def _layout(**options):
     import warnings
 
     from .layout.layout import settle_no_ops
+    from .layout.precision import read_precision
 
-    layout, notes = settle_no_ops(Layout(**options))
+    # dtype="fp8" is an FP8 training recipe, as on the command line (layout.precision.read_precision)
+    choice = read_precision(options.pop("dtype", "bf16"), options.pop("precision", None),
+                            options.get("fp8_activations", False))
+    if choice.note:
+        warnings.warn(choice.note, UserWarning, stacklevel=3)
+    layout, notes = settle_no_ops(Layout(dtype=choice.dtype, precision=choice.precision, **options))
     for note in notes:
         warnings.warn(note, UserWarning, stacklevel=3)
     return layout
@@ -342,7 +348,7 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
          cpu_memory=None, moe_dispatcher: str = "hf", moe_pad_to_capacity: bool = False,
          gpu: str | None = None, loss: str | None = None, framework: str | None = None,
          sp_inputs: str = "sharded", schedule: str | None = None, first_stage_layers: int = 0,
-         last_stage_layers: int = 0) -> Bill:
+         last_stage_layers: int = 0, precision: str | None = None) -> Bill:
     """``symbolic bill``: the four ledgers of ``model`` (a built-in name, an HF
     ``config.json`` path or a ModelConfig) under a layout, against ``gpu_memory``
     (``"80GB"``, ``"80GiB"`` or bytes), and the step time on ``hardware`` (a GPU
@@ -362,7 +368,7 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
                      flash_attention=flash_attention, activation_offload=activation_offload,
                      moe_dispatcher=moe_dispatcher, moe_pad_to_capacity=moe_pad_to_capacity,
                      loss=loss or default_loss(config, tp), sp_inputs=sp_inputs, schedule=_schedule(schedule),
-                     first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers)
+                     first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers, precision=precision)
     filled, layout, hidden = _preset(framework, layout, overlap, config)
     layout = _engine_errors(lambda: layout.validate(config))
     choice = _gpu_choice(gpu, gpu_memory, hardware)
@@ -455,7 +461,12 @@ def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int =
     _required(gpus, "gpus", "a GPU count such as 64")
     margin_bytes = _margin(margin, memory)
     from .layout.layout import Layout
+    from .layout.precision import plan_dtype
 
+    dtype, fp8, note = plan_dtype(dtype, False)   # dtype="fp8": the FP8 recipe's inputs and GEMMs, as the CLI's
+    if note:
+        import warnings
+        warnings.warn(note, UserWarning, stacklevel=3)
     # the preset fills the swept layouts' shared fields not given (the ZeRO stage is swept), as the CLI's
     _, shared, hidden = _preset(framework, Layout(optimizer=optimizer, dtype=dtype, loss=loss or default_loss(config),
                                                   flash_attention=False), overlap)
@@ -466,6 +477,7 @@ def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int =
         max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node,
         fixed={name: fixed.get(name) for name in FIXABLE}, overlap=hidden,
         moe_capacity=moe_capacity_factor, loss=shared.loss, flash_attention=shared.flash_attention,
+        fp8_activations=fp8,
         # no loss given and none filled: each layout's default, the bill's (vocabulary-parallel under TP)
         loss_under_tp=None if loss is not None else _loss_under_tp(config, shared.loss),
         levers=_levers(lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
@@ -511,7 +523,8 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
           global_batch: int = 0, gpu: str | None = None, loss: str | None = None,
           framework: str | None = None,
           lora: int = 0, lora_targets: str = "all-linear", base_dtype: str = "bf16", double_quant: bool = True,
-          offload: str = "none", activation_offload: bool = False, sp_inputs: str = "sharded") -> Solve:
+          offload: str = "none", activation_offload: bool = False, sp_inputs: str = "sharded",
+          precision: str | None = None) -> Solve:
     """``symbolic solve``: the largest ``max`` (``"micro-batch"`` or ``"seq"``)
     for which the layout fits ``gpu_memory``, solved exactly and checked by the bill."""
     from .search.solve import solve_limit
@@ -525,7 +538,7 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config, tp),
                      lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
-                     offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs)
+                     offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs, precision=precision)
     filled, layout, _ = _preset(framework, layout, config=config)
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,
@@ -576,7 +589,8 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
              loss: str | None = None, framework: str | None = None,
              lora: int = 0, lora_targets: str = "all-linear", base_dtype: str = "bf16", double_quant: bool = True,
              offload: str = "none", activation_offload: bool = False, sp_inputs: str = "sharded",
-             schedule: str | None = None, first_stage_layers: int = 0, last_stage_layers: int = 0) -> Timeline:
+             schedule: str | None = None, first_stage_layers: int = 0, last_stage_layers: int = 0,
+             precision: str | None = None) -> Timeline:
     """``symbolic timeline``: the four lifetime classes over one step, the peak
     and its phase t*; ``optimize`` names optimisations (``"flash-attention"``, ...)."""
     from .render.timeline import report
@@ -590,11 +604,14 @@ def timeline(model, *, optimize=(), gpu_memory=None, nccl_buffsize="4MiB", nccl_
                      lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
                      offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs,
                      schedule=_schedule(schedule), first_stage_layers=first_stage_layers,
-                     last_stage_layers=last_stage_layers)
+                     last_stage_layers=last_stage_layers, precision=precision)
     filled, layout, _ = _preset(framework, layout, config=config)
     comm = CommSettings(nccl_buffsize, nccl_channels, bucket)
     choice = _gpu_choice(gpu, gpu_memory, None)
     memory = choice.memory
+    if layout.precision != "bf16" and gpu is not None:   # the recipe on the GPU named (its weight copies), as the CLI's
+        from .layout.precision import on_hardware
+        layout = on_hardware(layout, choice.hardware)
 
     def build():
         applied, options = apply(list(optimize), layout, MemoryOptions(comm=comm))

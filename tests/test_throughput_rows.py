@@ -148,16 +148,18 @@ def test_plan_with_the_fused_kernel_gives_the_bills_totals():
 
 
 def test_fp8_training_runs_the_weight_gemms_at_the_fp8_peak():
-    """Transformer Engine's FP8 recipe: the weight GEMMs at the FP8 peak, the attention core in BF16;
-    a GPU without FP8 Tensor Cores prices BF16 and says so."""
+    """Transformer Engine's FP8 recipe: the layers' weight GEMMs at the FP8 peak, the attention core and the
+    output layer (no TE module in Megatron-Core; DeepSeek-V3 §3.3's output head) in BF16; a GPU without FP8
+    Tensor Cores prices BF16 and says so."""
     model, h100 = preset("llama-3-8b"), load_hardware("h100")
     plain = step_time(model, Layout(dp=8, global_batch=64), h100)
     fp8 = step_time(model, Layout(dp=8, global_batch=64, fp8_activations=True), h100)
     assert fp8.factors["gemm_dtype"] == "fp8" and plain.factors["gemm_dtype"] == "bf16"
     by_name = {line["name"]: line["seconds"] for line in plain.compute_lines}
     core = [line for line in fp8.compute_lines if "attention/scores" in line["name"]
-            or "attention/context" in line["name"]]
+            or "attention/context" in line["name"] or line["name"].startswith("output/")]
     weights = [line for line in fp8.compute_lines if line not in core]
+    assert any(line["name"].startswith("output/") for line in core)
     assert core and weights
     assert all(line["seconds"] == pytest.approx(by_name[line["name"]]) for line in core)
     assert all(line["seconds"] < by_name[line["name"]] for line in weights)

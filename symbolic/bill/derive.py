@@ -16,7 +16,7 @@ from ..core.tensors import Group
 from ..layout import op_sac
 from ..layout.choices import OP_SAC
 from ..layout.experts import MEGATRON, routed_expert
-from ..layout.layout import Layout
+from ..layout.layout import STAGES, Layout
 from ..layout.stages import exact_stages, in_kind, stage_mix, stage_parameters, uneven_stage_ways, verdict_mixes
 from ..layout.strategies import DISPATCHED
 from ..ledgers import activations, flops, params, peak, states
@@ -385,6 +385,7 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
                                                            stage=stage).values()))
         for name, expr in stage_states["first"][0].items():
             add("model_states", name, expr, recipe.source, condition)
+    _add_precision_states(layout, param_inv, stages, stage_states, grid, add)
 
     # Activations: the saved tensors of the layer under the strategy, times the layers held.
     strategy = layout.strategy(matmuls=op_matmuls)
@@ -489,6 +490,27 @@ def derive(model: ModelConfig, layout: Layout = Layout(), params_hand: int | Non
     if model.experts:
         formulas["params_routed_experts"] = sstr(routed_expert_parameters(param_inv))
     return DerivedBill(tuple(lines), formulas, strategy.describe())
+
+
+def _add_precision_states(layout: Layout, param_inv, stages, stage_states: dict, grid: dict, add) -> None:
+    """The precision recipe's weight copies and amax histories (``ledgers.precision``): entries of each
+    stage's model states, lines of the first stage's (first order under a per-chunk stage mix, as the
+    even split: the stage's layers by ``stage_ways``)."""
+    if layout.precision == "bf16":
+        return
+    from ..layout.precision import PRECISIONS
+    from ..ledgers.precision import weight_copy_terms
+
+    expert_grid = (grid["expert_parallel"], grid["expert_tensor_parallel"]) if grid else None
+    for stage in stages:
+        terms = weight_copy_terms(PRECISIONS[layout.precision], param_inv, pipeline=stage_ways(layout, stage if stage in STAGES else "first"),
+                                  zero=layout.zero, transpose=layout.fp8_transpose_cache, expert_grid=expert_grid,
+                                  fp8_params=states.RECIPES[layout.optimizer].bytes_of("parameters") == 1)
+        blocks, temporary = stage_states[stage]
+        stage_states[stage] = ({**blocks, **{term.name: term.bytes for term in terms}}, temporary)
+        if stage == "first":
+            for term in terms:
+                add("model_states", term.name, term.bytes, term.source, term.condition)
 
 
 def model_state_blocks(model: ModelConfig, layout: Layout, param_inv, recipe, zero: int | None = None,

@@ -235,6 +235,8 @@ def derivation_key(model: ModelConfig, layout: Layout, params_hand: int | None =
     # the choices most layouts leave at their defaults: keyed only when set (in this order)
     if layout.fp8_activations:
         key["fp8_activations"] = True
+    if layout.precision != "bf16":  # the recipe's weight copies (a transpose cache on a TN-only GPU) are lines
+        key["precision"] = (layout.precision, layout.fp8_transpose_cache)
     if layout.loss != "eager":
         key["loss"] = layout.loss
     if layout.uneven_stages:

@@ -83,7 +83,11 @@ LEVERS: tuple[Lever, ...] = (
     Lever("FlashAttention (no s×s tensor)", 1, _when(lambda x: not x.flash_attention, flash_attention=True)),
     Lever("selective recompute", 1, _when(lambda x: x.recompute == "none", recompute="selective")),
     Lever("full recompute", 1, _when(lambda x: x.recompute != "full", recompute="full")),
-    Lever("FP8 activations (storage)", 2, _when(lambda x: x.dtype in ("bf16", "fp16"), dtype="fp8")),
+    # the FP8 recipe ``--dtype fp8`` means (layout.precision): its linear inputs saved in FP8, TE's weight copies
+    # kept — it fits where the first saves more than the second adds
+    Lever("FP8 training recipe (fp8-delayed: linear inputs saved in FP8, FP8 weight copies kept)", 2,
+          _when(lambda x: x.precision == "bf16" and not x.fp8_activations and x.dtype in ("bf16", "fp16"),
+                precision="fp8-delayed")),
     Lever("8-bit Adam (bitsandbytes)", 2, _when(lambda x: x.optimizer in ("bf16-adam", "bf16-adam-fp32-grads"),
                                                 optimizer="adam8bit")),
     Lever("activation offload (saved activations in CPU memory)", 2,
@@ -131,6 +135,8 @@ def flags_for(before: Layout, after: Layout) -> tuple[str, ...]:
         old, new = getattr(before, name), getattr(after, name)
         if old == new:
             continue
+        if name == "fp8_activations" and after.precision != "bf16":
+            continue   # set by the precision recipe itself (Layout.__post_init__)
         option = OPTIONS[name]
         if option.kind == "flag":
             if bool(new) != bool(option.default):  # (a switch the layout's rules settled off is settled again)
@@ -179,6 +185,8 @@ def cost(before: Bill, after: Bill, seconds: tuple[float, float] | None = None) 
                    "every step (ZeRO-Offload §4)" + (", parameters every layer" if lay1.offload == "params" else ""))
     if lay1.dtype == "fp8" != lay0.dtype:
         out.append("quality: activations stored in FP8 (seed 004 §05.2)")
+    if lay1.precision != lay0.precision:
+        out.append(f"quality: FP8 GEMMs and FP8 saved linear inputs ({lay1.precision}, Transformer Engine)")
     if lay1.optimizer == "adam8bit" != lay0.optimizer:
         out.append("quality: 8-bit optimizer states (Dettmers et al. 2021 report parity with 32-bit Adam)")
     if lay1.lora and not lay0.lora:

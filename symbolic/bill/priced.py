@@ -16,7 +16,11 @@ from .timing import step_time
 def priced_bill(model: ModelConfig, layout: Layout, hardware: Hardware, *, overlap: Overlap = Overlap(),
                 gpus_per_node: int | None = None, params_hand: int | None = None, gpu_memory: int | None = None,
                 cpu_memory: int | None = None):
-    """(the evaluated :class:`Bill` with its ``fixes``, the :class:`StepTime`) of ``model`` under ``layout``."""
+    """(the evaluated :class:`Bill` with its ``fixes``, the :class:`StepTime`) of ``model`` under ``layout``
+    (its precision recipe checked against ``hardware``: ``layout.precision.on_hardware``)."""
+    from ..layout.precision import on_hardware
+
+    layout = on_hardware(layout, hardware)
     bill: Bill = evaluate(derivation(model, layout, params_hand), model, layout, params_hand, gpu_memory, cpu_memory)
     step = step_time(model, layout, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
                      params_hand=params_hand, params_count=bill.totals["params"])

@@ -167,7 +167,43 @@ def step_time(model: ModelConfig, layout: Layout, hardware: Hardware, *, overlap
     step = price(text.shell(), numbers, values, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
                  gemm_dtype=layout.gemm_dtype, detail=True, schedule=schedule)
     step.factors["not_priced"] = not_priced(layout)
+    step.factors["precision"] = layout.precision
+    if layout.gemm_dtype != "bf16" and not str(step.factors.get("gemm_dtype", "")).startswith("bf16"):
+        moved = quantize_traffic(step)
+        seconds = moved / float(step.factors["hbm_bandwidth_effective"])
+        step.factors["not_priced"].append(
+            f"the {layout.precision if layout.precision != 'bf16' else 'FP8'} recipe's cast/quantize kernels: at most "
+            f"{moved / 1e9:.2f} GB of HBM traffic per GPU per iteration, {seconds * 1e3:.2f} ms at the memory-bound "
+            "kernels' bandwidth (each FP8 GEMM's input and output gradient read in BF16 and written row- and "
+            "column-wise, 4 B per element; each weight once per step, 4 B per element) — less where Transformer "
+            "Engine fuses the cast into the norm or the activation (LayerNormLinear)")
     return step
+
+
+#: Bytes a quantize kernel moves per element, at most: 2 B read in BF16, 1 B written row-wise and 1 B
+#: column-wise (TE's cast-transpose: the FP8 copy and its transpose, or MXFP8's two directions).
+QUANTIZE_BYTES_PER_ELEMENT = 4
+
+
+def quantize_traffic(step) -> float:
+    """HBM bytes per GPU per iteration of a low-precision recipe's cast/quantize kernels, at most, from the
+    priced compute lines (GEMM (m, n, k): input m×k, output gradient m×n, weight k×n per group): every
+    forward's input (recomputed ones too), every backward's output gradient once (dgrad and wgrad read the
+    same), every weight once per step (TE caches it across micro-batches), each at
+    :data:`QUANTIZE_BYTES_PER_ELEMENT`. Scales and amaxes not counted (a 1/32 or less of the bytes)."""
+    micro_batches = float(step.factors.get("micro_batches_per_pipeline", 1.0))
+    total = 0.0
+    for line in step.compute_lines:
+        if not line.get("low_precision"):
+            continue
+        groups, m, n, k = (float(x) for x in line["shape"])
+        passes, call = float(line["passes"]), float(line["gemm_flops_per_call"])
+        if passes <= 0 or call <= 0:
+            continue
+        calls = float(line["flops_on_pacing_stage"]) / call / passes      # forward calls, backward ones alike
+        total += calls * groups * ((passes - 2) * m * k + m * n) * QUANTIZE_BYTES_PER_ELEMENT
+        total += calls / max(micro_batches, 1.0) * groups * k * n * QUANTIZE_BYTES_PER_ELEMENT
+    return total
 
 
 def not_priced(layout: Layout) -> list[str]:
@@ -176,6 +212,14 @@ def not_priced(layout: Layout) -> list[str]:
     if layout.ep > 1:
         out.append("the expert-parallel all-to-all is priced for balanced routing (each rank sends (e−1)/e of its "
                    "k·tokens rows): routing imbalance and the capacity factor's padding are not")
+    if layout.precision == "fp8-blockwise":
+        out.append("fp8-blockwise's GEMMs are priced at the tensorwise FP8 efficiency (mamf-finder's FP8 ceiling ratio): "
+                   "the per-128 scaling's cost — DeepSeek-V3 §3.3.2 promotes the partial sums to CUDA cores every "
+                   "128 elements of K — is not priced apart")
+    if layout.ep > 1 and layout.precision == "fp8-blockwise":
+        out.append("DeepSeek-V3 dispatches its tokens to the experts in FP8 (§3.3.2: 1 B + an fp32 scale per 1×128 "
+                   "tile, against bf16's 2 B): the all-to-all is priced in the activations' dtype, as Megatron-Core's "
+                   "alltoall dispatcher sends it under TE's Float8BlockScaling")
     if layout.uneven_stages:
         out.append("uneven pipeline stages: the slowest stage is judged on compute alone (its collectives scale "
                    "with its layers); the gradient reduce and optimizer step are priced at Ψ/(t·p) per GPU")

@@ -40,6 +40,7 @@ from ..layout.options import (COUNT_SUFFIXES, DTYPE_ALIASES, GPU_MEMORY, LIMITS,
                               model_from_text, parse_count, parse_memory, parse_memory_or_share, parse_ratio, read,
                               typed)
 from ..models.config import ConfigError, ModelConfig
+from ..layout.precision import read_precision
 
 _COUNT = _interned_int(1, LIMITS["count"])
 _positive = _COUNT  # kept for the commands that used it: a count of at least 1 (the same type as --lora's)
@@ -113,6 +114,7 @@ def add_layout_options(parser: argparse.ArgumentParser) -> None:
         add(group, name)
     add_stage_layer_options(group)
     add_fp8_activations_option(group)
+    add(group, "precision")
     add(group, "sp")
     add(group, "sp_inputs")
     add_recompute_option(group)
@@ -183,9 +185,13 @@ def _layout_from_args(args, model: ModelConfig | None) -> Layout:
     def given(name: str):
         return getattr(args, name, OPTIONS[name].default)
 
+    # --dtype fp8 and --fp8-activations are an FP8 training recipe (layout.precision.read_precision)
+    choice = read_precision(args.dtype, given("precision"), given("fp8_activations"))
+    if choice.note:
+        PENDING_NOTES.append(choice.note)
     return Layout(micro_batch=args.micro_batch, seq=args.seq, tp=args.tp, pp=args.pp, dp=args.dp,
                   sp=args.sp, recompute=args.recompute, zero=args.zero, optimizer=args.optimizer,
-                  interleave=args.interleave, dtype=args.dtype,
+                  interleave=args.interleave, dtype=choice.dtype, precision=choice.precision,
                   global_batch=steady_state_batch(args.global_batch, args.pp, args.micro_batch, args.dp),
                   cp=given("cp"), ep=given("ep"), etp=given("etp"),
                   moe_capacity=read("moe_capacity_factor", given("moe_capacity_factor")),
@@ -424,6 +430,12 @@ def apply_launch(args, command: str):
             priced_as = (f"`{command}` prices sequence parallelism as Megatron-Core's (linear inputs kept sharded); "
                          f"the config's framework keeps them all-gathered: bill the chosen layout with "
                          f"--sp-inputs {clean(str(value))} for its own memory")
+            continue
+        if not hasattr(args, dest) and field == "precision":
+            # plan prices FP8 as its sweeps carry it (fp8_activations: FP8 inputs and GEMMs, read beside it)
+            if value != "bf16":
+                extra.append(f"`{command}` prices the config's {clean(str(value))} recipe as FP8 linear inputs and "
+                             "GEMMs, without TE's weight copies: bill the chosen layout for them")
             continue
         if not hasattr(args, dest):
             from ..layout.layout import Layout

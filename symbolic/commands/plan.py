@@ -93,6 +93,10 @@ def run(args) -> int:
     margin = parse_margin(args.margin, gpu_memory)
     params_hand = _options.parse_count(args.params) if args.params is not None else None
     _, overlap, _ = _options.time_options(args)
+    from ..layout.precision import plan_dtype
+    args.dtype, args.fp8_activations, note = plan_dtype(args.dtype, args.fp8_activations)  # --dtype fp8: the recipe
+    if note:
+        _options.PENDING_NOTES.append(note)
     # the preset fills the swept layouts' shared fields the user did not type (the ZeRO stage is swept)
     shared = _options.apply_framework(_options.Layout(
         optimizer=args.optimizer, dtype=args.dtype, loss=_options.loss_from_args(args, model),

@@ -55,6 +55,9 @@ def run(args) -> int:
     layout, options = apply(args.optimize, layout, MemoryOptions(comm=comm))
     gpu = _gpu.from_args(args)
     gpu_memory = gpu.memory
+    if layout.precision != "bf16" and getattr(args, "gpu", None):   # the recipe on the GPU named (its copies)
+        from ..layout.precision import on_hardware
+        layout = on_hardware(layout, gpu.hardware)
     data, tl, result, reserved = report(model, layout, options, gpu_memory, getattr(args, "stage", "first"))
     data["gpu"] = gpu.as_dict()
     if getattr(args, "_preset", None) is not None and args._preset.fields:  # what --framework filled

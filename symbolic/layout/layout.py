@@ -29,6 +29,7 @@ from .choices import (
 from .experts import validate_expert_parallel
 from .suggest import largest_divisor, smallest_multiple_at_least, try_flags
 from .recipes import RECIPES
+from .precision import PRECISIONS
 from .stages import MEGATRON_STAGES, indivisible_layers, stage_key_rank, stage_layers  # noqa: F401 (re-exported: the layout's rule)
 
 if TYPE_CHECKING:
@@ -99,7 +100,15 @@ class Layout:
     stays on the GPU (seed 004 §05.2).
 
     fp8_activations: the linear layers' saved inputs kept in FP8 for backward
-    (``strategies.fp8_gemm_inputs``: Transformer Engine, DeepSeek-V3 §3.3.3).
+    (``strategies.fp8_gemm_inputs``: Transformer Engine, DeepSeek-V3 §3.3.3); set by every low-precision
+    ``precision``. Alone (``precision`` bf16) the old reading: FP8 inputs and FP8 GEMMs, no weight copies
+    (what ``plan``'s sweeps carry).
+    precision: the training precision recipe (``precision.PRECISIONS``: bf16, fp8-delayed, fp8-current,
+    fp8-blockwise, mxfp8, nvfp4): the GEMMs' dtype per pass, the saved linear inputs, the weight copies
+    Transformer Engine keeps and delayed scaling's amax histories (``ledgers.precision``).
+    fp8_transpose_cache: the GPU's FP8 GEMMs take the TN layout alone (compute capability below 10: Hopper,
+    Ada), so a per-tensor FP8 recipe keeps a transposed copy of each weight (``bill.priced`` sets it from
+    the hardware file's compute capability; True, Hopper's, where no GPU is known).
     pipeline_layout: Megatron-Core's ``pipeline_model_parallel_layout``, the layers of each of the p·v
     virtual stages ("Et*3|(t*4|)*14,t*2L"; :mod:`symbolic.layout.stages`); "" means none.
     first_stage_layers, last_stage_layers: uneven pipeline stages, Megatron-Core's
@@ -150,8 +159,12 @@ class Layout:
     #: the pipeline schedule (``schedules.SCHEDULES``): "" means Megatron's, 1F1B or interleaved 1F1B as
     #: ``interleave`` says; ``zb-v`` and ``dualpipev`` hold two chunks per rank (interleave 2, set here)
     schedule: str = ""
+    precision: str = "bf16"
+    fp8_transpose_cache: bool = True
 
     def __post_init__(self):
+        if self.precision != "bf16" and self.precision in PRECISIONS and PRECISIONS[self.precision].low_precision:
+            object.__setattr__(self, "fp8_activations", True)   # every low-precision recipe saves FP8 inputs
         if self.schedule in ("zb-v", "dualpipev") and self.interleave == 1:
             object.__setattr__(self, "interleave", 2)   # the V's two chunks of L/(2p) layers per rank
 
@@ -255,6 +268,8 @@ class Layout:
         """The weight GEMMs' precision for the step time: ``fp8`` when the layout trains in FP8 — its
         linear layers' inputs kept in FP8 (Transformer Engine's FP8 recipe casts them for its FP8
         GEMMs) or FP8 working weights (an ``fp8-*`` optimizer recipe) — else ``bf16``."""
+        if self.precision != "bf16" and self.precision in PRECISIONS:
+            return PRECISIONS[self.precision].gemm   # the recipe's: fp8, or fp4 (NVFP4)
         fp8_weights = self.optimizer in RECIPES and RECIPES[self.optimizer].bytes_of("parameters") == 1
         return "fp8" if self.fp8_activations or fp8_weights else "bf16"
 
@@ -419,6 +434,8 @@ class Layout:
             raise ConfigError(f"zero must be one of 0, 1, 2, 3, not {self.zero!r}")
         if self.optimizer not in RECIPES:
             raise ConfigError(f"unknown optimizer {self.optimizer!r}; recipes: {', '.join(RECIPES)}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
         if self.dtype not in FLOAT_ACTIVATION_DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}, not {self.dtype!r}")
         if isinstance(self.lora, bool) or not isinstance(self.lora, int) or self.lora < 0:

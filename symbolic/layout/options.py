@@ -55,6 +55,7 @@ from ..models.losses import LOSS_KERNELS
 from .choices import (BASE_DTYPES, FLOAT_ACTIVATION_DTYPES, LAUNCH_KINDS, LORA_TARGETS, MOE_DISPATCHERS, OFFLOAD_MODES,
                       OPTIMIZER_IMPLS, RECOMPUTE_POLICIES, SCHEDULE_NAMES, SP_INPUTS, ZERO_STAGES)
 from .frameworks import FRAMEWORKS, NO_FRAMEWORK
+from .precision import DEFAULT_FP8, PRECISIONS
 from .recipes import RECIPES
 
 #: Memory units, keyed in lower case (``80gb`` = ``80GB``); GB = 10^9 B, GiB = 2^30 B.
@@ -477,7 +478,8 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
     Option("zero", "choice", "ZeRO stage over d", 0, choices=ZERO_STAGES),
     Option("optimizer", "choice", "model-state recipe (bytes per parameter)", "bf16-adam",
            choices=tuple(sorted(RECIPES))),
-    Option("dtype", "choice", "activation dtype (bfloat16, float16, float32 spellings accepted)", "bf16",
+    Option("dtype", "choice", "activation dtype (bfloat16, float16, float32 spellings accepted); fp8 is the FP8 "
+           f"training recipe {DEFAULT_FP8} (see --precision)", "bf16",
            choices=FLOAT_ACTIVATION_DTYPES, aliases=DTYPE_ALIASES),
     Option("moe_capacity_factor", "ratio", "tokens of the busiest expert over the balanced share s·b·k/E "
            "(1.25, 5/4; default 1; at least 1, at most E/k)", "1", low=1, high=1000, metavar="F"),
@@ -495,8 +497,13 @@ OPTIONS: dict[str, Option] = {option.name: option for option in (
            "loss-parallel (PyTorch's loss_parallel on DTensor logits, torchtitan), "
            "fused (flash-attn / llm-foundry), chunked (torchtune), liger (fused linear CE); default: an HF model's "
            "eager, the papers' GPT models' vocab-parallel", None, choices=LOSS_KERNELS),
+    Option("precision", "choice", "the training precision recipe, as Transformer Engine names it: bf16 (default), "
+           "fp8-delayed (DelayedScaling), fp8-current (Float8CurrentScaling: tensorwise, current amax), fp8-blockwise "
+           "(DeepSeek-V3's 1×128/128×128, Float8BlockScaling), mxfp8, nvfp4 (Blackwell only); each sets the GEMMs' "
+           "dtype per pass, the saved linear inputs and the weight copies TE keeps; --dtype fp8 means "
+           f"{DEFAULT_FP8}", None, choices=tuple(PRECISIONS)),
     Option("fp8_activations", "flag", "the linear layers' saved inputs kept in FP8 for backward "
-           "(Transformer Engine; DeepSeek-V3 §3.3.3)", False),
+           f"(Transformer Engine; DeepSeek-V3 §3.3.3); in a bill, the FP8 recipe {DEFAULT_FP8}", False),
     Option("schedule", "choice", "the pipeline schedule: 1f1b, interleaved (with --interleave v), the zero-bubble "
            "zb-h1, zb-h2, zb-v (Qi et al. 2024), DeepSeek's dualpipe (two parameter copies per rank) and dualpipev; "
            "default Megatron's 1F1B, interleaved under --interleave", None, choices=SCHEDULE_NAMES),

@@ -54,6 +54,7 @@ class Plausible:
 PLAUSIBLE: dict[str, Plausible] = {
     "peak_bf16_flops": Plausible(1e12, 1e17, "FLOP/s", "1 TFLOP/s to 100 PFLOP/s per GPU"),
     "peak_fp8_flops": Plausible(1e12, 1e17, "FLOP/s", "1 TFLOP/s to 100 PFLOP/s per GPU"),
+    "peak_fp4_flops": Plausible(1e12, 1e17, "FLOP/s", "1 TFLOP/s to 100 PFLOP/s per GPU"),
     "hbm_bytes": Plausible(1e9, 1e13, "B", "1 GB to 10 TB per GPU"),
     "hbm_bandwidth": Plausible(1e10, 1e14, "B/s", "10 GB/s to 100 TB/s"),
     "nvlink_bandwidth": Plausible(1e9, 1e13, "B/s", "1 GB/s to 10 TB/s per direction"),
@@ -118,9 +119,18 @@ class Hardware:
     sources: dict = field(default_factory=dict)
     note: str = ""
     path: str = ""
+    #: dense FP4 (NVFP4) Tensor Core peak, FLOP/s; None where the GPU has none or its file gives none
+    peak_fp4_flops: float | None = None
+    #: CUDA compute capability (major, minor) — what Transformer Engine checks a precision recipe against
+    #: (``layout.precision``); None for a GPU that is not NVIDIA's or a file that gives none
+    compute_capability: tuple | None = None
 
     def peak(self, dtype: str = "bf16") -> float:
-        """Dense peak FLOP/s of the GEMMs in ``dtype`` (fp8 where the GPU has it)."""
+        """Dense peak FLOP/s of the GEMMs in ``dtype`` (fp8, fp4 where the GPU has it)."""
+        if dtype == "fp4":
+            if not self.peak_fp4_flops:
+                raise ConfigError(f"{self.name} has no FP4 peak in its hardware file: choose an FP8 recipe")
+            return self.peak_fp4_flops
         if dtype == "fp8":
             if not self.peak_fp8_flops:
                 raise ConfigError(f"{self.name} has no FP8 peak: choose bf16 GEMMs or another --hardware")
@@ -197,6 +207,16 @@ def from_dict(data, where: str = "hardware file") -> Hardware:
     usage = dict(PROCESSOR_USAGE, **usage)
     for key, value in usage.items():
         plausible(value, f"processor_usage.{key}", where, table="processor_usage")
+    fp4 = data.get("peak_fp4_flops")
+    if fp4 is not None:
+        fp4 = _number(data, "peak_fp4_flops", where)
+    capability = data.get("compute_capability")
+    if capability is not None:
+        if not (isinstance(capability, list) and len(capability) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 100 for x in capability)):
+            raise ConfigError(f"{where}: compute_capability must be [major, minor] (9.0: [9, 0]), "
+                              f"not {capability!r}")
+        capability = tuple(capability)
     sources = data.get("sources", {})
     if not isinstance(sources, dict):
         raise ConfigError(f"{where}: sources must be an object: figure name → where it comes from")
@@ -206,7 +226,7 @@ def from_dict(data, where: str = "hardware file") -> Hardware:
                     figures["nvlink_efficiency"], figures["internode_efficiency"],
                     {key: float(latency[key]) for key in LATENCIES},
                     {key: float(value) for key, value in usage.items()}, dict(sources), clean(data.get("note", ""))[:500],
-                    where)
+                    where, fp4, capability)
 
 
 @cache

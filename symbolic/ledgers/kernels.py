@@ -320,7 +320,7 @@ class KernelTables:
 
     def _scaled(self, eff, dtype):
         eff = np.minimum(eff * self.scale, self.ceiling)
-        if dtype == "fp8" and self.fp8_ratio is not None:
+        if dtype in ("fp8", "fp4") and self.fp8_ratio is not None:   # FP4: the FP8 ratio (no FP4 ceiling published)
             eff = eff * self.fp8_ratio
         return eff
 

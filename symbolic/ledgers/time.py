@@ -466,11 +466,14 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     (floats, not arrays): its bubble is its order simulated (:func:`schedule_bubble`)."""
     G = gpus_per_node or hw.nvlink_domain
     peak = hw.peak("bf16")             # the throughput figures' denominator (MFU, HFU): the dense BF16 peak
-    # FP8 training (Transformer Engine's recipe) runs the weight GEMMs in FP8; the attention core stays
-    # in BF16 (TE's FP8 attention is its own option). The GEMM efficiency table is the BF16 one, used
-    # for FP8 too: a named approximation.
+    # A low-precision recipe (layout.precision) runs the layers' weight GEMMs in FP8 (or FP4, NVFP4); the
+    # attention core stays in BF16 (TE's FP8 attention is its own option), and so does the output layer
+    # (Megatron-Core's output layer is no TE module; DeepSeek-V3 §3.3 keeps the output head in BF16). The
+    # GEMM efficiency of a shape is the BF16 table's × the kind's mamf-finder FP8/BF16 ceiling ratio
+    # (ledgers.kernels); FP4 takes the FP8 one — no FP4 ceiling is published (a named assumption).
     fp8_missing = gemm_dtype == "fp8" and not hw.peak_fp8_flops
     weight_peak = hw.peak("bf16" if fp8_missing else gemm_dtype)
+    low_precision = gemm_dtype != "bf16"
     it = iter(np.asarray(x, dtype=np.float64) for x in numbers)
     tp, pp, dp = (np.asarray(letters[k], dtype=np.float64) for k in ("t", "p", "d"))
     cp = np.asarray(letters.get("c", 1.0), dtype=np.float64)
@@ -500,7 +503,8 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
         hbm_loss = hw.hbm_bandwidth * tables.loss_memory_efficiency
     for line in derivation.compute:
         f, call, moved, groups, m_, n_, k_, passes = (next(it) for _ in range(8))
-        line_peak = peak if line.attention_core else weight_peak
+        in_bf16 = line.attention_core or (low_precision and line.name.startswith("output/"))
+        line_peak = peak if in_bf16 else weight_peak
         if line.kernel == "memory":  # a memory pass (a quantised base's dequantisation): its bytes over HBM
             eff, seconds = np.zeros_like(np.asarray(moved, dtype=float)), moved / hbm
             w_seconds = 0.0
@@ -517,7 +521,7 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
             # forward), each gradient GEMM 1/passes.
             forward = np.where(passes > 0, (passes - 2) / np.maximum(passes, 1e-300), 0.0)
             gradient = np.where(passes > 0, 1 / np.maximum(passes, 1e-300), 0.0)
-            dtype = "bf16" if line.attention_core else gemm_dtype
+            dtype = "bf16" if in_bf16 else gemm_dtype
             if line.kernel == "attention":
                 e_f = tables.attention_efficiency("forward", m_, groups, k_)
                 e_b = tables.attention_efficiency("backward", m_, groups, k_)
@@ -549,7 +553,10 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
             compute_lines.append({"name": line.name, "flops_on_pacing_stage": f, "gemm_flops_per_call": call,
                                   "efficiency": eff, "hbm_bytes": moved, "seconds": seconds,
                                   "kernel": line.kernel if tables is not None or line.kernel == "memory" else "gemm (size step)",
-                                  "shape": (groups, m_, n_, k_)})
+                                  "shape": (groups, m_, n_, k_), "passes": passes,
+                                  # a weight GEMM the recipe runs in FP8/FP4: its operands are quantised
+                                  "low_precision": low_precision and not fp8_missing and not in_bf16
+                                                   and line.kernel in ("gemm", "grouped")})
     model_flops, hardware_flops, elem_bytes, opt_bytes, grad_elements, out_bytes = (next(it) for _ in range(6))
     elementwise = elem_bytes / hbm
     elementwise_output = out_bytes / hbm_loss  # the loss kernels: on the last stage only, like the logits
@@ -692,7 +699,8 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     tokens = np.asarray(letters["B"], dtype=np.float64) * np.asarray(letters["s"], dtype=np.float64)
     gpus = tp * pp * dp * cp
     factors = {"hardware": hw.name, "peak_flops": peak,
-               "gemm_dtype": "bf16 (no FP8 Tensor Cores on this GPU)" if fp8_missing else gemm_dtype, "gpus_per_node": G, "overlap": overlap.describe(),
+               "gemm_dtype": "bf16 (no FP8 Tensor Cores on this GPU)" if fp8_missing else gemm_dtype,
+               "gemm_peak_flops": weight_peak, "gpus_per_node": G, "overlap": overlap.describe(),
                "hbm_bandwidth_effective": hbm, "elementwise_passes": ELEMENTWISE_PASSES,
                "output_elementwise_seconds": elementwise_output,  # the loss kernels, in "elementwise"
                "pacing_stage": "last (L/p layers and the output side)" if pacing is None else pacing[2],

@@ -147,6 +147,21 @@ def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...]
     return ", ".join(words)
 
 
+def precision_line(layout: dict) -> str:
+    """``precision: fp8-delayed (TE DelayedScaling, format HYBRID): fprop E4M3 × E4M3, ...``: the layout's
+    low-precision recipe (``layout.precision``), or "" for bf16."""
+    from ..layout.precision import PRECISIONS
+
+    recipe = PRECISIONS.get(layout.get("precision") or "bf16")
+    if recipe is None or not recipe.low_precision:
+        return ""
+    copies = [copy.name for copy in recipe.weight_copies if layout.get("fp8_transpose_cache", True) or not copy.transpose]
+    kept = ("weight copies kept: " + ", ".join(copies) if layout.get("zero") != 3 else
+            "weight copies: none kept under ZeRO-3 (quantised per layer as it runs)")
+    return (f"precision: {recipe.words()}; {kept}" + ("; amax histories" if recipe.amax_history else "")
+            + "; master weights and optimizer states: the --optimizer recipe's")
+
+
 def preset_words(data: dict) -> str:
     """``; from --framework megatron-core: fused attention, ...``: what the preset filled (the layout line
     names every field that came from it, so a typed one is told apart), from ``framework_preset``."""
@@ -230,6 +245,8 @@ def bill_summary(data: dict, width: int = 80) -> list[str]:
     config = data.get("model_config", {})
     out = [f"{data['model']}" + (f" — {config['source']}" if config.get("source") else ""),
            "layout: " + layout_words(data.get("layout", {}), data.get("values")) + preset_words(data)]
+    if precision_line(data.get("layout", {})):   # the training recipe, named as the frameworks name it
+        out.append(precision_line(data["layout"]))
     mix = layer_mix(config.get("layers") or 0, config.get("dims") or {})
     if mix:  # a hybrid's kinds of layer (models.layer_kinds), before the answer that depends on them
         out.insert(1, f"layer mix: {mix}")

@@ -37,12 +37,27 @@ def _bytes(x) -> str:
     return f"{x / 1e9:,.3f} GB" if x >= 1e8 else f"{x / 1e6:,.3f} MB"
 
 
+def _gemm_words(f: dict) -> str:
+    """``fp8 (fp8-delayed at the FP8 peak 1979 TFLOP/s; the output layer and attention in bf16)``."""
+    dtype = f.get("gemm_dtype", "bf16")
+    if dtype not in ("fp8", "fp4"):
+        return dtype
+    recipe = f.get("precision", "")
+    peak = f.get("gemm_peak_flops")
+    return (f"{dtype} ({recipe + ' ' if recipe and recipe != 'bf16' else ''}at the {dtype.upper()} peak"
+            + (f" {peak / 1e12:g} TFLOP/s" if peak else "")
+            + (" × the shape's BF16 efficiency × mamf-finder's FP8/BF16 ceiling ratio" if f.get("kernel_sources") else
+               " × the hardware file's GEMM efficiency")
+            + ("; FP4 at the FP8 ratio: no FP4 ceiling is published" if dtype == "fp4" else "")
+            + "; the output layer and attention in bf16)")
+
+
 def time_lines(step, bill=None) -> list[str]:
     """The TIME section as lines of text."""
     f = step.factors
     total = _f(step.step_seconds)
     out = [f"TIME (one iteration) on {f['hardware']}: peak {f['peak_flops'] / 1e12:g} TFLOP/s dense, "
-           f"weight GEMMs in {f.get('gemm_dtype', 'bf16')}, NVLink domain {f['gpus_per_node']} GPUs, {f['overlap']}; "
+           f"weight GEMMs in {_gemm_words(f)}, NVLink domain {f['gpus_per_node']} GPUs, {f['overlap']}; "
            f"m = {_f(f['micro_batches_per_pipeline']):g} micro-batches per pipeline"]
     from ..bill.bands import describe
 

@@ -663,6 +663,16 @@ def build(model: ModelConfig, layout: Layout = Layout(), options: MemoryOptions 
             if not layout.uneven_stages:  # uneven stages: rounded up to whole bytes, as the bill's verdict
                 _whole_state_block(model, layout, name, size)
             constant.append(Item("constant", f"constant/{name}", ((name, _whole_bytes(size, layout)),)))
+    if layout.precision != "bf16":  # the recipe's weight copies and amax histories, as the bill's model states
+        from ..bill.derive import expert_ways, stage_ways
+        from ..layout.precision import PRECISIONS
+        from ..ledgers.precision import weight_copy_terms
+        experts = (expert_ways(layout) if model.experts and (layout.ep > 1 or layout.etp not in (0, layout.tp))
+                   else None)
+        for term in weight_copy_terms(PRECISIONS[layout.precision], param_inv, pipeline=stage_ways(layout, stage),
+                                      zero=layout.zero, transpose=layout.fp8_transpose_cache, expert_grid=experts,
+                                      fp8_params=recipe.bytes_of("parameters") == 1):
+            constant.append(Item("constant", f"constant/{term.name}", ((term.name, _whole_bytes(term.bytes, layout)),)))
     comm = [Item("communication", name, ((name, size),)) for name, size in communication_buffers(model, layout,
                                                                                                 options.comm)]
     fixed = tuple(constant + comm)

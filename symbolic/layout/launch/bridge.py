@@ -29,7 +29,7 @@ def read_bridge(source, model: ModelConfig | None = None, kind: str = "megatron-
                   "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel",
                   "virtual_pipeline_model_parallel_size", "recompute_granularity", "recompute_method",
                   "recompute_num_layers", "recompute_modules", "num_layers", "hidden_size", "num_attention_heads",
-                  "ffn_hidden_size", "num_query_groups", "seq_length", "attention_backend", "fp8",
+                  "ffn_hidden_size", "num_query_groups", "seq_length", "attention_backend", "fp8", "fp8_recipe", "fp4",
                   "moe_token_dispatcher_type", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
                   "cross_entropy_loss_fusion", "attention_dropout", "hidden_dropout", "normalization",
                   "position_embedding_type", "add_bias_linear", "gated_linear_unit", "vocab_size",
@@ -55,9 +55,9 @@ def read_bridge(source, model: ModelConfig | None = None, kind: str = "megatron-
                 grad_fp32 = bool(value)
                 continue
             name = key.replace("_", "-")
-            if key == "fp8":
+            if key in ("fp8", "fp4"):   # TransformerConfig.fp8 / fp4: Megatron's --fp8-format / --fp4-format
                 if value:
-                    options["fp8-format"] = str(value)
+                    options[f"{key}-format"] = str(value)
                 continue
             if key == "gated_linear_unit":
                 options["swiglu"] = bool(value)

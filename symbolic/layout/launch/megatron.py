@@ -10,6 +10,7 @@ import shlex
 from ...core.inputs import clean
 from ...models.config import ConfigError, ModelConfig
 from ..choices import RECOMPUTE_MODULES
+from ..precision import MEGATRON_RECIPES
 from .reader import MEGATRON_COMMIT, LaunchReading, _int, _number, _Reader, _source_text, builtin_match
 
 
@@ -404,16 +405,42 @@ def _read_megatron(reader: _Reader, options: dict, model: ModelConfig | None) ->
                     pipeline_layout=str(get("pipeline-model-parallel-layout")))
 
     # FP8 and the attention kernel.
+    # The precision recipe (layout.precision): --fp8-format turns FP8 on, --fp8-recipe says which
+    # (Megatron-Core's TransformerConfig @d98e8a64: fp8_recipe default "delayed"); --fp4-format e2m1 is NVFP4
+    # (fp4_recipe default "nvfp4"). fp8_activations stays set beside it: plan prices the FP8 inputs and GEMMs.
+    if "fp8-format" in options and "fp4-format" in options:
+        reader.refuse("--fp4-format", get("fp4-format"), "Megatron-LM refuses --fp4-format with --fp8-format "
+                      "(\"cannot be used simultaneously\"); give one")
     if "fp8-format" in options:
         fmt = get("fp8-format")
         if fmt not in ("e4m3", "hybrid"):
             reader.refuse("--fp8-format", fmt, "give e4m3 or hybrid")
-        reader.take("--fp8-format", fmt, "fp8_activations (Transformer Engine keeps the linear layers' inputs in FP8)",
-                    fp8_activations=True)
-    for name in ("fp8-amax-history-len", "fp8-amax-compute-algo", "fp8-recipe"):
+        recipe = get("fp8-recipe", "delayed")
+        if recipe not in MEGATRON_RECIPES:
+            reader.refuse("--fp8-recipe", recipe, f"give {', '.join(MEGATRON_RECIPES)} (a custom quantizer factory "
+                          "is not modelled)")
+        default = "" if "fp8-recipe" in options else " (Megatron-Core's default --fp8-recipe)"
+        gradients = ("; --fp8-format e4m3: the gradients in E4M3 too (the same bytes and GEMM peak as HYBRID's E5M2)"
+                     if fmt == "e4m3" and recipe in ("delayed", "tensorwise") else "")
+        reader.take("--fp8-format", fmt, f"precision = {MEGATRON_RECIPES[recipe]} (--fp8-recipe {recipe}{default}: "
+                    f"FP8 GEMMs, the linear inputs saved in FP8, TE's weight copies{gradients})",
+                    precision=MEGATRON_RECIPES[recipe], fp8_activations=True)
+    elif "fp4-format" in options:
+        fmt = get("fp4-format")
+        if fmt != "e2m1":
+            reader.refuse("--fp4-format", fmt, "give e2m1")
+        recipe = get("fp4-recipe", "nvfp4")
+        if recipe != "nvfp4":
+            reader.refuse("--fp4-recipe", recipe, "give nvfp4 (a custom quantizer factory is not modelled)")
+        reader.take("--fp4-format", fmt, "precision = nvfp4 (--fp4-recipe nvfp4: FP4 GEMMs, TE's NVFP4 weight copies)",
+                    precision="nvfp4", fp8_activations=True)
+    elif "fp8-recipe" in options:
+        reader.ignore("--fp8-recipe", options["fp8-recipe"], "FP8 is off without --fp8-format")
+    for name in ("fp8-amax-history-len", "fp8-amax-compute-algo"):
         if name in options:
             get(name)
-            reader.ignore(f"--{name}", options[name], "FP8 scaling bookkeeping (a few floats per tensor)")
+            reader.ignore(f"--{name}", options[name], "FP8 scaling bookkeeping (a few floats per tensor; the bill "
+                          "counts TE's default history of 1024)")
     backend = get("attention-backend", "auto")
     if backend not in ("auto", "flash", "fused", "unfused", "local"):
         reader.refuse("--attention-backend", backend, "give auto, flash, fused, unfused or local")
