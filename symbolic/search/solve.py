@@ -66,6 +66,9 @@ class Limit:
     #: when nothing fits: the first lever of the bill's fix list at the smallest valid value that makes the
     #: target reachable (:func:`reachable_with`), or None when no lever does
     lever: "Reachable | None" = None
+    #: where the layers do not divide over p and no split was given: each of Megatron's uneven splits searched
+    #: (``stages.balanced_splits``) as (first_stage_layers, last_stage_layers, its answer); the layout is the best's
+    splits: tuple = ()
 
     @property
     def usable(self) -> int:
@@ -127,8 +130,29 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     ``gpu_memory − margin`` bytes per GPU; the layout's own value of the target is ignored. When
     nothing fits and ``offer_lever``: :attr:`Limit.lever`, what would make it reachable."""
     from ..bill.derive import make_bill
+    from ..layout.stages import balanced_splits
 
     _check_arch(model)
+    splits = (balanced_splits(model.layers, layout.pp) if layout.pp > 1 and not layout.uneven_stages
+              and model.layers % layout.pp else ())
+    if splits:
+        # Megatron-Core's uneven first/last stages, each split whose fullest stage holds ⌈L/p⌉ layers: the one with
+        # the largest answer (ties: the first found), and what each gave
+        found = []
+        for first, last in splits:
+            try:
+                found.append(solve_limit(model, replace(layout, first_stage_layers=first, last_stage_layers=last),
+                                         target, gpu_memory, margin, params_hand, offer_lever))
+            except ConfigError:  # this split refused (an interleave that does not divide a stage's count)
+                continue
+        if not found:
+            raise ConfigError(f"no uneven split of {model.layers} layers over pp {layout.pp} is valid for this "
+                              "layout (Megatron-Core's first/last-stage layers, the fullest stage "
+                              f"{-(-model.layers // layout.pp)} layers): give --first-stage-layers/--last-stage-layers")
+        best = max(found, key=lambda limit: -1 if limit.answer is None else limit.answer)
+        best.splits = tuple((item.layout.first_stage_layers, item.layout.last_stage_layers, item.answer)
+                            for item in found)
+        return best
     # LoRA, a quantised base, offload and activation offload are the plan's group expressions
     # (search.plan.lever_expressions); the bill's rules for them apply (Layout.validate, make_bill)
     if layout.moe_dispatcher != "hf" or layout.moe_pad_to_capacity or (
