@@ -269,6 +269,16 @@ def balanced_splits(layers: int, pp: int) -> tuple[tuple[int, int], ...]:
     return tuple(found)
 
 
+def lightest_ends(splits: tuple[tuple[int, int], ...], layers: int, pp: int) -> tuple[int, int]:
+    """Of :func:`balanced_splits`, the one whose first and last stages are the lightest: the smallest of the two
+    largest (the first stage holds the most micro-batches in flight and the embedding, the last the output side),
+    ties to the lighter first stage. DeepSeek-V3's 61 layers on 16 stages: (2, 3), 2/4/3."""
+    def ends(split):
+        stages = stage_layers(layers, pp, 1, *split)
+        return (max(stages[0], stages[-1]), stages[0])
+    return min(splits, key=ends)
+
+
 def account_for_split_layout(layers: int, pp: int, interleave: int = 1, embedding: bool = False,
                              loss: bool = False) -> str:
     """Megatron-Core's ``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``

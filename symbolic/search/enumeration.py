@@ -13,7 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from ..layout.layout import Layout, stage_layers
-from ..layout.stages import balanced_splits
+from ..layout.stages import balanced_splits, lightest_ends
 from ..models.config import ConfigError, ModelConfig, positive_int
 from .formulas import RECOMPUTE_ORDER
 
@@ -121,7 +121,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                       fixed: Mapping[str, object] | None = None,
                       moe_capacity=1, first_stage_layers: int = 0,
                       last_stage_layers: int = 0, levers: Mapping | None = None, schedule: str = "",
-                      search_splits: bool = True) -> tuple[dict[str, np.ndarray], list[str]]:
+                      search_splits: bool | str = True) -> tuple[dict[str, np.ndarray], list[str]]:
     """Every valid layout of ``model`` on ``gpus`` GPUs, as columns of numpy arrays.
 
     Micro-batch sizes: with ``global_batch``, every b with b·d dividing it;
@@ -131,7 +131,8 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
     layout (:func:`symbolic.layout.layout.stage_layers`): only the p (and v)
     they make valid are kept; column ``L_1`` holds the first stage's layers. Without them, a p that does
     not divide the layers is searched over Megatron-Core's uneven first/last stages
-    (:func:`symbolic.layout.stages.balanced_splits`, ``search_splits``); columns ``first_layers`` and
+    (:func:`symbolic.layout.stages.balanced_splits`, ``search_splits``; ``"lightest"``: of them the one with the
+    lightest first and last stages, :func:`~symbolic.layout.stages.lightest_ends`); columns ``first_layers`` and
     ``last_layers`` hold each layout's (0: Megatron's None), ``L_1``, ``L_m``, ``L_p`` its stages' layers.
     ``schedule``: the pipeline schedule of every layout with p > 1 (``layout.schedules``; "" Megatron's,
     1F1B or interleaved by v): its chunks per rank and its own asserts on m decide which layouts are kept.
@@ -163,8 +164,10 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
     elif search_splits:
         rules[3] = (f"p·v divides the layers ({layers}); where p does not, Megatron-Core's uneven first/last "
                     f"stages (--decoder-first/last-pipeline-num-layers, get_num_layers_to_build: the layers left "
-                    f"divide over the other stages, v divides every stage's count), each split whose fullest "
-                    f"stage holds ⌈L/p⌉ layers")
+                    f"divide over the other stages, v divides every stage's count), "
+                    + ("each split whose fullest stage holds ⌈L/p⌉ layers" if search_splits != "lightest" else
+                       "of the splits whose fullest stage holds ⌈L/p⌉ layers the one with the lightest first and "
+                       "last stages (p swept: --pp P searches every split of P)"))
     own = None
     if schedule:
         from ..layout.schedules import schedule_named
@@ -214,6 +217,8 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                 splits = [(first_stage_layers, last_stage_layers)]
             elif layers % pp:  # Megatron-Core's uneven first/last stages, the fullest stage at ⌈L/p⌉ layers
                 splits = list(balanced_splits(layers, pp)) if search_splits else []
+                if splits and search_splits == "lightest":  # p swept: its split with the lightest ends
+                    splits = [lightest_ends(tuple(splits), layers, pp)]
             else:
                 splits = [(0, 0)]
             if not splits:
@@ -236,6 +241,10 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
             zeros = [0] if dp * cp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
             sps = [False, True] if tp > 1 and s_ % (tp * cp) == 0 else [False]
             expert_grids = _expert_grids(model, tp * dp * cp, tp, gpus_per_node, fixed)
+            # The rules read a split only through its stages' counts (stage_layers with v: every stage a
+            # multiple of v); the rest of a (v, ZeRO, SP, expert grid) choice's verdict is the same for every
+            # split of this p, so it is decided at the first split v admits and kept for the others.
+            decided: dict[int, list] = {}
             for first, last in splits:
                 try:
                     stages = stage_layers(layers, pp, 1, first, last) if first or last else (layers // pp,) * pp
@@ -250,6 +259,10 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                     admitted = micro[rounds & schedule_ok]
                     if not admitted.size:
                         continue
+                    if vv in decided:
+                        valid += decided[vv]
+                        continue
+                    before = len(valid)
                     for zero in zeros:
                         # A fixed ZeRO stage over one data-parallel rank, or SP at t = 1, changes nothing:
                         # that layout is ZeRO-0 / no SP (layout.settle_no_ops), not refused.
@@ -263,6 +276,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
                                     schedule=schedule if pp > 1 else "", **(levers or {})).is_valid(model):
                                 continue
                             valid.append((vv, zero, int(sp), ep, etp or tp))
+                    decided[vv] = valid[before:]
                 if not valid:
                     continue
                 choices = np.array(valid, dtype=np.int64)

@@ -23,10 +23,13 @@ What a plan models, and what it does not:
   ``ledgers.flops.hardware_training``) / (peak × utilisation) × (1 + bubble),
   with the pipeline bubble of Narayanan et al. 2021 §2.2: ``(p−1)/m`` for
   1F1B and ``(p−1)/(v·m)`` interleaved, m = micro-batches per pipeline per
-  iteration. Communication time, overlap and kernel efficiency differences
-  are not modelled: the utilisation stands for all of them.
+  iteration; under ``--schedule`` (zero-bubble, DualPipe) its order simulated, as the bill's.
+  Communication time, overlap and kernel efficiency differences are not modelled: the utilisation stands for
+  all of them.
 * **Valid layouts**: t·p·d·c = N; :meth:`Layout.validate` (heads and FFN width
-  divisible by t, layers by p·v, s by c and by t·c under SP, global batch by b·d); and
+  divisible by t, layers by p·v, s by c and by t·c under SP, global batch by b·d) — where the layers do not
+  divide over p, Megatron-Core's uneven first/last stages (``--decoder-first/last-pipeline-num-layers``), every
+  split whose fullest stage holds ⌈L/p⌉ layers (``stages.balanced_splits``), each layout with its own; and
   the rules of the frameworks the papers used — ``symbolic.layout.layout.LAYOUT_RULES``,
   the one rule set every command applies: interleaving only when the
   micro-batches per pipeline are a multiple of p (Megatron-LM's
@@ -280,7 +283,9 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     (``schedules.peak_in_flight``), DualPipe's two parameter copies, its bubble its order simulated
     (``ledgers.time.schedule_bubble``); a layout with p = 1 runs no schedule (said in :attr:`Plan.notes`).
     Layers that do not divide over p are split as Megatron-Core's uneven first/last stages
-    (``stages.balanced_splits``) unless ``first_stage_layers``/``last_stage_layers`` fix the split.
+    (``stages.balanced_splits``: with p fixed every split whose fullest stage holds ⌈L/p⌉ layers, with p swept
+    the one of them with the lightest ends, ``stages.lightest_ends``) unless ``first_stage_layers``/
+    ``last_stage_layers`` fix the split.
     """
     from ..bill.evaluate import layout_structure
     from ..models.losses import LOSS_KERNELS, WHOLE_VOCABULARY
@@ -327,7 +332,10 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     table, rules = enumerate_layouts(model, gpus, seq=seq, global_batch=global_batch,
                                      max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node, fixed=fixed,
                                      moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
-                                     last_stage_layers=last_stage_layers, levers=levers, schedule=schedule)
+                                     last_stage_layers=last_stage_layers, levers=levers, schedule=schedule,
+                                     # p pinned: every split of it; p swept: each p's lightest-ended split, so that
+                                     # a frontier sweep stays one vectorised pass (benchmarks/frontier_plan.py)
+                                     search_splits=True if _fixed(fixed).get("pp") else "lightest")
     n = len(table["tp"])
     if n == 0:
         raise ConfigError(f"no valid layout of {model.name} on {gpus} GPUs"
@@ -344,11 +352,18 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
             "v": table["interleave"], "c": table["cp"], "e": table["ep"], "e_t": table["etp"],
             "L_1": table["L_1"], "L_p": table["L_p"], "L_m": table["L_m"]}
     own = schedule not in ("", "1f1b", "interleaved")  # a schedule beyond Megatron's: its order's counts
-    for letter, stage in (("m", "first"), ("m_last", "last"), ("m_mid", "middle")):
-        cols[letter] = (schedule_in_flight_array(schedule, table["pp"], table["interleave"], table["micro_batches"],
-                                                 stage) if own else
-                        in_flight_array(table["pp"], table["interleave"], table["micro_batches"], stage))
     uneven = ((table["first_layers"] > 0) | (table["last_layers"] > 0)).astype(np.int64)
+
+    def chunks_in_flight(stage, where=slice(None)):
+        pp_, v_, m_ = (table[name][where] for name in ("pp", "interleave", "micro_batches"))
+        return schedule_in_flight_array(schedule, pp_, v_, m_, stage) if own else in_flight_array(pp_, v_, m_, stage)
+
+    cols["m"], cols["m_last"] = chunks_in_flight("first"), chunks_in_flight("last")
+    # the middle stage's count: read by the uneven groups alone (the others' candidates are the first's and last's)
+    cols["m_mid"] = cols["m"].copy()
+    if uneven.any():
+        rows = np.flatnonzero(uneven)
+        cols["m_mid"][rows] = chunks_in_flight("middle", rows)
     scalars["C_f"] = float(Fraction(moe_capacity))
     micro_batches_total = table["micro_batches"] * table["dp"]
     out = {k: np.empty(n) for k in ("params", "model_states_bytes", "activation_bytes", "paper_total_bytes",
