@@ -387,7 +387,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                       bool(context[i0]), bool(expert[i0]), bool(expert_tensor[i0]), Fraction(moe_capacity) != 1,
                       optimizer_impl=optimizer_impl, fp8_activations=fp8_activations,
                       uneven=bool(uneven[i0]), **lever_fields(Layout(**levers)))
-        vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
+        vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items() if uneven[i0] or k2 not in MIDDLE})
         result = sweep(group, vals, micro_batches_total[idx], params_hand)
         for name, arr in result.items():
             out[name][idx] = arr
@@ -414,7 +414,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
                       SCHEDULES[schedule_index[i0]], optimizer, dtype, structures[bool(tp_split[i0])],
                       bool(context[i0]), bool(expert[i0]), uneven=bool(uneven[i0]), **lever_fields(Layout(**levers)))
-        vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
+        vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items() if uneven[i0] or k2 not in MIDDLE})
         vals["Psi"] = out["params"][idx] if params_hand is None else float(params_hand)
         inputs.append((idx, _time_inputs(group, vals, sequences[idx])))
     from ..layout.schedules import schedule_named
@@ -451,6 +451,11 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                 fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
                 last_stage_layers=last_stage_layers, flash_attention=flash_attention, loss=loss,
                 loss_under_tp=loss_under_tp if loss_under_tp != loss else None, seq_given=seq_given, levers=levers)
+
+
+#: The middle stage's letters: read by the uneven groups' formulas alone (an even group's candidates are the first
+#: and the last stage's), so not sliced for the others.
+MIDDLE = ("L_m", "m_mid")
 
 
 def settled_pins(table: Mapping[str, np.ndarray], order: np.ndarray, fixed: Mapping[str, object]) -> list[str]:

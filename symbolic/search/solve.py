@@ -199,6 +199,15 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     at = answer if answer is not None else smallest
     at_layout = replace(layout, **{target: at})
     total_at = make_bill(model, at_layout, params_hand=params_hand).totals["total_bytes"]
+    if answer is not None and Rational(total_at) > usable and layout.pp > 1 and layout.own_schedule \
+            and layout.pipeline_schedule().placement != "loop":
+        # a V or DualPipe's pair: the inequality holds the first-order share (search.formulas.PLACED), under the
+        # bill's account of rank 0's layers; the largest valid value below it the bill fits, bisected on the bill
+        answer, total_at = _bill_bisect(model, layout, target, smallest, answer, usable, params_hand)
+        at = answer if answer is not None else smallest
+        at_layout = replace(layout, **{target: at})
+        if answer is None:
+            total_at = make_bill(model, at_layout, params_hand=params_hand).totals["total_bytes"]
     next_value = _first_valid(model, layout, target, at + 1, at + _SEARCH) if answer is not None else None
     total_next = (make_bill(model, replace(layout, **{target: next_value}), params_hand=params_hand)
                   .totals["total_bytes"] if next_value is not None else None)
@@ -352,6 +361,28 @@ def _search_micro_batch(model, layout, gpu_memory, margin, params_hand) -> Limit
     return Limit(model, "micro_batch", answer, answer, None, total, with_psi, gpu_memory, margin,
                  replace(layout, micro_batch=at), total_at, next_value, total_next, params_hand,
                  "checked by the bill at each valid micro-batch (the chunks in flight depend on b)")
+
+
+def _bill_bisect(model, layout, target, smallest: int, above: int, usable: int, params_hand):
+    """(the largest valid value in [smallest, above) the bill fits, its total), or (None, None): the bill's
+    total grows with b and s, so the valid values bisect."""
+    from ..bill.derive import make_bill
+
+    allowed = _micro_batches(layout) if target == "micro_batch" else None
+    step = _step(layout, target)
+    values = ([value for value in allowed if smallest <= value < above] if allowed is not None else
+              list(range(-(-smallest // step) * step, above, step)))
+    values = [value for value in values if replace(layout, **{target: value}).is_valid(model)]
+    best, total_best = None, None
+    lo, hi = 0, len(values) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        total = make_bill(model, replace(layout, **{target: values[mid]}), params_hand=params_hand).totals["total_bytes"]
+        if Rational(total) <= usable:
+            best, total_best, lo = values[mid], total, mid + 1
+        else:
+            hi = mid - 1
+    return best, total_best
 
 
 def _step(layout, target) -> int:
