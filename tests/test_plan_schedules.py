@@ -131,6 +131,11 @@ def test_schedule_is_a_no_op_at_p1_said_and_its_asserts_refuse():
         plan(preset("gpt-7b"), 24, 80 * GB, global_batch=96, schedule="dualpipe", fixed={"tp": 8, "pp": 3})
     with pytest.raises(ConfigError, match="schedule must be one of"):
         plan(preset("gpt-7b"), 16, 80 * GB, schedule="gpipe")
+    # the bill's rules for a V or DualPipe (each rank by its own layers): no levers, no hand-filled Ψ
+    with pytest.raises(ConfigError, match="drop the lever"):
+        plan(preset("llama-3-8b"), 16, 80 * GB, global_batch=64, schedule="dualpipe", levers={"lora": 8})
+    with pytest.raises(ConfigError, match="drop --params"):
+        plan(preset("gpt-7b"), 16, 80 * GB, global_batch=64, schedule="zb-v", params_hand=7 * 10**9)
 
 
 def test_bubble_over_arrays_is_the_bills_bubble_layout_by_layout():

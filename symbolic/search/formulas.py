@@ -235,7 +235,7 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
     as the bill's."""
     from sympy import Add, Integer, Rational, ceiling
 
-    from ..core.dims import c, p
+    from ..core.dims import c
     from ..ledgers import peak, states
     from ..models.architectures import output
 
@@ -469,7 +469,7 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
     from ..bill.derive import fused_backward_recompute, lora_forward_flops, lora_saved, recompute_for_flops
     from sympy import Add, Integer, ceiling
 
-    from ..core.dims import c, e, e_t, p, t
+    from ..core.dims import c, e, e_t, t
     from ..ledgers import activations, flops, peak, states
     from ..ledgers.transients import all_to_all_staging
     from ..models.architectures import output

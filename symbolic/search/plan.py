@@ -313,6 +313,15 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     if schedule:
         from ..layout.schedules import schedule_named
         schedule_named(schedule)  # ConfigError naming the choices
+        if schedule in PLACED and (levers or params_hand is not None):  # the bill's rules (bill.derive): the
+            # layouts shown are billed
+            raise ConfigError(f"--schedule {schedule} puts both ends of the model on rank 0, which the bill accounts "
+                              "layer by layer: "
+                              + ("a hand-filled --params is not a stage's own layers: drop --params"
+                                 if params_hand is not None else
+                                 "LoRA, a quantised base and offload are modelled with even pipeline stages: drop the "
+                                 "lever")
+                              + ", or choose --schedule zb-h1 / zb-h2 / 1f1b")
     if fixed and fixed.get("recompute") is not None and fixed["recompute"] not in RECOMPUTE:
         raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE)}")
     hardware = hardware or default_hardware()
