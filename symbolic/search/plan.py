@@ -505,18 +505,23 @@ def settled_pins(table: Mapping[str, np.ndarray], order: np.ndarray, fixed: Mapp
 
 def schedule_notes(table: Mapping[str, np.ndarray], order: np.ndarray, schedule: str, model: ModelConfig) -> list[str]:
     """A sentence where ``--schedule`` is a no-op in some layouts (p = 1: no pipeline, no schedule; they are kept,
-    as a pinned ZeRO stage at d·c = 1 is), and where the schedule places a rank's chunks at both ends of the model
-    (a V, DualPipe): the plan's first-order share of it, against the bill's layer-by-layer account."""
-    if not schedule:
-        return []
+    as a pinned ZeRO stage at d·c = 1 is), where the schedule places a rank's chunks at both ends of the model
+    (a V, DualPipe), and where a model's dense layers are placed (DeepSeek's first L_d): the plan's first-order
+    share, against the bill's layer-by-layer account."""
     notes = []
     n = len(table["tp"])
     flat = table["pp"] == 1
     k = int(np.count_nonzero(flat))
-    if k:
+    if k and schedule:
         best = len(order) and bool(flat[order[0]])
         notes.append(f"--schedule {schedule} is a no-op in {k:,} of {n:,} valid layouts (p = 1: no pipeline to "
                      f"schedule){', the best among them' if best else ''}: planned without a pipeline schedule")
+    from ..layout.stages import dense_layer_ids
+    if k < n and dense_layer_ids(model):
+        notes.append(f"{model.name}'s dense layers (the first {len(dense_layer_ids(model))}) are counted in the sweep as a "
+                     "share of every stage's layers (first order); the bill places them and accounts each pipeline "
+                     "rank by its own layers (DeepSeek-V3 t1 p16 d128 e1 e_t4 b2 full recompute, split 2/4/3: 75.17 GB "
+                     "here, 76.91 GB billed) — bill a pipelined layout for its exact figure")
     if schedule in PLACED and k < n:
         notes.append(f"--schedule {schedule} puts the first and the last stage on rank 0 "
                      + ("(two parameter copies a rank)" if schedule == "dualpipe" else "(a V)")
