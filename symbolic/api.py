@@ -442,11 +442,14 @@ def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int =
          overlap: str = "default", max_micro_batch: int = 16, gpus_per_node: int | None = None,
          moe_capacity_factor="1", gpu: str | None = None, loss: str | None = None, framework: str | None = None,
          lora: int = 0, lora_targets: str = "all-linear", base_dtype: str = "bf16", double_quant: bool = True,
-         offload: str = "none", activation_offload: bool = False, **fixed) -> Plan:
+         offload: str = "none", activation_offload: bool = False, schedule: str | None = None,
+         first_stage_layers: int = 0, last_stage_layers: int = 0, **fixed) -> Plan:
     """``symbolic plan``: sweep every valid layout of ``model`` on ``gpus`` GPUs
     of ``gpu_memory``; ``fixed`` pins a choice (``tp=8``, ``sp=True``,
     ``recompute="selective"``, ``zero=1``, ``micro_batch``, ``pp``, ``dp``,
-    ``cp``, ``interleave``)."""
+    ``cp``, ``interleave``). ``schedule``: the pipeline schedule of every layout with p > 1 (``"zb-h1"``, ...;
+    ``--schedule``); ``first_stage_layers``/``last_stage_layers``: one uneven split for every layout (default:
+    where p does not divide the layers, Megatron's first/last splits are searched, each layout naming its own)."""
     import time
 
     from .search.plan import FIXABLE, plan as run_plan
@@ -481,7 +484,8 @@ def plan(model, *, gpus: int, gpu_memory=None, seq: int = 0, global_batch: int =
         # no loss given and none filled: each layout's default, the bill's (vocabulary-parallel under TP)
         loss_under_tp=None if loss is not None else _loss_under_tp(config, shared.loss),
         levers=_levers(lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
-                       offload=offload, activation_offload=activation_offload)))
+                       offload=offload, activation_offload=activation_offload),
+        schedule=_schedule(schedule), first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers))
     elapsed = time.perf_counter() - start
     from .render.plan import MAX_LISTED
 
@@ -524,7 +528,8 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
           framework: str | None = None,
           lora: int = 0, lora_targets: str = "all-linear", base_dtype: str = "bf16", double_quant: bool = True,
           offload: str = "none", activation_offload: bool = False, sp_inputs: str = "sharded",
-          precision: str | None = None) -> Solve:
+          precision: str | None = None, schedule: str | None = None, first_stage_layers: int = 0,
+          last_stage_layers: int = 0) -> Solve:
     """``symbolic solve``: the largest ``max`` (``"micro-batch"`` or ``"seq"``)
     for which the layout fits ``gpu_memory``, solved exactly and checked by the bill."""
     from .search.solve import solve_limit
@@ -538,7 +543,9 @@ def solve(model, *, max: str, gpu_memory=None, margin=None, params=None, seq: in
                      zero=zero, optimizer=optimizer, interleave=interleave, dtype=dtype,
                      global_batch=_steady(global_batch, pp, micro_batch, dp), cp=cp, loss=loss or default_loss(config, tp),
                      lora=lora, lora_targets=lora_targets, base_dtype=base_dtype, double_quant=double_quant,
-                     offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs, precision=precision)
+                     offload=offload, activation_offload=activation_offload, sp_inputs=sp_inputs,
+                     schedule=_schedule(schedule), first_stage_layers=first_stage_layers,
+                     last_stage_layers=last_stage_layers, precision=precision)
     filled, layout, _ = _preset(framework, layout, config=config)
     margin_bytes = _margin(margin, memory)
     return Solve(_engine_errors(lambda: solve_limit(config, layout, targets[max], memory, margin_bytes,

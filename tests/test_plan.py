@@ -171,8 +171,10 @@ def test_nothing_fits_reports_the_closest_layout():
 
 
 def test_no_valid_layout_is_a_config_error():
+    # without a pipeline: 7 divides neither the heads (t) nor the global batch (d); p = 7 runs, unevenly
+    # (tests/test_plan_schedules.py)
     with pytest.raises(ConfigError, match="no valid layout of gpt-175b on 7 GPUs"):
-        plan(preset("gpt-175b"), 7, 80 * GB, global_batch=64)
+        plan(preset("gpt-175b"), 7, 80 * GB, global_batch=64, fixed={"pp": 1})
     with pytest.raises(ConfigError, match="margin"):
         plan(preset("gpt-175b"), 64, 80 * GB, margin=80 * GB)
 
@@ -243,7 +245,7 @@ def test_cli_plan_nothing_fits_exits_1(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--gpus", "64", "--gpu-memory", "80"], "give a number with a unit"),
     (["--gpus", "64", "--gpu-memory", "8e10"], "give a number with a unit"),
-    (["--gpus", "7", "--gpu-memory", "80GB", "--global-batch", "64"], "no valid layout"),
+    (["--gpus", "7", "--gpu-memory", "80GB", "--global-batch", "64", "--pp", "1"], "no valid layout"),
     (["--gpus", "64", "--gpu-memory", "80GB", "--margin", "150%"], "--margin"),
     (["--gpus", "64", "--gpu-memory", "80GB", "--optimizer", "adamw"], "--optimizer"),  # a listed choice now (issue 13)
     (["--gpus", "64", "--gpu-memory", "80GB", "--top", "-1"], "--top"),

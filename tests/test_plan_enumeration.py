@@ -89,9 +89,10 @@ def test_enumeration_is_every_layout_the_rule_set_accepts(name, gpus, options):
 
 def test_enumeration_columns_are_int64_of_one_length():
     table, _ = enumerate_layouts(preset("gpt-175b"), 1024, global_batch=1536)
-    assert set(table) == set(NAMES)
-    assert {table[n].dtype for n in NAMES} == {np.dtype(np.int64)}
-    assert {len(table[n]) for n in NAMES} == {98_928}  # the README's figure for GPT-3 on 1024 GPUs
+    names = NAMES + ("first_layers", "last_layers")  # each layout's split (Megatron's first/last, 0: even)
+    assert set(table) == set(names)
+    assert {table[n].dtype for n in names} == {np.dtype(np.int64)}
+    assert {len(table[n]) for n in names} == {98_928}  # the README's figure for GPT-3 on 1024 GPUs
 
 
 def test_no_valid_layout_is_an_empty_table_and_too_many_a_refusal(monkeypatch):

@@ -64,7 +64,7 @@ def add_pipeline_layout_option(parser) -> None:
 
 
 def add_schedule_option(parser) -> None:
-    """The pipeline schedule (bill and timeline: plan and solve sweep Megatron's two and do not take it)."""
+    """The pipeline schedule (bill, timeline, solve; plan: of every layout with p > 1)."""
     add(parser, "schedule")
 
 

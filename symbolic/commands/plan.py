@@ -44,7 +44,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
                         help="foreach: PyTorch's default step (fp32 temporaries of the shard); fused: FusedAdam (none)")
     _options.add_dtype_option(parser)
-    _options.add_stage_layer_options(parser, " — uneven stages for every layout")
+    _options.add_stage_layer_options(parser, " — uneven stages for every layout (default: where p does not divide "
+                                     "the layers, Megatron's first/last splits whose fullest stage holds ⌈L/p⌉)")
+    _options.add_schedule_option(parser)
     _options.add_fp8_activations_option(parser, " — every layout")
     parser.add_argument("--flash-attention", action="store_true",
                         help="every layout runs the fused attention kernel on a GPT layer: no s×s tensor saved, "
@@ -116,7 +118,7 @@ def run(args) -> int:
                       last_stage_layers=args.last_stage_layers,
                       flash_attention=shared.flash_attention, loss=shared.loss,
                       loss_under_tp=_options.loss_under_tp(args, model, shared.loss),
-                      levers=_options.levers_from_args(args))
+                      levers=_options.levers_from_args(args), schedule=args.schedule or "")
     elapsed = time.perf_counter() - start
     if getattr(args, "framework", None) is None and getattr(args, "launch", None) is None and args.gpus > 1:
         from ..layout.frameworks import ASSUMED, papers_model

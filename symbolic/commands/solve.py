@@ -16,6 +16,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max", required=True, choices=sorted(_TARGETS),
                         help="what to maximise (its own layout option, if given, is ignored)")
     _options.add_layout_options(parser)
+    _options.add_schedule_option(parser)
     _options.add_sweep_lever_options(parser)
     parser.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
                         help="foreach: PyTorch's default step (fp32 temporaries of the shard); fused: FusedAdam (none)")

@@ -51,6 +51,7 @@ forward and a backward of the interleaved schedule for the same all-to-all hidin
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -453,6 +454,7 @@ def peak_in_flight(schedule: Schedule | str, pp: int, interleave: int, micro_bat
     return max(live_counts(order(schedule, pp, interleave, micro_batches, rank)))
 
 
+@lru_cache(maxsize=4096)
 def paired_share(schedule: Schedule | str, pp: int, interleave: int, micro_batches: int) -> float:
     """The least share, over the ranks, of a rank's forwards and backwards run as one of an overlapped
     F&B pair (0 for a schedule that pairs nothing): the share of its communication that can hide
@@ -485,7 +487,8 @@ def position(schedule: Schedule, pp: int, interleave: int, micro_batches: int, r
 def simulate(schedule: Schedule | str, pp: int, interleave: int, micro_batches: int,
              forward: float, backward_input: float, backward_weight: float) -> dict:
     """Run every rank's order against its dependencies with a chunk's F, B (input gradient) and W
-    durations (a whole backward B + W where the schedule does not defer W) and no communication time;
+    durations (a whole backward B + W where the schedule does not defer W) and no communication time —
+    floats, or arrays of one duration per layout (each layout's figures as its own floats would give);
     an overlapped F&B pair starts when both its inputs have arrived. Returns the makespan, each rank's
     busy time and idle time between its first op's start and its last op's end, and the bubble: the
     most idle rank's idle time. The ranks' start skew (rank r's first input arrives r forwards late)
@@ -531,11 +534,11 @@ def simulate(schedule: Schedule | str, pp: int, interleave: int, micro_batches: 
                 deps = [needs(r, j) for j in unit]
                 if any(dep is not None and dep not in done and dep != deps[0][2] for dep, _, _ in deps):
                     break
-                start = max([clock[r]] + [done[dep] for dep, _, _ in deps if dep is not None and dep in done])
+                start = _most([clock[r]] + [done[dep] for dep, _, _ in deps if dep is not None and dep in done])
                 if first[r] is None:
                     first[r] = start
                 for dep, seconds, key in deps:
-                    clock[r] = max(clock[r], start) + seconds
+                    clock[r] = _most([clock[r], start]) + seconds
                     busy[r] += seconds
                     done[key] = clock[r]
                 index[r] += len(unit)
@@ -544,8 +547,24 @@ def simulate(schedule: Schedule | str, pp: int, interleave: int, micro_batches: 
         if not progressed:
             raise RuntimeError(f"schedule {s.name} deadlocks at p={p}, m={m}: its order is inconsistent")
     idle = [clock[r] - first[r] - busy[r] for r in range(p)]
-    return {"makespan": max(clock), "busy": busy, "idle": idle, "bubble": max(idle),
-            "skew": max(clock) - min(first[r] + busy[r] + idle[r] for r in range(p))}
+    return {"makespan": _most(clock), "busy": busy, "idle": idle, "bubble": _most(idle),
+            "skew": _most(clock) - _least([first[r] + busy[r] + idle[r] for r in range(p)])}
+
+
+def _most(values: list):
+    """The largest of ``values``: floats by ``max``; where one is an array (:func:`simulate` over many layouts
+    at once, one duration per layout) element by element — the same comparisons, so the same doubles."""
+    if not any(hasattr(x, "shape") for x in values):
+        return max(values)
+    import numpy as np
+    return functools.reduce(np.maximum, values)
+
+
+def _least(values: list):
+    if not any(hasattr(x, "shape") for x in values):
+        return min(values)
+    import numpy as np
+    return functools.reduce(np.minimum, values)
 
 
 def simulated_micro_batches(schedule: Schedule, pp: int, micro_batches: int) -> int:

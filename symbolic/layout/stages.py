@@ -241,6 +241,44 @@ def stage_layers(layers: int, pp: int, interleave: int = 1, first: int = 0, last
     return stages
 
 
+def balanced_splits(layers: int, pp: int) -> tuple[tuple[int, int], ...]:
+    """The uneven splits a plan searches when ``layers`` do not divide over ``pp`` stages: Megatron-Core's
+    ``num_layers_in_first_pipeline_stage`` / ``num_layers_in_last_pipeline_stage`` (``--decoder-first-pipeline-
+    num-layers`` / ``--decoder-last-pipeline-num-layers``; 0 = its None, the stage as the middle ones), as
+    :func:`stage_layers` reads them, for every distinct list of stage counts in which no stage holds more than
+    ⌈L/p⌉ layers — the fewest a pipeline's fullest stage can hold, and the fullest stage paces the step
+    (``ledgers.time.pacing_stage``). Each list once, in its shortest spelling (a count equal to the middle
+    stages' left as 0). DeepSeek-V3's 61 layers on 16 stages: (1, 0), (2, 3), (3, 2), (0, 1) — first/middle/last
+    1/4/4, 2/4/3, 3/4/2, 4/4/1. Empty where ``layers`` divide (even stages) or p = 1."""
+    if pp < 2 or layers % pp == 0 or layers < pp:
+        return ()
+    most = -(-layers // pp)
+    found = []
+    for middle in range(1, most + 1) if pp > 2 else (0,):
+        rest = layers - (pp - 2) * middle
+        for first in range(1, most + 1):
+            last = rest - first
+            if not 1 <= last <= most:
+                continue
+            if pp == 2:
+                split = (first, 0)  # one given stage: the other holds the rest (get_num_layers_to_build)
+            else:
+                split = (0 if first == middle else first, 0 if last == middle else last)
+            if split != (0, 0) and split not in found:
+                found.append(split)
+    return tuple(found)
+
+
+def lightest_ends(splits: tuple[tuple[int, int], ...], layers: int, pp: int) -> tuple[int, int]:
+    """Of :func:`balanced_splits`, the one whose first and last stages are the lightest: the smallest of the two
+    largest (the first stage holds the most micro-batches in flight and the embedding, the last the output side),
+    ties to the lighter first stage. DeepSeek-V3's 61 layers on 16 stages: (2, 3), 2/4/3."""
+    def ends(split):
+        stages = stage_layers(layers, pp, 1, *split)
+        return (max(stages[0], stages[-1]), stages[0])
+    return min(splits, key=ends)
+
+
 def account_for_split_layout(layers: int, pp: int, interleave: int = 1, embedding: bool = False,
                              loss: bool = False) -> str:
     """Megatron-Core's ``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``

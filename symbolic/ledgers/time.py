@@ -677,7 +677,11 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
         # DualPipe's paired forward-and-backward: each one's all-to-all and sends under the other's computation
         plan, v_, m_ = schedule
         from ..layout.schedules import paired_share
-        share = paired_share(plan, int(pp), v_, m_) if float(pp) > 1 else 0.0
+        if np.ndim(pp) == 0 and v_ is not None:  # one layout (the bill's)
+            share = paired_share(plan, int(pp), v_, m_) if float(pp) > 1 else 0.0
+        else:  # arrays of layouts (a plan's): once per distinct p, v, m
+            share = _per_layout(lambda p_, v1, m1: paired_share(plan, p_, v1, m1) if p_ > 1 else 0.0, pp,
+                                vv if v_ is None else v_, np.rint(m) if m_ is None else m_)
         for key in plan.overlaps:
             paired = parts[key] * share
             parts[key] = parts[key] - paired + np.maximum(paired - compute * share, 0.0)
@@ -686,9 +690,17 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
     if schedule is None:
         bubble = np.where(pp > 1, (pp - 1) / (vv * m), 0.0) * pipelined
     else:
-        bubble, more = schedule_bubble(schedule, int(pp), float(m), pipelined, window_forward / np.maximum(
-            compute, 1e-300), weight_gradient / np.maximum(compute, 1e-300))
-        schedule_factors.update(more)
+        f_share = window_forward / np.maximum(compute, 1e-300)
+        w_share = weight_gradient / np.maximum(compute, 1e-300)
+        if np.ndim(pp) == 0 and schedule[1] is not None:  # one layout (the bill's)
+            bubble, more = schedule_bubble(schedule, int(pp), float(m), pipelined, f_share, w_share)
+            schedule_factors.update(more)
+        else:
+            plan = schedule[0]
+            bubble = schedule_bubble_array(plan, pp, vv if schedule[1] is None else schedule[1],
+                                           np.rint(m) if schedule[2] is None else schedule[2], m, pipelined,
+                                           f_share, w_share)
+            schedule_factors.update(schedule=plan.name, bubble_formula=plan.bubble)
     optimizer = opt_bytes / hbm
     step = pipelined + bubble + parts["dp"] + parts["zero3"] + slow_other + optimizer
     breakdown = {"compute": gemm, "elementwise": elementwise, "tp_exposed": parts["tp"], "cp_exposed": parts["cp"],
@@ -713,6 +725,39 @@ def price(derivation: TimeDerivation, numbers: list, letters: dict, hw: Hardware
                "kernel_sources": tables.sources if tables is not None else ()}
     return StepTime(step, breakdown, compute_lines, comm_lines, factors, model_flops, hardware_flops,
                     tokens, peak, gpus)
+
+
+def _per_layout(function, pp, v, m) -> np.ndarray:
+    """``function(p, v, m)`` (ints) of each layout of arrays ``pp``, ``v``, ``m``, computed once per distinct triple."""
+    p_, v_, m_ = (np.asarray(x, dtype=np.float64) for x in np.broadcast_arrays(pp, v, m))
+    triples, inverse = np.unique(np.stack([p_.ravel(), v_.ravel(), m_.ravel()]), axis=1, return_inverse=True)
+    values = np.array([float(function(int(a), int(b), int(c))) for a, b, c in triples.T], dtype=np.float64)
+    return values[np.asarray(inverse).ravel()].reshape(p_.shape)
+
+
+def schedule_bubble_array(plan, pp, v, m_int, m, pipelined, forward_share, weight_share) -> np.ndarray:
+    """:func:`schedule_bubble` over arrays of layouts (a plan's): the same simulation
+    (:func:`symbolic.layout.schedules.simulate`, with arrays of durations, one per layout) once per distinct
+    (p, v, simulated m), so each layout's bubble is the double the bill's own call gives it; 0 where p = 1."""
+    from ..layout.schedules import simulate, simulated_micro_batches
+
+    pp, v, m_int, m, pipelined, forward_share, weight_share = (np.asarray(x, dtype=np.float64) for x in np.broadcast_arrays(
+        pp, v, m_int, m, pipelined, forward_share, weight_share))
+    out = np.zeros(pipelined.shape)
+    chunks = np.ones_like(v) if plan.placement == "dual" else v
+    sizes = np.stack([pp.ravel(), v.ravel(), np.array([simulated_micro_batches(plan, int(a), int(b)) if a > 1 else 0
+                                                       for a, b in zip(pp.ravel(), m_int.ravel())])])
+    triples, inverse = np.unique(sizes, axis=1, return_inverse=True)
+    inverse = np.asarray(inverse).ravel()
+    for k, (p_, v_, m_sim) in enumerate(triples.T):
+        if p_ <= 1:
+            continue
+        idx = np.flatnonzero(inverse == k)
+        per_chunk = pipelined.ravel()[idx] / m.ravel()[idx] / chunks.ravel()[idx]
+        f, w = forward_share.ravel()[idx], weight_share.ravel()[idx]
+        sim = simulate(plan, int(p_), int(v_), int(m_sim), per_chunk * f, per_chunk * (1 - f - w), per_chunk * w)
+        out.ravel()[idx] = sim["bubble"]
+    return out
 
 
 def schedule_bubble(schedule: tuple, pp: int, m: float, pipelined, forward_share, weight_share) -> tuple:

@@ -52,7 +52,11 @@ def _assumptions(result) -> dict[str, str]:
         "time": (f"step = GEMMs (FLOPs per GPU / peak × GEMM efficiency of the call's size) + element-wise "
                  "kernels, the loss's too (HBM) + exposed communication (α + ring factor × bytes / bus bandwidth; "
                  f"NVLink inside a domain of {result.gpus_per_node} GPUs by Megatron's rank order t, c, d, p, else the "
-                 "network) + the SMs hidden collectives take + pipeline bubble (p−1)/(v·m) + optimizer step (HBM); "
+                 "network) + the SMs hidden collectives take + pipeline bubble "
+                 + ("(p−1)/(v·m)" if not getattr(result, "schedule", "") or result.schedule in ("1f1b", "interleaved")
+                    else f"of the {result.schedule} schedule, its order simulated with each chunk's F, B and W "
+                    "(layout.schedules.simulate)")
+                 + " + optimizer step (HBM); "
                  "m = micro-batches per pipeline per "
                  f"iteration; {result.overlap.describe()}; {result.hardware.describe()}"),
         "rank": ("time per sequence (= step time at a fixed global batch), then fewest context-parallel ranks, "
@@ -70,10 +74,15 @@ EXPERT_GRID = ("e·e_t", "", 5, False, lambda rank, item: f"{item.layout.ep}·{i
 
 BUBBLE = ("bubble", "", 6, False, lambda rank, item: f"{item.bubble:.1%}")
 
+#: The layers of the first, each middle and the last stage (Megatron-Core's uneven split), shown when a listed
+#: layout is uneven: ``2/4/3``; ``even`` where the layers divide.
+SPLIT = ("split", "", 8, True, lambda rank, item: "/".join(map(str, item.split)) if item.split else "even")
+
 
 #: The columns both forms share: schedule, micro-batching, ZeRO, SP and recompute.
 SCHEDULE_COLUMNS = (
     ("v", "", 2, False, lambda rank, item: str(item.layout.interleave)),
+    SPLIT,
     ("b", "", 3, False, lambda rank, item: str(item.layout.micro_batch)),
     ("m", "", 4, False, lambda rank, item: str(item.micro_batches_per_pipeline)),
     ("ZeRO", "", 4, False, lambda rank, item: str(item.layout.zero)),
@@ -115,9 +124,10 @@ COMPACT = (
 )
 
 
-def for_model(columns: tuple, moe: bool) -> tuple:
-    """``columns`` with the expert grid's column only for a mixture of experts."""
-    return tuple(column for column in columns if moe or column is not EXPERT_GRID)
+def for_model(columns: tuple, moe: bool, uneven: bool = False) -> tuple:
+    """``columns`` with the expert grid's column only for a mixture of experts, the split's only where a listed
+    layout's stages are uneven."""
+    return tuple(column for column in columns if (moe or column is not EXPERT_GRID) and (uneven or column is not SPLIT))
 
 
 def table_lines(shown, columns, marks: dict | None = None) -> list[str]:
@@ -244,14 +254,15 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
     shown, same = merge_identical(shown)  # a choice that changes no number: one row, and said so
     marks = {rank: {header for header, _ in choices} for rank, choices in same.items()}
     # The widest form that fits: every column; the binding constraint under the table; the compact columns.
-    full = table_lines(shown, for_model(FULL, moe), marks)
-    medium = table_lines(shown, for_model(FULL, moe)[:-1], marks)
-    compact = table_lines(shown, for_model(COMPACT, moe), marks)
+    uneven = any(item.split for item in shown)  # the split's column, and its key under the table
+    full = table_lines(shown, for_model(FULL, moe, uneven), marks)
+    medium = table_lines(shown, for_model(FULL, moe, uneven)[:-1], marks)
+    compact = table_lines(shown, for_model(COMPACT, moe, uneven), marks)
     if max(map(len, full)) <= width:
         out += full
     else:
         out += medium if max(map(len, medium)) <= width else compact if max(map(len, compact)) <= width else \
-            block_lines(shown, for_model(COMPACT, moe), width)
+            block_lines(shown, for_model(COMPACT, moe, uneven), width)
         out += wrap("what limits each layout: " + "; ".join(_bindings(shown)), width, subsequent="  ")
     for line in same_lines(same):
         out += wrap(line, width, subsequent="  ")
@@ -260,6 +271,10 @@ def render_text(result, shown, closest, elapsed: float, width: int = 160, brief:
                    + (f"(at most {MAX_LISTED:,} are listed)" if listed == MAX_LISTED else "(--top 0 shows all)"))
     for line in reference_lines(result, shown):
         out += wrap(line, width, subsequent="  ")
+    if uneven:
+        out += wrap("split: layers on the first/each middle/the last stage (first/last at p = 2), Megatron-Core's "
+                    "uneven stages — --decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers, "
+                    "our --first-stage-layers and --last-stage-layers (--json: stage_layers)", width, subsequent="  ")
     out += wrap("m: micro-batches per pipeline per iteration; TFLOP/s and MFU: model FLOPs (no recompute) per GPU "
                 "per second of the modelled step; exact values and the time breakdown: `symbolic bill MODEL` with "
                 "the same options, or --json", width, subsequent="  ")
@@ -318,8 +333,11 @@ def _num(value, unit: int) -> str:
 
 def _describe(layout) -> str:
     experts = f"e={layout.ep} e_t={layout.etp or layout.tp} " if layout.ep > 1 or layout.etp else ""
-    return (f"t={layout.tp} p={layout.pp} d={layout.dp} c={layout.cp} {experts}v={layout.interleave} b={layout.micro_batch} "
-            f"ZeRO-{layout.zero}{' SP' if layout.sp else ''} {layout.recompute} recompute")
+    split = "".join(f" --{name}-stage-layers {value}" for name, value in (
+        ("first", layout.first_stage_layers), ("last", layout.last_stage_layers)) if value)
+    schedule = f" {layout.schedule}" if layout.schedule and layout.pp > 1 else ""
+    return (f"t={layout.tp} p={layout.pp} d={layout.dp} c={layout.cp} {experts}v={layout.interleave}{split}{schedule} "
+            f"b={layout.micro_batch} ZeRO-{layout.zero}{' SP' if layout.sp else ''} {layout.recompute} recompute")
 
 
 def render_json(result, shown, closest, gpu=None) -> str:

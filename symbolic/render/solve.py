@@ -44,6 +44,12 @@ def _details(limit) -> str:
            + (f" − {margin_words(limit.margin)})" if limit.margin else ", no margin)")]
     if limit.root is not None:
         out.append(f"  {sym} ≤ {sstr(limit.root)} ≈ {float(limit.root):.4f}; largest integer {limit.bound}")
+    if limit.splits:
+        out.append(f"{limit.model.layers} layers do not divide over pp {lay.pp}: Megatron-Core's uneven first/last "
+                   "stages solved, each split whose fullest stage holds ⌈L/p⌉ layers (first/last 0: as the middle "
+                   "ones): " + "; ".join(f"{first}/{last}: {sym} = {answer if answer is not None else 'none fits'}"
+                                         for first, last, answer in limit.splits)
+                   + f" — the answer's split is {lay.first_stage_layers}/{lay.last_stage_layers}")
     elif limit.bracket is not None and limit.bound:
         out.append(f"  rounded terms relaxed both ways (ceiling(u) in [u, u + 1)): {sym} between {limit.bracket[0]} and "
                    f"{limit.bracket[1]}; bisection on the exact expression: largest integer {limit.bound}")
@@ -131,6 +137,16 @@ def render_json(limit, gpu=None, preset=None) -> str:
                   "next_total_bytes": num(limit.total_at_next), "next_fits": limit.next_fits()},
     }
     data["layout"].update(lay.memory_levers())  # the memory levers, when set (the layout line says them)
+    if lay.schedule and lay.pp > 1:  # a schedule chosen (layout.schedules): the layout line names it
+        data["layout"]["schedule"] = lay.schedule
+    if lay.uneven_stages and not lay.pipeline_layout:  # the split: its stages' layers and its flags
+        counts = lay.stage_layer_counts(limit.model)
+        data["layout"].update(first_stage_layers=lay.first_stage_layers, last_stage_layers=lay.last_stage_layers,
+                              stage_layers=[counts[0], counts[-1]] if lay.pp == 2 else [counts[0], counts[1],
+                                                                                          counts[-1]])
+    if limit.splits:  # the layers did not divide over p: Megatron's uneven splits, each solved
+        data["splits"] = [{"first_stage_layers": first, "last_stage_layers": last, limit.target: answer}
+                          for first, last, answer in limit.splits]
     if limit.target == "seq" and limit.model.max_positions:  # the config's position table (RoPE: its trained range)
         data["max_positions"] = limit.model.max_positions
     if limit.target != "seq" and seq_origin(limit.model, lay.seq):  # s not given: where it comes from

@@ -123,6 +123,9 @@ def layout_words(layout: dict, values: dict | None = None, skip: tuple[str, ...]
         # a stated default is said (an assumption); the model's own training length is the model's
         default = layout.get("seq_from", "").startswith("default")
         words.append(f"s={seq}" + (f" ({layout['seq_from']})" if default else ""))
+    if layout.get("stage_layers") and p > 1:  # a plan's uneven split (Megatron-Core's first/last-stage layers)
+        words.append(split_words(layout["stage_layers"], p, layout.get("first_stage_layers", 0),
+                                 layout.get("last_stage_layers", 0)))
     schedule = layout.get("schedule") or ""
     if schedule not in ("", "1f1b", "interleaved") and p > 1:   # a schedule beyond Megatron's (layout.schedules)
         words.append(f"{schedule} schedule" + (f" (v={layout['interleave']} chunks per rank)"
@@ -160,6 +163,14 @@ def precision_line(layout: dict) -> str:
             "weight copies: none kept under ZeRO-3 (quantised per layer as it runs)")
     return (f"precision: {recipe.words()}; {kept}" + ("; amax histories" if recipe.amax_history else "")
             + "; master weights and optimizer states: the --optimizer recipe's")
+
+
+def split_words(counts, pp: int, first: int = 0, last: int = 0) -> str:
+    """``split 2+14×4+3 layers (--first-stage-layers 2 --last-stage-layers 3)``: an uneven pipeline's stages (first,
+    each middle, last; first and last at p = 2) and the flags that make it (0: the stage as the middle ones)."""
+    body = (f"{counts[0]}+{counts[1]}" if len(counts) == 2 else f"{counts[0]}+{pp - 2}×{counts[1]}+{counts[2]}")
+    flags = " ".join(f"--{name}-stage-layers {value}" for name, value in (("first", first), ("last", last)) if value)
+    return f"split {body} layers" + (f" ({flags})" if flags else "")
 
 
 def preset_words(data: dict) -> str:

@@ -13,6 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from ..layout.layout import Layout, stage_layers
+from ..layout.stages import balanced_splits, lightest_ends
 from ..models.config import ConfigError, ModelConfig, positive_int
 from .formulas import RECOMPUTE_ORDER
 
@@ -88,11 +89,39 @@ def _expert_grids(model: ModelConfig, folded: int, tp: int, gpus_per_node: int, 
     return grids
 
 
+def _chunks(schedule: str, stages: tuple[int, ...], pp: int) -> list[int]:
+    """The chunks per rank (v) to try on ``pp`` stages holding ``stages`` layers under ``schedule``: Megatron's
+    ("") 1 and every v > 1 dividing each stage's count; 1F1B, ZB-H1/H2, DualPipe 1; interleaved the v > 1; the
+    V shapes (ZB-V, DualPipeV) 2 — each rank's layers in two chunks."""
+    if pp == 1:
+        return [1]
+    interleaved = [vv for vv in divisors(math.gcd(*stages)) if vv > 1]
+    if schedule == "":
+        return [1] + interleaved
+    if schedule == "interleaved":
+        return interleaved
+    if schedule in ("zb-v", "dualpipev"):
+        return [2]
+    return [1]
+
+
+def _schedule_admits(schedule, pp: int, micro_batches: int) -> bool:
+    """Whether ``schedule``'s reference code runs ``micro_batches`` per pipeline on ``pp`` stages
+    (:func:`symbolic.layout.schedules.check_schedule`'s asserts on p and m)."""
+    from ..layout.schedules import check_schedule
+    try:
+        check_schedule(schedule, pp, schedule.chunks or 1, micro_batches)
+    except ConfigError:
+        return False
+    return True
+
+
 def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_batch: int = 0,
                       max_micro_batch: int = 16, gpus_per_node: int = 8,
                       fixed: Mapping[str, object] | None = None,
                       moe_capacity=1, first_stage_layers: int = 0,
-                      last_stage_layers: int = 0, levers: Mapping | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
+                      last_stage_layers: int = 0, levers: Mapping | None = None, schedule: str = "",
+                      search_splits: bool | str = True) -> tuple[dict[str, np.ndarray], list[str]]:
     """Every valid layout of ``model`` on ``gpus`` GPUs, as columns of numpy arrays.
 
     Micro-batch sizes: with ``global_batch``, every b with b·d dividing it;
@@ -100,7 +129,13 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
     data-parallel rank per iteration, as the bill's default).
     ``first_stage_layers`` / ``last_stage_layers``: uneven stages for every
     layout (:func:`symbolic.layout.layout.stage_layers`): only the p (and v)
-    they make valid are kept; column ``L_1`` holds the first stage's layers.
+    they make valid are kept; column ``L_1`` holds the first stage's layers. Without them, a p that does
+    not divide the layers is searched over Megatron-Core's uneven first/last stages
+    (:func:`symbolic.layout.stages.balanced_splits`, ``search_splits``; ``"lightest"``: of them the one with the
+    lightest first and last stages, :func:`~symbolic.layout.stages.lightest_ends`); columns ``first_layers`` and
+    ``last_layers`` hold each layout's (0: Megatron's None), ``L_1``, ``L_m``, ``L_p`` its stages' layers.
+    ``schedule``: the pipeline schedule of every layout with p > 1 (``layout.schedules``; "" Megatron's,
+    1F1B or interleaved by v): its chunks per rank and its own asserts on m decide which layouts are kept.
     ``levers``: Layout fields (LoRA, offload, ...) every layout carries: the bill's rules for
     them (``Layout.is_valid``) keep or drop each layout.
     Returns the columns and the rules applied, in words.
@@ -126,6 +161,29 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
         rules[3] = (f"uneven stages (first {first_stage_layers or 'even'}, last {last_stage_layers or 'even'} "
                     f"layers): the layers left divide over the other stages, v divides every stage's count "
                     f"(Megatron-Core get_num_layers_to_build); p > 1")
+    elif search_splits:
+        rules[3] = (f"p·v divides the layers ({layers}); where p does not, Megatron-Core's uneven first/last "
+                    f"stages (--decoder-first/last-pipeline-num-layers, get_num_layers_to_build: the layers left "
+                    f"divide over the other stages, v divides every stage's count), "
+                    + ("each split whose fullest stage holds ⌈L/p⌉ layers" if search_splits != "lightest" else
+                       "of the splits whose fullest stage holds ⌈L/p⌉ layers the one with the lightest first and "
+                       "last stages (p swept: --pp P searches every split of P)"))
+    own = None
+    if schedule:
+        from ..layout.schedules import schedule_named
+        own = schedule_named(schedule)
+        rules[-1] = (f"schedule {schedule} on every layout with p > 1 (p = 1: no pipeline, no schedule)"
+                     + (f": interleaving (v > 1) with micro-batches per pipeline a multiple of p (Megatron-LM)"
+                        if schedule == "interleaved" else
+                        f": {own.chunks} chunk(s) per rank" + (", v divides each stage's layers" if own.chunks > 1
+                                                               else "")))
+        if own.min_micro_batches or own.even_micro_batches or own.even_pp:
+            rules[-1] += ("; " + ", ".join(filter(None, (
+                "p even" if own.even_pp else "",
+                f"m ≥ {own.min_micro_batches}·p" if own.min_micro_batches else "",
+                "m even" if own.even_micro_batches else ""))) + f" ({own.source.split(' ')[0]} asserts)")
+        if own.megatron:
+            own = None  # Megatron's two: chunks by v, Megatron's rules (LAYOUT_RULES), no asserts of their own
     if model.experts:
         rules.append(f"ep divides the routed experts ({model.experts}); ep·etp divides t·d·c (Megatron-Core's "
                      f"expert grid); etp divides the expert FFN width and is ≤ {gpus_per_node}; etp ≠ t only under SP")
@@ -142,7 +200,7 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
     # to every b here. tests/test_plan_enumeration.py checks the rows against every candidate layout
     # Layout.is_valid accepts (for GPT-3 on 1024 GPUs 3,126 validations instead of 32,976, which were most of a cold plan).
     names = ("tp", "pp", "dp", "micro_batch", "interleave", "zero", "sp", "recompute", "micro_batches", "cp",
-             "ep", "etp", "L_1", "L_p", "L_m")
+             "ep", "etp", "L_1", "L_p", "L_m", "first_layers", "last_layers")
     recomputes = np.array([rc for rc in range(3) if fixed.get("recompute", RECOMPUTE_ORDER[rc]) == RECOMPUTE_ORDER[rc]],
                           dtype=np.int64)
     blocks = []
@@ -156,14 +214,15 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
             if fixed.get("pp", pp) != pp or fixed.get("dp", dp) != dp:
                 continue
             if uneven:
-                try:
-                    stages = stage_layers(layers, pp, 1, first_stage_layers, last_stage_layers)
-                except ConfigError:
-                    continue
-            elif layers % pp:
-                continue
+                splits = [(first_stage_layers, last_stage_layers)]
+            elif layers % pp:  # Megatron-Core's uneven first/last stages, the fullest stage at ⌈L/p⌉ layers
+                splits = list(balanced_splits(layers, pp)) if search_splits else []
+                if splits and search_splits == "lightest":  # p swept: its split with the lightest ends
+                    splits = [lightest_ends(tuple(splits), layers, pp)]
             else:
-                stages = (layers // pp,) * pp
+                splits = [(0, 0)]
+            if not splits:
+                continue
             if global_batch:
                 if global_batch % dp:
                     continue
@@ -174,51 +233,72 @@ def enumerate_layouts(model: ModelConfig, gpus: int, *, seq: int = 0, global_bat
             if not micro.size or not recomputes.size:
                 continue
             m_of = global_batch // (micro * dp) if global_batch else np.ones_like(micro)
-            whole_rounds = m_of % pp == 0  # what interleaving (v > 1) needs of each b
-            chunks = [1] + ([vv for vv in divisors(math.gcd(*stages)) if vv > 1] if pp > 1 else [])
+            whole_rounds = m_of % pp == 0  # what Megatron's interleaving (v > 1) needs of each b
+            # the schedule's own asserts on m (DualPipe: m ≥ 2p and even; schedules.check_schedule), per b
+            runs = own is not None and pp > 1
+            schedule_ok = (np.array([_schedule_admits(own, pp, int(m)) for m in m_of], dtype=bool) if runs
+                           else np.ones(micro.size, dtype=bool))
             zeros = [0] if dp * cp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
             sps = [False, True] if tp > 1 and s_ % (tp * cp) == 0 else [False]
             expert_grids = _expert_grids(model, tp * dp * cp, tp, gpus_per_node, fixed)
-            valid = []  # (v, ZeRO, SP, ep, etp) the rules accept, in the loops' order
-            for vv in chunks:
-                if fixed.get("interleave", vv) != vv:
+            # The rules read a split only through its stages' counts (stage_layers with v: every stage a
+            # multiple of v); the rest of a (v, ZeRO, SP, expert grid) choice's verdict is the same for every
+            # split of this p, so it is decided at the first split v admits and kept for the others.
+            decided: dict[int, list] = {}
+            for first, last in splits:
+                try:
+                    stages = stage_layers(layers, pp, 1, first, last) if first or last else (layers // pp,) * pp
+                except ConfigError:
                     continue
-                admitted = micro[whole_rounds] if vv > 1 else micro
-                if not admitted.size:
-                    continue
-                for zero in zeros:
-                    # A fixed ZeRO stage over one data-parallel rank, or SP at t = 1, changes nothing:
-                    # that layout is ZeRO-0 / no SP (layout.settle_no_ops), not refused.
-                    if fixed.get("zero", zero) != zero and not (dp * cp == 1 and zero == 0):
+                chunks = _chunks(schedule if pp > 1 else "", stages, pp)
+                valid = []  # (v, ZeRO, SP, ep, etp) the rules accept, in the loops' order
+                for vv in chunks:
+                    if fixed.get("interleave", vv) != vv:
                         continue
-                    for sp, ep, etp in ((sp, ep, etp) for sp in sps for ep, etp in expert_grids):
-                        if (fixed.get("sp", sp) != sp and not (tp == 1 and not sp)) or not Layout(
-                                micro_batch=int(admitted[0]), seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, interleave=vv,
-                                zero=zero, global_batch=global_batch, cp=cp, ep=ep, etp=etp,
-                                moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
-                                last_stage_layers=last_stage_layers, **(levers or {})).is_valid(model):
+                    rounds = whole_rounds if vv > 1 and not runs else np.ones(micro.size, dtype=bool)
+                    admitted = micro[rounds & schedule_ok]
+                    if not admitted.size:
+                        continue
+                    if vv in decided:
+                        valid += decided[vv]
+                        continue
+                    before = len(valid)
+                    for zero in zeros:
+                        # A fixed ZeRO stage over one data-parallel rank, or SP at t = 1, changes nothing:
+                        # that layout is ZeRO-0 / no SP (layout.settle_no_ops), not refused.
+                        if fixed.get("zero", zero) != zero and not (dp * cp == 1 and zero == 0):
                             continue
-                        valid.append((vv, zero, int(sp), ep, etp or tp))
-            if not valid:
-                continue
-            choices = np.array(valid, dtype=np.int64)
-            keep = (choices[None, :, 0] == 1) | whole_rounds[:, None]  # (b, choice)
-            b_index, c_index = np.nonzero(keep)
-            b_index = np.repeat(b_index, recomputes.size)
-            c_index = np.repeat(c_index, recomputes.size)
-            block = np.empty((b_index.size, len(names)), dtype=np.int64)
-            # L_m: a middle stage's layers, the first's where p ≤ 2 has none (plan's ARG_NAMES)
-            block[:, [0, 1, 2, 9, 12, 13, 14]] = (tp, pp, dp, cp, stages[0], stages[-1], stages[1 if pp > 2 else 0])
-            block[:, 3] = micro[b_index]
-            block[:, 8] = m_of[b_index]
-            block[:, [4, 5, 6, 10, 11]] = choices[c_index]
-            block[:, 7] = np.tile(recomputes, b_index.size // recomputes.size)
-            blocks.append(block)
-            count += block.shape[0]
-            if count > MAX_LAYOUTS:
-                raise ConfigError(
-                    f"the sweep has more than {MAX_LAYOUTS:,} layouts (global batch "
-                    f"{global_batch or 'none'}, {gpus} GPUs): fix some of --tp, --pp, --cp, "
-                    "--micro-batch, --interleave, or give a global batch with fewer divisors")
+                        for sp, ep, etp in ((sp, ep, etp) for sp in sps for ep, etp in expert_grids):
+                            if (fixed.get("sp", sp) != sp and not (tp == 1 and not sp)) or not Layout(
+                                    micro_batch=int(admitted[0]), seq=seq, tp=tp, pp=pp, dp=dp, sp=sp, interleave=vv,
+                                    zero=zero, global_batch=global_batch, cp=cp, ep=ep, etp=etp,
+                                    moe_capacity=moe_capacity, first_stage_layers=first, last_stage_layers=last,
+                                    schedule=schedule if pp > 1 else "", **(levers or {})).is_valid(model):
+                                continue
+                            valid.append((vv, zero, int(sp), ep, etp or tp))
+                    decided[vv] = valid[before:]
+                if not valid:
+                    continue
+                choices = np.array(valid, dtype=np.int64)
+                interleaved = (choices[None, :, 0] > 1) & (not runs)  # Megatron's interleaving: whole rounds
+                keep = (~interleaved | whole_rounds[:, None]) & schedule_ok[:, None]  # (b, choice)
+                b_index, c_index = np.nonzero(keep)
+                b_index = np.repeat(b_index, recomputes.size)
+                c_index = np.repeat(c_index, recomputes.size)
+                block = np.empty((b_index.size, len(names)), dtype=np.int64)
+                # L_m: a middle stage's layers, the first's where p ≤ 2 has none (plan's ARG_NAMES)
+                block[:, [0, 1, 2, 9, 12, 13, 14, 15, 16]] = (tp, pp, dp, cp, stages[0], stages[-1],
+                                                              stages[1 if pp > 2 else 0], first, last)
+                block[:, 3] = micro[b_index]
+                block[:, 8] = m_of[b_index]
+                block[:, [4, 5, 6, 10, 11]] = choices[c_index]
+                block[:, 7] = np.tile(recomputes, b_index.size // recomputes.size)
+                blocks.append(block)
+                count += block.shape[0]
+                if count > MAX_LAYOUTS:
+                    raise ConfigError(
+                        f"the sweep has more than {MAX_LAYOUTS:,} layouts (global batch "
+                        f"{global_batch or 'none'}, {gpus} GPUs): fix some of --tp, --pp, --cp, "
+                        "--micro-batch, --interleave, or give a global batch with fewer divisors")
     array = np.concatenate(blocks) if blocks else np.empty((0, len(names)), dtype=np.int64)
     return {name: array[:, k] for k, name in enumerate(names)}, rules

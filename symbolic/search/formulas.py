@@ -79,8 +79,14 @@ MODEL_LETTERS = ("s", "h", "a", "L", "V", "f", "g", "E", "k", "E_s", "f_e",
                  "P", "d_h", "L_d", "f_s", "r_q", "r_kv", "d_n", "d_r", "d_v", "L_n", "L_w", "w", "n_m", "d_m",
                  "d_s", "g_m", "p_c", "Q", "L_s", "L_a", "L_c", "K_c", "L_l", "H_k", "H_v", "D_k", "D_v")
 #: Pipeline schedules as the bill accounts them: no pipeline (pp = 1), the
-#: first stage of 1F1B (pp > 1), the first stage of the interleaved schedule (v > 1).
-SCHEDULES = ("none", "1f1b", "interleaved")
+#: first stage of 1F1B (pp > 1), the first stage of the interleaved schedule (v > 1); then the schedules
+#: beyond Megatron's (``layout.schedules``: their chunks in flight the m letters, DualPipe's two parameter
+#: copies, the V's and DualPipe's output side on rank 0).
+SCHEDULES = ("none", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe", "dualpipev")
+#: The schedules that place a rank's chunks at both ends of the model (a V, DualPipe's pair), with how:
+#: rank 0 holds the output side too, and DualPipe keeps two stages' parameters (``Schedule.placement``,
+#: ``parameter_copies``).
+PLACED = {"zb-v": "v", "dualpipev": "v", "dualpipe": "dual"}
 #: Recompute policies from the lightest (fastest, most memory) to the heaviest.
 RECOMPUTE_ORDER = ("none", "selective", "full")
 
@@ -119,7 +125,7 @@ def params_expr(structure: Structure) -> Expr:
 
 @lru_cache(maxsize=None)
 def states_expr(optimizer: str, zero: int, cp: bool = False, structure: Structure | None = None,
-                ep: bool = False, etp: bool = False, uneven: bool = False) -> Expr:
+                ep: bool = False, etp: bool = False, uneven: bool = False, schedule: str = "") -> Expr:
     """Model-state bytes per GPU in Psi, t, p, d (and c under context parallelism: ZeRO over d·c),
     the bill's ``model_states`` lines, summed. A mixture of experts (``structure``'s arch ``moe``):
     the routed experts on the expert grid (e, e_t: the symbols when ``ep``/``etp``, else 1 and t),
@@ -130,7 +136,7 @@ def states_expr(optimizer: str, zero: int, cp: bool = False, structure: Structur
     from ..core.dims import L, L_1, c, e, e_t, p, t
     from ..ledgers import states
     recipe, context = states.RECIPES[optimizer], c if cp else 1
-    stage = L / L_1 if uneven else p
+    stage = schedule_ways("first", uneven, schedule) if schedule == "dualpipe" else L / L_1 if uneven else p
     if structure is None or not _has_experts(structure):
         return Add(*states.blocks(recipe, zero, context_parallel=context, pipeline_parallel=stage).values())
     from ..bill.derive import routed_expert_parameters
@@ -140,7 +146,28 @@ def states_expr(optimizer: str, zero: int, cp: bool = False, structure: Structur
 
 
 def schedule_of(layout: Layout) -> str:
-    return "none" if layout.pp == 1 else ("interleaved" if layout.interleave > 1 else "1f1b")
+    return "none" if layout.pp == 1 else layout.schedule_name
+
+
+def schedule_ways(stage: str, uneven: bool, schedule: str):
+    """What ``stage`` divides the layers' parameters by (the bill's ``derive.stage_ways``): p, or with uneven
+    stages L/L_1, L/L_m, L/L_p; under DualPipe, whose rank holds its stage and the mirror one (two parameter
+    copies), half of it — with uneven stages L/(L_1 + L_p) on the first and the last, L/(2·L_m) between."""
+    from ..core.dims import L, L_1, L_m, L_p, p
+    if schedule != "dualpipe":
+        return uneven_stage_ways(stage) if uneven else p
+    if not uneven:
+        return p / 2
+    return L / {"first": L_1 + L_p, "last": L_1 + L_p, "middle": 2 * L_m}[stage]
+
+
+def holds_loss(schedule: str, stage: str) -> bool:
+    """Whether ``stage``'s rank holds the output side: every rank without a pipeline, the last under a loop
+    placement, rank 0 under a V (its second chunk is the last stage), both ends under DualPipe."""
+    if schedule == "none":
+        return True
+    placement = PLACED.get(schedule, "loop")
+    return stage == "last" if placement == "loop" else stage == "first" if placement == "v" else stage != "middle"
 
 
 def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: bool = False,
@@ -151,9 +178,14 @@ def _representative(sp: bool, recompute: str, dtype: str, schedule: str, cp: boo
     ``sp``: False, True (Megatron-Core's sequence parallelism) or ``"gathered"`` (DTensor's: the linear
     layers keep the all-gathered input, ``Layout.sp_inputs``)."""
     ep, etp, capacity, modules, fused = experts
+    own = schedule not in ("none", "1f1b", "interleaved")
+    # a schedule beyond Megatron's on 2 stages, 8 micro-batches (DualPipe's asserts: m ≥ 2p, even): its in-flight
+    # count, which the m letters replace (_stage_strategy)
     return Layout(sp=bool(sp), sp_inputs="gathered" if sp == "gathered" else "sharded", recompute=recompute,
-                  dtype=dtype, pp=1 if schedule == "none" else 2,
-                  interleave=2 if schedule == "interleaved" else 1, cp=2 if cp else 1, tp=2 if sp else 1,
+                  dtype=dtype, pp=1 if schedule == "none" else 2, schedule=schedule if own else "",
+                  global_batch=8 if own else 0,
+                  interleave=2 if schedule in ("interleaved", "zb-v", "dualpipev") else 1, cp=2 if cp else 1,
+                  tp=2 if sp else 1,
                   ep=2 if ep else 1, etp=3 if etp else 0, moe_capacity=2 if capacity else 1,  # e_t ≠ t (t ≤ 2)
                   recompute_modules=modules, fused_swiglu=fused, fp8_activations=fp8_activations,
                   first_stage_layers=1 if uneven else 0)
@@ -205,7 +237,7 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
     as the bill's."""
     from sympy import Add, Integer, Rational, ceiling
 
-    from ..core.dims import c, p
+    from ..core.dims import c
     from ..ledgers import peak, states
     from ..models.architectures import output
 
@@ -218,7 +250,7 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
                if structure.arch == "moe" and experts[0] else [])
     out = []
     for stage in _verdict_stages(schedule, uneven):
-        ways = uneven_stage_ways(stage) if uneven else p
+        ways = schedule_ways(stage, uneven, schedule)
         blocks = _state_blocks(recipe, zero, cp, structure, experts[0], experts[1], ways)
         temporary = (Add(*_state_blocks(states.FP32_TEMPORARY, zero, cp, structure, experts[0], experts[1],
                                         ways).values())
@@ -230,7 +262,7 @@ def peak_exprs(structure: Structure, sp: bool, recompute: str, dtype: str, sched
                                            matmuls), loss=structure.loss)  # the loss kernel rides in the structure
         output_saved = strategy.shard(output.saved_tensors(norm=structure.output_norm, loss=strategy.loss))
         for instant in peak.stage_instants(stage, strategy, base, output_saved, blocks, temporary, staging,
-                                           has_loss=schedule == "none" or stage == "last", gathered=gathered):
+                                           has_loss=holds_loss(schedule, stage), gathered=gathered):
             out.append((f"{stage} stage, {instant.phase}" if schedule != "none" else instant.phase, instant.total))
     return tuple(out)
 
@@ -392,7 +424,8 @@ class Group:
             return lever_expressions(self)
         return {"params": params_expr(self.structure),
                 "model_states_bytes": states_expr(self.optimizer, self.zero, self.cp, self.structure,
-                                                  self.ep, self.etp, self.uneven),
+                                                  self.ep, self.etp, self.uneven,
+                                                  *(("dualpipe",) if self.schedule == "dualpipe" else ())),
                 "activation_bytes": activations_expr(self.structure, self.sp, self.recompute, self.dtype,
                                                      self.schedule, self.cp,
                                                      (self.ep, self.etp, self.capacity, self.modules, self.fused_swiglu),
@@ -438,7 +471,7 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
     from ..bill.derive import fused_backward_recompute, lora_forward_flops, lora_saved, recompute_for_flops
     from sympy import Add, Integer, ceiling
 
-    from ..core.dims import c, e, e_t, p, t
+    from ..core.dims import c, e, e_t, t
     from ..ledgers import activations, flops, peak, states
     from ..ledgers.transients import all_to_all_staging
     from ..models.architectures import output
@@ -454,7 +487,7 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
             if structure.has_experts and (group.ep or group.etp) else {})
 
     def stage_states(stage: str) -> tuple[dict, Expr]:
-        ways = uneven_stage_ways(stage) if group.uneven else p
+        ways = schedule_ways(stage, group.uneven, group.schedule)
         terms, trainable = states.state_terms(
             recipe, group.zero, param_inv, context_parallel=context, lora=bool(group.lora),
             lora_targets=lever.lora_targets, base_dtype=lever.base_dtype, double_quant=lever.double_quant,
@@ -478,7 +511,7 @@ def lever_expressions(group: Group) -> dict[str, Expr]:
         output_saved = strategy.shard(output.saved_tensors(norm=structure.output_norm, loss=strategy.loss,
                                                            weight_grad=strategy.output_weight_grad))
         for instant in peak.stage_instants(stage, strategy, saved, output_saved, blocks, temporary, staging,
-                                           has_loss=group.schedule == "none" or stage == "last", gathered=gathered,
+                                           has_loss=holds_loss(group.schedule, stage), gathered=gathered,
                                            activation_offload=group.activation_offload):
             candidates.append((f"{stage} stage, {instant.phase}" if group.schedule != "none" else instant.phase,
                                instant.total))

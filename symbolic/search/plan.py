@@ -23,10 +23,13 @@ What a plan models, and what it does not:
   ``ledgers.flops.hardware_training``) / (peak × utilisation) × (1 + bubble),
   with the pipeline bubble of Narayanan et al. 2021 §2.2: ``(p−1)/m`` for
   1F1B and ``(p−1)/(v·m)`` interleaved, m = micro-batches per pipeline per
-  iteration. Communication time, overlap and kernel efficiency differences
-  are not modelled: the utilisation stands for all of them.
+  iteration; under ``--schedule`` (zero-bubble, DualPipe) its order simulated, as the bill's.
+  Communication time, overlap and kernel efficiency differences are not modelled: the utilisation stands for
+  all of them.
 * **Valid layouts**: t·p·d·c = N; :meth:`Layout.validate` (heads and FFN width
-  divisible by t, layers by p·v, s by c and by t·c under SP, global batch by b·d); and
+  divisible by t, layers by p·v, s by c and by t·c under SP, global batch by b·d) — where the layers do not
+  divide over p, Megatron-Core's uneven first/last stages (``--decoder-first/last-pipeline-num-layers``), every
+  split whose fullest stage holds ⌈L/p⌉ layers (``stages.balanced_splits``), each layout with its own; and
   the rules of the frameworks the papers used — ``symbolic.layout.layout.LAYOUT_RULES``,
   the one rule set every command applies: interleaving only when the
   micro-batches per pipeline are a multiple of p (Megatron-LM's
@@ -64,14 +67,14 @@ from .formulas import (  # noqa: F401
     ARG_NAMES, MODEL_LETTERS, RECOMPUTE_ORDER, SCHEDULES, TIME_NAMES, Group, GroupFormulas, __getattr__,
     _array_function, _check_arch, _common_subexpressions, _exact_function, _letters, _verdict_stages,
     activations_expr, default_hardware, flops_expr, group_formulas, lever_expressions, lever_fields, lever_layout,
-    model_flops_expr, params_expr, peak_exprs, schedule_of, states_expr)
+    PLACED, model_flops_expr, params_expr, peak_exprs, schedule_of, states_expr)
 from .pricing import (  # noqa: F401
     TIME_COLUMNS, TIME_PARTS, _indices_by_key, _joined, _time_inputs, pipeline_bubble, price_groups, step_seconds,
     time_binding, time_function, time_sweep)
 from .verdict import (  # noqa: F401
     _COMM_SIZES, _KERNELS, KERNEL_MIN, NATIVE_MIN, PAPERS_BLOCK, SWEEP_BLOCK, SWEEP_OUTPUTS, _block_env,
     _call_kernel, _kernel_env, _kernel_ready, _middle_values, _plain_length, _sweep_block, _sweep_kernel, _whole,
-    comm_bytes, exact_totals, in_flight_array, layout_values, sweep)
+    comm_bytes, exact_totals, in_flight_array, layout_values, schedule_in_flight_array, sweep)
 
 
 @dataclass
@@ -90,6 +93,8 @@ class Planned:
     time_breakdown: dict[str, float] = field(default_factory=dict)  #: seconds per part of the step
     model_tflops_per_gpu: float = float("nan")
     mfu: float = float("nan")
+    #: the layers of the first, each middle and the last stage where uneven ((first, last) at p = 2); () even
+    split: tuple[int, ...] = ()
 
     def levers(self) -> dict[str, object]:
         """The layout's memory levers that differ from full training's defaults, as Layout fields."""
@@ -103,7 +108,10 @@ class Planned:
                "seq": lay.seq, "global_batch": lay.global_batch, "optimizer": lay.optimizer,
                "dtype": lay.dtype, "micro_batches_per_pipeline": self.micro_batches_per_pipeline}
         if lay.uneven_stages:
-            out.update(first_stage_layers=lay.first_stage_layers, last_stage_layers=lay.last_stage_layers)
+            out.update(first_stage_layers=lay.first_stage_layers, last_stage_layers=lay.last_stage_layers,
+                       stage_layers=list(self.split))
+        if lay.schedule and lay.pp > 1:
+            out["schedule"] = lay.schedule
         if lay.fp8_activations:
             out["fp8_activations"] = True
         for name, value in self.levers().items():  # the memory levers (LoRA, offload), when set
@@ -160,6 +168,7 @@ class Plan:
     levers: Mapping = field(default_factory=dict)
     #: a pinned choice that is a no-op in some layouts, and so not what they run (:func:`settled_pins`)
     notes: list[str] = field(default_factory=list)
+    schedule: str = ""  #: the pipeline schedule of every layout with p > 1 ("": Megatron's, by v)
 
     @property
     def usable(self) -> int:
@@ -170,9 +179,10 @@ class Plan:
         return len(self.table["tp"])
 
     def layout_at(self, i: int) -> Layout:
+        """Layout ``i``: its sizes, its split (its own first/last-stage layers) and the plan's shared fields."""
         return replace(_layout_from(self.table, i, self.seq, self.global_batch, self.optimizer, self.dtype,
-                                    self.moe_capacity, self.optimizer_impl), fp8_activations=self.fp8_activations,
-                       flash_attention=self.flash_attention, first_stage_layers=self.first_stage_layers, last_stage_layers=self.last_stage_layers,
+                                    self.moe_capacity, self.optimizer_impl, self.schedule),
+                       fp8_activations=self.fp8_activations, flash_attention=self.flash_attention,
                        loss=self.loss_of(int(self.table["tp"][i])), **self.levers)
 
     def loss_of(self, tp: int) -> str:
@@ -183,12 +193,27 @@ class Plan:
         """Layout ``i`` with exact totals (the bill's) and the float time estimate."""
         layout = self.layout_at(i)
         totals = exact_totals(self.model, layout, self.params_hand)
+        if self.schedule in PLACED and layout.pp > 1:
+            # a V or DualPipe's pair puts both ends of the model on rank 0: the sweep screened it at first order
+            # (schedule_notes); what is shown is the bill's account of each rank's own layers
+            from ..bill.derive import make_bill
+            billed = make_bill(self.model, layout, params_hand=self.params_hand).totals
+            totals = {name: billed[name] for name in totals}
         headroom = _whole(self.usable - Fraction(totals["total_bytes"]))
         breakdown = {name: float(self.table["time_" + name][i]) for name in TIME_COLUMNS[:-2]}
         return Planned(layout, totals, headroom, bool(headroom >= 0), float(self.table["step_seconds"][i]),
                        float(self.table["bubble"][i]), float(self.table["recompute_overhead"][i]),
                        _binding(self, i, layout, headroom), int(self.table["micro_batches"][i]), breakdown,
-                       float(self.table["time_model_tflops_per_gpu"][i]), float(self.table["time_mfu"][i]))
+                       float(self.table["time_model_tflops_per_gpu"][i]), float(self.table["time_mfu"][i]),
+                       self.split_at(i))
+
+    def split_at(self, i: int) -> tuple[int, ...]:
+        """Layout ``i``'s stage layers where uneven: (first, middle, last), (first, last) at p = 2; () even."""
+        t = self.table
+        if not (t["first_layers"][i] or t["last_layers"][i]) or t["pp"][i] == 1:
+            return ()
+        ends = (int(t["L_1"][i]), int(t["L_p"][i]))
+        return ends if t["pp"][i] == 2 else (ends[0], int(t["L_m"][i]), ends[1])
 
     def ranked(self, top: int | None = 10) -> list[Planned]:
         """The fitting layouts, fastest first (``top`` None or 0: all)."""
@@ -235,7 +260,7 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
          fixed: Mapping[str, object] | None = None, moe_capacity=1, overlap: Overlap = Overlap(),
          optimizer_impl: str = "foreach", fp8_activations: bool = False, first_stage_layers: int = 0,
          last_stage_layers: int = 0, flash_attention: bool = False, loss: str = "eager",
-         loss_under_tp: str | None = None, levers: Mapping | None = None) -> Plan:
+         loss_under_tp: str | None = None, levers: Mapping | None = None, schedule: str = "") -> Plan:
     """Evaluate every valid layout of ``model`` on ``gpus`` GPUs of ``gpu_memory`` bytes.
 
     Keeps those whose verdict (the step's peak on the busiest GPU) ≤ ``gpu_memory − margin``
@@ -253,6 +278,14 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     ``loss``: every layout's loss kernel (``Layout.loss``; its output side and work tensors);
     ``loss_under_tp``: the kernel of the layouts with t > 1 instead (None: ``loss`` everywhere) — the bill's
     default under tensor parallelism (``layout.default_loss``) when the caller gave no loss.
+    ``schedule``: the pipeline schedule of every layout with p > 1 (``layout.schedules.SCHEDULES``; "":
+    Megatron's, 1F1B or interleaved by v), priced as the bill prices it — its chunks in flight from its order
+    (``schedules.peak_in_flight``), DualPipe's two parameter copies, its bubble its order simulated
+    (``ledgers.time.schedule_bubble``); a layout with p = 1 runs no schedule (said in :attr:`Plan.notes`).
+    Layers that do not divide over p are split as Megatron-Core's uneven first/last stages
+    (``stages.balanced_splits``: with p fixed every split whose fullest stage holds ⌈L/p⌉ layers, with p swept
+    the one of them with the lightest ends, ``stages.lightest_ends``) unless ``first_stage_layers``/
+    ``last_stage_layers`` fix the split.
     """
     from ..bill.evaluate import layout_structure
     from ..models.losses import LOSS_KERNELS, WHOLE_VOCABULARY
@@ -277,6 +310,18 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                           "per-parameter recipes — use `symbolic bill` for it")
     if dtype not in FLOAT_ACTIVATION_DTYPES:
         raise ConfigError(f"dtype must be one of {', '.join(FLOAT_ACTIVATION_DTYPES)}, not {dtype!r}")
+    if schedule:
+        from ..layout.schedules import schedule_named
+        schedule_named(schedule)  # ConfigError naming the choices
+        if schedule in PLACED and (levers or params_hand is not None):  # the bill's rules (bill.derive): the
+            # layouts shown are billed
+            raise ConfigError(f"--schedule {schedule} puts both ends of the model on rank 0, which the bill accounts "
+                              "layer by layer: "
+                              + ("a hand-filled --params is not a stage's own layers: drop --params"
+                                 if params_hand is not None else
+                                 "LoRA, a quantised base and offload are modelled with even pipeline stages: drop the "
+                                 "lever")
+                              + ", or choose --schedule zb-h1 / zb-h2 / 1f1b")
     if fixed and fixed.get("recompute") is not None and fixed["recompute"] not in RECOMPUTE:
         raise ConfigError(f"plan sweeps recompute among {', '.join(RECOMPUTE)}, not {fixed['recompute']!r}"
                           + (" (torchtitan's per-op policy is billed one layout at a time: `symbolic bill` or "
@@ -298,7 +343,10 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     table, rules = enumerate_layouts(model, gpus, seq=seq, global_batch=global_batch,
                                      max_micro_batch=max_micro_batch, gpus_per_node=gpus_per_node, fixed=fixed,
                                      moe_capacity=moe_capacity, first_stage_layers=first_stage_layers,
-                                     last_stage_layers=last_stage_layers, levers=levers)
+                                     last_stage_layers=last_stage_layers, levers=levers, schedule=schedule,
+                                     # p pinned: every split of it; p swept: each p's lightest-ended split, so that
+                                     # a frontier sweep stays one vectorised pass (benchmarks/frontier_plan.py)
+                                     search_splits=True if _fixed(fixed).get("pp") else "lightest")
     n = len(table["tp"])
     if n == 0:
         raise ConfigError(f"no valid layout of {model.name} on {gpus} GPUs"
@@ -306,23 +354,34 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                           + (f" and {dict(_fixed(fixed))}" if _fixed(fixed) else "")
                           + ": choose a GPU count whose factors divide the heads "
                           f"({model.heads}) and layers ({model.layers}), and a cp that divides s ({seq})"
+                          + (f", and the layouts --schedule {schedule} runs (its asserts on p and m)" if schedule
+                             else "")
                           + (" and a global batch divisible by the data-parallel size" if global_batch else ""))
     values = Layout(seq=seq, **levers).values(model)
     scalars = {k: values[k] for k in MODEL_LETTERS + ("r",) if k in values}  # r: the LoRA rank
     cols = {"t": table["tp"], "p": table["pp"], "d": table["dp"], "b": table["micro_batch"],
             "v": table["interleave"], "c": table["cp"], "e": table["ep"], "e_t": table["etp"],
-            "m": in_flight_array(table["pp"], table["interleave"], table["micro_batches"], "first"),
-            "m_last": in_flight_array(table["pp"], table["interleave"], table["micro_batches"], "last"),
-            "L_1": table["L_1"], "L_p": table["L_p"]}
-    if first_stage_layers or last_stage_layers:  # the middle stage's letters (uneven groups read them)
-        cols.update(L_m=table["L_m"], m_mid=in_flight_array(table["pp"], table["interleave"], table["micro_batches"],
-                                                            "middle"))
+            "L_1": table["L_1"], "L_p": table["L_p"], "L_m": table["L_m"]}
+    own = schedule not in ("", "1f1b", "interleaved")  # a schedule beyond Megatron's: its order's counts
+    uneven = ((table["first_layers"] > 0) | (table["last_layers"] > 0)).astype(np.int64)
+
+    def chunks_in_flight(stage, where=slice(None)):
+        pp_, v_, m_ = (table[name][where] for name in ("pp", "interleave", "micro_batches"))
+        return schedule_in_flight_array(schedule, pp_, v_, m_, stage) if own else in_flight_array(pp_, v_, m_, stage)
+
+    cols["m"], cols["m_last"] = chunks_in_flight("first"), chunks_in_flight("last")
+    # the middle stage's count: read by the uneven groups alone (the others' candidates are the first's and last's)
+    cols["m_mid"] = cols["m"].copy()
+    if uneven.any():
+        rows = np.flatnonzero(uneven)
+        cols["m_mid"][rows] = chunks_in_flight("middle", rows)
     scalars["C_f"] = float(Fraction(moe_capacity))
     micro_batches_total = table["micro_batches"] * table["dp"]
     out = {k: np.empty(n) for k in ("params", "model_states_bytes", "activation_bytes", "paper_total_bytes",
                                      "total_bytes",
                                      "flops_per_iteration", "model_flops_per_iteration")}
-    schedule = np.where(table["pp"] == 1, 0, np.where(table["interleave"] > 1, 2, 1))
+    schedule_index = np.where(table["pp"] == 1, 0, SCHEDULES.index(schedule) if own else
+                              np.where(table["interleave"] > 1, 2, 1))
     # One group per discrete choice: the expressions differ in shape, not in values.
     context = (table["cp"] > 1).astype(np.int64)
     expert = (table["ep"] > 1).astype(np.int64)
@@ -330,16 +389,16 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     # the layouts with t > 1 are their own groups where their loss kernel is not the others' (loss_under_tp)
     tp_split = ((table["tp"] > 1) if loss_under_tp and loss_under_tp != loss
                 else np.zeros_like(table["tp"], dtype=bool)).astype(np.int64)
-    key = (((((((tp_split * 2 + expert) * 2 + expert_tensor) * 2 + context) * 2 + table["sp"]) * 3
-             + table["recompute"]) * 4 + table["zero"]) * 3 + schedule)
+    key = ((((((((uneven * 2 + tp_split) * 2 + expert) * 2 + expert_tensor) * 2 + context) * 2 + table["sp"]) * 3
+             + table["recompute"]) * 4 + table["zero"]) * len(SCHEDULES) + schedule_index)
     for idx in _indices_by_key(key):
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
-                      SCHEDULES[schedule[i0]], optimizer, dtype, structures[bool(tp_split[i0])], bool(context[i0]),
-                      bool(expert[i0]), bool(expert_tensor[i0]), Fraction(moe_capacity) != 1,
+                      SCHEDULES[schedule_index[i0]], optimizer, dtype, structures[bool(tp_split[i0])],
+                      bool(context[i0]), bool(expert[i0]), bool(expert_tensor[i0]), Fraction(moe_capacity) != 1,
                       optimizer_impl=optimizer_impl, fp8_activations=fp8_activations,
-                      uneven=bool(first_stage_layers or last_stage_layers), **lever_fields(Layout(**levers)))
-        vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
+                      uneven=bool(uneven[i0]), **lever_fields(Layout(**levers)))
+        vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items() if uneven[i0] or k2 not in MIDDLE})
         result = sweep(group, vals, micro_batches_total[idx], params_hand)
         for name, arr in result.items():
             out[name][idx] = arr
@@ -348,13 +407,13 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     fits = out["total_bytes"] <= usable
     near = np.flatnonzero(np.abs(out["total_bytes"] - usable) <= 1e-9 * usable)
     for i in near:
-        layout = replace(_layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity, optimizer_impl),
+        layout = replace(_layout_from(table, int(i), seq, global_batch, optimizer, dtype, moe_capacity, optimizer_impl,
+                                      schedule),
                          fp8_activations=fp8_activations, flash_attention=flash_attention,
-                         loss=(loss_under_tp or loss) if tp_split[i] else loss,
-                         first_stage_layers=first_stage_layers,
-                         last_stage_layers=last_stage_layers, **levers)
+                         loss=(loss_under_tp or loss) if tp_split[i] else loss, **levers)
         fits[i] = exact_totals(model, layout, params_hand)["total_bytes"] <= usable
-    bubble = pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"])
+    bubble = (np.where(table["pp"] > 1, np.nan, 0.0) if own  # priced below, for the layouts that fit
+              else pipeline_bubble(table["pp"], table["interleave"], table["micro_batches"]))
     sequences = table["micro_batch"] * micro_batches_total
     # The step-time model, priced for the layouts that fit (the others are never ranked).
     step = np.full(n, np.inf)
@@ -364,14 +423,17 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
     for idx in _indices_by_key(key, fits):
         i0 = idx[0]
         group = Group(bool(table["sp"][i0]), RECOMPUTE_ORDER[table["recompute"][i0]], int(table["zero"][i0]),
-                      SCHEDULES[schedule[i0]], optimizer, dtype, structures[bool(tp_split[i0])], bool(context[i0]),
-                      bool(expert[i0]), uneven=bool(first_stage_layers or last_stage_layers),
-                      **lever_fields(Layout(**levers)))
-        vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items()})
+                      SCHEDULES[schedule_index[i0]], optimizer, dtype, structures[bool(tp_split[i0])],
+                      bool(context[i0]), bool(expert[i0]), uneven=bool(uneven[i0]), **lever_fields(Layout(**levers)))
+        vals = dict(scalars, **{k2: col[idx] for k2, col in cols.items() if uneven[i0] or k2 not in MIDDLE})
         vals["Psi"] = out["params"][idx] if params_hand is None else float(params_hand)
         inputs.append((idx, _time_inputs(group, vals, sequences[idx])))
-    for idx, priced in price_groups(inputs, hardware, overlap, gpus_per_node, gemm_dtype):
+    from ..layout.schedules import schedule_named
+    runs = schedule_named(schedule) if own else None  # priced by its order (ledgers.time.schedule_bubble)
+    for idx, priced in price_groups(inputs, hardware, overlap, gpus_per_node, gemm_dtype, runs):
         step[idx] = priced.step_seconds
+        if runs is not None:  # the simulated bubble over the pipelined time, as the bill's bubble_fraction
+            bubble[idx] = priced.factors["bubble_fraction"]
         for name, arr in priced.breakdown.items():
             times[name][idx] = arr
         times["model_tflops_per_gpu"][idx] = priced.model_tflops_per_gpu
@@ -392,12 +454,19 @@ def plan(model: ModelConfig, gpus: int, gpu_memory: int, *, seq: int = 0, global
                                 expert_ranks[fit_idx], table["cp"][fit_idx],
                                 _significant(table["seconds_per_sequence"][fit_idx])))]
     return Plan(model, gpus, gpu_memory, margin, hardware, seq, global_batch, params_hand, optimizer, dtype,
-                table, order, rules, notes=settled_pins(table, order, _fixed(fixed)),
+                table, order, rules, notes=settled_pins(table, order, _fixed(fixed)) + schedule_notes(
+                    table, order, schedule, model),
+                schedule=schedule,
                 moe_capacity=Fraction(moe_capacity), overlap=overlap,
                 gpus_per_node=gpus_per_node, optimizer_impl=optimizer_impl,
                 fp8_activations=fp8_activations, first_stage_layers=first_stage_layers,
                 last_stage_layers=last_stage_layers, flash_attention=flash_attention, loss=loss,
                 loss_under_tp=loss_under_tp if loss_under_tp != loss else None, seq_given=seq_given, levers=levers)
+
+
+#: The middle stage's letters: read by the uneven groups' formulas alone (an even group's candidates are the first
+#: and the last stage's), so not sliced for the others.
+MIDDLE = ("L_m", "m_mid")
 
 
 def settled_pins(table: Mapping[str, np.ndarray], order: np.ndarray, fixed: Mapping[str, object]) -> list[str]:
@@ -436,6 +505,35 @@ def settled_pins(table: Mapping[str, np.ndarray], order: np.ndarray, fixed: Mapp
     return notes
 
 
+def schedule_notes(table: Mapping[str, np.ndarray], order: np.ndarray, schedule: str, model: ModelConfig) -> list[str]:
+    """A sentence where ``--schedule`` is a no-op in some layouts (p = 1: no pipeline, no schedule; they are kept,
+    as a pinned ZeRO stage at d·c = 1 is), where the schedule places a rank's chunks at both ends of the model
+    (a V, DualPipe), and where a model's dense layers are placed (DeepSeek's first L_d): the plan's first-order
+    share, against the bill's layer-by-layer account."""
+    notes = []
+    n = len(table["tp"])
+    flat = table["pp"] == 1
+    k = int(np.count_nonzero(flat))
+    if k and schedule:
+        best = len(order) and bool(flat[order[0]])
+        notes.append(f"--schedule {schedule} is a no-op in {k:,} of {n:,} valid layouts (p = 1: no pipeline to "
+                     f"schedule){', the best among them' if best else ''}: planned without a pipeline schedule")
+    from ..layout.stages import dense_layer_ids
+    if k < n and dense_layer_ids(model):
+        notes.append(f"{model.name}'s dense layers (the first {len(dense_layer_ids(model))}) are counted in the sweep as a "
+                     "share of every stage's layers (first order); the bill places them and accounts each pipeline "
+                     "rank by its own layers (DeepSeek-V3 t1 p16 d128 e1 e_t4 b2 full recompute, split 2/4/3: 75.17 GB "
+                     "here, 76.91 GB billed) — bill a pipelined layout for its exact figure")
+    if schedule in PLACED and k < n:
+        notes.append(f"--schedule {schedule} puts the first and the last stage on rank 0 "
+                     + ("(two parameter copies a rank)" if schedule == "dualpipe" else "(a V)")
+                     + ": the sweep screens each layout with a rank's states as the first-order share Ψ·copies/p and "
+                     "the output side on rank 0, which leaves out rank 0's embedding and output layer (GPT-175B t8 "
+                     "p8 d16: 0.29–0.34 GB under the bill); each layout shown is the bill's own account of its "
+                     "ranks' layers, so one screened near the limit can show as not fitting")
+    return notes
+
+
 def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
     """``x`` (positive) rounded to ``digits`` significant digits: a sort key that ties float noise."""
     if x.size == 0:
@@ -445,8 +543,11 @@ def _significant(x: np.ndarray, digits: int = 12) -> np.ndarray:
 
 
 def _layout_from(table, i, seq, global_batch, optimizer, dtype, moe_capacity=1,
-                 optimizer_impl: str = "foreach") -> Layout:
-    return Layout(micro_batch=int(table["micro_batch"][i]), seq=seq, tp=int(table["tp"][i]),
+                 optimizer_impl: str = "foreach", schedule: str = "") -> Layout:
+    pipelined = table["pp"][i] > 1
+    return Layout(first_stage_layers=int(table["first_layers"][i]) if pipelined else 0,
+                  last_stage_layers=int(table["last_layers"][i]) if pipelined else 0,
+                  schedule=schedule if pipelined else "",micro_batch=int(table["micro_batch"][i]), seq=seq, tp=int(table["tp"][i]),
                   pp=int(table["pp"][i]), dp=int(table["dp"][i]), sp=bool(table["sp"][i]),
                   recompute=RECOMPUTE_ORDER[table["recompute"][i]], zero=int(table["zero"][i]),
                   optimizer=optimizer, interleave=int(table["interleave"][i]), dtype=dtype,

@@ -18,8 +18,9 @@ from .formulas import TIME_NAMES, Group, _array_function
 
 def _time_key(group: "Group") -> tuple:
     """The arguments of :func:`symbolic.bill.timing.time_derivation` for ``group`` (the bill's key)."""
+    # a schedule's chunks per rank as the bill's key reads them (layout.interleave > 1: the V shapes' two)
     return (group.structure, bool(group.sp), group.recompute, group.zero, group.schedule != "none",
-            group.schedule == "interleaved", group.cp, group.optimizer, group.dtype, group.ep,
+            group.schedule in ("interleaved", "zb-v", "dualpipev"), group.cp, group.optimizer, group.dtype, group.ep,
             group.lora[:2] if group.lora else ())
 
 
@@ -92,13 +93,16 @@ def _indices_by_key(key: np.ndarray, where: np.ndarray | None = None):
         yield idx
 
 
-def price_groups(inputs: list, hardware: Hardware, overlap: Overlap, gpus_per_node: int, gemm_dtype: str = "bf16"):
+def price_groups(inputs: list, hardware: Hardware, overlap: Overlap, gpus_per_node: int, gemm_dtype: str = "bf16",
+                 schedule=None):
     """:func:`time_sweep` of several groups at once: ``inputs`` holds each group's (layout indices,
     :func:`_time_inputs`). Groups whose derivations' shells are equal (the same compute lines, the same
     communication classes: 32 of GPT-3's 69 on 1024 GPUs) are priced by one call over their layouts
     together — :func:`~symbolic.ledgers.time.price` is element by element (each layout's seconds from its own
     numbers; the kernel tables' nearest shape found per distinct shape, ties by :data:`ledgers.kernels.TIE`),
     so every layout's doubles are those of its own group's call, with ~2 ms of Python per call saved.
+    ``schedule``: a :class:`~symbolic.layout.schedules.Schedule` beyond Megatron's that every layout with p > 1
+    runs (its bubble simulated per distinct p, v, m: ``ledgers.time.schedule_bubble``), None for Megatron's.
     Yields (layout indices, the priced :class:`~symbolic.ledgers.time.StepTime`)."""
     shells: dict = {}
     for idx, (derivation, numbers, letters) in inputs:
@@ -113,7 +117,7 @@ def price_groups(inputs: list, hardware: Hardware, overlap: Overlap, gpus_per_no
             numbers = [_joined([member[2][j] for member in members], sizes) for j in range(len(members[0][2]))]
             letters = {k: _joined([member[3][k] for member in members], sizes) for k in members[0][3]}
         yield idx, price(derivation, numbers, letters, hardware, overlap=overlap, gpus_per_node=gpus_per_node,
-                         gemm_dtype=gemm_dtype)
+                         gemm_dtype=gemm_dtype, schedule=None if schedule is None else (schedule, None, None))
 
 
 #: The step's parts in words (the time model's breakdown keys).

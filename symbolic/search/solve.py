@@ -66,6 +66,9 @@ class Limit:
     #: when nothing fits: the first lever of the bill's fix list at the smallest valid value that makes the
     #: target reachable (:func:`reachable_with`), or None when no lever does
     lever: "Reachable | None" = None
+    #: where the layers do not divide over p and no split was given: each of Megatron's uneven splits searched
+    #: (``stages.balanced_splits``) as (first_stage_layers, last_stage_layers, its answer); the layout is the best's
+    splits: tuple = ()
 
     @property
     def usable(self) -> int:
@@ -127,8 +130,29 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     ``gpu_memory − margin`` bytes per GPU; the layout's own value of the target is ignored. When
     nothing fits and ``offer_lever``: :attr:`Limit.lever`, what would make it reachable."""
     from ..bill.derive import make_bill
+    from ..layout.stages import balanced_splits
 
     _check_arch(model)
+    splits = (balanced_splits(model.layers, layout.pp) if layout.pp > 1 and not layout.uneven_stages
+              and model.layers % layout.pp else ())
+    if splits:
+        # Megatron-Core's uneven first/last stages, each split whose fullest stage holds ⌈L/p⌉ layers: the one with
+        # the largest answer (ties: the first found), and what each gave
+        found = []
+        for first, last in splits:
+            try:
+                found.append(solve_limit(model, replace(layout, first_stage_layers=first, last_stage_layers=last),
+                                         target, gpu_memory, margin, params_hand, offer_lever))
+            except ConfigError:  # this split refused (an interleave that does not divide a stage's count)
+                continue
+        if not found:
+            raise ConfigError(f"no uneven split of {model.layers} layers over pp {layout.pp} is valid for this "
+                              "layout (Megatron-Core's first/last-stage layers, the fullest stage "
+                              f"{-(-model.layers // layout.pp)} layers): give --first-stage-layers/--last-stage-layers")
+        best = max(found, key=lambda limit: -1 if limit.answer is None else limit.answer)
+        best.splits = tuple((item.layout.first_stage_layers, item.layout.last_stage_layers, item.answer)
+                            for item in found)
+        return best
     # LoRA, a quantised base, offload and activation offload are the plan's group expressions
     # (search.plan.lever_expressions); the bill's rules for them apply (Layout.validate, make_bill)
     if layout.moe_dispatcher != "hf" or layout.moe_pad_to_capacity or (
@@ -175,6 +199,15 @@ def solve_limit(model: ModelConfig, layout: Layout, target: str, gpu_memory: int
     at = answer if answer is not None else smallest
     at_layout = replace(layout, **{target: at})
     total_at = make_bill(model, at_layout, params_hand=params_hand).totals["total_bytes"]
+    if answer is not None and Rational(total_at) > usable and layout.pp > 1 and layout.own_schedule \
+            and layout.pipeline_schedule().placement != "loop":
+        # a V or DualPipe's pair: the inequality holds the first-order share (search.formulas.PLACED), under the
+        # bill's account of rank 0's layers; the largest valid value below it the bill fits, bisected on the bill
+        answer, total_at = _bill_bisect(model, layout, target, smallest, answer, usable, params_hand)
+        at = answer if answer is not None else smallest
+        at_layout = replace(layout, **{target: at})
+        if answer is None:
+            total_at = make_bill(model, at_layout, params_hand=params_hand).totals["total_bytes"]
     next_value = _first_valid(model, layout, target, at + 1, at + _SEARCH) if answer is not None else None
     total_next = (make_bill(model, replace(layout, **{target: next_value}), params_hand=params_hand)
                   .totals["total_bytes"] if next_value is not None else None)
@@ -328,6 +361,28 @@ def _search_micro_batch(model, layout, gpu_memory, margin, params_hand) -> Limit
     return Limit(model, "micro_batch", answer, answer, None, total, with_psi, gpu_memory, margin,
                  replace(layout, micro_batch=at), total_at, next_value, total_next, params_hand,
                  "checked by the bill at each valid micro-batch (the chunks in flight depend on b)")
+
+
+def _bill_bisect(model, layout, target, smallest: int, above: int, usable: int, params_hand):
+    """(the largest valid value in [smallest, above) the bill fits, its total), or (None, None): the bill's
+    total grows with b and s, so the valid values bisect."""
+    from ..bill.derive import make_bill
+
+    allowed = _micro_batches(layout) if target == "micro_batch" else None
+    step = _step(layout, target)
+    values = ([value for value in allowed if smallest <= value < above] if allowed is not None else
+              list(range(-(-smallest // step) * step, above, step)))
+    values = [value for value in values if replace(layout, **{target: value}).is_valid(model)]
+    best, total_best = None, None
+    lo, hi = 0, len(values) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        total = make_bill(model, replace(layout, **{target: values[mid]}), params_hand=params_hand).totals["total_bytes"]
+        if Rational(total) <= usable:
+            best, total_best, lo = values[mid], total, mid + 1
+        else:
+            hi = mid - 1
+    return best, total_best
 
 
 def _step(layout, target) -> int:

@@ -10,6 +10,7 @@ same formulas in ints and Fractions, equal to ``make_bill``'s totals.
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 from typing import Mapping
 
 import numpy as np
@@ -502,3 +503,33 @@ def in_flight_array(pp, interleave, micro_batches, stage: str):
     interleaved = np.where(m_ == p_, m_ * v_, np.minimum(warm_up + 1, m_ * v_))
     one_f_one_b = np.minimum(m_, p_) if stage == "first" else np.ones_like(m_)
     return np.where(p_ == 1, 1, np.where(v_ == 1, one_f_one_b, interleaved)).astype(np.int64)
+
+
+def schedule_in_flight_array(schedule: str, pp, interleave, micro_batches, stage: str):
+    """:meth:`symbolic.layout.layout.Layout.in_flight` of a schedule beyond Megatron's (zero-bubble, DualPipe)
+    over arrays of layouts: the most chunk instances the stage's rank holds in the schedule's own order
+    (``schedules.peak_in_flight`` at ``schedules.simulated_micro_batches``), computed once per distinct
+    (p, v, m); 1 where p = 1 (no pipeline). ``stage`` ``middle``: rank 1, the first's where p ≤ 2 (as
+    :func:`_middle_values`)."""
+    p_, v_, m_ = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (pp, interleave, micro_batches)))
+    out = np.ones(p_.shape, dtype=np.int64)
+    if not p_.size:
+        return out
+    triples, inverse = np.unique(np.stack([p_.ravel(), v_.ravel(), m_.ravel()]), axis=1, return_inverse=True)
+    counts = np.array([_schedule_in_flight(schedule, int(p), int(v), int(m), stage) for p, v, m in triples.T],
+                      dtype=np.int64)
+    return counts[np.asarray(inverse).ravel()].reshape(p_.shape)
+
+
+@lru_cache(maxsize=4096)
+def _schedule_in_flight(schedule: str, pp: int, interleave: int, micro_batches: int, stage: str) -> int:
+    from ..layout.layout import stage_rank_of
+    from ..layout.schedules import peak_in_flight, schedule_named, simulated_micro_batches
+
+    if pp == 1:
+        return 1
+    if stage == "middle" and pp <= 2:
+        stage = "first"
+    plan = schedule_named(schedule)
+    return peak_in_flight(plan, pp, interleave, simulated_micro_batches(plan, pp, micro_batches),
+                          stage_rank_of(stage, pp))
