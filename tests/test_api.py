@@ -26,10 +26,11 @@ def _cli_error(argv, capsys) -> str:
 
 
 def test_bill_as_the_issue_writes_it(capsys):
-    bill = symbolic.bill("llama-2-7b", tp=8, seq=4096, gpu_memory="80GB")
+    # the bill's own defaults (framework none): t = 8 of an HF config otherwise assumes megatron-core's
+    bill = symbolic.bill("llama-2-7b", tp=8, seq=4096, gpu_memory="80GB", framework="none")
     assert isinstance(bill, symbolic.Bill) and bill.fits is True
     assert bill.to_dict() == _cli_json(["bill", "llama-2-7b", "--tp", "8", "--seq", "4096",
-                                        "--gpu-memory", "80GB"], capsys)
+                                        "--gpu-memory", "80GB", "--framework", "none"], capsys)
     # llama-2-7b at t = 8, s = 4096: 13.48 GB of states + 10.57 GB of activations per GPU
     assert bill.to_dict()["paper_total_bytes"] == 24_049_623_040  # the papers' total
     assert bill.total_bytes == bill.to_dict()["total_bytes"] > 24_049_623_040  # the verdict: the step's peak

@@ -192,10 +192,14 @@ def test_a_section_another_process_builds_is_seen_without_waiting_and_the_page_b
     assert html.render(*args) == page and order == ["time_section", "formula_section"]
 
 
-def test_cli_writes_the_page_and_refuses_bad_input(tmp_path, capsys):
-    out = tmp_path / "calculator.html"
-    assert main(["calculator", "-o", str(out)]) == 0
+def test_cli_writes_the_page_and_refuses_bad_input(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a short file name: a path is one word, it cannot wrap
+    monkeypatch.setenv("COLUMNS", "80")
+    out = tmp_path / "c.html"
+    assert main(["calculator", "-o", "c.html"]) == 0
     assert "const FORMULAS" in out.read_text() and '"N": "7B"' in out.read_text()
+    printed = capsys.readouterr().out.rstrip("\n").split("\n")
+    assert printed[0].startswith("wrote c.html") and max(map(len, printed)) <= 80  # fits an 80-column terminal
     assert main(["calculator", "-o", str(tmp_path / "x.html"), "--tp", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "heads (32) must be divisible by tp (3)" in err[0]

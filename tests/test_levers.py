@@ -207,8 +207,10 @@ def test_an_offload_that_does_not_fit_the_cpu_memory_is_not_a_fix():
     assert any("LoRA" in name for name in names)
 
 
-QWEN_MOE = ["bill", "qwen3-30b-a3b", "--ep", "8", "--dp", "8", "--zero", "1", "--gpu", "h100", "--seq", "4096",
-            "--global-batch", "256"]
+QWEN_MOE_ASSUMED = ["bill", "qwen3-30b-a3b", "--ep", "8", "--dp", "8", "--zero", "1", "--gpu", "h100", "--seq", "4096",
+                    "--global-batch", "256"]
+# the bill's own defaults, as issue 39 found the levers (e = 8 of an HF config otherwise assumes megatron-core's)
+QWEN_MOE = [*QWEN_MOE_ASSUMED, "--framework", "none"]
 
 
 def _bill_json(argv, capsys):
@@ -252,7 +254,8 @@ def test_every_suggested_fix_fits_when_its_flags_are_applied_as_written(capsys, 
 
     monkeypatch.setattr(priced, "what_would_fit", functools.partial(what_would_fit, limit=1000))
     flags_seen = set()
-    for argv in (QWEN_MOE, ["bill", "llama-3-8b", "--seq", "8192", "--dp", "4", "--tp", "2", "--gpu-memory", "40GB"],
+    for argv in (QWEN_MOE, QWEN_MOE_ASSUMED,
+                 ["bill", "llama-3-8b", "--seq", "8192", "--dp", "4", "--tp", "2", "--gpu-memory", "40GB"],
                  ["bill", "gpt-7b", "--seq", "4096", "--dp", "8", "--gpu-memory", "40GB"],
                  ["bill", "mixtral-8x7b", "--seq", "4096", "--dp", "8", "--ep", "2", "--gpu-memory", "80GB"],
                  ["bill", "llama-2-7b", "--seq", "4096", "--gpu-memory", "80GB"]):

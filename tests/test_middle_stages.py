@@ -113,7 +113,8 @@ def test_plan_and_its_exact_totals_count_the_middle_stage():
 
 
 def test_cli_json_and_brief_name_the_stage(capsys):
-    args = ["bill", "llama-3-8b", "--pp", "4", "--first-stage-layers", "2", "--last-stage-layers", "2", "--gpu", "h100"]
+    args = ["bill", "llama-3-8b", "--pp", "4", "--first-stage-layers", "2", "--last-stage-layers", "2", "--gpu", "h100",
+            "--framework", "none"]  # the bill's own recipe (p = 4 of an HF config otherwise assumes megatron-core's)
     assert main(args + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert (data["verdict_stage"], data["verdict_stage_rank"], data["total_bytes"]) == ("middle", 1, 91_366_715_392)

@@ -38,8 +38,12 @@ def test_a_description_is_its_characters_not_markup(monkeypatch):
     assert "evaluating the layouts of [/oops][blink]" in shown and "tracing [bold]x[/bold]" in shown
 
 
-def test_commands_print_no_progress_into_a_pipe(tmp_path, capsys):
-    assert main(["sheet", "-o", str(tmp_path / "s.tex")]) == 0
+def test_commands_print_no_progress_into_a_pipe(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a short file name: a path is one word, it cannot wrap
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["sheet", "-o", "s.tex"]) == 0
+    sheet = capsys.readouterr()
+    assert sheet.err == "" and max(map(len, sheet.out.rstrip("\n").split("\n"))) <= 80  # fits 80 columns
     assert main(["plan", "gpt-7b", "--gpus", "8", "--gpu-memory", "80GB", "--top", "1"]) == 0
     captured = capsys.readouterr()
     assert captured.err == ""

@@ -28,7 +28,7 @@ REFUSED = [
     ["bill", "gpt-7b", "--offload", "params", "--tp", "2"],      # parameter offload with TP
     ["bill", "gpt-7b", "--recompute-modules", "core_attn"],      # modules without selective recompute
     ["timeline", "gpt-7b", "--tp", "3"],
-    ["solve", "gpt-7b", "--max", "micro-batch", "--gpu-memory", "80GB", "--pp", "5"],
+    ["solve", "gpt-7b", "--max", "micro-batch", "--gpu-memory", "80GB", "--tp", "3"],  # (--pp 5: solved over uneven splits now)
 ]
 
 

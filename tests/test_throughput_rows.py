@@ -318,8 +318,9 @@ def test_a_bridge_recipe_that_counts_the_embedding_and_loss_is_priced_or_refused
     assert throughput.pipeline_split_recipe(row).startswith("NVIDIA-NeMo/Megatron-Bridge")
     priced = throughput.predict(row)
     assert not math.isnan(priced.predicted), priced.binding
-    plain = throughput.predict(dict(row, source="a source"))   # no such recipe: 6 layers do not divide over 4
-    assert math.isnan(plain.predicted) and "layers (6)" in plain.binding
+    plain = throughput.predict(dict(row, source="a source"))   # no such recipe: 6 layers do not divide over 4 —
+    assert not math.isnan(plain.predicted)                     # priced at the split plan searches, named
+    assert "(the source names no split)" in plain.chosen, plain.chosen
     interleaved = _row(source="NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", model="LLAMA3.1_405B",
                        layout=dict(lay, pp=2, dp=4, vp=2), **{"hardware.gpus": 8})
     interleaved["dims"]["L"] = 6                 # 8 over 2 × 2 chunks: 2 each, the first and last 1

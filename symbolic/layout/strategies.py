@@ -13,7 +13,8 @@ from sympy import Expr, Integer, sympify
 
 from ..core.dims import C_f, L, L_1, L_m, L_p, T_e, a, b, c, e, e_t, f_e, p, s, t, v
 from ..core.tensors import DTYPE_BYTES, Axis, Group, Inventory, SavedTensor
-from .choices import FLOAT_ACTIVATION_DTYPES, MOE_DISPATCHERS, OP_SAC, RECOMPUTE_MODULES, RECOMPUTE_POLICIES, SP_INPUTS
+from .choices import (FLOAT_ACTIVATION_DTYPES, MOE_DISPATCHERS, OP_SAC, RECOMPUTE, RECOMPUTE_MODULES,  # noqa: F401
+                      RECOMPUTE_POLICIES, SP_INPUTS)  # RECOMPUTE: the policies a notebook offers (notebooks/03)
 
 
 def tensor_parallel(inventory: Inventory, ways: Expr = t) -> Inventory:

@@ -497,7 +497,11 @@ def _predict(row: dict, gpu_memory: int | None) -> Prediction:
             measured = counted / seconds / 1e12
     chosen = (f"b={chosen_layout.micro_batch} v={chosen_layout.interleave} {chosen_layout.recompute} recompute"
               f"{' SP' if chosen_layout.sp else ''} ZeRO-{chosen_layout.zero}"
-              f"{' flash' if flash else ''}{' fp8' if fp8 else ''}; overlap {overlap}")
+              f"{' flash' if flash else ''}{' fp8' if fp8 else ''}; overlap {overlap}"
+              # an uneven split the search chose where the source names none (Megatron's first/last stage sizes)
+              + (f"; stages first {chosen_layout.first_stage_layers or '-'} last {chosen_layout.last_stage_layers or '-'} "
+                 "layers (the source names no split)" if chosen_layout.first_stage_layers or
+                 chosen_layout.last_stage_layers else ""))
     return Prediction(row, name, hardware.name, layout_text, measured, predicted, convention, item.step_seconds,
                       item.binding, chosen, baseline)
 
