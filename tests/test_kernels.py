@@ -297,3 +297,28 @@ def test_arrays_of_shapes_get_what_each_shape_gets_alone_by_grid_or_by_the_combi
         alone = np.vectorize(lambda *shape: float(table.nearest(*shape)))(*dims)
         assert np.array_equal(got, alone)
         assert np.array_equal(table.nearest(*dims), got)
+
+
+def test_fp8_grouped_gemms_forward_on_h800_is_deepgemms_published_figure():
+    """Issue 42 item 2: the routed experts' FP8 forward GEMM on an H800 (and the H100, the same die) is
+    DeepGEMM's measured contiguous-layout figure (deepseek-ai/DeepGEMM 55ab91f README: 4 groups of 8192 × 4096 ×
+    7168 at 1,346 TFLOPS, against the 1,979 TFLOPS dense FP8 peak); BF16 and the gradient passes keep their tables,
+    a GPU without the table (the A100, the B200) is priced as before, and the kernels line names the source."""
+    from symbolic.ledgers import kernels
+    from symbolic.ledgers.hardware import load
+
+    for gpu in ("h800", "h100"):
+        hw = load(gpu)
+        tables = kernels.for_hardware(hw.name, hw.peak_bf16_flops)
+        assert tables.grouped_efficiency("forward", 4, 8192, 4096, 7168, "fp8") == pytest.approx(1346 / 1979, abs=1e-12)
+        assert tables.grouped_efficiency("forward", 8, 4096, 7168, 2048, "fp8") == pytest.approx(1214 / 1979, abs=1e-12)
+        bf16 = tables.grouped.get("input_gradient")
+        expected = tables._scaled(bf16.nearest(4, 8192, 4096, 7168), "fp8")
+        assert tables.grouped_efficiency("input_gradient", 4, 8192, 4096, 7168, "fp8") == expected
+        assert tables.grouped_efficiency("forward", 4, 8192, 4096, 7168, "bf16") == \
+            tables._scaled(tables.grouped["forward"].nearest(4, 8192, 4096, 7168), "bf16")
+        assert "DeepGEMM's H800 table" in tables.approximation
+        assert any(source.startswith("deepseek-ai/DeepGEMM README.md @55ab91f7") for source in tables.sources)
+    for gpu in ("a100-80gb", "b200"):
+        hw = load(gpu)
+        assert not kernels.for_hardware(hw.name, hw.peak_bf16_flops).grouped_fp8

@@ -213,7 +213,8 @@ def not_priced(layout: Layout) -> list[str]:
         out.append("the expert-parallel all-to-all is priced for balanced routing (each rank sends (e−1)/e of its "
                    "k·tokens rows): routing imbalance and the capacity factor's padding are not")
     if layout.precision == "fp8-blockwise":
-        out.append("fp8-blockwise's GEMMs are priced at the tensorwise FP8 efficiency (mamf-finder's FP8 ceiling ratio): "
+        out.append("fp8-blockwise's GEMMs are priced at the tensorwise FP8 efficiency (mamf-finder's FP8 ceiling ratio) — "
+                   "but for the grouped GEMMs' forward pass on an H800/H100, DeepGEMM's measured blockwise figure: "
                    "the per-128 scaling's cost — DeepSeek-V3 §3.3.2 promotes the partial sums to CUDA cores every "
                    "128 elements of K — is not priced apart")
     if layout.ep > 1 and layout.precision == "fp8-blockwise":

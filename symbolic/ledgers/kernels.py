@@ -295,11 +295,17 @@ class KernelTables:
     approximation: str            #: "" for measured tables, else the borrowing the bill names
     sources: tuple                #: "repository path @commit (what)" per table
     collectives: dict = field(default_factory=dict)  #: collective → :class:`Collective` (own tables only)
+    #: pass → Table over (groups, M, N, K) of FP8 grouped GEMMs measured in FP8, as a fraction of the FP8 peak
+    #: (``index.json``'s ``fp8_grouped``: DeepGEMM's H800 table); a pass without one is priced as BF16 × the FP8 ratio
+    grouped_fp8: dict = field(default_factory=dict)
 
     def gemm_efficiency(self, stage: str, m, n, k, dtype: str = "bf16") -> np.ndarray:
         return self._scaled(self.gemm[stage].nearest(m, n, k), dtype)
 
     def grouped_efficiency(self, stage: str, groups, m, n, k, dtype: str = "bf16") -> np.ndarray:
+        measured_fp8 = self.grouped_fp8.get(stage) if dtype == "fp8" else None
+        if measured_fp8 is not None:  # measured in FP8 against the FP8 peak: no BF16 ceiling, no ratio
+            return np.minimum(measured_fp8.nearest(groups, m, n, k), 1.0)
         table = self.grouped.get(stage)
         if table is None:
             return self.gemm_efficiency(stage, m, n, k, dtype)
@@ -439,11 +445,33 @@ def for_hardware(hardware_name: str, peak_bf16_flops: float) -> KernelTables | N
         approximation += f"; {assumed}"
     fp8 = ceiling(hardware_name, "fp8")
     own_fabric = _collectives(data["measured"][measured]) if measured == hardware_name else {}
+    sources = sources if measured == hardware_name else tuple(x for x in sources if "(networks." not in x)
+    grouped_fp8 = {}
+    if hardware_name in data.get("fp8_grouped", {}):
+        grouped_fp8, source = _fp8_grouped(data["fp8_grouped"][hardware_name])
+        sources += (source,)
+        approximation += ("; " if approximation else "") + (
+            "FP8 grouped GEMMs' forward pass from DeepGEMM's H800 table (fine-grained scaling; a tensorwise "
+            "recipe's kernel priced as fast), its gradient passes the BF16 tables × the FP8 ceiling ratio")
     return KernelTables(hardware_name, gpu, gemm, grouped, attention, scale, own,
                         None if fp8 is None else fp8 / own, memory, loss, latency, approximation,
                         # a borrower names the tables it takes, not the fabric it does not
-                        sources if measured == hardware_name else tuple(x for x in sources if "(networks." not in x),
-                        own_fabric)
+                        sources, own_fabric, grouped_fp8)
+
+
+@cache
+def _fp8_grouped(file: str) -> tuple[dict, str]:
+    """A table of FP8 grouped GEMMs measured in FP8 (``data/kernels/deepgemm-h800.json``): pass → Table of
+    TFLOPS / the FP8 peak it was measured against, and its source line."""
+    data = _read(file)
+    peak = data["peak_fp8_tflops"]
+    tables = {}
+    for stage in PASSES:
+        rows = [r for r in data["rows"] if r[0] == stage]
+        if rows:
+            tables[stage] = Table(tuple(tuple(r[1:5]) for r in rows), tuple(r[5] / peak for r in rows))
+    source = data["source"]
+    return tables, f"{source['repository']} {source['path']} @{source['commit'][:8]} ({source['key']})"
 
 
 def from_file(path, hardware_name: str, ceiling_bf16: float) -> KernelTables:
