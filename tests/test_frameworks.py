@@ -115,6 +115,9 @@ def test_a_layout_only_a_distributed_framework_runs_takes_megatron_cores_default
     assert re.search(r"VERDICT[^%]*", named).group() == re.search(r"VERDICT[^%]*", assumed).group()
     none = _layout_line(["bill", "llama-3-8b", "--gpu", "h100", "--tp", "8", "--framework", "none"], capsys)
     assert "megatron-core" not in none and "bf16-adam," in none
+    # a Transformer Engine FP8 recipe is run by Megatron-Core / NeMo too, at any layout
+    line = _layout_line(["bill", "llama-3-8b", "--gpu", "h100", "--dp", "8", "--zero", "1", "--dtype", "fp8"], capsys)
+    assert "megatron-core's defaults, assumed (fp8-delayed is a Transformer Engine recipe" in line, line
     # kept as they are: one GPU, data parallelism alone (HF Trainer's DeepSpeed/FSDP), the papers' GPT models
     for argv in (["llama-3-8b"], ["llama-3-8b", "--dp", "8", "--zero", "3"], ["gpt-175b", "--tp", "8", "--pp", "8"]):
         assert "assumed (" not in _layout_line(["bill", *argv, "--gpu", "h100"], capsys), argv

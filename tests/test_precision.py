@@ -245,7 +245,7 @@ def test_the_answers_first_lines_name_the_recipe_and_dtype_fp8_is_the_default_re
     argv = ["bill", "llama-3-8b", "--gpu", "h100", "--dp", "8", "--zero", "1"]
     assert main(argv + ["--dtype", "fp8"]) == 0
     out = capsys.readouterr()
-    head = out.out.splitlines()[:4]
+    head = out.out.splitlines()[:6]  # the layout line (with the assumed framework) then the recipe
     assert any(line.startswith("precision: fp8-delayed (TE DelayedScaling, format HYBRID)") for line in head), head
     assert "--dtype fp8 read as the FP8 training recipe fp8-delayed" in out.err
     assert "weight GEMMs in fp8 (fp8-delayed at the FP8 peak 1979 TFLOP/s" in out.out

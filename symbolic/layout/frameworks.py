@@ -309,7 +309,8 @@ def inferred_framework(model, layout) -> str:
 
     A layout with tensor, pipeline, context or expert parallelism (t, p, c or e > 1) runs under a
     distributed framework — transformers' own single-process defaults (its eager fp32 loss on the whole
-    vocabulary, bf16 gradients, torch.optim's foreach step) are what no such run uses. Kept as they are:
+    vocabulary, bf16 gradients, torch.optim's foreach step) are what no such run uses; nor does a Transformer
+    Engine FP8/FP4 recipe (``layout.precision``), which Megatron-Core and NeMo run. Kept as they are:
     the papers' GPT models (a position table sized by s: Korthikanti's and Narayanan's runs, priced with the
     papers' own kernels), and a data-parallel layout alone — ZeRO/FSDP is what HF Trainer runs with
     transformers' defaults (DeepSpeed, FSDP), so the bill's defaults are that run's."""
@@ -317,9 +318,14 @@ def inferred_framework(model, layout) -> str:
         return ""
     sizes = [f"{letter}={value}" for letter, value in (("t", layout.tp), ("p", layout.pp), ("c", layout.cp),
                                                         ("e", getattr(layout, "ep", 1))) if value > 1]
-    if not sizes:
-        return ""
-    return f"{', '.join(sizes)} runs under a distributed framework"
+    if sizes:
+        return f"{', '.join(sizes)} runs under a distributed framework"
+    from .precision import PRECISIONS
+
+    recipe = PRECISIONS.get(getattr(layout, "precision", "") or "bf16")
+    if recipe is not None and recipe.low_precision:  # the recipes are Transformer Engine's (layout/precision.py)
+        return f"{recipe.name} is a Transformer Engine recipe"
+    return ""
 
 
 def framework(name: str | None) -> Framework | None:
