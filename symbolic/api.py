@@ -168,17 +168,12 @@ def _preset(framework, layout, overlap: str | None = None, config=None):
     (:func:`symbolic.layout.frameworks.apply_preset`), and the step-time overlap — the caller's
     ``overlap=`` if given, else the preset's, else ``overlap``'s default — as (PresetChoice or None,
     Layout, Overlap or None). No ``framework=`` and ``config`` given: a layout only a distributed framework
-    runs takes the assumed preset, as the CLI's (:func:`symbolic.layout.frameworks.inferred_framework`)."""
-    from dataclasses import replace
+    runs takes the assumed preset, as the CLI's (:func:`symbolic.layout.frameworks.preset_or_assumed`)."""
+    from .layout.frameworks import apply_preset, preset_or_assumed
 
-    from .layout.frameworks import ASSUMED, apply_preset, framework as named, inferred_framework
-
-    why = inferred_framework(config, layout) if framework is None and config is not None else ""
-    preset = named(ASSUMED if why else framework)
+    preset, why = preset_or_assumed(framework, config, layout)
     typed = _TYPED.get()
-    choice = apply_preset(layout, preset, typed, overlap=overlap is not None)
-    if why and choice is not None:
-        choice = replace(choice, inferred=why)
+    choice = apply_preset(layout, preset, typed, overlap=overlap is not None, inferred=why)
     hidden = None
     if overlap is not None:
         from .ledgers.time import OVERLAPS, Overlap
@@ -378,9 +373,7 @@ def bill(model, *, seq: int = 0, micro_batch: int = 1, tp: int = 1, pp: int = 1,
     engine.gpu = choice
     engine.preset = filled
     if filled is not None:  # the TIME section names the preset (given or assumed) and each of its settings
-        step.factors.update(_named_framework(filled.framework).step_factors())
-        if filled.inferred:
-            step.factors["framework_assumed"] = filled.inferred
+        step.factors.update(_named_framework(filled.framework).step_factors(filled.inferred))
     return Bill(engine, step)
 
 

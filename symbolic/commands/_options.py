@@ -271,32 +271,28 @@ def apply_framework(layout: Layout, args, overlap: bool = True, model=None) -> L
     ``--optimizer bf16-adam`` is kept; a launch config's fields count as typed); what it filled is kept
     in ``args._preset`` for the layout line (:func:`symbolic.layout.frameworks.apply_preset`). With no
     ``--framework`` (and no launch config, whose reader names its framework) and ``model`` given, a layout only
-    a distributed framework runs takes the assumed preset (:func:`symbolic.layout.frameworks.inferred_framework`),
+    a distributed framework runs takes the assumed preset (:func:`symbolic.layout.frameworks.preset_or_assumed`),
     set in ``args.framework`` so the step time's overlap and TIME section take it too."""
-    from dataclasses import replace
+    from ..layout.frameworks import apply_preset, preset_or_assumed
 
-    from ..layout.frameworks import ASSUMED, apply_preset, inferred_framework
-
-    why = ""
-    if getattr(args, "framework", None) is None and getattr(args, "launch", None) is None and model is not None:
-        why = inferred_framework(model, layout)
-        if why:
-            args.framework = ASSUMED
+    launched = getattr(args, "launch", None) is not None
+    preset, why = preset_or_assumed(getattr(args, "framework", None), None if launched else model, layout)
+    if why:
+        args.framework = preset.name
     overlap = overlap and getattr(args, "overlap", None) is None  # a typed (or launch config's) --overlap wins
-    choice = apply_preset(layout, framework_preset(args), typed(args), overlap=overlap)
+    choice = apply_preset(layout, preset, typed(args), overlap=overlap, inferred=why)
     if choice is None:
         return layout
-    args._preset = replace(choice, inferred=why) if why else choice
+    args._preset = choice
     return choice.layout
 
 
 def framework_factors(step, args) -> None:
-    """Name the preset and each of its settings in the step's factors (the TIME section prints them)."""
+    """Name the preset (and why, where it was assumed) and each of its settings in the step's factors (the
+    TIME section prints them)."""
     preset = framework_preset(args)
     if preset is not None:
-        step.factors.update(preset.step_factors())
-        if getattr(getattr(args, "_preset", None), "inferred", ""):  # assumed, not named: the TIME section says why
-            step.factors["framework_assumed"] = args._preset.inferred
+        step.factors.update(preset.step_factors(getattr(getattr(args, "_preset", None), "inferred", "")))
 
 
 def check_output(path: str, field: str = "--output") -> Path:

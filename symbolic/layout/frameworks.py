@@ -70,10 +70,12 @@ class Framework:
                                         ("TP comm", self.tp_comm_overlap)) if on]
         return " + ".join(hidden) if hidden else "no"
 
-    def step_factors(self) -> dict:
+    def step_factors(self, assumed: str = "") -> dict:
         """The preset's entries of a step's factors (the TIME section prints each setting and its source,
-        and pools the error band over the runs of :attr:`published`)."""
-        return {"framework": self.name, "framework_settings": self.settings(), "band_frameworks": self.published}
+        and pools the error band over the runs of :attr:`published`); ``assumed``: why it was assumed where
+        none was named (:func:`preset_or_assumed`), which the TIME section says."""
+        out = {"framework": self.name, "framework_settings": self.settings(), "band_frameworks": self.published}
+        return dict(out, framework_assumed=assumed) if assumed else out
 
     def settings(self) -> list[tuple[str, str, str]]:
         """(setting, value, source) for the TIME section."""
@@ -242,7 +244,8 @@ def filled_words(name: str, filled: dict, inferred: str = "") -> str:
     return f"{head}: " + ", ".join(shown[field](value) for field, value in filled.items())
 
 
-def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: bool = True) -> PresetChoice | None:
+def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: bool = True,
+                 inferred: str = "") -> PresetChoice | None:
     """``layout`` with the preset's defaults in every field the user did not type (``typed``: the option
     names given, the fields a launch config set), or None without a preset. A typed value — even one equal
     to the option's default, ``--optimizer bf16-adam`` — is kept. The rules, each the framework's:
@@ -261,6 +264,8 @@ def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: b
     - sp_inputs: under sequence parallelism, what the framework's linear layers keep of their input
       (Megatron-Core the shard, DTensor frameworks the all-gathered input);
     - overlap (``overlap=True``: a command with a step time): the preset's communication overlap.
+
+    ``inferred``: why the preset was assumed (:func:`preset_or_assumed`), kept on the choice for the layout line.
     """
     from dataclasses import replace
 
@@ -288,7 +293,7 @@ def apply_preset(layout, preset: Framework | None, typed=frozenset(), overlap: b
         changes["optimizer_impl"] = preset.optimizer_impl  # the launch readers' reading of the same framework
     filled = tuple(changes.items()) + ((("overlap", preset.overlap_words()),) if overlap and "overlap" not in typed
                                        else ())
-    return PresetChoice(preset.name, replace(layout, **changes) if changes else layout, filled)
+    return PresetChoice(preset.name, replace(layout, **changes) if changes else layout, filled, inferred)
 
 
 #: ``--framework none``: no preset, and none assumed — the bill's own defaults (transformers' on an HF config).
@@ -328,6 +333,18 @@ def inferred_framework(model, layout) -> str:
     return ""
 
 
+def preset_or_assumed(name: str | None, model=None, layout=None) -> tuple[Framework | None, str]:
+    """The preset named (``--framework``/``framework=``; ``none``: no preset), or, where none is named and the
+    model and layout are given, :data:`ASSUMED`'s when :func:`inferred_framework` says the layout needs a
+    framework: (preset or None, why it was assumed or ""). The CLI, the API and the claims' step quantity
+    choose through this one rule."""
+    if name is None and model is not None and layout is not None:
+        why = inferred_framework(model, layout)
+        if why:
+            return FRAMEWORKS[ASSUMED], why
+    return framework(name), ""
+
+
 def framework(name: str | None) -> Framework | None:
     """The preset named ``name`` (None: no preset; ``none`` too); a ConfigError naming the choices otherwise."""
     if name is None or name == "" or str(name).strip().lower() == NO_FRAMEWORK:
@@ -339,5 +356,5 @@ def framework(name: str | None) -> Framework | None:
 
 
 __all__ = ["Framework", "FRAMEWORKS", "PRESET_FIELDS", "PresetChoice", "apply_preset", "framework",
-           "inferred_framework", "papers_model", "ASSUMED", "NO_FRAMEWORK",
+           "inferred_framework", "papers_model", "preset_or_assumed", "ASSUMED", "NO_FRAMEWORK",
            "LOSS_KERNELS", "MAIN_GRADS"]

@@ -27,6 +27,7 @@ from .choices import (
     ZERO_STAGES,
 )
 from .experts import validate_expert_parallel
+from .frameworks import papers_model
 from .suggest import largest_divisor, smallest_multiple_at_least, try_flags
 from .recipes import RECIPES
 from .precision import PRECISIONS
@@ -521,7 +522,7 @@ def default_loss(model: ModelConfig, tp: int = 1) -> str:
     the loss on the rank's vocabulary shard — Megatron-Core's ``VocabParallelCrossEntropy``, torchtitan's
     ``loss_parallel`` (within b·s bytes of it, measured per rank) — where transformers' eager loss would
     gather the whole vocabulary on every rank (10·s·b·V bytes: ``output.loss_saved``)."""
-    if model.arch == "gpt" and not model.position_table:
+    if papers_model(model):
         return "vocab-parallel"
     return "vocab-parallel" if tp > 1 else "eager"
 

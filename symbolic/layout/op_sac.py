@@ -118,9 +118,10 @@ def op_selective_checkpoint(inventory: Inventory, layer_input: Inventory, matmul
         raise ValueError("op-sac saves the SDPA kernel's output: the layer's attention must be the fused kernel "
                          "(it saves a log-sum-exp), not the explicit one")
     rows = row_parallel(matmuls)
+    again = recomputed(matmuls)  # the policy's parity rule, in one place
     kept = list(layer_input)
     for n, mm in enumerate(weight_matmuls(matmuls), start=1):
-        if n % 2 == 0:
+        if mm.name in again:
             continue
         base = mm.name.removeprefix("layer/")
         if mm.name in rows:

@@ -284,9 +284,9 @@ def _bill_tokens_per_gpu_second(model="deepseek-v3", gpu="h800", **layout) -> Ex
     """Tokens per second per GPU of ``symbolic bill MODEL --gpu GPU`` under the layout (``Layout``'s fields),
     the step-time model as the bill prices it (every efficiency as the hardware and kernel files state it,
     nothing fitted), rounded to whole tokens — with the framework a bill assumes for a layout only a
-    distributed framework runs (``layout.frameworks.inferred_framework``), as the CLI and the API do."""
+    distributed framework runs (``layout.frameworks.preset_or_assumed``), as the CLI and the API do."""
     from ..bill.timing import step_time
-    from ..layout.frameworks import ASSUMED, FRAMEWORKS, apply_preset, inferred_framework
+    from ..layout.frameworks import apply_preset, preset_or_assumed
     from ..ledgers.hardware import load
     from ..ledgers.time import Overlap
 
@@ -295,8 +295,8 @@ def _bill_tokens_per_gpu_second(model="deepseek-v3", gpu="h800", **layout) -> Ex
         fields["recompute_modules"] = tuple(fields["recompute_modules"])
     built, lay = _model_and_layout(model, fields)
     overlap = Overlap()
-    if inferred_framework(built, lay):
-        preset = FRAMEWORKS[ASSUMED]
+    preset, _ = preset_or_assumed(None, built, lay)
+    if preset is not None:
         lay, overlap = apply_preset(lay, preset, frozenset(fields)).layout, Overlap(*preset.overlap_fields())
     step = step_time(built, lay, load(gpu), overlap=overlap)
     return Integer(round(float(step.tokens_per_second) / step.gpus))
